@@ -1,0 +1,126 @@
+//! Readers and writers, one file per producer, plus detection by content.
+//!
+//! | format | read | write |
+//! | --- | --- | --- |
+//! | SGLang expert-distribution JSON (`logical_count`) | [`sglang::read_expert_distribution`] | — |
+//! | SGLang `--init-expert-location` JSON | — | [`sglang::write_init_expert_location`] |
+//! | wide per-batch CSV (HarMoEny) | [`csv::read_wide_csv`] | — |
+//! | moeplan trace JSON | [`trace_json::read`] | [`trace_json::write`] |
+//! | moeplan plan JSON | [`plan_json::read`] | [`plan_json::write`] |
+
+pub mod csv;
+pub mod plan_json;
+pub mod sglang;
+pub mod trace_json;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+use crate::error::{Error, Result};
+use crate::trace::LoadTrace;
+
+/// The trace formats [`read_trace`] recognises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceFormat {
+    /// `{"logical_count": ...}` or a bare `[L][E]` / `[N][L][E]` array.
+    SglangJson,
+    /// moeplan's own trace JSON.
+    MoeplanTrace,
+    /// The wide per-batch CSV.
+    WideCsv,
+}
+
+/// How to read a trace.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// For multi-dataset CSVs: keep only this dataset's rows.
+    pub dataset: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Probe {
+    logical_count: Option<IgnoredAny>,
+    format: Option<String>,
+    counts: Option<IgnoredAny>,
+    layers: Option<IgnoredAny>,
+}
+
+/// Tells which format `bytes` hold, by content.
+///
+/// ```
+/// use moeplan::formats::{detect, TraceFormat};
+/// assert_eq!(detect(br#"{"logical_count": [[1]]}"#)?, TraceFormat::SglangJson);
+/// assert_eq!(detect(b"dataset,iteration,layer_idx,0\n")?, TraceFormat::WideCsv);
+/// assert!(detect(b"").is_err());
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn detect(bytes: &[u8]) -> Result<TraceFormat> {
+    let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    match first {
+        None => Err(Error::parse("trace", "the file is empty")),
+        Some(b'[') => Ok(TraceFormat::SglangJson),
+        Some(b'{') => {
+            let probe: Probe =
+                serde_json::from_slice(body).map_err(|e| Error::parse("JSON", e.to_string()))?;
+            if probe.logical_count.is_some() {
+                Ok(TraceFormat::SglangJson)
+            } else if probe.format.as_deref() == Some(trace_json::TRACE_FORMAT)
+                || probe.counts.is_some()
+            {
+                Ok(TraceFormat::MoeplanTrace)
+            } else if probe.layers.is_some() {
+                Err(Error::parse(
+                    "trace",
+                    "this is a plan file (it has \"layers\"), not an expert-load trace",
+                ))
+            } else {
+                Err(Error::parse(
+                    "trace",
+                    "JSON object with neither \"logical_count\" (SGLang) nor \"counts\" (moeplan)",
+                ))
+            }
+        }
+        Some(_) => {
+            let head = &body[..body.len().min(4096)];
+            let line = head.split(|&b| b == b'\n').next().unwrap_or(head);
+            if line.contains(&0) || std::str::from_utf8(line).is_err() {
+                Err(Error::parse(
+                    "trace",
+                    "binary data, not a JSON or CSV trace",
+                ))
+            } else if line.contains(&b',') {
+                Ok(TraceFormat::WideCsv)
+            } else {
+                Err(Error::parse(
+                    "trace",
+                    "neither JSON nor a comma-separated header line",
+                ))
+            }
+        }
+    }
+}
+
+/// Reads a trace in any supported format, detected by content.
+///
+/// ```
+/// let t = moeplan::formats::read_trace(b"[[1, 2], [3, 4]]", &Default::default())?;
+/// assert_eq!((t.num_layers(), t.num_experts()), (2, 2));
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn read_trace(bytes: &[u8], options: &ReadOptions) -> Result<LoadTrace> {
+    let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    match detect(body)? {
+        TraceFormat::SglangJson => {
+            if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+                let v: serde_json::Value = serde_json::from_slice(body)
+                    .map_err(|e| Error::parse("JSON", e.to_string()))?;
+                sglang::from_counts_value(&v)
+            } else {
+                sglang::read_expert_distribution(body)
+            }
+        }
+        TraceFormat::MoeplanTrace => trace_json::read(body),
+        TraceFormat::WideCsv => csv::read_wide_csv(body, options.dataset.as_deref()),
+    }
+}

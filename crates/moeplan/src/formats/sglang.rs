@@ -1,0 +1,196 @@
+//! SGLang's formats.
+//!
+//! - Reading: the expert-distribution JSON, `{"logical_count": [L][E]}` (one
+//!   whole-run total) or `[N][L][E]` (N recorded steps, read as batches).
+//!   Layers whose counts are all zero are dense layers and are dropped; the
+//!   others keep their row index as layer id, so plans map back to the model.
+//! - Writing: the `--init-expert-location` JSON,
+//!   `{"physical_to_logical_map": [[...]]}`, one row per model layer (dense
+//!   ones included: SGLang indexes rows by layer), each row the logical
+//!   expert of every physical slot, GPU-major.
+
+use ndarray::Array3;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::trace::LoadTrace;
+
+const FORMAT: &str = "SGLang expert-distribution JSON";
+
+/// Reads `{"logical_count": ...}` from JSON bytes.
+///
+/// ```
+/// let json = br#"{"logical_count": [[0, 0], [3, 1], [2, 2]]}"#;
+/// let t = moeplan::formats::sglang::read_expert_distribution(json)?;
+/// assert_eq!(t.layer_ids(), &[1, 2]); // layer 0 is dense
+/// assert_eq!(t.model_layers(), 3);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn read_expert_distribution(bytes: &[u8]) -> Result<LoadTrace> {
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| Error::parse(FORMAT, e.to_string()))?;
+    let lc = value
+        .get("logical_count")
+        .ok_or_else(|| Error::parse(FORMAT, "no \"logical_count\" key at the top level"))?;
+    from_counts_value(lc)
+}
+
+/// Reads a `[L][E]` or `[N][L][E]` array of counts (the value of
+/// `logical_count`, or a bare array file).
+pub(crate) fn from_counts_value(lc: &Value) -> Result<LoadTrace> {
+    let batches: Vec<&Value> = match depth(lc) {
+        2 => vec![lc],
+        3 => array(lc, "logical_count")?.iter().collect(),
+        d => {
+            return Err(Error::parse(
+                FORMAT,
+                format!(
+                    "logical_count must be a 2-D [layers][experts] or 3-D [steps][layers][experts] array, found depth {d}"
+                ),
+            ));
+        }
+    };
+    let mut dense: Vec<Vec<Vec<f64>>> = Vec::with_capacity(batches.len());
+    for (b, batch) in batches.iter().enumerate() {
+        let path = if batches.len() == 1 && depth(lc) == 2 {
+            "logical_count".to_string()
+        } else {
+            format!("logical_count[{b}]")
+        };
+        dense.push(matrix(batch, &path)?);
+    }
+    let (l, e) = (dense[0].len(), dense[0].first().map_or(0, Vec::len));
+    if l == 0 || e == 0 {
+        return Err(Error::parse(FORMAT, "logical_count is empty"));
+    }
+    for (b, m) in dense.iter().enumerate() {
+        if m.len() != l {
+            return Err(Error::parse(
+                FORMAT,
+                format!("step {b} has {} layers, step 0 has {l}", m.len()),
+            ));
+        }
+        if let Some((li, row)) = m.iter().enumerate().find(|(_, r)| r.len() != e) {
+            return Err(Error::parse(
+                FORMAT,
+                format!(
+                    "ragged rows: layer {li} of step {b} has {} experts, layer 0 has {e}",
+                    row.len()
+                ),
+            ));
+        }
+    }
+    let moe: Vec<usize> = (0..l)
+        .filter(|&li| dense.iter().any(|m| m[li].iter().any(|&x| x != 0.0)))
+        .collect();
+    if moe.is_empty() {
+        return Err(Error::Trace("every layer's counts are zero".into()));
+    }
+    let counts = Array3::from_shape_fn((dense.len(), moe.len(), e), |(b, li, x)| {
+        dense[b][moe[li]][x]
+    });
+    let ids = moe.iter().map(|&x| x as u32).collect();
+    Ok(LoadTrace::new(counts, ids)?.with_model_layers(l))
+}
+
+fn depth(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.first().map_or(0, depth),
+        _ => 0,
+    }
+}
+
+fn array<'a>(v: &'a Value, path: &str) -> Result<&'a Vec<Value>> {
+    v.as_array().ok_or_else(|| {
+        Error::parse(
+            FORMAT,
+            format!("{path}: expected an array, found {}", kind(v)),
+        )
+    })
+}
+
+fn matrix(v: &Value, path: &str) -> Result<Vec<Vec<f64>>> {
+    array(v, path)?
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            array(row, &format!("{path}[{i}]"))?
+                .iter()
+                .enumerate()
+                .map(|(j, x)| {
+                    x.as_f64().ok_or_else(|| {
+                        Error::parse(
+                            FORMAT,
+                            format!("{path}[{i}][{j}]: expected a number, found {}", kind(x)),
+                        )
+                    })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[derive(Serialize)]
+struct InitExpertLocation {
+    physical_to_logical_map: Vec<Vec<u32>>,
+}
+
+/// Writes SGLang's `--init-expert-location` JSON for a model of
+/// `model_layers` layers. Needs the same slot count on every GPU in every
+/// layer (SGLang has one physical-expert count per GPU); rows of dense layers
+/// hold the plain mapping `slot mod E`, which SGLang never reads.
+///
+/// ```
+/// use moeplan::{formats::sglang, planners::eplb, LoadTrace, Topology};
+/// use ndarray::Array3;
+/// let trace = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![1])?;
+/// let plan = eplb::base(&trace, Topology::new(1, 2)?, 1)?;
+/// let json = sglang::write_init_expert_location(&plan, 2)?;
+/// assert!(json.starts_with(r#"{"physical_to_logical_map":[[0,1,2,3],["#));
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn write_init_expert_location(plan: &Plan, model_layers: usize) -> Result<String> {
+    let export = |m: String| Error::Export {
+        format: "SGLang --init-expert-location",
+        message: m,
+    };
+    let per_gpu = plan.uniform_slots_per_gpu().ok_or_else(|| {
+        export(
+            "slot counts differ between GPUs or layers; SGLang needs the same number of \
+             physical experts on every GPU in every layer"
+                .into(),
+        )
+    })?;
+    let slots = per_gpu * plan.topology().num_gpus();
+    let rows = plan.physical_to_logical();
+    let last = plan.layers().last().map_or(0, |l| l.layer as usize);
+    if model_layers <= last {
+        return Err(export(format!(
+            "the plan has MoE layer {last} but the model only {model_layers} layers"
+        )));
+    }
+    let e = plan.num_experts() as u32;
+    let mut map: Vec<Vec<u32>> = (0..model_layers)
+        .map(|_| (0..slots as u32).map(|s| s % e).collect())
+        .collect();
+    for (lp, row) in plan.layers().iter().zip(rows) {
+        map[lp.layer as usize] = row;
+    }
+    serde_json::to_string(&InitExpertLocation {
+        physical_to_logical_map: map,
+    })
+    .map_err(|x| export(x.to_string()))
+}

@@ -1,0 +1,50 @@
+//! # moeplan — expert placement and replication for MoE serving
+//!
+//! The planning core: read an expert-load trace, compute where every expert
+//! and replica lives on a cluster of nodes × GPUs, and measure how balanced
+//! the result is. Pure Rust with no I/O beyond parsing bytes it is handed,
+//! so the same code runs in the CLI, in the browser (wasm) and in tests.
+//!
+//! Data flows one way: bytes → [`formats`] → [`LoadTrace`] → planner →
+//! [`Plan`] → [`evaluate`] → [`EvalReport`].
+//!
+//! ## Planners
+//! | planner | what it does | source |
+//! | --- | --- | --- |
+//! | [`planners::contiguous`] | expert `e` on GPU `⌊e·D/E⌋`, no replicas | — |
+//! | [`planners::base`] | EPLB's placement, no replicas (the papers' BASE) | DeepSeek EPLB |
+//! | [`planners::eplb`] | DeepSeek's EPLB, exact port: replicate the highest load per copy, balanced packing, hierarchical over nodes | deepseek-ai/EPLB `eplb.py` |
+//!
+//! ## Metrics
+//! Balancedness = mean GPU load / max GPU load (CRAFT; 1.0 is perfect);
+//! imbalance ratio = max / mean (Libra). Overall figures are the mean over
+//! batches, then over layers. See [`eval`].
+//!
+//! ```
+//! use moeplan::{evaluate, generator, model, planners, Topology};
+//! let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 8))?;
+//! let topo = Topology::new(1, 8)?;
+//! let base = evaluate(&trace, &planners::base(&trace, topo, 1)?)?;
+//! let cfg = planners::EplbConfig { redundant_experts: 16, groups: 1 };
+//! let eplb = evaluate(&trace, &planners::eplb(&trace, topo, cfg)?)?;
+//! assert!(eplb.balancedness > base.balancedness);
+//! # Ok::<(), moeplan::Error>(())
+//! ```
+#![deny(unsafe_code)] // deny, not forbid: ndarray's s! macro carries a local allow
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod eval;
+pub mod formats;
+pub mod generator;
+pub mod model;
+pub mod plan;
+pub mod planners;
+pub mod topology;
+pub mod trace;
+
+pub use error::{Error, Result};
+pub use eval::{EvalReport, evaluate, evaluate_with_progress, gpu_loads};
+pub use plan::{LayerPlacement, Plan, PlanSummary};
+pub use topology::Topology;
+pub use trace::{HoldoutSplit, LayerStats, LoadTrace, TokenTrace, TraceStats};

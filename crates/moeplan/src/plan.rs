@@ -1,0 +1,261 @@
+//! Plans: for every MoE layer, which logical experts each GPU hosts.
+//!
+//! A logical expert may sit on several GPUs (replicas); slot counts may differ
+//! between layers (CRAFT spends replicas unevenly) and between GPUs of one
+//! layer, as long as each GPU's total over all layers is what the planner
+//! promised. [`Plan::new`] checks every invariant, so a `Plan` value is always
+//! servable: every expert has a copy in every layer and every id is in range.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::topology::Topology;
+use crate::trace::LoadTrace;
+
+/// Most slots (experts + replicas over all GPUs) one layer may have.
+pub const MAX_SLOTS_PER_LAYER: usize = 1 << 20;
+
+/// Where the copies of one layer's experts live.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerPlacement {
+    /// The model's layer id.
+    pub layer: u32,
+    /// `gpus[g]` lists the logical experts GPU `g` hosts, in slot order.
+    pub gpus: Vec<Vec<u32>>,
+}
+
+impl LayerPlacement {
+    /// Slots in this layer over all GPUs (experts plus replicas).
+    pub fn total_slots(&self) -> usize {
+        self.gpus.iter().map(Vec::len).sum()
+    }
+
+    /// Copies of each logical expert.
+    pub fn copies(&self, num_experts: usize) -> Vec<u32> {
+        let mut c = vec![0u32; num_experts];
+        for &e in self.gpus.iter().flatten() {
+            if let Some(x) = c.get_mut(e as usize) {
+                *x += 1;
+            }
+        }
+        c
+    }
+
+    /// Slots holding an expert the same GPU already holds: they add memory
+    /// and no balance, since both copies receive the same GPU's tokens.
+    pub fn same_gpu_duplicates(&self) -> usize {
+        self.gpus
+            .iter()
+            .map(|g| {
+                let mut v = g.clone();
+                v.sort_unstable();
+                v.windows(2).filter(|w| w[0] == w[1]).count()
+            })
+            .sum()
+    }
+}
+
+/// A complete, validated placement for every MoE layer of a trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    topology: Topology,
+    num_experts: usize,
+    layers: Vec<LayerPlacement>,
+    algorithm: String,
+}
+
+impl Plan {
+    /// Builds a plan and checks it; see [`Plan::validate`] for the rules.
+    ///
+    /// ```
+    /// use moeplan::{Plan, Topology, LayerPlacement};
+    /// let t = Topology::new(1, 2)?;
+    /// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0, 1], vec![2, 1]] };
+    /// let plan = Plan::new(t, 3, vec![layer], "by-hand")?;
+    /// assert_eq!(plan.summary().replicas, 1);
+    /// // expert 2 missing from the layer: rejected
+    /// let bad = LayerPlacement { layer: 0, gpus: vec![vec![0], vec![1]] };
+    /// assert!(Plan::new(t, 3, vec![bad], "by-hand").is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn new(
+        topology: Topology,
+        num_experts: usize,
+        layers: Vec<LayerPlacement>,
+        algorithm: impl Into<String>,
+    ) -> Result<Self> {
+        let plan = Plan {
+            topology,
+            num_experts,
+            layers,
+            algorithm: algorithm.into(),
+        };
+        plan.validate()?;
+        Ok(plan)
+    }
+
+    /// Checks every invariant and returns the memory summary: at least one
+    /// layer, strictly increasing layer ids, one slot list per GPU, expert ids
+    /// in range, every logical expert with at least one copy in every layer.
+    /// Two copies of an expert on one GPU are legal (DeepSeek's EPLB makes
+    /// them) and counted in [`PlanSummary::same_gpu_duplicates`].
+    pub fn validate(&self) -> Result<PlanSummary> {
+        let d = self.topology.num_gpus();
+        let e = self.num_experts;
+        if e == 0 {
+            return Err(Error::Plan("zero experts per layer".into()));
+        }
+        if self.layers.is_empty() {
+            return Err(Error::Plan("no layers".into()));
+        }
+        if self.layers.windows(2).any(|w| w[0].layer >= w[1].layer) {
+            return Err(Error::Plan("layer ids must be strictly increasing".into()));
+        }
+        for lp in &self.layers {
+            if lp.gpus.len() != d {
+                return Err(Error::Plan(format!(
+                    "layer {} lists {} GPUs, the topology has {d}",
+                    lp.layer,
+                    lp.gpus.len()
+                )));
+            }
+            // A bound on slots keeps a hostile plan file from making the
+            // replay allocate without limit; real plans are far below it.
+            if lp.total_slots() > MAX_SLOTS_PER_LAYER {
+                return Err(Error::Plan(format!(
+                    "layer {} has {} slots, more than the {MAX_SLOTS_PER_LAYER} supported",
+                    lp.layer,
+                    lp.total_slots(),
+                )));
+            }
+            for (g, slots) in lp.gpus.iter().enumerate() {
+                if let Some(&bad) = slots.iter().find(|&&x| x as usize >= e) {
+                    return Err(Error::Plan(format!(
+                        "layer {}, GPU {g}: expert {bad} is out of range (0..{e})",
+                        lp.layer
+                    )));
+                }
+            }
+            if let Some(missing) = lp.copies(e).iter().position(|&c| c == 0) {
+                return Err(Error::Plan(format!(
+                    "layer {}: expert {missing} has no copy on any GPU",
+                    lp.layer
+                )));
+            }
+        }
+        Ok(self.summary())
+    }
+
+    /// Memory and replica accounting (assumes a valid plan).
+    pub fn summary(&self) -> PlanSummary {
+        let d = self.topology.num_gpus();
+        let mut slots_per_gpu = vec![0usize; d];
+        let mut replicas_per_layer = Vec::with_capacity(self.layers.len());
+        let mut same_gpu_duplicates = 0;
+        for lp in &self.layers {
+            for (g, s) in lp.gpus.iter().enumerate() {
+                slots_per_gpu[g] += s.len();
+            }
+            replicas_per_layer.push(lp.total_slots().saturating_sub(self.num_experts));
+            same_gpu_duplicates += lp.same_gpu_duplicates();
+        }
+        PlanSummary {
+            replicas: replicas_per_layer.iter().sum(),
+            slots_per_gpu_max: slots_per_gpu.iter().copied().max().unwrap_or(0),
+            slots_per_gpu_min: slots_per_gpu.iter().copied().min().unwrap_or(0),
+            slots_per_gpu,
+            replicas_per_layer,
+            same_gpu_duplicates,
+        }
+    }
+
+    /// The cluster this plan is for.
+    pub fn topology(&self) -> Topology {
+        self.topology
+    }
+
+    /// Logical experts per layer.
+    pub fn num_experts(&self) -> usize {
+        self.num_experts
+    }
+
+    /// Placement of every MoE layer.
+    pub fn layers(&self) -> &[LayerPlacement] {
+        &self.layers
+    }
+
+    /// Name of the planner that made it.
+    pub fn algorithm(&self) -> &str {
+        &self.algorithm
+    }
+
+    /// Checks that this plan was made for `trace`: same experts per layer and
+    /// the same MoE layer ids.
+    pub fn check_matches(&self, trace: &LoadTrace) -> Result<()> {
+        if self.num_experts != trace.num_experts() {
+            return Err(Error::Mismatch(format!(
+                "the plan has {} experts per layer, the trace {}",
+                self.num_experts,
+                trace.num_experts()
+            )));
+        }
+        let ids: Vec<u32> = self.layers.iter().map(|l| l.layer).collect();
+        if ids != trace.layer_ids() {
+            return Err(Error::Mismatch(format!(
+                "the plan covers MoE layers {}, the trace {}",
+                id_list(&ids),
+                id_list(trace.layer_ids())
+            )));
+        }
+        Ok(())
+    }
+
+    /// Slots per GPU when every GPU holds the same number in every layer —
+    /// the shape engines with a fixed physical-expert count need.
+    pub fn uniform_slots_per_gpu(&self) -> Option<usize> {
+        let s = self.layers.first()?.gpus.first()?.len();
+        self.layers
+            .iter()
+            .all(|l| l.gpus.iter().all(|g| g.len() == s))
+            .then_some(s)
+    }
+
+    /// Per layer, the logical expert of every physical slot, GPU-major
+    /// (GPU `g` owns slots `g·S .. (g+1)·S`).
+    pub fn physical_to_logical(&self) -> Vec<Vec<u32>> {
+        self.layers
+            .iter()
+            .map(|l| l.gpus.iter().flatten().copied().collect())
+            .collect()
+    }
+}
+
+/// Shortens a list of layer ids for an error message.
+fn id_list(ids: &[u32]) -> String {
+    match ids {
+        [] => "none".into(),
+        [one] => format!("[{one}]"),
+        [first, .., last] if ids.len() > 6 => {
+            format!("[{first}..{last}] ({} layers)", ids.len())
+        }
+        _ => format!("{ids:?}"),
+    }
+}
+
+/// Memory accounting of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlanSummary {
+    /// Copies beyond the first, over all layers.
+    pub replicas: usize,
+    /// Replicas in each layer.
+    pub replicas_per_layer: Vec<usize>,
+    /// Slots (experts + replicas) each GPU holds over all layers: its expert
+    /// memory in units of one expert.
+    pub slots_per_gpu: Vec<usize>,
+    /// The largest entry of `slots_per_gpu`: what sizes the KV-cache budget.
+    pub slots_per_gpu_max: usize,
+    /// The smallest entry of `slots_per_gpu`.
+    pub slots_per_gpu_min: usize,
+    /// Slots holding a second copy of an expert already on the same GPU.
+    pub same_gpu_duplicates: usize,
+}

@@ -1,0 +1,369 @@
+//! EPLB — DeepSeek's Expert Parallelism Load Balancer, ported exactly.
+//!
+//! The reference is `eplb.py` of the public repository deepseek-ai/EPLB (the
+//! copy SGLang and vLLM ship). Given per-layer expert loads it returns, for
+//! each physical slot, the logical expert it hosts (`phy2log`) and each
+//! expert's copy count (`logcnt`); this port produces the same arrays:
+//!
+//! - [`balanced_packing`] — greedy: items in descending weight order, each to
+//!   the lightest pack that still has room (`n / m` items per pack).
+//! - [`replicate_experts`] — each redundant slot goes to the expert with the
+//!   highest load per copy.
+//! - [`rebalance_experts`] — the hierarchical policy when `groups % nodes ==
+//!   0`: (1) pack expert groups onto nodes, (2) replicate within each node,
+//!   (3) pack the node's physical experts onto its GPUs. Otherwise the global
+//!   policy: the same with one group and one node.
+//!
+//! Matching the reference on ties needs its arithmetic: loads in `f32` as
+//! torch's `weight.float()`, load per copy as an `f32` division, pack weights
+//! accumulated in `f32`, a stable descending sort, the first index on argmax
+//! ties and the lowest pack index on packing ties. One documented departure:
+//! group sums are taken in `f64` and rounded once to `f32`; torch's own
+//! reduction order is unspecified, and the two agree whenever the sum is
+//! exact in `f32` (every group of counts below 2^24 tokens).
+//!
+//! Physical slot layout: node-major, then GPU-major; GPU `g` owns the
+//! contiguous slots `g·S .. (g+1)·S` where `S = (E + redundant) / GPUs`.
+//!
+//! Complexity per layer, with `P` physical and `E` logical experts on `D`
+//! GPUs and `N` nodes: replication O((P − E) · E / N), packing
+//! O(P log P + P · D / N).
+
+use ndarray::ArrayView2;
+
+use crate::error::{Error, Result};
+use crate::plan::{LayerPlacement, Plan};
+use crate::topology::Topology;
+use crate::trace::LoadTrace;
+
+const NAME: &str = "eplb";
+
+/// Settings of EPLB as engines expose them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EplbConfig {
+    /// Extra physical slots per layer in total (SGLang's
+    /// `--ep-num-redundant-experts`, vLLM's `num_redundant_experts`).
+    pub redundant_experts: usize,
+    /// Expert groups of the router (DeepSeek-V3: 8). The hierarchical policy
+    /// is used when this is a multiple of the node count.
+    pub groups: usize,
+}
+
+impl Default for EplbConfig {
+    fn default() -> Self {
+        EplbConfig {
+            redundant_experts: 0,
+            groups: 1,
+        }
+    }
+}
+
+/// EPLB's output for every layer, as the reference returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EplbOutput {
+    /// `phy2log[l][p]`: logical expert hosted by physical slot `p`.
+    pub phy2log: Vec<Vec<usize>>,
+    /// `phyrank[l][p]`: which copy of its expert slot `p` holds.
+    pub phyrank: Vec<Vec<usize>>,
+    /// `logcnt[l][e]`: copies of logical expert `e`.
+    pub logcnt: Vec<Vec<usize>>,
+}
+
+/// Plans a trace with EPLB on its load summed over all batches.
+///
+/// ```
+/// use moeplan::{planners::eplb::{eplb, EplbConfig}, LoadTrace, Topology};
+/// use ndarray::Array3;
+/// let trace = LoadTrace::new(Array3::from_elem((1, 2, 8), 5.0), vec![0, 1])?;
+/// let cfg = EplbConfig { redundant_experts: 4, groups: 1 };
+/// let plan = eplb(&trace, Topology::new(1, 4)?, cfg)?;
+/// assert_eq!(plan.summary().replicas, 8);
+/// assert_eq!(plan.uniform_slots_per_gpu(), Some(3));
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn eplb(trace: &LoadTrace, topology: Topology, config: EplbConfig) -> Result<Plan> {
+    let summed = trace.summed();
+    let out = rebalance_experts(
+        summed.view(),
+        trace.num_experts() + config.redundant_experts,
+        config.groups,
+        topology.nodes(),
+        topology.num_gpus(),
+    )?;
+    let name = if config.redundant_experts == 0 {
+        "base"
+    } else {
+        NAME
+    };
+    to_plan(&out, trace, topology, name)
+}
+
+/// The papers' BASE: EPLB's placement with no redundant slots.
+///
+/// ```
+/// use moeplan::{planners::eplb::base, LoadTrace, Topology};
+/// use ndarray::Array3;
+/// let trace = LoadTrace::new(Array3::from_elem((1, 1, 8), 5.0), vec![0])?;
+/// let plan = base(&trace, Topology::new(1, 4)?, 1)?;
+/// assert_eq!(plan.summary().replicas, 0);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn base(trace: &LoadTrace, topology: Topology, groups: usize) -> Result<Plan> {
+    eplb(
+        trace,
+        topology,
+        EplbConfig {
+            redundant_experts: 0,
+            groups,
+        },
+    )
+}
+
+fn to_plan(out: &EplbOutput, trace: &LoadTrace, topology: Topology, name: &str) -> Result<Plan> {
+    let d = topology.num_gpus();
+    let layers = out
+        .phy2log
+        .iter()
+        .zip(trace.layer_ids())
+        .map(|(row, &layer)| {
+            let per_gpu = row.len() / d;
+            LayerPlacement {
+                layer,
+                gpus: row
+                    .chunks(per_gpu)
+                    .map(|c| c.iter().map(|&e| e as u32).collect())
+                    .collect(),
+            }
+        })
+        .collect();
+    Plan::new(topology, trace.num_experts(), layers, name)
+}
+
+/// DeepSeek's `rebalance_experts`: `weight` is `layers × logical experts`,
+/// `num_replicas` the physical slots per layer (a multiple of `num_gpus`).
+///
+/// ```
+/// use moeplan::planners::eplb::rebalance_experts;
+/// use ndarray::array;
+/// let w = array![[10.0, 1.0, 1.0, 1.0]];
+/// let out = rebalance_experts(w.view(), 6, 1, 1, 2)?;
+/// assert_eq!(out.logcnt[0], vec![3, 1, 1, 1]);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn rebalance_experts(
+    weight: ArrayView2<'_, f64>,
+    num_replicas: usize,
+    num_groups: usize,
+    num_nodes: usize,
+    num_gpus: usize,
+) -> Result<EplbOutput> {
+    let (_, e) = weight.dim();
+    if num_groups == 0 {
+        return Err(Error::planner(
+            NAME,
+            "the number of expert groups must be at least 1",
+        ));
+    }
+    if num_nodes == 0 || num_gpus == 0 || num_gpus % num_nodes != 0 {
+        return Err(Error::planner(
+            NAME,
+            format!("{num_gpus} GPUs cannot be split over {num_nodes} nodes"),
+        ));
+    }
+    if num_replicas < e {
+        return Err(Error::planner(
+            NAME,
+            format!("{num_replicas} physical slots cannot hold {e} experts"),
+        ));
+    }
+    if num_replicas % num_gpus != 0 {
+        let below = (num_replicas / num_gpus * num_gpus).checked_sub(e);
+        let above = num_replicas.next_multiple_of(num_gpus) - e;
+        let hint = match below {
+            Some(b) => format!("{b} or {above}"),
+            None => above.to_string(),
+        };
+        return Err(Error::planner(
+            NAME,
+            format!(
+                "experts + redundant experts ({num_replicas}) must be a multiple of the GPU count \
+                 ({num_gpus}); try {hint} redundant experts"
+            ),
+        ));
+    }
+    let (groups, nodes) = if num_groups % num_nodes == 0 {
+        if e % num_groups != 0 {
+            return Err(Error::planner(
+                NAME,
+                format!("{e} experts cannot be split into {num_groups} equal groups"),
+            ));
+        }
+        (num_groups, num_nodes)
+    } else {
+        (1, 1)
+    };
+    let mut out = EplbOutput {
+        phy2log: Vec::new(),
+        phyrank: Vec::new(),
+        logcnt: Vec::new(),
+    };
+    // torch's weight.float(): every count rounded once to f32.
+    let mut w32 = vec![0f32; e];
+    for row in weight.outer_iter() {
+        for (dst, &src) in w32.iter_mut().zip(row) {
+            *dst = src as f32;
+        }
+        let (p2l, rank, cnt) = hierarchical_layer(&w32, row, num_replicas, groups, nodes, num_gpus);
+        out.phy2log.push(p2l);
+        out.phyrank.push(rank);
+        out.logcnt.push(cnt);
+    }
+    Ok(out)
+}
+
+/// One layer of `rebalance_experts_hierarchical`; preconditions checked by
+/// the caller.
+fn hierarchical_layer(
+    w: &[f32],
+    w64: ndarray::ArrayView1<'_, f64>,
+    num_phy: usize,
+    groups: usize,
+    nodes: usize,
+    gpus: usize,
+) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    let e = w.len();
+    let group_size = e / groups;
+    let groups_per_node = groups / nodes;
+    let phy_per_gpu = num_phy / gpus;
+    let log_per_node = e / nodes;
+    let phy_per_node = num_phy / nodes;
+
+    // Step 1: pack groups onto nodes.
+    let tokens_per_group: Vec<f32> = (0..groups)
+        .map(|g| {
+            w64.iter()
+                .skip(g * group_size)
+                .take(group_size)
+                .sum::<f64>() as f32
+        })
+        .collect();
+    let (gpack, grank) = balanced_packing(&tokens_per_group, nodes);
+    let log2mlog: Vec<usize> = (0..e)
+        .map(|x| {
+            let g = x / group_size;
+            (gpack[g] * groups_per_node + grank[g]) * group_size + x % group_size
+        })
+        .collect();
+    let mlog2log = inverse(&log2mlog);
+
+    let mut pphy2log = Vec::with_capacity(num_phy);
+    let mut pphyrank = Vec::with_capacity(num_phy);
+    let mut mlogcnt_all = Vec::with_capacity(e);
+    for n in 0..nodes {
+        // Step 2: replicate within the node.
+        let tokens_per_mlog: Vec<f32> = (0..log_per_node)
+            .map(|k| w[mlog2log[n * log_per_node + k]])
+            .collect();
+        let (phy2mlog, phyrank, mlogcnt) = replicate_experts(&tokens_per_mlog, phy_per_node);
+        // Step 3: pack the node's physical experts onto its GPUs.
+        let tokens_per_phy: Vec<f32> = phy2mlog
+            .iter()
+            .map(|&m| tokens_per_mlog[m] / mlogcnt[m] as f32)
+            .collect();
+        let (pack, rank) = balanced_packing(&tokens_per_phy, gpus / nodes);
+        let phy2pphy: Vec<usize> = pack
+            .iter()
+            .zip(&rank)
+            .map(|(&p, &r)| p * phy_per_gpu + r)
+            .collect();
+        for &phy in &inverse(&phy2pphy) {
+            pphy2log.push(mlog2log[phy2mlog[phy] + n * log_per_node]);
+            pphyrank.push(phyrank[phy]);
+        }
+        mlogcnt_all.extend(mlogcnt);
+    }
+    let logcnt = log2mlog.iter().map(|&m| mlogcnt_all[m]).collect();
+    (pphy2log, pphyrank, logcnt)
+}
+
+/// Packs `weight.len()` items into `num_packs` packs of exactly
+/// `weight.len() / num_packs` items each, heaviest first into the lightest
+/// pack with room. Returns each item's pack and its rank inside the pack.
+///
+/// ```
+/// use moeplan::planners::eplb::balanced_packing;
+/// let (pack, rank) = balanced_packing(&[5.0, 1.0, 4.0, 2.0], 2);
+/// assert_eq!(pack, vec![0, 0, 1, 1]);
+/// assert_eq!(rank, vec![0, 1, 0, 1]);
+/// ```
+pub fn balanced_packing(weight: &[f32], num_packs: usize) -> (Vec<usize>, Vec<usize>) {
+    let n = weight.len();
+    let per_pack = n / num_packs.max(1);
+    if per_pack <= 1 {
+        return ((0..n).collect(), vec![0; n]);
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    // Stable: equal weights keep index order, as the reference's sort does.
+    order.sort_by(|&a, &b| weight[b].total_cmp(&weight[a]));
+    let mut pack_weight = vec![0f32; num_packs];
+    let mut pack_items = vec![0usize; num_packs];
+    let mut pack_index = vec![0usize; n];
+    let mut rank_in_pack = vec![0usize; n];
+    for item in order {
+        let mut best = usize::MAX;
+        for p in 0..num_packs {
+            if pack_items[p] < per_pack
+                && (best == usize::MAX || pack_weight[p] < pack_weight[best])
+            {
+                best = p;
+            }
+        }
+        pack_index[item] = best;
+        rank_in_pack[item] = pack_items[best];
+        pack_weight[best] += weight[item];
+        pack_items[best] += 1;
+    }
+    (pack_index, rank_in_pack)
+}
+
+/// Grows `weight.len()` logical experts to `num_phy` physical ones, each
+/// extra slot going to the expert with the highest load per copy. Returns
+/// `(phy2log, rank, logcnt)`; the first `weight.len()` slots are the experts
+/// themselves in order.
+///
+/// ```
+/// use moeplan::planners::eplb::replicate_experts;
+/// let (phy2log, rank, logcnt) = replicate_experts(&[9.0, 2.0, 5.0], 5);
+/// assert_eq!(phy2log, vec![0, 1, 2, 0, 2]);
+/// assert_eq!(rank, vec![0, 0, 0, 1, 1]);
+/// assert_eq!(logcnt, vec![2, 1, 2]);
+/// ```
+pub fn replicate_experts(weight: &[f32], num_phy: usize) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    let num_log = weight.len();
+    let mut phy2log: Vec<usize> = (0..num_log).collect();
+    let mut rank = vec![0usize; num_log];
+    let mut logcnt = vec![1usize; num_log];
+    for _ in num_log..num_phy {
+        let mut best = 0;
+        let mut best_val = f32::NEG_INFINITY;
+        for (j, (&w, &c)) in weight.iter().zip(&logcnt).enumerate() {
+            let v = w / c as f32;
+            if v > best_val {
+                best_val = v;
+                best = j;
+            }
+        }
+        phy2log.push(best);
+        rank.push(logcnt[best]);
+        logcnt[best] += 1;
+    }
+    (phy2log, rank, logcnt)
+}
+
+fn inverse(perm: &[usize]) -> Vec<usize> {
+    let mut inv = vec![0; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        inv[p] = i;
+    }
+    inv
+}

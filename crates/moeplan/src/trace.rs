@@ -1,0 +1,447 @@
+//! Expert-load traces: what the router did, as the planners see it.
+//!
+//! [`LoadTrace`] holds token counts per (batch, MoE layer, logical expert) in
+//! one contiguous `B × L × E` array, so a replay walks memory in order.
+//! [`TokenTrace`] keeps the per-token routing (top-k expert ids per layer and
+//! the rank each token came from) that traffic- and affinity-aware planners
+//! need; it folds into a `LoadTrace` by batching tokens.
+
+use ndarray::{Array2, Array3, ArrayView2, Axis, s};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// Most experts per layer accepted; real models have at most a few hundred.
+pub const MAX_EXPERTS: usize = 1 << 16;
+/// Most MoE layers accepted.
+pub const MAX_LAYERS: usize = 1 << 12;
+
+/// Token counts per batch, MoE layer and logical expert.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadTrace {
+    counts: Array3<f64>,
+    layer_ids: Vec<u32>,
+    model_layers: usize,
+    top_k: Option<usize>,
+    model: Option<String>,
+}
+
+impl LoadTrace {
+    /// Builds a trace from `counts[b][l][e]` and the model's id of each MoE
+    /// layer (dense layers are absent from `counts` but keep their ids free).
+    ///
+    /// ```
+    /// use moeplan::LoadTrace;
+    /// use ndarray::Array3;
+    /// let t = LoadTrace::new(Array3::from_elem((2, 1, 4), 3.0), vec![5])?;
+    /// assert_eq!((t.num_batches(), t.num_layers(), t.num_experts()), (2, 1, 4));
+    /// assert_eq!(t.model_layers(), 6);
+    /// assert!(LoadTrace::new(Array3::from_elem((1, 1, 4), -1.0), vec![0]).is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn new(counts: Array3<f64>, layer_ids: Vec<u32>) -> Result<Self> {
+        let (b, l, e) = counts.dim();
+        if b == 0 {
+            return Err(Error::Trace("no batches".into()));
+        }
+        if l == 0 {
+            return Err(Error::Trace("no MoE layers (every layer is empty)".into()));
+        }
+        if e == 0 {
+            return Err(Error::Trace("zero experts per layer".into()));
+        }
+        if e > MAX_EXPERTS {
+            return Err(Error::Trace(format!(
+                "{e} experts per layer is more than the {MAX_EXPERTS} supported"
+            )));
+        }
+        if l > MAX_LAYERS {
+            return Err(Error::Trace(format!(
+                "{l} layers is more than the {MAX_LAYERS} supported"
+            )));
+        }
+        if layer_ids.len() != l {
+            return Err(Error::Trace(format!(
+                "{} layer ids for {l} layers",
+                layer_ids.len()
+            )));
+        }
+        if layer_ids.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(Error::Trace("layer ids must be strictly increasing".into()));
+        }
+        if let Some(((bi, li, ei), v)) = counts
+            .indexed_iter()
+            .find(|(_, v)| !v.is_finite() || **v < 0.0)
+        {
+            return Err(Error::Trace(format!(
+                "count {v} at batch {bi}, layer {}, expert {ei}: counts must be finite and non-negative",
+                layer_ids[li]
+            )));
+        }
+        let total: f64 = counts.iter().sum();
+        if !total.is_finite() {
+            return Err(Error::Trace("total token count overflows".into()));
+        }
+        let model_layers = layer_ids.last().map_or(0, |&id| id as usize + 1);
+        Ok(LoadTrace {
+            counts,
+            layer_ids,
+            model_layers,
+            top_k: None,
+            model: None,
+        })
+    }
+
+    /// Records the routing top-k (tokens pick `k` distinct experts per layer).
+    pub fn with_top_k(mut self, top_k: usize) -> Self {
+        self.top_k = (top_k > 0).then_some(top_k);
+        self
+    }
+
+    /// Records the model's name.
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        let m = model.into();
+        self.model = (!m.is_empty()).then_some(m);
+        self
+    }
+
+    /// Records how many layers the model has in all, dense ones included
+    /// (engines index per-layer maps by model layer). Never fewer than the
+    /// highest MoE layer id + 1.
+    pub fn with_model_layers(mut self, model_layers: usize) -> Self {
+        self.model_layers = self.model_layers.max(model_layers);
+        self
+    }
+
+    /// The counts, `B × L × E`.
+    pub fn counts(&self) -> &Array3<f64> {
+        &self.counts
+    }
+
+    /// Counts of one batch, `L × E`.
+    pub fn batch(&self, b: usize) -> ArrayView2<'_, f64> {
+        self.counts.index_axis(Axis(0), b)
+    }
+
+    /// Number of batches `B`.
+    pub fn num_batches(&self) -> usize {
+        self.counts.dim().0
+    }
+
+    /// Number of MoE layers `L`.
+    pub fn num_layers(&self) -> usize {
+        self.counts.dim().1
+    }
+
+    /// Logical experts per layer `E`.
+    pub fn num_experts(&self) -> usize {
+        self.counts.dim().2
+    }
+
+    /// The model's id of each MoE layer.
+    pub fn layer_ids(&self) -> &[u32] {
+        &self.layer_ids
+    }
+
+    /// Layers of the model in all, dense ones included.
+    pub fn model_layers(&self) -> usize {
+        self.model_layers
+    }
+
+    /// Routing top-k, when known.
+    pub fn top_k(&self) -> Option<usize> {
+        self.top_k
+    }
+
+    /// Model name, when known.
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    /// Load per layer and expert summed over all batches (`L × E`): the input
+    /// of static planners such as EPLB.
+    pub fn summed(&self) -> Array2<f64> {
+        self.counts.sum_axis(Axis(0))
+    }
+
+    /// The batches in `range` as a trace of their own.
+    pub fn slice_batches(&self, range: std::ops::Range<usize>) -> Result<LoadTrace> {
+        if range.start >= range.end || range.end > self.num_batches() {
+            return Err(Error::Argument(format!(
+                "batch range {}..{} is empty or outside 0..{}",
+                range.start,
+                range.end,
+                self.num_batches()
+            )));
+        }
+        Ok(LoadTrace {
+            counts: self.counts.slice(s![range, .., ..]).to_owned(),
+            layer_ids: self.layer_ids.clone(),
+            model_layers: self.model_layers,
+            top_k: self.top_k,
+            model: self.model.clone(),
+        })
+    }
+
+    /// Splits off the last `eval_fraction` of the batches for held-out
+    /// evaluation: plan on the first part, evaluate on the rest, as the CRAFT
+    /// paper keeps its profiling sequences out of its evaluation. Both parts
+    /// get at least one batch.
+    ///
+    /// ```
+    /// use moeplan::LoadTrace;
+    /// use ndarray::Array3;
+    /// let t = LoadTrace::new(Array3::from_elem((10, 1, 4), 1.0), vec![0])?;
+    /// let split = t.holdout_split(0.2)?;
+    /// assert_eq!((split.plan.num_batches(), split.eval.num_batches()), (8, 2));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn holdout_split(&self, eval_fraction: f64) -> Result<HoldoutSplit> {
+        let b = self.num_batches();
+        if !(eval_fraction > 0.0 && eval_fraction < 1.0) {
+            return Err(Error::Argument(format!(
+                "held-out fraction must be strictly between 0 and 1, got {eval_fraction}"
+            )));
+        }
+        if b < 2 {
+            return Err(Error::Argument(
+                "held-out evaluation needs a trace with at least 2 batches".into(),
+            ));
+        }
+        let eval = ((b as f64 * eval_fraction).round() as usize).clamp(1, b - 1);
+        let cut = b - eval;
+        Ok(HoldoutSplit {
+            plan: self.slice_batches(0..cut)?,
+            eval: self.slice_batches(cut..b)?,
+        })
+    }
+
+    /// Shape, totals and per-layer skew.
+    ///
+    /// ```
+    /// use moeplan::LoadTrace;
+    /// use ndarray::Array3;
+    /// let mut c = Array3::from_elem((1, 1, 4), 1.0);
+    /// c[[0, 0, 2]] = 5.0;
+    /// let s = LoadTrace::new(c, vec![0])?.stats();
+    /// assert_eq!(s.layers[0].hottest[0].0, 2);
+    /// assert!((s.layers[0].max_over_mean - 2.5).abs() < 1e-12);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn stats(&self) -> TraceStats {
+        let summed = self.summed();
+        let e = self.num_experts() as f64;
+        let layers = summed
+            .outer_iter()
+            .zip(&self.layer_ids)
+            .enumerate()
+            .map(|(li, (row, &id))| {
+                let total: f64 = row.sum();
+                let mut order: Vec<usize> = (0..row.len()).collect();
+                order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+                let share = |x: f64| if total > 0.0 { x / total } else { 0.0 };
+                let max = row[order[0]];
+                let per_batch: f64 = self
+                    .counts
+                    .index_axis(Axis(1), li)
+                    .outer_iter()
+                    .map(|r| max_over_mean(r.iter().copied(), e))
+                    .sum::<f64>()
+                    / self.num_batches() as f64;
+                LayerStats {
+                    layer: id,
+                    total,
+                    max_over_mean: if total > 0.0 { max * e / total } else { 0.0 },
+                    batch_max_over_mean: per_batch,
+                    top2_share: order.iter().take(2).map(|&i| share(row[i])).sum(),
+                    hottest: order
+                        .iter()
+                        .take(3)
+                        .map(|&i| (i as u32, share(row[i])))
+                        .collect(),
+                }
+            })
+            .collect();
+        TraceStats {
+            model: self.model.clone(),
+            batches: self.num_batches(),
+            layers_total: self.model_layers,
+            experts: self.num_experts(),
+            top_k: self.top_k,
+            total_tokens: self.counts.sum(),
+            layers,
+        }
+    }
+}
+
+fn max_over_mean(values: impl Iterator<Item = f64>, n: f64) -> f64 {
+    let (max, sum) = values.fold((0.0f64, 0.0f64), |(m, s), v| (m.max(v), s + v));
+    if sum > 0.0 { max * n / sum } else { 0.0 }
+}
+
+/// A trace cut in two for held-out evaluation.
+#[derive(Debug, Clone)]
+pub struct HoldoutSplit {
+    /// The first batches: what a planner may see.
+    pub plan: LoadTrace,
+    /// The remaining batches: what the plan is judged on.
+    pub eval: LoadTrace,
+}
+
+/// Summary of a trace, as `moeplan inspect` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceStats {
+    /// Model name, when known.
+    pub model: Option<String>,
+    /// Batches `B`.
+    pub batches: usize,
+    /// Layers of the model in all (dense ones included).
+    pub layers_total: usize,
+    /// Experts per MoE layer `E`.
+    pub experts: usize,
+    /// Routing top-k, when known.
+    pub top_k: Option<usize>,
+    /// Sum of all counts (token × expert assignments).
+    pub total_tokens: f64,
+    /// One entry per MoE layer.
+    pub layers: Vec<LayerStats>,
+}
+
+/// Skew of one MoE layer.
+#[derive(Debug, Clone, Serialize)]
+pub struct LayerStats {
+    /// The model's layer id.
+    pub layer: u32,
+    /// Assignments in this layer over all batches.
+    pub total: f64,
+    /// Hottest expert's load over the mean expert load, all batches summed.
+    pub max_over_mean: f64,
+    /// The same ratio per batch, averaged over batches.
+    pub batch_max_over_mean: f64,
+    /// Share of the layer's load taken by its two hottest experts.
+    pub top2_share: f64,
+    /// The three hottest experts with their share of the load.
+    pub hottest: Vec<(u32, f64)>,
+}
+
+/// Per-token routing: for every MoE layer, the `top_k` experts each token
+/// was sent to, and the rank (data-parallel source) each token came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenTrace {
+    num_experts: usize,
+    layer_ids: Vec<u32>,
+    /// `routes[l]` is `tokens × top_k`.
+    routes: Vec<Array2<u32>>,
+    source_rank: Vec<u32>,
+}
+
+impl TokenTrace {
+    /// Builds a token trace; every layer must route the same tokens with the
+    /// same `top_k`, and every expert id must be below `num_experts`.
+    ///
+    /// ```
+    /// use moeplan::TokenTrace;
+    /// use ndarray::array;
+    /// let t = TokenTrace::new(4, vec![1], vec![array![[0, 1], [1, 2], [1, 3]]], vec![0, 0, 1])?;
+    /// let load = t.to_load_trace(2)?;
+    /// assert_eq!(load.num_batches(), 2);
+    /// assert_eq!(load.counts()[[0, 0, 1]], 2.0);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn new(
+        num_experts: usize,
+        layer_ids: Vec<u32>,
+        routes: Vec<Array2<u32>>,
+        source_rank: Vec<u32>,
+    ) -> Result<Self> {
+        if routes.is_empty() || routes.len() != layer_ids.len() {
+            return Err(Error::Trace(format!(
+                "{} routing layers for {} layer ids",
+                routes.len(),
+                layer_ids.len()
+            )));
+        }
+        if num_experts == 0 || num_experts > MAX_EXPERTS {
+            return Err(Error::Trace(format!(
+                "{num_experts} experts is out of range"
+            )));
+        }
+        let shape = routes[0].dim();
+        if shape.0 == 0 || shape.1 == 0 {
+            return Err(Error::Trace("no tokens or top-k of zero".into()));
+        }
+        if let Some(i) = routes.iter().position(|r| r.dim() != shape) {
+            return Err(Error::Trace(format!(
+                "layer {} routes {:?} tokens × top-k, layer {} routes {:?}",
+                layer_ids[i],
+                routes[i].dim(),
+                layer_ids[0],
+                shape
+            )));
+        }
+        if source_rank.len() != shape.0 {
+            return Err(Error::Trace(format!(
+                "{} source ranks for {} tokens",
+                source_rank.len(),
+                shape.0
+            )));
+        }
+        for (r, &id) in routes.iter().zip(&layer_ids) {
+            if let Some(bad) = r.iter().find(|&&x| x as usize >= num_experts) {
+                return Err(Error::Trace(format!(
+                    "layer {id} routes to expert {bad}, but there are {num_experts} experts"
+                )));
+            }
+        }
+        if layer_ids.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(Error::Trace("layer ids must be strictly increasing".into()));
+        }
+        Ok(TokenTrace {
+            num_experts,
+            layer_ids,
+            routes,
+            source_rank,
+        })
+    }
+
+    /// Tokens in the trace.
+    pub fn num_tokens(&self) -> usize {
+        self.source_rank.len()
+    }
+
+    /// Experts each token picks per layer.
+    pub fn top_k(&self) -> usize {
+        self.routes[0].dim().1
+    }
+
+    /// Routing of layer index `l`, `tokens × top_k`.
+    pub fn routes(&self, l: usize) -> ArrayView2<'_, u32> {
+        self.routes[l].view()
+    }
+
+    /// Source rank of each token.
+    pub fn source_rank(&self) -> &[u32] {
+        &self.source_rank
+    }
+
+    /// Groups consecutive tokens into batches of `batch_tokens` (the last
+    /// batch may be shorter) and counts expert assignments.
+    pub fn to_load_trace(&self, batch_tokens: usize) -> Result<LoadTrace> {
+        if batch_tokens == 0 {
+            return Err(Error::Argument(
+                "batch size must be at least one token".into(),
+            ));
+        }
+        let t = self.num_tokens();
+        let batches = t.div_ceil(batch_tokens);
+        let mut counts = Array3::zeros((batches, self.layer_ids.len(), self.num_experts));
+        for (l, r) in self.routes.iter().enumerate() {
+            for (tok, row) in r.outer_iter().enumerate() {
+                for &e in row {
+                    counts[[tok / batch_tokens, l, e as usize]] += 1.0;
+                }
+            }
+        }
+        Ok(LoadTrace::new(counts, self.layer_ids.clone())?.with_top_k(self.top_k()))
+    }
+}

@@ -1,0 +1,30 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// `../shared/data/<rel>` beside the repository, or `None` with a printed
+/// reason so a skipped check is visible in the test output.
+pub fn shared_data(rel: &str) -> Option<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..");
+    let candidates = [
+        std::env::var_os("MOEPLAN_SHARED_DATA").map(PathBuf::from),
+        Some(root.join("shared/data")),
+    ];
+    for dir in candidates.into_iter().flatten() {
+        let p = dir.join(rel);
+        if p.exists() {
+            return Some(p);
+        }
+    }
+    eprintln!(
+        "SKIP: real data {rel} not found (looked in ../shared/data and $MOEPLAN_SHARED_DATA)"
+    );
+    None
+}
+
+pub fn read_shared_trace(rel: &str) -> Option<moeplan::LoadTrace> {
+    let p = shared_data(rel)?;
+    let bytes = std::fs::read(&p).expect("shared data is readable");
+    Some(moeplan::formats::read_trace(&bytes, &Default::default()).expect("shared data parses"))
+}
