@@ -1,1 +1,494 @@
-fn main() {}
+//! `moeplan`: generate, inspect, plan and evaluate MoE expert placements from
+//! the command line. Only argument parsing, file I/O and printing live here;
+//! everything else is the `moeplan` core.
+
+mod report;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use moeplan::formats::plan_json::{self, PlanMeta};
+use moeplan::formats::{self, ReadOptions, sglang, trace_json};
+use moeplan::generator::{GenConfig, generate};
+use moeplan::planners::{EplbConfig, base, contiguous, eplb};
+use moeplan::{LoadTrace, Plan, Topology, evaluate_with_progress, model};
+
+#[derive(Parser)]
+#[command(
+    name = "moeplan",
+    version,
+    about = "Plan expert placement and replication for Mixture-of-Experts serving",
+    long_about = "Plan expert placement and replication for Mixture-of-Experts serving.\n\n\
+                  Every command that takes --trace also runs without one, on a generated \
+                  trace (--preset, --batches, --seed) — the embedded default."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate a seeded synthetic trace with a real model's shape.
+    Gen {
+        #[command(flatten)]
+        source: GenArgs,
+        /// Where to write the trace JSON.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Shape, totals and per-layer skew of a trace.
+    Inspect {
+        /// Trace file (SGLang JSON, wide CSV, moeplan JSON); omit for the generated default.
+        trace: Option<PathBuf>,
+        #[command(flatten)]
+        source: SourceArgs,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compute a plan for a trace and write it.
+    Plan(PlanArgs),
+    /// Replay a trace against a plan: balancedness, imbalance, memory.
+    Eval(EvalArgs),
+    /// Every planner on one trace and cluster, side by side.
+    Compare(CompareArgs),
+    /// The built-in model shapes.
+    Presets,
+}
+
+#[derive(Args, Clone)]
+struct GenArgs {
+    /// Model shape to generate.
+    #[arg(long, default_value = "deepseek-v3")]
+    preset: String,
+    /// Batches to generate.
+    #[arg(long, default_value_t = 64)]
+    batches: usize,
+    /// Tokens per batch.
+    #[arg(long, default_value_t = 4096)]
+    tokens_per_batch: usize,
+    /// Random seed; the same seed gives the same trace.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+}
+
+#[derive(Args, Clone)]
+struct SourceArgs {
+    /// For multi-dataset CSVs: read only this dataset's rows.
+    #[arg(long)]
+    dataset: Option<String>,
+    #[command(flatten)]
+    generated: GenArgs,
+}
+
+#[derive(Args, Clone)]
+struct TraceArgs {
+    /// Trace file (SGLang JSON, wide CSV, moeplan JSON); omit for the generated default.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    #[command(flatten)]
+    source: SourceArgs,
+}
+
+#[derive(Args, Clone)]
+struct ClusterArgs {
+    /// Nodes in the cluster.
+    #[arg(long, default_value_t = 1)]
+    nodes: usize,
+    /// GPUs per node.
+    #[arg(long, default_value_t = 8)]
+    gpus_per_node: usize,
+    /// Router expert groups for EPLB's hierarchical policy (DeepSeek-V3: 8).
+    #[arg(long, default_value_t = 1)]
+    groups: usize,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Algo {
+    /// DeepSeek's EPLB with --redundant-experts extra slots per layer.
+    Eplb,
+    /// EPLB's placement with no replicas (the papers' BASE).
+    Base,
+    /// Expert e on GPU e·D/E, no replicas, loads ignored.
+    Contiguous,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PlanFormat {
+    /// moeplan's plan JSON (eval reads it).
+    Moeplan,
+    /// SGLang's --init-expert-location JSON.
+    Sglang,
+}
+
+#[derive(Args)]
+struct PlanArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Planner.
+    #[arg(long, value_enum, default_value = "eplb")]
+    algo: Algo,
+    /// Extra slots per layer in total (SGLang's --ep-num-redundant-experts).
+    #[arg(long, default_value_t = 0)]
+    redundant_experts: usize,
+    /// Keep this fraction of the last batches out of planning (held-out evaluation).
+    #[arg(long)]
+    holdout: Option<f64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "moeplan")]
+    format: PlanFormat,
+    /// Where to write the plan.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Args)]
+struct EvalArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// Plan JSON written by `moeplan plan`.
+    #[arg(long)]
+    plan: PathBuf,
+    /// Evaluate on the last fraction of batches (default: the plan's own holdout).
+    #[arg(long, conflicts_with = "in_sample")]
+    holdout: Option<f64>,
+    /// Evaluate on every batch, even if the plan was made with a holdout.
+    #[arg(long)]
+    in_sample: bool,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct CompareArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// EPLB's extra slots per layer (default: one per GPU).
+    #[arg(long)]
+    redundant_experts: Option<usize>,
+    /// Plan on the first batches, evaluate on this last fraction.
+    #[arg(long)]
+    holdout: Option<f64>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A failure the user can act on: printed as one line, exit code 2.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error("{0}")]
+    Core(#[from] moeplan::Error),
+    #[error("{path}: {source}")]
+    InFile {
+        path: String,
+        source: moeplan::Error,
+    },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("moeplan: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(command: Command) -> Result<(), CliError> {
+    match command {
+        Command::Gen { source, out } => {
+            let trace = generated(&source)?;
+            write_file(&out, &trace_json::write(&trace))?;
+            eprintln!(
+                "wrote {}: {} batches × {} MoE layers × {} experts ({}, seed {})",
+                out.display(),
+                trace.num_batches(),
+                trace.num_layers(),
+                trace.num_experts(),
+                source.preset,
+                source.seed
+            );
+            Ok(())
+        }
+        Command::Inspect {
+            trace,
+            source,
+            json,
+        } => {
+            let t = load_trace(&TraceArgs { trace, source })?;
+            let stats = t.stats();
+            if json {
+                emit(&to_json(&stats));
+            } else {
+                emit(&report::stats(&stats));
+            }
+            Ok(())
+        }
+        Command::Plan(args) => plan_command(args),
+        Command::Eval(args) => eval_command(args),
+        Command::Compare(args) => compare_command(args),
+        Command::Presets => {
+            emit(&report::presets());
+            Ok(())
+        }
+    }
+}
+
+fn plan_command(args: PlanArgs) -> Result<(), CliError> {
+    let trace = load_trace(&args.trace)?;
+    let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
+    let planned_on = match args.holdout {
+        Some(h) => trace.holdout_split(h)?.plan,
+        None => trace.clone(),
+    };
+    let plan = make_plan(
+        args.algo,
+        &planned_on,
+        topology,
+        &args.cluster,
+        args.redundant_experts,
+    )?;
+    let text = match args.format {
+        PlanFormat::Moeplan => plan_json::write(
+            &plan,
+            &PlanMeta {
+                model_layers: Some(trace.model_layers()),
+                model: trace.model().map(str::to_string),
+                holdout: args.holdout,
+            },
+        ),
+        PlanFormat::Sglang => sglang::write_init_expert_location(&plan, trace.model_layers())?,
+    };
+    write_file(&args.out, &text)?;
+    let s = plan.summary();
+    eprintln!(
+        "wrote {}: {} plan for {topology}, {} layers, {} replicas, {}..{} slots per GPU{}",
+        args.out.display(),
+        plan.algorithm(),
+        plan.layers().len(),
+        s.replicas,
+        s.slots_per_gpu_min,
+        s.slots_per_gpu_max,
+        args.holdout
+            .map(|_| format!(
+                ", planned on {} of {} batches",
+                planned_on.num_batches(),
+                trace.num_batches()
+            ))
+            .unwrap_or_default()
+    );
+    Ok(())
+}
+
+fn make_plan(
+    algo: Algo,
+    trace: &LoadTrace,
+    topology: Topology,
+    cluster: &ClusterArgs,
+    redundant: usize,
+) -> Result<Plan, moeplan::Error> {
+    match algo {
+        Algo::Eplb => eplb(
+            trace,
+            topology,
+            EplbConfig {
+                redundant_experts: redundant,
+                groups: cluster.groups,
+            },
+        ),
+        Algo::Base => base(trace, topology, cluster.groups),
+        Algo::Contiguous => contiguous(trace, topology),
+    }
+}
+
+fn eval_command(args: EvalArgs) -> Result<(), CliError> {
+    let trace = load_trace(&args.trace)?;
+    let bytes = read_file(&args.plan)?;
+    let (plan, meta) = plan_json::read(&bytes).map_err(|source| CliError::InFile {
+        path: args.plan.display().to_string(),
+        source,
+    })?;
+    let holdout = if args.in_sample {
+        None
+    } else {
+        args.holdout.or(meta.holdout)
+    };
+    let (evaluated, scope) = match holdout {
+        Some(h) => {
+            let split = trace.holdout_split(h)?;
+            let cut = split.plan.num_batches();
+            (
+                split.eval,
+                format!(
+                    "held-out: batches {cut}..{} (planned on 0..{cut})",
+                    trace.num_batches()
+                ),
+            )
+        }
+        None => (
+            trace.clone(),
+            format!("in-sample: all {} batch(es)", trace.num_batches()),
+        ),
+    };
+    let bar = progress_bar(evaluated.num_layers(), "replaying");
+    let report = evaluate_with_progress(&evaluated, &plan, |done, _| bar.set_position(done as u64))
+        .map_err(|source| CliError::InFile {
+            path: args.plan.display().to_string(),
+            source,
+        })?;
+    bar.finish_and_clear();
+    if args.json {
+        let mut v = serde_json::to_value(&report).unwrap_or_default();
+        v["scope"] = scope.into();
+        v["topology"] = serde_json::to_value(plan.topology()).unwrap_or_default();
+        emit(&v.to_string());
+    } else {
+        emit(&report::eval(&report, &plan, &scope));
+    }
+    Ok(())
+}
+
+fn compare_command(args: CompareArgs) -> Result<(), CliError> {
+    let trace = load_trace(&args.trace)?;
+    let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
+    let redundant = args.redundant_experts.unwrap_or(topology.num_gpus());
+    let (planned_on, evaluated, scope) = match args.holdout {
+        Some(h) => {
+            let s = trace.holdout_split(h)?;
+            let scope = format!(
+                "held-out: planned on {} batches, evaluated on {}",
+                s.plan.num_batches(),
+                s.eval.num_batches()
+            );
+            (s.plan, s.eval, scope)
+        }
+        None => (
+            trace.clone(),
+            trace.clone(),
+            format!("in-sample: {} batch(es)", trace.num_batches()),
+        ),
+    };
+    let mut rows = Vec::new();
+    for (algo, k) in [
+        (Algo::Contiguous, 0),
+        (Algo::Base, 0),
+        (Algo::Eplb, redundant),
+    ] {
+        let result = make_plan(algo, &planned_on, topology, &args.cluster, k)
+            .and_then(|plan| moeplan::evaluate(&evaluated, &plan));
+        rows.push((algo_name(algo, k), result));
+    }
+    if args.json {
+        let v: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(name, r)| match r {
+                Ok(r) => serde_json::json!({"name": name, "report": r}),
+                Err(e) => serde_json::json!({"name": name, "error": e.to_string()}),
+            })
+            .collect();
+        emit(&serde_json::json!({"scope": scope, "topology": topology, "plans": v}).to_string());
+    } else {
+        emit(&report::compare(&rows, topology, &scope));
+    }
+    Ok(())
+}
+
+fn algo_name(algo: Algo, k: usize) -> String {
+    match algo {
+        Algo::Eplb => format!("eplb (+{k})"),
+        Algo::Base => "base".into(),
+        Algo::Contiguous => "contiguous".into(),
+    }
+}
+
+fn generated(g: &GenArgs) -> Result<LoadTrace, moeplan::Error> {
+    let preset = model::preset(&g.preset)?;
+    generate(&GenConfig {
+        preset,
+        batches: g.batches,
+        tokens_per_batch: g.tokens_per_batch,
+        seed: g.seed,
+    })
+}
+
+fn load_trace(args: &TraceArgs) -> Result<LoadTrace, CliError> {
+    match &args.trace {
+        Some(path) => {
+            let bytes = read_file(path)?;
+            let options = ReadOptions {
+                dataset: args.source.dataset.clone(),
+            };
+            formats::read_trace(&bytes, &options).map_err(|source| CliError::InFile {
+                path: path.display().to_string(),
+                source,
+            })
+        }
+        None => {
+            let g = &args.source.generated;
+            eprintln!(
+                "no --trace given: using a generated {} trace ({} batches, seed {})",
+                g.preset, g.batches, g.seed
+            );
+            Ok(generated(g)?)
+        }
+    }
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, CliError> {
+    std::fs::read(path).map_err(|source| CliError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), CliError> {
+    std::fs::write(path, text).map_err(|source| CliError::Write {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// Writes to stdout; a reader that went away (`| head`) ends output quietly.
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    if !text.ends_with('\n') {
+        let _ = out.write_all(b"\n");
+    }
+    let _ = out.flush();
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+fn progress_bar(len: usize, what: &'static str) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    if let Ok(style) = ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} layers") {
+        bar.set_style(style);
+    }
+    bar.set_message(what);
+    bar
+}

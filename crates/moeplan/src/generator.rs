@@ -3,7 +3,7 @@
 //!
 //! Calibrated on the real traces in `shared/data` (see the README there):
 //! - layers range from balanced to very hot: each layer gets a target
-//!   hottest-expert ratio (max / mean) spread log-uniformly from 2.5 to 28.5
+//!   hottest-expert ratio (max / mean) spread log-uniformly from 2.5 to 30
 //!   over the layers in a seeded order (DeepSeek-V3's real layers span
 //!   4–13.7× summed over a run, HarMoEny's Qwen1.5-MoE batches 3.5–29×);
 //! - the second-hottest expert carries 70–90 % of the hottest one's load, so
@@ -116,10 +116,10 @@ fn lognormal(sigma: f64) -> Result<LogNormal<f64>> {
     LogNormal::new(0.0, sigma).map_err(|x| Error::Argument(format!("log-normal σ = {sigma}: {x}")))
 }
 
-/// Hottest-expert ratio of each layer: log-uniform from 2.5 to 28.5, capped
+/// Hottest-expert ratio of each layer: log-uniform from 2.5 to 30, capped
 /// by what top-k routing allows, in a seeded order over the layers.
 fn layer_targets(l: usize, e: usize, k: usize, rng: &mut ChaCha8Rng) -> Vec<f64> {
-    let hi = 28.5f64.min(0.95 * e as f64 / k as f64).min(0.45 * e as f64);
+    let hi = 30.0f64.min(0.95 * e as f64 / k as f64).min(0.45 * e as f64);
     let lo = 2.5f64.min(hi);
     let mut t: Vec<f64> = (0..l)
         .map(|i| {

@@ -213,3 +213,47 @@ fn real_deepseek_v3_prefill_4096() {
     assert_eq!(dup_layers.first(), Some(&11));
     assert!(plan64.summary().same_gpu_duplicates >= 1);
 }
+
+/// Cases recorded from DeepSeek's reference (see the fixture's "about"):
+/// random small-integer loads, so ties are everywhere, over many topologies
+/// and both policies.
+#[test]
+fn matches_reference_outputs() {
+    let doc: serde_json::Value =
+        serde_json::from_str(include_str!("fixtures/eplb_reference.json")).unwrap();
+    let cases = doc["cases"].as_array().unwrap();
+    assert!(cases.len() >= 30);
+    let as_usize = |v: &serde_json::Value| v.as_u64().unwrap() as usize;
+    let matrix = |v: &serde_json::Value| -> Vec<Vec<usize>> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_array().unwrap().iter().map(as_usize).collect())
+            .collect()
+    };
+    for (i, case) in cases.iter().enumerate() {
+        let w: Vec<Vec<f64>> = case["weight"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                r.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_f64().unwrap())
+                    .collect()
+            })
+            .collect();
+        let weight = Array2::from_shape_fn((w.len(), w[0].len()), |(l, e)| w[l][e]);
+        let out = rebalance_experts(
+            weight.view(),
+            as_usize(&case["num_replicas"]),
+            as_usize(&case["groups"]),
+            as_usize(&case["nodes"]),
+            as_usize(&case["gpus"]),
+        )
+        .unwrap();
+        assert_eq!(out.phy2log, matrix(&case["phy2log"]), "case {i}: phy2log");
+        assert_eq!(out.logcnt, matrix(&case["logcnt"]), "case {i}: logcnt");
+    }
+}

@@ -1,0 +1,181 @@
+//! Human-readable tables for the terminal, built as strings so the caller
+//! decides how to write them (a closed pipe is not an error worth a panic).
+
+use std::fmt::Write;
+
+macro_rules! wl {
+    ($o:expr) => {{ let _ = writeln!($o); }};
+    ($o:expr, $($t:tt)*) => {{ let _ = writeln!($o, $($t)*); }};
+}
+
+use moeplan::{EvalReport, Plan, Topology, TraceStats, model};
+
+pub fn stats(s: &TraceStats) -> String {
+    let mut o = String::new();
+    wl!(
+        o,
+        "model {} · {} batch(es) · {} MoE layers of {} · {} experts · top-k {}",
+        s.model.as_deref().unwrap_or("unknown"),
+        s.batches,
+        s.layers.len(),
+        s.layers_total,
+        s.experts,
+        s.top_k.map_or("unknown".into(), |k| k.to_string()),
+    );
+    wl!(o, "total assignments {:.0}", s.total_tokens);
+    let mm: Vec<f64> = s.layers.iter().map(|l| l.max_over_mean).collect();
+    let mut sorted = mm.clone();
+    sorted.sort_by(f64::total_cmp);
+    if let (Some(lo), Some(hi)) = (sorted.first(), sorted.last()) {
+        wl!(
+            o,
+            "hottest expert / mean, summed over batches: min {lo:.2} · median {:.2} · max {hi:.2}",
+            sorted[sorted.len() / 2]
+        );
+    }
+    wl!(o);
+    wl!(
+        o,
+        "{:>6} {:>14} {:>9} {:>11} {:>9}  hottest experts (share)",
+        "layer",
+        "assignments",
+        "max/mean",
+        "batch m/m",
+        "top-2"
+    );
+    for l in &s.layers {
+        let hot: Vec<String> = l
+            .hottest
+            .iter()
+            .map(|(e, share)| format!("{e} ({:.1}%)", share * 100.0))
+            .collect();
+        wl!(
+            o,
+            "{:>6} {:>14.0} {:>9.2} {:>11.2} {:>8.1}%  {}",
+            l.layer,
+            l.total,
+            l.max_over_mean,
+            l.batch_max_over_mean,
+            l.top2_share * 100.0,
+            hot.join(", ")
+        );
+    }
+    o
+}
+
+pub fn eval(r: &EvalReport, plan: &Plan, scope: &str) -> String {
+    let mut o = String::new();
+    wl!(
+        o,
+        "plan: {} on {} · {}",
+        r.algorithm,
+        plan.topology(),
+        scope
+    );
+    wl!(
+        o,
+        "balancedness     {:.4}   mean GPU load / max, mean over batches then layers (1.0 is perfect)",
+        r.balancedness
+    );
+    wl!(
+        o,
+        "imbalance ratio  {:.4}   max GPU load / mean",
+        r.imbalance_ratio
+    );
+    wl!(
+        o,
+        "replicas         {}   over {} layers; slots per GPU {}..{}",
+        r.replicas,
+        r.layer_ids.len(),
+        r.slots_per_gpu_min,
+        r.slots_per_gpu_max
+    );
+    if r.same_gpu_duplicates > 0 {
+        wl!(
+            o,
+            "same-GPU copies  {}   slots holding a second copy of an expert already on that GPU (memory spent, no balance gained)",
+            r.same_gpu_duplicates
+        );
+    }
+    wl!(o);
+    wl!(
+        o,
+        "{:>6} {:>13} {:>10} {:>9}",
+        "layer",
+        "balancedness",
+        "imbalance",
+        "replicas"
+    );
+    for i in 0..r.layer_ids.len() {
+        wl!(
+            o,
+            "{:>6} {:>13.4} {:>10.4} {:>9}",
+            r.layer_ids[i],
+            r.per_layer[i],
+            r.per_layer_imbalance_ratio[i],
+            r.replicas_per_layer[i]
+        );
+    }
+    o
+}
+
+pub fn compare(
+    rows: &[(String, Result<EvalReport, moeplan::Error>)],
+    topology: Topology,
+    scope: &str,
+) -> String {
+    let mut o = String::new();
+    wl!(o, "{topology} · {scope}");
+    wl!(
+        o,
+        "{:<16} {:>13} {:>10} {:>9} {:>14}",
+        "plan",
+        "balancedness",
+        "imbalance",
+        "replicas",
+        "slots/GPU max"
+    );
+    for (name, r) in rows {
+        match r {
+            Ok(r) => wl!(
+                o,
+                "{:<16} {:>13.4} {:>10.4} {:>9} {:>14}",
+                name,
+                r.balancedness,
+                r.imbalance_ratio,
+                r.replicas,
+                r.slots_per_gpu_max
+            ),
+            Err(e) => wl!(o, "{name:<16} not possible: {e}"),
+        }
+    }
+    o
+}
+
+pub fn presets() -> String {
+    let mut o = String::new();
+    wl!(
+        o,
+        "{:<20} {:>7} {:>8} {:>6} {:>7} {:>13}  model",
+        "preset",
+        "layers",
+        "experts",
+        "top-k",
+        "groups",
+        "MiB / expert"
+    );
+    for p in model::PRESETS {
+        wl!(
+            o,
+            "{:<20} {:>7} {:>8} {:>6} {:>7} {:>13.1}  {}",
+            p.name,
+            p.moe_layers(),
+            p.experts,
+            p.top_k,
+            p.groups,
+            p.expert_bytes() as f64 / (1 << 20) as f64,
+            p.display
+        );
+    }
+    o
+}

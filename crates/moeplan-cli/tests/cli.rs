@@ -1,0 +1,288 @@
+//! The `moeplan` binary end to end: the happy path, and every kind of bad
+//! input giving one clear line on stderr and exit code 2.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn moeplan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_moeplan"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("moeplan-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn write(name: &str, content: &str) -> String {
+    let p = tmp(name);
+    std::fs::write(&p, content).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+fn shared(rel: &str) -> Option<String> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data")
+        .join(rel);
+    if p.exists() {
+        Some(p.to_string_lossy().into_owned())
+    } else {
+        eprintln!("SKIP: {rel} not found beside the repository");
+        None
+    }
+}
+
+/// Runs `args`, expects exit code 2 and exactly one stderr line containing
+/// `needle`, and no panic.
+fn check_fails(args: &[&str], needle: &str) {
+    let out = moeplan(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?} → {stderr}");
+    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.starts_with("no --trace given"))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{args:?} should print one line, got: {stderr}"
+    );
+    assert!(
+        lines[0].to_lowercase().contains(&needle.to_lowercase()),
+        "{args:?}: {:?} does not mention {needle:?}",
+        lines[0]
+    );
+}
+
+#[test]
+fn bad_inputs_exit_2_with_one_line() {
+    let ragged = write("ragged.json", r#"{"logical_count": [[1, 2, 3], [4, 5]]}"#);
+    let negative = write("negative.json", r#"{"logical_count": [[1, -2, 3, 4]]}"#);
+    let nan_csv = write("nan.csv", "dataset,iteration,layer_idx,0,1\na,0,0,NaN,1\n");
+    let truncated = write("truncated.json", r#"{"logical_count": [[1, 2], [3,"#);
+    let zeros = write("zeros.json", r#"{"logical_count": [[0, 0], [0, 0]]}"#);
+    let strings = write("strings.json", r#"{"logical_count": [[1, "x"]]}"#);
+    let empty = write("empty.json", "");
+    let not_a_trace = write("weird.json", r#"{"hello": 1}"#);
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["inspect", "/nonexistent/trace.json"], "cannot read"),
+        (vec!["inspect", &ragged], "ragged"),
+        (vec!["inspect", &negative], "non-negative"),
+        (vec!["inspect", &nan_csv], "finite"),
+        (vec!["inspect", &truncated], "EOF"),
+        (vec!["inspect", &zeros], "zero"),
+        (vec!["inspect", &strings], "expected a number"),
+        (vec!["inspect", &empty], "empty"),
+        (vec!["inspect", &not_a_trace], "logical_count"),
+        (vec!["inspect", "--preset", "gpt-5"], "unknown model preset"),
+        (vec!["inspect", "--batches", "0"], "batches"),
+        (
+            vec!["plan", "--gpus-per-node", "0", "--out", "/dev/null"],
+            "GPU",
+        ),
+        (
+            vec!["plan", "--redundant-experts", "3", "--out", "/dev/null"],
+            "multiple of the GPU count",
+        ),
+        (
+            vec!["plan", "--groups", "3", "--out", "/dev/null"],
+            "groups",
+        ),
+        (
+            vec!["plan", "--holdout", "1.5", "--out", "/dev/null"],
+            "between 0 and 1",
+        ),
+        (
+            vec![
+                "plan",
+                "--algo",
+                "contiguous",
+                "--gpus-per-node",
+                "24",
+                "--format",
+                "sglang",
+                "--out",
+                "/dev/null",
+            ],
+            "same number",
+        ),
+        (
+            vec!["plan", "--out", "/nonexistent/dir/plan.json"],
+            "cannot write",
+        ),
+        (
+            vec!["eval", "--plan", "/nonexistent/plan.json"],
+            "cannot read",
+        ),
+        (vec!["eval", "--plan", &ragged], "layers"),
+    ];
+    for (args, needle) in cases {
+        check_fails(&args, needle);
+    }
+}
+
+#[test]
+fn plan_for_another_trace_is_refused() {
+    let plan = tmp("v3-plan.json");
+    let plan = plan.to_str().unwrap();
+    let out = moeplan(&["plan", "--batches", "4", "--out", plan]);
+    assert!(out.status.success());
+    check_fails(
+        &[
+            "eval",
+            "--preset",
+            "olmoe",
+            "--batches",
+            "4",
+            "--plan",
+            plan,
+        ],
+        "does not match",
+    );
+}
+
+#[test]
+fn gen_plan_eval_round_trip() {
+    let trace = tmp("trace.json");
+    let plan = tmp("plan.json");
+    let (trace, plan) = (trace.to_str().unwrap(), plan.to_str().unwrap());
+    let out = moeplan(&[
+        "gen",
+        "--preset",
+        "olmoe",
+        "--batches",
+        "8",
+        "--seed",
+        "3",
+        "--out",
+        trace,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = moeplan(&[
+        "plan",
+        "--trace",
+        trace,
+        "--algo",
+        "eplb",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "4",
+        "--redundant-experts",
+        "8",
+        "--holdout",
+        "0.25",
+        "--out",
+        plan,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = moeplan(&["eval", "--trace", trace, "--plan", plan, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bal = v["balancedness"].as_f64().unwrap();
+    assert!(bal > 0.0 && bal <= 1.0);
+    assert!(v["imbalance_ratio"].as_f64().unwrap() >= 1.0);
+    assert_eq!(v["replicas"], 16 * 8);
+    assert_eq!(v["slots_per_gpu_max"], 16 * 9);
+    assert_eq!(v["per_layer"].as_array().unwrap().len(), 16);
+    // the plan recorded its holdout, so eval judged only the unseen batches
+    assert_eq!(v["batches"], 2);
+    assert!(v["scope"].as_str().unwrap().starts_with("held-out"));
+    let out = moeplan(&[
+        "eval",
+        "--trace",
+        trace,
+        "--plan",
+        plan,
+        "--json",
+        "--in-sample",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["batches"], 8);
+}
+
+#[test]
+fn sglang_export_has_a_row_per_model_layer() {
+    let Some(trace) = shared("sglang-deepseek-v3/prefill_in4096.json") else {
+        return;
+    };
+    let out_path = tmp("sglang.json");
+    let out_path = out_path.to_str().unwrap();
+    let out = moeplan(&[
+        "plan",
+        "--trace",
+        &trace,
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "64",
+        "--redundant-experts",
+        "64",
+        "--format",
+        "sglang",
+        "--out",
+        out_path,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_path).unwrap()).unwrap();
+    let obj = v.as_object().unwrap();
+    assert_eq!(
+        obj.keys().collect::<Vec<_>>(),
+        vec!["physical_to_logical_map"]
+    );
+    let rows = v["physical_to_logical_map"].as_array().unwrap();
+    assert_eq!(rows.len(), 61);
+    assert!(rows.iter().all(|r| r.as_array().unwrap().len() == 320));
+}
+
+#[test]
+fn eval_on_real_trace_reports_reference_balancedness() {
+    let Some(trace) = shared("sglang-deepseek-v3/prefill_in4096.json") else {
+        return;
+    };
+    let plan = tmp("real-plan.json");
+    let plan = plan.to_str().unwrap();
+    let out = moeplan(&[
+        "plan",
+        "--trace",
+        &trace,
+        "--algo",
+        "eplb",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "64",
+        "--groups",
+        "1",
+        "--redundant-experts",
+        "0",
+        "--out",
+        plan,
+    ]);
+    assert!(out.status.success());
+    let out = moeplan(&["eval", "--trace", &trace, "--plan", plan, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bal = v["balancedness"].as_f64().unwrap();
+    assert!((bal - 0.517).abs() < 0.0005, "{bal}");
+}
