@@ -12,7 +12,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use moeplan::formats::plan_json::{self, PlanMeta};
 use moeplan::formats::{self, ReadOptions, sglang, trace_json};
 use moeplan::generator::{GenConfig, generate};
-use moeplan::planners::{EplbConfig, base, contiguous, eplb};
+use moeplan::planners::craft::{Craft, CraftOptions, Objective, ReplicaCounts};
+use moeplan::planners::{Budget, EplbConfig, base, contiguous, eplb};
 use moeplan::{LoadTrace, Plan, Topology, evaluate_with_progress, model};
 
 #[derive(Parser)]
@@ -55,6 +56,8 @@ enum Command {
     Eval(EvalArgs),
     /// Every planner on one trace and cluster, side by side.
     Compare(CompareArgs),
+    /// Balancedness and replica memory of BASE, CRAFT at each R and EPLB (CRAFT's Figure 5 / 9).
+    Sweep(SweepArgs),
     /// The built-in model shapes.
     Presets,
 }
@@ -114,6 +117,8 @@ enum Algo {
     Base,
     /// Expert e on GPU e·D/E, no replicas, loads ignored.
     Contiguous,
+    /// CRAFT: --replicas-per-gpu R replicas per GPU over all layers, spent where they help.
+    Craft,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -136,6 +141,11 @@ struct PlanArgs {
     /// Extra slots per layer in total (SGLang's --ep-num-redundant-experts).
     #[arg(long, default_value_t = 0)]
     redundant_experts: usize,
+    /// CRAFT's budget: replicas per GPU summed over layers, or `auto`.
+    #[arg(long, default_value = "auto")]
+    replicas_per_gpu: ReplicaBudget,
+    #[command(flatten)]
+    craft: CraftArgs,
     /// Keep this fraction of the last batches out of planning (held-out evaluation).
     #[arg(long)]
     holdout: Option<f64>,
@@ -145,6 +155,84 @@ struct PlanArgs {
     /// Where to write the plan.
     #[arg(long)]
     out: PathBuf,
+}
+
+#[derive(Args)]
+struct SweepArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Plan on the first batches, evaluate on this last fraction.
+    #[arg(long)]
+    holdout: Option<f64>,
+    /// Model preset for bytes per expert (default: the trace's model, if known).
+    #[arg(long)]
+    model: Option<String>,
+    #[command(flatten)]
+    craft: CraftArgs,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Clone)]
+struct CraftArgs {
+    /// Replica counts CRAFT measures per layer: geometric (1, 2, 4, …, D) or every (1..=D).
+    #[arg(long, value_enum, default_value = "geometric")]
+    replica_counts: CountsArg,
+    /// What CRAFT's knapsack maximises: mean balancedness, or the paper's r × gain.
+    #[arg(long, value_enum, default_value = "mean")]
+    objective: ObjectiveArg,
+    /// Skip the local-search refinement of CRAFT's greedy placement (the paper's algorithm as printed).
+    #[arg(long)]
+    no_refine: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CountsArg {
+    Geometric,
+    Every,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ObjectiveArg {
+    Mean,
+    Paper,
+}
+
+impl CraftArgs {
+    fn options(&self) -> CraftOptions {
+        CraftOptions {
+            replica_counts: match self.replica_counts {
+                CountsArg::Geometric => ReplicaCounts::Geometric,
+                CountsArg::Every => ReplicaCounts::Every,
+            },
+            objective: match self.objective {
+                ObjectiveArg::Mean => Objective::MeanBalancedness,
+                ObjectiveArg::Paper => Objective::PaperWeighted,
+            },
+            refine: !self.no_refine,
+        }
+    }
+}
+
+/// `--replicas-per-gpu`: a number or `auto`.
+#[derive(Clone, Copy)]
+struct ReplicaBudget(Budget);
+
+impl std::str::FromStr for ReplicaBudget {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(ReplicaBudget(Budget::Auto));
+        }
+        s.parse::<usize>()
+            .map(|r| ReplicaBudget(Budget::ReplicasPerGpu(r)))
+            .map_err(|_| {
+                format!("expected a whole number of replicas per GPU or `auto`, got {s:?}")
+            })
+    }
 }
 
 #[derive(Args)]
@@ -248,6 +336,7 @@ fn run(command: Command) -> Result<(), CliError> {
         Command::Plan(args) => plan_command(args),
         Command::Eval(args) => eval_command(args),
         Command::Compare(args) => compare_command(args),
+        Command::Sweep(args) => sweep_command(args),
         Command::Presets => {
             emit(&report::presets());
             Ok(())
@@ -268,6 +357,8 @@ fn plan_command(args: PlanArgs) -> Result<(), CliError> {
         topology,
         &args.cluster,
         args.redundant_experts,
+        args.replicas_per_gpu.0,
+        &args.craft.options(),
     )?;
     let text = match args.format {
         PlanFormat::Moeplan => plan_json::write(
@@ -307,6 +398,8 @@ fn make_plan(
     topology: Topology,
     cluster: &ClusterArgs,
     redundant: usize,
+    budget: Budget,
+    options: &CraftOptions,
 ) -> Result<Plan, moeplan::Error> {
     match algo {
         Algo::Eplb => eplb(
@@ -319,6 +412,7 @@ fn make_plan(
         ),
         Algo::Base => base(trace, topology, cluster.groups),
         Algo::Contiguous => contiguous(trace, topology),
+        Algo::Craft => Ok(Craft::prepare(trace, topology, options)?.plan(budget)?.plan),
     }
 }
 
@@ -373,30 +467,25 @@ fn compare_command(args: CompareArgs) -> Result<(), CliError> {
     let trace = load_trace(&args.trace)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
     let redundant = args.redundant_experts.unwrap_or(topology.num_gpus());
-    let (planned_on, evaluated, scope) = match args.holdout {
-        Some(h) => {
-            let s = trace.holdout_split(h)?;
-            let scope = format!(
-                "held-out: planned on {} batches, evaluated on {}",
-                s.plan.num_batches(),
-                s.eval.num_batches()
-            );
-            (s.plan, s.eval, scope)
-        }
-        None => (
-            trace.clone(),
-            trace.clone(),
-            format!("in-sample: {} batch(es)", trace.num_batches()),
-        ),
-    };
+    let (planned_on, evaluated, scope) = split_for(&trace, args.holdout)?;
     let mut rows = Vec::new();
+    let craft_budget = Budget::ReplicasPerGpu(8);
     for (algo, k) in [
         (Algo::Contiguous, 0),
         (Algo::Base, 0),
         (Algo::Eplb, redundant),
+        (Algo::Craft, 0),
     ] {
-        let result = make_plan(algo, &planned_on, topology, &args.cluster, k)
-            .and_then(|plan| moeplan::evaluate(&evaluated, &plan));
+        let result = make_plan(
+            algo,
+            &planned_on,
+            topology,
+            &args.cluster,
+            k,
+            craft_budget,
+            &CraftOptions::default(),
+        )
+        .and_then(|plan| moeplan::evaluate(&evaluated, &plan));
         rows.push((algo_name(algo, k), result));
     }
     if args.json {
@@ -414,11 +503,71 @@ fn compare_command(args: CompareArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+fn sweep_command(args: SweepArgs) -> Result<(), CliError> {
+    let trace = load_trace(&args.trace)?;
+    let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
+    let (planned_on, evaluated, scope) = split_for(&trace, args.holdout)?;
+    let preset = match args.model.as_deref().or(trace.model()) {
+        Some(name) => Some(model::preset(name)?),
+        None => None,
+    };
+    let bar = spinner("sweeping budgets");
+    let result = moeplan::sweep::sweep(
+        &planned_on,
+        &evaluated,
+        topology,
+        args.cluster.groups,
+        &args.craft.options(),
+    );
+    bar.finish_and_clear();
+    let result = result?;
+    if args.json {
+        let mut v = serde_json::to_value(&result).unwrap_or_default();
+        v["scope"] = scope.into();
+        v["expert_bytes"] = preset.map(|p| p.expert_bytes()).into();
+        emit(&v.to_string());
+    } else {
+        emit(&report::sweep(&result, topology, &scope, preset));
+    }
+    Ok(())
+}
+
+/// Plan part and evaluation part of a trace, and a phrase saying which.
+fn split_for(
+    trace: &LoadTrace,
+    holdout: Option<f64>,
+) -> Result<(LoadTrace, LoadTrace, String), CliError> {
+    Ok(match holdout {
+        Some(h) => {
+            let s = trace.holdout_split(h)?;
+            let scope = format!(
+                "held-out: planned on {} batches, evaluated on the next {}",
+                s.plan.num_batches(),
+                s.eval.num_batches()
+            );
+            (s.plan, s.eval, scope)
+        }
+        None => (
+            trace.clone(),
+            trace.clone(),
+            format!("in-sample: {} batch(es)", trace.num_batches()),
+        ),
+    })
+}
+
+fn spinner(what: &'static str) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    bar.set_message(what);
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
 fn algo_name(algo: Algo, k: usize) -> String {
     match algo {
         Algo::Eplb => format!("eplb (+{k})"),
         Algo::Base => "base".into(),
         Algo::Contiguous => "contiguous".into(),
+        Algo::Craft => "craft (R = 8)".into(),
     }
 }
 

@@ -8,6 +8,8 @@ macro_rules! wl {
     ($o:expr, $($t:tt)*) => {{ let _ = writeln!($o, $($t)*); }};
 }
 
+use moeplan::model::ModelPreset;
+use moeplan::sweep::Sweep;
 use moeplan::{EvalReport, Plan, Topology, TraceStats, model};
 
 pub fn stats(s: &TraceStats) -> String {
@@ -175,6 +177,54 @@ pub fn presets() -> String {
             p.groups,
             p.expert_bytes() as f64 / (1 << 20) as f64,
             p.display
+        );
+    }
+    o
+}
+
+pub fn sweep(s: &Sweep, topology: Topology, scope: &str, preset: Option<&ModelPreset>) -> String {
+    let mut o = String::new();
+    wl!(o, "{topology} · {scope}");
+    wl!(
+        o,
+        "CRAFT's automatic choice (Step 2): R = {}",
+        s.auto_replicas_per_gpu
+    );
+    let mem_head = if preset.is_some() { "GiB/GPU" } else { "" };
+    wl!(
+        o,
+        "{:<6} {:>8} {:>9} {:>13} {:>10} {:>8} {:>10} {:>8}",
+        "plan",
+        "R",
+        "replicas",
+        "balancedness",
+        "predicted",
+        "bound",
+        "imbalance",
+        mem_head
+    );
+    for r in &s.rows {
+        let mem = preset
+            .map(|p| {
+                format!(
+                    "{:.2}",
+                    r.replicas_per_gpu * p.expert_bytes() as f64 / (1u64 << 30) as f64
+                )
+            })
+            .unwrap_or_default();
+        wl!(
+            o,
+            "{:<6} {:>8} {:>9} {:>13.4} {:>10} {:>8.4} {:>10.4} {:>8}",
+            r.method,
+            format!("{:.1}", r.replicas_per_gpu),
+            r.replicas,
+            r.balancedness,
+            r.predicted_balancedness
+                .map(|p| format!("{p:.4}"))
+                .unwrap_or_else(|| "—".into()),
+            r.bound,
+            r.imbalance_ratio,
+            mem
         );
     }
     o

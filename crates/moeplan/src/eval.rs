@@ -17,7 +17,7 @@
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::plan::{LayerPlacement, Plan};
+use crate::plan::Plan;
 use crate::trace::LoadTrace;
 
 /// Everything a user reads off one evaluation.
@@ -47,6 +47,13 @@ pub struct EvalReport {
     pub per_layer_imbalance_ratio: Vec<f64>,
     /// Replicas in each layer.
     pub replicas_per_layer: Vec<usize>,
+    /// Upper bound on the balancedness of any plan with these replica
+    /// counts per layer (see [`crate::bound`]), averaged like `balancedness`.
+    pub bound: f64,
+    /// `bound − balancedness`: how much better any plan could do at all.
+    pub gap: f64,
+    /// The bound of each layer.
+    pub per_layer_bound: Vec<f64>,
 }
 
 /// Replays every batch of `trace` against `plan`.
@@ -76,18 +83,28 @@ pub fn evaluate_with_progress(
     let layers = plan.layers();
     let mut per_layer = Vec::with_capacity(layers.len());
     let mut per_layer_ir = Vec::with_capacity(layers.len());
+    let mut per_layer_bound = Vec::with_capacity(layers.len());
     let mut replay = Replay::default();
+    let d = plan.topology().num_gpus();
     for (l, lp) in layers.iter().enumerate() {
-        replay.prepare(lp, trace.num_experts());
+        replay.prepare(&lp.gpus, trace.num_experts());
         let (bal, ir) = replay.layer_means(trace, l);
         per_layer.push(bal);
         per_layer_ir.push(ir);
+        per_layer_bound.push(crate::bound::layer_bound(
+            trace,
+            l,
+            d,
+            summary.replicas_per_layer[l],
+        ));
         progress(l + 1, layers.len());
     }
+    let balancedness = mean(&per_layer);
+    let bound = mean(&per_layer_bound);
     Ok(EvalReport {
         algorithm: plan.algorithm().to_string(),
         batches: trace.num_batches(),
-        balancedness: mean(&per_layer),
+        balancedness,
         imbalance_ratio: mean(&per_layer_ir),
         replicas: summary.replicas,
         slots_per_gpu_max: summary.slots_per_gpu_max,
@@ -97,6 +114,9 @@ pub fn evaluate_with_progress(
         per_layer,
         per_layer_imbalance_ratio: per_layer_ir,
         replicas_per_layer: summary.replicas_per_layer,
+        bound,
+        gap: bound - balancedness,
+        per_layer_bound,
     })
 }
 
@@ -123,64 +143,97 @@ pub fn gpu_loads(trace: &LoadTrace, plan: &Plan, batch: usize, layer: usize) -> 
         )));
     }
     let mut replay = Replay::default();
-    replay.prepare(&plan.layers()[layer], trace.num_experts());
+    replay.prepare(&plan.layers()[layer].gpus, trace.num_experts());
     let row = trace.counts().slice(ndarray::s![batch, layer, ..]);
-    replay.fill_loads(row.iter().copied());
+    replay.fill_loads_view(row);
     Ok(replay.loads.clone())
 }
 
-/// Scratch buffers for one layer's replay, reused across layers so the batch
-/// loop never allocates.
+/// One layer's placement flattened for replay, reused across layers so the
+/// batch loop never allocates. Slots are grouped by GPU, so each GPU's load
+/// is summed in a register instead of scattered through memory.
 #[derive(Default)]
-struct Replay {
-    /// Flattened slots: (GPU, expert) pairs.
-    slot_gpu: Vec<u32>,
+pub(crate) struct Replay {
+    /// GPU `g` owns slots `gpu_start[g] .. gpu_start[g + 1]`.
+    gpu_start: Vec<usize>,
     slot_expert: Vec<u32>,
-    /// 1 / copies of each expert.
-    inv_copies: Vec<f64>,
-    /// Per-expert tokens per copy in the current batch.
-    share: Vec<f64>,
+    /// 1 / copies of each slot's expert.
+    slot_share: Vec<f64>,
     loads: Vec<f64>,
+    row: Vec<f64>,
 }
 
 impl Replay {
-    fn prepare(&mut self, lp: &LayerPlacement, num_experts: usize) {
-        self.slot_gpu.clear();
+    /// Loads one layer's placement: `gpus[g]` lists the experts on GPU `g`.
+    pub(crate) fn prepare(&mut self, gpus: &[Vec<u32>], num_experts: usize) {
+        let mut copies = vec![0u32; num_experts];
+        self.gpu_start.clear();
         self.slot_expert.clear();
-        for (g, slots) in lp.gpus.iter().enumerate() {
+        self.gpu_start.push(0);
+        for slots in gpus {
             for &e in slots {
-                self.slot_gpu.push(g as u32);
                 self.slot_expert.push(e);
+                if let Some(c) = copies.get_mut(e as usize) {
+                    *c += 1;
+                }
             }
+            self.gpu_start.push(self.slot_expert.len());
         }
-        self.inv_copies.clear();
-        self.inv_copies.extend(
-            lp.copies(num_experts)
+        self.slot_share.clear();
+        self.slot_share.extend(
+            self.slot_expert
                 .iter()
-                .map(|&c| if c == 0 { 0.0 } else { 1.0 / c as f64 }),
+                .map(|&e| 1.0 / copies[e as usize].max(1) as f64),
         );
-        self.share.resize(num_experts, 0.0);
-        self.loads.resize(lp.gpus.len(), 0.0);
+        self.loads.clear();
+        self.loads.resize(gpus.len(), 0.0);
     }
 
-    fn fill_loads(&mut self, counts: impl Iterator<Item = f64>) {
-        for ((s, w), inv) in self.share.iter_mut().zip(counts).zip(&self.inv_copies) {
-            *s = w * inv;
+    /// Per-GPU loads for one batch row of expert counts.
+    fn fill_loads(&mut self, row: &[f64]) {
+        for (g, load) in self.loads.iter_mut().enumerate() {
+            let range = self.gpu_start[g]..self.gpu_start[g + 1];
+            *load = self.slot_expert[range.clone()]
+                .iter()
+                .zip(&self.slot_share[range])
+                .map(|(&e, &share)| row[e as usize] * share)
+                .sum();
         }
-        self.loads.fill(0.0);
-        for (&g, &e) in self.slot_gpu.iter().zip(&self.slot_expert) {
-            self.loads[g as usize] += self.share[e as usize];
+    }
+
+    fn fill_loads_view(&mut self, row: ndarray::ArrayView1<'_, f64>) {
+        match row.as_slice() {
+            Some(r) => self.fill_loads(r),
+            None => {
+                let mut buf = std::mem::take(&mut self.row);
+                buf.clear();
+                buf.extend(row.iter().copied());
+                self.fill_loads(&buf);
+                self.row = buf;
+            }
         }
+    }
+
+    /// Mean balancedness over the batches of one layer stored contiguously,
+    /// `rows` = `B × E` — what CRAFT's estimation replays many times.
+    pub(crate) fn mean_balancedness(&mut self, rows: &[f64], num_experts: usize) -> f64 {
+        let mut bal = 0.0;
+        let mut n = 0;
+        for row in rows.chunks_exact(num_experts.max(1)) {
+            self.fill_loads(row);
+            bal += balance_of(&self.loads).0;
+            n += 1;
+        }
+        if n == 0 { 1.0 } else { bal / n as f64 }
     }
 
     /// Mean over batches of (balancedness, imbalance ratio) for layer `l`.
-    fn layer_means(&mut self, trace: &LoadTrace, l: usize) -> (f64, f64) {
+    pub(crate) fn layer_means(&mut self, trace: &LoadTrace, l: usize) -> (f64, f64) {
         let counts = trace.counts();
         let b = trace.num_batches();
         let (mut bal, mut ir) = (0.0, 0.0);
         for bi in 0..b {
-            let row = counts.slice(ndarray::s![bi, l, ..]);
-            self.fill_loads(row.iter().copied());
+            self.fill_loads_view(counts.slice(ndarray::s![bi, l, ..]));
             let (x, y) = balance_of(&self.loads);
             bal += x;
             ir += y;

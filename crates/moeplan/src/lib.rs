@@ -14,11 +14,14 @@
 //! | [`planners::contiguous`] | expert `e` on GPU `⌊e·D/E⌋`, no replicas | — |
 //! | [`planners::base`] | EPLB's placement, no replicas (the papers' BASE) | DeepSeek EPLB |
 //! | [`planners::eplb`] | DeepSeek's EPLB, exact port: replicate the highest load per copy, balanced packing, hierarchical over nodes | deepseek-ai/EPLB `eplb.py` |
+//! | [`planners::craft`] | CRAFT: per-layer replica budget by measured benefit (knapsack), equal memory on every GPU, capacity-aware placement | CRAFT paper, §4.2 and appendix A (Algorithms 1–3) |
 //!
 //! ## Metrics
 //! Balancedness = mean GPU load / max GPU load (CRAFT; 1.0 is perfect);
 //! imbalance ratio = max / mean (Libra). Overall figures are the mean over
-//! batches, then over layers. See [`eval`].
+//! batches, then over layers. See [`eval`]. Every evaluation also reports
+//! the [`bound`]: the best balancedness any plan with the same replica counts
+//! could reach, and the plan's gap to it.
 //!
 //! ```
 //! use moeplan::{evaluate, generator, model, planners, Topology};
@@ -33,6 +36,7 @@
 #![deny(unsafe_code)] // deny, not forbid: ndarray's s! macro carries a local allow
 #![warn(missing_docs)]
 
+pub mod bound;
 pub mod error;
 pub mod eval;
 pub mod formats;
@@ -40,6 +44,7 @@ pub mod generator;
 pub mod model;
 pub mod plan;
 pub mod planners;
+pub mod sweep;
 pub mod topology;
 pub mod trace;
 
