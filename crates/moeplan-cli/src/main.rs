@@ -293,7 +293,10 @@ enum CliError {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -301,6 +304,25 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Help and version print as clap prints them; a usage mistake becomes the
+/// same single `moeplan: error:` line, exit code 2, as every other bad input.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or("invalid arguments");
+    eprintln!("moeplan: error: {}", first.trim_start_matches("error: "));
+    ExitCode::from(2)
 }
 
 fn run(command: Command) -> Result<(), CliError> {

@@ -193,6 +193,10 @@ pub fn sweep(s: &Sweep, topology: Topology, scope: &str, preset: Option<&ModelPr
     let mem_head = if preset.is_some() { "GiB/GPU" } else { "" };
     wl!(
         o,
+        "R: replicas per GPU over all layers; GiB/GPU: replica memory on the fullest GPU"
+    );
+    wl!(
+        o,
         "{:<6} {:>8} {:>9} {:>13} {:>10} {:>8} {:>10} {:>8}",
         "plan",
         "R",
@@ -208,7 +212,7 @@ pub fn sweep(s: &Sweep, topology: Topology, scope: &str, preset: Option<&ModelPr
             .map(|p| {
                 format!(
                     "{:.2}",
-                    r.replicas_per_gpu * p.expert_bytes() as f64 / (1u64 << 30) as f64
+                    r.replica_slots_per_gpu as f64 * p.expert_bytes() as f64 / (1u64 << 30) as f64
                 )
             })
             .unwrap_or_default();

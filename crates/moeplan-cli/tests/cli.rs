@@ -119,6 +119,31 @@ fn bad_inputs_exit_2_with_one_line() {
             "cannot read",
         ),
         (vec!["eval", "--plan", &ragged], "layers"),
+        (
+            vec![
+                "plan",
+                "--algo",
+                "craft",
+                "--replicas-per-gpu",
+                "lots",
+                "--out",
+                "/dev/null",
+            ],
+            "auto",
+        ),
+        (
+            vec!["plan", "--algo", "nonsense", "--out", "/dev/null"],
+            "invalid value",
+        ),
+        (vec!["frobnicate"], "unrecognized subcommand"),
+        (
+            vec!["sweep", "--model", "gpt-5", "--batches", "2"],
+            "unknown model preset",
+        ),
+        (
+            vec!["sweep", "--holdout", "0.5", "--batches", "1"],
+            "at least 2 batches",
+        ),
     ];
     for (args, needle) in cases {
         check_fails(&args, needle);
@@ -285,4 +310,74 @@ fn eval_on_real_trace_reports_reference_balancedness() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let bal = v["balancedness"].as_f64().unwrap();
     assert!((bal - 0.517).abs() < 0.0005, "{bal}");
+}
+
+#[test]
+fn craft_plan_and_sweep() {
+    let plan = tmp("craft-plan.json");
+    let plan = plan.to_str().unwrap();
+    let common = [
+        "--preset",
+        "olmoe",
+        "--batches",
+        "8",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "4",
+    ];
+    let mut args = vec![
+        "plan",
+        "--algo",
+        "craft",
+        "--replicas-per-gpu",
+        "2",
+        "--out",
+        plan,
+    ];
+    args.extend(common);
+    let out = moeplan(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = moeplan(&[
+        "eval",
+        "--preset",
+        "olmoe",
+        "--batches",
+        "8",
+        "--plan",
+        plan,
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["replicas"].as_u64().unwrap() <= 16);
+    assert_eq!(v["slots_per_gpu_max"], v["slots_per_gpu_min"]);
+    assert_eq!(v["same_gpu_duplicates"], 0);
+    assert!(v["bound"].as_f64().unwrap() >= v["balancedness"].as_f64().unwrap());
+
+    let mut args = vec!["sweep", "--json", "--holdout", "0.25"];
+    args.extend(common);
+    let out = moeplan(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let methods: Vec<&str> = rows.iter().map(|r| r["method"].as_str().unwrap()).collect();
+    assert_eq!(methods.first(), Some(&"base"));
+    assert!(methods.contains(&"craft") && methods.contains(&"eplb"));
+    assert!(v["expert_bytes"].as_u64().unwrap() > 0);
+    assert!(v["scope"].as_str().unwrap().starts_with("held-out"));
+}
+
+#[test]
+fn help_is_not_an_error() {
+    let out = moeplan(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sweep"));
 }

@@ -1,6 +1,6 @@
 //! Where CRAFT's preparation spends its time, phase by phase, on a generated
-//! DeepSeek-V3 trace (256 batches, 64 GPUs). `cargo run --release --example
-//! craft_timing -p moeplan [--features parallel]`.
+//! trace: `cargo run --release -p moeplan --features parallel --example
+//! craft_timing -- [preset] [batches] [gpus]` (default deepseek-v3 256 64).
 
 use std::time::Instant;
 
@@ -8,38 +8,39 @@ use moeplan::Topology;
 use moeplan::bound::layer_bound_curve;
 use moeplan::generator::{GenConfig, generate};
 use moeplan::model::preset;
-use moeplan::planners::craft::{Budget, Craft, CraftOptions, estimate_benefit};
+use moeplan::planners::craft::{Budget, Craft, CraftOptions, ReplicaCounts, estimate_benefit};
+
+fn ms(s: Instant) -> f64 {
+    s.elapsed().as_secs_f64() * 1e3
+}
 
 fn main() -> Result<(), moeplan::Error> {
-    let t = generate(&GenConfig::new(preset("deepseek-v3")?, 256))?;
-    let topo = Topology::new(1, 64)?;
-    let counts = [1, 2, 4, 8, 16, 32, 64];
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let name = args.first().map_or("deepseek-v3", String::as_str);
+    let batches = args.get(1).and_then(|x| x.parse().ok()).unwrap_or(256);
+    let gpus = args.get(2).and_then(|x| x.parse().ok()).unwrap_or(64);
+    let s = Instant::now();
+    let t = generate(&GenConfig::new(preset(name)?, batches))?;
+    println!("generate {name} {batches} batches: {:.1} ms", ms(s));
+    let topo = Topology::new(1, gpus)?;
+    let counts = ReplicaCounts::Geometric.resolve(gpus)?;
     for refine in [false, true] {
         let s = Instant::now();
         estimate_benefit(&t, topo, &counts, refine)?;
-        println!(
-            "estimate_benefit (refine={refine}): {:.1} ms",
-            s.elapsed().as_secs_f64() * 1e3
-        );
+        println!("Algorithm 1 (refine={refine}): {:.1} ms", ms(s));
     }
     let s = Instant::now();
     for l in 0..t.num_layers() {
-        layer_bound_curve(&t, l, 64, 64);
+        layer_bound_curve(&t, l, gpus, gpus);
     }
-    println!("bound curves: {:.1} ms", s.elapsed().as_secs_f64() * 1e3);
+    println!("bound curves: {:.1} ms", ms(s));
     let s = Instant::now();
     let c = Craft::prepare(&t, topo, &CraftOptions::default())?;
-    println!(
-        "prepare (refined): {:.1} ms",
-        s.elapsed().as_secs_f64() * 1e3
-    );
+    println!("prepare (refined, everything): {:.1} ms", ms(s));
     let s = Instant::now();
     for r in [1, 2, 4, 8, 16] {
         c.plan(Budget::ReplicasPerGpu(r))?;
     }
-    println!(
-        "5 budget changes (refined): {:.1} ms",
-        s.elapsed().as_secs_f64() * 1e3
-    );
+    println!("budget change (mean of 5): {:.2} ms", ms(s) / 5.0);
     Ok(())
 }

@@ -25,6 +25,9 @@ pub struct SweepRow {
     pub replicas: usize,
     /// Largest slot count of any GPU over all layers.
     pub slots_per_gpu_max: usize,
+    /// Slots beyond the experts' own on the fullest GPU: the replica memory
+    /// every GPU must reserve, in units of one expert.
+    pub replica_slots_per_gpu: usize,
     /// Measured balancedness on the evaluation batches.
     pub balancedness: f64,
     /// Measured imbalance ratio on the evaluation batches.
@@ -66,6 +69,7 @@ pub fn sweep(
     let d = topology.num_gpus();
     let l = plan_on.num_layers();
     let craft = Craft::prepare(plan_on, topology, options)?;
+    let own_slots = (plan_on.num_experts() * l).div_ceil(d);
     let mut rows = Vec::new();
     let mut push = |method, r: f64, plan: &Plan, predicted| -> Result<()> {
         let rep = evaluate(eval_on, plan)?;
@@ -74,6 +78,7 @@ pub fn sweep(
             replicas_per_gpu: r,
             replicas: rep.replicas,
             slots_per_gpu_max: rep.slots_per_gpu_max,
+            replica_slots_per_gpu: rep.slots_per_gpu_max.saturating_sub(own_slots),
             balancedness: rep.balancedness,
             imbalance_ratio: rep.imbalance_ratio,
             bound: rep.bound,

@@ -182,6 +182,19 @@ pub fn estimate_benefit(
     counts: &[usize],
     refine: bool,
 ) -> Result<BenefitTable> {
+    Ok(estimate(trace, topology, counts, refine)?.0)
+}
+
+/// The placement of one layer at each replica count `[0] ++ counts`, as
+/// Algorithm 1 built it: a budget change only relabels these GPUs.
+type LayerPlacements = Vec<Vec<Vec<u32>>>;
+
+fn estimate(
+    trace: &LoadTrace,
+    topology: Topology,
+    counts: &[usize],
+    refine: bool,
+) -> Result<(BenefitTable, Vec<LayerPlacements>)> {
     let summed = trace.summed();
     let d = topology.num_gpus();
     let per_layer = map_layers(trace.num_layers(), |l| {
@@ -192,13 +205,15 @@ pub fn estimate_benefit(
         base: Vec::with_capacity(per_layer.len()),
         gains: vec![Vec::with_capacity(per_layer.len()); counts.len()],
     };
-    for (base, gains) in per_layer {
+    let mut placements = Vec::with_capacity(per_layer.len());
+    for (base, gains, placed) in per_layer {
         table.base.push(base);
         for (k, g) in gains.into_iter().enumerate() {
             table.gains[k].push(g);
         }
+        placements.push(placed);
     }
-    Ok(table)
+    Ok((table, placements))
 }
 
 /// Runs `f` for every layer, on all cores with the `parallel` feature.
@@ -224,12 +239,8 @@ fn estimate_layer(
     d: usize,
     counts: &[usize],
     refine: bool,
-) -> Result<(f64, Vec<f64>)> {
-    let w = summed.row(l);
-    let w = w
-        .as_slice()
-        .map(<[f64]>::to_vec)
-        .unwrap_or_else(|| w.to_vec());
+) -> Result<(f64, Vec<f64>, LayerPlacements)> {
+    let w = summed.row(l).to_vec();
     let e = w.len();
     let order = replication_order(&w, counts.last().copied().unwrap_or(0), d);
     // This layer's batches, contiguous: replayed once per replica count.
@@ -240,12 +251,13 @@ fn estimate_layer(
         .copied()
         .collect();
     let mut replay = Replay::default();
+    let mut placed = Vec::with_capacity(counts.len() + 1);
     let mut balancedness = |r: usize| -> Result<f64> {
         let copies = copies_after(&order, r, e);
         let slots = copies.iter().map(|&c| c as usize).sum::<usize>();
-        let capacity = layer_capacity(slots, d);
-        let gpus = place(&w, &copies, &capacity, refine)?;
+        let gpus = place(&w, &copies, &layer_capacity(slots, d), refine)?;
         replay.prepare(&gpus, e);
+        placed.push(gpus);
         Ok(replay.mean_balancedness(&rows, e))
     };
     let base = balancedness(0)?;
@@ -253,7 +265,7 @@ fn estimate_layer(
         .iter()
         .map(|&r| Ok(balancedness(r)? - base))
         .collect::<Result<Vec<f64>>>()?;
-    Ok((base, gains))
+    Ok((base, gains, placed))
 }
 
 /// The experts that receive replicas 1, 2, …, `r_max` in turn: the highest
@@ -722,6 +734,32 @@ pub fn refine_placement(loads: &[f64], copies: &[u32], gpus: &mut [Vec<u32>]) {
     }
 }
 
+/// Moves a placement onto GPUs with the given slot counts: the `i`-th GPU
+/// with `n` slots in `placed` becomes the `i`-th GPU with `n` slots in
+/// `capacity`.
+fn relabel(placed: &[Vec<u32>], capacity: &[usize]) -> Result<Vec<Vec<u32>>> {
+    let mut out = vec![Vec::new(); capacity.len()];
+    let mut targets: Vec<usize> = (0..capacity.len()).collect();
+    targets.sort_by_key(|&g| capacity[g]);
+    let mut sources: Vec<usize> = (0..placed.len()).collect();
+    sources.sort_by_key(|&g| placed[g].len());
+    if placed.len() != capacity.len()
+        || sources
+            .iter()
+            .zip(&targets)
+            .any(|(&s, &t)| placed[s].len() != capacity[t])
+    {
+        return Err(Error::planner(
+            NAME,
+            "slot counts of a stored placement do not match",
+        ));
+    }
+    for (&s, &t) in sources.iter().zip(&targets) {
+        out[t] = placed[s].clone();
+    }
+    Ok(out)
+}
+
 /// Step 5, optionally refined.
 fn place(w: &[f64], copies: &[u32], capacity: &[usize], refine: bool) -> Result<Vec<Vec<u32>>> {
     let mut gpus = capacity_aware_placement(w, copies, capacity)?;
@@ -768,11 +806,10 @@ pub struct Craft {
     topology: Topology,
     layer_ids: Vec<u32>,
     num_experts: usize,
-    summed: Array2<f64>,
-    orders: Vec<Vec<u32>>,
     table: BenefitTable,
+    /// `placements[ℓ][k]`: layer ℓ placed with `[0] ++ counts` replicas.
+    placements: Vec<LayerPlacements>,
     objective: Objective,
-    refine: bool,
     /// Best mean bound over layers for a total of exactly `c` replicas,
     /// `c = 0..=L·D`, made non-decreasing.
     budget_bound: Vec<f64>,
@@ -822,12 +859,7 @@ impl Craft {
     pub fn prepare(trace: &LoadTrace, topology: Topology, options: &CraftOptions) -> Result<Craft> {
         let d = topology.num_gpus();
         let counts = options.replica_counts.resolve(d)?;
-        let table = estimate_benefit(trace, topology, &counts, options.refine)?;
-        let summed = trace.summed();
-        let max_count = counts.last().copied().unwrap_or(0);
-        let orders = (0..trace.num_layers())
-            .map(|l| replication_order(&summed.row(l).to_vec(), max_count, d))
-            .collect();
+        let (table, placements) = estimate(trace, topology, &counts, options.refine)?;
         let curves = map_layers(trace.num_layers(), |l| {
             Ok(crate::bound::layer_bound_curve(trace, l, d, d))
         })?;
@@ -835,11 +867,9 @@ impl Craft {
             topology,
             layer_ids: trace.layer_ids().to_vec(),
             num_experts: trace.num_experts(),
-            summed,
-            orders,
             table,
+            placements,
             objective: options.objective,
-            refine: options.refine,
             budget_bound: budget_bound(&curves, trace.num_layers() * d),
         })
     }
@@ -911,6 +941,11 @@ impl Craft {
     }
 
     /// Steps 3–5 for a budget: allocation, interleaved assignment, placement.
+    /// Each layer's placement at its replica count was already built by
+    /// Algorithm 1 on the same loads; Algorithm 3 only decides which GPUs
+    /// carry the layer's extra slots, so the stored placement is relabelled
+    /// onto those GPUs (GPUs with equal slot counts are interchangeable for
+    /// balance). That keeps a budget change to the knapsack and a copy.
     pub fn plan(&self, budget: Budget) -> Result<CraftPlan> {
         let r = match budget {
             Budget::ReplicasPerGpu(r) => r,
@@ -928,11 +963,15 @@ impl Craft {
         let capacity = interleaved_assignment(&slots, self.topology.num_gpus());
         let layers = (0..self.layer_ids.len())
             .map(|l| {
-                let copies = copies_after(&self.orders[l], allocation.per_layer[l], e);
-                let w = self.summed.row(l).to_vec();
+                let r = allocation.per_layer[l];
+                let k = if r == 0 {
+                    0
+                } else {
+                    1 + self.table.counts.iter().position(|&c| c == r).unwrap_or(0)
+                };
                 Ok(LayerPlacement {
                     layer: self.layer_ids[l],
-                    gpus: place(&w, &copies, &capacity[l], self.refine)?,
+                    gpus: relabel(&self.placements[l][k], &capacity[l])?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
