@@ -97,6 +97,9 @@ fn test() -> Result {
         ],
     )?;
     sh(&c, &["test", "--workspace"])?;
+    // The workspace build turns on the core's `parallel` feature (the CLI
+    // asks for it); the core alone is the single-threaded path wasm uses.
+    sh(&c, &["test", "-p", "moeplan", "--tests"])?;
     sh(
         &c,
         &[

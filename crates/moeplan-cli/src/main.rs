@@ -373,6 +373,7 @@ fn plan_command(args: PlanArgs) -> Result<(), CliError> {
         Some(h) => trace.holdout_split(h)?.plan,
         None => trace.clone(),
     };
+    let bar = spinner("planning");
     let plan = make_plan(
         args.algo,
         &planned_on,
@@ -381,7 +382,9 @@ fn plan_command(args: PlanArgs) -> Result<(), CliError> {
         args.redundant_experts,
         args.replicas_per_gpu.0,
         &args.craft.options(),
-    )?;
+    );
+    bar.finish_and_clear();
+    let plan = plan?;
     let text = match args.format {
         PlanFormat::Moeplan => plan_json::write(
             &plan,
@@ -595,12 +598,15 @@ fn algo_name(algo: Algo, k: usize) -> String {
 
 fn generated(g: &GenArgs) -> Result<LoadTrace, moeplan::Error> {
     let preset = model::preset(&g.preset)?;
-    generate(&GenConfig {
+    let bar = spinner("generating");
+    let trace = generate(&GenConfig {
         preset,
         batches: g.batches,
         tokens_per_batch: g.tokens_per_batch,
         seed: g.seed,
-    })
+    });
+    bar.finish_and_clear();
+    trace
 }
 
 fn load_trace(args: &TraceArgs) -> Result<LoadTrace, CliError> {
@@ -610,7 +616,10 @@ fn load_trace(args: &TraceArgs) -> Result<LoadTrace, CliError> {
             let options = ReadOptions {
                 dataset: args.source.dataset.clone(),
             };
-            formats::read_trace(&bytes, &options).map_err(|source| CliError::InFile {
+            let bar = spinner("reading trace");
+            let trace = formats::read_trace(&bytes, &options);
+            bar.finish_and_clear();
+            trace.map_err(|source| CliError::InFile {
                 path: path.display().to_string(),
                 source,
             })
