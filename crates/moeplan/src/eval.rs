@@ -216,15 +216,22 @@ impl Replay {
 
     /// Mean balancedness over the batches of one layer stored contiguously,
     /// `rows` = `B × E` — what CRAFT's estimation replays many times.
-    pub(crate) fn mean_balancedness(&mut self, rows: &[f64], num_experts: usize) -> f64 {
-        let mut bal = 0.0;
+    /// Returns (balancedness, imbalance ratio), each a mean over batches.
+    pub(crate) fn mean_balance(&mut self, rows: &[f64], num_experts: usize) -> (f64, f64) {
+        let (mut bal, mut ir) = (0.0, 0.0);
         let mut n = 0;
         for row in rows.chunks_exact(num_experts.max(1)) {
             self.fill_loads(row);
-            bal += balance_of(&self.loads).0;
+            let (x, y) = balance_of(&self.loads);
+            bal += x;
+            ir += y;
             n += 1;
         }
-        if n == 0 { 1.0 } else { bal / n as f64 }
+        if n == 0 {
+            (1.0, 1.0)
+        } else {
+            (bal / n as f64, ir / n as f64)
+        }
     }
 
     /// Mean over batches of (balancedness, imbalance ratio) for layer `l`.

@@ -47,6 +47,7 @@ pub mod planners;
 pub mod sweep;
 pub mod topology;
 pub mod trace;
+pub mod workspace;
 
 pub use error::{Error, Result};
 pub use eval::{EvalReport, evaluate, evaluate_with_progress, gpu_loads};

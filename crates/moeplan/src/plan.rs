@@ -230,6 +230,75 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// The closest plan every engine with one physical-expert count per GPU
+    /// can load: each GPU of each layer is filled up to the largest slot
+    /// count of the plan, each extra slot taking the expert with the highest
+    /// load per copy (`loads`: layers × experts) not yet on that GPU. The
+    /// original placement stays; only replicas are added.
+    ///
+    /// ```
+    /// use moeplan::{LayerPlacement, Plan, Topology};
+    /// use ndarray::array;
+    /// let t = Topology::new(1, 2)?;
+    /// let layers = vec![
+    ///     LayerPlacement { layer: 0, gpus: vec![vec![0, 1], vec![2, 0]] },
+    ///     LayerPlacement { layer: 1, gpus: vec![vec![0], vec![1, 2]] },
+    /// ];
+    /// let plan = Plan::new(t, 3, layers, "x")?;
+    /// let padded = plan.padded_to_uniform(array![[5., 1., 1.], [1., 1., 9.]].view())?;
+    /// assert_eq!(padded.uniform_slots_per_gpu(), Some(2));
+    /// assert_eq!(padded.layers()[1].gpus[0], vec![0, 2]); // expert 2 is hottest per copy
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn padded_to_uniform(&self, loads: ndarray::ArrayView2<'_, f64>) -> Result<Plan> {
+        let target = self
+            .layers
+            .iter()
+            .flat_map(|l| l.gpus.iter().map(Vec::len))
+            .max()
+            .unwrap_or(0);
+        if loads.dim() != (self.layers.len(), self.num_experts) {
+            return Err(Error::Mismatch(format!(
+                "loads are {:?}, the plan has {} layers of {} experts",
+                loads.dim(),
+                self.layers.len(),
+                self.num_experts
+            )));
+        }
+        if target > self.num_experts {
+            return Err(Error::Plan(format!(
+                "{target} slots per GPU is more than the {} experts: padding would need two copies of an expert on one GPU",
+                self.num_experts
+            )));
+        }
+        let mut layers = self.layers.clone();
+        for (lp, w) in layers.iter_mut().zip(loads.outer_iter()) {
+            let mut copies = lp.copies(self.num_experts);
+            for g in 0..lp.gpus.len() {
+                while lp.gpus[g].len() < target {
+                    let best = (0..self.num_experts)
+                        .filter(|&e| !lp.gpus[g].contains(&(e as u32)))
+                        .max_by(|&a, &b| {
+                            (w[a] / copies[a].max(1) as f64)
+                                .total_cmp(&(w[b] / copies[b].max(1) as f64))
+                                .then(b.cmp(&a))
+                        });
+                    let Some(e) = best else { break };
+                    lp.gpus[g].push(e as u32);
+                    copies[e] += 1;
+                }
+            }
+        }
+        Plan::new(
+            self.topology,
+            self.num_experts,
+            layers,
+            self.algorithm.clone(),
+        )
+    }
+}
+
 /// Shortens a list of layer ids for an error message.
 fn id_list(ids: &[u32]) -> String {
     match ids {

@@ -70,6 +70,7 @@ proptest! {
             counts: counts.clone(),
             base: vec![0.5; layers],
             gains: (0..counts.len()).map(|k| (0..layers).map(|l| gains[k * 5 + l]).collect()).collect(),
+            imbalance: vec![],
         };
         let objective = if paper { Objective::PaperWeighted } else { Objective::MeanBalancedness };
         let a = solve_allocation(&table, capacity, objective, None);

@@ -154,6 +154,9 @@ pub struct BenefitTable {
     /// `gains[k][ℓ]`: balancedness gain of layer `ℓ` with `counts[k]`
     /// replicas over `base[ℓ]`.
     pub gains: Vec<Vec<f64>>,
+    /// `imbalance[k][ℓ]`: imbalance ratio (max / mean) of layer `ℓ` with
+    /// `[0] ++ counts` replicas — what the plans show beside balancedness.
+    pub imbalance: Vec<Vec<f64>>,
 }
 
 impl BenefitTable {
@@ -204,12 +207,16 @@ fn estimate(
         counts: counts.to_vec(),
         base: Vec::with_capacity(per_layer.len()),
         gains: vec![Vec::with_capacity(per_layer.len()); counts.len()],
+        imbalance: vec![Vec::with_capacity(per_layer.len()); counts.len() + 1],
     };
     let mut placements = Vec::with_capacity(per_layer.len());
-    for (base, gains, placed) in per_layer {
+    for (base, gains, imbalance, placed) in per_layer {
         table.base.push(base);
         for (k, g) in gains.into_iter().enumerate() {
             table.gains[k].push(g);
+        }
+        for (k, x) in imbalance.into_iter().enumerate() {
+            table.imbalance[k].push(x);
         }
         placements.push(placed);
     }
@@ -239,7 +246,7 @@ fn estimate_layer(
     d: usize,
     counts: &[usize],
     refine: bool,
-) -> Result<(f64, Vec<f64>, LayerPlacements)> {
+) -> Result<(f64, Vec<f64>, Vec<f64>, LayerPlacements)> {
     let w = summed.row(l).to_vec();
     let e = w.len();
     let order = replication_order(&w, counts.last().copied().unwrap_or(0), d);
@@ -252,20 +259,23 @@ fn estimate_layer(
         .collect();
     let mut replay = Replay::default();
     let mut placed = Vec::with_capacity(counts.len() + 1);
+    let mut imbalance = Vec::with_capacity(counts.len() + 1);
     let mut balancedness = |r: usize| -> Result<f64> {
         let copies = copies_after(&order, r, e);
         let slots = copies.iter().map(|&c| c as usize).sum::<usize>();
         let gpus = place(&w, &copies, &layer_capacity(slots, d), refine)?;
         replay.prepare(&gpus, e);
         placed.push(gpus);
-        Ok(replay.mean_balancedness(&rows, e))
+        let (bal, ir) = replay.mean_balance(&rows, e);
+        imbalance.push(ir);
+        Ok(bal)
     };
     let base = balancedness(0)?;
     let gains = counts
         .iter()
         .map(|&r| Ok(balancedness(r)? - base))
         .collect::<Result<Vec<f64>>>()?;
-    Ok((base, gains, placed))
+    Ok((base, gains, imbalance, placed))
 }
 
 /// The experts that receive replicas 1, 2, …, `r_max` in turn: the highest
@@ -336,6 +346,7 @@ pub struct Allocation {
 ///     counts: vec![1, 2],
 ///     base: vec![0.5, 0.5],
 ///     gains: vec![vec![0.30, 0.30], vec![0.35, 0.30]],
+///     imbalance: vec![],
 /// };
 /// let a = solve_allocation(&table, 2, Objective::MeanBalancedness, None);
 /// assert_eq!(a.per_layer, vec![1, 1]); // total gain 0.6
@@ -813,10 +824,12 @@ pub struct Craft {
     /// Best mean bound over layers for a total of exactly `c` replicas,
     /// `c = 0..=L·D`, made non-decreasing.
     budget_bound: Vec<f64>,
+    /// `bound_curves[ℓ][r]`: layer ℓ's bound with `r = 0..=D` replicas.
+    bound_curves: Vec<Vec<f64>>,
 }
 
 /// One point of the replication-factor curve (the paper's Figure 5).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct CurvePoint {
     /// Replicas per GPU, summed over layers (`R`).
     pub replicas_per_gpu: usize,
@@ -871,12 +884,45 @@ impl Craft {
             placements,
             objective: options.objective,
             budget_bound: budget_bound(&curves, trace.num_layers() * d),
+            bound_curves: curves,
         })
     }
 
     /// The benefit table (Algorithm 1).
     pub fn table(&self) -> &BenefitTable {
         &self.table
+    }
+
+    /// Balancedness of layer `l` with `r` replicas, as Algorithm 1 measured
+    /// it on the planning batches (`r` = 0 or one of the table's counts; the
+    /// plan for any budget uses exactly these placements, so in-sample this
+    /// is the plan's balancedness, no replay needed).
+    pub fn layer_balancedness(&self, l: usize, r: usize) -> f64 {
+        self.table.base.get(l).copied().unwrap_or(0.0) + gain_of(&self.table, l, r)
+    }
+
+    /// Imbalance ratio of layer `l` with `r` replicas (planning batches).
+    pub fn layer_imbalance(&self, l: usize, r: usize) -> f64 {
+        let k = if r == 0 {
+            0
+        } else {
+            1 + self.table.counts.iter().position(|&c| c == r).unwrap_or(0)
+        };
+        self.table
+            .imbalance
+            .get(k)
+            .and_then(|v| v.get(l))
+            .copied()
+            .unwrap_or(1.0)
+    }
+
+    /// Bound of layer `l` with `r` replicas (planning batches).
+    pub fn layer_bound(&self, l: usize, r: usize) -> f64 {
+        self.bound_curves
+            .get(l)
+            .and_then(|c| c.get(r.min(c.len().saturating_sub(1))))
+            .copied()
+            .unwrap_or(1.0)
     }
 
     /// Replication factors the curve covers: 1, 2, 4, … up to the first

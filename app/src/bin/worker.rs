@@ -1,0 +1,60 @@
+//! The planning web worker: receives `[json, bytes | null]` messages from the
+//! page, plans with [`moeplan_app::worker::WorkerState`], posts progress and
+//! answers back. Runs everything that can take longer than a frame, so the
+//! page never freezes.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use moeplan_app::protocol::{Request, Response};
+use moeplan_app::worker::WorkerState;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use web_sys::{DedicatedWorkerGlobalScope, MessageEvent};
+
+fn main() {
+    console_error_panic_hook::set_once();
+    let scope: DedicatedWorkerGlobalScope = js_sys::global().unchecked_into();
+    let state = Rc::new(RefCell::new(WorkerState::default()));
+    let post_scope = scope.clone();
+    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+        let data = js_sys::Array::from(&ev.data());
+        let text = data.get(0).as_string().unwrap_or_default();
+        let bytes = data
+            .get(1)
+            .dyn_into::<js_sys::Uint8Array>()
+            .ok()
+            .map(|a| a.to_vec());
+        let post = |r: &Response| {
+            if let Ok(json) = serde_json::to_string(r) {
+                let _ = post_scope.post_message(&JsValue::from_str(&json));
+            }
+        };
+        let response = match serde_json::from_str::<Request>(&text) {
+            Ok(req) => {
+                let now = || {
+                    js_sys::global()
+                        .unchecked_into::<web_sys::WorkerGlobalScope>()
+                        .performance()
+                        .map_or(0.0, |p| p.now())
+                };
+                let id = req.id;
+                state
+                    .borrow_mut()
+                    .handle(&req, bytes.as_deref(), now, |phase| {
+                        post(&Response::Progress {
+                            id,
+                            phase: phase.to_string(),
+                        })
+                    })
+            }
+            Err(e) => Response::Error {
+                id: 0,
+                message: format!("bad request from the page: {e}"),
+            },
+        };
+        post(&response);
+    });
+    scope.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    on_message.forget();
+}

@@ -1,0 +1,102 @@
+//! The page's settings and their URL-hash form, so a link reproduces a view:
+//! `#preset=deepseek-v3&batches=64&seed=7&nodes=8&gpus=8&groups=8&r=auto&layer=0&mem=deepseek-v3`.
+//! Missing or unreadable keys fall back to the defaults.
+
+use moeplan::model;
+
+/// Everything a user sets on the page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Generator preset.
+    pub preset: String,
+    /// Generated batches.
+    pub batches: usize,
+    /// Generator seed.
+    pub seed: u32,
+    /// Nodes.
+    pub nodes: usize,
+    /// GPUs per node.
+    pub gpus_per_node: usize,
+    /// EPLB's expert groups.
+    pub groups: usize,
+    /// CRAFT's budget, `None` = automatic.
+    pub replicas_per_gpu: Option<usize>,
+    /// Layer index shown in the placement view.
+    pub layer: usize,
+    /// Model whose expert size prices replica memory.
+    pub memory_model: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            preset: "deepseek-v3".into(),
+            batches: 64,
+            seed: 7,
+            nodes: 8,
+            gpus_per_node: 8,
+            groups: 8,
+            replicas_per_gpu: None,
+            layer: 0,
+            memory_model: "deepseek-v3".into(),
+        }
+    }
+}
+
+impl Settings {
+    /// Reads a URL hash (with or without the leading `#`).
+    ///
+    /// ```
+    /// use moeplan_app::settings::Settings;
+    /// let s = Settings::from_hash("#nodes=2&gpus=4&r=8&preset=olmoe&bogus=1&batches=x");
+    /// assert_eq!((s.nodes, s.gpus_per_node, s.replicas_per_gpu), (2, 4, Some(8)));
+    /// assert_eq!(s.preset, "olmoe");
+    /// assert_eq!(s.batches, Settings::default().batches);
+    /// assert_eq!(Settings::from_hash(&s.to_hash()), s);
+    /// ```
+    pub fn from_hash(hash: &str) -> Settings {
+        let mut s = Settings::default();
+        for pair in hash.trim_start_matches('#').split('&') {
+            let Some((k, v)) = pair.split_once('=') else {
+                continue;
+            };
+            let num = || v.parse::<usize>().ok().filter(|&x| x > 0 && x <= 1 << 16);
+            match k {
+                "preset" if model::preset(v).is_ok() => s.preset = v.to_ascii_lowercase(),
+                "batches" => s.batches = num().unwrap_or(s.batches).min(4096),
+                "seed" => s.seed = v.parse().unwrap_or(s.seed),
+                "nodes" => s.nodes = num().unwrap_or(s.nodes),
+                "gpus" => s.gpus_per_node = num().unwrap_or(s.gpus_per_node),
+                "groups" => s.groups = num().unwrap_or(s.groups),
+                "r" if v == "auto" => s.replicas_per_gpu = None,
+                "r" => s.replicas_per_gpu = v.parse().ok().or(s.replicas_per_gpu),
+                "layer" => s.layer = v.parse().unwrap_or(0),
+                "mem" if model::preset(v).is_ok() => s.memory_model = v.to_ascii_lowercase(),
+                _ => {}
+            }
+        }
+        s
+    }
+
+    /// The hash for these settings.
+    pub fn to_hash(&self) -> String {
+        format!(
+            "#preset={}&batches={}&seed={}&nodes={}&gpus={}&groups={}&r={}&layer={}&mem={}",
+            self.preset,
+            self.batches,
+            self.seed,
+            self.nodes,
+            self.gpus_per_node,
+            self.groups,
+            self.replicas_per_gpu
+                .map_or("auto".to_string(), |r| r.to_string()),
+            self.layer,
+            self.memory_model
+        )
+    }
+
+    /// Bytes one expert of the memory model takes.
+    pub fn expert_bytes(&self) -> u64 {
+        model::preset(&self.memory_model).map_or(0, |p| p.expert_bytes())
+    }
+}

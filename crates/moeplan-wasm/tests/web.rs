@@ -1,0 +1,104 @@
+//! The JavaScript surface in a real browser (headless Chromium through
+//! wasm-bindgen-test-runner): one-call planning, the stateful planner, and
+//! broken inputs thrown as errors that leave the previous state in place.
+#![cfg(target_arch = "wasm32")]
+
+use moeplan_wasm::{Planner, plan, presets};
+use wasm_bindgen::JsValue;
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+fn get(v: &JsValue, key: &str) -> JsValue {
+    js_sys::Reflect::get(v, &JsValue::from_str(key)).expect("object")
+}
+
+fn config(json: &str) -> JsValue {
+    js_sys::JSON::parse(json).expect("valid JSON")
+}
+
+const TRACE: &[u8] = br#"{"logical_count": [[0, 0, 0, 0, 0, 0, 0, 0], [90, 10, 10, 10, 10, 10, 10, 10], [40, 40, 5, 5, 5, 5, 5, 5]]}"#;
+
+#[wasm_bindgen_test]
+fn one_call_plan_returns_plan_and_report() {
+    for algo in ["craft", "eplb", "base", "contiguous"] {
+        let out = plan(
+            TRACE,
+            config(&format!(
+                r#"{{"nodes": 1, "gpusPerNode": 4, "algorithm": "{algo}", "replicasPerGpu": 2}}"#
+            )),
+        )
+        .unwrap_or_else(|e| panic!("{algo}: {e:?}"));
+        let report = get(&out, "report");
+        let bal = get(&report, "balancedness").as_f64().unwrap();
+        assert!(bal > 0.0 && bal <= 1.0, "{algo}: {bal}");
+        let layers = get(&get(&out, "plan"), "layers");
+        assert_eq!(
+            js_sys::Array::from(&layers).length(),
+            2,
+            "{algo}: dense layer 0 dropped"
+        );
+    }
+}
+
+#[wasm_bindgen_test]
+fn broken_inputs_throw_one_clear_message() {
+    let cases: [(&[u8], &str); 5] = [
+        (b"", "empty"),
+        (b"{\"logical_count\": [[1, 2], [3]]}", "ragged"),
+        (b"{\"logical_count\": [[1, -5]]}", "non-negative"),
+        (b"{\"logical_count\": [[1, 2], [3, ", "EOF"),
+        (b"\x00\x01binary", "binary"),
+    ];
+    for (bytes, needle) in cases {
+        let err = plan(bytes, config(r#"{"nodes": 1, "gpusPerNode": 2}"#)).unwrap_err();
+        let msg: String = js_sys::Error::from(JsValue::from(err)).message().into();
+        assert!(msg.contains(needle), "{msg:?} should mention {needle:?}");
+    }
+    // a bad setting, too
+    let err = plan(TRACE, config(r#"{"nodes": 0, "gpusPerNode": 2}"#)).unwrap_err();
+    let msg: String = js_sys::Error::from(JsValue::from(err)).message().into();
+    assert!(msg.contains("node"), "{msg}");
+    let err = plan(
+        TRACE,
+        config(r#"{"nodes": 1, "gpusPerNode": 2, "typo": 1}"#),
+    )
+    .unwrap_err();
+    let msg: String = js_sys::Error::from(JsValue::from(err)).message().into();
+    assert!(msg.contains("typo"), "{msg}");
+}
+
+#[wasm_bindgen_test]
+fn planner_keeps_its_trace_after_a_bad_file() {
+    let mut p = Planner::new();
+    p.generate("olmoe", 4, 3).unwrap();
+    let view = p
+        .configure(
+            config(r#"{"nodes": 1, "gpusPerNode": 8, "groups": 1}"#),
+            Some(2),
+        )
+        .unwrap();
+    let before = js_sys::JSON::stringify(&get(&view, "plans")).unwrap();
+    assert!(p.load_trace(b"{\"logical_count\": [[1, 2], [3]]}").is_err());
+    let again = p.view(Some(2), 0).unwrap();
+    assert_eq!(
+        js_sys::JSON::stringify(&get(&again, "plans")).unwrap(),
+        before
+    );
+    // and a budget change is answered from the prepared state
+    let more = p.view(Some(4), 3).unwrap();
+    assert_eq!(get(&more, "replicas_per_gpu").as_f64(), Some(4.0));
+    let sglang = p.export(Some(2), "sglang").unwrap();
+    assert!(sglang.starts_with("{\"physical_to_logical_map\""));
+    assert!(p.export(Some(2), "pdf").is_err());
+}
+
+#[wasm_bindgen_test]
+fn presets_are_listed() {
+    let list = js_sys::Array::from(&presets().unwrap());
+    assert!(list.length() >= 6);
+    assert_eq!(
+        get(&list.get(0), "name").as_string().as_deref(),
+        Some("deepseek-v3")
+    );
+}
