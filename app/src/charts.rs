@@ -10,7 +10,7 @@ const H: f64 = 220.0;
 const PAD_L: f64 = 44.0;
 const PAD_R: f64 = 12.0;
 const PAD_T: f64 = 12.0;
-const PAD_B: f64 = 28.0;
+const PAD_B: f64 = 34.0;
 
 /// Series colours: BASE, EPLB, CRAFT (colour-blind safe).
 pub fn colour(name: &str) -> &'static str {
@@ -117,7 +117,7 @@ pub fn curve_chart(v: &View) -> impl IntoView + use<> {
                     <circle cx=format!("{x:.1}") cy=format!("{y:.1}") r="3" fill=colour("craft")>
                         <title>{format!("R = {}: {} replicas, balancedness {:.4}, bound {:.4}", p.replicas_per_gpu, p.replicas, p.predicted_balancedness, p.bound)}</title>
                     </circle>
-                    <text x=format!("{x:.1}") y=format!("{}", H - 10.0) class="tick" text-anchor="middle">{p.replicas_per_gpu.to_string()}</text>
+                    <text x=format!("{x:.1}") y=format!("{}", H - 20.0) class="tick" text-anchor="middle">{p.replicas_per_gpu.to_string()}</text>
                 }
             }).collect_view()}
             {chosen.map(|i| {
@@ -129,7 +129,7 @@ pub fn curve_chart(v: &View) -> impl IntoView + use<> {
                     <title>{format!("EPLB: {r:.0} replica slots per GPU")}</title>
                 </rect>
             })}
-            <text x=format!("{}", W / 2.0) y=format!("{}", H - 0.5) class="axis" text-anchor="middle">"replicas per GPU (R, log scale) · dashed: bound · square: EPLB"</text>
+            <text x=format!("{}", W / 2.0) y=format!("{}", H - 1.0) class="axis" text-anchor="middle">"replicas per GPU (R, log scale) · dashed: bound · square: EPLB"</text>
         </svg>
     }
 }
@@ -164,7 +164,7 @@ fn layer_ticks(ids: &[u32]) -> impl IntoView + use<> {
         .filter(|(i, _)| i % step == 0)
         .map(|(i, id)| {
             let x = x_of(i as f64, n as f64);
-            view! { <text x=format!("{x:.1}") y=format!("{}", H - 10.0) class="tick" text-anchor="middle">{id.to_string()}</text> }
+            view! { <text x=format!("{x:.1}") y=format!("{}", H - 20.0) class="tick" text-anchor="middle">{id.to_string()}</text> }
         })
         .collect_view()
 }
@@ -204,9 +204,9 @@ pub fn replicas_chart(v: &View) -> impl IntoView + use<> {
 }
 
 /// Colour of a load relative to the layer's mean GPU load: white at the
-/// mean, blue below, red above (capped at 2×).
+/// mean, blue below, red above, full colour at ±40 %.
 fn heat_colour(x: f64) -> String {
-    let t = ((x - 1.0).clamp(-1.0, 1.0) * 255.0) as i32;
+    let t = (((x - 1.0) / 0.4).clamp(-1.0, 1.0) * 255.0) as i32;
     if t >= 0 {
         format!("rgb(255,{},{})", 255 - t, 255 - t)
     } else {

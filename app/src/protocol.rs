@@ -51,6 +51,9 @@ pub struct Request {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Response {
+    /// The worker's wasm is running and listening: messages sent before this
+    /// would be lost, so the page queues them until it arrives.
+    Ready,
     /// A long step started.
     Progress {
         /// Request it belongs to.

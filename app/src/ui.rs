@@ -41,6 +41,8 @@ struct Timings {
     trace: Option<f64>,
     cluster: Option<f64>,
     budget: Option<f64>,
+    /// Of the last budget change: (worker's planning, receipt to frame).
+    budget_parts: Option<(f64, f64)>,
 }
 
 fn now() -> f64 {
@@ -114,6 +116,32 @@ pub fn App() -> impl IntoView {
         }
     };
     let worker = StoredValue::new_local(worker);
+    // Messages wait here until the worker says it is listening.
+    let queue: StoredValue<Option<Vec<js_sys::Array>>, LocalStorage> =
+        StoredValue::new_local(Some(Vec::new()));
+    let post = move |msg: js_sys::Array, bytes: Option<js_sys::Uint8Array>| {
+        let queued = queue.try_update_value(|q| match q {
+            Some(q) => {
+                q.push(msg.clone());
+                true
+            }
+            None => false,
+        });
+        if queued == Some(true) {
+            return;
+        }
+        worker.with_value(|w| {
+            if let Some(w) = w {
+                let result = match &bytes {
+                    Some(b) => w.post_message_with_transfer(&msg, &js_sys::Array::of1(&b.buffer())),
+                    None => w.post_message(&msg),
+                };
+                if result.is_err() {
+                    status.set(Status::Error("could not reach the planning worker".into()));
+                }
+            }
+        });
+    };
 
     // Answers from the worker.
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
@@ -124,10 +152,23 @@ pub fn App() -> impl IntoView {
             return;
         };
         match resp {
+            Response::Ready => {
+                let waiting = queue
+                    .try_update_value(Option::take)
+                    .flatten()
+                    .unwrap_or_default();
+                for msg in waiting {
+                    post(msg, None);
+                }
+            }
             Response::Progress { phase, .. } => status.set(Status::Busy(phase)),
             Response::View {
-                id, stats: s, view, ..
+                id,
+                stats: s,
+                view,
+                worker_ms,
             } => {
+                let received = now();
                 let started = pending.try_update_value(|p| p.remove(&id)).flatten();
                 // A slow answer to an old request never replaces a newer one.
                 if id < shown_id.get_value() {
@@ -139,14 +180,24 @@ pub fn App() -> impl IntoView {
                 }
                 view_sig.set(Some(*view));
                 status.set(Status::Ready);
+                // Timed at the next animation frame: the new plan is drawn by then.
                 if let Some((t0, kind)) = started {
-                    let ms = now() - t0;
-                    timings.update(|t| match kind {
-                        Kind::Trace => t.trace = Some(ms),
-                        Kind::Cluster => t.cluster = Some(ms),
-                        Kind::Budget => t.budget = Some(ms),
-                        Kind::Layer | Kind::Export => {}
+                    let done = Closure::once_into_js(move || {
+                        let end = now();
+                        let ms = end - t0;
+                        timings.update(|t| match kind {
+                            Kind::Trace => t.trace = Some(ms),
+                            Kind::Cluster => t.cluster = Some(ms),
+                            Kind::Budget => {
+                                t.budget = Some(ms);
+                                t.budget_parts = Some((worker_ms, end - received));
+                            }
+                            Kind::Layer | Kind::Export => {}
+                        });
                     });
+                    if let Some(w) = web_sys::window() {
+                        let _ = w.request_animation_frame(done.unchecked_ref());
+                    }
                 }
             }
             Response::Export {
@@ -205,21 +256,11 @@ pub fn App() -> impl IntoView {
         if kind != Kind::Budget && kind != Kind::Layer {
             status.set(Status::Busy("planning".into()));
         }
-        worker.with_value(|w| {
-            if let Some(w) = w {
-                let msg = js_sys::Array::of2(
-                    &JsValue::from_str(&json),
-                    bytes.as_ref().map_or(&JsValue::NULL, |b| b.as_ref()),
-                );
-                let result = match &bytes {
-                    Some(b) => w.post_message_with_transfer(&msg, &js_sys::Array::of1(&b.buffer())),
-                    None => w.post_message(&msg),
-                };
-                if result.is_err() {
-                    status.set(Status::Error("could not reach the planning worker".into()));
-                }
-            }
-        });
+        let msg = js_sys::Array::of2(
+            &JsValue::from_str(&json),
+            bytes.as_ref().map_or(&JsValue::NULL, |b| b.as_ref()),
+        );
+        post(msg, bytes);
     };
 
     let generate = move || {
@@ -430,7 +471,9 @@ pub fn App() -> impl IntoView {
                 <p id="timings" class="timings"
                     data-budget-ms=move || timings.with(|t| t.budget.map(|x| format!("{x:.2}")).unwrap_or_default())
                     data-cluster-ms=move || timings.with(|t| t.cluster.map(|x| format!("{x:.1}")).unwrap_or_default())
-                    data-trace-ms=move || timings.with(|t| t.trace.map(|x| format!("{x:.1}")).unwrap_or_default())>
+                    data-trace-ms=move || timings.with(|t| t.trace.map(|x| format!("{x:.1}")).unwrap_or_default())
+                    data-budget-worker-ms=move || timings.with(|t| t.budget_parts.map(|x| format!("{:.2}", x.0)).unwrap_or_default())
+                    data-budget-draw-ms=move || timings.with(|t| t.budget_parts.map(|x| format!("{:.2}", x.1)).unwrap_or_default())>
                     {move || timings.with(|t| format!("last change → plan on screen: budget {} · cluster {} · trace {}",
                         t.budget.map_or("—".into(), |x| format!("{x:.1} ms")),
                         t.cluster.map_or("—".into(), |x| format!("{x:.0} ms")),

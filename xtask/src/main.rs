@@ -1,11 +1,18 @@
 //! Project chores, run as `cargo xtask <task>`:
 //!
-//! - `setup` — install what the build needs and is missing (the
-//!   `wasm32-unknown-unknown` rustup target); skips what is present.
-//! - `test`  — setup, then formatting, lints, every test, and the core built
-//!   for wasm32. This is what CI runs.
-//! - `run`   — the main job on the embedded default: build the CLI and plan a
-//!   generated DeepSeek-V3 trace on 8 × 8 GPUs with every planner.
+//! - `setup` — install what the build needs and is missing, skipping what is
+//!   present at the right version: the `wasm32-unknown-unknown` rustup
+//!   target, wasm-bindgen-cli 0.2.130 and trunk 0.21.14 (built from
+//!   crates.io, never downloaded prebuilt), Debian's chromium and
+//!   chromium-driver, and the browser tests' npm packages (playwright-core,
+//!   which never downloads a browser).
+//! - `test`  — setup, then formatting, lints, every native test, the wasm
+//!   surface's tests in headless Chromium, the page built with trunk
+//!   (offline) and its end-to-end test. This is what CI runs.
+//! - `run`   — the main job: build the planner page and serve it on
+//!   http://127.0.0.1:8080 (it opens on a generated DeepSeek-V3 trace).
+//! - `cli`   — the same job headless: plan the generated default with every
+//!   planner from the command line.
 //! - `bench` — the criterion benchmarks.
 //!
 //! Plain `std::process::Command`: no dependencies, so it builds in seconds.
@@ -18,10 +25,11 @@ fn main() -> ExitCode {
     let result = match task.as_str() {
         "setup" => setup(),
         "test" => setup().and_then(|_| test()),
-        "run" => setup().and_then(|_| run_main_job()),
+        "run" => setup().and_then(|_| serve()),
+        "cli" => setup().and_then(|_| run_cli_job()),
         "bench" => bench(),
         _ => {
-            eprintln!("usage: cargo xtask <setup|test|run|bench>");
+            eprintln!("usage: cargo xtask <setup|test|run|cli|bench>");
             return ExitCode::from(2);
         }
     };
@@ -49,9 +57,14 @@ fn cargo() -> String {
 
 /// Runs a command in the repository root, echoing it first.
 fn sh(program: &str, args: &[&str]) -> Result {
+    sh_env(program, args, &[])
+}
+
+fn sh_env(program: &str, args: &[&str], env: &[(&str, &str)]) -> Result {
     eprintln!("$ {program} {}", args.join(" "));
     let status = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(root())
         .status()
         .map_err(|e| format!("cannot start {program}: {e}"))?;
@@ -69,6 +82,11 @@ fn output(program: &str, args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+const WASM_BINDGEN: &str = "0.2.130";
+const TRUNK: &str = "0.21.14";
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
 fn setup() -> Result {
     let installed = output("rustup", &["target", "list", "--installed"]).unwrap_or_default();
     if installed
@@ -78,6 +96,47 @@ fn setup() -> Result {
         eprintln!("setup: rustup target wasm32-unknown-unknown present");
     } else {
         sh("rustup", &["target", "add", "wasm32-unknown-unknown"])?;
+    }
+    let c = cargo();
+    let has = |tool: &str, version: &str| {
+        output(tool, &["--version"]).is_some_and(|v| v.split_whitespace().any(|w| w == version))
+    };
+    if has("wasm-bindgen", WASM_BINDGEN) {
+        eprintln!("setup: wasm-bindgen {WASM_BINDGEN} present");
+    } else {
+        sh(
+            &c,
+            &["install", "wasm-bindgen-cli", "--version", WASM_BINDGEN],
+        )?;
+    }
+    if has("trunk", TRUNK) {
+        eprintln!("setup: trunk {TRUNK} present");
+    } else {
+        sh(&c, &["install", "trunk", "--version", TRUNK, "--locked"])?;
+    }
+    if Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists() {
+        eprintln!("setup: chromium and chromedriver present");
+    } else {
+        sh("apt-get", &["update"])?;
+        sh_env(
+            "apt-get",
+            &[
+                "install",
+                "-y",
+                "--no-install-recommends",
+                "chromium",
+                "chromium-driver",
+            ],
+            &[("DEBIAN_FRONTEND", "noninteractive")],
+        )?;
+    }
+    if root().join("tests/node_modules/playwright-core").exists() {
+        eprintln!("setup: playwright-core present");
+    } else {
+        sh(
+            "npm",
+            &["ci", "--prefix", "tests", "--no-audit", "--no-fund"],
+        )?;
     }
     Ok(())
 }
@@ -100,20 +159,30 @@ fn test() -> Result {
     // The workspace build turns on the core's `parallel` feature (the CLI
     // asks for it); the core alone is the single-threaded path wasm uses.
     sh(&c, &["test", "-p", "moeplan", "--tests"])?;
-    sh(
+    // The JavaScript surface, in headless Chromium.
+    sh_env(
         &c,
         &[
-            "build",
+            "test",
             "-p",
-            "moeplan",
+            "moeplan-wasm",
             "--target",
             "wasm32-unknown-unknown",
         ],
+        &[("CHROMEDRIVER", CHROMEDRIVER)],
     )?;
+    // The page, built as a user would, with no network.
+    sh("trunk", &["build", "--release", "--offline"])?;
+    sh("node", &["tests/e2e.mjs"])?;
     Ok(())
 }
 
-fn run_main_job() -> Result {
+fn serve() -> Result {
+    eprintln!("serving the planner page on http://127.0.0.1:8080 (Ctrl-C to stop)");
+    sh("trunk", &["serve", "--release", "--offline"])
+}
+
+fn run_cli_job() -> Result {
     let c = cargo();
     sh(&c, &["build", "--release", "-p", "moeplan-cli"])?;
     let bin = root().join("target/release/moeplan");

@@ -57,4 +57,7 @@ fn main() {
     });
     scope.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
     on_message.forget();
+    if let Ok(json) = serde_json::to_string(&Response::Ready) {
+        let _ = scope.post_message(&JsValue::from_str(&json));
+    }
 }

@@ -309,9 +309,17 @@ impl Workspace {
                     })
                     .collect();
                 let mean = loads.iter().sum::<f64>() / loads.len().max(1) as f64;
+                // Three decimals are all a colour can show; they keep the
+                // page's messages small.
                 loads
                     .iter()
-                    .map(|&x| if mean > 0.0 { x / mean } else { 1.0 })
+                    .map(|&x| {
+                        if mean > 0.0 {
+                            (x / mean * 1e3).round() / 1e3
+                        } else {
+                            1.0
+                        }
+                    })
                     .collect()
             })
             .collect()
@@ -333,7 +341,7 @@ impl Workspace {
                         .map(|&x| {
                             let c = copies[x as usize].max(1);
                             let share = if total > 0.0 {
-                                w[x as usize] / c as f64 / total
+                                (w[x as usize] / c as f64 / total * 1e6).round() / 1e6
                             } else {
                                 0.0
                             };
