@@ -96,14 +96,16 @@ async function main() {
     const r8 = Number(await text("#replicas-craft"));
     const r2 = await replicasAt(2);
     check("budget change re-plans CRAFT", r2 < r8 && r2 <= 128, `R=8: ${r8} replicas, R=2: ${r2}`);
-    const budgetMs = [], workerMs = [], drawMs = [];
+    const budgetMs = [], workerMs = [], drawMs = [], domMs = [];
     for (const r of [1, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16, 2]) {
       await replicasAt(r);
       const d = await page.$eval("#timings", (el) => ({ ...el.dataset }));
       budgetMs.push(Number(d.budgetMs));
       workerMs.push(Number(d.budgetWorkerMs));
       drawMs.push(Number(d.budgetDrawMs));
+      domMs.push(Number(d.budgetDomMs));
     }
+    timings.budget_dom_ms_median = median(domMs);
     timings.budget_ms_median = median(budgetMs);
     timings.budget_ms_max = Math.max(...budgetMs);
     timings.budget_worker_ms_median = median(workerMs);

@@ -214,32 +214,57 @@ fn heat_colour(x: f64) -> String {
     }
 }
 
-/// CRAFT's GPU × layer load, relative to each layer's mean.
+/// Colour buckets of the heat map, each side of the mean.
+const HEAT_STEPS: i32 = 10;
+
+/// CRAFT's GPU × layer load, relative to each layer's mean. Cells are
+/// grouped into a few colour buckets and each bucket is drawn as one SVG path
+/// of rectangles: a 64-GPU × 58-layer map is about 20 elements, not 3,700, so
+/// a budget change repaints it within a frame.
 pub fn heat_map(v: &View) -> impl IntoView + use<> {
     let layers = v.heat.len().max(1);
     let gpus = v.heat.first().map_or(1, Vec::len).max(1);
     let cw = (W - PAD_L - PAD_R) / layers as f64;
     let ch = (H - PAD_T - PAD_B) / gpus as f64;
-    let cells = v
-        .heat
-        .iter()
-        .enumerate()
-        .flat_map(|(l, row)| row.iter().enumerate().map(move |(g, &x)| (l, g, x)))
-        .map(|(l, g, x)| {
-            view! {
-                <rect x=format!("{:.2}", PAD_L + l as f64 * cw) y=format!("{:.2}", PAD_T + g as f64 * ch)
-                    width=format!("{:.2}", cw + 0.05) height=format!("{:.2}", ch + 0.05) fill=heat_colour(x)/>
-            }
-        })
-        .collect_view();
+    let mut paths: Vec<String> = vec![String::new(); (2 * HEAT_STEPS + 1) as usize];
+    for (l, row) in v.heat.iter().enumerate() {
+        for (g, &x) in row.iter().enumerate() {
+            let bucket = heat_bucket(x);
+            let d = &mut paths[(bucket + HEAT_STEPS) as usize];
+            let _ = std::fmt::Write::write_fmt(
+                d,
+                format_args!(
+                    "M{:.1} {:.1}h{:.2}v{:.2}h-{:.2}z",
+                    PAD_L + l as f64 * cw,
+                    PAD_T + g as f64 * ch,
+                    cw + 0.05,
+                    ch + 0.05,
+                    cw + 0.05
+                ),
+            );
+        }
+    }
+    let ids = v.layer_ids.clone();
     view! {
         <svg viewBox=format!("0 0 {W} {H}") class="chart heat" role="img" aria-label="GPU by layer load">
-            {cells}
+            {paths.into_iter().enumerate().filter(|(_, d)| !d.is_empty()).map(|(i, d)| {
+                let fill = bucket_colour(i as i32 - HEAT_STEPS);
+                view! { <path d=d fill=fill/> }
+            }).collect_view()}
             <text x=format!("{}", PAD_L - 4.0) y=format!("{}", PAD_T + 8.0) class="tick" text-anchor="end">"GPU 0"</text>
             <text x=format!("{}", PAD_L - 4.0) y=format!("{}", H - PAD_B) class="tick" text-anchor="end">{format!("{}", gpus - 1)}</text>
-            {layer_ticks(&v.layer_ids)}
+            {layer_ticks(&ids)}
         </svg>
     }
+}
+
+/// Bucket of a relative load: −10 (≤ 60 % of the mean) … 0 … +10 (≥ 140 %).
+fn heat_bucket(x: f64) -> i32 {
+    (((x - 1.0) / 0.4).clamp(-1.0, 1.0) * HEAT_STEPS as f64).round() as i32
+}
+
+fn bucket_colour(b: i32) -> String {
+    heat_colour(1.0 + 0.4 * b as f64 / HEAT_STEPS as f64)
 }
 
 /// One layer under CRAFT: a column per GPU, a box per hosted expert sized by
