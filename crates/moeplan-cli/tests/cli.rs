@@ -35,6 +35,25 @@ fn shared(rel: &str) -> Option<String> {
     }
 }
 
+/// `moeplan plan` on `trace` for 1 node × 64 GPUs with `extra` settings,
+/// written to `out`; asserts it succeeded.
+fn plan_on_64(trace: &str, extra: &[&str], out: &str) {
+    let mut args = vec![
+        "plan",
+        "--trace",
+        trace,
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "64",
+        "--out",
+        out,
+    ];
+    args.extend_from_slice(extra);
+    let o = moeplan(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// Runs `args`, expects exit code 2 and exactly one stderr line containing
 /// `needle`, and no panic.
 fn check_fails(args: &[&str], needle: &str) {
@@ -249,25 +268,10 @@ fn sglang_export_has_a_row_per_model_layer() {
     };
     let out_path = tmp("sglang.json");
     let out_path = out_path.to_str().unwrap();
-    let out = moeplan(&[
-        "plan",
-        "--trace",
+    plan_on_64(
         &trace,
-        "--nodes",
-        "1",
-        "--gpus-per-node",
-        "64",
-        "--redundant-experts",
-        "64",
-        "--format",
-        "sglang",
-        "--out",
+        &["--redundant-experts", "64", "--format", "sglang"],
         out_path,
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out_path).unwrap()).unwrap();
@@ -288,24 +292,18 @@ fn eval_on_real_trace_reports_reference_balancedness() {
     };
     let plan = tmp("real-plan.json");
     let plan = plan.to_str().unwrap();
-    let out = moeplan(&[
-        "plan",
-        "--trace",
+    plan_on_64(
         &trace,
-        "--algo",
-        "eplb",
-        "--nodes",
-        "1",
-        "--gpus-per-node",
-        "64",
-        "--groups",
-        "1",
-        "--redundant-experts",
-        "0",
-        "--out",
+        &[
+            "--algo",
+            "eplb",
+            "--groups",
+            "1",
+            "--redundant-experts",
+            "0",
+        ],
         plan,
-    ]);
-    assert!(out.status.success());
+    );
     let out = moeplan(&["eval", "--trace", &trace, "--plan", plan, "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let bal = v["balancedness"].as_f64().unwrap();

@@ -8,7 +8,6 @@ use moeplan::planners::craft::{
     BenefitTable, Budget, Craft, CraftOptions, Objective, capacity_aware_placement,
     interleaved_assignment, refine_placement, solve_allocation,
 };
-use moeplan::planners::{EplbConfig, eplb};
 use moeplan::{LoadTrace, Topology, evaluate};
 use ndarray::Array3;
 use proptest::prelude::*;
@@ -305,18 +304,7 @@ fn real_deepseek_v3_craft_vs_eplb() {
         return;
     };
     let topo = Topology::new(1, 64).unwrap();
-    let bal = |k| {
-        let p = eplb(
-            &trace,
-            topo,
-            EplbConfig {
-                redundant_experts: k,
-                groups: 1,
-            },
-        )
-        .unwrap();
-        evaluate(&trace, &p).unwrap().balancedness
-    };
+    let bal = |k| common::eplb_on_64(&trace, k).1.balancedness;
     let (base, full) = (bal(0), bal(64));
     for (refine, floor) in [(false, 0.80), (true, 0.88)] {
         let craft = Craft::prepare(

@@ -176,20 +176,7 @@ fn real_deepseek_v3_prefill_4096() {
         return;
     };
     assert_eq!((trace.num_layers(), trace.num_experts()), (58, 256));
-    let topo = Topology::new(1, 64).unwrap();
-    let run = |k| {
-        let plan = eplb(
-            &trace,
-            topo,
-            EplbConfig {
-                redundant_experts: k,
-                groups: 1,
-            },
-        )
-        .unwrap();
-        let report = evaluate(&trace, &plan).unwrap();
-        (plan, report)
-    };
+    let run = |k| common::eplb_on_64(&trace, k);
     let (_, r0) = run(0);
     assert!(
         (r0.balancedness - 0.517).abs() < 0.0005,

@@ -28,3 +28,15 @@ pub fn read_shared_trace(rel: &str) -> Option<moeplan::LoadTrace> {
     let bytes = std::fs::read(&p).expect("shared data is readable");
     Some(moeplan::formats::read_trace(&bytes, &Default::default()).expect("shared data parses"))
 }
+
+/// EPLB with `k` redundant experts on 1 node × 64 GPUs, one group — the
+/// reference setting of the real DeepSeek-V3 checks — and its evaluation.
+pub fn eplb_on_64(trace: &moeplan::LoadTrace, k: usize) -> (moeplan::Plan, moeplan::EvalReport) {
+    let cfg = moeplan::planners::EplbConfig {
+        redundant_experts: k,
+        groups: 1,
+    };
+    let plan = moeplan::planners::eplb(trace, moeplan::Topology::new(1, 64).unwrap(), cfg).unwrap();
+    let report = moeplan::evaluate(trace, &plan).unwrap();
+    (plan, report)
+}
