@@ -83,6 +83,15 @@ struct SourceArgs {
     /// For multi-dataset CSVs: read only this dataset's rows.
     #[arg(long)]
     dataset: Option<String>,
+    /// For token-level traces (an ESFT folder): tokens per batch.
+    #[arg(long, default_value_t = 1024)]
+    batch_tokens: usize,
+    /// For token-level traces: the model preset giving experts and top-k.
+    #[arg(long, default_value = "deepseek-v2-lite")]
+    token_model: String,
+    /// Refuse trace files larger than this many MiB before reading them.
+    #[arg(long, default_value_t = 512)]
+    max_trace_mib: u64,
     #[command(flatten)]
     generated: GenArgs,
 }
@@ -611,7 +620,9 @@ fn generated(g: &GenArgs) -> Result<LoadTrace, moeplan::Error> {
 
 fn load_trace(args: &TraceArgs) -> Result<LoadTrace, CliError> {
     match &args.trace {
+        Some(path) if path.is_dir() => read_token_folder(path, &args.source),
         Some(path) => {
+            check_size(path, args.source.max_trace_mib)?;
             let bytes = read_file(path)?;
             let options = ReadOptions {
                 dataset: args.source.dataset.clone(),
@@ -633,6 +644,54 @@ fn load_trace(args: &TraceArgs) -> Result<LoadTrace, CliError> {
             Ok(generated(g)?)
         }
     }
+}
+
+/// Refuses a file over the limit before reading it.
+fn check_size(path: &Path, max_mib: u64) -> Result<(), CliError> {
+    let len = std::fs::metadata(path)
+        .map_err(|source| CliError::Read {
+            path: path.display().to_string(),
+            source,
+        })?
+        .len();
+    if len > max_mib << 20 {
+        return Err(CliError::InFile {
+            path: path.display().to_string(),
+            source: moeplan::Error::Argument(format!(
+                "{} MiB is more than the {max_mib} MiB limit (raise it with --max-trace-mib)",
+                len >> 20
+            )),
+        });
+    }
+    Ok(())
+}
+
+/// A folder of ESFT `expert_weights_<layer>.txt` files: token-level routing,
+/// batched into `--batch-tokens` tokens.
+fn read_token_folder(dir: &Path, source: &SourceArgs) -> Result<LoadTrace, CliError> {
+    let in_dir = |e: moeplan::Error| CliError::InFile {
+        path: dir.display().to_string(),
+        source: e,
+    };
+    let preset = model::preset(&source.token_model)?;
+    let entries = std::fs::read_dir(dir).map_err(|e| CliError::Read {
+        path: dir.display().to_string(),
+        source: e,
+    })?;
+    let mut files = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("expert_weights_") && name.ends_with(".txt") {
+            check_size(&entry.path(), source.max_trace_mib)?;
+            files.push((name, read_file(&entry.path())?));
+        }
+    }
+    let tokens = formats::esft::read_esft(&files, preset.experts, preset.top_k).map_err(in_dir)?;
+    Ok(tokens
+        .to_load_trace(source.batch_tokens)
+        .map_err(in_dir)?
+        .with_model(preset.name)
+        .with_model_layers(preset.total_layers))
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>, CliError> {

@@ -379,3 +379,29 @@ fn help_is_not_an_error() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("sweep"));
 }
+
+/// `moeplan inspect` on every file of the core's broken-input folder: exit 2,
+/// one line naming the file, never a panic.
+#[test]
+fn inspect_every_broken_input() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../moeplan/tests/fixtures/broken");
+    let manifest = std::fs::read_to_string(dir.join("EXPECTED")).unwrap();
+    for line in manifest
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let (file, needle) = line.split_once('\t').unwrap();
+        let path = dir.join(file);
+        check_fails(&["inspect", path.to_str().unwrap()], needle);
+    }
+}
+
+#[test]
+fn oversized_trace_is_refused_before_reading() {
+    let big = tmp("big.json");
+    std::fs::write(&big, vec![b' '; 2 << 20]).unwrap();
+    check_fails(
+        &["inspect", big.to_str().unwrap(), "--max-trace-mib", "1"],
+        "limit",
+    );
+}

@@ -68,6 +68,43 @@ fn broken_inputs_throw_one_clear_message() {
     assert!(msg.contains("typo"), "{msg}");
 }
 
+/// A few files of the core's broken-input folder, through the wasm surface.
+#[wasm_bindgen_test]
+fn broken_fixture_files_throw() {
+    let cases: [(&[u8], &str); 6] = [
+        (
+            include_bytes!("../../moeplan/tests/fixtures/broken/ragged-rows.json"),
+            "ragged",
+        ),
+        (
+            include_bytes!("../../moeplan/tests/fixtures/broken/negative-count.json"),
+            "non-negative",
+        ),
+        (
+            include_bytes!("../../moeplan/tests/fixtures/broken/csv-nan.csv"),
+            "finite",
+        ),
+        (
+            include_bytes!("../../moeplan/tests/fixtures/broken/torch-save.pt"),
+            "not read yet",
+        ),
+        (
+            include_bytes!("../../moeplan/tests/fixtures/broken/numpy-truncated.npy"),
+            "not a C-order",
+        ),
+        (
+            include_bytes!("../../moeplan/tests/fixtures/broken/binary.bin"),
+            "binary",
+        ),
+    ];
+    let mut p = Planner::new();
+    for (bytes, needle) in cases {
+        let err = p.load_trace(bytes).unwrap_err();
+        let msg: String = js_sys::Error::from(JsValue::from(err)).message().into();
+        assert!(msg.contains(needle), "{msg:?} should mention {needle:?}");
+    }
+}
+
 #[wasm_bindgen_test]
 fn planner_keeps_its_trace_after_a_bad_file() {
     let mut p = Planner::new();

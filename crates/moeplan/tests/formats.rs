@@ -95,66 +95,99 @@ fn three_d_logical_count_is_batches() {
     assert_eq!(t.counts()[[1, 0, 1]], 4.0);
 }
 
-/// Hand-made broken inputs and the words their error must contain.
+/// The broken-input folder: every file must fail with the words listed for
+/// it in `EXPECTED`, and never panic.
 #[test]
 fn broken_inputs_give_their_error() {
-    let cases: &[(&[u8], &str)] = &[
-        (b"", "empty"),
-        (b"   \n", "empty"),
-        (b"{", "EOF"),
-        (br#"{"logical_count": 5}"#, "depth 0"),
-        (br#"{"logical_count": [[[[1]]]]}"#, "depth 4"),
-        (br#"{"logical_count": [[1, 2], [3]]}"#, "ragged"),
-        (
-            br#"{"logical_count": [[[1, 2]], [[1, 2], [3, 4]]]}"#,
-            "step 1 has 2 layers",
-        ),
-        (
-            br#"{"logical_count": [[1, null]]}"#,
-            "expected a number, found null",
-        ),
-        (br#"{"logical_count": [[1, -1]]}"#, "non-negative"),
-        (br#"{"logical_count": [[1e308, 1e308]]}"#, "overflow"),
-        (br#"{"logical_count": []}"#, "depth 1"),
-        (br#"{"layers": []}"#, "plan file"),
-        (
-            br#"{"format": "moeplan.trace", "counts": [[[1, 2]], [[1]]]}"#,
-            "experts",
-        ),
-        (
-            br#"{"format": "moeplan.trace", "version": 9, "counts": [[[1]]]}"#,
-            "newer",
-        ),
-        (
-            br#"{"format": "moeplan.trace", "layer_ids": [2, 1], "counts": [[[1], [1]]]}"#,
-            "increasing",
-        ),
-        (b"\x00\x01\x02binary", "binary"),
-        (b"just some words", "neither JSON"),
-        (b"a,b\n1,2\n", "batch column"),
-        (b"iteration,layer_idx\n0,0\n", "no expert columns"),
-        (b"iteration,layer_idx,0,2\n0,0,1,1\n", "numbered"),
-        (b"iteration,layer_idx,0,1\n0,0,1\n", "line 2"),
-        (b"iteration,layer_idx,0,1\n0,x,1,1\n", "whole number"),
-        (b"iteration,layer_idx,0,1\n0,0,1,y\n", "not a number"),
-        (b"iteration,layer_idx,0,1\n0,0,1,1\n0,0,1,1\n", "twice"),
-        (
-            b"iteration,layer_idx,0,1\n0,0,1,1\n1,1,1,1\n",
-            "no row for layer",
-        ),
-        (b"iteration,layer_idx,0,1\n", "no data rows"),
-        (b"iteration,layer_idx,0,1\n0,0,inf,1\n", "finite"),
-    ];
-    for (input, needle) in cases {
-        let err =
-            read_trace(input, &ReadOptions::default()).expect_err(&String::from_utf8_lossy(input));
-        let msg = err.to_string();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/broken");
+    let manifest = std::fs::read_to_string(dir.join("EXPECTED")).unwrap();
+    let mut seen = 0;
+    for line in manifest
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let (file, needle) = line.split_once('\t').unwrap();
+        let bytes = std::fs::read(dir.join(file)).unwrap();
+        let result = std::panic::catch_unwind(|| read_trace(&bytes, &ReadOptions::default()));
+        let err = match result {
+            Ok(Ok(_)) => panic!("{file}: read without error"),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => panic!("{file}: panicked"),
+        };
         assert!(
-            msg.to_lowercase().contains(&needle.to_lowercase()),
-            "{:?}: {msg:?} does not mention {needle:?}",
-            String::from_utf8_lossy(input)
+            err.to_lowercase().contains(&needle.to_lowercase()),
+            "{file}: {err:?} does not mention {needle:?}"
         );
+        seen += 1;
     }
+    assert!(seen >= 30, "only {seen} broken inputs");
+    // every file in the folder is listed
+    let files = std::fs::read_dir(&dir).unwrap().count() - 1;
+    assert_eq!(
+        files, seen,
+        "a file in tests/fixtures/broken has no EXPECTED line"
+    );
+}
+
+#[test]
+fn numpy_arrays_written_by_numpy_read_back() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/numpy");
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    // 2-D float32 [layers][experts]; layer 0 is all zero (dense)
+    let t = read_trace(
+        &std::fs::read(dir.join("counts_f32_2d.npy")).unwrap(),
+        &ReadOptions::default(),
+    )
+    .unwrap();
+    let a2 = &expected["counts_f32_2d"];
+    assert_eq!(t.layer_ids(), &[1, 2, 3]);
+    assert_eq!(t.model_layers(), 4);
+    assert_eq!(t.counts()[[0, 0, 5]], a2[1][5].as_f64().unwrap());
+    // 3-D int64 [batches][layers][experts], compressed .npz, key logical_count
+    let t = read_trace(
+        &std::fs::read(dir.join("counts_i64_3d.npz")).unwrap(),
+        &ReadOptions::default(),
+    )
+    .unwrap();
+    let a3 = &expected["counts_i64_3d"];
+    assert_eq!(
+        (t.num_batches(), t.num_layers(), t.num_experts()),
+        (3, 2, 8)
+    );
+    assert_eq!(t.counts()[[2, 1, 7]], a3[2][1][7].as_f64().unwrap());
+}
+
+#[test]
+fn esft_token_routing_reads_and_batches() {
+    let Some(dir) = common::shared_data("esft-deepseek-v2-lite/intent") else {
+        return;
+    };
+    let files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    let tokens = moeplan::formats::esft::read_esft(&files, 64, 6).unwrap();
+    assert_eq!(tokens.top_k(), 6);
+    assert!(tokens.num_tokens() > 4000, "{}", tokens.num_tokens());
+    let load = tokens.to_load_trace(1024).unwrap();
+    assert_eq!(load.num_layers(), 26);
+    assert_eq!(load.layer_ids()[0], 1);
+    // every token contributes top-k assignments in every layer
+    let per_layer = load.summed().row(0).sum();
+    assert_eq!(per_layer, (tokens.num_tokens() * 6) as f64);
+    // a layer file with different sequence lengths is refused
+    let mut broken = files.clone();
+    if let Some(f) = broken.iter_mut().find(|(n, _)| n == "expert_weights_2.txt") {
+        f.1 = b"1\t2\t3\t4\t5\t6\t\t0.1\t0.1\t0.1\t0.1\t0.1\t0.1\n".to_vec();
+    }
+    assert!(moeplan::formats::esft::read_esft(&broken, 64, 6).is_err());
 }
 
 #[test]

@@ -7,8 +7,12 @@
 //! | wide per-batch CSV (HarMoEny) | [`csv::read_wide_csv`] | — |
 //! | moeplan trace JSON | [`trace_json::read`] | [`trace_json::write`] |
 //! | moeplan plan JSON | [`plan_json::read`] | [`plan_json::write`] |
+//! | NumPy `.npy` / `.npz` (`B × L × E` or `L × E`) | [`npy::read_npy`], [`npy::read_npz`] | — |
+//! | ESFT token-level `expert_weights_<layer>.txt` | [`esft::read_esft`] | — |
 
 pub mod csv;
+pub mod esft;
+pub mod npy;
 pub mod plan_json;
 pub mod sglang;
 pub mod trace_json;
@@ -28,6 +32,10 @@ pub enum TraceFormat {
     MoeplanTrace,
     /// The wide per-batch CSV.
     WideCsv,
+    /// A NumPy `.npy` array.
+    Npy,
+    /// A NumPy `.npz` archive.
+    Npz,
 }
 
 /// How to read a trace.
@@ -55,6 +63,12 @@ struct Probe {
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 pub fn detect(bytes: &[u8]) -> Result<TraceFormat> {
+    if bytes.starts_with(npy::NPY_MAGIC) {
+        return Ok(TraceFormat::Npy);
+    }
+    if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
+        return zip_kind(bytes);
+    }
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
     match first {
@@ -101,6 +115,26 @@ pub fn detect(bytes: &[u8]) -> Result<TraceFormat> {
     }
 }
 
+/// A zip is an `.npz` when it holds `.npy` members; PyTorch's `.pt`
+/// (`torch.save`) is a zip with a `data.pkl`.
+fn zip_kind(bytes: &[u8]) -> Result<TraceFormat> {
+    // Member names sit in the zip's local headers as plain bytes.
+    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    if has(b".npy") {
+        Ok(TraceFormat::Npz)
+    } else if has(b"data.pkl") {
+        Err(Error::parse(
+            "PyTorch .pt",
+            "torch.save dumps are not read yet; in Python: np.save(\"trace.npy\", torch.load(path)[\"logical_count\"].numpy())",
+        ))
+    } else {
+        Err(Error::parse(
+            "zip",
+            "a zip archive with no .npy arrays in it",
+        ))
+    }
+}
+
 /// Reads a trace in any supported format, detected by content.
 ///
 /// ```
@@ -122,5 +156,7 @@ pub fn read_trace(bytes: &[u8], options: &ReadOptions) -> Result<LoadTrace> {
         }
         TraceFormat::MoeplanTrace => trace_json::read(body),
         TraceFormat::WideCsv => csv::read_wide_csv(body, options.dataset.as_deref()),
+        TraceFormat::Npy => npy::read_npy(bytes),
+        TraceFormat::Npz => npy::read_npz(bytes),
     }
 }
