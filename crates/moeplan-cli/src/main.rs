@@ -136,6 +136,12 @@ enum PlanFormat {
     Moeplan,
     /// SGLang's --init-expert-location JSON.
     Sglang,
+    /// vLLM's physical_to_logical_map as a JSON list, one row per MoE layer.
+    Vllm,
+    /// vllm-ascend's expert-map JSON.
+    VllmAscend,
+    /// CSV: layer,gpu,slot,expert.
+    Csv,
 }
 
 #[derive(Args)]
@@ -161,6 +167,10 @@ struct PlanArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "moeplan")]
     format: PlanFormat,
+    /// For formats with one expert count per GPU (sglang, vllm, vllm-ascend):
+    /// pad a plan whose slot counts vary to the closest one that fits.
+    #[arg(long)]
+    pad: bool,
     /// Where to write the plan.
     #[arg(long)]
     out: PathBuf,
@@ -394,6 +404,31 @@ fn plan_command(args: PlanArgs) -> Result<(), CliError> {
     );
     bar.finish_and_clear();
     let plan = plan?;
+    let needs_uniform = matches!(
+        args.format,
+        PlanFormat::Sglang | PlanFormat::Vllm | PlanFormat::VllmAscend
+    );
+    let plan = if needs_uniform && plan.uniform_slots_per_gpu().is_none() {
+        if !args.pad {
+            return Err(moeplan::Error::Export {
+                format: "sglang/vllm/vllm-ascend",
+                message: format!(
+                    "this {} plan has different slot counts per GPU or layer, which the format cannot express; add --pad to write the closest plan that fits",
+                    plan.algorithm()
+                ),
+            }
+            .into());
+        }
+        let padded = plan.padded_to_uniform(planned_on.summed().view())?;
+        eprintln!(
+            "padded to {} slots per GPU in every layer: {} more replicas",
+            padded.uniform_slots_per_gpu().unwrap_or(0),
+            padded.summary().replicas - plan.summary().replicas
+        );
+        padded
+    } else {
+        plan
+    };
     let text = match args.format {
         PlanFormat::Moeplan => plan_json::write(
             &plan,
@@ -404,6 +439,9 @@ fn plan_command(args: PlanArgs) -> Result<(), CliError> {
             },
         ),
         PlanFormat::Sglang => sglang::write_init_expert_location(&plan, trace.model_layers())?,
+        PlanFormat::Vllm => formats::vllm::write_physical_to_logical(&plan)?,
+        PlanFormat::VllmAscend => formats::vllm::write_ascend_expert_map(&plan)?,
+        PlanFormat::Csv => formats::csv::write_plan_csv(&plan),
     };
     write_file(&args.out, &text)?;
     let s = plan.summary();

@@ -127,7 +127,7 @@ fn bad_inputs_exit_2_with_one_line() {
                 "--out",
                 "/dev/null",
             ],
-            "same number",
+            "cannot express",
         ),
         (
             vec!["plan", "--out", "/nonexistent/dir/plan.json"],
@@ -404,4 +404,47 @@ fn oversized_trace_is_refused_before_reading() {
         &["inspect", big.to_str().unwrap(), "--max-trace-mib", "1"],
         "limit",
     );
+}
+
+#[test]
+fn engine_formats_need_equal_slots_or_pad() {
+    let out = tmp("craft-vllm.json");
+    let out = out.to_str().unwrap();
+    let base = [
+        "plan",
+        "--algo",
+        "craft",
+        "--replicas-per-gpu",
+        "2",
+        "--preset",
+        "olmoe",
+        "--batches",
+        "4",
+        "--gpus-per-node",
+        "8",
+        "--out",
+        out,
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--format", "vllm"]);
+    check_fails(&args, "--pad");
+    args.push("--pad");
+    let o = moeplan(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows: Vec<Vec<u32>> = serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+    assert_eq!(rows.len(), 16);
+    assert!(
+        rows.iter()
+            .all(|r| r.len() == rows[0].len() && r.len() % 8 == 0)
+    );
+    for format in ["vllm-ascend", "csv"] {
+        let mut args = base.to_vec();
+        args.extend(["--format", format, "--pad"]);
+        let o = moeplan(&args);
+        assert!(
+            o.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
 }

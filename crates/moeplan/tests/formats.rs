@@ -265,3 +265,51 @@ fn sglang_export_needs_uniform_slots() {
     // a model with fewer layers than the plan's ids is an error, not a panic
     assert!(sglang::write_init_expert_location(&plan, 0).is_err());
 }
+
+fn random_trace(layers: usize, experts: usize, weights: &[u32]) -> LoadTrace {
+    let counts = Array3::from_shape_fn((1, layers, experts), |(_, l, e)| {
+        weights[(l * experts + e) % weights.len()] as f64
+    });
+    LoadTrace::new(counts, (0..layers as u32).map(|l| 2 * l + 1).collect()).unwrap()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(60))]
+    /// Every plan writer, read back by its reader, gives the same plan.
+    #[test]
+    fn every_writer_round_trips(
+        layers in 1usize..4,
+        nodes in 1usize..3,
+        gpn in 1usize..4,
+        per_gpu in 1usize..4,
+        extra in 0usize..3,
+        weights in proptest::collection::vec(0u32..1000, 4..40),
+    ) {
+        use moeplan::formats::{csv as pcsv, vllm};
+        let topo = Topology::new(nodes, gpn).unwrap();
+        let e = topo.num_gpus() * per_gpu;
+        let trace = random_trace(layers, e, &weights);
+        let ids = trace.layer_ids().to_vec();
+        // uniform plans (EPLB) for the engine formats
+        let plan = eplb(&trace, topo, EplbConfig { redundant_experts: extra * topo.num_gpus(), groups: 1 }).unwrap();
+        let strip = |p: moeplan::Plan| moeplan::Plan::new(p.topology(), p.num_experts(), p.layers().to_vec(), plan.algorithm()).unwrap();
+        let text = sglang::write_init_expert_location(&plan, trace.model_layers()).unwrap();
+        proptest::prop_assert_eq!(strip(sglang::read_init_expert_location(text.as_bytes(), topo, &ids, e).unwrap()), plan.clone());
+        let text = vllm::write_physical_to_logical(&plan).unwrap();
+        proptest::prop_assert_eq!(strip(vllm::read_physical_to_logical(text.as_bytes(), topo, &ids, e).unwrap()), plan.clone());
+        let text = vllm::write_ascend_expert_map(&plan).unwrap();
+        proptest::prop_assert_eq!(strip(vllm::read_ascend_expert_map(text.as_bytes(), Some(topo), &ids, e).unwrap()), plan.clone());
+        let (back, _) = plan_json::read(plan_json::write(&plan, &Default::default()).as_bytes()).unwrap();
+        proptest::prop_assert_eq!(back, plan.clone());
+        // any plan, uneven slots included (CRAFT), for CSV and moeplan JSON
+        let craft = moeplan::planners::craft(&trace, topo, moeplan::planners::Budget::ReplicasPerGpu(extra)).unwrap();
+        let strip_c = |p: moeplan::Plan| moeplan::Plan::new(p.topology(), p.num_experts(), p.layers().to_vec(), craft.algorithm()).unwrap();
+        proptest::prop_assert_eq!(strip_c(pcsv::read_plan_csv(pcsv::write_plan_csv(&craft).as_bytes(), topo, e).unwrap()), craft.clone());
+        let (back, _) = plan_json::read(plan_json::write(&craft, &Default::default()).as_bytes()).unwrap();
+        proptest::prop_assert_eq!(back, craft.clone());
+        // and padding makes any plan fit the engine formats
+        let padded = craft.padded_to_uniform(trace.summed().view()).unwrap();
+        proptest::prop_assert!(padded.uniform_slots_per_gpu().is_some());
+        proptest::prop_assert!(vllm::write_physical_to_logical(&padded).is_ok());
+    }
+}

@@ -12,6 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 use ndarray::Array3;
 
 use crate::error::{Error, Result};
+use crate::plan::{LayerPlacement, Plan};
+use crate::topology::Topology;
 use crate::trace::LoadTrace;
 
 const FORMAT: &str = "wide per-batch CSV";
@@ -155,4 +157,76 @@ pub fn read_wide_csv(bytes: &[u8], dataset: Option<&str>) -> Result<LoadTrace> {
         }
     }
     LoadTrace::new(counts, layers)
+}
+
+/// A plan as CSV: `layer,gpu,slot,expert`, one row per slot, GPU ids
+/// node-major. Any plan fits (slot counts may vary).
+///
+/// ```
+/// use moeplan::{formats::csv, LayerPlacement, Plan, Topology};
+/// let plan = Plan::new(Topology::new(1, 2)?, 2, vec![LayerPlacement { layer: 3, gpus: vec![vec![0], vec![1, 0]] }], "x")?;
+/// assert_eq!(csv::write_plan_csv(&plan), "layer,gpu,slot,expert\n3,0,0,0\n3,1,0,1\n3,1,1,0\n");
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn write_plan_csv(plan: &Plan) -> String {
+    let mut out = String::from("layer,gpu,slot,expert\n");
+    for lp in plan.layers() {
+        for (g, slots) in lp.gpus.iter().enumerate() {
+            for (s, e) in slots.iter().enumerate() {
+                out.push_str(&format!("{},{g},{s},{e}\n", lp.layer));
+            }
+        }
+    }
+    out
+}
+
+/// Reads a plan CSV for `topology` and `num_experts` logical experts.
+pub fn read_plan_csv(bytes: &[u8], topology: Topology, num_experts: usize) -> Result<Plan> {
+    const F: &str = "plan CSV";
+    let mut reader = ::csv::ReaderBuilder::new().from_reader(bytes);
+    let header = reader
+        .headers()
+        .map_err(|e| Error::parse(F, e.to_string()))?
+        .clone();
+    if header.iter().map(str::trim).collect::<Vec<_>>() != ["layer", "gpu", "slot", "expert"] {
+        return Err(Error::parse(F, "header must be layer,gpu,slot,expert"));
+    }
+    let d = topology.num_gpus();
+    let mut layers: BTreeMap<u32, Vec<Vec<(usize, u32)>>> = BTreeMap::new();
+    for (i, rec) in reader.records().enumerate() {
+        let rec = rec.map_err(|e| Error::parse(F, format!("line {}: {e}", i + 2)))?;
+        let num = |k: usize| -> Result<u64> {
+            rec[k].trim().parse().map_err(|_| {
+                Error::parse(
+                    F,
+                    format!("line {}: {:?} is not a whole number", i + 2, &rec[k]),
+                )
+            })
+        };
+        let (layer, gpu, slot, expert) = (num(0)?, num(1)?, num(2)?, num(3)?);
+        if gpu as usize >= d || layer > u32::MAX as u64 || expert > u32::MAX as u64 {
+            return Err(Error::parse(
+                F,
+                format!("line {}: GPU {gpu} / layer / expert out of range", i + 2),
+            ));
+        }
+        layers
+            .entry(layer as u32)
+            .or_insert_with(|| vec![Vec::new(); d])[gpu as usize]
+            .push((slot as usize, expert as u32));
+    }
+    let layers = layers
+        .into_iter()
+        .map(|(layer, gpus)| LayerPlacement {
+            layer,
+            gpus: gpus
+                .into_iter()
+                .map(|mut g| {
+                    g.sort_by_key(|&(s, _)| s);
+                    g.into_iter().map(|(_, e)| e).collect()
+                })
+                .collect(),
+        })
+        .collect();
+    Plan::new(topology, num_experts, layers, "imported")
 }

@@ -3,12 +3,15 @@
 //! | format | read | write |
 //! | --- | --- | --- |
 //! | SGLang expert-distribution JSON (`logical_count`) | [`sglang::read_expert_distribution`] | — |
-//! | SGLang `--init-expert-location` JSON | — | [`sglang::write_init_expert_location`] |
+//! | SGLang `--init-expert-location` JSON | [`sglang::read_init_expert_location`] | [`sglang::write_init_expert_location`] |
 //! | wide per-batch CSV (HarMoEny) | [`csv::read_wide_csv`] | — |
 //! | moeplan trace JSON | [`trace_json::read`] | [`trace_json::write`] |
 //! | moeplan plan JSON | [`plan_json::read`] | [`plan_json::write`] |
 //! | NumPy `.npy` / `.npz` (`B × L × E` or `L × E`) | [`npy::read_npy`], [`npy::read_npz`] | — |
 //! | ESFT token-level `expert_weights_<layer>.txt` | [`esft::read_esft`] | — |
+//! | vLLM `physical_to_logical_map` list | [`vllm::read_physical_to_logical`] | [`vllm::write_physical_to_logical`] |
+//! | vllm-ascend expert map | [`vllm::read_ascend_expert_map`] | [`vllm::write_ascend_expert_map`] |
+//! | plan CSV `layer,gpu,slot,expert` | [`csv::read_plan_csv`] | [`csv::write_plan_csv`] |
 
 pub mod csv;
 pub mod esft;
@@ -16,6 +19,7 @@ pub mod npy;
 pub mod plan_json;
 pub mod sglang;
 pub mod trace_json;
+pub mod vllm;
 
 use serde::Deserialize;
 use serde::de::IgnoredAny;

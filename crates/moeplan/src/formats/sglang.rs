@@ -194,3 +194,32 @@ pub fn write_init_expert_location(plan: &Plan, model_layers: usize) -> Result<St
     })
     .map_err(|x| export(x.to_string()))
 }
+
+#[derive(serde::Deserialize)]
+struct InitExpertLocationIn {
+    physical_to_logical_map: Vec<Vec<u32>>,
+}
+
+/// Reads `--init-expert-location` JSON back into a plan: the rows of the
+/// MoE layers `layer_ids` (rows are indexed by model layer), split over
+/// `topology`'s GPUs.
+pub fn read_init_expert_location(
+    bytes: &[u8],
+    topology: crate::topology::Topology,
+    layer_ids: &[u32],
+    num_experts: usize,
+) -> Result<Plan> {
+    const F: &str = "SGLang --init-expert-location";
+    let doc: InitExpertLocationIn =
+        serde_json::from_slice(bytes).map_err(|e| Error::parse(F, e.to_string()))?;
+    let rows = layer_ids
+        .iter()
+        .map(|&l| {
+            doc.physical_to_logical_map
+                .get(l as usize)
+                .cloned()
+                .ok_or_else(|| Error::parse(F, format!("no row for layer {l}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    super::vllm::plan_from_rows(&rows, topology, layer_ids, num_experts, F)
+}

@@ -1,0 +1,211 @@
+//! vLLM's plan formats.
+//!
+//! - vLLM's EPLB keeps `physical_to_logical_map` as a tensor `[MoE layers,
+//!   physical experts]`; written here as that JSON list of lists, one row
+//!   per MoE layer (no dense rows), GPU-major slots.
+//! - vllm-ascend's expert-map JSON: `{"moe_layer_count": L, "layer_list":
+//!   [{"layer_id": i, "device_count": D, "device_list": [{"device_id": g,
+//!   "device_expert": [experts on device g]}]}]}`, `layer_id` the MoE layer
+//!   index; vllm-ascend turns it into one tensor, so every device holds the
+//!   same number of experts in every layer.
+//!
+//! Both need the same slot count on every GPU in every layer; a plan that
+//! varies is refused with the reason (the CLI offers `--pad`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::plan::{LayerPlacement, Plan};
+use crate::topology::Topology;
+
+fn uniform(plan: &Plan, format: &'static str) -> Result<usize> {
+    plan.uniform_slots_per_gpu().ok_or_else(|| Error::Export {
+        format,
+        message: "slot counts differ between GPUs or layers, and this format has one expert count per device; pad the plan first (moeplan plan --pad)".into(),
+    })
+}
+
+/// vLLM's `physical_to_logical_map` as a JSON list, one row per MoE layer.
+///
+/// ```
+/// use moeplan::{formats::vllm, LayerPlacement, Plan, Topology};
+/// let plan = Plan::new(Topology::new(1, 2)?, 3, vec![LayerPlacement { layer: 4, gpus: vec![vec![0, 1], vec![2, 0]] }], "x")?;
+/// assert_eq!(vllm::write_physical_to_logical(&plan)?, "[[0,1,2,0]]");
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn write_physical_to_logical(plan: &Plan) -> Result<String> {
+    uniform(plan, "vLLM physical_to_logical_map")?;
+    serde_json::to_string(&plan.physical_to_logical()).map_err(|e| Error::Export {
+        format: "vLLM physical_to_logical_map",
+        message: e.to_string(),
+    })
+}
+
+/// Reads a `physical_to_logical_map` list back into a plan for `topology`,
+/// with the model ids of its MoE layers and the number of logical experts.
+pub fn read_physical_to_logical(
+    bytes: &[u8],
+    topology: Topology,
+    layer_ids: &[u32],
+    num_experts: usize,
+) -> Result<Plan> {
+    let rows: Vec<Vec<u32>> = serde_json::from_slice(bytes)
+        .map_err(|e| Error::parse("vLLM physical_to_logical_map", e.to_string()))?;
+    plan_from_rows(
+        &rows,
+        topology,
+        layer_ids,
+        num_experts,
+        "vLLM physical_to_logical_map",
+    )
+}
+
+/// Splits GPU-major physical rows into a plan.
+pub(crate) fn plan_from_rows(
+    rows: &[Vec<u32>],
+    topology: Topology,
+    layer_ids: &[u32],
+    num_experts: usize,
+    format: &'static str,
+) -> Result<Plan> {
+    if rows.len() != layer_ids.len() {
+        return Err(Error::parse(
+            format,
+            format!("{} rows for {} MoE layers", rows.len(), layer_ids.len()),
+        ));
+    }
+    let d = topology.num_gpus();
+    let layers = rows
+        .iter()
+        .zip(layer_ids)
+        .map(|(row, &layer)| {
+            if row.is_empty() || row.len() % d != 0 {
+                return Err(Error::parse(
+                    format,
+                    format!(
+                        "layer {layer}: {} slots do not split over {d} GPUs",
+                        row.len()
+                    ),
+                ));
+            }
+            Ok(LayerPlacement {
+                layer,
+                gpus: row.chunks(row.len() / d).map(<[u32]>::to_vec).collect(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Plan::new(topology, num_experts, layers, "imported")
+}
+
+#[derive(Serialize, Deserialize)]
+struct AscendMap {
+    moe_layer_count: usize,
+    layer_list: Vec<AscendLayer>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct AscendLayer {
+    layer_id: usize,
+    device_count: usize,
+    device_list: Vec<AscendDevice>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct AscendDevice {
+    device_id: usize,
+    device_expert: Vec<u32>,
+}
+
+/// vllm-ascend's expert-map JSON.
+///
+/// ```
+/// use moeplan::{formats::vllm, LayerPlacement, Plan, Topology};
+/// let plan = Plan::new(Topology::new(1, 2)?, 3, vec![LayerPlacement { layer: 4, gpus: vec![vec![0, 1], vec![2, 0]] }], "x")?;
+/// let json = vllm::write_ascend_expert_map(&plan)?;
+/// assert!(json.starts_with(r#"{"moe_layer_count":1,"layer_list":[{"layer_id":0,"device_count":2"#));
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn write_ascend_expert_map(plan: &Plan) -> Result<String> {
+    uniform(plan, "vllm-ascend expert map")?;
+    let map = AscendMap {
+        moe_layer_count: plan.layers().len(),
+        layer_list: plan
+            .layers()
+            .iter()
+            .enumerate()
+            .map(|(i, lp)| AscendLayer {
+                layer_id: i,
+                device_count: lp.gpus.len(),
+                device_list: lp
+                    .gpus
+                    .iter()
+                    .enumerate()
+                    .map(|(g, e)| AscendDevice {
+                        device_id: g,
+                        device_expert: e.clone(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    };
+    serde_json::to_string(&map).map_err(|e| Error::Export {
+        format: "vllm-ascend expert map",
+        message: e.to_string(),
+    })
+}
+
+/// Reads a vllm-ascend expert map; its MoE layer `i` gets `layer_ids[i]`,
+/// its devices form one node unless `topology` says otherwise.
+pub fn read_ascend_expert_map(
+    bytes: &[u8],
+    topology: Option<Topology>,
+    layer_ids: &[u32],
+    num_experts: usize,
+) -> Result<Plan> {
+    const F: &str = "vllm-ascend expert map";
+    let map: AscendMap =
+        serde_json::from_slice(bytes).map_err(|e| Error::parse(F, e.to_string()))?;
+    if map.moe_layer_count != map.layer_list.len() || map.layer_list.len() != layer_ids.len() {
+        return Err(Error::parse(
+            F,
+            format!(
+                "moe_layer_count {} with {} layers listed, for {} MoE layers",
+                map.moe_layer_count,
+                map.layer_list.len(),
+                layer_ids.len()
+            ),
+        ));
+    }
+    let d = map.layer_list.first().map_or(0, |l| l.device_list.len());
+    let topology = match topology {
+        Some(t) => t,
+        None => Topology::new(1, d)?,
+    };
+    let mut layers = Vec::with_capacity(layer_ids.len());
+    for (i, l) in map.layer_list.into_iter().enumerate() {
+        if l.layer_id != i || l.device_count != l.device_list.len() {
+            return Err(Error::parse(
+                F,
+                format!(
+                    "layer entry {i}: layer_id {} / device_count {} do not match its place and devices",
+                    l.layer_id, l.device_count
+                ),
+            ));
+        }
+        let mut gpus = vec![Vec::new(); l.device_list.len()];
+        for dev in l.device_list {
+            let slot = gpus.get_mut(dev.device_id).ok_or_else(|| {
+                Error::parse(
+                    F,
+                    format!("layer {i}: device_id {} out of range", dev.device_id),
+                )
+            })?;
+            *slot = dev.device_expert;
+        }
+        layers.push(LayerPlacement {
+            layer: layer_ids[i],
+            gpus,
+        });
+    }
+    Plan::new(topology, num_experts, layers, "imported")
+}
