@@ -313,3 +313,39 @@ proptest::proptest! {
         proptest::prop_assert!(vllm::write_physical_to_logical(&padded).is_ok());
     }
 }
+
+/// The published JSON Schema and the writer agree on the keys.
+#[test]
+fn plan_schema_matches_the_writer() {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../../schemas/moeplan.plan.schema.json")).unwrap();
+    let t = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![2]).unwrap();
+    let plan = contiguous(&t, Topology::new(1, 2).unwrap()).unwrap();
+    let meta = plan_json::PlanMeta {
+        model_layers: Some(3),
+        model: Some("m".into()),
+        holdout: Some(0.5),
+    };
+    let written: serde_json::Value = serde_json::from_str(&plan_json::write(&plan, &meta)).unwrap();
+    let props = schema["properties"].as_object().unwrap();
+    for key in written.as_object().unwrap().keys() {
+        assert!(
+            props.contains_key(key),
+            "the writer's {key:?} is not in the schema"
+        );
+    }
+    for key in schema["required"].as_array().unwrap() {
+        assert!(
+            written.get(key.as_str().unwrap()).is_some(),
+            "required {key} not written"
+        );
+    }
+    assert_eq!(written["version"], plan_json::PLAN_VERSION);
+    let layer_props = props["layers"]["items"]["properties"].as_object().unwrap();
+    for key in written["layers"][0].as_object().unwrap().keys() {
+        assert!(
+            layer_props.contains_key(key),
+            "layer key {key:?} not in the schema"
+        );
+    }
+}
