@@ -704,8 +704,9 @@ fn check_size(path: &Path, max_mib: u64) -> Result<(), CliError> {
     Ok(())
 }
 
-/// A folder of ESFT `expert_weights_<layer>.txt` files: token-level routing,
-/// batched into `--batch-tokens` tokens.
+/// A folder: ESFT `expert_weights_<layer>.txt` files (token-level routing,
+/// batched into `--batch-tokens` tokens), or SGLang's per-rank
+/// `layer_id,expert_id,count` CSVs (summed over ranks).
 fn read_token_folder(dir: &Path, source: &SourceArgs) -> Result<LoadTrace, CliError> {
     let in_dir = |e: moeplan::Error| CliError::InFile {
         path: dir.display().to_string(),
@@ -717,12 +718,20 @@ fn read_token_folder(dir: &Path, source: &SourceArgs) -> Result<LoadTrace, CliEr
         source: e,
     })?;
     let mut files = Vec::new();
+    let mut rank_csvs = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with("expert_weights_") && name.ends_with(".txt") {
             check_size(&entry.path(), source.max_trace_mib)?;
             files.push((name, read_file(&entry.path())?));
+        } else if name.ends_with(".csv") {
+            check_size(&entry.path(), source.max_trace_mib)?;
+            rank_csvs.push((name, read_file(&entry.path())?));
         }
+    }
+    if files.is_empty() && !rank_csvs.is_empty() {
+        rank_csvs.sort();
+        return formats::sglang::read_rank_csvs(&rank_csvs, None).map_err(in_dir);
     }
     let tokens = formats::esft::read_esft(&files, preset.experts, preset.top_k).map_err(in_dir)?;
     Ok(tokens

@@ -448,3 +448,28 @@ fn engine_formats_need_equal_slots_or_pad() {
         );
     }
 }
+
+#[test]
+fn folder_of_rank_csvs_is_summed() {
+    let dir = tmp("ranks");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("rank0.csv"),
+        "layer_id,expert_id,count\n3,0,5\n3,1,2\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("rank1.csv"),
+        "layer_id,expert_id,count\n3,1,4\n4,1,1\n",
+    )
+    .unwrap();
+    let out = moeplan(&["inspect", dir.to_str().unwrap(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["total_tokens"], 12.0);
+    assert_eq!(v["layers"].as_array().unwrap().len(), 2);
+}

@@ -5,6 +5,8 @@
 //! | SGLang expert-distribution JSON (`logical_count`) | [`sglang::read_expert_distribution`] | — |
 //! | SGLang `--init-expert-location` JSON | [`sglang::read_init_expert_location`] | [`sglang::write_init_expert_location`] |
 //! | wide per-batch CSV (HarMoEny) | [`csv::read_wide_csv`] | — |
+//! | SGLang legacy per-rank CSV `layer_id,expert_id,count` | [`sglang::read_rank_csvs`] | — |
+//! | vLLM EPLB load window + physical→logical map | [`vllm::read_load_window`] | — |
 //! | moeplan trace JSON | [`trace_json::read`] | [`trace_json::write`] |
 //! | moeplan plan JSON | [`plan_json::read`] | [`plan_json::write`] |
 //! | NumPy `.npy` / `.npz` (`B × L × E` or `L × E`) | [`npy::read_npy`], [`npy::read_npz`] | — |
@@ -40,6 +42,10 @@ pub enum TraceFormat {
     Npy,
     /// A NumPy `.npz` archive.
     Npz,
+    /// vLLM's EPLB load window with its physical→logical map (JSON).
+    VllmLoadWindow,
+    /// SGLang's legacy per-rank `layer_id,expert_id,count` CSV.
+    SglangRankCsv,
 }
 
 /// How to read a trace.
@@ -52,6 +58,7 @@ pub struct ReadOptions {
 #[derive(Deserialize)]
 struct Probe {
     logical_count: Option<IgnoredAny>,
+    expert_load_window: Option<IgnoredAny>,
     format: Option<String>,
     counts: Option<IgnoredAny>,
     layers: Option<IgnoredAny>,
@@ -83,6 +90,8 @@ pub fn detect(bytes: &[u8]) -> Result<TraceFormat> {
                 serde_json::from_slice(body).map_err(|e| Error::parse("JSON", e.to_string()))?;
             if probe.logical_count.is_some() {
                 Ok(TraceFormat::SglangJson)
+            } else if probe.expert_load_window.is_some() {
+                Ok(TraceFormat::VllmLoadWindow)
             } else if probe.format.as_deref() == Some(trace_json::TRACE_FORMAT)
                 || probe.counts.is_some()
             {
@@ -107,6 +116,8 @@ pub fn detect(bytes: &[u8]) -> Result<TraceFormat> {
                     "trace",
                     "binary data, not a JSON or CSV trace",
                 ))
+            } else if line.starts_with(b"layer_id,expert_id,count") {
+                Ok(TraceFormat::SglangRankCsv)
             } else if line.contains(&b',') {
                 Ok(TraceFormat::WideCsv)
             } else {
@@ -162,5 +173,9 @@ pub fn read_trace(bytes: &[u8], options: &ReadOptions) -> Result<LoadTrace> {
         TraceFormat::WideCsv => csv::read_wide_csv(body, options.dataset.as_deref()),
         TraceFormat::Npy => npy::read_npy(bytes),
         TraceFormat::Npz => npy::read_npz(bytes),
+        TraceFormat::VllmLoadWindow => vllm::read_load_window(body),
+        TraceFormat::SglangRankCsv => {
+            sglang::read_rank_csvs(&[("trace".into(), body.to_vec())], None)
+        }
     }
 }

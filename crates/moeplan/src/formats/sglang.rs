@@ -223,3 +223,89 @@ pub fn read_init_expert_location(
         .collect::<Result<Vec<_>>>()?;
     super::vllm::plan_from_rows(&rows, topology, layer_ids, num_experts, F)
 }
+
+/// SGLang's legacy per-rank expert-count CSVs (`layer_id,expert_id,count`,
+/// one file per rank): summed over ranks into one batch. Experts that never
+/// appear get 0; `num_experts` fixes the count (default: highest id + 1).
+///
+/// ```
+/// let r0 = (String::from("rank0.csv"), b"layer_id,expert_id,count\n3,0,5\n3,1,2\n".to_vec());
+/// let r1 = (String::from("rank1.csv"), b"layer_id,expert_id,count\n3,1,4\n".to_vec());
+/// let t = moeplan::formats::sglang::read_rank_csvs(&[r0, r1], None)?;
+/// assert_eq!(t.counts()[[0, 0, 1]], 6.0);
+/// assert_eq!(t.layer_ids(), &[3]);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn read_rank_csvs(
+    files: &[(String, Vec<u8>)],
+    num_experts: Option<usize>,
+) -> Result<LoadTrace> {
+    const F: &str = "SGLang per-rank CSV";
+    let mut cells: std::collections::BTreeMap<(u32, u32), f64> = Default::default();
+    for (name, bytes) in files {
+        let mut reader = ::csv::ReaderBuilder::new().from_reader(bytes.as_slice());
+        let header = reader
+            .headers()
+            .map_err(|e| Error::parse(F, format!("{name}: {e}")))?
+            .clone();
+        if header.iter().map(str::trim).collect::<Vec<_>>() != ["layer_id", "expert_id", "count"] {
+            return Err(Error::parse(
+                F,
+                format!("{name}: header must be layer_id,expert_id,count"),
+            ));
+        }
+        for (i, rec) in reader.records().enumerate() {
+            let rec = rec.map_err(|e| Error::parse(F, format!("{name}, line {}: {e}", i + 2)))?;
+            let id = |k: usize| -> Result<u32> {
+                rec[k].trim().parse().map_err(|_| {
+                    Error::parse(
+                        F,
+                        format!(
+                            "{name}, line {}: {:?} is not a whole number",
+                            i + 2,
+                            &rec[k]
+                        ),
+                    )
+                })
+            };
+            let c: f64 = rec[2].trim().parse().map_err(|_| {
+                Error::parse(
+                    F,
+                    format!(
+                        "{name}, line {}: count {:?} is not a number",
+                        i + 2,
+                        &rec[2]
+                    ),
+                )
+            })?;
+            let (l, e) = (id(0)?, id(1)?);
+            if e as usize >= crate::trace::MAX_EXPERTS {
+                return Err(Error::parse(
+                    F,
+                    format!("{name}, line {}: expert {e} is out of range", i + 2),
+                ));
+            }
+            *cells.entry((l, e)).or_insert(0.0) += c;
+        }
+    }
+    if cells.is_empty() {
+        return Err(Error::parse(F, "no counts"));
+    }
+    let max_e = cells.keys().map(|&(_, e)| e as usize).max().unwrap_or(0);
+    let e = num_experts.unwrap_or(max_e + 1);
+    if e <= max_e {
+        return Err(Error::parse(
+            F,
+            format!("expert {max_e} appears but there are {e} experts"),
+        ));
+    }
+    let mut layers: Vec<u32> = cells.keys().map(|&(l, _)| l).collect();
+    layers.dedup();
+    let mut counts = Array3::zeros((1, layers.len(), e));
+    for (&(l, x), &c) in &cells {
+        if let Ok(li) = layers.binary_search(&l) {
+            counts[[0, li, x as usize]] = c;
+        }
+    }
+    LoadTrace::new(counts, layers)
+}

@@ -209,3 +209,103 @@ pub fn read_ascend_expert_map(
     }
     Plan::new(topology, num_experts, layers, "imported")
 }
+
+#[derive(Deserialize)]
+struct LoadWindowIn {
+    expert_load_window: Vec<Vec<Vec<f64>>>,
+    physical_to_logical_map: Vec<Vec<i64>>,
+    #[serde(default)]
+    layer_ids: Option<Vec<u32>>,
+    #[serde(default)]
+    num_logical_experts: Option<usize>,
+}
+
+/// vLLM's EPLB load window, dumped as JSON from its `EplbState`:
+/// `{"expert_load_window": [window][MoE layers][physical experts],
+/// "physical_to_logical_map": [MoE layers][physical experts]}` (optional
+/// `layer_ids`, `num_logical_experts`). Each window step becomes a batch;
+/// physical counts are summed onto their logical experts.
+///
+/// ```
+/// let json = br#"{"expert_load_window": [[[5, 1, 3]]], "physical_to_logical_map": [[0, 1, 0]]}"#;
+/// let t = moeplan::formats::vllm::read_load_window(json)?;
+/// assert_eq!(t.counts()[[0, 0, 0]], 8.0);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn read_load_window(bytes: &[u8]) -> Result<crate::trace::LoadTrace> {
+    const F: &str = "vLLM expert load window";
+    let doc: LoadWindowIn =
+        serde_json::from_slice(bytes).map_err(|e| Error::parse(F, e.to_string()))?;
+    physical_to_logical_counts(
+        &doc.expert_load_window,
+        &doc.physical_to_logical_map,
+        doc.layer_ids,
+        doc.num_logical_experts,
+        F,
+    )
+}
+
+/// Sums physical-slot counts onto logical experts: `window[b][l][p]` lands
+/// on `map[l][p]`. Shared by every engine dump that counts per physical slot.
+pub(crate) fn physical_to_logical_counts(
+    window: &[Vec<Vec<f64>>],
+    map: &[Vec<i64>],
+    layer_ids: Option<Vec<u32>>,
+    num_logical: Option<usize>,
+    format: &'static str,
+) -> Result<crate::trace::LoadTrace> {
+    let l = map.len();
+    let p = map.first().map_or(0, Vec::len);
+    if l == 0 || p == 0 || window.is_empty() {
+        return Err(Error::parse(format, "empty window or map"));
+    }
+    if let Some(i) = map.iter().position(|r| r.len() != p) {
+        return Err(Error::parse(
+            format,
+            format!("map row {i} has {} slots, row 0 has {p}", map[i].len()),
+        ));
+    }
+    if let Some(&bad) = map
+        .iter()
+        .flatten()
+        .find(|&&x| x < 0 || x > crate::trace::MAX_EXPERTS as i64)
+    {
+        return Err(Error::parse(
+            format,
+            format!("logical expert id {bad} in the map is out of range"),
+        ));
+    }
+    let max_id = map.iter().flatten().copied().max().unwrap_or(0) as usize;
+    let e = num_logical.unwrap_or(max_id + 1);
+    if e <= max_id {
+        return Err(Error::parse(
+            format,
+            format!("the map names expert {max_id} but there are {e}"),
+        ));
+    }
+    let mut counts = ndarray::Array3::zeros((window.len(), l, e));
+    for (b, step) in window.iter().enumerate() {
+        if step.len() != l {
+            return Err(Error::parse(
+                format,
+                format!("window step {b} has {} layers, the map {l}", step.len()),
+            ));
+        }
+        for (li, (row, m)) in step.iter().zip(map).enumerate() {
+            if row.len() != p {
+                return Err(Error::parse(
+                    format,
+                    format!(
+                        "window step {b}, layer {li}: {} slots, the map {p}",
+                        row.len()
+                    ),
+                ));
+            }
+            for (&c, &x) in row.iter().zip(m) {
+                counts[[b, li, x as usize]] += c;
+            }
+        }
+    }
+    let ids = layer_ids.unwrap_or_else(|| (0..l as u32).collect());
+    crate::trace::LoadTrace::new(counts, ids)
+}
