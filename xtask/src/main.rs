@@ -14,6 +14,10 @@
 //! - `cli`   — the same job headless: plan the generated default with every
 //!   planner from the command line.
 //! - `bench` — the criterion benchmarks.
+//! - `fuzz [SECONDS]` — every cargo-fuzz target for SECONDS each (default
+//!   60), seeded from `../shared/data` and the broken-input fixtures. Needs
+//!   `cargo install cargo-fuzz`; runs on the stable toolchain through
+//!   `RUSTC_BOOTSTRAP=1` (libFuzzer's flags are nightly-only). Not part of CI.
 //!
 //! Plain `std::process::Command`: no dependencies, so it builds in seconds.
 
@@ -28,8 +32,14 @@ fn main() -> ExitCode {
         "run" => setup().and_then(|_| serve()),
         "cli" => setup().and_then(|_| run_cli_job()),
         "bench" => bench(),
+        "fuzz" => fuzz(
+            std::env::args()
+                .nth(2)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(60),
+        ),
         _ => {
-            eprintln!("usage: cargo xtask <setup|test|run|cli|bench>");
+            eprintln!("usage: cargo xtask <setup|test|run|cli|bench|fuzz [seconds]>");
             return ExitCode::from(2);
         }
     };
@@ -202,6 +212,38 @@ fn run_cli_job() -> Result {
             "0.25",
         ],
     )
+}
+
+fn fuzz(seconds: u64) -> Result {
+    let corpus = root().join("fuzz/corpus/read_trace");
+    std::fs::create_dir_all(&corpus).map_err(|e| e.to_string())?;
+    let seeds = [
+        root().join("crates/moeplan/tests/fixtures/broken"),
+        root().join("crates/moeplan/tests/fixtures/numpy"),
+        root().join("../shared/data/sglang-deepseek-v3"),
+        root().join("../shared/data/harmoeny-qwen1.5-moe"),
+    ];
+    for dir in seeds {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let _ = std::fs::copy(entry.path(), corpus.join(entry.file_name()));
+        }
+    }
+    let time = format!("-max_total_time={seconds}");
+    for target in ["read_trace", "read_plans", "read_esft"] {
+        eprintln!("$ cargo fuzz run -O {target} -- {time}");
+        let status = Command::new("cargo")
+            .args(["fuzz", "run", "-O", target, "--", &time, "-max_len=65536"])
+            .env("RUSTC_BOOTSTRAP", "1")
+            .current_dir(root().join("fuzz"))
+            .status()
+            .map_err(|e| format!("cannot start cargo fuzz (cargo install cargo-fuzz): {e}"))?;
+        if !status.success() {
+            return Err(format!(
+                "fuzz target {target} found a crash: see fuzz/artifacts/{target}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn bench() -> Result {

@@ -349,3 +349,45 @@ fn plan_schema_matches_the_writer() {
         );
     }
 }
+
+/// SGLang-style `torch.save` dumps made by torch 2.15 from synthetic numbers
+/// (`tests/fixtures/torch`): stat mode, per-pass mode with its physical map,
+/// and a float tensor that is a transposed (non-contiguous) view.
+#[test]
+fn torch_save_dumps_read_through_the_restricted_unpickler() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torch");
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let read = |f: &str| {
+        read_trace(
+            &std::fs::read(dir.join(f)).unwrap(),
+            &ReadOptions::default(),
+        )
+        .unwrap()
+    };
+    let stat = read("sglang_stat.pt");
+    assert_eq!(
+        (stat.num_batches(), stat.num_layers(), stat.num_experts()),
+        (3, 3, 8)
+    );
+    assert_eq!(stat.layer_ids(), &[1, 2, 3]); // layer 0 all zero: dense
+    assert_eq!(
+        stat.counts()[[2, 2, 7]],
+        expected["stat"][2][3][7].as_f64().unwrap()
+    );
+    let pp = read("sglang_per_pass.pt");
+    assert_eq!(
+        (pp.num_batches(), pp.num_layers(), pp.num_experts()),
+        (2, 4, 8)
+    );
+    // physical slots 8 and 9 hold experts 0 and 1: their counts add up
+    let phys = &expected["per_pass_counts"][1][3];
+    let want = phys[0].as_f64().unwrap() + phys[8].as_f64().unwrap();
+    assert_eq!(pp.counts()[[1, 3, 0]], want);
+    let tr = read("float_transposed.pt");
+    assert_eq!((tr.num_layers(), tr.num_experts()), (6, 4));
+    assert_eq!(
+        tr.counts()[[0, 5, 3]],
+        expected["transposed"][5][3].as_f64().unwrap()
+    );
+}

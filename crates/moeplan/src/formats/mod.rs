@@ -7,6 +7,7 @@
 //! | wide per-batch CSV (HarMoEny) | [`csv::read_wide_csv`] | — |
 //! | SGLang legacy per-rank CSV `layer_id,expert_id,count` | [`sglang::read_rank_csvs`] | — |
 //! | vLLM EPLB load window + physical→logical map | [`vllm::read_load_window`] | — |
+//! | SGLang `torch.save` dumps (`.pt`, stat and per-pass modes) | [`torch::read_pt`] | — |
 //! | moeplan trace JSON | [`trace_json::read`] | [`trace_json::write`] |
 //! | moeplan plan JSON | [`plan_json::read`] | [`plan_json::write`] |
 //! | NumPy `.npy` / `.npz` (`B × L × E` or `L × E`) | [`npy::read_npy`], [`npy::read_npz`] | — |
@@ -20,6 +21,7 @@ pub mod esft;
 pub mod npy;
 pub mod plan_json;
 pub mod sglang;
+pub mod torch;
 pub mod trace_json;
 pub mod vllm;
 
@@ -46,6 +48,8 @@ pub enum TraceFormat {
     VllmLoadWindow,
     /// SGLang's legacy per-rank `layer_id,expert_id,count` CSV.
     SglangRankCsv,
+    /// SGLang's `torch.save` dump.
+    TorchPt,
 }
 
 /// How to read a trace.
@@ -138,10 +142,7 @@ fn zip_kind(bytes: &[u8]) -> Result<TraceFormat> {
     if has(b".npy") {
         Ok(TraceFormat::Npz)
     } else if has(b"data.pkl") {
-        Err(Error::parse(
-            "PyTorch .pt",
-            "torch.save dumps are not read yet; in Python: np.save(\"trace.npy\", torch.load(path)[\"logical_count\"].numpy())",
-        ))
+        Ok(TraceFormat::TorchPt)
     } else {
         Err(Error::parse(
             "zip",
@@ -177,5 +178,6 @@ pub fn read_trace(bytes: &[u8], options: &ReadOptions) -> Result<LoadTrace> {
         TraceFormat::SglangRankCsv => {
             sglang::read_rank_csvs(&[("trace".into(), body.to_vec())], None)
         }
+        TraceFormat::TorchPt => torch::read_pt(bytes),
     }
 }
