@@ -149,6 +149,13 @@ async function main() {
       console.log(`SKIP real file: ${real} not found`);
     }
 
+    // 5b. A torch.save dump (zip + pickle), read in the worker.
+    const pt = path.join(root, "crates", "moeplan", "tests", "fixtures", "torch", "sglang_stat.pt");
+    await page.setInputFiles("#file", pt);
+    await page.waitForFunction(() => /sglang_stat\.pt/.test(document.querySelector("#trace-info")?.textContent ?? ""), null, { timeout: 60000 });
+    await page.waitForSelector("#status.ready");
+    check("torch .pt dump loads in the page", /3 batch/.test(await text("#trace-info")), await text("#trace-info"));
+
     // 6. A broken file: a clear message, the previous trace stays.
     const traceBefore = await text("#trace-info");
     const balBefore = await text("#bal-craft");

@@ -391,8 +391,8 @@ pub fn App() -> impl IntoView {
                 <section>
                     <h2>"Trace"</h2>
                     <div class="drop" on:dragover=|ev: leptos::ev::DragEvent| ev.prevent_default() on:drop=on_drop>
-                        <p>"Drop an SGLang expert-distribution dump, a wide per-batch CSV or a moeplan trace here, or"</p>
-                        <input id="file" type="file" accept=".json,.csv,.txt" on:change=on_file/>
+                        <p>"Drop a trace here — SGLang dump (.json, .pt), NumPy (.npy, .npz), vLLM load window, wide or per-rank CSV, moeplan trace — or"</p>
+                        <input id="file" type="file" accept=".json,.csv,.txt,.pt,.npy,.npz" on:change=on_file/>
                     </div>
                     <p class="or">"or generate one with a real model's shape:"</p>
                     <label for="preset">"Model"</label>
