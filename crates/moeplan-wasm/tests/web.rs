@@ -86,7 +86,7 @@ fn broken_fixture_files_throw() {
         ),
         (
             include_bytes!("../../moeplan/tests/fixtures/broken/torch-save.pt"),
-            "not read yet",
+            "torch.save",
         ),
         (
             include_bytes!("../../moeplan/tests/fixtures/broken/numpy-truncated.npy"),
