@@ -118,9 +118,10 @@ mod tests {
     }
 
     #[test]
-    fn serde_rejects_invalid() {
+    fn serde_rejects_invalid() -> Result<(), serde_json::Error> {
         assert!(serde_json::from_str::<Topology>(r#"{"nodes":0,"gpus_per_node":8}"#).is_err());
-        let t: Topology = serde_json::from_str(r#"{"nodes":2,"gpus_per_node":4}"#).unwrap();
+        let t: Topology = serde_json::from_str(r#"{"nodes":2,"gpus_per_node":4}"#)?;
         assert_eq!(t.num_gpus(), 8);
+        Ok(())
     }
 }

@@ -317,6 +317,33 @@ impl<'a> Unpickler<'a> {
         Ok(s)
     }
 
+    /// MEMOIZE-style opcodes: remember the top of the stack under `key`.
+    fn memo_put(&mut self, key: u32) -> Result<()> {
+        let v = self
+            .stack
+            .last()
+            .cloned()
+            .ok_or_else(|| err("memo of empty stack"))?;
+        self.memo.insert(key, v);
+        Ok(())
+    }
+
+    /// GET-style opcodes: push what was remembered under `key`.
+    fn memo_get(&mut self, key: u32) -> Result<()> {
+        let v = self
+            .memo
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| err("memo key missing"))?;
+        self.push(v)
+    }
+
+    /// String opcodes: push the next `n` bytes as text.
+    fn push_string(&mut self, n: usize) -> Result<()> {
+        let v = self.string(n)?;
+        self.push(v)
+    }
+
     fn string(&mut self, n: usize) -> Result<Value> {
         let b = self.take(n)?;
         Ok(Value::Str(String::from_utf8_lossy(b).into_owned()))
@@ -376,65 +403,30 @@ impl<'a> Unpickler<'a> {
                     a.copy_from_slice(b);
                     self.push(Value::Float(f64::from_be_bytes(a)))?
                 }
-                b'X' => {
+                b'X' | b'T' => {
                     let n = self.u32()? as usize;
-                    let v = self.string(n)?;
-                    self.push(v)?
+                    self.push_string(n)?
                 }
                 0x8c | b'U' => {
                     let n = self.u8()? as usize;
-                    let v = self.string(n)?;
-                    self.push(v)?
-                }
-                b'T' => {
-                    let n = self.u32()? as usize;
-                    let v = self.string(n)?;
-                    self.push(v)?
+                    self.push_string(n)?
                 }
                 b'q' => {
-                    let k = self.u8()? as u32;
-                    let v = self
-                        .stack
-                        .last()
-                        .cloned()
-                        .ok_or_else(|| err("memo of empty stack"))?;
-                    self.memo.insert(k, v);
+                    let k = self.u8()?.into();
+                    self.memo_put(k)?
                 }
                 b'r' => {
                     let k = self.u32()?;
-                    let v = self
-                        .stack
-                        .last()
-                        .cloned()
-                        .ok_or_else(|| err("memo of empty stack"))?;
-                    self.memo.insert(k, v);
+                    self.memo_put(k)?
                 }
-                0x94 => {
-                    let k = self.memo.len() as u32;
-                    let v = self
-                        .stack
-                        .last()
-                        .cloned()
-                        .ok_or_else(|| err("memo of empty stack"))?;
-                    self.memo.insert(k, v);
-                }
+                0x94 => self.memo_put(self.memo.len() as u32)?,
                 b'h' => {
-                    let k = self.u8()? as u32;
-                    let v = self
-                        .memo
-                        .get(&k)
-                        .cloned()
-                        .ok_or_else(|| err("memo key missing"))?;
-                    self.push(v)?
+                    let k = self.u8()?.into();
+                    self.memo_get(k)?
                 }
                 b'j' => {
                     let k = self.u32()?;
-                    let v = self
-                        .memo
-                        .get(&k)
-                        .cloned()
-                        .ok_or_else(|| err("memo key missing"))?;
-                    self.push(v)?
+                    self.memo_get(k)?
                 }
                 b't' => {
                     let items = self.pop_mark()?;
