@@ -1,14 +1,21 @@
 //! Every trace reader behind content detection (SGLang JSON, NumPy .npy /
-//! .npz, wide CSV, moeplan trace JSON, vLLM load window, SGLang rank CSV),
-//! plus the readers called directly: any bytes give a trace or an error,
-//! never a panic; a trace that reads also survives stats and a plan.
+//! .npz, wide CSV, moeplan trace JSON, vLLM load window, SGLang rank CSV,
+//! torch.save), plus the readers called directly: any bytes give a trace or
+//! an error, never a panic; a trace that reads also survives stats and a
+//! plan. The reading budget is 64 MiB, well under the RSS limit `cargo xtask
+//! fuzz` sets, so a reader that escapes its budget is a finding.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use moeplan::formats::{self, csv, npy, sglang, trace_json, vllm};
+use moeplan::formats::{self, ReadOptions, csv, npy, sglang, trace_json, vllm};
+use moeplan::{Budget, Meter};
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(t) = formats::read_trace(data, &Default::default()) {
+    let options = ReadOptions {
+        budget: Budget::mib(64),
+        ..Default::default()
+    };
+    if let Ok(t) = formats::read_trace(data, &options) {
         let _ = t.stats();
         if let Ok(topo) = moeplan::Topology::new(1, 4) {
             if let Ok(p) = moeplan::planners::contiguous(&t, topo) {
@@ -16,11 +23,12 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
+    let meter = || Meter::new(Budget::mib(64));
     let _ = sglang::read_expert_distribution(data);
     let _ = csv::read_wide_csv(data, None);
     let _ = trace_json::read(data);
-    let _ = npy::read_npy(data);
-    let _ = npy::read_npz(data);
-    let _ = vllm::read_load_window(data);
-    let _ = sglang::read_rank_csvs(&[("fuzz".into(), data.to_vec())], None);
+    let _ = npy::read_npy(data, &mut meter());
+    let _ = npy::read_npz(data, &mut meter());
+    let _ = vllm::read_load_window(data, &mut meter());
+    let _ = sglang::read_rank_csvs(&[("fuzz".into(), data.to_vec())], None, &mut meter());
 });

@@ -14,8 +14,9 @@
 //! - `cli`   — the same job headless: plan the generated default with every
 //!   planner from the command line.
 //! - `bench` — the criterion benchmarks.
-//! - `fuzz [SECONDS]` — every cargo-fuzz target for SECONDS each (default
-//!   60), seeded from `../shared/data` and the broken-input fixtures. Needs
+//! - `fuzz [SECONDS] [TARGET]` — every cargo-fuzz target (or one) for
+//!   SECONDS each (default 60) under a 2 GiB RSS limit, seeded from
+//!   `../shared/data`, the fixtures and `fuzz/seeds/`. Needs
 //!   `cargo install cargo-fuzz`; runs on the stable toolchain through
 //!   `RUSTC_BOOTSTRAP=1` (libFuzzer's flags are nightly-only). Not part of CI.
 //!
@@ -152,6 +153,15 @@ fn setup() -> Result {
 }
 
 fn test() -> Result {
+    // CI always runs with the real data beside the repository; a run that
+    // lacks it would pass its real-data tests vacuously.
+    let shared = root().join("../shared/data");
+    if std::env::var("CI").as_deref() == Ok("true") && !shared.is_dir() {
+        return Err(format!(
+            "CI=true but {} is missing: the real-data tests cannot run",
+            shared.display()
+        ));
+    }
     let c = cargo();
     sh(&c, &["fmt", "--all", "--", "--check"])?;
     sh(
@@ -214,32 +224,85 @@ fn run_cli_job() -> Result {
     )
 }
 
+/// What each fuzz target is seeded with: folders whose files are copied
+/// into its corpus (missing folders are skipped), and the longest input.
+const FUZZ_TARGETS: &[(&str, &[&str], usize)] = &[
+    (
+        "read_trace",
+        &[
+            "crates/moeplan/tests/fixtures/broken",
+            "crates/moeplan/tests/fixtures/numpy",
+            "crates/moeplan/tests/fixtures/torch",
+            "../shared/data/sglang-deepseek-v3",
+            "../shared/data/harmoeny-qwen1.5-moe",
+        ],
+        1 << 16,
+    ),
+    (
+        "read_plans",
+        &["crates/moeplan/tests/fixtures/broken"],
+        1 << 16,
+    ),
+    (
+        "read_esft",
+        &["../shared/data/esft-deepseek-v2-lite/intent"],
+        1 << 16,
+    ),
+    ("read_pickle", &["fuzz/seeds/read_pickle"], 1 << 18),
+    (
+        "npy_header",
+        &[
+            "crates/moeplan/tests/fixtures/numpy",
+            "fuzz/seeds/npy_header",
+        ],
+        1 << 16,
+    ),
+    (
+        "zip_container",
+        &[
+            "crates/moeplan/tests/fixtures/numpy",
+            "crates/moeplan/tests/fixtures/torch",
+            "fuzz/seeds/zip_container",
+        ],
+        1 << 20,
+    ),
+];
+
+/// Runs every fuzz target for `seconds`, each under an RSS limit so that a
+/// reader escaping its budget is a finding (libFuzzer reports "out-of-memory"
+/// and saves the input) rather than a machine brought down.
 fn fuzz(seconds: u64) -> Result {
-    let corpus = root().join("fuzz/corpus/read_trace");
-    std::fs::create_dir_all(&corpus).map_err(|e| e.to_string())?;
-    let seeds = [
-        root().join("crates/moeplan/tests/fixtures/broken"),
-        root().join("crates/moeplan/tests/fixtures/numpy"),
-        root().join("../shared/data/sglang-deepseek-v3"),
-        root().join("../shared/data/harmoeny-qwen1.5-moe"),
-    ];
-    for dir in seeds {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let _ = std::fs::copy(entry.path(), corpus.join(entry.file_name()));
+    let only = std::env::args().nth(3);
+    for &(target, seeds, max_len) in FUZZ_TARGETS {
+        if only.as_deref().is_some_and(|o| o != target) {
+            continue;
         }
-    }
-    let time = format!("-max_total_time={seconds}");
-    for target in ["read_trace", "read_plans", "read_esft"] {
-        eprintln!("$ cargo fuzz run -O {target} -- {time}");
+        let corpus = root().join("fuzz/corpus").join(target);
+        std::fs::create_dir_all(&corpus).map_err(|e| e.to_string())?;
+        for dir in seeds {
+            for entry in std::fs::read_dir(root().join(dir))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if entry.path().is_file() && entry.file_name() != "EXPECTED" {
+                    let _ = std::fs::copy(entry.path(), corpus.join(entry.file_name()));
+                }
+            }
+        }
+        let time = format!("-max_total_time={seconds}");
+        let len = format!("-max_len={max_len}");
+        eprintln!("$ cargo fuzz run -O {target} -- {time} {len} -rss_limit_mb=2048");
         let status = Command::new("cargo")
-            .args(["fuzz", "run", "-O", target, "--", &time, "-max_len=65536"])
+            .args(["fuzz", "run", "-O", target, "--", &time, &len])
+            .args(["-rss_limit_mb=2048", "-malloc_limit_mb=2048", "-timeout=20"])
             .env("RUSTC_BOOTSTRAP", "1")
             .current_dir(root().join("fuzz"))
             .status()
             .map_err(|e| format!("cannot start cargo fuzz (cargo install cargo-fuzz): {e}"))?;
         if !status.success() {
             return Err(format!(
-                "fuzz target {target} found a crash: see fuzz/artifacts/{target}"
+                "fuzz target {target} found a crash, timeout or blow-up: see fuzz/artifacts/{target}"
             ));
         }
     }

@@ -89,7 +89,8 @@ struct SourceArgs {
     /// For token-level traces: the model preset giving experts and top-k.
     #[arg(long, default_value = "deepseek-v2-lite")]
     token_model: String,
-    /// Refuse trace files larger than this many MiB before reading them.
+    /// Reading limit in MiB: a larger file is refused before it is read, and
+    /// reading stops once a file expands (decompressed, parsed) past it.
     #[arg(long, default_value_t = 512)]
     max_trace_mib: u64,
     #[command(flatten)]
@@ -664,6 +665,7 @@ fn load_trace(args: &TraceArgs) -> Result<LoadTrace, CliError> {
             let bytes = read_file(path)?;
             let options = ReadOptions {
                 dataset: args.source.dataset.clone(),
+                budget: budget(args.source.max_trace_mib),
             };
             let bar = spinner("reading trace");
             let trace = formats::read_trace(&bytes, &options);
@@ -682,6 +684,11 @@ fn load_trace(args: &TraceArgs) -> Result<LoadTrace, CliError> {
             Ok(generated(g)?)
         }
     }
+}
+
+/// The reading limit: what a file may expand to, not only its size on disk.
+fn budget(max_mib: u64) -> moeplan::Budget {
+    moeplan::Budget::mib(max_mib).with_hint("raise it with --max-trace-mib")
 }
 
 /// Refuses a file over the limit before reading it.
@@ -717,25 +724,34 @@ fn read_token_folder(dir: &Path, source: &SourceArgs) -> Result<LoadTrace, CliEr
         path: dir.display().to_string(),
         source: e,
     })?;
+    // One budget for the whole folder: many files each under the limit
+    // must not add up past it.
+    let mut meter = moeplan::Meter::new(budget(source.max_trace_mib));
     let mut files = Vec::new();
     let mut rank_csvs = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("expert_weights_") && name.ends_with(".txt") {
-            check_size(&entry.path(), source.max_trace_mib)?;
-            files.push((name, read_file(&entry.path())?));
-        } else if name.ends_with(".csv") {
-            check_size(&entry.path(), source.max_trace_mib)?;
-            rank_csvs.push((name, read_file(&entry.path())?));
+        let esft = name.starts_with("expert_weights_") && name.ends_with(".txt");
+        if !esft && !name.ends_with(".csv") {
+            continue;
+        }
+        check_size(&entry.path(), source.max_trace_mib)?;
+        let bytes = read_file(&entry.path())?;
+        meter.bytes(bytes.len() as u64, &name).map_err(in_dir)?;
+        if esft {
+            files.push((name, bytes));
+        } else {
+            rank_csvs.push((name, bytes));
         }
     }
     if files.is_empty() && !rank_csvs.is_empty() {
         rank_csvs.sort();
-        return formats::sglang::read_rank_csvs(&rank_csvs, None).map_err(in_dir);
+        return formats::sglang::read_rank_csvs(&rank_csvs, None, &mut meter).map_err(in_dir);
     }
-    let tokens = formats::esft::read_esft(&files, preset.experts, preset.top_k).map_err(in_dir)?;
+    let tokens = formats::esft::read_esft(&files, preset.experts, preset.top_k, &mut meter)
+        .map_err(in_dir)?;
     Ok(tokens
-        .to_load_trace(source.batch_tokens)
+        .to_load_trace_within(source.batch_tokens, &mut meter)
         .map_err(in_dir)?
         .with_model(preset.name)
         .with_model_layers(preset.total_layers))

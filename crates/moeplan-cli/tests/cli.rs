@@ -30,6 +30,11 @@ fn shared(rel: &str) -> Option<String> {
     if p.exists() {
         Some(p.to_string_lossy().into_owned())
     } else {
+        // CI always has the data: there a missing folder is a failure.
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true but {rel} is not beside the repository"
+        );
         eprintln!("SKIP: {rel} not found beside the repository");
         None
     }
@@ -57,7 +62,11 @@ fn plan_on_64(trace: &str, extra: &[&str], out: &str) {
 /// Runs `args`, expects exit code 2 and exactly one stderr line containing
 /// `needle`, and no panic.
 fn check_fails(args: &[&str], needle: &str) {
-    let out = moeplan(args);
+    check_failed(moeplan(args), args, needle);
+}
+
+/// Asserts `out` is one `moeplan: error:` line mentioning `needle`, exit 2.
+fn check_failed(out: Output, args: &[&str], needle: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?} → {stderr}");
     assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
@@ -380,20 +389,39 @@ fn help_is_not_an_error() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("sweep"));
 }
 
-/// `moeplan inspect` on every file of the core's broken-input folder: exit 2,
-/// one line naming the file, never a panic.
+/// `moeplan inspect` on every file of the core's broken-input folder, as an
+/// attacker's file would arrive: under a 2 GiB address-space limit and a
+/// 20 s deadline, exit 2 and one line naming the problem — never an abort,
+/// a stack overflow or an out-of-memory kill.
 #[test]
 fn inspect_every_broken_input() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../moeplan/tests/fixtures/broken");
     let manifest = std::fs::read_to_string(dir.join("EXPECTED")).unwrap();
+    let mut listed = std::collections::BTreeSet::new();
     for line in manifest
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
     {
         let (file, needle) = line.split_once('\t').unwrap();
+        listed.insert(file.to_string());
         let path = dir.join(file);
-        check_fails(&["inspect", path.to_str().unwrap()], needle);
+        let args = ["inspect", path.to_str().unwrap()];
+        let out = Command::new("sh")
+            .args(["-c", "ulimit -v 2097152 && exec timeout 20 \"$0\" \"$@\""])
+            .arg(env!("CARGO_BIN_EXE_moeplan"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_ne!(out.status.code(), Some(124), "{file}: over 20 s");
+        check_failed(out, &args, needle);
     }
+    // Every fixture has its expected error, and every expectation its file.
+    let present: std::collections::BTreeSet<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "EXPECTED")
+        .collect();
+    assert_eq!(present, listed, "fixtures and EXPECTED disagree");
 }
 
 #[test]

@@ -51,6 +51,11 @@ pub enum Error {
         message: String,
     },
 
+    /// An input would build more than its reading [`crate::Budget`] allows
+    /// (bytes, values or nesting), found before allocating it.
+    #[error("too large to read: {0}")]
+    Limit(String),
+
     /// A parameter outside its allowed range (batches, fractions, presets).
     #[error("invalid argument: {0}")]
     Argument(String),

@@ -16,6 +16,13 @@
 //! | [`planners::eplb`] | DeepSeek's EPLB, exact port: replicate the highest load per copy, balanced packing, hierarchical over nodes | deepseek-ai/EPLB `eplb.py` |
 //! | [`planners::craft`] | CRAFT: per-layer replica budget by measured benefit (knapsack), equal memory on every GPU, capacity-aware placement | CRAFT paper, §4.2 and appendix A (Algorithms 1–3) |
 //!
+//! ## Reading hostile files
+//! Every reader in [`formats`] works within a [`Budget`] (bytes
+//! materialised, values built, nesting depth) checked by a [`Meter`] before
+//! it allocates: declared sizes and shapes are claims checked against the
+//! bytes really there, and what a compressed member expands to is counted as
+//! it is inflated.
+//!
 //! ## Metrics
 //! Balancedness = mean GPU load / max GPU load (CRAFT; 1.0 is perfect);
 //! imbalance ratio = max / mean (Libra). Overall figures are the mean over
@@ -35,8 +42,22 @@
 //! ```
 #![deny(unsafe_code)] // deny, not forbid: ndarray's s! macro carries a local allow
 #![warn(missing_docs)]
+// User input never panics the core: failures are `Error`s. Lints, not a
+// grep, so macros and method chains cannot slip past (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented
+    )
+)]
 
 pub mod bound;
+pub mod budget;
 pub mod error;
 pub mod eval;
 pub mod formats;
@@ -49,6 +70,7 @@ pub mod topology;
 pub mod trace;
 pub mod workspace;
 
+pub use budget::{Budget, Meter};
 pub use error::{Error, Result};
 pub use eval::{EvalReport, evaluate, evaluate_with_progress, gpu_loads};
 pub use plan::{LayerPlacement, Plan, PlanSummary};

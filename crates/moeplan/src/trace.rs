@@ -427,6 +427,29 @@ impl TokenTrace {
     /// Groups consecutive tokens into batches of `batch_tokens` (the last
     /// batch may be shorter) and counts expert assignments.
     pub fn to_load_trace(&self, batch_tokens: usize) -> Result<LoadTrace> {
+        self.to_load_trace_within(
+            batch_tokens,
+            &mut crate::Meter::new(crate::Budget::default()),
+        )
+    }
+
+    /// [`TokenTrace::to_load_trace`], charging the `batches × layers ×
+    /// experts` counts to `meter` first (small batches of a long trace make
+    /// a large array).
+    ///
+    /// ```
+    /// use moeplan::{Budget, Meter, TokenTrace};
+    /// use ndarray::array;
+    /// let t = TokenTrace::new(4096, vec![1], vec![array![[0], [1], [1], [1]]], vec![0; 4])?;
+    /// let mut tiny = Meter::new(Budget { max_bytes: 64, ..Budget::default() });
+    /// assert!(t.to_load_trace_within(1, &mut tiny).is_err()); // 4 × 1 × 4096 counts
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn to_load_trace_within(
+        &self,
+        batch_tokens: usize,
+        meter: &mut crate::Meter,
+    ) -> Result<LoadTrace> {
         if batch_tokens == 0 {
             return Err(Error::Argument(
                 "batch size must be at least one token".into(),
@@ -434,6 +457,13 @@ impl TokenTrace {
         }
         let t = self.num_tokens();
         let batches = t.div_ceil(batch_tokens);
+        meter.values(
+            (batches as u64)
+                .saturating_mul(self.layer_ids.len() as u64)
+                .saturating_mul(self.num_experts as u64),
+            8,
+            "the batches × layers × experts counts",
+        )?;
         let mut counts = Array3::zeros((batches, self.layer_ids.len(), self.num_experts));
         for (l, r) in self.routes.iter().enumerate() {
             for (tok, row) in r.outer_iter().enumerate() {

@@ -212,18 +212,18 @@ impl Workspace {
                 Err(e) => notes.push(format!("{}: {e}", name.to_uppercase())),
             }
         }
-        let per_layer: Vec<f64> = (0..l)
-            .map(|i| {
-                self.craft
-                    .layer_balancedness(i, craft.allocation.per_layer[i])
-            })
-            .collect();
-        let per_layer_bound: Vec<f64> = (0..l)
-            .map(|i| self.craft.layer_bound(i, craft.allocation.per_layer[i]))
-            .collect();
-        let imbalance: Vec<f64> = (0..l)
-            .map(|i| self.craft.layer_imbalance(i, craft.allocation.per_layer[i]))
-            .collect();
+        let per_layer_of = |f: fn(&Craft, usize, usize) -> Result<f64>| {
+            craft
+                .allocation
+                .per_layer
+                .iter()
+                .enumerate()
+                .map(|(i, &r)| f(&self.craft, i, r))
+                .collect::<Result<Vec<f64>>>()
+        };
+        let per_layer = per_layer_of(Craft::layer_balancedness)?;
+        let per_layer_bound = per_layer_of(Craft::layer_bound)?;
+        let imbalance = per_layer_of(Craft::layer_imbalance)?;
         let summary = craft.plan.summary();
         plans.push(PlanFigures {
             name: "craft".into(),

@@ -68,6 +68,7 @@ fn harmoeny_csv_is_a_per_batch_trace() {
         &bytes,
         &ReadOptions {
             dataset: Some("wikitext".into()),
+            ..Default::default()
         },
     )
     .unwrap();
@@ -76,7 +77,8 @@ fn harmoeny_csv_is_a_per_batch_trace() {
         read_trace(
             &bytes,
             &ReadOptions {
-                dataset: Some("nope".into())
+                dataset: Some("nope".into()),
+                ..Default::default()
             }
         )
         .is_err()
@@ -173,7 +175,13 @@ fn esft_token_routing_reads_and_batches() {
             )
         })
         .collect();
-    let tokens = moeplan::formats::esft::read_esft(&files, 64, 6).unwrap();
+    let tokens = moeplan::formats::esft::read_esft(
+        &files,
+        64,
+        6,
+        &mut moeplan::Meter::new(Default::default()),
+    )
+    .unwrap();
     assert_eq!(tokens.top_k(), 6);
     assert!(tokens.num_tokens() > 4000, "{}", tokens.num_tokens());
     let load = tokens.to_load_trace(1024).unwrap();
@@ -187,7 +195,15 @@ fn esft_token_routing_reads_and_batches() {
     if let Some(f) = broken.iter_mut().find(|(n, _)| n == "expert_weights_2.txt") {
         f.1 = b"1\t2\t3\t4\t5\t6\t\t0.1\t0.1\t0.1\t0.1\t0.1\t0.1\n".to_vec();
     }
-    assert!(moeplan::formats::esft::read_esft(&broken, 64, 6).is_err());
+    assert!(
+        moeplan::formats::esft::read_esft(
+            &broken,
+            64,
+            6,
+            &mut moeplan::Meter::new(Default::default())
+        )
+        .is_err()
+    );
 }
 
 #[test]

@@ -27,7 +27,8 @@ const FORMAT: &str = "ESFT expert_weights";
 /// let l1 = b"1\t2\t3\t0\t\t0.5\t0.5\t0.6\t0.4\n".to_vec();
 /// let l2 = b"0\t3\t2\t1\t\t0.5\t0.5\t0.6\t0.4\n".to_vec();
 /// let files = vec![("expert_weights_2.txt".to_string(), l2), ("expert_weights_1.txt".to_string(), l1)];
-/// let t = read_esft(&files, 4, 2)?;
+/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let t = read_esft(&files, 4, 2, &mut meter)?;
 /// assert_eq!((t.num_tokens(), t.top_k()), (2, 2));
 /// let load = t.to_load_trace(2)?;
 /// assert_eq!(load.layer_ids(), &[1, 2]);
@@ -37,6 +38,7 @@ pub fn read_esft(
     files: &[(String, Vec<u8>)],
     num_experts: usize,
     top_k: usize,
+    meter: &mut crate::Meter,
 ) -> Result<TokenTrace> {
     if top_k == 0 || num_experts == 0 || num_experts > MAX_EXPERTS {
         return Err(Error::Argument(format!(
@@ -60,6 +62,8 @@ pub fn read_esft(
     let mut routes = Vec::with_capacity(layers.len());
     let mut sequence_tokens: Option<Vec<usize>> = None;
     for &(layer, name, bytes) in &layers {
+        // Every field may become one id (4 bytes) and one weight count.
+        meter.values(crate::budget::delimited_fields(bytes), 8, name)?;
         let (ids, per_line) = parse_layer(name, bytes, num_experts, top_k)?;
         match &sequence_tokens {
             None => sequence_tokens = Some(per_line),

@@ -57,6 +57,8 @@ pub enum TraceFormat {
 pub struct ReadOptions {
     /// For multi-dataset CSVs: keep only this dataset's rows.
     pub dataset: Option<String>,
+    /// What reading may build (the input itself included).
+    pub budget: crate::Budget,
 }
 
 #[derive(Deserialize)]
@@ -159,8 +161,12 @@ fn zip_kind(bytes: &[u8]) -> Result<TraceFormat> {
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 pub fn read_trace(bytes: &[u8], options: &ReadOptions) -> Result<LoadTrace> {
+    let mut meter = crate::Meter::new(options.budget);
+    meter.bytes(bytes.len() as u64, "the file")?;
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    match detect(body)? {
+    let format = detect(body)?;
+    charge_text(format, body, &mut meter)?;
+    match format {
         TraceFormat::SglangJson => {
             if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
                 let v: serde_json::Value = serde_json::from_slice(body)
@@ -172,12 +178,27 @@ pub fn read_trace(bytes: &[u8], options: &ReadOptions) -> Result<LoadTrace> {
         }
         TraceFormat::MoeplanTrace => trace_json::read(body),
         TraceFormat::WideCsv => csv::read_wide_csv(body, options.dataset.as_deref()),
-        TraceFormat::Npy => npy::read_npy(bytes),
-        TraceFormat::Npz => npy::read_npz(bytes),
-        TraceFormat::VllmLoadWindow => vllm::read_load_window(body),
+        TraceFormat::Npy => npy::read_npy(bytes, &mut meter),
+        TraceFormat::Npz => npy::read_npz(bytes, &mut meter),
+        TraceFormat::VllmLoadWindow => vllm::read_load_window(body, &mut meter),
         TraceFormat::SglangRankCsv => {
-            sglang::read_rank_csvs(&[("trace".into(), body.to_vec())], None)
+            sglang::read_rank_csvs(&[("trace".into(), body.to_vec())], None, &mut meter)
         }
-        TraceFormat::TorchPt => torch::read_pt(bytes),
+        TraceFormat::TorchPt => torch::read_pt(bytes, &mut meter),
+    }
+}
+
+/// Text formats are parsed into values whose number the text itself bounds:
+/// charge that bound (and the nesting) before parsing, so a reader never
+/// builds more than the budget allows.
+fn charge_text(format: TraceFormat, body: &[u8], meter: &mut crate::Meter) -> Result<()> {
+    match format {
+        TraceFormat::SglangJson | TraceFormat::MoeplanTrace | TraceFormat::VllmLoadWindow => {
+            crate::budget::charge_json(meter, body, "the JSON")
+        }
+        TraceFormat::WideCsv | TraceFormat::SglangRankCsv => {
+            meter.values(crate::budget::delimited_fields(body), 8, "the CSV")
+        }
+        TraceFormat::Npy | TraceFormat::Npz | TraceFormat::TorchPt => Ok(()),
     }
 }

@@ -231,7 +231,8 @@ pub fn read_init_expert_location(
 /// ```
 /// let r0 = (String::from("rank0.csv"), b"layer_id,expert_id,count\n3,0,5\n3,1,2\n".to_vec());
 /// let r1 = (String::from("rank1.csv"), b"layer_id,expert_id,count\n3,1,4\n".to_vec());
-/// let t = moeplan::formats::sglang::read_rank_csvs(&[r0, r1], None)?;
+/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let t = moeplan::formats::sglang::read_rank_csvs(&[r0, r1], None, &mut meter)?;
 /// assert_eq!(t.counts()[[0, 0, 1]], 6.0);
 /// assert_eq!(t.layer_ids(), &[3]);
 /// # Ok::<(), moeplan::Error>(())
@@ -239,6 +240,7 @@ pub fn read_init_expert_location(
 pub fn read_rank_csvs(
     files: &[(String, Vec<u8>)],
     num_experts: Option<usize>,
+    meter: &mut crate::Meter,
 ) -> Result<LoadTrace> {
     const F: &str = "SGLang per-rank CSV";
     let mut cells: std::collections::BTreeMap<(u32, u32), f64> = Default::default();
@@ -301,6 +303,12 @@ pub fn read_rank_csvs(
     }
     let mut layers: Vec<u32> = cells.keys().map(|&(l, _)| l).collect();
     layers.dedup();
+    // A few sparse lines can name a huge layer × expert grid.
+    meter.values(
+        (layers.len() as u64).saturating_mul(e as u64),
+        8,
+        "the layer × expert counts",
+    )?;
     let mut counts = Array3::zeros((1, layers.len(), e));
     for (&(l, x), &c) in &cells {
         if let Ok(li) = layers.binary_search(&l) {

@@ -60,7 +60,7 @@ fn err(m: impl Into<String>) -> Error {
 }
 
 /// Reads a `.pt` dump into a trace.
-pub fn read_pt(bytes: &[u8]) -> Result<LoadTrace> {
+pub fn read_pt(bytes: &[u8], meter: &mut crate::Meter) -> Result<LoadTrace> {
     let mut zip = zip::ZipArchive::new(Cursor::new(bytes))
         .map_err(|e| err(format!("not a readable torch.save zip: {e}")))?;
     let names: Vec<String> = zip.file_names().map(str::to_string).collect();
@@ -141,7 +141,7 @@ pub fn read_pt(bytes: &[u8]) -> Result<LoadTrace> {
         }
     }
     let map = map.ok_or_else(|| err("per-pass records without last_physical_to_logical_map"))?;
-    super::vllm::physical_to_logical_counts(&window, &map, None, None, FORMAT)
+    super::vllm::physical_to_logical_counts(&window, &map, None, None, FORMAT, meter)
 }
 
 fn read_member(zip: &mut zip::ZipArchive<Cursor<&[u8]>>, name: &str) -> Result<Vec<u8>> {

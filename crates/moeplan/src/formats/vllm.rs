@@ -228,11 +228,12 @@ struct LoadWindowIn {
 ///
 /// ```
 /// let json = br#"{"expert_load_window": [[[5, 1, 3]]], "physical_to_logical_map": [[0, 1, 0]]}"#;
-/// let t = moeplan::formats::vllm::read_load_window(json)?;
+/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let t = moeplan::formats::vllm::read_load_window(json, &mut meter)?;
 /// assert_eq!(t.counts()[[0, 0, 0]], 8.0);
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn read_load_window(bytes: &[u8]) -> Result<crate::trace::LoadTrace> {
+pub fn read_load_window(bytes: &[u8], meter: &mut crate::Meter) -> Result<crate::trace::LoadTrace> {
     const F: &str = "vLLM expert load window";
     let doc: LoadWindowIn =
         serde_json::from_slice(bytes).map_err(|e| Error::parse(F, e.to_string()))?;
@@ -242,6 +243,7 @@ pub fn read_load_window(bytes: &[u8]) -> Result<crate::trace::LoadTrace> {
         doc.layer_ids,
         doc.num_logical_experts,
         F,
+        meter,
     )
 }
 
@@ -253,6 +255,7 @@ pub(crate) fn physical_to_logical_counts(
     layer_ids: Option<Vec<u32>>,
     num_logical: Option<usize>,
     format: &'static str,
+    meter: &mut crate::Meter,
 ) -> Result<crate::trace::LoadTrace> {
     let l = map.len();
     let p = map.first().map_or(0, Vec::len);
@@ -283,6 +286,14 @@ pub(crate) fn physical_to_logical_counts(
             format!("the map names expert {max_id} but there are {e}"),
         ));
     }
+    // One large id in the map makes every step × layer row that wide.
+    meter.values(
+        (window.len() as u64)
+            .saturating_mul(l as u64)
+            .saturating_mul(e as u64),
+        8,
+        "the window × layers × experts counts",
+    )?;
     let mut counts = ndarray::Array3::zeros((window.len(), l, e));
     for (b, step) in window.iter().enumerate() {
         if step.len() != l {

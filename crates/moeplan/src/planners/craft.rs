@@ -897,32 +897,62 @@ impl Craft {
     /// it on the planning batches (`r` = 0 or one of the table's counts; the
     /// plan for any budget uses exactly these placements, so in-sample this
     /// is the plan's balancedness, no replay needed).
-    pub fn layer_balancedness(&self, l: usize, r: usize) -> f64 {
-        self.table.base.get(l).copied().unwrap_or(0.0) + gain_of(&self.table, l, r)
+    pub fn layer_balancedness(&self, l: usize, r: usize) -> Result<f64> {
+        let k = self.column(l, r)?;
+        let base = self.table.base.get(l).copied();
+        let gain = match k {
+            0 => Some(0.0),
+            k => self.table.gains.get(k - 1).and_then(|g| g.get(l)).copied(),
+        };
+        base.zip(gain)
+            .map(|(b, g)| b + g)
+            .ok_or_else(|| self.unmeasured(l, r))
     }
 
     /// Imbalance ratio of layer `l` with `r` replicas (planning batches).
-    pub fn layer_imbalance(&self, l: usize, r: usize) -> f64 {
-        let k = if r == 0 {
-            0
-        } else {
-            1 + self.table.counts.iter().position(|&c| c == r).unwrap_or(0)
-        };
+    pub fn layer_imbalance(&self, l: usize, r: usize) -> Result<f64> {
+        let k = self.column(l, r)?;
         self.table
             .imbalance
             .get(k)
             .and_then(|v| v.get(l))
             .copied()
-            .unwrap_or(1.0)
+            .ok_or_else(|| self.unmeasured(l, r))
     }
 
     /// Bound of layer `l` with `r` replicas (planning batches).
-    pub fn layer_bound(&self, l: usize, r: usize) -> f64 {
+    pub fn layer_bound(&self, l: usize, r: usize) -> Result<f64> {
         self.bound_curves
             .get(l)
-            .and_then(|c| c.get(r.min(c.len().saturating_sub(1))))
+            .and_then(|c| c.get(r))
             .copied()
-            .unwrap_or(1.0)
+            .ok_or_else(|| self.unmeasured(l, r))
+    }
+
+    /// Where Algorithm 1's measurements of `r` replicas live: column 0 is
+    /// no replicas, column `1 + k` the table's `k`-th replica count. A count
+    /// the table never measured is an error, not column 0: reading another
+    /// count's figures would be a wrong answer that looks right.
+    fn column(&self, l: usize, r: usize) -> Result<usize> {
+        if r == 0 {
+            return Ok(0);
+        }
+        self.table
+            .counts
+            .iter()
+            .position(|&c| c == r)
+            .map(|k| k + 1)
+            .ok_or_else(|| self.unmeasured(l, r))
+    }
+
+    fn unmeasured(&self, l: usize, r: usize) -> Error {
+        Error::planner(
+            NAME,
+            format!(
+                "layer {l}: no measurement with {r} replicas (measured: 0 and {:?})",
+                self.table.counts
+            ),
+        )
     }
 
     /// Replication factors the curve covers: 1, 2, 4, … up to the first
@@ -1009,15 +1039,15 @@ impl Craft {
         let capacity = interleaved_assignment(&slots, self.topology.num_gpus());
         let layers = (0..self.layer_ids.len())
             .map(|l| {
-                let r = allocation.per_layer[l];
-                let k = if r == 0 {
-                    0
-                } else {
-                    1 + self.table.counts.iter().position(|&c| c == r).unwrap_or(0)
-                };
+                let k = self.column(l, allocation.per_layer[l])?;
+                let placed = self
+                    .placements
+                    .get(l)
+                    .and_then(|p| p.get(k))
+                    .ok_or_else(|| self.unmeasured(l, allocation.per_layer[l]))?;
                 Ok(LayerPlacement {
                     layer: self.layer_ids[l],
-                    gpus: relabel(&self.placements[l][k], &capacity[l])?,
+                    gpus: relabel(placed, &capacity[l])?,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 
 /// `../shared/data/<rel>` beside the repository, or `None` with a printed
-/// reason so a skipped check is visible in the test output.
+/// reason so a skipped check is visible in the test output. Under CI
+/// (`CI=true`) the data is always there, so its absence fails the test
+/// instead of passing silently.
 pub fn shared_data(rel: &str) -> Option<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..");
     let candidates = [
@@ -17,9 +19,13 @@ pub fn shared_data(rel: &str) -> Option<PathBuf> {
             return Some(p);
         }
     }
-    eprintln!(
-        "SKIP: real data {rel} not found (looked in ../shared/data and $MOEPLAN_SHARED_DATA)"
+    let reason =
+        format!("real data {rel} not found (looked in ../shared/data and $MOEPLAN_SHARED_DATA)");
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI=true but {reason}: tests on real data must run in CI"
     );
+    eprintln!("SKIP: {reason}");
     None
 }
 

@@ -1,0 +1,318 @@
+//! The limits every reader works within: bytes materialised, values built
+//! and nesting depth, checked *before* anything is allocated.
+//!
+//! Trace files come from the internet and from colleagues, so a reader
+//! assumes an attacker wrote them: a size in a header, a zip's declared
+//! length or a tensor's shape is a claim to check against the bytes that are
+//! really there and against the [`Budget`], never a number to allocate by.
+//! Every reader charges a [`Meter`] for what it is about to build; the first
+//! charge past the budget is a [`Error::Limit`] naming what was too large
+//! and how to raise the limit.
+
+use std::io::Read;
+
+use crate::error::{Error, Result};
+
+/// How much a reader may build from one input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Most bytes materialised: the input itself, decompressed members,
+    /// parsed values and the final arrays, together.
+    pub max_bytes: u64,
+    /// Most values (numbers, strings, pickle objects) built.
+    pub max_values: u64,
+    /// Deepest nesting of arrays, containers or pickle objects.
+    pub max_depth: u32,
+    /// How a user raises the limit, appended to the error
+    /// (e.g. "raise it with --max-trace-mib").
+    pub raise_hint: &'static str,
+}
+
+impl Budget {
+    /// The default reading limit in MiB (the CLI's `--max-trace-mib`).
+    pub const DEFAULT_MIB: u64 = 512;
+    /// Nesting no trace format needs more of (`[B][L][E]` is depth 3; a
+    /// torch dump's dict → list → dict → tensor → tuple is about 8).
+    pub const MAX_DEPTH: u32 = 64;
+
+    /// A budget of `mib` MiB; values are capped at one per 8 bytes (no value
+    /// costs less to hold).
+    ///
+    /// ```
+    /// let b = moeplan::Budget::mib(2);
+    /// assert_eq!(b.max_bytes, 2 << 20);
+    /// assert_eq!(b.max_values, (2 << 20) / 8);
+    /// ```
+    pub fn mib(mib: u64) -> Budget {
+        let max_bytes = mib.saturating_mul(1 << 20);
+        Budget {
+            max_bytes,
+            max_values: max_bytes / 8,
+            max_depth: Self::MAX_DEPTH,
+            raise_hint: "",
+        }
+    }
+
+    /// The same budget, telling the user how to raise it.
+    ///
+    /// ```
+    /// let b = moeplan::Budget::mib(1).with_hint("raise it with --max-trace-mib");
+    /// assert_eq!(b.raise_hint, "raise it with --max-trace-mib");
+    /// ```
+    pub fn with_hint(self, raise_hint: &'static str) -> Budget {
+        Budget { raise_hint, ..self }
+    }
+
+    fn limit_error(&self, what: &str) -> Error {
+        let mib = self.max_bytes as f64 / (1u64 << 20) as f64;
+        let hint = if self.raise_hint.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", self.raise_hint)
+        };
+        Error::Limit(format!(
+            "{what} needs more than the {mib:.0} MiB reading limit{hint}"
+        ))
+    }
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget::mib(Budget::DEFAULT_MIB)
+    }
+}
+
+/// What one read has spent of its [`Budget`].
+#[derive(Debug, Clone)]
+pub struct Meter {
+    budget: Budget,
+    bytes: u64,
+    values: u64,
+}
+
+impl Meter {
+    /// A fresh meter for one input.
+    pub fn new(budget: Budget) -> Meter {
+        Meter {
+            budget,
+            bytes: 0,
+            values: 0,
+        }
+    }
+
+    /// The budget this meter counts against.
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
+    /// Bytes charged so far.
+    pub fn bytes_used(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Bytes still free.
+    pub fn bytes_left(&self) -> u64 {
+        self.budget.max_bytes.saturating_sub(self.bytes)
+    }
+
+    /// Charges `n` bytes about to be materialised for `what`.
+    ///
+    /// ```
+    /// let mut m = moeplan::Meter::new(moeplan::Budget::mib(1));
+    /// assert!(m.bytes(1 << 19, "half").is_ok());
+    /// let e = m.bytes(1 << 20, "a member").unwrap_err().to_string();
+    /// assert!(e.contains("a member needs more than the 1 MiB reading limit"), "{e}");
+    /// ```
+    pub fn bytes(&mut self, n: u64, what: &str) -> Result<()> {
+        match self.bytes.checked_add(n) {
+            Some(total) if total <= self.budget.max_bytes => {
+                self.bytes = total;
+                Ok(())
+            }
+            _ => Err(self.budget.limit_error(what)),
+        }
+    }
+
+    /// Charges `n` values of `each` bytes for `what` (both budgets).
+    ///
+    /// ```
+    /// let mut m = moeplan::Meter::new(moeplan::Budget::mib(1));
+    /// assert!(m.values(1000, 8, "counts").is_ok());
+    /// assert!(m.values(u64::MAX / 4, 8, "a shape").is_err());
+    /// ```
+    pub fn values(&mut self, n: u64, each: u64, what: &str) -> Result<()> {
+        match self.values.checked_add(n) {
+            Some(total) if total <= self.budget.max_values => {
+                let bytes = n
+                    .checked_mul(each)
+                    .ok_or_else(|| self.budget.limit_error(what))?;
+                self.bytes(bytes, what)?;
+                self.values = total;
+                Ok(())
+            }
+            _ => Err(self.budget.limit_error(what)),
+        }
+    }
+
+    /// Checks a nesting depth for `what`.
+    ///
+    /// ```
+    /// let m = moeplan::Meter::new(moeplan::Budget::default());
+    /// assert!(m.depth(3, "an array").is_ok());
+    /// assert!(m.depth(1000, "an array").unwrap_err().to_string().contains("nests deeper"));
+    /// ```
+    pub fn depth(&self, depth: u32, what: &str) -> Result<()> {
+        if depth > self.budget.max_depth {
+            Err(Error::Limit(format!(
+                "{what} nests deeper than {} levels",
+                self.budget.max_depth
+            )))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Reads `r` to its end, charging every byte as it arrives and stopping
+    /// at the budget: what a stream (a zip member, say) expands to is
+    /// counted, never trusted. `declared` is only a capacity hint, capped by
+    /// what is left.
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// let mut m = moeplan::Meter::new(moeplan::Budget::mib(1));
+    /// let zeros = || std::io::repeat(0).take(4 << 20); // 4 MiB
+    /// assert!(m.read_all(zeros(), 4 << 20, "member x").is_err()); // says so: refused at once
+    /// assert!(m.read_all(zeros(), 0, "member x").is_err()); // lies: counted, stopped at 1 MiB
+    /// ```
+    pub fn read_all<R: Read>(&mut self, r: R, declared: u64, what: &str) -> Result<Vec<u8>> {
+        const CHUNK: usize = 1 << 16;
+        let left = self.bytes_left();
+        // A member that admits to being too large is refused at once; one
+        // that claims to be small is still counted below.
+        if declared > left {
+            return Err(self
+                .budget
+                .limit_error(&format!("{what} (declared {} MiB)", declared >> 20)));
+        }
+        let hint = declared.min(left).min(64 << 20) as usize;
+        let mut out = Vec::with_capacity(hint);
+        // One byte past the budget tells "exactly at the limit" from "over".
+        let mut limited = r.take(left.saturating_add(1));
+        let mut chunk = [0u8; CHUNK];
+        loop {
+            let n = limited.read(&mut chunk).map_err(|e| Error::Parse {
+                format: "archive",
+                message: format!("{what}: {e}"),
+            })?;
+            if n == 0 {
+                break;
+            }
+            self.bytes(n as u64, what)?;
+            out.extend_from_slice(&chunk[..n]);
+        }
+        Ok(out)
+    }
+}
+
+/// Counts the numbers and the deepest bracket nesting of JSON text without
+/// building anything, so a JSON reader can charge what parsing will build
+/// before parsing. Strings are skipped (escapes included); anything that is
+/// not JSON is left for the parser to reject.
+///
+/// ```
+/// assert_eq!(moeplan::budget::json_shape(br#"{"a": [[1, 2.5e3], [-3]], "s": "[1,2]"}"#), (3, 3));
+/// ```
+pub fn json_shape(bytes: &[u8]) -> (u64, u32) {
+    let (mut numbers, mut depth, mut deepest) = (0u64, 0u32, 0u32);
+    let (mut in_string, mut escaped, mut in_number) = (false, false, false);
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        let numeric = b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E');
+        if numeric && !in_number {
+            numbers += 1;
+        }
+        in_number = numeric;
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    (numbers, deepest)
+}
+
+/// Charges what parsing `bytes` as JSON into `serde_json::Value`s will
+/// build: every number as one `Value`, and the nesting. Call before
+/// `serde_json::from_slice`.
+pub(crate) fn charge_json(meter: &mut Meter, bytes: &[u8], what: &str) -> Result<()> {
+    let (numbers, depth) = json_shape(bytes);
+    meter.depth(depth, what)?;
+    meter.values(
+        numbers,
+        std::mem::size_of::<serde_json::Value>() as u64,
+        what,
+    )
+}
+
+/// Counts the fields of delimited text (commas, tabs and line ends), an
+/// upper bound on the numbers a CSV or ESFT file can hold.
+pub(crate) fn delimited_fields(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .filter(|&&b| matches!(b, b',' | b'\t' | b'\n'))
+        .count() as u64
+        + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meter_refuses_the_byte_past_the_limit() -> Result<()> {
+        let mut m = Meter::new(Budget::mib(1));
+        m.bytes(1 << 20, "all of it")?;
+        assert!(m.bytes(1, "one more").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn read_all_reads_exactly_the_budget_and_no_more() -> Result<()> {
+        let mut m = Meter::new(Budget::mib(1));
+        let ok = m.read_all(std::io::repeat(1).take(1 << 20), 0, "x")?;
+        assert_eq!(ok.len(), 1 << 20);
+        let mut m = Meter::new(Budget::mib(1));
+        assert!(
+            m.read_all(std::io::repeat(1).take((1 << 20) + 1), 0, "x")
+                .is_err()
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn json_shape_ignores_brackets_and_digits_in_strings() {
+        assert_eq!(json_shape(br#"["[[[1", "\"]2"]"#), (0, 1));
+        assert_eq!(json_shape(b"[[[[[]]]]]"), (0, 5));
+        assert_eq!(json_shape(b"[1,22,333]"), (3, 1));
+    }
+
+    #[test]
+    fn hint_is_in_the_message() {
+        let mut m = Meter::new(Budget::mib(1).with_hint("raise it with --max-trace-mib"));
+        let e = m.bytes(2 << 20, "the file").unwrap_err().to_string();
+        assert!(e.contains("--max-trace-mib"), "{e}");
+    }
+}
