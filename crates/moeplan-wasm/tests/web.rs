@@ -68,41 +68,41 @@ fn broken_inputs_throw_one_clear_message() {
     assert!(msg.contains("typo"), "{msg}");
 }
 
-/// A few files of the core's broken-input folder, through the wasm surface.
+mod fixtures {
+    include!(concat!(env!("OUT_DIR"), "/broken_fixtures.rs"));
+}
+
+/// Every file of the core's broken-input folder (hostile ones included),
+/// through the wasm surface: each throws its expected message, and the
+/// planner keeps the trace it had.
 #[wasm_bindgen_test]
 fn broken_fixture_files_throw() {
-    let cases: [(&[u8], &str); 6] = [
-        (
-            include_bytes!("../../moeplan/tests/fixtures/broken/ragged-rows.json"),
-            "ragged",
-        ),
-        (
-            include_bytes!("../../moeplan/tests/fixtures/broken/negative-count.json"),
-            "non-negative",
-        ),
-        (
-            include_bytes!("../../moeplan/tests/fixtures/broken/csv-nan.csv"),
-            "finite",
-        ),
-        (
-            include_bytes!("../../moeplan/tests/fixtures/broken/torch-save.pt"),
-            "torch.save",
-        ),
-        (
-            include_bytes!("../../moeplan/tests/fixtures/broken/numpy-truncated.npy"),
-            "not a C-order",
-        ),
-        (
-            include_bytes!("../../moeplan/tests/fixtures/broken/binary.bin"),
-            "binary",
-        ),
-    ];
+    assert!(
+        fixtures::BROKEN.len() >= 50,
+        "the fixture list was not embedded"
+    );
     let mut p = Planner::new();
-    for (bytes, needle) in cases {
+    p.generate("olmoe", 4, 3).unwrap();
+    let before = p
+        .configure(
+            config(r#"{"nodes": 1, "gpusPerNode": 8, "groups": 1}"#),
+            Some(2),
+        )
+        .unwrap();
+    let before = js_sys::JSON::stringify(&get(&before, "plans")).unwrap();
+    for (file, bytes, needle) in fixtures::BROKEN {
         let err = p.load_trace(bytes).unwrap_err();
         let msg: String = js_sys::Error::from(JsValue::from(err)).message().into();
-        assert!(msg.contains(needle), "{msg:?} should mention {needle:?}");
+        assert!(
+            msg.to_lowercase().contains(&needle.to_lowercase()),
+            "{file}: {msg:?} should mention {needle:?}"
+        );
     }
+    let after = p.view(Some(2), 0).unwrap();
+    assert_eq!(
+        js_sys::JSON::stringify(&get(&after, "plans")).unwrap(),
+        before
+    );
 }
 
 #[wasm_bindgen_test]

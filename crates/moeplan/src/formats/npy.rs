@@ -92,7 +92,9 @@ pub fn read_npz(bytes: &[u8], meter: &mut Meter) -> Result<LoadTrace> {
 struct Header {
     dtype: Dtype,
     fortran_order: bool,
-    shape: Vec<usize>,
+    /// As declared: 64-bit even where `usize` is 32 (wasm), so a claim too
+    /// large for the platform is reported as such, not as a parse error.
+    shape: Vec<u64>,
 }
 
 /// The element types read, with their byte order.
@@ -159,7 +161,7 @@ fn parse_dict(text: &str, format: &'static str) -> Result<Header> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| {
-            s.trim_end_matches('L').parse::<usize>().map_err(|_| {
+            s.trim_end_matches('L').parse::<u64>().map_err(|_| {
                 bad(
                     format,
                     format!("shape entry {s:?} is not a non-negative whole number"),
@@ -235,16 +237,15 @@ fn dtype_of(descr: &str, format: &'static str) -> Result<Dtype> {
 /// is there and charged to the meter before the output is allocated.
 fn decode(bytes: &[u8], meter: &mut Meter, format: &'static str) -> Result<ArrayD<f64>> {
     let (h, start) = parse_header(bytes, format)?;
+    let overflows = || bad(format, format!("shape {:?} overflows", h.shape));
     let n = h
         .shape
         .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| bad(format, format!("shape {:?} overflows", h.shape)))?;
+        .try_fold(1u64, |a, &d| a.checked_mul(d))
+        .ok_or_else(overflows)?;
     let data = bytes.get(start..).unwrap_or_default();
-    let needed = n
-        .checked_mul(h.dtype.width)
-        .ok_or_else(|| bad(format, format!("shape {:?} overflows", h.shape)))?;
-    if data.len() < needed {
+    let needed = n.checked_mul(h.dtype.width as u64).ok_or_else(overflows)?;
+    if (data.len() as u64) < needed {
         return Err(bad(
             format,
             format!(
@@ -254,15 +255,23 @@ fn decode(bytes: &[u8], meter: &mut Meter, format: &'static str) -> Result<Array
             ),
         ));
     }
-    meter.values(n as u64, 8, "the array")?;
+    meter.values(n, 8, "the array")?;
+    // Every dimension fits: n elements of at least one byte are in memory
+    // (a zero-sized array may still declare huge sides).
+    let dims = h
+        .shape
+        .iter()
+        .map(|&d| usize::try_from(d))
+        .collect::<std::result::Result<Vec<usize>, _>>()
+        .map_err(|_| overflows())?;
     let values: Vec<f64> = data
         .chunks_exact(h.dtype.width)
-        .take(n)
+        .take(n as usize)
         .map(|c| element(c, h.dtype))
         .collect();
-    let shape = IxDyn(&h.shape);
+    let shape = IxDyn(&dims);
     let array = if h.fortran_order {
-        let reversed: Vec<usize> = h.shape.iter().rev().copied().collect();
+        let reversed: Vec<usize> = dims.iter().rev().copied().collect();
         ArrayD::from_shape_vec(IxDyn(&reversed), values)
             .map(|a| a.reversed_axes().as_standard_layout().into_owned())
     } else {
