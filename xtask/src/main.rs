@@ -301,9 +301,18 @@ fn fuzz(seconds: u64) -> Result {
             .status()
             .map_err(|e| format!("cannot start cargo fuzz (cargo install cargo-fuzz): {e}"))?;
         if !status.success() {
-            return Err(format!(
-                "fuzz target {target} found a crash, timeout or blow-up: see fuzz/artifacts/{target}"
-            ));
+            let artifacts = root().join("fuzz/artifacts").join(target);
+            let found = std::fs::read_dir(&artifacts).is_ok_and(|mut d| d.next().is_some());
+            return Err(if found {
+                format!(
+                    "fuzz target {target} found a crash, timeout or blow-up: see {}",
+                    artifacts.display()
+                )
+            } else {
+                format!(
+                    "cargo fuzz failed for {target} before fuzzing (see the build output above)"
+                )
+            });
         }
     }
     Ok(())

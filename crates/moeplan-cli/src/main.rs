@@ -172,6 +172,16 @@ struct PlanArgs {
     /// pad a plan whose slot counts vary to the closest one that fits.
     #[arg(long)]
     pad: bool,
+    /// The model the trace is from (a preset, see `moeplan presets`): its
+    /// layer count and leading dense layers place the trace's MoE layers in
+    /// the model, which sglang's file (a row per model layer) needs when the
+    /// trace does not say (a .npy of MoE rows, vLLM's window, a CSV).
+    #[arg(long)]
+    model: Option<String>,
+    /// Layers of the model in all, dense ones included, for a model without
+    /// a preset (the trace's layer ids must then be model layer ids).
+    #[arg(long)]
+    model_layers: Option<usize>,
     /// Where to write the plan.
     #[arg(long)]
     out: PathBuf,
@@ -387,7 +397,11 @@ fn run(command: Command) -> Result<(), CliError> {
 }
 
 fn plan_command(args: PlanArgs) -> Result<(), CliError> {
-    let trace = load_trace(&args.trace)?;
+    let trace = in_model(load_trace(&args.trace)?, &args)?;
+    if args.format == PlanFormat::Sglang && trace.known_model_layers().is_none() {
+        // Refused before planning: the file needs it, and planning can take a while.
+        return Err(unknown_model_layers(&trace).into());
+    }
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
     let planned_on = match args.holdout {
         Some(h) => trace.holdout_split(h)?.plan,
@@ -430,16 +444,28 @@ fn plan_command(args: PlanArgs) -> Result<(), CliError> {
     } else {
         plan
     };
+    let plan = if args.format == PlanFormat::VllmAscend {
+        without_same_gpu_copies(plan, &planned_on)?
+    } else {
+        plan
+    };
     let text = match args.format {
         PlanFormat::Moeplan => plan_json::write(
             &plan,
             &PlanMeta {
-                model_layers: Some(trace.model_layers()),
-                model: trace.model().map(str::to_string),
+                // Only a known count: an assumed one would let a later
+                // export trust layer ids that may be MoE positions.
+                model_layers: trace.known_model_layers(),
+                model: args
+                    .model
+                    .clone()
+                    .or_else(|| trace.model().map(str::to_string)),
                 holdout: args.holdout,
             },
         ),
-        PlanFormat::Sglang => sglang::write_init_expert_location(&plan, trace.model_layers())?,
+        PlanFormat::Sglang => {
+            sglang::write_init_expert_location(&plan, trace.known_model_layers())?
+        }
         PlanFormat::Vllm => formats::vllm::write_physical_to_logical(&plan)?,
         PlanFormat::VllmAscend => formats::vllm::write_ascend_expert_map(&plan)?,
         PlanFormat::Csv => formats::csv::write_plan_csv(&plan),
@@ -463,6 +489,93 @@ fn plan_command(args: PlanArgs) -> Result<(), CliError> {
             .unwrap_or_default()
     );
     Ok(())
+}
+
+/// Places the trace in the model named by `--model` / `--model-layers` (or
+/// by the trace itself, when it names a preset but not its layer count), so
+/// MoE layer ids are model layer ids and the layer count is known.
+fn in_model(trace: LoadTrace, args: &PlanArgs) -> Result<LoadTrace, CliError> {
+    let preset = match args.model.as_deref() {
+        Some(name) => Some(model::preset(name)?),
+        None if trace.known_model_layers().is_none() => {
+            trace.model().and_then(|n| model::preset(n).ok())
+        }
+        None => None,
+    };
+    if let Some(p) = preset {
+        if p.experts != trace.num_experts() {
+            return Err(moeplan::Error::Mismatch(format!(
+                "the trace has {} experts per layer, {} has {}",
+                trace.num_experts(),
+                p.name,
+                p.experts
+            ))
+            .into());
+        }
+    }
+    let total = match (args.model_layers, preset) {
+        (Some(n), Some(p)) if n != p.total_layers => {
+            return Err(moeplan::Error::Argument(format!(
+                "--model-layers {n}, but {} has {} layers",
+                p.name, p.total_layers
+            ))
+            .into());
+        }
+        (Some(n), _) => n,
+        (None, Some(p)) => p.total_layers,
+        (None, None) => return Ok(trace),
+    };
+    let before = trace.layer_ids().first().copied();
+    let placed = trace.in_model(total, preset.map(|p| p.first_moe_layer))?;
+    if let (Some(from), Some(p)) = (before, preset) {
+        let to = placed.layer_ids()[0];
+        if to != from {
+            eprintln!(
+                "MoE layers {from}..{} of the trace are model layers {to}..{} ({}: {} dense layers first)",
+                from as usize + placed.num_layers() - 1,
+                to as usize + placed.num_layers() - 1,
+                p.name,
+                p.first_moe_layer
+            );
+        }
+    }
+    Ok(placed)
+}
+
+/// Why `--format sglang` needs the model, and how to name it (the preset of
+/// the trace's shape when there is one).
+fn unknown_model_layers(trace: &LoadTrace) -> moeplan::Error {
+    let (l, e) = (trace.num_layers(), trace.num_experts());
+    let (name, total) = model::PRESETS
+        .iter()
+        .find(|p| p.experts == e && p.moe_layers() == l)
+        .map_or(("deepseek-v3", 61), |p| (p.name, p.total_layers));
+    moeplan::Error::Export {
+        format: "SGLang --init-expert-location",
+        message: format!(
+            "the model's layer count is unknown: the trace holds only its {l} MoE layers, \
+             and SGLang indexes rows by model layer (a short file loads silently and serves every \
+             layer another layer's experts); name the model with --model {name}, or \
+             --model-layers {total} when the trace's layer ids are the model's"
+        ),
+    }
+}
+
+/// vllm-ascend gives each expert one slot per device: second copies on one
+/// GPU are swapped away (slot and copy counts kept), and the balance change
+/// is reported.
+fn without_same_gpu_copies(plan: Plan, planned_on: &LoadTrace) -> Result<Plan, CliError> {
+    let n = plan.summary().same_gpu_duplicates;
+    if n == 0 {
+        return Ok(plan);
+    }
+    let fixed = plan.without_same_gpu_duplicates(planned_on.summed().view())?;
+    let before = moeplan::evaluate(planned_on, &plan)?.balancedness;
+    let after = moeplan::evaluate(planned_on, &fixed)?.balancedness;
+    eprintln!(
+        "vllm-ascend holds one copy of an expert per device: moved {n} second copies to other devices (balancedness on the planned batches {before:.4} → {after:.4})"
+    );
+    Ok(fixed)
 }
 
 fn make_plan(

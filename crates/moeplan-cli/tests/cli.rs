@@ -501,3 +501,127 @@ fn folder_of_rank_csvs_is_summed() {
     assert_eq!(v["total_tokens"], 12.0);
     assert_eq!(v["layers"].as_array().unwrap().len(), 2);
 }
+
+/// A `[58][256]` float64 `.npy` of DeepSeek-V3's MoE rows only (no dense
+/// layers), as `np.save` writes it.
+fn moe_only_npy(name: &str) -> String {
+    let (l, e) = (58usize, 256usize);
+    let mut header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({l}, {e}), }}");
+    header.push_str(&" ".repeat((64 - (10 + header.len() + 1) % 64) % 64));
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((header.len() as u16).to_le_bytes());
+    bytes.extend(header.as_bytes());
+    for i in 0..l * e {
+        bytes.extend((1.0 + ((i * 7919) % 1000) as f64).to_le_bytes());
+    }
+    let p = tmp(name);
+    std::fs::write(&p, bytes).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+#[test]
+fn sglang_export_needs_the_models_layer_count() {
+    let npy = moe_only_npy("moe-only.npy");
+    let out = tmp("moe-only-sglang.json");
+    let out = out.to_str().unwrap();
+    let base = [
+        "plan",
+        "--trace",
+        &npy,
+        "--gpus-per-node",
+        "8",
+        "--redundant-experts",
+        "8",
+        "--out",
+        out,
+    ];
+    let with = |extra: &[&'static str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        a
+    };
+    // a short file would load silently in SGLang and misalign every layer
+    check_fails(&with(&["--format", "sglang"]), "--model deepseek-v3");
+    check_fails(&with(&["--format", "sglang"]), "--model-layers 61");
+    // a layer count alone cannot say which layers are dense
+    check_fails(
+        &with(&["--format", "sglang", "--model-layers", "61"]),
+        "--model",
+    );
+    check_fails(
+        &with(&["--format", "sglang", "--model", "qwen3-30b-a3b"]),
+        "experts",
+    );
+    // the preset places MoE rows 0..57 at model layers 3..60
+    let o = moeplan(&with(&["--format", "sglang", "--model", "deepseek-v3"]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("model layers 3..60"));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+    let rows = v["physical_to_logical_map"].as_array().unwrap();
+    assert_eq!(rows.len(), 61);
+    let plan_out = tmp("moe-only-plan.json");
+    let plan_out = plan_out.to_str().unwrap();
+    let mut a = with(&["--model", "deepseek-v3"]);
+    let i = a.iter().position(|x| *x == out).unwrap();
+    a[i] = plan_out;
+    let o = moeplan(&a);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(plan_out).unwrap()).unwrap();
+    assert_eq!(plan["model_layers"], 61);
+    for layer in plan["layers"].as_array().unwrap() {
+        let id = layer["layer"].as_u64().unwrap() as usize;
+        let flat: Vec<serde_json::Value> = layer["gpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g.as_array().unwrap().clone())
+            .collect();
+        assert_eq!(rows[id].as_array().unwrap(), &flat, "layer {id}");
+    }
+    assert_eq!(plan["layers"][0]["layer"], 3);
+}
+
+#[test]
+fn vllm_ascend_export_holds_each_expert_once_per_device() {
+    let Some(trace) = shared("sglang-deepseek-v3/prefill_in4096.json") else {
+        return;
+    };
+    let out = tmp("ascend.json");
+    let out = out.to_str().unwrap();
+    let o = moeplan(&[
+        "plan",
+        "--trace",
+        &trace,
+        "--gpus-per-node",
+        "64",
+        "--redundant-experts",
+        "64",
+        "--format",
+        "vllm-ascend",
+        "--out",
+        out,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+    assert_eq!(v["moe_layer_count"], 58);
+    for layer in v["layer_list"].as_array().unwrap() {
+        for dev in layer["device_list"].as_array().unwrap() {
+            let mut e: Vec<u64> = dev["device_expert"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap())
+                .collect();
+            assert_eq!(e.len(), 5);
+            e.sort_unstable();
+            e.dedup();
+            assert_eq!(e.len(), 5, "a device holds an expert twice");
+        }
+    }
+    // and the repair is reported
+    assert!(String::from_utf8_lossy(&o.stderr).contains("moved 29 second copies"));
+}

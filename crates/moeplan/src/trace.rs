@@ -21,7 +21,10 @@ pub const MAX_LAYERS: usize = 1 << 12;
 pub struct LoadTrace {
     counts: Array3<f64>,
     layer_ids: Vec<u32>,
-    model_layers: usize,
+    /// Layers of the model in all, when a file or a preset said so; `None`
+    /// when only the MoE layers are known (engines' per-layer files need
+    /// the real count, see [`LoadTrace::known_model_layers`]).
+    model_layers: Option<usize>,
     top_k: Option<usize>,
     model: Option<String>,
 }
@@ -82,11 +85,10 @@ impl LoadTrace {
         if !total.is_finite() {
             return Err(Error::Trace("total token count overflows".into()));
         }
-        let model_layers = layer_ids.last().map_or(0, |&id| id as usize + 1);
         Ok(LoadTrace {
             counts,
             layer_ids,
-            model_layers,
+            model_layers: None,
             top_k: None,
             model: None,
         })
@@ -106,10 +108,11 @@ impl LoadTrace {
     }
 
     /// Records how many layers the model has in all, dense ones included
-    /// (engines index per-layer maps by model layer). Never fewer than the
-    /// highest MoE layer id + 1.
+    /// (engines index per-layer maps by model layer), as the trace's own
+    /// file says (a dump with a row per layer, a preset). Never fewer than
+    /// the highest MoE layer id + 1.
     pub fn with_model_layers(mut self, model_layers: usize) -> Self {
-        self.model_layers = self.model_layers.max(model_layers);
+        self.model_layers = Some(model_layers.max(self.moe_span()));
         self
     }
 
@@ -143,9 +146,104 @@ impl LoadTrace {
         &self.layer_ids
     }
 
-    /// Layers of the model in all, dense ones included.
+    /// Layers of the model in all, dense ones included — assumed to be the
+    /// highest MoE layer id + 1 when the trace does not say
+    /// ([`LoadTrace::known_model_layers`] tells the two apart). Fine for
+    /// display; a file an engine indexes by model layer needs the known
+    /// count.
     pub fn model_layers(&self) -> usize {
+        self.model_layers.unwrap_or_else(|| self.moe_span())
+    }
+
+    /// Layers of the model in all when the trace's source said so (a dump
+    /// with a row per model layer, dense ones included; a preset), `None`
+    /// when only the MoE layers are known (a `.npy` of MoE rows, vLLM's load
+    /// window, a CSV): then the MoE layer ids may be positions, not model
+    /// layer ids, and the dense layers' count and place are unknown.
+    ///
+    /// ```
+    /// use moeplan::LoadTrace;
+    /// use ndarray::Array3;
+    /// let t = LoadTrace::new(Array3::from_elem((1, 2, 4), 1.0), vec![0, 1])?;
+    /// assert_eq!((t.model_layers(), t.known_model_layers()), (2, None));
+    /// assert_eq!(t.with_model_layers(5).known_model_layers(), Some(5));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn known_model_layers(&self) -> Option<usize> {
         self.model_layers
+    }
+
+    /// Places the trace in a model of `model_layers` layers whose MoE layers
+    /// start at `first_moe_layer` (known from a preset; `None` when only the
+    /// layer count is). When the trace's MoE layers are numbered `0..L` with
+    /// no dense-layer information and the model has more layers, the ids are
+    /// MoE-layer positions: they are shifted to model ids when the preset
+    /// says the model's MoE layers are exactly its last `L` (dense layers
+    /// first, as DeepSeek-V3's 3); without that it is ambiguous (dense layers
+    /// could come first, last or between) and refused. A trace that already
+    /// knows its model must agree.
+    ///
+    /// ```
+    /// use moeplan::LoadTrace;
+    /// use ndarray::Array3;
+    /// // 58 MoE rows of DeepSeek-V3 without its 3 dense layers
+    /// let t = LoadTrace::new(Array3::from_elem((1, 58, 4), 1.0), (0..58).collect())?;
+    /// let placed = t.clone().in_model(61, Some(3))?;
+    /// assert_eq!((placed.layer_ids()[0], placed.known_model_layers()), (3, Some(61)));
+    /// assert!(t.in_model(61, None).is_err()); // which 3 layers are dense?
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn in_model(mut self, model_layers: usize, first_moe_layer: Option<usize>) -> Result<Self> {
+        let l = self.layer_ids.len();
+        let span = self.moe_span();
+        let ids = id_range(&self.layer_ids);
+        let first_id = self.layer_ids.first().map_or(0, |&x| x as usize);
+        if let Some(known) = self.model_layers {
+            if known != model_layers {
+                return Err(Error::Mismatch(format!(
+                    "the trace is for a model of {known} layers, not {model_layers}"
+                )));
+            }
+        } else if span > model_layers {
+            return Err(Error::Mismatch(format!(
+                "the trace has MoE layers {ids}, more than a model of {model_layers} layers holds"
+            )));
+        } else if first_id == 0 && span == l && l < model_layers {
+            // ids 0..L: positions among the MoE layers, not model layer ids
+            match first_moe_layer {
+                Some(f) if f + l == model_layers => {
+                    for id in &mut self.layer_ids {
+                        *id += f as u32;
+                    }
+                }
+                Some(f) => {
+                    return Err(Error::Mismatch(format!(
+                        "the trace has {l} MoE layers, the model {} (layers {f}..{model_layers})",
+                        model_layers.saturating_sub(f)
+                    )));
+                }
+                None => {
+                    return Err(Error::Argument(format!(
+                        "the trace's {l} MoE layers are numbered {ids} with no dense layers, but the model has {model_layers} layers: which of them are dense is unknown; name the model's preset (--model, e.g. deepseek-v3: 3 dense layers first) or use a trace that keeps the dense layers (an SGLang dump)"
+                    )));
+                }
+            }
+        }
+        if let Some(f) = first_moe_layer {
+            if self.layer_ids.first().is_some_and(|&x| (x as usize) < f) {
+                return Err(Error::Mismatch(format!(
+                    "the trace has MoE layer {}, which the model's preset says is dense (its MoE layers start at {f})",
+                    self.layer_ids[0]
+                )));
+            }
+        }
+        self.model_layers = Some(model_layers);
+        Ok(self)
+    }
+
+    /// Highest MoE layer id + 1: the fewest layers the model can have.
+    fn moe_span(&self) -> usize {
+        self.layer_ids.last().map_or(0, |&id| id as usize + 1)
     }
 
     /// Routing top-k, when known.
@@ -265,12 +363,21 @@ impl LoadTrace {
         TraceStats {
             model: self.model.clone(),
             batches: self.num_batches(),
-            layers_total: self.model_layers,
+            layers_total: self.model_layers(),
             experts: self.num_experts(),
             top_k: self.top_k,
             total_tokens: self.counts.sum(),
             layers,
         }
+    }
+}
+
+/// `first..last` (or the one id) for messages.
+fn id_range(ids: &[u32]) -> String {
+    match ids {
+        [] => "none".into(),
+        [one] => one.to_string(),
+        [first, .., last] => format!("{first}..{last}"),
     }
 }
 

@@ -281,7 +281,10 @@ impl Workspace {
                     (padded, Some(note))
                 };
                 Ok(Export {
-                    text: sglang::write_init_expert_location(&plan, self.trace.model_layers())?,
+                    text: sglang::write_init_expert_location(
+                        &plan,
+                        self.trace.known_model_layers(),
+                    )?,
                     note,
                 })
             }

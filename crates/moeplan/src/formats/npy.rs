@@ -331,7 +331,15 @@ fn to_trace(a: ArrayD<f64>, format: &'static str) -> Result<LoadTrace> {
     }
     let counts = a3.select(Axis(1), &moe);
     let ids = moe.iter().map(|&x| x as u32).collect();
-    Ok(LoadTrace::new(counts, ids)?.with_model_layers(l))
+    let trace = LoadTrace::new(counts, ids)?;
+    // All-zero rows are dense layers: the array then has a row per model
+    // layer. Without any, it may hold the MoE rows only, and the model's
+    // layer count stays unknown (engines index their files by model layer).
+    Ok(if moe.len() < l {
+        trace.with_model_layers(l)
+    } else {
+        trace
+    })
 }
 
 /// Parses a `.npy` header only (no data), for the fuzzer: everything a

@@ -149,23 +149,39 @@ struct InitExpertLocation {
 }
 
 /// Writes SGLang's `--init-expert-location` JSON for a model of
-/// `model_layers` layers. Needs the same slot count on every GPU in every
-/// layer (SGLang has one physical-expert count per GPU); rows of dense layers
-/// hold the plain mapping `slot mod E`, which SGLang never reads.
+/// `model_layers` layers in all, dense ones included. Needs the same slot
+/// count on every GPU in every layer (SGLang has one physical-expert count
+/// per GPU); rows of dense layers hold the plain mapping `slot mod E`, which
+/// SGLang never reads.
+///
+/// SGLang (`eplb/expert_location.py`, `init_by_mapping`) turns the map into
+/// a `[layers][physical]` tensor and every MoE layer reads the row of its own
+/// model layer id; GPU `g` owns slots `g·S .. (g+1)·S`. Older SGLang accepts
+/// a file with too few rows silently, serves each MoE layer another layer's
+/// placement and fails at dispatch past the last row. So the row count must
+/// be the model's real layer count and the plan's layer ids model layer
+/// ids: `model_layers` is `None` when the trace does not know them
+/// ([`LoadTrace::known_model_layers`]), and the file is then refused with
+/// how to name the model.
 ///
 /// ```
 /// use moeplan::{formats::sglang, planners::eplb, LoadTrace, Topology};
 /// use ndarray::Array3;
 /// let trace = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![1])?;
 /// let plan = eplb::base(&trace, Topology::new(1, 2)?, 1)?;
-/// let json = sglang::write_init_expert_location(&plan, 2)?;
+/// let json = sglang::write_init_expert_location(&plan, Some(2))?;
 /// assert!(json.starts_with(r#"{"physical_to_logical_map":[[0,1,2,3],["#));
+/// // a trace that only knows its MoE layers: refused, not a short file
+/// assert!(sglang::write_init_expert_location(&plan, trace.known_model_layers()).is_err());
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn write_init_expert_location(plan: &Plan, model_layers: usize) -> Result<String> {
+pub fn write_init_expert_location(plan: &Plan, model_layers: Option<usize>) -> Result<String> {
     let export = |m: String| Error::Export {
         format: "SGLang --init-expert-location",
         message: m,
+    };
+    let Some(model_layers) = model_layers else {
+        return Err(export(unknown_layers_message(plan)));
     };
     let per_gpu = plan.uniform_slots_per_gpu().ok_or_else(|| {
         export(
@@ -193,6 +209,22 @@ pub fn write_init_expert_location(plan: &Plan, model_layers: usize) -> Result<St
         physical_to_logical_map: map,
     })
     .map_err(|x| export(x.to_string()))
+}
+
+/// Why a file cannot be written without the model's layer count, and how
+/// to give it: the preset of the same shape when there is one.
+fn unknown_layers_message(plan: &Plan) -> String {
+    let moe = plan.layers().len();
+    let (name, total) = crate::model::PRESETS
+        .iter()
+        .find(|p| p.experts == plan.num_experts() && p.moe_layers() == moe)
+        .map_or(("deepseek-v3", 61), |p| (p.name, p.total_layers));
+    format!(
+        "the model's layer count is unknown (the trace holds only its {moe} MoE layers) \
+         and SGLang indexes rows by model layer: a short file loads silently and serves every \
+         layer another layer's experts; name the model with --model {name}, or --model-layers \
+         {total} when the trace's layer ids are the model's"
+    )
 }
 
 #[derive(serde::Deserialize)]

@@ -49,12 +49,11 @@ pub fn write(trace: &LoadTrace) -> String {
     if let Some(k) = trace.top_k() {
         let _ = write!(s, ",\"top_k\":{k}");
     }
-    let _ = write!(
-        s,
-        ",\"model_layers\":{},\"layer_ids\":{:?},\"counts\":[",
-        trace.model_layers(),
-        trace.layer_ids()
-    );
+    // Only a known count: an assumed one would read back as known.
+    if let Some(n) = trace.known_model_layers() {
+        let _ = write!(s, ",\"model_layers\":{n}");
+    }
+    let _ = write!(s, ",\"layer_ids\":{:?},\"counts\":[", trace.layer_ids());
     for (b, batch) in c.outer_iter().enumerate() {
         s.push_str(if b == 0 { "[" } else { ",[" });
         for (l, row) in batch.outer_iter().enumerate() {

@@ -116,17 +116,49 @@ struct AscendDevice {
     device_expert: Vec<u32>,
 }
 
-/// vllm-ascend's expert-map JSON.
+/// vllm-ascend's expert-map JSON: `layer_list[i]` is the plan's `i`-th MoE
+/// layer, `device_expert` the experts of each device in slot order.
+///
+/// What vllm-ascend does with it (`eplb/core/eplb_utils.py`,
+/// `init_eplb_config`, and its fused-MoE layer): MoE layer `i` reads
+/// `layer_list[i]` by position; the device lists are stacked into one tensor
+/// (every device the same length, one per EP rank); each rank maps every
+/// expert it holds to one local slot (`expert_map[expert] = slot`), and its
+/// expert count — which sizes its weights, one count for all devices, the
+/// redundant count taken from device 0's list — is the number of distinct
+/// experts it holds. A device holding an expert twice is therefore a slot
+/// short and its second copy is never routed to, so vllm-ascend's placement
+/// rule forbids it. Such a plan (DeepSeek's EPLB makes them: 29 on the real
+/// DeepSeek-V3 trace at 64 redundant experts on 64 devices) is refused here
+/// with the reason; [`Plan::without_same_gpu_duplicates`] repairs it
+/// (`moeplan plan --format vllm-ascend` does so). Without such copies every
+/// device holds exactly its slot count of distinct experts, the count
+/// vllm-ascend reads from device 0.
 ///
 /// ```
 /// use moeplan::{formats::vllm, LayerPlacement, Plan, Topology};
 /// let plan = Plan::new(Topology::new(1, 2)?, 3, vec![LayerPlacement { layer: 4, gpus: vec![vec![0, 1], vec![2, 0]] }], "x")?;
 /// let json = vllm::write_ascend_expert_map(&plan)?;
 /// assert!(json.starts_with(r#"{"moe_layer_count":1,"layer_list":[{"layer_id":0,"device_count":2"#));
+/// let twice = Plan::new(Topology::new(1, 2)?, 3, vec![LayerPlacement { layer: 4, gpus: vec![vec![0, 0], vec![1, 2]] }], "x")?;
+/// assert!(vllm::write_ascend_expert_map(&twice).is_err());
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 pub fn write_ascend_expert_map(plan: &Plan) -> Result<String> {
     uniform(plan, "vllm-ascend expert map")?;
+    for lp in plan.layers() {
+        if let Some((g, i)) = crate::plan::second_copy(&lp.gpus) {
+            let x = lp.gpus[g][i];
+            return Err(Error::Export {
+                format: "vllm-ascend expert map",
+                message: format!(
+                    "layer {}: device {g} holds expert {x} twice ({} such copies in the plan); vllm-ascend gives each expert one slot per device, so the second copy would never be routed to and the device would be a slot short; repair the plan first (Plan::without_same_gpu_duplicates, which moeplan plan --format vllm-ascend applies)",
+                    lp.layer,
+                    plan.summary().same_gpu_duplicates
+                ),
+            });
+        }
+    }
     let map = AscendMap {
         moe_layer_count: plan.layers().len(),
         layer_list: plan
