@@ -609,6 +609,7 @@ fn eval_command(args: EvalArgs) -> Result<(), CliError> {
         path: args.plan.display().to_string(),
         source,
     })?;
+    let trace = placed_like(trace, &plan, &meta)?;
     let holdout = if args.in_sample {
         None
     } else {
@@ -647,6 +648,23 @@ fn eval_command(args: EvalArgs) -> Result<(), CliError> {
         emit(&report::eval(&report, &plan, &scope));
     }
     Ok(())
+}
+
+/// A plan made with `--model` from a trace without dense-layer information
+/// names model layers (DeepSeek-V3's 3..60) where the trace names MoE
+/// positions (0..57): the plan's recorded model places the trace the same
+/// way, so the same file judges the plan it produced.
+fn placed_like(trace: LoadTrace, plan: &Plan, meta: &PlanMeta) -> Result<LoadTrace, CliError> {
+    let first = plan.layers().first().map(|l| l.layer);
+    match (meta.model_layers, first) {
+        (Some(total), Some(first))
+            if trace.known_model_layers().is_none()
+                && trace.layer_ids().first() != Some(&first) =>
+        {
+            Ok(trace.in_model(total, Some(first as usize))?)
+        }
+        _ => Ok(trace),
+    }
 }
 
 fn compare_command(args: CompareArgs) -> Result<(), CliError> {

@@ -625,3 +625,59 @@ fn vllm_ascend_export_holds_each_expert_once_per_device() {
     // and the repair is reported
     assert!(String::from_utf8_lossy(&o.stderr).contains("moved 29 second copies"));
 }
+
+/// A plan made with `--model` from a trace that holds only its MoE layers
+/// names model layers; `eval` on the same file places the trace the way the
+/// plan records and judges it (it used to report a layer mismatch).
+#[test]
+fn eval_places_a_trace_like_the_plan_made_from_it() {
+    // 26 MoE layers of DeepSeek-V2-Lite, numbered 0..25, no model layer count
+    let rows: Vec<String> = (0..26)
+        .map(|l| {
+            let row: Vec<String> = (0..64)
+                .map(|e| ((e * 7 + l) % 13 + 1).to_string())
+                .collect();
+            format!("[{}]", row.join(","))
+        })
+        .collect();
+    let trace = write(
+        "v2lite-moe-only.json",
+        &format!(
+            r#"{{"format": "moeplan.trace", "version": 1, "counts": [[{}]]}}"#,
+            rows.join(",")
+        ),
+    );
+    let plan = tmp("v2lite-plan.json");
+    let plan = plan.to_str().unwrap();
+    let out = moeplan(&[
+        "plan",
+        "--trace",
+        &trace,
+        "--model",
+        "deepseek-v2-lite",
+        "--algo",
+        "eplb",
+        "--gpus-per-node",
+        "8",
+        "--out",
+        plan,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(plan).unwrap();
+    assert!(
+        text.contains(r#""layer":1,"#),
+        "model layer ids: {text:.200}"
+    );
+    let out = moeplan(&["eval", "--trace", &trace, "--plan", plan, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["layer_ids"][0], 1);
+}
