@@ -48,7 +48,7 @@ pub enum TraceFormat {
     VllmLoadWindow,
     /// SGLang's legacy per-rank `layer_id,expert_id,count` CSV.
     SglangRankCsv,
-    /// SGLang's `torch.save` dump.
+    /// SGLang's `torch.save` dump (zip, or the legacy pickle stream).
     TorchPt,
 }
 
@@ -85,6 +85,9 @@ pub fn detect(bytes: &[u8]) -> Result<TraceFormat> {
     }
     if bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06") {
         return zip_kind(bytes);
+    }
+    if torch::is_legacy(bytes) {
+        return Ok(TraceFormat::TorchPt);
     }
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
