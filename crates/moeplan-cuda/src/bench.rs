@@ -1,0 +1,438 @@
+//! `bench`: plans made by the core, run layer by layer on one GPU that
+//! emulates every expert-parallel rank, and the predicted balancedness set
+//! beside the measured one.
+//!
+//! For each chosen layer one routing is drawn (the same tokens for every
+//! plan), then for each plan: replica selection and dispatch on the GPU
+//! (checked against the CPU reference's offsets), then each simulated
+//! rank's expert compute alone — its copies' rows through gate/up, SiLU·up,
+//! down — timed with CUDA events, `warmup` untimed rounds then the median
+//! of `repeats`. The layer's time is its slowest rank's. Each timed region
+//! is queued behind a 1 ms spin kernel, so the events measure the kernels
+//! back to back (as under a CUDA graph) rather than host launch gaps;
+//! `launch_gaps` times without the spin.
+//!
+//! Three predictions sit beside the measurement: the core's [`evaluate`]
+//! (even split over copies, mean over the trace's batches), the even split
+//! of this batch's routed counts, and the integer rows each rank really
+//! received under the dispatch rule. Measured balancedness is mean / max
+//! of the per-rank times.
+
+use moeplan::planners::craft::{Craft, CraftOptions};
+use moeplan::planners::{Budget, EplbConfig, base, contiguous, eplb};
+use moeplan::{LoadTrace, Plan, Topology, evaluate};
+
+use crate::dispatch::dispatch_cpu;
+use crate::error::{Error, Result};
+use crate::expert::ExpertShape;
+use crate::gpu::{Gpu, LayerBuffers};
+use crate::routing::{self, Routing};
+use crate::select::{DispatchRule, LayerSlots, Selector, select_cpu};
+
+/// A planner as named on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanAlgo {
+    /// Experts in id order, no replicas.
+    Contiguous,
+    /// EPLB's placement, no replicas.
+    Base,
+    /// EPLB with this many redundant slots per layer (default: one per GPU).
+    Eplb(Option<usize>),
+    /// CRAFT with this budget.
+    Craft(Budget),
+}
+
+impl std::str::FromStr for PlanAlgo {
+    type Err = Error;
+    /// `contiguous`, `base`, `eplb`, `eplb:K`, `craft:R`, `craft:auto`.
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || {
+            Error::Argument(format!(
+                "unknown plan {s:?}; use contiguous, base, eplb, eplb:K, craft:R or craft:auto"
+            ))
+        };
+        let (name, arg) = match s.split_once(':') {
+            Some((n, a)) => (n, Some(a)),
+            None => (s, None),
+        };
+        match (name, arg) {
+            ("contiguous", None) => Ok(PlanAlgo::Contiguous),
+            ("base", None) => Ok(PlanAlgo::Base),
+            ("eplb", None) => Ok(PlanAlgo::Eplb(None)),
+            ("eplb", Some(k)) => Ok(PlanAlgo::Eplb(Some(k.parse().map_err(|_| bad())?))),
+            ("craft", Some("auto")) => Ok(PlanAlgo::Craft(Budget::Auto)),
+            ("craft", Some(r)) => Ok(PlanAlgo::Craft(Budget::ReplicasPerGpu(
+                r.parse().map_err(|_| bad())?,
+            ))),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// Makes every requested plan for `trace` on `topology` (EPLB uses
+/// `groups` router groups), labelled.
+///
+/// ```
+/// use moeplan::{generator, model, Topology};
+/// use moeplan_cuda::bench::{make_plans, PlanAlgo};
+/// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+/// let algos: Vec<PlanAlgo> = ["contiguous", "eplb", "craft:2"].iter().map(|s| s.parse()).collect::<Result<_, _>>()?;
+/// let plans = make_plans(&trace, Topology::new(1, 8)?, &algos, 1)?;
+/// assert_eq!(plans[1].0, "eplb:8");
+/// # Ok::<(), moeplan_cuda::Error>(())
+/// ```
+pub fn make_plans(
+    trace: &LoadTrace,
+    topology: Topology,
+    algos: &[PlanAlgo],
+    groups: usize,
+) -> Result<Vec<(String, Plan)>> {
+    let mut craft: Option<Craft> = None;
+    let mut out = Vec::with_capacity(algos.len());
+    for &a in algos {
+        let labelled = match a {
+            PlanAlgo::Contiguous => ("contiguous".to_string(), contiguous(trace, topology)?),
+            PlanAlgo::Base => ("base".to_string(), base(trace, topology, groups)?),
+            PlanAlgo::Eplb(k) => {
+                let k = k.unwrap_or(topology.num_gpus());
+                let cfg = EplbConfig {
+                    redundant_experts: k,
+                    groups,
+                };
+                (format!("eplb:{k}"), eplb(trace, topology, cfg)?)
+            }
+            PlanAlgo::Craft(budget) => {
+                if craft.is_none() {
+                    craft = Some(Craft::prepare(trace, topology, &CraftOptions::default())?);
+                }
+                let Some(c) = craft.as_ref() else {
+                    return Err(Error::Argument("CRAFT could not be prepared".into()));
+                };
+                let p = c.plan(budget)?;
+                (format!("craft:{}", p.replicas_per_gpu), p.plan)
+            }
+        };
+        out.push(labelled);
+    }
+    Ok(out)
+}
+
+/// Mean / max of non-negative values (1 when all are zero).
+pub fn balancedness(v: &[f64]) -> f64 {
+    let max = v.iter().copied().fold(0.0, f64::max);
+    if max <= 0.0 {
+        1.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64 / max
+    }
+}
+
+/// Per-GPU load of one batch's expert counts split evenly over copies.
+pub fn even_split_loads(slots: &LayerSlots, counts: &[u64]) -> Vec<f64> {
+    (0..slots.num_gpus())
+        .map(|g| {
+            slots
+                .gpu_slots(g)
+                .map(|s| {
+                    let e = slots.slot_expert[s] as usize;
+                    counts[e] as f64 / slots.copies(e).len() as f64
+                })
+                .sum()
+        })
+        .collect()
+}
+
+/// The median of `v` (mean of the middle two for even lengths).
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+/// What one bench run is.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// Tokens per layer batch.
+    pub tokens: usize,
+    /// Experts per token.
+    pub top_k: usize,
+    /// Dispatch rule.
+    pub rule: DispatchRule,
+    /// Expert sizes.
+    pub shape: ExpertShape,
+    /// Layer indices (into the trace) to run.
+    pub layers: Vec<usize>,
+    /// Timed repetitions per rank (the median is reported).
+    pub repeats: usize,
+    /// Untimed rounds first.
+    pub warmup: usize,
+    /// The trace batch tokens are drawn from (`None`: all batches summed).
+    pub source_batch: Option<usize>,
+    /// Routing seed.
+    pub seed: u64,
+    /// Distinct expert weight sets on the device.
+    pub pool: usize,
+    /// Time with host launch gaps included (no spin before each timed
+    /// region): what an engine launching every kernel from the host sees.
+    pub launch_gaps: bool,
+}
+
+/// One (layer, plan) measurement.
+#[derive(Debug, Clone)]
+pub struct LayerResult {
+    /// Model layer id.
+    pub layer: u32,
+    /// Plan label.
+    pub plan: String,
+    /// The core's even-split balancedness of this layer (mean over batches).
+    pub predicted_trace: f64,
+    /// Even split of this batch's routed counts.
+    pub predicted_batch: f64,
+    /// Mean / max of the rows each rank received.
+    pub predicted_dispatch: f64,
+    /// Rows per rank.
+    pub rows_per_rank: Vec<u32>,
+    /// Slots (hosted copies) per rank in this layer: each costs a weight
+    /// read when it receives rows.
+    pub slots_per_rank: Vec<u32>,
+    /// Median expert time per rank, ms.
+    pub rank_ms: Vec<f64>,
+    /// Mean / max of `rank_ms`.
+    pub measured: f64,
+    /// The slowest rank's time, ms: the layer's time.
+    pub layer_ms: f64,
+    /// Which rank was slowest.
+    pub slowest: usize,
+    /// Replica selection, ms.
+    pub select_ms: f64,
+    /// Dispatch index (counts, scan, stable scatter), ms.
+    pub index_ms: f64,
+    /// Row gather, ms.
+    pub gather_ms: f64,
+    /// Combine, ms.
+    pub combine_ms: f64,
+}
+
+impl LayerResult {
+    /// Max / mean of the per-rank times.
+    pub fn measured_imbalance(&self) -> f64 {
+        if self.measured > 0.0 {
+            1.0 / self.measured
+        } else {
+            f64::INFINITY
+        }
+    }
+
+    /// As a JSON object.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "layer": self.layer,
+            "plan": self.plan,
+            "predicted_trace_even_split": self.predicted_trace,
+            "predicted_batch_even_split": self.predicted_batch,
+            "predicted_integer_dispatch": self.predicted_dispatch,
+            "rows_per_rank": self.rows_per_rank,
+            "slots_per_rank": self.slots_per_rank,
+            "rank_ms": self.rank_ms,
+            "measured_balancedness": self.measured,
+            "measured_max_over_mean": self.measured_imbalance(),
+            "layer_ms": self.layer_ms,
+            "slowest_rank": self.slowest,
+            "select_ms": self.select_ms,
+            "dispatch_index_ms": self.index_ms,
+            "gather_ms": self.gather_ms,
+            "combine_ms": self.combine_ms,
+        })
+    }
+
+    /// The human-readable block.
+    pub fn to_text(&self) -> String {
+        let rows: Vec<f64> = self.rows_per_rank.iter().map(|&r| r as f64).collect();
+        let (rmin, rmax) = rows
+            .iter()
+            .fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
+        let mut s = format!(
+            "  {}\n    predicted balancedness: trace even-split {:.4} · this batch even-split {:.4} · integer dispatch {:.4} (max/mean {:.3})\n    rows per rank: min {} · mean {:.1} · max {} · slots per rank: min {} · max {}\n    rank time, ms:",
+            self.plan,
+            self.predicted_trace,
+            self.predicted_batch,
+            self.predicted_dispatch,
+            if self.predicted_dispatch > 0.0 {
+                1.0 / self.predicted_dispatch
+            } else {
+                f64::INFINITY
+            },
+            rmin,
+            rows.iter().sum::<f64>() / rows.len().max(1) as f64,
+            rmax,
+            self.slots_per_rank.iter().min().copied().unwrap_or(0),
+            self.slots_per_rank.iter().max().copied().unwrap_or(0)
+        );
+        for (g, ms) in self.rank_ms.iter().enumerate() {
+            if g % 8 == 0 {
+                s.push_str(&format!("\n      {g:>3}:"));
+            }
+            s.push_str(&format!(" {ms:8.4}"));
+        }
+        s.push_str(&format!(
+            "\n    measured balancedness (mean/max time) {:.4} · max/mean {:.3} · layer time {:.4} ms (slowest rank {})\n    select {:.4} ms · dispatch index {:.4} ms · gather {:.4} ms · combine {:.4} ms",
+            self.measured,
+            self.measured_imbalance(),
+            self.layer_ms,
+            self.slowest,
+            self.select_ms,
+            self.index_ms,
+            self.gather_ms,
+            self.combine_ms
+        ));
+        s
+    }
+}
+
+/// The routing of layer index `layer` for a bench (the same for every plan).
+pub fn layer_routing(trace: &LoadTrace, cfg: &BenchConfig, layer: usize) -> Result<Routing> {
+    let load = routing::layer_load(trace, layer, cfg.source_batch)?;
+    let id = trace.layer_ids()[layer] as u64;
+    routing::generate(
+        &load,
+        cfg.tokens,
+        cfg.top_k,
+        cfg.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+    )
+}
+
+/// Runs every (layer, plan); `on_result` sees each result as it is measured.
+pub fn run(
+    gpu: &Gpu,
+    trace: &LoadTrace,
+    plans: &[(String, Plan)],
+    cfg: &BenchConfig,
+    on_result: &mut dyn FnMut(&LayerResult),
+) -> Result<Vec<LayerResult>> {
+    if cfg.repeats == 0 {
+        return Err(Error::Argument(
+            "at least one timed repeat is needed".into(),
+        ));
+    }
+    let reports = plans
+        .iter()
+        .map(|(_, p)| evaluate(trace, p))
+        .collect::<moeplan::Result<Vec<_>>>()?;
+    let max_slots = plans
+        .iter()
+        .flat_map(|(_, p)| cfg.layers.iter().filter_map(|&l| p.layers().get(l)))
+        .map(|l| l.total_slots())
+        .max()
+        .unwrap_or(1);
+    let mut buf = gpu.buffers(cfg.tokens, cfg.top_k, cfg.shape, max_slots)?;
+    gpu.fill_tokens(&mut buf)?;
+    let weights = gpu.weights(cfg.shape, cfg.pool)?;
+    let mut results = Vec::new();
+    for &li in &cfg.layers {
+        let routing = layer_routing(trace, cfg, li)?;
+        gpu.upload_routing(&mut buf, &routing)?;
+        let counts = routing.expert_counts(trace.num_experts());
+        for ((label, plan), report) in plans.iter().zip(&reports) {
+            let r = run_one(gpu, &mut buf, &weights, plan, li, &routing, cfg)?;
+            let slots = LayerSlots::from_plan(plan, li)?;
+            let rows: Vec<f64> = r.rows.iter().map(|&x| x as f64).collect();
+            let (slowest, layer_ms) = r
+                .rank_ms
+                .iter()
+                .copied()
+                .enumerate()
+                .fold((0, 0.0f64), |a, (g, t)| if t > a.1 { (g, t) } else { a });
+            let res = LayerResult {
+                layer: trace.layer_ids()[li],
+                plan: label.clone(),
+                predicted_trace: report.per_layer[li],
+                predicted_batch: balancedness(&even_split_loads(&slots, &counts)),
+                predicted_dispatch: balancedness(&rows),
+                rows_per_rank: r.rows,
+                slots_per_rank: (0..slots.num_gpus())
+                    .map(|g| slots.gpu_slots(g).len() as u32)
+                    .collect(),
+                measured: balancedness(&r.rank_ms),
+                rank_ms: r.rank_ms,
+                layer_ms,
+                slowest,
+                select_ms: r.select_ms,
+                index_ms: r.index_ms,
+                gather_ms: r.gather_ms,
+                combine_ms: r.combine_ms,
+            };
+            on_result(&res);
+            results.push(res);
+        }
+    }
+    Ok(results)
+}
+
+struct OneRun {
+    rows: Vec<u32>,
+    rank_ms: Vec<f64>,
+    select_ms: f64,
+    index_ms: f64,
+    gather_ms: f64,
+    combine_ms: f64,
+}
+
+fn run_one(
+    gpu: &Gpu,
+    buf: &mut LayerBuffers,
+    weights: &crate::gpu::DeviceWeights,
+    plan: &Plan,
+    li: usize,
+    routing: &Routing,
+    cfg: &BenchConfig,
+) -> Result<OneRun> {
+    let slots = LayerSlots::from_plan(plan, li)?;
+    let selector = Selector::new(cfg.rule, &slots, cfg.seed);
+    let tables = gpu.selection_tables(&slots, &selector)?;
+    let time = |f: &mut dyn FnMut() -> Result<()>| {
+        if cfg.launch_gaps {
+            gpu.time(f)
+        } else {
+            gpu.time_queued(f)
+        }
+    };
+    let select_ms = time(&mut || gpu.select(buf, &tables))?;
+    let index_ms = time(&mut || gpu.dispatch_index(buf, tables.num_slots))?;
+    let gather_ms = time(&mut || gpu.gather(buf))?;
+    let offsets = gpu.read(&buf.offsets, slots.num_slots() + 1)?;
+    // The CPU reference must agree before anything is timed on these rows.
+    let reference = dispatch_cpu(&select_cpu(routing, &slots, &selector)?, slots.num_slots())?;
+    if offsets != reference.offsets {
+        return Err(Error::Cuda(format!(
+            "the GPU dispatch of layer index {li} disagrees with the CPU reference; run `moeplan-cuda check`"
+        )));
+    }
+    let d = slots.num_gpus();
+    for _ in 0..cfg.warmup {
+        for g in 0..d {
+            gpu.experts_rank(buf, weights, &slots, &offsets, g)?;
+        }
+    }
+    let mut times = vec![Vec::with_capacity(cfg.repeats); d];
+    for _ in 0..cfg.repeats {
+        for (g, t) in times.iter_mut().enumerate() {
+            t.push(time(&mut || {
+                gpu.experts_rank(buf, weights, &slots, &offsets, g)
+            })?);
+        }
+    }
+    let combine_ms = time(&mut || gpu.combine(buf))?;
+    gpu.sync("the layer")?;
+    Ok(OneRun {
+        rows: reference.rows_per_gpu(&slots),
+        rank_ms: times.iter().map(|t| median(t)).collect(),
+        select_ms,
+        index_ms,
+        gather_ms,
+        combine_ms,
+    })
+}
