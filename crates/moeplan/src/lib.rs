@@ -40,6 +40,11 @@
 //! assert!(eplb.balancedness > base.balancedness);
 //! # Ok::<(), moeplan::Error>(())
 //! ```
+//!
+//! ## Simulation
+//! | module | what it does | source |
+//! | --- | --- | --- |
+//! | [`sim`] | replays a workload against a plan or a schedule under engines' real dispatch rules (even, vLLM, SGLang static / dynamic, local-first, optimal min-max); balance, local / intra / cross-node traffic, bytes moved | vLLM and SGLang dispatch code, design brief "one simulator for every planner" |
 #![deny(unsafe_code)] // deny, not forbid: ndarray's s! macro carries a local allow
 #![warn(missing_docs)]
 // User input never panics the core: failures are `Error`s. Lints, not a
@@ -65,6 +70,7 @@ pub mod generator;
 pub mod model;
 pub mod plan;
 pub mod planners;
+pub mod sim;
 pub mod sweep;
 pub mod topology;
 pub mod trace;

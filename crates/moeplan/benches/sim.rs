@@ -1,0 +1,47 @@
+//! The simulator on a generated DeepSeek-V3 trace (256 batches × 58 layers
+//! × 256 experts) with EPLB plans (+64 redundant experts) on 64 GPUs, as
+//! 1 × 64 and 8 × 8: `Even` and `Vllm` (the closed forms, target < 50 ms),
+//! and for information `SglangStatic`, `LocalFirst` and `Optimal`.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use moeplan::generator::{GenConfig, generate};
+use moeplan::planners::{EplbConfig, eplb};
+use moeplan::sim::{CostModel, Rule, SglangVersion, Strategy, Workload, simulate};
+use moeplan::{Topology, model};
+
+fn bench(c: &mut Criterion) {
+    let trace = generate(&GenConfig::new(model::preset("deepseek-v3").unwrap(), 256)).unwrap();
+    let work = Workload::new(trace.clone());
+    let cost = CostModel::default();
+    for (nodes, gpn, groups) in [(1, 64, 1), (8, 8, 8)] {
+        let topo = Topology::new(nodes, gpn).unwrap();
+        let cfg = EplbConfig {
+            redundant_experts: 64,
+            groups,
+        };
+        let plan = eplb(&trace, topo, cfg).unwrap();
+        let mut group =
+            c.benchmark_group(format!("sim/generated 256x58x256 {nodes}x{gpn}gpu eplb+64"));
+        for rule in [
+            Rule::Even,
+            Rule::Vllm,
+            Rule::SglangStatic(SglangVersion::Nearest),
+            Rule::LocalFirst,
+            Rule::Optimal,
+        ] {
+            if rule == Rule::Optimal {
+                group.sample_size(10);
+            }
+            let strategy = Strategy::fixed(plan.clone(), rule);
+            group.bench_function(rule.name(), |b| {
+                b.iter(|| simulate(black_box(&work), &strategy, &cost).unwrap())
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

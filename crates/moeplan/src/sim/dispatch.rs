@@ -1,0 +1,435 @@
+//! How a (token, expert) pair picks among the expert's copies: the
+//! dispatch [`Rule`]s, and the per-layer tables the simulator replays them
+//! with.
+//!
+//! Sources, per rule:
+//! - [`Rule::Even`]: moeplan's [`crate::eval`] (each expert's tokens split
+//!   equally over its copies).
+//! - [`Rule::Vllm`]: vLLM `eplb_map_to_physical_and_record`
+//!   (`vllm/model_executor/layers/fused_moe/router/base_router.py`, earlier
+//!   `layer.py`): position `p = token·top_k + k` in the rank's local batch,
+//!   copy `p mod replica_count[e]` of `logical_to_physical_map[e]`.
+//! - [`Rule::SglangStatic`], [`Rule::SglangDynamic`]: SGLang
+//!   `python/sglang/srt/eplb/expert_location.py`
+//!   (`compute_logical_to_rank_dispatch_physical_map`,
+//!   `_find_nearest_expert`, `_fair_choices`) and
+//!   `expert_location_dispatch.py`; see [`SglangVersion`] for which version
+//!   does what, and [`super::sglang_dispatch_map`] for the port.
+//! - [`Rule::LocalFirst`]: the topology-aware rule of GRACE-MoE and SGLang
+//!   issue #19772, stated plainly (own GPU, else own node, else anywhere).
+//! - [`Rule::Optimal`]: the per-batch min-max split of DeepSeek's LPLB / the
+//!   design's `Optimal`; see [`super::optimal_split`].
+//!
+//! Cost: a layer's tables are built once per layer and placement —
+//! O(slots + E) for the flattened view, O(S · (E + slots)) for per-source
+//! routes — and reused for every batch.
+
+use crate::plan::LayerPlacement;
+use crate::topology::Topology;
+
+/// Which of SGLang's dispatch rules, by the behaviour of its versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SglangVersion {
+    /// `expert_location.py` as in sgl-project/sglang at commits 01fec5c2
+    /// and 6270b014: static dispatch gives each rank the first
+    /// copy on its own GPU, else a seeded fair draw over all copies (even
+    /// for an expert with a single copy, whose draw then only advances the
+    /// random state); dynamic dispatch draws uniformly over all copies.
+    SameGpu,
+    /// Later versions (`_find_nearest_expert`): an expert with one copy
+    /// goes there without a draw; else the first copy on the rank's own
+    /// GPU; else the first copy on the rank's node when that narrows the
+    /// choice (some but not all copies are on the node); else the fair
+    /// draw. Dynamic dispatch is pinned to that nearest copy when there is
+    /// one (the rank's `logical_to_all_physical_map` row is replaced by
+    /// it), uniform over all copies otherwise. (Some forks prefer the node
+    /// even when every copy is on it; that variant is not modelled.)
+    Nearest,
+}
+
+/// How each (token, expert) pair picks one of the expert's copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Rule {
+    /// Each expert's tokens split equally over its copies, wherever they
+    /// come from: [`crate::evaluate`]'s replay, reproduced exactly.
+    Even,
+    /// vLLM: a pair at flattened position `p = token·top_k + k` of its
+    /// source rank's local batch goes to copy `p mod c_e` of the expert's
+    /// `c_e` copies in physical-slot order. Exact with token routes; with
+    /// counts only, each source's pairs for an expert split evenly over
+    /// the copies — what `p mod c_e` gives up to rounding (at most one
+    /// pair per copy and source).
+    Vllm,
+    /// SGLang's `static` dispatch (its default with EPLB or an initial
+    /// expert location): one fixed copy per (source rank, layer, expert),
+    /// chosen by [`super::sglang_dispatch_map`]; all of a rank's pairs for
+    /// an expert go to it.
+    SglangStatic(SglangVersion),
+    /// SGLang's `dynamic` dispatch: a uniformly random copy per pair (after
+    /// the nearest-copy pin of [`SglangVersion::Nearest`]). Simulated by
+    /// its expectation: an even split over the candidate copies.
+    SglangDynamic(SglangVersion),
+    /// A copy on the source's own GPU if any (all pairs go there); else the
+    /// copies on the source's node, evenly; else all copies, evenly.
+    LocalFirst,
+    /// Per batch and layer, the split over copies that minimises the
+    /// busiest GPU: no dispatch can beat it for that placement. Its traffic
+    /// matches sources to that split locally first, then within nodes.
+    Optimal,
+}
+
+impl Rule {
+    /// The name reports carry.
+    ///
+    /// ```
+    /// use moeplan::sim::{Rule, SglangVersion};
+    /// assert_eq!(Rule::SglangStatic(SglangVersion::Nearest).name(), "sglang-static");
+    /// assert_eq!(Rule::Even.name(), "even");
+    /// ```
+    pub fn name(&self) -> &'static str {
+        match self {
+            Rule::Even => "even",
+            Rule::Vllm => "vllm",
+            Rule::SglangStatic(SglangVersion::Nearest) => "sglang-static",
+            Rule::SglangStatic(SglangVersion::SameGpu) => "sglang-static-same-gpu",
+            Rule::SglangDynamic(SglangVersion::Nearest) => "sglang-dynamic",
+            Rule::SglangDynamic(SglangVersion::SameGpu) => "sglang-dynamic-uniform",
+            Rule::LocalFirst => "local-first",
+            Rule::Optimal => "optimal",
+        }
+    }
+
+    /// Rules that ignore where a pair comes from: their GPU loads are the
+    /// even split's whatever the sources.
+    pub(crate) fn is_blind(&self) -> bool {
+        matches!(
+            self,
+            Rule::Even | Rule::Vllm | Rule::SglangDynamic(SglangVersion::SameGpu)
+        )
+    }
+}
+
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One layer's placement flattened: slots GPU-major (SGLang's and vLLM's
+/// physical order), each expert's copies in slot order. Rebuilt in place
+/// for each layer so the batch loop never allocates.
+#[derive(Debug, Default)]
+pub(crate) struct LayerView {
+    /// GPU `g` owns slots `gpu_start[g] .. gpu_start[g + 1]`.
+    pub gpu_start: Vec<usize>,
+    pub slot_expert: Vec<u32>,
+    pub slot_gpu: Vec<u32>,
+    /// 1 / copies of each slot's expert.
+    pub slot_share: Vec<f64>,
+    /// Expert `e`'s copies are `copy_slot[copy_start[e] .. copy_start[e + 1]]`.
+    pub copy_start: Vec<usize>,
+    pub copy_slot: Vec<u32>,
+}
+
+impl LayerView {
+    pub fn prepare(&mut self, layer: &LayerPlacement, num_experts: usize) {
+        self.gpu_start.clear();
+        self.slot_expert.clear();
+        self.slot_gpu.clear();
+        self.gpu_start.push(0);
+        for (g, slots) in layer.gpus.iter().enumerate() {
+            self.slot_expert.extend_from_slice(slots);
+            self.slot_gpu
+                .extend(std::iter::repeat_n(g as u32, slots.len()));
+            self.gpu_start.push(self.slot_expert.len());
+        }
+        self.copy_start.clear();
+        self.copy_start.resize(num_experts + 1, 0);
+        for &e in &self.slot_expert {
+            if let Some(c) = self.copy_start.get_mut(e as usize + 1) {
+                *c += 1;
+            }
+        }
+        for e in 0..num_experts {
+            self.copy_start[e + 1] += self.copy_start[e];
+        }
+        // A counting sort keeps each expert's copies in slot order.
+        self.copy_slot.clear();
+        self.copy_slot.resize(self.slot_expert.len(), 0);
+        let mut next: Vec<usize> = self.copy_start[..num_experts].to_vec();
+        for (s, &e) in self.slot_expert.iter().enumerate() {
+            if let Some(n) = next.get_mut(e as usize) {
+                self.copy_slot[*n] = s as u32;
+                *n += 1;
+            }
+        }
+        self.slot_share.clear();
+        let copies = &self.copy_start;
+        self.slot_share.extend(self.slot_expert.iter().map(|&e| {
+            let c = copies[e as usize + 1] - copies[e as usize];
+            1.0 / c.max(1) as f64
+        }));
+    }
+
+    pub fn num_gpus(&self) -> usize {
+        self.gpu_start.len().saturating_sub(1)
+    }
+
+    pub fn copies(&self, e: usize) -> &[u32] {
+        &self.copy_slot[self.copy_start[e]..self.copy_start[e + 1]]
+    }
+
+    /// Per-GPU loads under the even split, computed exactly as
+    /// [`crate::evaluate`] does (same operations in the same order), so the
+    /// figures agree bit for bit.
+    pub fn even_loads(&self, row: &[f64], loads: &mut [f64]) {
+        for (g, load) in loads.iter_mut().enumerate() {
+            let range = self.gpu_start[g]..self.gpu_start[g + 1];
+            *load = self.slot_expert[range.clone()]
+                .iter()
+                .zip(&self.slot_share[range])
+                .map(|(&e, &share)| row[e as usize] * share)
+                .sum();
+        }
+    }
+}
+
+/// SGLang's `_find_nearest_expert` (or, for [`SglangVersion::SameGpu`],
+/// the same-GPU test that preceded it): the copy a rank is pinned to, if
+/// any. `cand` are the expert's slots in order.
+pub(crate) fn nearest(
+    version: SglangVersion,
+    cand: &[u32],
+    slot_gpu: &[u32],
+    rank: usize,
+    gpus_per_node: usize,
+) -> Option<u32> {
+    let gpu = |c: u32| slot_gpu[c as usize] as usize;
+    if version == SglangVersion::Nearest && cand.len() == 1 {
+        return cand.first().copied();
+    }
+    if let Some(&c) = cand.iter().find(|&&c| gpu(c) == rank) {
+        return Some(c);
+    }
+    if version == SglangVersion::Nearest {
+        let node = rank / gpus_per_node;
+        let mut same = cand.iter().filter(|&&c| gpu(c) / gpus_per_node == node);
+        let first = same.next().copied();
+        let count = first.map_or(0, |_| 1 + same.count());
+        if count > 0 && count < cand.len() {
+            return first;
+        }
+    }
+    None
+}
+
+/// For every (source rank, expert) of one layer, where its pairs go:
+/// a list of (GPU, fraction) summing to 1.
+#[derive(Debug, Default)]
+pub(crate) struct Routes {
+    pub experts: usize,
+    /// (source `s`, expert `e`) owns entries `start[s·E + e] .. start[s·E + e + 1]`.
+    pub start: Vec<usize>,
+    pub gpu: Vec<u32>,
+    pub frac: Vec<f64>,
+}
+
+impl Routes {
+    /// Builds the table of `rule` for sources `0..sources`. `map` is the
+    /// layer's SGLang static map (`rank · E + e` → slot) for
+    /// [`Rule::SglangStatic`].
+    pub fn build(
+        &mut self,
+        rule: Rule,
+        view: &LayerView,
+        topology: Topology,
+        sources: usize,
+        map: Option<&[u32]>,
+    ) {
+        let e_n = view.copy_start.len().saturating_sub(1);
+        let gpn = topology.gpus_per_node();
+        self.experts = e_n;
+        self.start.clear();
+        self.gpu.clear();
+        self.frac.clear();
+        self.start.push(0);
+        for s in 0..sources {
+            for e in 0..e_n {
+                let cand = view.copies(e);
+                let on = |pred: &dyn Fn(usize) -> bool| {
+                    cand.iter()
+                        .filter(|&&c| pred(view.slot_gpu[c as usize] as usize))
+                        .count()
+                };
+                match rule {
+                    Rule::SglangStatic(_) => {
+                        let slot = map.and_then(|m| m.get(s * e_n + e)).copied();
+                        if let Some(g) = slot.and_then(|c| view.slot_gpu.get(c as usize)) {
+                            self.push(*g, 1.0);
+                        }
+                    }
+                    Rule::SglangDynamic(SglangVersion::Nearest) => {
+                        match nearest(SglangVersion::Nearest, cand, &view.slot_gpu, s, gpn) {
+                            Some(c) => self.push(view.slot_gpu[c as usize], 1.0),
+                            None => self.spread(view, cand, |_| true),
+                        }
+                    }
+                    Rule::LocalFirst => {
+                        if on(&|g| g == s) > 0 {
+                            self.push(s as u32, 1.0);
+                        } else if on(&|g| g / gpn == s / gpn) > 0 {
+                            self.spread(view, cand, |g| g / gpn == s / gpn);
+                        } else {
+                            self.spread(view, cand, |_| true);
+                        }
+                    }
+                    // Older SGLang's dynamic dispatch draws over every copy.
+                    Rule::Even
+                    | Rule::Vllm
+                    | Rule::Optimal
+                    | Rule::SglangDynamic(SglangVersion::SameGpu) => {
+                        self.spread(view, cand, |_| true)
+                    }
+                }
+                self.start.push(self.gpu.len());
+            }
+        }
+    }
+
+    fn push(&mut self, gpu: u32, frac: f64) {
+        self.gpu.push(gpu);
+        self.frac.push(frac);
+    }
+
+    /// An even split over the copies whose GPU passes `keep`.
+    fn spread(&mut self, view: &LayerView, cand: &[u32], keep: impl Fn(usize) -> bool) {
+        let kept = cand
+            .iter()
+            .filter(|&&c| keep(view.slot_gpu[c as usize] as usize))
+            .count();
+        let f = 1.0 / kept.max(1) as f64;
+        for &c in cand {
+            let g = view.slot_gpu[c as usize];
+            if keep(g as usize) {
+                self.push(g, f);
+            }
+        }
+    }
+
+    pub fn entries(&self, s: usize, e: usize) -> std::ops::Range<usize> {
+        let i = s * self.experts + e;
+        self.start[i]..self.start[i + 1]
+    }
+}
+
+/// A source-aware rule under even arrival (every GPU sends `n_e / D` of
+/// expert `e`), folded over the sources: per GPU, the experts it serves
+/// with the fraction of `n_e` it receives in all, from itself, from its
+/// node and from other nodes.
+#[derive(Debug, Default)]
+pub(crate) struct EvenArrival {
+    pub gpu_start: Vec<usize>,
+    pub expert: Vec<u32>,
+    /// [all, local, intra-node, cross-node] fractions of the expert's pairs.
+    pub weight: Vec<[f64; 4]>,
+    dense: Vec<[f64; 4]>,
+}
+
+impl EvenArrival {
+    pub fn build(&mut self, routes: &Routes, topology: Topology) {
+        let d = topology.num_gpus();
+        let gpn = topology.gpus_per_node();
+        let e_n = routes.experts;
+        self.dense.clear();
+        self.dense.resize(d * e_n, [0.0; 4]);
+        let per_source = 1.0 / d as f64;
+        for s in 0..d {
+            for e in 0..e_n {
+                for i in routes.entries(s, e) {
+                    let g = routes.gpu[i] as usize;
+                    let w = routes.frac[i] * per_source;
+                    let cell = &mut self.dense[g * e_n + e];
+                    cell[0] += w;
+                    let class = if g == s {
+                        1
+                    } else if g / gpn == s / gpn {
+                        2
+                    } else {
+                        3
+                    };
+                    cell[class] += w;
+                }
+            }
+        }
+        self.gpu_start.clear();
+        self.expert.clear();
+        self.weight.clear();
+        self.gpu_start.push(0);
+        for g in 0..d {
+            for e in 0..e_n {
+                let cell = self.dense[g * e_n + e];
+                if cell[0] > 0.0 {
+                    self.expert.push(e as u32);
+                    self.weight.push(cell);
+                }
+            }
+            self.gpu_start.push(self.expert.len());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(gpus: Vec<Vec<u32>>, e: usize) -> LayerView {
+        let mut v = LayerView::default();
+        v.prepare(&LayerPlacement { layer: 0, gpus }, e);
+        v
+    }
+
+    #[test]
+    fn copies_in_slot_order() {
+        let v = view(vec![vec![1, 0], vec![2, 1], vec![0, 1]], 3);
+        assert_eq!(v.copies(0), &[1, 4]);
+        assert_eq!(v.copies(1), &[0, 3, 5]);
+        assert_eq!(v.copies(2), &[2]);
+        assert_eq!(v.slot_gpu, vec![0, 0, 1, 1, 2, 2]);
+    }
+
+    #[test]
+    fn nearest_follows_sglang() {
+        // 2 nodes × 2 GPUs, one slot each; an expert on GPUs 0 and 3
+        let v = view(vec![vec![0], vec![1], vec![2], vec![0]], 3);
+        let cand = v.copies(0);
+        let n = |ver, r| nearest(ver, cand, &v.slot_gpu, r, 2);
+        assert_eq!(n(SglangVersion::Nearest, 0), Some(0));
+        assert_eq!(n(SglangVersion::Nearest, 1), Some(0));
+        assert_eq!(n(SglangVersion::Nearest, 2), Some(3));
+        assert_eq!(n(SglangVersion::SameGpu, 1), None);
+        // one node: the node does not narrow the choice
+        let one = view(vec![vec![0], vec![1], vec![2], vec![0]], 3);
+        assert_eq!(
+            nearest(SglangVersion::Nearest, one.copies(0), &one.slot_gpu, 1, 4),
+            None
+        );
+    }
+
+    #[test]
+    fn local_first_routes() {
+        let t = Topology::new(2, 2).unwrap();
+        // expert 0 on GPUs 0 and 1 (node 0), expert 1 on GPU 2
+        let v = view(vec![vec![0], vec![0], vec![1], vec![1]], 2);
+        let mut r = Routes::default();
+        r.build(Rule::LocalFirst, &v, t, 4, None);
+        let got = |s, e| {
+            r.entries(s, e)
+                .map(|i| (r.gpu[i], r.frac[i]))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(got(0, 0), vec![(0, 1.0)]);
+        assert_eq!(got(2, 0), vec![(0, 0.5), (1, 0.5)]);
+        assert_eq!(got(1, 1), vec![(2, 0.5), (3, 0.5)]);
+        assert_eq!(got(3, 1), vec![(3, 1.0)]);
+    }
+}

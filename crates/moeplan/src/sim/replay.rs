@@ -1,0 +1,314 @@
+//! The replay of one (batch, layer) under a dispatch rule: GPU loads and
+//! traffic, with every buffer reused so the batch loop never allocates.
+//!
+//! Which computation runs depends on the rule and on what the workload
+//! knows of sources:
+//!
+//! | rule | even arrival | per-source counts / token routes |
+//! | --- | --- | --- |
+//! | `Even`, `Vllm`, `SglangDynamic(SameGpu)` | even-split loads, closed-form traffic | even-split loads; each source's pairs split over the copies |
+//! | `Vllm` with token routes | — | exact: pair `p = token·top_k + k` → copy `p mod c` |
+//! | `SglangStatic`, `SglangDynamic(Nearest)`, `LocalFirst` | the per-source routes folded over sources, per GPU | per-source routes |
+//! | `Optimal` | min-max split; sources `n_e / D` matched to it | min-max split; recorded sources matched to it |
+//!
+//! Source: [`super::dispatch`] for the rules, [`super::traffic`] for the
+//! accounting. Cost per (batch, layer): O(slots + D) for even-split loads,
+//! O(table entries) for folded routes, O(S · E · copies) with sources,
+//! O(tokens · top-k) for vLLM's token rule, a few max-flows for `Optimal`.
+
+use ndarray::s;
+
+use crate::eval::balance_of;
+use crate::plan::LayerPlacement;
+use crate::topology::Topology;
+
+use super::dispatch::{EvenArrival, LayerView, Routes, Rule};
+use super::optimal::MinMax;
+use super::traffic::{Supply, Tally, match_split};
+use super::workload::{Sources, Workload};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    BlindEven,
+    BlindSources,
+    RoutedEven,
+    RoutedSources,
+    VllmTokens,
+    OptimalEven,
+    OptimalSources,
+}
+
+/// What one (batch, layer) gave.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Step {
+    pub balancedness: f64,
+    pub imbalance: f64,
+    pub pairs: f64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Engine {
+    topology: Topology,
+    rule: Rule,
+    mode: Mode,
+    experts: usize,
+    /// Source ranks known (`D` under even arrival).
+    sources: usize,
+    view: LayerView,
+    routes: Routes,
+    even: EvenArrival,
+    solver: MinMax,
+    loads: Vec<f64>,
+    pub tally: Tally,
+    src: Vec<f64>,
+    node_sum: Vec<f64>,
+    sent: Vec<f64>,
+    row_buf: Vec<f64>,
+    token_index: Vec<usize>,
+}
+
+impl Engine {
+    pub fn new(topology: Topology, rule: Rule, workload: &Workload) -> Self {
+        let even = matches!(workload.source_kind(), Sources::Even);
+        let tokens = matches!(workload.source_kind(), Sources::Tokens { .. });
+        let mode = match rule {
+            Rule::Optimal if even => Mode::OptimalEven,
+            Rule::Optimal => Mode::OptimalSources,
+            Rule::Vllm if tokens => Mode::VllmTokens,
+            r if r.is_blind() && even => Mode::BlindEven,
+            r if r.is_blind() => Mode::BlindSources,
+            _ if even => Mode::RoutedEven,
+            _ => Mode::RoutedSources,
+        };
+        let d = topology.num_gpus();
+        Engine {
+            topology,
+            rule,
+            mode,
+            experts: workload.trace().num_experts(),
+            sources: workload.num_sources().unwrap_or(d),
+            view: LayerView::default(),
+            routes: Routes::default(),
+            even: EvenArrival::default(),
+            solver: MinMax::default(),
+            loads: vec![0.0; d],
+            tally: Tally::default(),
+            src: Vec::new(),
+            node_sum: Vec::new(),
+            sent: Vec::new(),
+            row_buf: Vec::new(),
+            token_index: Vec::new(),
+        }
+    }
+
+    /// Loads one layer's placement; `map` is its SGLang static map.
+    pub fn prepare(&mut self, layer: &LayerPlacement, map: Option<&[u32]>) {
+        self.view.prepare(layer, self.experts);
+        let d = self.topology.num_gpus();
+        match self.mode {
+            Mode::BlindEven | Mode::VllmTokens => {}
+            Mode::BlindSources | Mode::RoutedSources => {
+                self.routes
+                    .build(self.rule, &self.view, self.topology, self.sources, map)
+            }
+            Mode::RoutedEven => {
+                self.routes
+                    .build(self.rule, &self.view, self.topology, d, map);
+                self.even.build(&self.routes, self.topology);
+            }
+            Mode::OptimalEven | Mode::OptimalSources => self.solver.prepare(&self.view),
+        }
+    }
+
+    /// Replays batch `b` of layer index `l` against the prepared layer.
+    pub fn step(&mut self, workload: &Workload, b: usize, l: usize) -> Step {
+        let counts = workload.trace().counts();
+        let row = counts.slice(s![b, l, ..]);
+        match row.to_slice() {
+            Some(r) => self.step_row(workload, b, l, r),
+            None => {
+                let mut buf = std::mem::take(&mut self.row_buf);
+                buf.clear();
+                buf.extend(row.iter().copied());
+                let out = self.step_row(workload, b, l, &buf);
+                self.row_buf = buf;
+                out
+            }
+        }
+    }
+
+    fn step_row(&mut self, workload: &Workload, b: usize, l: usize, row: &[f64]) -> Step {
+        let total: f64 = row.iter().sum();
+        let d = self.topology.num_gpus();
+        self.tally.reset(self.topology);
+        let mut optimum = None;
+        match self.mode {
+            Mode::BlindEven => {
+                self.view.even_loads(row, &mut self.loads);
+                self.tally.blind_even(total, &self.loads);
+            }
+            Mode::BlindSources => {
+                self.view.even_loads(row, &mut self.loads);
+                workload.fill_source_counts(b, l, &mut self.src);
+                self.route_sources(false);
+                self.tally.finish();
+            }
+            Mode::RoutedSources => {
+                workload.fill_source_counts(b, l, &mut self.src);
+                self.route_sources(true);
+                self.tally.finish();
+            }
+            Mode::RoutedEven => {
+                let per_source = total / d as f64;
+                let (mut intra, mut cross) = (0.0, 0.0);
+                for g in 0..d {
+                    let (mut load, mut local) = (0.0, 0.0);
+                    for i in self.even.gpu_start[g]..self.even.gpu_start[g + 1] {
+                        let n = row[self.even.expert[i] as usize];
+                        let w = self.even.weight[i];
+                        load += n * w[0];
+                        local += n * w[1];
+                        intra += n * w[2];
+                        cross += n * w[3];
+                    }
+                    self.loads[g] = load;
+                    self.tally.local += local;
+                    self.tally.ingress[g] = load - local;
+                    self.tally.egress[g] = per_source - local;
+                }
+                self.tally.intra = intra;
+                self.tally.cross = cross;
+                self.tally.finish();
+            }
+            Mode::VllmTokens => {
+                self.vllm_tokens(workload, b, l);
+                self.tally.finish();
+            }
+            Mode::OptimalEven => {
+                optimum = Some(self.solver.solve(row));
+                self.loads.copy_from_slice(&self.solver.loads);
+                match_split(
+                    &self.solver,
+                    row,
+                    &self.loads,
+                    &Supply::Even,
+                    self.topology,
+                    &mut self.tally,
+                );
+            }
+            Mode::OptimalSources => {
+                optimum = Some(self.solver.solve(row));
+                self.loads.copy_from_slice(&self.solver.loads);
+                workload.fill_source_counts(b, l, &mut self.src);
+                self.source_sums();
+                let supply = Supply::Sources {
+                    n: &self.src,
+                    node: &self.node_sum,
+                    sent: &self.sent,
+                };
+                match_split(
+                    &self.solver,
+                    row,
+                    &self.loads,
+                    &supply,
+                    self.topology,
+                    &mut self.tally,
+                );
+            }
+        }
+        let (balancedness, imbalance) = match optimum {
+            // The optimum is a set's exact ratio; the flow's loads only
+            // approach it to rounding.
+            Some(t) if t > 0.0 => {
+                let mean = total / d as f64;
+                (mean / t, t / mean)
+            }
+            Some(_) => (1.0, 1.0),
+            None => balance_of(&self.loads),
+        };
+        Step {
+            balancedness,
+            imbalance,
+            pairs: total,
+        }
+    }
+
+    /// Sends each source's pairs along the prepared routes.
+    fn route_sources(&mut self, with_loads: bool) {
+        let e_n = self.experts;
+        if with_loads {
+            self.loads.iter_mut().for_each(|x| *x = 0.0);
+        }
+        let sources = self.src.len() / e_n.max(1);
+        for s in 0..sources {
+            for e in 0..e_n {
+                let v = self.src[s * e_n + e];
+                if v == 0.0 {
+                    continue;
+                }
+                for i in self.routes.entries(s, e) {
+                    let g = self.routes.gpu[i] as usize;
+                    let a = v * self.routes.frac[i];
+                    if with_loads {
+                        self.loads[g] += a;
+                    }
+                    self.tally.pair(s, g, a);
+                }
+            }
+        }
+    }
+
+    /// Per-node sums and per-source totals of the source counts.
+    fn source_sums(&mut self) {
+        let e_n = self.experts;
+        let gpn = self.topology.gpus_per_node();
+        let nodes = self.topology.nodes();
+        let sources = self.src.len() / e_n.max(1);
+        self.node_sum.clear();
+        self.node_sum.resize(nodes * e_n, 0.0);
+        self.sent.clear();
+        self.sent.resize(sources, 0.0);
+        for s in 0..sources {
+            let nu = s / gpn;
+            for e in 0..e_n {
+                let v = self.src[s * e_n + e];
+                self.node_sum[nu * e_n + e] += v;
+                self.sent[s] += v;
+            }
+        }
+    }
+
+    /// vLLM's rule on token routes: the `i`-th token of source `s` in the
+    /// batch sends its `k`-th pair to copy `(i · top_k + k) mod c_e`.
+    fn vllm_tokens(&mut self, workload: &Workload, b: usize, l: usize) {
+        self.loads.iter_mut().for_each(|x| *x = 0.0);
+        let Sources::Tokens {
+            tokens,
+            batch_tokens,
+            ranks,
+        } = workload.source_kind()
+        else {
+            return;
+        };
+        self.token_index.clear();
+        self.token_index.resize(*ranks, 0);
+        let routes = tokens.routes(l);
+        let rank = tokens.source_rank();
+        let top_k = tokens.top_k();
+        for t in workload.batch_range(b, *batch_tokens) {
+            let s = rank[t] as usize;
+            let i = self.token_index[s];
+            self.token_index[s] += 1;
+            for (k, &e) in routes.row(t).iter().enumerate() {
+                let cand = self.view.copies(e as usize);
+                if cand.is_empty() {
+                    continue;
+                }
+                let p = i * top_k + k;
+                let g = self.view.slot_gpu[cand[p % cand.len()] as usize] as usize;
+                self.loads[g] += 1.0;
+                self.tally.pair(s, g, 1.0);
+            }
+        }
+    }
+}
