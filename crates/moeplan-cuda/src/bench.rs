@@ -172,7 +172,8 @@ pub struct BenchConfig {
     pub warmup: usize,
     /// The trace batch tokens are drawn from (`None`: all batches summed).
     pub source_batch: Option<usize>,
-    /// Routing seed.
+    /// Routing seed (replica selection is seedless: SGLang's map uses its
+    /// own fixed seed, as the core's port does).
     pub seed: u64,
     /// Distinct expert weight sets on the device.
     pub pool: usize,
@@ -332,12 +333,24 @@ pub fn run(
     gpu.fill_tokens(&mut buf)?;
     let weights = gpu.weights(cfg.shape, cfg.pool)?;
     let mut results = Vec::new();
+    // One selection per (plan, layer): SGLang's tables come from the
+    // core's port of its map, walked over the whole plan once.
+    let selectors = plans
+        .iter()
+        .map(|(_, p)| Selector::for_plan(cfg.rule, p))
+        .collect::<Result<Vec<_>>>()?;
     for &li in &cfg.layers {
         let routing = layer_routing(trace, cfg, li)?;
         gpu.upload_routing(&mut buf, &routing)?;
         let counts = routing.expert_counts(trace.num_experts());
-        for ((label, plan), report) in plans.iter().zip(&reports) {
-            let r = run_one(gpu, &mut buf, &weights, plan, li, &routing, cfg)?;
+        for (((label, plan), report), sel) in plans.iter().zip(&reports).zip(&selectors) {
+            let selector = sel.get(li).ok_or_else(|| {
+                Error::Argument(format!(
+                    "layer index {li} is outside plan {label}'s {} layers",
+                    sel.len()
+                ))
+            })?;
+            let r = run_one(gpu, &mut buf, &weights, plan, li, selector, &routing, cfg)?;
             let slots = LayerSlots::from_plan(plan, li)?;
             let rows: Vec<f64> = r.rows.iter().map(|&x| x as f64).collect();
             let (slowest, layer_ms) = r
@@ -381,18 +394,19 @@ struct OneRun {
     combine_ms: f64,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_one(
     gpu: &Gpu,
     buf: &mut LayerBuffers,
     weights: &crate::gpu::DeviceWeights,
     plan: &Plan,
     li: usize,
+    selector: &Selector,
     routing: &Routing,
     cfg: &BenchConfig,
 ) -> Result<OneRun> {
     let slots = LayerSlots::from_plan(plan, li)?;
-    let selector = Selector::new(cfg.rule, &slots, cfg.seed);
-    let tables = gpu.selection_tables(&slots, &selector)?;
+    let tables = gpu.selection_tables(&slots, selector)?;
     let time = |f: &mut dyn FnMut() -> Result<()>| {
         if cfg.launch_gaps {
             gpu.time(f)
@@ -405,7 +419,7 @@ fn run_one(
     let gather_ms = time(&mut || gpu.gather(buf))?;
     let offsets = gpu.read(&buf.offsets, slots.num_slots() + 1)?;
     // The CPU reference must agree before anything is timed on these rows.
-    let reference = dispatch_cpu(&select_cpu(routing, &slots, &selector)?, slots.num_slots())?;
+    let reference = dispatch_cpu(&select_cpu(routing, &slots, selector)?, slots.num_slots())?;
     if offsets != reference.offsets {
         return Err(Error::Cuda(format!(
             "the GPU dispatch of layer index {li} disagrees with the CPU reference; run `moeplan-cuda check`"

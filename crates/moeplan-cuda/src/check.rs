@@ -9,7 +9,8 @@
 //! looser tolerance. Each line says PASS or FAIL, the largest error, and
 //! for a failure the first mismatching positions.
 //!
-//! Small cases cover both dispatch rules, replicas, a same-GPU duplicate, a
+//! Small cases cover the dispatch rules (`vllm`, `sglang-static`,
+//! `sglang-static-v0`), replicas, a same-GPU duplicate, a
 //! GPU hosting nothing, an odd token count, a hidden size that is not a
 //! multiple of 8 (the scalar gather) and a weight pool smaller than the
 //! experts. A full-size case (DeepSeek-V3's 7168 × 2048 experts) checks
@@ -262,14 +263,14 @@ pub fn cases() -> Result<Vec<Case>> {
             empty_gpu: false,
         },
         Case {
-            name: "D sglang-static scalar",
+            name: "D sglang-static-v0 scalar",
             tokens: 517,
             top_k: 6,
             experts: 60,
             nodes: 1,
             gpus_per_node: 8,
             shape: ExpertShape::new(60, 40)?,
-            rule: DispatchRule::SglangStatic,
+            rule: DispatchRule::SglangStaticV0,
             replicas: 10,
             pool: 7,
             empty_gpu: true,
@@ -289,7 +290,7 @@ pub fn run_case(gpu: &Gpu, case: &Case, report: &mut dyn FnMut(&Outcome)) -> Res
     let placement = case_placement(case.experts, d, case.replicas, case.empty_gpu);
     let slots = LayerSlots::new(&placement, case.experts, case.gpus_per_node)?;
     let routing = routing::generate(&case_load(case.experts), case.tokens, k, 42)?;
-    let selector = Selector::new(case.rule, &slots, 7);
+    let selector = Selector::single_layer(case.rule, &slots)?;
 
     // CPU reference, end to end.
     let x = fill_uniform(0, case.tokens * h, seeds::X, 1.0);
@@ -492,7 +493,7 @@ pub fn run_full_size(
     let placement = case_placement(e, d, d * 4, false);
     let slots = LayerSlots::new(&placement, e, gpn)?;
     let routing = routing::generate(&case_load(e), tokens, k, 5)?;
-    let selector = Selector::new(DispatchRule::Vllm, &slots, 7);
+    let selector = Selector::Vllm;
     let phys = select_cpu(&routing, &slots, &selector)?;
     let index = dispatch_cpu(&phys, slots.num_slots())?;
 

@@ -8,7 +8,7 @@
 //! | stage | CPU reference (the spec) | GPU |
 //! | --- | --- | --- |
 //! | token routing: each token's top-k experts, gate weights, source rank | [`routing`] | — (generated on the host, seeded) |
-//! | replica selection: (token, k) → physical copy, `vllm` or `sglang-static` | [`select`] | [`gpu::Gpu::select`] |
+//! | replica selection: (token, k) → physical copy, `vllm`, `sglang-static` or `sglang-static-v0`, the planner's own rules ([`moeplan::sim`]) | [`select`] | [`gpu::Gpu::select`] |
 //! | dispatch: per-copy counts, offsets, the stable permutation, the row gather | [`dispatch`] | [`gpu::Gpu::dispatch`] |
 //! | expert compute: gate/up GEMM, SiLU(gate)·up, down GEMM in bf16 (f32 accumulate) | [`expert`] | [`gpu::Gpu::experts_rank`] (cuBLAS) |
 //! | combine: gate-weighted sum back into token order | [`combine`] | [`gpu::Gpu::combine`] |

@@ -113,7 +113,8 @@ struct BenchArgs {
     /// Experts per token (default: the trace's, else the model's).
     #[arg(long)]
     top_k: Option<usize>,
-    /// Replica selection rule: vllm or sglang-static.
+    /// Replica selection rule: vllm, sglang-static or sglang-static-v0
+    /// (SGLang before `_find_nearest_expert`); the planner's own rules.
     #[arg(long, default_value = "vllm")]
     dispatch: String,
     /// Model whose expert sizes are used (default: the trace's model, else the preset).
@@ -134,7 +135,7 @@ struct BenchArgs {
     /// Draw tokens from this trace batch (default: all batches summed).
     #[arg(long)]
     source_batch: Option<usize>,
-    /// Seed of the token routing and of sglang-static's spread.
+    /// Seed of the token routing (SGLang's map uses its own fixed seed).
     #[arg(long, default_value_t = 1)]
     routing_seed: u64,
     /// Distinct expert weight sets on the device (reduced to fit memory).

@@ -81,7 +81,10 @@ pub fn run(gpu: &Gpu, cfg: &MicroConfig, out: &mut dyn FnMut(String)) -> Result<
     // (a) dispatch.
     let (n, k, e) = (cfg.tokens, p.top_k, p.experts);
     let placement = case_placement(e, cfg.gpus, cfg.gpus, false);
-    let slots = LayerSlots::new(&placement, e, 8.min(cfg.gpus))?;
+    // Nodes of 8 GPUs where the count allows (SGLang's map needs whole
+    // nodes), else one node.
+    let gpn = if cfg.gpus % 8 == 0 { 8 } else { cfg.gpus };
+    let slots = LayerSlots::new(&placement, e, gpn)?;
     let routing = routing::generate(&case_load(e), n, k, 3)?;
     let mut buf = gpu.buffers(n, k, shape, slots.num_slots())?;
     gpu.fill_tokens(&mut buf)?;
@@ -96,14 +99,14 @@ pub fn run(gpu: &Gpu, cfg: &MicroConfig, out: &mut dyn FnMut(String)) -> Result<
         cfg.gpus
     ));
     for rule in [DispatchRule::Vllm, DispatchRule::SglangStatic] {
-        let tables = gpu.selection_tables(&slots, &Selector::new(rule, &slots, 7))?;
+        let tables = gpu.selection_tables(&slots, &Selector::single_layer(rule, &slots)?)?;
         let sel = median_of(gpu, cfg.repeats, || gpu.select(&mut buf, &tables))?;
         out(format!(
             "    select ({rule}): {sel:.4} ms ({:.1} G rows/s)",
             rows as f64 / sel / 1e6
         ));
     }
-    let tables = gpu.selection_tables(&slots, &Selector::new(DispatchRule::Vllm, &slots, 7))?;
+    let tables = gpu.selection_tables(&slots, &Selector::Vllm)?;
     gpu.select(&mut buf, &tables)?;
     let idx = median_of(gpu, cfg.repeats, || {
         gpu.dispatch_index(&mut buf, tables.num_slots)

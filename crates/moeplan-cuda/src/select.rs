@@ -3,27 +3,31 @@
 //!
 //! Physical slots are numbered GPU-major as in the plan ([`LayerSlots`]):
 //! GPU `g` owns slots `gpu_start[g] .. gpu_start[g + 1]`, so ordering rows by
-//! slot orders them by (GPU, slot). Two deterministic engine rules:
+//! slot orders them by (GPU, slot). The rules are the planner's own
+//! ([`moeplan::sim::Rule`]), so the CPU reference here is the model the
+//! planner's simulator replays:
 //!
-//! - **`vllm`** (vLLM's EPLB mapping): the row's flattened position in its
-//!   source rank's local batch, `p = local_token · top_k + k`, picks copy
-//!   `p mod copies(e)`, copies listed in physical-slot order (vLLM's
-//!   `logical_to_physical_map`).
-//! - **`sglang-static`** (SGLang's static dispatch): one fixed copy per
-//!   (source rank, logical expert). A copy on the rank's own GPU if there is
-//!   one (the first such), else one on the same node (the first such), else
-//!   the ranks left over are spread over all copies evenly: every copy `q`
-//!   times in slot order for `q` full rounds, plus a seeded choice of
-//!   `remainder` distinct copies, the list seeded-shuffled and handed to the
-//!   left-over ranks in rank order (SGLang's `_fair_choices`; the RNG is
-//!   ChaCha8, not Python's, so the draws differ from SGLang's while the rule
-//!   is the same).
+//! - **`vllm`** ([`Rule::Vllm`], vLLM's EPLB mapping): the row's flattened
+//!   position in its source rank's local batch, `p = local_token · top_k +
+//!   k`, picks copy `p mod copies(e)`, copies listed in physical-slot order
+//!   (vLLM's `logical_to_physical_map`). The core replays the same rule on
+//!   token routes but exposes no per-pair function, so the definition is
+//!   shared through `tests/cpu.rs`, which checks this selection against
+//!   [`moeplan::sim::simulate`] integer for integer.
+//! - **`sglang-static`** ([`Rule::SglangStatic`] with
+//!   [`SglangVersion::Nearest`]) and **`sglang-static-v0`**
+//!   ([`SglangVersion::SameGpu`], SGLang before `_find_nearest_expert`):
+//!   one fixed copy per (source rank, logical expert), the table taken from
+//!   [`moeplan::sim::sglang_dispatch_map`] — the core's port of SGLang's
+//!   `compute_logical_to_rank_dispatch_physical_map`, with CPython's
+//!   `random.Random(42)` walked over every layer of the model. The table of
+//!   a layer therefore depends on the plan's layers before it:
+//!   [`Selector::for_plan`] and [`Selector::from_plan`] take the whole plan.
 //!
 //! Source ranks are the GPUs: token `t` of `n` comes from rank `⌊t·D/n⌋`.
 
-use rand::SeedableRng;
-use rand::seq::{IndexedRandom, SliceRandom};
-use rand_chacha::ChaCha8Rng;
+use moeplan::sim::{Rule, SglangVersion, sglang_dispatch_map};
+use moeplan::{LayerPlacement, Plan, Topology};
 
 use crate::error::{Error, Result};
 use crate::routing::{Routing, rank_first_token, source_rank};
@@ -129,6 +133,35 @@ impl LayerSlots {
         )
     }
 
+    /// This layer as a one-layer core [`Plan`] (layer id 0) on `D / G`
+    /// nodes of `G = gpus_per_node` GPUs; `D` must be a multiple of `G`.
+    ///
+    /// ```
+    /// use moeplan_cuda::select::LayerSlots;
+    /// let s = LayerSlots::new(&[vec![0, 1], vec![2, 0]], 3, 1)?;
+    /// let p = s.to_plan()?;
+    /// assert_eq!((p.topology().nodes(), p.layers()[0].gpus[1].clone()), (2, vec![2, 0]));
+    /// assert_eq!(LayerSlots::from_plan(&p, 0)?, s);
+    /// # Ok::<(), moeplan_cuda::Error>(())
+    /// ```
+    pub fn to_plan(&self) -> Result<Plan> {
+        let (d, gpn) = (self.num_gpus(), self.gpus_per_node);
+        if d % gpn != 0 {
+            return Err(Error::Argument(format!(
+                "{d} GPUs do not make whole nodes of {gpn}"
+            )));
+        }
+        let gpus = (0..d)
+            .map(|g| self.slot_expert[self.gpu_slots(g)].to_vec())
+            .collect();
+        Ok(Plan::new(
+            Topology::new(d / gpn, gpn)?,
+            self.num_experts,
+            vec![LayerPlacement { layer: 0, gpus }],
+            "layer",
+        )?)
+    }
+
     /// GPUs (also the number of source ranks).
     pub fn num_gpus(&self) -> usize {
         self.gpu_start.len() - 1
@@ -160,18 +193,42 @@ impl LayerSlots {
 pub enum DispatchRule {
     /// vLLM: flattened position modulo copies.
     Vllm,
-    /// SGLang's static rule: one fixed copy per (source rank, expert).
+    /// SGLang's static rule, current versions (`_find_nearest_expert`):
+    /// one fixed copy per (source rank, expert), nearest first.
     SglangStatic,
+    /// SGLang's static rule before `_find_nearest_expert` (commits 01fec5c2,
+    /// 6270b014): a copy on the rank's own GPU, else the seeded fair draw.
+    SglangStaticV0,
+}
+
+impl DispatchRule {
+    /// The simulator's rule: what the planner replays for this engine.
+    ///
+    /// ```
+    /// use moeplan::sim::{Rule, SglangVersion};
+    /// use moeplan_cuda::select::DispatchRule;
+    /// assert_eq!(DispatchRule::SglangStaticV0.sim_rule(), Rule::SglangStatic(SglangVersion::SameGpu));
+    /// ```
+    pub fn sim_rule(self) -> Rule {
+        match self {
+            DispatchRule::Vllm => Rule::Vllm,
+            DispatchRule::SglangStatic => Rule::SglangStatic(SglangVersion::Nearest),
+            DispatchRule::SglangStaticV0 => Rule::SglangStatic(SglangVersion::SameGpu),
+        }
+    }
 }
 
 impl std::str::FromStr for DispatchRule {
     type Err = Error;
+    /// `vllm`, `sglang-static`, `sglang-static-v0` (also under the core's
+    /// name for it, `sglang-static-same-gpu`).
     fn from_str(s: &str) -> Result<Self> {
         match s {
             "vllm" => Ok(DispatchRule::Vllm),
             "sglang-static" => Ok(DispatchRule::SglangStatic),
+            "sglang-static-v0" | "sglang-static-same-gpu" => Ok(DispatchRule::SglangStaticV0),
             _ => Err(Error::Argument(format!(
-                "unknown dispatch rule {s:?}; known: vllm, sglang-static"
+                "unknown dispatch rule {s:?}; known: vllm, sglang-static, sglang-static-v0"
             ))),
         }
     }
@@ -182,6 +239,7 @@ impl std::fmt::Display for DispatchRule {
         f.write_str(match self {
             DispatchRule::Vllm => "vllm",
             DispatchRule::SglangStatic => "sglang-static",
+            DispatchRule::SglangStaticV0 => "sglang-static-v0",
         })
     }
 }
@@ -196,63 +254,56 @@ pub enum Selector {
 }
 
 impl Selector {
-    /// Prepares `rule` for `slots` (`seed` feeds `sglang-static`'s spread).
-    pub fn new(rule: DispatchRule, slots: &LayerSlots, seed: u64) -> Self {
-        match rule {
-            DispatchRule::Vllm => Selector::Vllm,
-            DispatchRule::SglangStatic => Selector::Table(sglang_static_table(slots, seed)),
-        }
+    /// `rule` for every layer of `plan`, in the plan's layer order. For the
+    /// SGLang rules this is the core's [`sglang_dispatch_map`], computed
+    /// once for the whole plan (cost: one walk of SGLang's loop over the
+    /// model's layers).
+    ///
+    /// ```
+    /// use moeplan::{LayerPlacement, Plan, Topology};
+    /// use moeplan_cuda::select::{DispatchRule, Selector};
+    /// // 2 nodes × 2 GPUs; expert 0 on GPUs 0 and 3, expert 1 on GPU 1
+    /// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0], vec![1], vec![], vec![0]] };
+    /// let plan = Plan::new(Topology::new(2, 2)?, 2, vec![layer], "by-hand")?;
+    /// let Selector::Table(t) = &Selector::for_plan(DispatchRule::SglangStatic, &plan)?[0] else { panic!() };
+    /// let e0: Vec<u32> = (0..4).map(|r| t[r * 2]).collect();
+    /// assert_eq!(e0, [0, 0, 2, 2]); // own GPU (slots 0 and 2), else same node
+    /// # Ok::<(), moeplan_cuda::Error>(())
+    /// ```
+    pub fn for_plan(rule: DispatchRule, plan: &Plan) -> Result<Vec<Selector>> {
+        Ok(match rule.sim_rule() {
+            Rule::SglangStatic(v) => sglang_dispatch_map(plan, v)?
+                .into_iter()
+                .map(Selector::Table)
+                .collect(),
+            _ => vec![Selector::Vllm; plan.layers().len()],
+        })
     }
-}
 
-/// SGLang's static table: for every (source rank `r`, expert `e`), the slot
-/// rank `r` sends expert `e`'s rows to; `D × E`, row-major.
-///
-/// ```
-/// use moeplan_cuda::select::{sglang_static_table, LayerSlots};
-/// // 2 nodes × 2 GPUs; expert 0 on GPUs 0 and 3, expert 1 on GPU 1.
-/// let s = LayerSlots::new(&[vec![0], vec![1], vec![], vec![0]], 2, 2)?;
-/// let t = sglang_static_table(&s, 7);
-/// let e0: Vec<u32> = (0..4).map(|r| t[r * 2]).collect();
-/// assert_eq!(e0, [0, 0, 2, 2]); // own GPU (0, 3), else same node
-/// # Ok::<(), moeplan_cuda::Error>(())
-/// ```
-pub fn sglang_static_table(slots: &LayerSlots, seed: u64) -> Vec<u32> {
-    let d = slots.num_gpus();
-    let e_n = slots.num_experts;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut table = vec![u32::MAX; d * e_n];
-    let mut left: Vec<usize> = Vec::with_capacity(d);
-    for e in 0..e_n {
-        let cands = slots.copies(e);
-        let gpu = |s: u32| slots.slot_gpu[s as usize] as usize;
-        left.clear();
-        for g in 0..d {
-            let pick = cands.iter().find(|&&s| gpu(s) == g).or_else(|| {
-                cands
-                    .iter()
-                    .find(|&&s| slots.node_of(gpu(s)) == slots.node_of(g))
-            });
-            match pick {
-                Some(&s) => table[g * e_n + e] = s,
-                None => left.push(g),
-            }
+    /// `rule` for layer index `layer` of `plan` (the SGLang table depends
+    /// on the layers before it, so the whole plan is needed).
+    pub fn from_plan(rule: DispatchRule, plan: &Plan, layer: usize) -> Result<Selector> {
+        let n = plan.layers().len();
+        if layer >= n {
+            return Err(Error::Argument(format!(
+                "layer index {layer} is outside the plan's {n} layers"
+            )));
         }
-        if left.is_empty() {
-            continue;
-        }
-        let (q, rem) = (left.len() / cands.len(), left.len() % cands.len());
-        let mut choices: Vec<u32> = Vec::with_capacity(left.len());
-        for _ in 0..q {
-            choices.extend_from_slice(cands);
-        }
-        choices.extend(cands.choose_multiple(&mut rng, rem).copied());
-        choices.shuffle(&mut rng);
-        for (&g, &s) in left.iter().zip(&choices) {
-            table[g * e_n + e] = s;
+        Ok(match rule {
+            DispatchRule::Vllm => Selector::Vllm,
+            _ => Selector::for_plan(rule, plan)?.swap_remove(layer),
+        })
+    }
+
+    /// `rule` for `slots` taken as the only layer of a model (layer id 0,
+    /// no layers before it): what [`Selector::from_plan`] gives for
+    /// [`LayerSlots::to_plan`].
+    pub fn single_layer(rule: DispatchRule, slots: &LayerSlots) -> Result<Selector> {
+        match rule {
+            DispatchRule::Vllm => Ok(Selector::Vllm),
+            _ => Selector::from_plan(rule, &slots.to_plan()?, 0),
         }
     }
-    table
 }
 
 /// The physical slot of every (token, k) row: the CPU reference of the

@@ -1,7 +1,11 @@
 //! The CPU references — the specification the GPU kernels are checked
 //! against — on hand-worked cases and generated ones. No device needed.
 
-use moeplan_cuda::bench::{PlanAlgo, balancedness, even_split_loads, make_plans, median};
+use moeplan::sim::{CostModel, Strategy, Workload, sglang_dispatch_map, simulate};
+use moeplan::{LayerPlacement, LoadTrace, Plan, TokenTrace, Topology};
+use moeplan_cuda::bench::{
+    BenchConfig, PlanAlgo, balancedness, even_split_loads, layer_routing, make_plans, median,
+};
 use moeplan_cuda::check::{case_load, case_placement, cases};
 use moeplan_cuda::combine::combine_cpu;
 use moeplan_cuda::dispatch::{dispatch_cpu, gather_cpu};
@@ -9,21 +13,27 @@ use moeplan_cuda::expert::{
     ExpertShape, WeightPool, bf16_to_f32, experts_cpu, f32_to_bf16, fill_uniform, seeds, silu,
 };
 use moeplan_cuda::routing::{self, Routing, rank_first_token, source_rank};
-use moeplan_cuda::select::{DispatchRule, LayerSlots, Selector, select_cpu, sglang_static_table};
+use moeplan_cuda::select::{DispatchRule, LayerSlots, Selector, select_cpu};
 
 type R = Result<(), Box<dyn std::error::Error>>;
+
+const RULES: [DispatchRule; 3] = [
+    DispatchRule::Vllm,
+    DispatchRule::SglangStatic,
+    DispatchRule::SglangStaticV0,
+];
 
 /// A layer with replicas (and a same-GPU duplicate) and a generated routing.
 fn sample(rule: DispatchRule) -> Result<(LayerSlots, Routing, Vec<u32>), moeplan_cuda::Error> {
     let slots = LayerSlots::new(&case_placement(32, 8, 12, false), 32, 4)?;
     let r = routing::generate(&case_load(32), 777, 6, 9)?;
-    let phys = select_cpu(&r, &slots, &Selector::new(rule, &slots, 3))?;
+    let phys = select_cpu(&r, &slots, &Selector::single_layer(rule, &slots)?)?;
     Ok((slots, r, phys))
 }
 
 #[test]
 fn selection_picks_a_copy_of_the_routed_expert() -> R {
-    for rule in [DispatchRule::Vllm, DispatchRule::SglangStatic] {
+    for rule in RULES {
         let (slots, r, phys) = sample(rule)?;
         for (i, &s) in phys.iter().enumerate() {
             assert_eq!(slots.slot_expert[s as usize], r.ids[i], "{rule}, row {i}");
@@ -34,7 +44,7 @@ fn selection_picks_a_copy_of_the_routed_expert() -> R {
 
 #[test]
 fn dispatch_conserves_tokens() -> R {
-    for rule in [DispatchRule::Vllm, DispatchRule::SglangStatic] {
+    for rule in RULES {
         let (slots, r, phys) = sample(rule)?;
         let d = dispatch_cpu(&phys, slots.num_slots())?;
         assert_eq!(d.counts.iter().sum::<u32>() as usize, r.rows());
@@ -133,12 +143,20 @@ fn vllm_uses_the_position_in_the_source_rank() -> R {
     Ok(())
 }
 
+/// The SGLang table of a single layer (`D × E`, row-major).
+fn table(rule: DispatchRule, slots: &LayerSlots) -> Result<Vec<u32>, moeplan_cuda::Error> {
+    match Selector::single_layer(rule, slots)? {
+        Selector::Table(t) => Ok(t),
+        Selector::Vllm => Err(moeplan_cuda::Error::Argument("not a table rule".into())),
+    }
+}
+
 #[test]
 fn sglang_static_prefers_own_gpu_then_node_then_spreads() -> R {
     // 2 nodes × 2 GPUs. Expert 0: slots 0 (GPU 0) and 3, 4 (both GPU 2);
     // expert 1: slot 1 (GPU 0) and slot 2 (GPU 1).
     let slots = LayerSlots::new(&[vec![0, 1], vec![1], vec![0, 0], vec![]], 2, 2)?;
-    let t = sglang_static_table(&slots, 1);
+    let t = table(DispatchRule::SglangStatic, &slots)?;
     let e = |r: usize, x: usize| t[r * 2 + x];
     assert_eq!(e(0, 0), 0); // own GPU
     assert_eq!(e(1, 0), 0); // same node (GPU 0)
@@ -150,11 +168,18 @@ fn sglang_static_prefers_own_gpu_then_node_then_spreads() -> R {
     let mut spread = [e(2, 1), e(3, 1)];
     spread.sort_unstable();
     assert_eq!(spread, [1, 2]);
+    // The older rule knows no node: ranks 1 and 3 draw two distinct copies
+    // of expert 0 (a sample of 2 of its 3).
+    let t = table(DispatchRule::SglangStaticV0, &slots)?;
+    let e = |r: usize, x: usize| t[r * 2 + x];
+    assert_eq!([e(0, 0), e(2, 0), e(0, 1), e(1, 1)], [0, 3, 1, 2]);
+    assert_ne!(e(1, 0), e(3, 0));
+    assert!([e(1, 0), e(3, 0)].iter().all(|c| [0, 3, 4].contains(c)));
     Ok(())
 }
 
 #[test]
-fn sglang_static_spreads_evenly_and_deterministically() -> R {
+fn sglang_static_spreads_evenly() -> R {
     // 8 nodes × 1 GPU. Expert 0 on GPUs 0 and 1 only: the 6 other ranks
     // spread over its 2 copies, 3 each. Expert 1 on GPUs 0..=3: the 4 other
     // ranks get one copy each.
@@ -164,38 +189,255 @@ fn sglang_static_spreads_evenly_and_deterministically() -> R {
     gpus[2] = vec![1];
     gpus[3] = vec![1];
     let slots = LayerSlots::new(&gpus, 2, 1)?;
-    for seed in 0..20 {
-        let t = sglang_static_table(&slots, seed);
-        assert_eq!(t, sglang_static_table(&slots, seed));
+    for rule in [DispatchRule::SglangStatic, DispatchRule::SglangStaticV0] {
+        let t = table(rule, &slots)?;
         let mut per_copy = std::collections::BTreeMap::new();
         for r in 2..8 {
             *per_copy.entry(t[r * 2]).or_insert(0) += 1;
         }
-        assert_eq!(
-            per_copy.values().copied().collect::<Vec<_>>(),
-            [3, 3],
-            "seed {seed}"
-        );
+        assert_eq!(per_copy.values().copied().collect::<Vec<_>>(), [3, 3]);
         let mut per_copy = std::collections::BTreeMap::new();
         for r in 4..8 {
             *per_copy.entry(t[r * 2 + 1]).or_insert(0) += 1;
         }
-        assert_eq!(
-            per_copy.values().copied().collect::<Vec<_>>(),
-            [1, 1, 1, 1],
-            "seed {seed}"
-        );
+        assert_eq!(per_copy.values().copied().collect::<Vec<_>>(), [1, 1, 1, 1]);
     }
     // 5 ranks over 2 copies: 2 or 3 each
     let mut gpus = vec![vec![]; 7];
     gpus[0] = vec![0];
     gpus[1] = vec![0];
     let slots = LayerSlots::new(&gpus, 1, 1)?;
-    for seed in 0..20 {
-        let t = sglang_static_table(&slots, seed);
-        let on0 = (2..7).filter(|&r| t[r] == 0).count();
-        assert!(on0 == 2 || on0 == 3, "seed {seed}: {on0}");
+    let t = table(DispatchRule::SglangStatic, &slots)?;
+    let on0 = (2..7).filter(|&r| t[r] == 0).count();
+    assert!(on0 == 2 || on0 == 3, "{on0}");
+    Ok(())
+}
+
+#[test]
+fn sglang_tables_are_the_cores_map() -> R {
+    let trace = moeplan::generator::generate(&moeplan::generator::GenConfig::new(
+        moeplan::model::preset("deepseek-v2-lite")?,
+        2,
+    ))?;
+    let plans = make_plans(
+        &trace,
+        Topology::new(2, 4)?,
+        &["eplb:8".parse()?, "craft:2".parse()?],
+        1,
+    )?;
+    for (label, plan) in &plans {
+        for (rule, version) in [
+            (
+                DispatchRule::SglangStatic,
+                moeplan::sim::SglangVersion::Nearest,
+            ),
+            (
+                DispatchRule::SglangStaticV0,
+                moeplan::sim::SglangVersion::SameGpu,
+            ),
+        ] {
+            let want = sglang_dispatch_map(plan, version)?;
+            let got = Selector::for_plan(rule, plan)?;
+            assert_eq!(got.len(), want.len());
+            for (l, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(
+                    g,
+                    &Selector::Table(w.clone()),
+                    "{label} {rule} layer index {l}"
+                );
+            }
+            // one layer alone: the same table as in the whole plan
+            let last = plan.layers().len() - 1;
+            assert_eq!(Selector::from_plan(rule, plan, last)?, got[last]);
+        }
+        assert!(Selector::from_plan(DispatchRule::Vllm, plan, 99).is_err());
     }
+    Ok(())
+}
+
+/// `eval`'s mean / max and max / mean of GPU loads (the same operations,
+/// so equal loads give equal bits).
+fn balance_of(loads: &[f64]) -> (f64, f64) {
+    let (max, sum) = loads
+        .iter()
+        .fold((0.0f64, 0.0f64), |(m, s), &x| (m.max(x), s + x));
+    if max <= 0.0 {
+        return (1.0, 1.0);
+    }
+    let mean = sum / loads.len() as f64;
+    (mean / max, max / mean)
+}
+
+/// Runs `tokens` generated tokens per layer (bench's routing) of `layers`
+/// (indices into `trace`) through the crate's CPU dispatch and through the
+/// core's simulator — the same tokens as a one-batch `TokenTrace`, token
+/// `t` from rank `⌊t·D/n⌋` — and asserts that both agree exactly: each
+/// layer's balancedness and imbalance ratio (the per-GPU row counts'
+/// mean / max and max / mean), the batch's, and the pair counts: total,
+/// local, intra-node, cross-node, and the busiest GPU's ingress and egress
+/// summed over layers. The simulator reports no per-GPU loads, so they are
+/// compared through these.
+fn agree_with_simulator(
+    trace: &LoadTrace,
+    layers: &[usize],
+    plan: &Plan,
+    tokens: usize,
+    what: &str,
+) -> R {
+    let topo = plan.topology();
+    let (d, gpn) = (topo.num_gpus(), topo.gpus_per_node());
+    let top_k = trace.top_k().ok_or("trace without top-k")?;
+    let cfg = BenchConfig {
+        tokens,
+        top_k,
+        rule: DispatchRule::Vllm,
+        shape: ExpertShape::new(8, 8)?,
+        layers: layers.to_vec(),
+        repeats: 1,
+        warmup: 0,
+        source_batch: None,
+        seed: 11,
+        pool: 1,
+        launch_gaps: false,
+    };
+    let routings = layers
+        .iter()
+        .map(|&l| layer_routing(trace, &cfg, l))
+        .collect::<Result<Vec<_>, _>>()?;
+    let ranks: Vec<u32> = (0..tokens)
+        .map(|t| source_rank(t, tokens, d) as u32)
+        .collect();
+    let routes = routings
+        .iter()
+        .map(|r| ndarray::Array2::from_shape_vec((tokens, top_k), r.ids.clone()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let ids: Vec<u32> = layers.iter().map(|&l| trace.layer_ids()[l]).collect();
+    let work = Workload::from_tokens(
+        TokenTrace::new(trace.num_experts(), ids, routes, ranks)?,
+        tokens,
+    )?;
+    assert_eq!(work.trace().num_batches(), 1);
+    for rule in RULES {
+        let at = format!("{what}, {rule}");
+        let rep = simulate(
+            &work,
+            &Strategy::fixed(plan.clone(), rule.sim_rule()),
+            &CostModel::default(),
+        )?;
+        assert_eq!(rep.sources, "token routes", "{at}");
+        let selectors = Selector::for_plan(rule, plan)?;
+        let (mut local, mut intra, mut cross) = (0u64, 0u64, 0u64);
+        let (mut max_in, mut max_out) = (0u64, 0u64);
+        let mut batch_bal = 0.0;
+        for (l, r) in routings.iter().enumerate() {
+            let slots = LayerSlots::from_plan(plan, l)?;
+            let phys = select_cpu(r, &slots, &selectors[l])?;
+            let index = dispatch_cpu(&phys, slots.num_slots())?;
+            let rows: Vec<f64> = index
+                .rows_per_gpu(&slots)
+                .iter()
+                .map(|&x| x as f64)
+                .collect();
+            let (bal, ir) = balance_of(&rows);
+            assert_eq!(rep.per_layer[l], bal, "{at}, layer index {l}: {rows:?}");
+            assert_eq!(
+                rep.per_layer_imbalance_ratio[l], ir,
+                "{at}, layer index {l}"
+            );
+            batch_bal += bal;
+            let (mut ingress, mut egress) = (vec![0u64; d], vec![0u64; d]);
+            for (i, &s) in phys.iter().enumerate() {
+                let src = source_rank(i / top_k, tokens, d);
+                let g = slots.slot_gpu[s as usize] as usize;
+                if g == src {
+                    local += 1;
+                    continue;
+                }
+                ingress[g] += 1;
+                egress[src] += 1;
+                if g / gpn == src / gpn {
+                    intra += 1;
+                } else {
+                    cross += 1;
+                }
+            }
+            max_in += ingress.iter().max().copied().unwrap_or(0);
+            max_out += egress.iter().max().copied().unwrap_or(0);
+        }
+        assert_eq!(rep.per_batch[0], batch_bal / layers.len() as f64, "{at}");
+        let t = &rep.traffic;
+        assert_eq!(t.pairs, (tokens * top_k * layers.len()) as f64, "{at}");
+        assert_eq!(
+            [t.local, t.intra_node, t.cross_node],
+            [local as f64, intra as f64, cross as f64],
+            "{at}"
+        );
+        assert_eq!(
+            [t.max_ingress, t.max_egress],
+            [max_in as f64, max_out as f64],
+            "{at}"
+        );
+        if topo.nodes() == 1 {
+            assert_eq!(cross, 0, "{at}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn cpu_dispatch_is_the_simulators_model() -> R {
+    let olmoe = moeplan::generator::generate(&moeplan::generator::GenConfig::new(
+        moeplan::model::preset("olmoe")?,
+        4,
+    ))?;
+    let algos: Vec<PlanAlgo> = ["contiguous", "eplb:8", "eplb:16", "craft:2"]
+        .iter()
+        .map(|s| s.parse())
+        .collect::<Result<_, _>>()?;
+    let all: Vec<usize> = (0..olmoe.num_layers()).collect();
+    for (nodes, gpn) in [(1, 8), (2, 4)] {
+        let plans = make_plans(&olmoe, Topology::new(nodes, gpn)?, &algos, 1)?;
+        assert!(plans[1].1.summary().replicas > 0 && plans[3].1.summary().replicas > 0);
+        for (label, plan) in &plans {
+            for tokens in [1000, 333, 5] {
+                let what = format!("olmoe {nodes}×{gpn} {label} {tokens} tokens");
+                agree_with_simulator(&olmoe, &all, plan, tokens, &what)?;
+            }
+        }
+    }
+    // A model with a dense first layer (SGLang's map walks it too), top-6.
+    let lite = moeplan::generator::generate(&moeplan::generator::GenConfig::new(
+        moeplan::model::preset("deepseek-v2-lite")?,
+        2,
+    ))?;
+    assert_eq!(lite.layer_ids()[0], 1);
+    let all: Vec<usize> = (0..lite.num_layers()).collect();
+    let plans = make_plans(&lite, Topology::new(2, 4)?, &["eplb:16".parse()?], 1)?;
+    let (label, plan) = &plans[0];
+    agree_with_simulator(
+        &lite,
+        &all,
+        plan,
+        777,
+        &format!("deepseek-v2-lite 2×4 {label}"),
+    )?;
+    // Three of its layers as a plan: the layers between are walked as dense.
+    let pick = [2usize, 8, 19];
+    let part = Plan::new(
+        plan.topology(),
+        plan.num_experts(),
+        pick.iter()
+            .map(|&l| plan.layers()[l].clone())
+            .collect::<Vec<LayerPlacement>>(),
+        "eplb-part",
+    )?;
+    agree_with_simulator(
+        &lite,
+        &pick,
+        &part,
+        512,
+        "deepseek-v2-lite 2×4 three layers",
+    )?;
     Ok(())
 }
 

@@ -80,7 +80,11 @@ fn bench_measures_every_rank() -> Result<(), Error> {
         .map(|s| s.parse())
         .collect::<Result<_, _>>()?;
     let plans = bench::make_plans(&trace, topo, &algos, 1)?;
-    for rule in [DispatchRule::Vllm, DispatchRule::SglangStatic] {
+    for rule in [
+        DispatchRule::Vllm,
+        DispatchRule::SglangStatic,
+        DispatchRule::SglangStaticV0,
+    ] {
         let cfg = BenchConfig {
             tokens: 512,
             top_k: 8,
