@@ -10,7 +10,9 @@ macro_rules! wl {
 
 use moeplan::model::ModelPreset;
 use moeplan::sweep::Sweep;
-use moeplan::{EvalReport, Plan, Topology, TraceStats, model};
+use moeplan::{Plan, Topology, TraceStats, model};
+
+use crate::judge::{Cost, Judged};
 
 pub fn stats(s: &TraceStats) -> String {
     let mut o = String::new();
@@ -65,14 +67,16 @@ pub fn stats(s: &TraceStats) -> String {
     o
 }
 
-pub fn eval(r: &EvalReport, plan: &Plan, scope: &str) -> String {
+pub fn eval(j: &Judged, algorithm: &str, plan: &Plan, scope: &str, cost: &Cost) -> String {
+    let r = &j.report;
+    let t = &j.sim.traffic;
     let mut o = String::new();
+    wl!(o, "plan: {} on {} · {}", algorithm, plan.topology(), scope);
     wl!(
         o,
-        "plan: {} on {} · {}",
-        r.algorithm,
-        plan.topology(),
-        scope
+        "dispatch         {}   how a (token, expert) pair picks a copy; sources: {}",
+        j.sim.rule,
+        j.sim.sources
     );
     wl!(
         o,
@@ -99,6 +103,21 @@ pub fn eval(r: &EvalReport, plan: &Plan, scope: &str) -> String {
             r.same_gpu_duplicates
         );
     }
+    wl!(
+        o,
+        "traffic          local {:.1}% · intra-node {:.1}% · cross-node {:.1}% of {:.0} (token, expert) pairs over all batches",
+        j.local_pct(),
+        pct(t.intra_node, t.pairs),
+        j.cross_node_pct(),
+        t.pairs
+    );
+    wl!(
+        o,
+        "cross-node bytes {:.3} GB over all batches at {}; busiest GPU receives {:.0} pairs per batch (summed over layers)",
+        j.cross_node_gb(),
+        cost.describe(),
+        t.max_ingress
+    );
     wl!(o);
     wl!(
         o,
@@ -122,36 +141,55 @@ pub fn eval(r: &EvalReport, plan: &Plan, scope: &str) -> String {
 }
 
 pub fn compare(
-    rows: &[(String, Result<EvalReport, moeplan::Error>)],
+    rows: &[(String, Result<Judged, moeplan::Error>)],
     topology: Topology,
     scope: &str,
+    rule: &str,
+    sources: &str,
+    cost: &Cost,
 ) -> String {
     let mut o = String::new();
     wl!(o, "{topology} · {scope}");
+    wl!(o, "dispatch: {rule} · sources: {sources}");
+    wl!(o, "cross-node GB: over all batches, at {}", cost.describe());
     wl!(
         o,
-        "{:<16} {:>13} {:>10} {:>9} {:>14}",
+        "{:<16} {:>13} {:>10} {:>9} {:>14} {:>8} {:>12} {:>14}",
         "plan",
         "balancedness",
         "imbalance",
         "replicas",
-        "slots/GPU max"
+        "slots/GPU max",
+        "local %",
+        "cross-node %",
+        "cross-node GB"
     );
     for (name, r) in rows {
         match r {
-            Ok(r) => wl!(
+            Ok(j) => wl!(
                 o,
-                "{:<16} {:>13.4} {:>10.4} {:>9} {:>14}",
+                "{:<16} {:>13.4} {:>10.4} {:>9} {:>14} {:>8.1} {:>12.1} {:>14.3}",
                 name,
-                r.balancedness,
-                r.imbalance_ratio,
-                r.replicas,
-                r.slots_per_gpu_max
+                j.report.balancedness,
+                j.report.imbalance_ratio,
+                j.report.replicas,
+                j.report.slots_per_gpu_max,
+                j.local_pct(),
+                j.cross_node_pct(),
+                j.cross_node_gb()
             ),
             Err(e) => wl!(o, "{name:<16} not possible: {e}"),
         }
     }
     o
+}
+
+fn pct(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        100.0 * part / whole
+    } else {
+        0.0
+    }
 }
 
 pub fn presets() -> String {
@@ -182,9 +220,17 @@ pub fn presets() -> String {
     o
 }
 
-pub fn sweep(s: &Sweep, topology: Topology, scope: &str, preset: Option<&ModelPreset>) -> String {
+pub fn sweep(
+    s: &Sweep,
+    topology: Topology,
+    scope: &str,
+    preset: Option<&ModelPreset>,
+    rule: &str,
+    sources: &str,
+) -> String {
     let mut o = String::new();
     wl!(o, "{topology} · {scope}");
+    wl!(o, "dispatch: {rule} · sources: {sources}");
     wl!(
         o,
         "CRAFT's automatic choice (Step 2): R = {}",

@@ -681,3 +681,341 @@ fn eval_places_a_trace_like_the_plan_made_from_it() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["layer_ids"][0], 1);
 }
+
+/// Runs `args`, asserts success, and parses stdout as JSON.
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let out = moeplan(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// Runs `args`, asserts success, and returns stdout.
+fn text_of(args: &[&str]) -> String {
+    let out = moeplan(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A generated OLMoE trace of 4 batches written to `name`.
+fn olmoe_trace(name: &str) -> String {
+    let p = tmp(name);
+    let p = p.to_str().unwrap().to_string();
+    text_of(&["gen", "--preset", "olmoe", "--batches", "4", "--out", &p]);
+    p
+}
+
+const RULES: [&str; 8] = [
+    "even",
+    "vllm",
+    "sglang-static",
+    "sglang-static-same-gpu",
+    "sglang-dynamic",
+    "sglang-dynamic-uniform",
+    "local-first",
+    "optimal",
+];
+
+#[test]
+fn dispatch_rules_in_eval_json() {
+    let trace = olmoe_trace("dispatch-trace.json");
+    let plan = tmp("dispatch-plan.json");
+    let plan = plan.to_str().unwrap();
+    text_of(&[
+        "plan",
+        "--trace",
+        &trace,
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "4",
+        "--redundant-experts",
+        "8",
+        "--out",
+        plan,
+    ]);
+    let eval = |extra: &[&str]| {
+        let mut a = vec!["eval", "--trace", &trace, "--plan", plan, "--json"];
+        a.extend_from_slice(extra);
+        json_of(&a)
+    };
+    let old = eval(&[]);
+    let even = eval(&["--dispatch", "even"]);
+    // the default is `even`, and `even` is today's replay to the bit
+    assert_eq!(old, even);
+    assert_eq!(even["dispatch"], "even");
+    assert_eq!(even["sources"], "even arrival (assumed)");
+    let pairs = json_of(&["inspect", &trace, "--json"])["total_tokens"]
+        .as_f64()
+        .unwrap();
+    let mut bal = Vec::new();
+    for rule in RULES {
+        let v = eval(&["--dispatch", rule]);
+        assert_eq!(v["dispatch"], rule);
+        let t = v["traffic"].as_object().unwrap();
+        let mut keys: Vec<&str> = t.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "cross_node",
+                "cross_node_bytes",
+                "intra_node",
+                "local",
+                "max_gpu_ingress"
+            ]
+        );
+        let sum = ["local", "intra_node", "cross_node"]
+            .iter()
+            .map(|k| t[*k].as_f64().unwrap())
+            .sum::<f64>();
+        assert!(
+            (sum - pairs).abs() <= 1e-6 * pairs,
+            "{rule}: {sum} vs {pairs}"
+        );
+        assert!(t["cross_node"].as_f64().unwrap() > 0.0, "{rule}");
+        assert_eq!(v["per_batch_imbalance_ratio"].as_array().unwrap().len(), 4);
+        // the bound is today's (even split, per replica count)
+        assert_eq!(v["bound"], even["bound"]);
+        bal.push((rule, v["balancedness"].as_f64().unwrap()));
+    }
+    let optimal = bal.last().unwrap().1;
+    for (rule, b) in &bal {
+        assert!(optimal >= b - 1e-12, "optimal {optimal} < {rule} {b}");
+    }
+    // the traffic in words, in the table
+    let text = text_of(&[
+        "eval",
+        "--trace",
+        &trace,
+        "--plan",
+        plan,
+        "--dispatch",
+        "local-first",
+    ]);
+    assert!(text.contains("local-first"), "{text}");
+    assert!(text.contains("cross-node"), "{text}");
+    assert!(text.contains("olmoe"), "the bytes' model is said: {text}");
+}
+
+#[test]
+fn every_command_takes_dispatch() {
+    let common = ["--preset", "olmoe", "--batches", "4", "--nodes", "2"];
+    let common: Vec<&str> = common.into_iter().chain(["--gpus-per-node", "4"]).collect();
+    for rule in ["sglang-static", "optimal"] {
+        let mut a = vec!["compare", "--json", "--dispatch", rule];
+        a.extend(&common);
+        let v = json_of(&a);
+        assert_eq!(v["dispatch"], rule);
+        assert!(
+            v["plans"][0]["report"]["traffic"]["local"]
+                .as_f64()
+                .is_some()
+        );
+        let mut a = vec!["compare", "--dispatch", rule];
+        a.extend(&common);
+        let text = text_of(&a);
+        assert!(text.contains("cross-node"), "{text}");
+        let mut a = vec!["sweep", "--json", "--dispatch", rule];
+        a.extend(&common);
+        assert_eq!(json_of(&a)["dispatch"], rule);
+        let out = tmp(&format!("dispatch-plan-{rule}.json"));
+        let mut a = vec!["plan", "--dispatch", rule, "--out", out.to_str().unwrap()];
+        a.extend(&common);
+        let o = moeplan(&a);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8_lossy(&o.stderr).contains(rule));
+    }
+    // the sweep under `even` is today's sweep
+    let mut a = vec!["sweep", "--json"];
+    a.extend(&common);
+    let old = json_of(&a);
+    a.extend(["--dispatch", "even"]);
+    let even = json_of(&a);
+    assert_eq!(old["rows"], even["rows"]);
+    check_fails(
+        &["eval", "--plan", "p.json", "--dispatch", "random"],
+        "invalid value",
+    );
+}
+
+#[test]
+fn eval_reads_every_plan_format() {
+    let trace = olmoe_trace("formats-trace.json");
+    let write_plan = |format: &str| {
+        let out = tmp(&format!("formats-plan.{format}"));
+        let out = out.to_str().unwrap().to_string();
+        text_of(&[
+            "plan",
+            "--trace",
+            &trace,
+            "--algo",
+            "eplb",
+            "--gpus-per-node",
+            "8",
+            "--redundant-experts",
+            "8",
+            "--format",
+            format,
+            "--out",
+            &out,
+        ]);
+        out
+    };
+    let own = write_plan("moeplan");
+    // vllm-ascend's plan is repaired (no expert twice on a device): its own
+    // moeplan JSON is made from the file
+    let ascend = write_plan("vllm-ascend");
+    let map: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ascend).unwrap()).unwrap();
+    let layers: Vec<serde_json::Value> = map["layer_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let gpus: Vec<&serde_json::Value> = l["device_list"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| &d["device_expert"])
+                .collect();
+            serde_json::json!({"layer": l["layer_id"], "gpus": gpus})
+        })
+        .collect();
+    let ascend_own = write(
+        "formats-plan-ascend.json",
+        &serde_json::json!({"layers": layers}).to_string(),
+    );
+    for rule in ["even", "sglang-static", "vllm", "optimal"] {
+        let eval_json = |file: &str, extra: &[&str]| {
+            let mut a = vec![
+                "eval",
+                "--trace",
+                &trace,
+                "--plan",
+                file,
+                "--json",
+                "--dispatch",
+                rule,
+            ];
+            a.extend_from_slice(extra);
+            json_of(&a)
+        };
+        for format in ["sglang", "vllm", "vllm-ascend", "csv"] {
+            let want = if format == "vllm-ascend" {
+                eval_json(&ascend_own, &[])
+            } else {
+                eval_json(&own, &[])
+            };
+            let file = write_plan(format);
+            let got = eval_json(&file, &["--gpus-per-node", "8"]);
+            assert_eq!(got["balancedness"], want["balancedness"], "{format} {rule}");
+            assert_eq!(got["traffic"], want["traffic"], "{format} {rule}");
+            assert_eq!(got["layer_ids"], want["layer_ids"], "{format}");
+        }
+    }
+}
+
+#[test]
+fn plan_files_without_topology_need_gpus_per_node() {
+    let trace = olmoe_trace("no-topology-trace.json");
+    for format in ["sglang", "vllm", "csv"] {
+        let out = tmp(&format!("no-topology.{format}"));
+        let out = out.to_str().unwrap();
+        text_of(&[
+            "plan",
+            "--trace",
+            &trace,
+            "--gpus-per-node",
+            "8",
+            "--format",
+            format,
+            "--out",
+            out,
+        ]);
+        check_fails(
+            &["eval", "--trace", &trace, "--plan", out],
+            "--gpus-per-node",
+        );
+    }
+    // the moeplan JSON holds its topology, and another one is refused
+    let out = tmp("with-topology.json");
+    let out = out.to_str().unwrap();
+    text_of(&[
+        "plan",
+        "--trace",
+        &trace,
+        "--gpus-per-node",
+        "8",
+        "--out",
+        out,
+    ]);
+    check_fails(
+        &[
+            "eval",
+            "--trace",
+            &trace,
+            "--plan",
+            out,
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "4",
+        ],
+        "1 node(s) × 8 GPU(s)",
+    );
+    // a trace is not a plan
+    check_fails(&["eval", "--plan", &trace], "not a plan");
+}
+
+/// SGLang's file has a row per model layer, dense ones included: a trace of
+/// MoE rows numbered 0..57 is placed with --model, never read off the dense
+/// rows.
+#[test]
+fn eval_maps_sglang_rows_to_moe_layers() {
+    let npy = moe_only_npy("sglang-eval.npy");
+    let sglang = tmp("sglang-eval.json");
+    let own = tmp("sglang-eval-plan.json");
+    let (sglang, own) = (sglang.to_str().unwrap(), own.to_str().unwrap());
+    for (format, out) in [("sglang", sglang), ("moeplan", own)] {
+        text_of(&[
+            "plan",
+            "--trace",
+            &npy,
+            "--model",
+            "deepseek-v3",
+            "--gpus-per-node",
+            "8",
+            "--redundant-experts",
+            "8",
+            "--format",
+            format,
+            "--out",
+            out,
+        ]);
+    }
+    let base = ["eval", "--trace", &npy, "--gpus-per-node", "8", "--json"];
+    let with = |extra: &[&'static str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        a
+    };
+    let mut a = with(&["--plan"]);
+    a.push(sglang);
+    check_fails(&a, "--model deepseek-v3");
+    a.extend(["--model", "deepseek-v3"]);
+    let got = json_of(&a);
+    let mut a = with(&["--plan"]);
+    a.push(own);
+    let want = json_of(&a);
+    assert_eq!(got["layer_ids"][0], 3);
+    assert_eq!(got["balancedness"], want["balancedness"]);
+    assert_eq!(got["cost"]["model"], "deepseek-v3");
+}

@@ -15,10 +15,12 @@
 //! | vLLM `physical_to_logical_map` list | [`vllm::read_physical_to_logical`] | [`vllm::write_physical_to_logical`] |
 //! | vllm-ascend expert map | [`vllm::read_ascend_expert_map`] | [`vllm::write_ascend_expert_map`] |
 //! | plan CSV `layer,gpu,slot,expert` | [`csv::read_plan_csv`] | [`csv::write_plan_csv`] |
+//! | any plan file above, detected by content | [`plan_any::read_any_plan`] | — |
 
 pub mod csv;
 pub mod esft;
 pub mod npy;
+pub mod plan_any;
 pub mod plan_json;
 pub mod sglang;
 pub mod torch;

@@ -1,0 +1,197 @@
+//! `moeplan plan`: compute a plan and write it in the format an engine
+//! loads; with `--dispatch`, also say how it balances under that rule.
+
+use moeplan::formats::plan_json::{self, PlanMeta};
+use moeplan::formats::{self, sglang};
+use moeplan::sim::{Rule, Workload};
+use moeplan::{LoadTrace, Plan, Topology, model};
+
+use super::{make_plan, place_in_model};
+use crate::args::{PlanArgs, PlanFormat};
+use crate::error::CliError;
+use crate::io::{spinner, write_file};
+use crate::judge::{Cost, judge_quietly};
+
+pub fn run(args: PlanArgs) -> Result<(), CliError> {
+    let trace = place_in_model(
+        crate::io::load_trace(&args.trace)?,
+        args.model.as_deref(),
+        args.model_layers,
+    )?;
+    if args.format == PlanFormat::Sglang && trace.known_model_layers().is_none() {
+        // Refused before planning: the file needs it, and planning can take a while.
+        return Err(unknown_model_layers(&trace).into());
+    }
+    let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
+    let cost = match args.dispatch {
+        Some(_) => Some(Cost::choose(args.model.as_deref(), &trace)?),
+        None => None,
+    };
+    let split = match args.holdout {
+        Some(h) => Some(trace.holdout_split(h)?),
+        None => None,
+    };
+    let planned_on = split.as_ref().map_or(&trace, |s| &s.plan);
+    let bar = spinner("planning");
+    let plan = make_plan(
+        args.algo,
+        planned_on,
+        topology,
+        &args.cluster,
+        args.redundant_experts,
+        args.replicas_per_gpu.0,
+        &args.craft.options(),
+    );
+    bar.finish_and_clear();
+    let plan = plan?;
+    let needs_uniform = matches!(
+        args.format,
+        PlanFormat::Sglang | PlanFormat::Vllm | PlanFormat::VllmAscend
+    );
+    let plan = if needs_uniform && plan.uniform_slots_per_gpu().is_none() {
+        if !args.pad {
+            return Err(moeplan::Error::Export {
+                format: "sglang/vllm/vllm-ascend",
+                message: format!(
+                    "this {} plan has different slot counts per GPU or layer, which the format cannot express; add --pad to write the closest plan that fits",
+                    plan.algorithm()
+                ),
+            }
+            .into());
+        }
+        let padded = plan.padded_to_uniform(planned_on.summed().view())?;
+        eprintln!(
+            "padded to {} slots per GPU in every layer: {} more replicas",
+            padded.uniform_slots_per_gpu().unwrap_or(0),
+            padded.summary().replicas - plan.summary().replicas
+        );
+        padded
+    } else {
+        plan
+    };
+    let rule = args.dispatch.map(|d| d.rule());
+    let plan = if args.format == PlanFormat::VllmAscend {
+        without_same_gpu_copies(plan, planned_on, rule, cost.as_ref())?
+    } else {
+        plan
+    };
+    let text = match args.format {
+        PlanFormat::Moeplan => plan_json::write(
+            &plan,
+            &PlanMeta {
+                // Only a known count: an assumed one would let a later
+                // export trust layer ids that may be MoE positions.
+                model_layers: trace.known_model_layers(),
+                model: args
+                    .model
+                    .clone()
+                    .or_else(|| trace.model().map(str::to_string)),
+                holdout: args.holdout,
+            },
+        ),
+        PlanFormat::Sglang => {
+            sglang::write_init_expert_location(&plan, trace.known_model_layers())?
+        }
+        PlanFormat::Vllm => formats::vllm::write_physical_to_logical(&plan)?,
+        PlanFormat::VllmAscend => formats::vllm::write_ascend_expert_map(&plan)?,
+        PlanFormat::Csv => formats::csv::write_plan_csv(&plan),
+    };
+    write_file(&args.out, &text)?;
+    let s = plan.summary();
+    eprintln!(
+        "wrote {}: {} plan for {topology}, {} layers, {} replicas, {}..{} slots per GPU{}",
+        args.out.display(),
+        plan.algorithm(),
+        plan.layers().len(),
+        s.replicas,
+        s.slots_per_gpu_min,
+        s.slots_per_gpu_max,
+        split
+            .as_ref()
+            .map(|sp| format!(
+                ", planned on {} of {} batches",
+                sp.plan.num_batches(),
+                trace.num_batches()
+            ))
+            .unwrap_or_default()
+    );
+    if let (Some(rule), Some(cost)) = (rule, &cost) {
+        let mut parts = vec![("planned", planned_on)];
+        if let Some(sp) = &split {
+            parts.push(("held-out", &sp.eval));
+        }
+        for (name, on) in parts {
+            let j = judge_quietly(&Workload::new(on.clone()), &plan, rule, cost)?;
+            eprintln!(
+                "under {} dispatch ({}), on the {} {} batch(es): balancedness {:.4}, imbalance {:.4}, local {:.1}%, cross-node {:.1}% ({:.3} GB at {})",
+                j.sim.rule,
+                j.sim.sources,
+                on.num_batches(),
+                name,
+                j.report.balancedness,
+                j.report.imbalance_ratio,
+                j.local_pct(),
+                j.cross_node_pct(),
+                j.cross_node_gb(),
+                cost.describe()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Why `--format sglang` needs the model, and how to name it (the preset of
+/// the trace's shape when there is one).
+fn unknown_model_layers(trace: &LoadTrace) -> moeplan::Error {
+    let (l, e) = (trace.num_layers(), trace.num_experts());
+    let (name, total) = model::PRESETS
+        .iter()
+        .find(|p| p.experts == e && p.moe_layers() == l)
+        .map_or(("deepseek-v3", 61), |p| (p.name, p.total_layers));
+    moeplan::Error::Export {
+        format: "SGLang --init-expert-location",
+        message: format!(
+            "the model's layer count is unknown: the trace holds only its {l} MoE layers, \
+             and SGLang indexes rows by model layer (a short file loads silently and serves every \
+             layer another layer's experts); name the model with --model {name}, or \
+             --model-layers {total} when the trace's layer ids are the model's"
+        ),
+    }
+}
+
+/// vllm-ascend gives each expert one slot per device: second copies on one
+/// GPU are swapped away (slot and copy counts kept), and the balance change
+/// is reported (under `--dispatch` when given, else the even split).
+fn without_same_gpu_copies(
+    plan: Plan,
+    planned_on: &LoadTrace,
+    rule: Option<Rule>,
+    cost: Option<&Cost>,
+) -> Result<Plan, CliError> {
+    let n = plan.summary().same_gpu_duplicates;
+    if n == 0 {
+        return Ok(plan);
+    }
+    let fixed = plan.without_same_gpu_duplicates(planned_on.summed().view())?;
+    let (before, after, under) = match (rule, cost) {
+        (Some(rule), Some(cost)) => {
+            let work = Workload::new(planned_on.clone());
+            (
+                judge_quietly(&work, &plan, rule, cost)?.report.balancedness,
+                judge_quietly(&work, &fixed, rule, cost)?
+                    .report
+                    .balancedness,
+                format!(" under {rule} dispatch"),
+            )
+        }
+        _ => (
+            moeplan::evaluate(planned_on, &plan)?.balancedness,
+            moeplan::evaluate(planned_on, &fixed)?.balancedness,
+            String::new(),
+        ),
+    };
+    eprintln!(
+        "vllm-ascend holds one copy of an expert per device: moved {n} second copies to other devices (balancedness on the planned batches{under} {before:.4} → {after:.4})"
+    );
+    Ok(fixed)
+}

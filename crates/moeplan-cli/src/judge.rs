@@ -1,0 +1,143 @@
+//! A plan judged on a trace under a dispatch rule: the evaluator's report
+//! (replicas, memory, the bound) with balance taken from the simulator
+//! (`moeplan::sim`) under the rule, plus the simulator's traffic. Under
+//! `even` the simulator's figures equal the evaluator's to the bit, so the
+//! default reports what moeplan always reported.
+
+use moeplan::sim::{CostModel, Report, Rule, Strategy, Workload, simulate};
+use moeplan::{EvalReport, LoadTrace, Plan, evaluate_with_progress, model};
+use serde_json::{Value, json};
+
+/// The sizes that turn pairs into bytes, and where they came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Cost {
+    pub model: CostModel,
+    /// The preset whose hidden size is used.
+    pub preset: &'static str,
+    /// `--model`, `the trace` or `default`.
+    pub from: &'static str,
+}
+
+impl Cost {
+    /// `--model`, else the trace's model when it is a preset, else
+    /// DeepSeek-V3.
+    pub fn choose(model: Option<&str>, trace: &LoadTrace) -> Result<Cost, moeplan::Error> {
+        let (preset, from) = match model {
+            Some(name) => (model::preset(name)?, "--model"),
+            None => match trace.model().and_then(|n| model::preset(n).ok()) {
+                Some(p) => (p, "the trace"),
+                None => (model::preset("deepseek-v3")?, "default"),
+            },
+        };
+        Ok(Cost {
+            model: CostModel::for_model(preset),
+            preset: preset.name,
+            from,
+        })
+    }
+
+    /// One phrase for the tables: whose sizes turn pairs into bytes.
+    pub fn describe(&self) -> String {
+        let whose = match self.from {
+            "--model" => "",
+            "the trace" => ", the trace's model",
+            _ => ", the default: name the model with --model",
+        };
+        format!(
+            "{} × {} bytes per pair ({}'s hidden size in bf16{whose})",
+            self.model.hidden, self.model.bytes_per_activation, self.preset
+        )
+    }
+
+    pub fn json(&self) -> Value {
+        json!({
+            "model": self.preset,
+            "hidden": self.model.hidden,
+            "bytes_per_activation": self.model.bytes_per_activation,
+            "from": self.from,
+        })
+    }
+}
+
+/// One plan judged under one rule.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    /// The evaluator's report, balance replaced by the rule's.
+    pub report: EvalReport,
+    /// Everything the simulator measured.
+    pub sim: Report,
+}
+
+/// Judges `plan` on `work` under `rule`; `progress(done, total)` follows
+/// the evaluator's layers.
+pub fn judge(
+    work: &Workload,
+    plan: &Plan,
+    rule: Rule,
+    cost: &Cost,
+    progress: impl FnMut(usize, usize),
+) -> Result<Judged, moeplan::Error> {
+    let mut report = evaluate_with_progress(work.trace(), plan, progress)?;
+    let sim = simulate(work, &Strategy::fixed(plan.clone(), rule), &cost.model)?;
+    report.balancedness = sim.balancedness;
+    report.imbalance_ratio = sim.imbalance_ratio;
+    report.per_layer.clone_from(&sim.per_layer);
+    report
+        .per_layer_imbalance_ratio
+        .clone_from(&sim.per_layer_imbalance_ratio);
+    report.gap = report.bound - report.balancedness;
+    Ok(Judged { report, sim })
+}
+
+/// [`judge`] with no progress shown.
+pub fn judge_quietly(
+    work: &Workload,
+    plan: &Plan,
+    rule: Rule,
+    cost: &Cost,
+) -> Result<Judged, moeplan::Error> {
+    judge(work, plan, rule, cost, |_, _| {})
+}
+
+impl Judged {
+    /// The report as JSON: the evaluator's keys, plus `dispatch`, `sources`,
+    /// `traffic` and `per_batch_imbalance_ratio`.
+    pub fn json(&self) -> Value {
+        let mut v = serde_json::to_value(&self.report).unwrap_or_default();
+        let t = &self.sim.traffic;
+        v["dispatch"] = self.sim.rule.clone().into();
+        v["sources"] = self.sim.sources.clone().into();
+        v["traffic"] = json!({
+            "local": t.local,
+            "intra_node": t.intra_node,
+            "cross_node": t.cross_node,
+            "cross_node_bytes": t.cross_node_bytes,
+            "max_gpu_ingress": t.max_ingress,
+        });
+        v["per_batch_imbalance_ratio"] = json!(self.sim.per_batch_imbalance_ratio);
+        v
+    }
+
+    /// Share of pairs served on their own GPU, in percent.
+    pub fn local_pct(&self) -> f64 {
+        pct(self.sim.traffic.local, self.sim.traffic.pairs)
+    }
+
+    /// Share of pairs served on another node, in percent.
+    pub fn cross_node_pct(&self) -> f64 {
+        pct(self.sim.traffic.cross_node, self.sim.traffic.pairs)
+    }
+
+    /// Cross-node bytes in GB (10⁹ bytes).
+    pub fn cross_node_gb(&self) -> f64 {
+        self.sim.traffic.cross_node_bytes / 1e9
+    }
+}
+
+fn pct(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        100.0 * part / whole
+    } else {
+        0.0
+    }
+}
