@@ -1,10 +1,13 @@
 //! Every plan reader: moeplan JSON, SGLang --init-expert-location, vLLM's
-//! physical_to_logical list, vllm-ascend's expert map and the plan CSV.
+//! physical_to_logical list, vllm-ascend's expert map and the plan CSV,
+//! directly and behind content detection (`plan_any`, what `eval --plan`
+//! uses), with and without a known model.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use moeplan::formats::plan_any::{PlanContext, read_any_plan};
 use moeplan::formats::{csv, plan_json, sglang, vllm};
-use moeplan::Topology;
+use moeplan::{Budget, Topology};
 
 fuzz_target!(|data: &[u8]| {
     let _ = plan_json::read(data);
@@ -14,4 +17,14 @@ fuzz_target!(|data: &[u8]| {
     let _ = vllm::read_physical_to_logical(data, topo, &ids, 8);
     let _ = vllm::read_ascend_expert_map(data, None, &ids, 8);
     let _ = csv::read_plan_csv(data, topo, 8);
+    for (topology, model_layers) in [(Some(topo), Some(5)), (None, None)] {
+        let ctx = PlanContext {
+            topology,
+            layer_ids: &ids,
+            num_experts: 8,
+            model_layers,
+            budget: Budget::mib(64),
+        };
+        let _ = read_any_plan(data, &ctx);
+    }
 });
