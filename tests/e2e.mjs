@@ -4,11 +4,32 @@
 //
 //   node tests/e2e.mjs [--screenshot PATH] [--timings PATH]
 //
-// Prints one line per check and closes with "N passed, M failed".
+// Prints one line per check and closes with "N passed, M failed". Every wait
+// has a deadline, and a wait that runs out fails its section (nothing is
+// swallowed), so a figure is never read from a page that did not answer.
+//
+// What it covers:
+//  - the default view (generated DeepSeek-V3, the page's default 8 × 8 GPUs);
+//  - the budget path, timed over 12 changes on 8 × 8 and on 1 × 64: each
+//    sample waits for the page's own timing of *that* change (its sequence
+//    number and R), and is also timed from outside, as the last DOM mutation
+//    of the figures after the input (a MutationObserver);
+//  - every file in crates/moeplan/tests/fixtures/broken/ (read at test time)
+//    through the file input: one visible error with the words EXPECTED gives,
+//    the plan and trace kept, and a budget change still working; and a file
+//    over the page's 512 MiB on disk, refused before it is read;
+//  - a worker that dies: a second Chromium whose wasm memory is capped at
+//    256 MiB (--js-flags=--wasm-max-mem-pages) loads npz-bomb-lying.npz,
+//    which fits the page's 512 MiB reading budget but not that memory, so the
+//    worker runs out of memory and traps; the page must say so, restart it
+//    with the previous trace (generated, then a file's bytes) and go on.
+//    And a worker that does not answer: a page whose read deadline is set
+//    short (globalThis.moeplanReadDeadlineMs, before it loads).
 
 import { chromium } from "playwright-core";
 import http from "node:http";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -16,6 +37,8 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "..");
 const dist = path.join(root, "dist");
 const shared = path.resolve(root, "..", "shared", "data");
+const fixtures = path.join(root, "crates", "moeplan", "tests", "fixtures");
+const brokenDir = path.join(fixtures, "broken");
 const args = process.argv.slice(2);
 const argValue = (flag) => {
   const i = args.indexOf(flag);
@@ -47,9 +70,191 @@ let failed = 0;
 function check(name, ok, detail = "") {
   if (ok) { passed++; console.log(`ok   ${name}${detail ? ` — ${detail}` : ""}`); }
   else { failed++; console.log(`FAIL ${name}${detail ? ` — ${detail}` : ""}`); }
+  return ok;
 }
 
-const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
+/// Runs one section; an exception (a wait that ran out, above all) fails it.
+async function section(name, fn) {
+  try {
+    await fn();
+  } catch (e) {
+    check(name, false, String(e?.message ?? e).split("\n")[0]);
+  }
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const n = s.length;
+  return n === 0 ? NaN : n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+};
+const round = (x, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
+
+const launchArgs = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"];
+const launch = (extra = []) => chromium.launch({
+  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+  args: [...launchArgs, ...extra],
+});
+
+/// A page that records requests off localhost and uncaught page errors.
+async function openPage(browser, origin, hash = "", init = undefined) {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  page.outside = [];
+  page.errors = [];
+  page.on("request", (r) => {
+    const u = r.url();
+    if (!(u.startsWith(origin) || u.startsWith("data:") || u.startsWith("blob:"))) page.outside.push(u);
+  });
+  page.on("pageerror", (e) => page.errors.push(String(e)));
+  if (init) await page.addInitScript(init);
+  await page.goto(`${origin}/${hash}`);
+  await page.waitForSelector("#bal-craft", { timeout: 120000 });
+  await page.waitForSelector("#status.ready", { timeout: 60000 });
+  return page;
+}
+
+const text = async (page, sel) => (await page.textContent(sel, { timeout: 5000 }))?.trim();
+const summary = (page) => page.$eval("#summary", (el) => el.innerText);
+const craftR = async (page) => Number((await text(page, "#row-craft td")).match(/R = (\d+)/)?.[1]);
+const statusOf = (page) => page.$eval("#status", (el) => ({
+  text: el.textContent.trim(), cls: el.className, restarts: Number(el.dataset.restarts),
+}));
+const visibleErrors = (page) => page.locator(".error:visible").allTextContents();
+
+/// Sets CRAFT's budget R with the slider and waits for that change's plan:
+/// the page's timings of *this* change (their sequence numbers move by one and
+/// name R) and, timed from outside, the figures' last DOM mutation after the
+/// input. Every wait fails when the page does not answer within `timeout`.
+async function setBudget(page, r, timeout = 10000) {
+  const seq = () => page.$eval("#timings", (el) => ({
+    dom: Number(el.dataset.budgetDomSeq), frame: Number(el.dataset.budgetFrameSeq),
+  }));
+  const before = await seq();
+  const external = await page.evaluate(({ r, timeout }) => new Promise((resolve, reject) => {
+    const title = () => document.querySelector("#row-craft td")?.textContent ?? "";
+    const want = `CRAFT R = ${r}`;
+    if (title().includes(want)) { reject(new Error(`budget is already ${r}`)); return; }
+    const figures = document.querySelector(".figures");
+    let last = 0;
+    let shown = false;
+    const obs = new MutationObserver(() => {
+      last = performance.now();
+      if (!shown && title().includes(want)) {
+        shown = true;
+        // Let every microtask and a few tasks run: any later mutation of the
+        // figures still counts (`last`).
+        setTimeout(() => { obs.disconnect(); clearTimeout(timer); resolve(last - t0); }, 40);
+      }
+    });
+    obs.observe(figures, { subtree: true, childList: true, characterData: true, attributes: true });
+    const timer = setTimeout(() => { obs.disconnect(); reject(new Error(`no plan for R = ${r} within ${timeout} ms`)); }, timeout);
+    const input = document.querySelector("#budget");
+    const t0 = performance.now();
+    input.value = String(r);
+    input.dispatchEvent(new Event("input", { bubbles: true }));
+  }), { r, timeout });
+  await page.waitForFunction(({ b, r }) => {
+    const d = document.querySelector("#timings")?.dataset ?? {};
+    return Number(d.budgetDomSeq) > b.dom && Number(d.budgetFrameSeq) > b.frame && d.budgetR === String(r);
+  }, { b: before, r }, { timeout });
+  const after = await seq();
+  if (after.dom !== before.dom + 1 || after.frame !== before.frame + 1) {
+    throw new Error(`one budget change timed ${after.dom - before.dom} / ${after.frame - before.frame} times`);
+  }
+  const d = await page.$eval("#timings", (el) => ({ ...el.dataset }));
+  return {
+    external,
+    dom: Number(d.budgetDomMs),
+    frame: Number(d.budgetMs),
+    worker: Number(d.budgetWorkerMs),
+    receiveToFrame: Number(d.budgetDrawMs),
+    replicas: Number(await text(page, "#replicas-craft")),
+    status: (await statusOf(page)).cls,
+  };
+}
+
+/// Twelve budget changes on the page's current view, each timed.
+async function timeBudget(page, label) {
+  const start = await craftR(page);
+  if (start !== 2) await setBudget(page, 2); // a known starting point, not timed
+  const samples = [];
+  for (const r of [1, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16, 2]) samples.push({ r, ...(await setBudget(page, r)) });
+  const pick = (k) => samples.map((s) => s[k]);
+  const t = {
+    changes: samples.length,
+    dom_ms_median: round(median(pick("external"))),
+    dom_ms_max: round(Math.max(...pick("external"))),
+    page_dom_ms_median: round(median(pick("dom"))),
+    page_frame_ms_median: round(median(pick("frame"))),
+    worker_ms_median: round(median(pick("worker"))),
+    receive_to_frame_ms_median: round(median(pick("receiveToFrame"))),
+  };
+  check(`${label}: 12 budget changes each re-plan CRAFT`,
+    samples.every((s, i) => i === 0 || s.replicas !== samples[i - 1].replicas) && samples.every((s) => /ready/.test(s.status)),
+    samples.map((s) => `R=${s.r}:${s.replicas}`).join(" "));
+  check(`${label}: budget change → new plan in the DOM`, samples.every((s) => s.external > 0 && s.dom > 0),
+    `median ${t.dom_ms_median} ms (page's own: ${t.page_dom_ms_median} ms; next frame ${t.page_frame_ms_median} ms; worker ${t.worker_ms_median} ms)`);
+  return t;
+}
+
+/// EXPECTED: file → the words its error must contain.
+function expectedWords() {
+  const words = new Map();
+  for (const line of fs.readFileSync(path.join(brokenDir, "EXPECTED"), "utf8").split("\n")) {
+    if (line.startsWith("#") || !line.trim()) continue;
+    const tab = line.indexOf("\t");
+    if (tab > 0) words.set(line.slice(0, tab), line.slice(tab + 1).trim());
+  }
+  return words;
+}
+
+/// Loads one file that must fail: one visible error naming it (with
+/// `words`), the trace and plan kept, the worker alive, and a budget change
+/// still answered. Returns the milliseconds to the error.
+async function loadBroken(page, file, words, nextR, label = path.basename(file)) {
+  const name = typeof file === "string" ? path.basename(file) : file.name;
+  const before = { summary: await summary(page), trace: await text(page, "#trace-info"), st: await statusOf(page) };
+  if (!/ready/.test(before.st.cls)) throw new Error(`status not ready before ${label}: ${before.st.text}`);
+  const t0 = Date.now();
+  await page.setInputFiles("#file", file);
+  await page.waitForFunction((n) => {
+    const s = document.querySelector("#status");
+    return s?.classList.contains("error") && s.textContent.includes(n);
+  }, name, { timeout: 10000 });
+  const ms = Date.now() - t0;
+  const shown = await visibleErrors(page);
+  const msg = shown[0] ?? "";
+  const after = { summary: await summary(page), trace: await text(page, "#trace-info"), st: await statusOf(page) };
+  const ok = check(`${label}: one error with "${words}"`,
+    shown.length === 1 && msg.toLowerCase().includes(words.toLowerCase()) && msg.startsWith(`${name}: `),
+    `${ms} ms — ${msg.slice(0, 160)}${shown.length !== 1 ? ` (${shown.length} errors shown)` : ""}`);
+  check(`${label}: plan and trace kept, worker alive`,
+    after.summary === before.summary && after.trace === before.trace && after.st.restarts === before.st.restarts);
+  const b = await setBudget(page, nextR);
+  check(`${label}: budget change still works`, /ready/.test(b.status) && (await craftR(page)) === nextR,
+    `R=${nextR}: ${b.replicas} replicas`);
+  return { ms, ok };
+}
+
+/// Waits for the page to say its worker stopped and was restarted with the
+/// previous trace; checks that trace and plan are back and a budget works.
+async function expectRestart(page, { label, stopped, because, restarts, before, nextR }) {
+  await page.waitForFunction((n) => {
+    const s = document.querySelector("#status");
+    return s?.classList.contains("error") && s.textContent.includes(n);
+  }, stopped, { timeout: 20000 });
+  await page.waitForFunction(() => /restarted it with the previous trace$/.test(
+    document.querySelector("#status")?.textContent.trim() ?? ""), null, { timeout: 30000 });
+  const st = await statusOf(page);
+  const shown = await visibleErrors(page);
+  check(`${label}: the page says so in one message`,
+    shown.length === 1 && st.restarts === restarts && because.test(st.text), st.text);
+  check(`${label}: previous trace and plan restored`,
+    (await text(page, "#trace-info")) === before.trace && (await summary(page)) === before.summary,
+    await text(page, "#trace-info"));
+  const b = await setBudget(page, nextR);
+  check(`${label}: budget change works on the fresh worker`, /ready/.test(b.status), `R=${nextR}: ${b.replicas} replicas`);
+}
 
 async function main() {
   if (!fs.existsSync(path.join(dist, "index.html"))) {
@@ -59,133 +264,197 @@ async function main() {
   }
   const server = await serve(dist);
   const origin = `http://127.0.0.1:${server.address().port}`;
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"],
-  });
-  const timings = {};
+  const browser = await launch();
+  const timings = {
+    machine: `${os.cpus()[0]?.model} × ${os.cpus().length}, Chromium ${browser.version()}`,
+    loadavg_start: os.loadavg().map((x) => round(x)),
+  };
+  const pages = [];
+  const bigFile = path.join(os.tmpdir(), `moeplan-e2e-${process.pid}-big.json`);
   try {
-    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-    const outside = [];
-    page.on("request", (r) => {
-      const u = r.url();
-      if (!(u.startsWith(origin) || u.startsWith("data:") || u.startsWith("blob:"))) outside.push(u);
+    // 1. The default view: a generated DeepSeek-V3 trace on the page's
+    // default cluster (8 nodes × 8 GPUs, 8 expert groups).
+    let page;
+    await section("default view opens", async () => {
+      page = await openPage(browser, origin);
+      pages.push(page);
+      const bal = { base: await text(page, "#bal-base"), eplb: await text(page, "#bal-eplb"), craft: await text(page, "#bal-craft") };
+      check("default plan renders", ["base", "eplb", "craft"].every((k) => Number(bal[k]) > 0 && Number(bal[k]) <= 1),
+        JSON.stringify(bal));
+      check("default trace is generated DeepSeek-V3, 64 batches", /generated deepseek-v3, 64 batches/.test(await text(page, "#trace-info")),
+        await text(page, "#trace-info"));
+      check("default cluster is 8 × 8 with 8 groups", /nodes=8&gpus=8&groups=8/.test(page.url()), await text(page, ".scope"));
+      check("charts are drawn", (await page.locator("svg.chart").count()) >= 5);
     });
-    const errors = [];
-    page.on("pageerror", (e) => errors.push(String(e)));
+    if (!page) throw new Error("the page did not open");
 
-    // 1. The default view: a generated DeepSeek-V3 trace, planned.
-    await page.goto(`${origin}/#preset=deepseek-v3&batches=64&nodes=1&gpus=64&groups=1&r=8`);
-    await page.waitForSelector("#bal-craft", { timeout: 120000 });
-    const text = async (sel) => (await page.textContent(sel))?.trim();
-    const bal = { base: await text("#bal-base"), eplb: await text("#bal-eplb"), craft: await text("#bal-craft") };
-    check("default plan renders", ["base", "eplb", "craft"].every((k) => Number(bal[k]) > 0 && Number(bal[k]) <= 1),
-      JSON.stringify(bal));
-    check("trace info shows the generated default", /generated deepseek-v3/.test(await text("#trace-info")));
-    check("charts are drawn", (await page.locator("svg.chart").count()) >= 5);
+    // 2. The budget on the default view.
+    await section("budget timings, 8 × 8", async () => {
+      timings.default_8x8 = await timeBudget(page, "8 × 8 (default)");
+    });
 
-    // 2. The budget: every change re-plans on the prepared state.
-    const replicasAt = async (r) => {
-      const before = await text("#replicas-craft");
-      await page.$eval("#budget", (el, v) => { el.value = String(v); el.dispatchEvent(new Event("input", { bubbles: true })); }, r);
-      await page.waitForFunction((b) => document.querySelector("#replicas-craft")?.textContent.trim() !== b, before, { timeout: 10000 }).catch(() => {});
-      await page.waitForFunction(() => document.querySelector("#timings")?.dataset.budgetMs !== "", null, { timeout: 10000 });
-      return Number(await text("#replicas-craft"));
-    };
-    const r8 = Number(await text("#replicas-craft"));
-    const r2 = await replicasAt(2);
-    check("budget change re-plans CRAFT", r2 < r8 && r2 <= 128, `R=8: ${r8} replicas, R=2: ${r2}`);
-    const budgetMs = [], workerMs = [], drawMs = [], domMs = [];
-    for (const r of [1, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16, 2]) {
-      await replicasAt(r);
-      const d = await page.$eval("#timings", (el) => ({ ...el.dataset }));
-      budgetMs.push(Number(d.budgetMs));
-      workerMs.push(Number(d.budgetWorkerMs));
-      drawMs.push(Number(d.budgetDrawMs));
-      domMs.push(Number(d.budgetDomMs));
-    }
-    timings.budget_dom_ms_median = median(domMs);
-    timings.budget_ms_median = median(budgetMs);
-    timings.budget_ms_max = Math.max(...budgetMs);
-    timings.budget_worker_ms_median = median(workerMs);
-    timings.budget_receive_to_frame_ms_median = median(drawMs);
-    check("budget change timed", budgetMs.every((x) => x > 0), `median ${timings.budget_ms_median.toFixed(2)} ms`);
-
-    // 3. GPUs: a new cluster re-plans everything (in the worker).
-    const craftBefore = await text("#bal-craft");
-    await page.fill("#gpus", "32");
-    await page.dispatchEvent("#gpus", "change");
-    await page.waitForFunction((b) => document.querySelector("#bal-craft")?.textContent.trim() !== b
-      && document.querySelector("#status")?.classList.contains("ready"), craftBefore, { timeout: 60000 });
-    check("GPU change re-plans", (await text("#bal-craft")) !== craftBefore && /32 GPU/.test(await text(".scope")),
-      `${craftBefore} → ${await text("#bal-craft")}`);
-    const clusterMs = [];
-    for (const g of [64, 48, 64]) {
-      const before = await page.$eval("#timings", (el) => el.dataset.clusterMs);
-      await page.fill("#gpus", String(g));
-      await page.dispatchEvent("#gpus", "change");
-      await page.waitForFunction((b) => document.querySelector("#timings")?.dataset.clusterMs !== b, before, { timeout: 60000 });
-      clusterMs.push(Number(await page.$eval("#timings", (el) => el.dataset.clusterMs)));
-    }
-    timings.cluster_ms_median = median(clusterMs);
-    check("GPU change timed", clusterMs.every((x) => x > 0), `median ${timings.cluster_ms_median.toFixed(0)} ms`);
+    // 3. Every hostile file, through the file input.
+    await section("hostile files", async () => {
+      const words = expectedWords();
+      const files = fs.readdirSync(brokenDir).filter((f) => f !== "EXPECTED").sort();
+      check("hostile fixtures found", files.length > 40, `${files.length} files`);
+      const slow = [];
+      let r = 8;
+      for (const f of files) {
+        if (!words.has(f)) { check(`${f}: listed in EXPECTED`, false); continue; }
+        r = r === 8 ? 3 : 8;
+        await section(`${f}`, async () => {
+          const { ms } = await loadBroken(page, path.join(brokenDir, f), words.get(f), r);
+          slow.push([ms, f]);
+        });
+      }
+      slow.sort((a, b) => b[0] - a[0]);
+      timings.hostile = { files: files.length, slowest_ms: slow[0]?.[0], slowest: slow[0]?.[1], median_ms: median(slow.map((s) => s[0])) };
+      // A file over the limit on disk: refused before it is read (sparse).
+      const fd = fs.openSync(bigFile, "w");
+      fs.ftruncateSync(fd, 513 * 1024 * 1024);
+      fs.closeSync(fd);
+      r = r === 8 ? 3 : 8;
+      await loadBroken(page, bigFile, "is more than the 512 MiB the page reads", r, "a 513 MiB file");
+    });
 
     // 4. A bad value in a field: a message, the plan stays.
-    await page.fill("#gpus", "0");
-    await page.dispatchEvent("#gpus", "change");
-    await page.waitForSelector("#status.error");
-    check("invalid GPU count shows an error", /GPUs per node/.test(await text("#status")));
-    check("plan kept after invalid input", (await page.locator("#bal-craft").count()) === 1);
+    await section("invalid GPU count", async () => {
+      const before = await summary(page);
+      await page.fill("#gpus", "0");
+      await page.dispatchEvent("#gpus", "change");
+      await page.waitForSelector("#status.error", { timeout: 5000 });
+      check("invalid GPU count shows an error", /GPUs per node/.test(await text(page, "#status")));
+      check("plan kept after invalid input", (await summary(page)) === before);
+      // Back to the value in use: the same cluster, answered at once.
+      await page.fill("#gpus", "8");
+      await page.dispatchEvent("#gpus", "change");
+      await page.waitForSelector("#status.ready", { timeout: 10000 });
+      check("plan unchanged after the same GPU count again", (await summary(page)) === before);
+    });
 
-    // 5. A real file from ../shared/data.
-    const real = path.join(shared, "sglang-deepseek-v3", "prefill_in4096.json");
-    if (fs.existsSync(real)) {
-      await page.setInputFiles("#file", real);
-      await page.waitForFunction(() => /prefill_in4096/.test(document.querySelector("#trace-info")?.textContent ?? ""), null, { timeout: 60000 });
-      await page.waitForSelector("#status.ready");
-      check("real SGLang dump loads", Number(await text("#bal-base")) > 0, `BASE ${await text("#bal-base")}, CRAFT ${await text("#bal-craft")}`);
-    } else {
-      console.log(`SKIP real file: ${real} not found`);
-    }
+    // 5. Real files load (and replace the trace).
+    await section("real files", async () => {
+      const real = path.join(shared, "sglang-deepseek-v3", "prefill_in4096.json");
+      if (fs.existsSync(real)) {
+        await page.setInputFiles("#file", real);
+        await page.waitForFunction(() => /prefill_in4096/.test(document.querySelector("#trace-info")?.textContent ?? ""), null, { timeout: 60000 });
+        await page.waitForSelector("#status.ready", { timeout: 60000 });
+        check("real SGLang dump loads", Number(await text(page, "#bal-base")) > 0,
+          `BASE ${await text(page, "#bal-base")}, CRAFT ${await text(page, "#bal-craft")}`);
+      } else {
+        console.log(`SKIP real file: ${real} not found`);
+      }
+      await page.setInputFiles("#file", path.join(fixtures, "torch", "sglang_stat.pt"));
+      await page.waitForFunction(() => /sglang_stat\.pt/.test(document.querySelector("#trace-info")?.textContent ?? ""), null, { timeout: 60000 });
+      await page.waitForSelector("#status.ready", { timeout: 60000 });
+      check("torch .pt dump loads in the page", /3 batch/.test(await text(page, "#trace-info")), await text(page, "#trace-info"));
+      // A broken file after a loaded one keeps the loaded one.
+      await loadBroken(page, { name: "broken.json", mimeType: "application/json", buffer: Buffer.from('{"logical_count": [[1, 2], [3]]}') },
+        "ragged", (await craftR(page)) === 3 ? 2 : 3, "an inline ragged JSON after a .pt");
+      check("settings are in the URL hash", /gpus=8/.test(page.url()) && /r=\d+/.test(page.url()), page.url());
+    });
 
-    // 5b. A torch.save dump (zip + pickle), read in the worker.
-    const pt = path.join(root, "crates", "moeplan", "tests", "fixtures", "torch", "sglang_stat.pt");
-    await page.setInputFiles("#file", pt);
-    await page.waitForFunction(() => /sglang_stat\.pt/.test(document.querySelector("#trace-info")?.textContent ?? ""), null, { timeout: 60000 });
-    await page.waitForSelector("#status.ready");
-    check("torch .pt dump loads in the page", /3 batch/.test(await text("#trace-info")), await text("#trace-info"));
+    // 6. 1 node × 64 GPUs: budget timings, and GPU changes (a full re-plan).
+    await section("1 × 64", async () => {
+      const p64 = await openPage(browser, origin, "#preset=deepseek-v3&batches=64&nodes=1&gpus=64&groups=1&r=8");
+      pages.push(p64);
+      check("1 × 64 view opens", /1 node\(s\) × 64 GPU/.test(await text(p64, ".scope")), await text(p64, ".scope"));
+      timings.one_by_64 = await timeBudget(p64, "1 × 64");
+      const clusterMs = [];
+      for (const g of [32, 48, 64]) {
+        const before = await p64.$eval("#timings", (el) => el.dataset.clusterMs);
+        await p64.fill("#gpus", String(g));
+        await p64.dispatchEvent("#gpus", "change");
+        await p64.waitForFunction((b) => document.querySelector("#timings")?.dataset.clusterMs !== b
+          && document.querySelector("#status")?.classList.contains("ready"), before, { timeout: 60000 });
+        check(`GPU change to ${g} re-plans`, new RegExp(`${g} GPU`).test(await text(p64, ".scope")), await text(p64, ".scope"));
+        clusterMs.push(Number(await p64.$eval("#timings", (el) => el.dataset.clusterMs)));
+      }
+      timings.cluster_ms_median = round(median(clusterMs), 1);
+      check("GPU change timed", clusterMs.every((x) => x > 0), `median ${timings.cluster_ms_median} ms`);
+    });
 
-    // 6. A broken file: a clear message, the previous trace stays.
-    const traceBefore = await text("#trace-info");
-    const balBefore = await text("#bal-craft");
-    await page.setInputFiles("#file", { name: "broken.json", mimeType: "application/json", buffer: Buffer.from('{"logical_count": [[1, 2], [3]]}') });
-    await page.waitForSelector("#status.error", { timeout: 20000 });
-    const msg = await text("#status");
-    check("broken file shows its error", /broken\.json/.test(msg) && /ragged/.test(msg), msg);
-    check("broken file keeps the previous trace", (await text("#trace-info")) === traceBefore && (await text("#bal-craft")) === balBefore);
-
-    // 7. Settings in the URL.
-    check("settings are in the URL hash", /gpus=64/.test(page.url()) && /r=\d+/.test(page.url()), page.url());
+    // 7. A worker that does not answer while reading: a page whose read
+    // deadline is 200 ms, and a file that takes longer to read.
+    await section("read deadline", async () => {
+      const pd = await openPage(browser, origin, "#r=8", () => { globalThis.moeplanReadDeadlineMs = 200; });
+      pages.push(pd);
+      const before = { summary: await summary(pd), trace: await text(pd, "#trace-info") };
+      await pd.setInputFiles("#file", path.join(brokenDir, "npz-bomb-lying.npz"));
+      await expectRestart(pd, {
+        label: "worker silent past the read deadline", stopped: "stopped while reading npz-bomb-lying.npz",
+        because: /stopped while reading npz-bomb-lying\.npz \(no answer within 0\.2 s\); restarted/, restarts: 1, before, nextR: 3,
+      });
+      // A panic in the worker: its panic hook posts `crashed` before the wasm
+      // traps. No input panics the worker, so the hook's message is posted
+      // from the test, inside the live worker; the page must restart it.
+      const live = pd.workers().at(-1);
+      if (!live) throw new Error("no live worker to crash");
+      await live.evaluate(() => postMessage(JSON.stringify({
+        kind: "crashed", message: "panicked at app/src/worker.rs:1:1:\nsimulated by the e2e test",
+      })));
+      await expectRestart(pd, {
+        label: "worker panicked", stopped: "stopped (a bug: panicked at app/src/worker.rs:1:1: simulated",
+        because: /^the planning worker stopped \(a bug: panicked at .* simulated by the e2e test\); restarted/,
+        restarts: 2, before: { summary: await summary(pd), trace: await text(pd, "#trace-info") }, nextR: 5,
+      });
+    });
 
     const shot = argValue("--screenshot");
     if (shot) {
-      const fresh = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-      await fresh.goto(`${origin}/#preset=deepseek-v3&batches=64&nodes=8&gpus=8&groups=8&r=8&layer=20`);
-      await fresh.waitForSelector("#bal-craft", { timeout: 120000 });
-      await fresh.waitForSelector("#status.ready");
-      await fresh.screenshot({ path: shot, fullPage: true });
-      await fresh.close();
-      console.log(`screenshot: ${shot}`);
+      await section("screenshot", async () => {
+        const fresh = await openPage(browser, origin, "#preset=deepseek-v3&batches=64&nodes=8&gpus=8&groups=8&r=8&layer=20");
+        await fresh.screenshot({ path: shot, fullPage: true });
+        await fresh.close();
+        console.log(`screenshot: ${shot}`);
+      });
     }
-    check("no page errors", errors.length === 0, errors.join("; "));
-    check("no request left localhost", outside.length === 0, outside.slice(0, 3).join(", "));
   } catch (e) {
-    check("e2e run", false, String(e));
+    check("e2e run", false, String(e?.message ?? e));
   } finally {
+    for (const p of pages) {
+      check(`no page errors (${new URL(p.url()).hash || "/"})`, p.errors.length === 0, p.errors.join("; "));
+      check(`no request left localhost (${new URL(p.url()).hash || "/"})`, p.outside.length === 0, p.outside.slice(0, 3).join(", "));
+    }
     await browser.close();
+    fs.rmSync(bigFile, { force: true });
+  }
+
+  // 8. A worker that dies: out of memory in a browser whose wasm memory is
+  // capped at 256 MiB (4096 pages of 64 KiB), below the page's reading budget.
+  const small = await launch(["--js-flags=--wasm-max-mem-pages=4096"]);
+  try {
+    await section("worker out of memory", async () => {
+      const page = await openPage(small, origin, "#r=8");
+      let before = { summary: await summary(page), trace: await text(page, "#trace-info") };
+      const bomb = path.join(brokenDir, "npz-bomb-lying.npz");
+      await page.setInputFiles("#file", bomb);
+      await expectRestart(page, {
+        label: "worker out of memory (generated trace)", stopped: "stopped while reading npz-bomb-lying.npz",
+        because: /stopped while reading npz-bomb-lying\.npz \(out of memory\?\)/, restarts: 1, before, nextR: 3,
+      });
+      // The budget went back to 8 → 3 above; restore from a file's bytes next.
+      await page.setInputFiles("#file", path.join(fixtures, "torch", "sglang_stat.pt"));
+      await page.waitForFunction(() => /sglang_stat\.pt/.test(document.querySelector("#trace-info")?.textContent ?? "")
+        && document.querySelector("#status")?.classList.contains("ready"), null, { timeout: 20000 });
+      before = { summary: await summary(page), trace: await text(page, "#trace-info") };
+      await page.setInputFiles("#file", bomb);
+      await expectRestart(page, {
+        label: "worker out of memory (a file's trace)", stopped: "stopped while reading npz-bomb-lying.npz",
+        because: /stopped while reading npz-bomb-lying\.npz \(out of memory\?\)/, restarts: 2, before,
+        nextR: (await craftR(page)) === 2 ? 4 : 2,
+      });
+      check("restored from the file's bytes", /sglang_stat\.pt/.test(await text(page, "#trace-info")));
+      check("no page errors (capped memory)", page.errors.length === 0, page.errors.join("; "));
+      check("no request left localhost (capped memory)", page.outside.length === 0);
+    });
+  } finally {
+    await small.close();
     server.close();
   }
+
+  timings.loadavg_end = os.loadavg().map((x) => round(x));
   const out = argValue("--timings");
   if (out) fs.writeFileSync(out, JSON.stringify(timings, null, 2));
   console.log(`timings: ${JSON.stringify(timings)}`);

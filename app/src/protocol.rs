@@ -90,6 +90,12 @@ pub enum Response {
         /// One clear line.
         message: String,
     },
+    /// The worker panicked (a bug): sent by its panic hook just before the
+    /// wasm traps, so the page can say what happened and restart it.
+    Crashed {
+        /// The panic's message and place.
+        message: String,
+    },
 }
 
 /// The parts of [`TraceStats`] the page shows.

@@ -1,6 +1,21 @@
 //! The page: controls on the left, figures on the right. All planning
 //! happens in the worker (see `bin/worker.rs`); this module only sends
 //! requests, draws answers, and times the round trip.
+//!
+//! # When the worker dies
+//!
+//! A hostile file ends in one error message and the worker keeps its trace
+//! (`worker.rs`). Should the worker die anyway — out of memory, a panic (in
+//! wasm a panic aborts, and the wasm traps), any uncaught error, or no
+//! answer within [`READ_DEADLINE_MS`] while it reads a file — the page
+//! notices (the worker's `error` event, its [`Response::Crashed`] message or
+//! the deadline), says so in the status line, terminates it and starts a
+//! fresh one, and sends that one the last trace and cluster the old one
+//! accepted ([`Good`]: the generator settings, or the [`web_sys::File`] to
+//! read again), with the current budget and layer. Until the fresh worker
+//! has that request, everything else the page sends waits behind it. If the
+//! fresh worker dies while restoring, the page starts one more without a
+//! trace and says so, so a trace that kills the worker cannot make it loop.
 
 use std::collections::HashMap;
 
@@ -14,7 +29,16 @@ use web_sys::{MessageEvent, Worker};
 use crate::charts;
 use crate::protocol::{Request, Response, Source, TraceStatsLite};
 use crate::settings::Settings;
-use crate::worker::MAX_FILE_BYTES;
+use crate::worker::{READING_PHASE, too_large};
+
+/// How long the worker may stay silent while it reads a file before the
+/// page gives it up for dead: reading is bounded by the 512 MiB budget,
+/// which takes seconds, so a minute is generous. (A test may shorten it by
+/// setting `globalThis.moeplanReadDeadlineMs` before the page loads.)
+const READ_DEADLINE_MS: f64 = 60_000.0;
+
+/// How long a fresh worker may take to say it is listening.
+const START_DEADLINE_MS: f64 = 60_000.0;
 
 /// What the status line says.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +57,8 @@ enum Kind {
     Budget,
     Layer,
     Export,
+    /// The previous trace, sent to a fresh worker.
+    Restore,
 }
 
 /// Milliseconds from a change to its plan on screen, last of each kind.
@@ -45,12 +71,128 @@ struct Timings {
     budget_parts: Option<(f64, f64)>,
     /// Last budget change: input to the DOM holding the new plan.
     budget_dom: Option<f64>,
+    /// Budget changes timed to the DOM, and to the next frame, so far (a
+    /// test waits for these to move, so it never reads a stale figure).
+    budget_dom_seq: u64,
+    budget_frame_seq: u64,
+    /// The budget R of the last view timed.
+    budget_r: Option<usize>,
+}
+
+/// A trace source the page can send again, to a fresh worker.
+#[derive(Debug, Clone)]
+enum Kept {
+    /// The generator's settings ([`Source::Generate`]).
+    Generated(Source),
+    /// A file from the user's disk: its name and the browser's handle on it,
+    /// read again on a restart (its bytes went to the worker).
+    File(String, web_sys::File),
+}
+
+impl Kept {
+    fn source(&self) -> Source {
+        match self {
+            Kept::Generated(s) => s.clone(),
+            Kept::File(name, _) => Source::File { name: name.clone() },
+        }
+    }
+}
+
+/// A request the worker has not answered yet.
+struct Pending {
+    /// When it was sent.
+    t0: f64,
+    kind: Kind,
+    /// The trace it carried, which becomes the last good one if it plans.
+    source: Option<Kept>,
+    /// The cluster it carried, likewise.
+    cluster: Option<Cluster>,
+}
+
+/// The last trace and cluster the worker accepted: what a fresh worker is
+/// sent when the old one dies.
+#[derive(Debug, Clone, Default)]
+struct Good {
+    source: Option<Kept>,
+    cluster: Option<Cluster>,
+}
+
+/// A restore in progress: the request (once sent), what it restores, and
+/// what the page said about the worker that died.
+#[derive(Debug, Clone)]
+struct Restoring {
+    id: Option<u64>,
+    what: String,
+    head: String,
+}
+
+/// The page's one worker, and what is on its way to it.
+#[derive(Default)]
+struct Conn {
+    worker: Option<Worker>,
+    /// Counts the workers started; events from an older one are ignored.
+    generation: u32,
+    /// The worker said it is listening.
+    ready: bool,
+    /// A restore is being prepared (a file read again): everything waits.
+    hold: bool,
+    /// Messages (and the bytes they transfer) waiting for `ready && !hold`.
+    queue: Vec<(js_sys::Array, Option<js_sys::Uint8Array>)>,
+    /// The file request being read, and the timer of its deadline.
+    watchdog: Option<(u64, i32)>,
+    /// The timer of the start deadline.
+    start_timer: Option<i32>,
+    restoring: Option<Restoring>,
+}
+
+/// Why the page gave a worker up.
+enum Cause {
+    /// Its `error` event (the message), e.g. a wasm trap.
+    Error(String),
+    /// It panicked (the panic's message).
+    Panic(String),
+    /// No answer within this many milliseconds.
+    Silent(f64),
+}
+
+impl Cause {
+    fn describe(&self) -> String {
+        match self {
+            Cause::Panic(m) => format!("a bug: {}", m.replace('\n', " ")),
+            // An abort in Rust's wasm is `unreachable`: with no panic message
+            // before it, that is a failed allocation.
+            Cause::Error(m) if m.contains("unreachable") || m.to_lowercase().contains("memory") => {
+                "out of memory?".into()
+            }
+            Cause::Error(m) if m.is_empty() => "an uncaught error".into(),
+            Cause::Error(m) => m.clone(),
+            Cause::Silent(ms) if *ms < 10_000.0 => format!("no answer within {:.1} s", ms / 1000.0),
+            Cause::Silent(ms) => format!("no answer within {:.0} s", ms / 1000.0),
+        }
+    }
 }
 
 fn now() -> f64 {
     web_sys::window()
         .and_then(|w| w.performance())
         .map_or(0.0, |p| p.now())
+}
+
+/// Runs `f` once after `ms` milliseconds; the timer's id, to clear it.
+fn set_timer(ms: f64, f: impl FnOnce() + 'static) -> Option<i32> {
+    let callback = Closure::once_into_js(f);
+    web_sys::window()?
+        .set_timeout_with_callback_and_timeout_and_arguments_0(
+            callback.unchecked_ref(),
+            ms.min(i32::MAX as f64) as i32,
+        )
+        .ok()
+}
+
+fn clear_timer(id: i32) {
+    if let Some(w) = web_sys::window() {
+        w.clear_timeout_with_handle(id);
+    }
 }
 
 fn location_hash() -> String {
@@ -63,6 +205,18 @@ fn replace_hash(hash: &str) {
     if let Some(h) = web_sys::window().and_then(|w| w.history().ok()) {
         let _ = h.replace_state_with_url(&JsValue::NULL, "", Some(hash));
     }
+}
+
+/// The read deadline: [`READ_DEADLINE_MS`], or a test's shorter one.
+fn read_deadline_ms() -> f64 {
+    js_sys::Reflect::get(
+        &js_sys::global(),
+        &JsValue::from_str("moeplanReadDeadlineMs"),
+    )
+    .ok()
+    .and_then(|v| v.as_f64())
+    .filter(|ms| ms.is_finite() && *ms > 0.0)
+    .unwrap_or(READ_DEADLINE_MS)
 }
 
 /// Offers `text` as a download named `name`.
@@ -95,103 +249,321 @@ fn cluster_of(s: &Settings) -> Cluster {
     }
 }
 
-/// The page.
-#[component]
-pub fn App() -> impl IntoView {
-    let settings = RwSignal::new(Settings::from_hash(&location_hash()));
-    let view_sig: RwSignal<Option<View>> = RwSignal::new(None);
-    let stats: RwSignal<Option<TraceStatsLite>> = RwSignal::new(None);
-    let status = RwSignal::new(Status::Busy("starting the planner".into()));
-    let timings = RwSignal::new(Timings::default());
-    let pending: StoredValue<HashMap<u64, (f64, Kind)>, LocalStorage> =
-        StoredValue::new_local(HashMap::new());
-    let next_id = StoredValue::new(1u64);
-    let shown_id = StoredValue::new(0u64);
+/// The page's state and its worker, as one `Copy` handle the event
+/// handlers share.
+#[derive(Clone, Copy)]
+struct Ctx {
+    settings: RwSignal<Settings>,
+    view_sig: RwSignal<Option<View>>,
+    stats: RwSignal<Option<TraceStatsLite>>,
+    status: RwSignal<Status>,
+    timings: RwSignal<Timings>,
+    /// Workers restarted so far (shown as `data-restarts`).
+    restarts: RwSignal<u32>,
+    pending: StoredValue<HashMap<u64, Pending>, LocalStorage>,
+    next_id: StoredValue<u64>,
+    shown_id: StoredValue<u64>,
+    conn: StoredValue<Conn, LocalStorage>,
+    good: StoredValue<Good, LocalStorage>,
+    read_deadline_ms: f64,
+}
 
-    let worker = match Worker::new("./worker_loader.js") {
-        Ok(w) => Some(w),
-        Err(_) => {
-            status.set(Status::Error(
-                "this browser cannot start the planning worker".into(),
-            ));
-            None
-        }
-    };
-    let worker = StoredValue::new_local(worker);
-    // Messages wait here until the worker says it is listening.
-    let queue: StoredValue<Option<Vec<js_sys::Array>>, LocalStorage> =
-        StoredValue::new_local(Some(Vec::new()));
-    let post = move |msg: js_sys::Array, bytes: Option<js_sys::Uint8Array>| {
-        let queued = queue.try_update_value(|q| match q {
-            Some(q) => {
-                q.push(msg.clone());
-                true
+impl Ctx {
+    fn generation(self) -> u32 {
+        self.conn.with_value(|c| c.generation)
+    }
+
+    /// Starts a worker, replacing the one (if any) the page had.
+    fn start_worker(self) {
+        let worker = match Worker::new("./worker_loader.js") {
+            Ok(w) => w,
+            Err(_) => {
+                self.status.set(Status::Error(
+                    "this browser cannot start the planning worker".into(),
+                ));
+                return;
             }
-            None => false,
+        };
+        let generation = self.generation() + 1;
+        let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+            let Some(text) = ev.data().as_string() else {
+                return;
+            };
+            if let Ok(resp) = serde_json::from_str::<Response>(&text) {
+                self.on_response(generation, resp);
+            }
         });
-        if queued == Some(true) {
-            return;
-        }
-        worker.with_value(|w| {
-            if let Some(w) = w {
-                let result = match &bytes {
-                    Some(b) => w.post_message_with_transfer(&msg, &js_sys::Array::of1(&b.buffer())),
-                    None => w.post_message(&msg),
-                };
-                if result.is_err() {
-                    status.set(Status::Error("could not reach the planning worker".into()));
+        let on_error = Closure::<dyn FnMut(web_sys::Event)>::new(move |ev: web_sys::Event| {
+            // Handled here: not also an uncaught error in the console.
+            ev.prevent_default();
+            let message = ev
+                .dyn_ref::<web_sys::ErrorEvent>()
+                .map(|e| e.message())
+                .unwrap_or_default();
+            self.died(generation, Cause::Error(message));
+        });
+        worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+        // A worker lives as long as the page or until it dies; the handlers
+        // of a dead one check its generation and do nothing.
+        on_message.forget();
+        on_error.forget();
+        let start_timer = set_timer(START_DEADLINE_MS, move || {
+            if self
+                .conn
+                .with_value(|c| c.generation == generation && !c.ready)
+            {
+                self.died(generation, Cause::Silent(START_DEADLINE_MS));
+            }
+        });
+        self.conn.update_value(|c| {
+            c.worker = Some(worker);
+            c.generation = generation;
+            c.ready = false;
+            c.hold = false;
+            c.queue.clear();
+            c.watchdog = None;
+            c.start_timer = start_timer;
+        });
+    }
+
+    /// Posts a message now, or queues it until the worker listens (`first`:
+    /// ahead of everything queued, and the end of a restore's hold).
+    fn post(self, msg: js_sys::Array, bytes: Option<js_sys::Uint8Array>, first: bool) {
+        self.conn.update_value(|c| {
+            if first {
+                c.queue.insert(0, (msg, bytes));
+                c.hold = false;
+            } else {
+                c.queue.push((msg, bytes));
+            }
+        });
+        self.flush();
+    }
+
+    /// Sends what is queued, if the worker listens and no restore holds it.
+    fn flush(self) {
+        let Some((worker, queue)) = self
+            .conn
+            .try_update_value(|c| {
+                if c.ready && !c.hold {
+                    c.worker.clone().map(|w| (w, std::mem::take(&mut c.queue)))
+                } else {
+                    None
                 }
+            })
+            .flatten()
+        else {
+            return;
+        };
+        for (msg, bytes) in queue {
+            // Bytes are transferred, not copied.
+            let result = match &bytes {
+                Some(b) => {
+                    worker.post_message_with_transfer(&msg, &js_sys::Array::of1(&b.buffer()))
+                }
+                None => worker.post_message(&msg),
+            };
+            if result.is_err() {
+                self.status
+                    .set(Status::Error("could not reach the planning worker".into()));
+            }
+        }
+    }
+
+    /// Sends a request with the current budget and layer; `bytes` (a
+    /// file's) are transferred. Returns its id.
+    fn send(
+        self,
+        kind: Kind,
+        source: Option<Kept>,
+        cluster: Option<Cluster>,
+        export: Option<String>,
+        bytes: Option<js_sys::Uint8Array>,
+    ) -> Option<u64> {
+        let s = self.settings.get_untracked();
+        let id = self.next_id.get_value();
+        self.next_id.set_value(id + 1);
+        let req = Request {
+            id,
+            source: source.as_ref().map(Kept::source),
+            cluster,
+            replicas_per_gpu: s.replicas_per_gpu,
+            layer: s.layer,
+            export,
+        };
+        let json = serde_json::to_string(&req).ok()?;
+        let reading = matches!(source, Some(Kept::File(..)));
+        self.pending.update_value(|p| {
+            p.insert(
+                id,
+                Pending {
+                    t0: now(),
+                    kind,
+                    source,
+                    cluster,
+                },
+            );
+        });
+        if matches!(kind, Kind::Trace | Kind::Cluster | Kind::Export) {
+            self.status.set(Status::Busy("planning".into()));
+        }
+        if reading {
+            self.arm_watchdog(id);
+        }
+        let msg = js_sys::Array::of2(
+            &JsValue::from_str(&json),
+            bytes.as_ref().map_or(&JsValue::NULL, |b| b.as_ref()),
+        );
+        self.post(msg, bytes, kind == Kind::Restore);
+        Some(id)
+    }
+
+    /// Gives the worker [`Ctx::read_deadline_ms`] to read request `id`'s
+    /// file (until it reports a later phase or answers).
+    fn arm_watchdog(self, id: u64) {
+        let generation = self.generation();
+        let ms = self.read_deadline_ms;
+        let timer = set_timer(ms, move || {
+            let silent = self.conn.with_value(|c| {
+                c.generation == generation && c.watchdog.is_some_and(|w| w.0 == id)
+            });
+            if silent {
+                self.died(generation, Cause::Silent(ms));
             }
         });
-    };
+        let old = self
+            .conn
+            .try_update_value(|c| std::mem::replace(&mut c.watchdog, timer.map(|t| (id, t))));
+        if let Some(Some((_, t))) = old {
+            clear_timer(t);
+        }
+    }
 
-    // Answers from the worker.
-    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
-        let Some(text) = ev.data().as_string() else {
+    fn disarm_watchdog(self, id: u64) {
+        let timer = self
+            .conn
+            .try_update_value(|c| match c.watchdog {
+                Some((w, t)) if w == id => {
+                    c.watchdog = None;
+                    Some(t)
+                }
+                _ => None,
+            })
+            .flatten();
+        if let Some(t) = timer {
+            clear_timer(t);
+        }
+    }
+
+    /// A request was answered: what it carried is what the worker holds.
+    fn accepted(self, p: &Pending) {
+        self.good.update_value(|g| {
+            if let Some(s) = &p.source {
+                g.source = Some(s.clone());
+            }
+            if let Some(c) = p.cluster {
+                g.cluster = Some(c);
+            }
+        });
+    }
+
+    /// The restore this answer ends, if it is one.
+    fn take_restore(self, id: u64) -> Option<Restoring> {
+        self.conn
+            .try_update_value(|c| {
+                if c.restoring.as_ref().is_some_and(|r| r.id == Some(id)) {
+                    c.restoring.take()
+                } else {
+                    None
+                }
+            })
+            .flatten()
+    }
+
+    fn restoring(self, id: u64) -> bool {
+        self.conn
+            .with_value(|c| c.restoring.as_ref().is_some_and(|r| r.id == Some(id)))
+    }
+
+    /// One answer from worker number `generation`.
+    fn on_response(self, generation: u32, resp: Response) {
+        if generation != self.generation() {
             return;
-        };
-        let Ok(resp) = serde_json::from_str::<Response>(&text) else {
-            return;
-        };
+        }
         match resp {
             Response::Ready => {
-                let waiting = queue
-                    .try_update_value(Option::take)
-                    .flatten()
-                    .unwrap_or_default();
-                for msg in waiting {
-                    post(msg, None);
+                let timer = self
+                    .conn
+                    .try_update_value(|c| {
+                        c.ready = true;
+                        c.start_timer.take()
+                    })
+                    .flatten();
+                if let Some(t) = timer {
+                    clear_timer(t);
+                }
+                self.flush();
+            }
+            Response::Crashed { message } => self.died(generation, Cause::Panic(message)),
+            Response::Progress { id, phase } => {
+                if phase != READING_PHASE {
+                    self.disarm_watchdog(id);
+                }
+                // A restore keeps the message that explains it.
+                if !self.restoring(id) {
+                    self.status.set(Status::Busy(phase));
                 }
             }
-            Response::Progress { phase, .. } => status.set(Status::Busy(phase)),
             Response::View {
                 id,
                 stats: s,
                 view,
                 worker_ms,
             } => {
+                self.disarm_watchdog(id);
                 let received = now();
-                let started = pending.try_update_value(|p| p.remove(&id)).flatten();
+                let started = self.pending.try_update_value(|p| p.remove(&id)).flatten();
+                if let Some(p) = &started {
+                    self.accepted(p);
+                }
+                let restored = self.take_restore(id);
                 // A slow answer to an old request never replaces a newer one.
-                if id < shown_id.get_value() {
+                if id < self.shown_id.get_value() {
                     return;
                 }
-                shown_id.set_value(id);
+                self.shown_id.set_value(id);
                 if let Some(s) = s {
-                    stats.set(Some(s));
+                    self.stats.set(Some(s));
                 }
-                view_sig.set(Some(*view));
-                status.set(Status::Ready);
+                let r = view.replicas_per_gpu;
+                self.view_sig.set(Some(*view));
+                self.status.set(match restored {
+                    Some(r) => {
+                        Status::Error(format!("{}; restarted it with the previous trace", r.head))
+                    }
+                    None => Status::Ready,
+                });
+                let timings = self.timings;
                 // Timed twice: when the DOM holds the new plan (Leptos renders
                 // in microtasks queued by the sets above, so a task queued now
                 // runs after them), and at the next animation frame.
-                if let Some((t0, Kind::Budget)) = started {
+                if let Some(Pending {
+                    t0,
+                    kind: Kind::Budget,
+                    ..
+                }) = started
+                {
                     wasm_bindgen_futures::spawn_local(async move {
                         let ms = now() - t0;
-                        timings.update(|t| t.budget_dom = Some(ms));
+                        timings.update(|t| {
+                            t.budget_dom = Some(ms);
+                            t.budget_dom_seq += 1;
+                            t.budget_r = Some(r);
+                        });
                     });
                 }
-                if let Some((t0, kind)) = started {
+                if let Some(Pending { t0, kind, .. }) = started {
                     let done = Closure::once_into_js(move || {
                         let end = now();
                         let ms = end - t0;
@@ -201,8 +573,9 @@ pub fn App() -> impl IntoView {
                             Kind::Budget => {
                                 t.budget = Some(ms);
                                 t.budget_parts = Some((worker_ms, end - received));
+                                t.budget_frame_seq += 1;
                             }
-                            Kind::Layer | Kind::Export => {}
+                            Kind::Layer | Kind::Export | Kind::Restore => {}
                         });
                     });
                     if let Some(w) = web_sys::window() {
@@ -216,118 +589,253 @@ pub fn App() -> impl IntoView {
                 text,
                 note,
             } => {
-                pending.update_value(|p| {
+                self.pending.update_value(|p| {
                     p.remove(&id);
                 });
                 download(&file_name, &text);
-                status.set(match note {
+                self.status.set(match note {
                     Some(n) => Status::Info(format!("saved {file_name} — {n}")),
                     None => Status::Ready,
                 });
             }
             Response::Error { id, message } => {
-                pending.update_value(|p| {
+                self.disarm_watchdog(id);
+                self.pending.update_value(|p| {
                     p.remove(&id);
                 });
-                status.set(Status::Error(message));
+                match self.take_restore(id) {
+                    Some(r) => {
+                        self.good.set_value(Good::default());
+                        self.status.set(Status::Error(format!(
+                            "{}; restarted it, but {} did not load again ({message}) — \
+                             load a file or press Generate",
+                            r.head, r.what
+                        )));
+                    }
+                    None => self.status.set(Status::Error(message)),
+                }
             }
         }
-    });
-    worker.with_value(|w| {
-        if let Some(w) = w {
-            w.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-        }
-    });
-    on_message.forget();
+    }
 
-    // Sends a request; `bytes` (a file) is transferred, not copied.
-    let send = move |kind: Kind,
-                     source: Option<Source>,
-                     cluster: Option<Cluster>,
-                     export: Option<String>,
-                     bytes: Option<js_sys::Uint8Array>| {
-        let s = settings.get_untracked();
-        let id = next_id.get_value();
-        next_id.set_value(id + 1);
-        let req = Request {
-            id,
-            source,
-            cluster,
-            replicas_per_gpu: s.replicas_per_gpu,
-            layer: s.layer,
-            export,
-        };
-        let Ok(json) = serde_json::to_string(&req) else {
+    /// Worker number `generation` is gone: say so, start a fresh one, and
+    /// send it the last trace the old one accepted.
+    fn died(self, generation: u32, cause: Cause) {
+        let Some((was_ready, restoring)) = self
+            .conn
+            .try_update_value(|c| {
+                if c.generation != generation {
+                    return None;
+                }
+                let worker = c.worker.take()?;
+                worker.terminate();
+                for t in [c.watchdog.take().map(|w| w.1), c.start_timer.take()]
+                    .into_iter()
+                    .flatten()
+                {
+                    clear_timer(t);
+                }
+                c.queue.clear();
+                c.hold = false;
+                Some((c.ready, c.restoring.take()))
+            })
+            .flatten()
+        else {
             return;
         };
-        pending.update_value(|p| {
-            p.insert(id, (now(), kind));
-        });
-        if kind != Kind::Budget && kind != Kind::Layer {
-            status.set(Status::Busy("planning".into()));
+        let reason = cause.describe();
+        if !was_ready && restoring.is_none() {
+            self.status.set(Status::Error(format!(
+                "the planning worker could not start ({reason}); reload the page"
+            )));
+            return;
         }
-        let msg = js_sys::Array::of2(
-            &JsValue::from_str(&json),
-            bytes.as_ref().map_or(&JsValue::NULL, |b| b.as_ref()),
-        );
-        post(msg, bytes);
-    };
+        // Whatever it had not answered is lost; say what it was doing.
+        let lost: Vec<Pending> = self
+            .pending
+            .try_update_value(|p| p.drain().map(|(_, v)| v).collect())
+            .unwrap_or_default();
+        let doing = lost
+            .iter()
+            .find_map(|p| match &p.source {
+                Some(Kept::File(name, _)) => Some(format!(" while reading {name}")),
+                _ => None,
+            })
+            .or_else(|| {
+                lost.iter()
+                    .any(|p| p.source.is_some() || p.cluster.is_some())
+                    .then(|| " while planning".to_string())
+            })
+            .unwrap_or_default();
+        self.restarts.update(|n| *n += 1);
+        self.start_worker();
+        if let Some(r) = restoring {
+            // The trace that was to be restored killed the fresh worker too:
+            // do not try it a third time.
+            self.good.set_value(Good::default());
+            self.status.set(Status::Error(format!(
+                "the planning worker stopped again while restoring {} ({reason}); \
+                 restarted it without a trace — load a file or press Generate",
+                r.what
+            )));
+            return;
+        }
+        let head = format!("the planning worker stopped{doing} ({reason})");
+        let good = self.good.get_value();
+        let Some(kept) = good.source else {
+            self.status.set(Status::Error(format!(
+                "{head}; restarted it without a trace — load a file or press Generate"
+            )));
+            return;
+        };
+        let cluster = good
+            .cluster
+            .unwrap_or_else(|| cluster_of(&self.settings.get_untracked()));
+        // The fields show the cluster the restored plan is for.
+        if cluster != cluster_of(&self.settings.get_untracked()) {
+            self.settings.update(|s| {
+                s.nodes = cluster.nodes;
+                s.gpus_per_node = cluster.gpus_per_node;
+                s.groups = cluster.groups;
+            });
+        }
+        let what = match &kept {
+            Kept::File(name, _) => name.clone(),
+            Kept::Generated(_) => "the generated trace".into(),
+        };
+        self.status.set(Status::Error(format!(
+            "{head}; restarting it with the previous trace…"
+        )));
+        self.conn.update_value(|c| {
+            c.restoring = Some(Restoring {
+                id: None,
+                what,
+                head: head.clone(),
+            });
+        });
+        match kept {
+            Kept::Generated(_) => self.send_restore(kept, cluster, None),
+            Kept::File(name, file) => {
+                // Its bytes went to the old worker: read the file again, and
+                // hold everything else until the restore is on its way.
+                self.conn.update_value(|c| c.hold = true);
+                let generation = self.generation();
+                wasm_bindgen_futures::spawn_local(async move {
+                    let read = wasm_bindgen_futures::JsFuture::from(file.array_buffer()).await;
+                    if self.generation() != generation {
+                        return;
+                    }
+                    match read {
+                        Ok(buf) => {
+                            let bytes = js_sys::Uint8Array::new(&buf);
+                            self.send_restore(Kept::File(name, file), cluster, Some(bytes));
+                        }
+                        Err(_) => {
+                            self.conn.update_value(|c| {
+                                c.hold = false;
+                                c.restoring = None;
+                            });
+                            self.flush();
+                            self.good.set_value(Good::default());
+                            self.status.set(Status::Error(format!(
+                                "{head}; restarted it, but could not read {name} again — \
+                                 load a file or press Generate"
+                            )));
+                        }
+                    }
+                });
+            }
+        }
+    }
 
-    let generate = move || {
-        let s = settings.get_untracked();
-        send(
+    fn send_restore(self, kept: Kept, cluster: Cluster, bytes: Option<js_sys::Uint8Array>) {
+        let id = self.send(Kind::Restore, Some(kept), Some(cluster), None, bytes);
+        self.conn.update_value(|c| {
+            if let Some(r) = &mut c.restoring {
+                r.id = id;
+            }
+        });
+    }
+
+    /// Generates a trace with the current settings and plans it.
+    fn generate(self) {
+        let s = self.settings.get_untracked();
+        self.send(
             Kind::Trace,
-            Some(Source::Generate {
+            Some(Kept::Generated(Source::Generate {
                 preset: s.preset.clone(),
                 batches: s.batches,
                 seed: s.seed,
-            }),
+            })),
             Some(cluster_of(&s)),
             None,
             None,
         );
-    };
-    // The default view: the built-in generator, planned at once.
-    generate();
+    }
 
-    // Keep the URL hash in step with the settings.
-    Effect::new(move |_| replace_hash(&settings.get().to_hash()));
-
-    let load_file = move |file: web_sys::File| {
+    /// Reads a file the user chose and sends it to the worker.
+    fn load_file(self, file: web_sys::File) {
         let name = file.name();
-        if file.size() > MAX_FILE_BYTES as f64 {
-            status.set(Status::Error(format!(
-                "{name}: {:.0} MiB is more than the {} MiB the page reads",
-                file.size() / (1 << 20) as f64,
-                MAX_FILE_BYTES >> 20
-            )));
+        if let Some(message) = too_large(&name, file.size()) {
+            self.status.set(Status::Error(message));
             return;
         }
-        status.set(Status::Busy(format!("reading {name}")));
+        self.status.set(Status::Busy(format!("reading {name}")));
         wasm_bindgen_futures::spawn_local(async move {
             match wasm_bindgen_futures::JsFuture::from(file.array_buffer()).await {
                 Ok(buf) => {
                     let bytes = js_sys::Uint8Array::new(&buf);
-                    let s = settings.get_untracked();
-                    send(
+                    let cluster = cluster_of(&self.settings.get_untracked());
+                    self.send(
                         Kind::Trace,
-                        Some(Source::File { name }),
-                        Some(cluster_of(&s)),
+                        Some(Kept::File(name, file)),
+                        Some(cluster),
                         None,
                         Some(bytes),
                     );
                 }
-                Err(_) => status.set(Status::Error(format!(
+                Err(_) => self.status.set(Status::Error(format!(
                     "{name}: the browser could not read the file"
                 ))),
             }
         });
+    }
+}
+
+/// The page.
+#[component]
+pub fn App() -> impl IntoView {
+    let settings = RwSignal::new(Settings::from_hash(&location_hash()));
+    let view_sig: RwSignal<Option<View>> = RwSignal::new(None);
+    let stats: RwSignal<Option<TraceStatsLite>> = RwSignal::new(None);
+    let status = RwSignal::new(Status::Busy("starting the planner".into()));
+    let timings = RwSignal::new(Timings::default());
+    let restarts = RwSignal::new(0u32);
+    let ctx = Ctx {
+        settings,
+        view_sig,
+        stats,
+        status,
+        timings,
+        restarts,
+        pending: StoredValue::new_local(HashMap::new()),
+        next_id: StoredValue::new(1),
+        shown_id: StoredValue::new(0),
+        conn: StoredValue::new_local(Conn::default()),
+        good: StoredValue::new_local(Good::default()),
+        read_deadline_ms: read_deadline_ms(),
     };
+    ctx.start_worker();
+    // The default view: the built-in generator, planned at once.
+    ctx.generate();
+
+    // Keep the URL hash in step with the settings.
+    Effect::new(move |_| replace_hash(&settings.get().to_hash()));
 
     let on_file = move |ev: leptos::ev::Event| {
         let input: web_sys::HtmlInputElement = event_target(&ev);
         if let Some(f) = input.files().and_then(|l| l.get(0)) {
-            load_file(f);
+            ctx.load_file(f);
         }
         input.set_value("");
     };
@@ -338,7 +846,7 @@ pub fn App() -> impl IntoView {
             .and_then(|d| d.files())
             .and_then(|l| l.get(0))
         {
-            load_file(f);
+            ctx.load_file(f);
         }
     };
 
@@ -355,7 +863,7 @@ pub fn App() -> impl IntoView {
                     match event_target_value(&ev).trim().parse::<usize>() {
                         Ok(v) if (1..=4096).contains(&v) => {
                             settings.update(|s| set(s, v));
-                            send(Kind::Cluster, None, Some(cluster_of(&settings.get_untracked())), None, None);
+                            ctx.send(Kind::Cluster, None, Some(cluster_of(&settings.get_untracked())), None, None);
                         }
                         _ => status.set(Status::Error(format!("{label}: a whole number from 1 to 4096"))),
                     }
@@ -373,7 +881,7 @@ pub fn App() -> impl IntoView {
     };
     let set_budget = move |r: Option<usize>| {
         settings.update(|s| s.replicas_per_gpu = r);
-        send(Kind::Budget, None, None, None, None);
+        ctx.send(Kind::Budget, None, None, None, None);
     };
     let fmt = |x: f64| format!("{x:.4}");
     let gib = move |slots: usize| {
@@ -418,7 +926,7 @@ pub fn App() -> impl IntoView {
                                 settings.update(|s| s.seed = x)
                             }
                         }/>
-                    <button id="generate" on:click=move |_| generate()>"Generate"</button>
+                    <button id="generate" on:click=move |_| ctx.generate()>"Generate"</button>
                     {move || stats.get().map(|s| view! {
                         <p class="trace-info" id="trace-info">
                             {format!("{} · {} batch(es) · {} MoE layers × {} experts{}", s.source, s.batches, s.layers, s.experts,
@@ -468,10 +976,12 @@ pub fn App() -> impl IntoView {
                 </section>
                 <section>
                     <h2>"Export CRAFT's plan"</h2>
-                    <button id="export-moeplan" on:click=move |_| send(Kind::Export, None, None, Some("moeplan".into()), None)>"moeplan JSON"</button>
-                    <button id="export-sglang" on:click=move |_| send(Kind::Export, None, None, Some("sglang".into()), None)>"SGLang --init-expert-location"</button>
+                    <button id="export-moeplan" on:click=move |_| { ctx.send(Kind::Export, None, None, Some("moeplan".into()), None); }>"moeplan JSON"</button>
+                    <button id="export-sglang" on:click=move |_| { ctx.send(Kind::Export, None, None, Some("sglang".into()), None); }>"SGLang --init-expert-location"</button>
                 </section>
-                <p id="status" class=move || match status.get() { Status::Error(_) => "status error", Status::Busy(_) => "status busy", Status::Ready | Status::Info(_) => "status ready" }>
+                <p id="status" role="status" aria-live="polite"
+                    data-restarts=move || restarts.get().to_string()
+                    class=move || match status.get() { Status::Error(_) => "status error", Status::Busy(_) => "status busy", Status::Ready | Status::Info(_) => "status ready" }>
                     {move || match status.get() {
                         Status::Ready => "ready".to_string(),
                         Status::Busy(p) => format!("working: {p}…"),
@@ -484,7 +994,10 @@ pub fn App() -> impl IntoView {
                     data-trace-ms=move || timings.with(|t| t.trace.map(|x| format!("{x:.1}")).unwrap_or_default())
                     data-budget-dom-ms=move || timings.with(|t| t.budget_dom.map(|x| format!("{x:.2}")).unwrap_or_default())
                     data-budget-worker-ms=move || timings.with(|t| t.budget_parts.map(|x| format!("{:.2}", x.0)).unwrap_or_default())
-                    data-budget-draw-ms=move || timings.with(|t| t.budget_parts.map(|x| format!("{:.2}", x.1)).unwrap_or_default())>
+                    data-budget-draw-ms=move || timings.with(|t| t.budget_parts.map(|x| format!("{:.2}", x.1)).unwrap_or_default())
+                    data-budget-dom-seq=move || timings.with(|t| t.budget_dom_seq.to_string())
+                    data-budget-frame-seq=move || timings.with(|t| t.budget_frame_seq.to_string())
+                    data-budget-r=move || timings.with(|t| t.budget_r.map(|r| r.to_string()).unwrap_or_default())>
                     {move || timings.with(|t| format!("last change → plan on screen: budget {} · cluster {} · trace {}",
                         t.budget.map_or("—".into(), |x| format!("{x:.1} ms")),
                         t.cluster.map_or("—".into(), |x| format!("{x:.0} ms")),
@@ -542,7 +1055,7 @@ pub fn App() -> impl IntoView {
                                 on:input=move |ev| {
                                     if let Ok(l) = event_target_value(&ev).parse::<usize>() {
                                         settings.update(|s| s.layer = l);
-                                        send(Kind::Layer, None, None, None, None);
+                                        ctx.send(Kind::Layer, None, None, None, None);
                                     }
                                 }/>
                         </figcaption>

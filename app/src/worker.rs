@@ -6,13 +6,56 @@
 
 use moeplan::formats::{self, ReadOptions};
 use moeplan::generator::{GenConfig, generate};
-use moeplan::workspace::{Cluster, Workspace};
-use moeplan::{LoadTrace, model};
+use moeplan::workspace::{View, Workspace};
+use moeplan::{Budget, LoadTrace, model};
 
 use crate::protocol::{Request, Response, Source, TraceStatsLite};
 
-/// Largest trace file the page accepts.
-pub const MAX_FILE_BYTES: usize = 256 << 20;
+/// The page's reading limit in MiB: a file larger than this on disk is
+/// refused before it is read, and reading may build no more than this
+/// (the file itself, what it decompresses to and the parsed values).
+pub const MAX_TRACE_MIB: u64 = 512;
+
+/// Largest trace file the page accepts, in bytes.
+pub const MAX_FILE_BYTES: u64 = MAX_TRACE_MIB << 20;
+
+/// Tells a page user what the limit is and where to go past it.
+pub const BUDGET_HINT: &str = "the page reads files that expand to at most 512 MiB; \
+use the moeplan CLI with --max-trace-mib for larger ones";
+
+/// The phase the worker reports while it reads a file (the page's read
+/// deadline runs until a later phase or an answer arrives).
+pub const READING_PHASE: &str = "reading the file";
+
+/// The budget the worker reads every file with.
+///
+/// ```
+/// let b = moeplan_app::worker::read_budget();
+/// assert_eq!(b.max_bytes, moeplan_app::worker::MAX_FILE_BYTES);
+/// assert!(b.raise_hint.contains("--max-trace-mib"));
+/// ```
+pub fn read_budget() -> Budget {
+    Budget::mib(MAX_TRACE_MIB).with_hint(BUDGET_HINT)
+}
+
+/// The message for a file of `size` bytes on disk when it is over the
+/// page's limit, or `None` when the page may read it.
+///
+/// ```
+/// use moeplan_app::worker::{MAX_FILE_BYTES, too_large};
+/// assert!(too_large("a.json", MAX_FILE_BYTES as f64).is_none());
+/// let m = too_large("a.json", (600u64 << 20) as f64).unwrap();
+/// assert!(m.starts_with("a.json: 600 MiB on disk") && m.contains("512 MiB"), "{m}");
+/// ```
+pub fn too_large(name: &str, size: f64) -> Option<String> {
+    (size > MAX_FILE_BYTES as f64).then(|| {
+        format!(
+            "{name}: {:.0} MiB on disk is more than the {MAX_TRACE_MIB} MiB the page reads \
+(use the moeplan CLI with --max-trace-mib for larger files)",
+            (size / (1u64 << 20) as f64).ceil()
+        )
+    })
+}
 
 /// What the worker holds between requests.
 #[derive(Default)]
@@ -32,25 +75,17 @@ impl WorkerState {
     ) -> Response {
         let start = now_ms();
         match self.try_handle(req, bytes, &mut progress) {
-            Ok(r) => match r {
-                Answer::View(stats) => match self.view(req) {
-                    Ok(view) => Response::View {
-                        id: req.id,
-                        stats,
-                        view: Box::new(view),
-                        worker_ms: now_ms() - start,
-                    },
-                    Err(message) => Response::Error {
-                        id: req.id,
-                        message,
-                    },
-                },
-                Answer::Export(file_name, text, note) => Response::Export {
-                    id: req.id,
-                    file_name,
-                    text,
-                    note,
-                },
+            Ok(Answer::View(view, stats)) => Response::View {
+                id: req.id,
+                stats,
+                view,
+                worker_ms: now_ms() - start,
+            },
+            Ok(Answer::Export(file_name, text, note)) => Response::Export {
+                id: req.id,
+                file_name,
+                text,
+                note,
             },
             Err(message) => Response::Error {
                 id: req.id,
@@ -59,13 +94,9 @@ impl WorkerState {
         }
     }
 
-    fn view(&self, req: &Request) -> Result<moeplan::workspace::View, String> {
-        let ws = self.workspace.as_ref().ok_or("no trace yet")?;
-        let layer = req.layer.min(ws.trace().num_layers().saturating_sub(1));
-        ws.view(req.replicas_per_gpu, layer)
-            .map_err(|e| e.to_string())
-    }
-
+    /// Works out the whole answer first and changes the state last, so a
+    /// request that fails at any step (reading, planning, the view for its
+    /// budget, the export) leaves the state as it was.
     fn try_handle(
         &mut self,
         req: &Request,
@@ -78,14 +109,14 @@ impl WorkerState {
         };
         let cluster = match (req.cluster, &self.workspace) {
             (Some(c), _) => c,
-            (None, Some(ws)) => current_cluster(ws),
+            (None, Some(ws)) => ws.cluster(),
             (None, None) => return Err("no cluster given yet".into()),
         };
         let changed_cluster = self
             .workspace
             .as_ref()
-            .is_none_or(|ws| current_cluster(ws) != cluster);
-        let mut stats = None;
+            .is_none_or(|ws| ws.cluster() != cluster);
+        let mut fresh = None;
         if new_trace.is_some() || changed_cluster {
             let (trace, name) = match new_trace {
                 Some(t) => t,
@@ -94,44 +125,53 @@ impl WorkerState {
                     None => return Err("no trace yet".into()),
                 },
             };
-            let s = TraceStatsLite::from_stats(name.clone(), &trace.stats());
-            // Build first, replace after: a failure keeps the old workspace.
+            let stats = TraceStatsLite::from_stats(name.clone(), &trace.stats());
             let ws = Workspace::with_progress(trace, cluster, &mut *progress)
                 .map_err(|e| e.to_string())?;
-            self.workspace = Some(ws);
-            self.source = name;
-            stats = Some(s);
+            fresh = Some((ws, name, stats));
         }
-        if let Some(format) = &req.export {
-            let ws = self.workspace.as_ref().ok_or("no plan to export yet")?;
-            let export = ws
-                .export(req.replicas_per_gpu, format)
-                .map_err(|e| e.to_string())?;
-            let ext = if format == "sglang" {
-                "sglang.json"
-            } else {
-                "plan.json"
-            };
-            return Ok(Answer::Export(
-                format!("moeplan-craft.{ext}"),
-                export.text,
-                export.note,
-            ));
-        }
-        Ok(Answer::View(stats))
+        let ws = match &fresh {
+            Some((ws, ..)) => ws,
+            None => self.workspace.as_ref().ok_or("no trace yet")?,
+        };
+        let answer = match &req.export {
+            Some(format) => {
+                let export = ws
+                    .export(req.replicas_per_gpu, format)
+                    .map_err(|e| e.to_string())?;
+                let ext = if format == "sglang" {
+                    "sglang.json"
+                } else {
+                    "plan.json"
+                };
+                Answer::Export(format!("moeplan-craft.{ext}"), export.text, export.note)
+            }
+            None => Answer::View(Box::new(view(ws, req)?), None),
+        };
+        Ok(match fresh {
+            Some((ws, name, stats)) => {
+                self.workspace = Some(ws);
+                self.source = name;
+                match answer {
+                    Answer::View(v, _) => Answer::View(v, Some(stats)),
+                    export => export,
+                }
+            }
+            None => answer,
+        })
     }
 }
 
-enum Answer {
-    View(Option<TraceStatsLite>),
-    Export(String, String, Option<String>),
+fn view(ws: &Workspace, req: &Request) -> Result<View, String> {
+    let layer = req.layer.min(ws.trace().num_layers().saturating_sub(1));
+    ws.view(req.replicas_per_gpu, layer)
+        .map_err(|e| e.to_string())
 }
 
-/// The cluster a workspace was built for (groups are not recoverable from a
-/// topology, so the workspace remembers them through its EPLB plans; here we
-/// keep them alongside).
-fn current_cluster(ws: &Workspace) -> Cluster {
-    ws.cluster()
+enum Answer {
+    /// The view, and the new trace's statistics when the trace changed.
+    View(Box<View>, Option<TraceStatsLite>),
+    Export(String, String, Option<String>),
 }
 
 fn load(
@@ -159,16 +199,15 @@ fn load(
         }
         Source::File { name } => {
             let bytes = bytes.ok_or_else(|| format!("{name}: no file content arrived"))?;
-            if bytes.len() > MAX_FILE_BYTES {
-                return Err(format!(
-                    "{name}: {} MiB is more than the {} MiB the page reads",
-                    bytes.len() >> 20,
-                    MAX_FILE_BYTES >> 20
-                ));
+            if let Some(message) = too_large(name, bytes.len() as f64) {
+                return Err(message);
             }
-            progress("reading the file");
-            let t = formats::read_trace(bytes, &ReadOptions::default())
-                .map_err(|e| format!("{name}: {e}"))?;
+            progress(READING_PHASE);
+            let options = ReadOptions {
+                budget: read_budget(),
+                ..ReadOptions::default()
+            };
+            let t = formats::read_trace(bytes, &options).map_err(|e| format!("{name}: {e}"))?;
             Ok((t, name.clone()))
         }
     }
@@ -177,6 +216,7 @@ fn load(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use moeplan::workspace::Cluster;
 
     fn req(id: u64, source: Option<Source>, cluster: Option<Cluster>, r: Option<usize>) -> Request {
         Request {
@@ -289,7 +329,7 @@ mod tests {
     #[test]
     fn huge_file_is_refused_before_parsing() {
         let mut s = WorkerState::default();
-        let big = vec![b' '; MAX_FILE_BYTES + 1];
+        let big = vec![b' '; MAX_FILE_BYTES as usize + 1];
         let src = Source::File {
             name: "big.json".into(),
         };
@@ -299,8 +339,108 @@ mod tests {
             || 0.0,
             |_| {},
         ) {
-            Response::Error { message, .. } => assert!(message.contains("MiB"), "{message}"),
+            Response::Error { message, .. } => {
+                assert!(
+                    message.starts_with("big.json: 513 MiB on disk"),
+                    "{message}"
+                );
+                assert!(message.contains("--max-trace-mib"), "{message}");
+            }
             other => panic!("{other:?}"),
+        }
+        assert!(s.workspace.is_none());
+    }
+
+    fn summary(s: &mut WorkerState) -> moeplan::workspace::View {
+        view_of(s.handle(&req(99, None, None, Some(2)), None, || 0.0, |_| {}))
+    }
+
+    #[test]
+    fn a_failing_step_after_planning_keeps_the_previous_trace() {
+        let mut s = WorkerState::default();
+        view_of(s.handle(
+            &req(1, Some(gen_source()), Some(CLUSTER), Some(2)),
+            None,
+            || 0.0,
+            |_| {},
+        ));
+        let before = summary(&mut s);
+        let other = Source::Generate {
+            preset: "olmoe".into(),
+            batches: 3,
+            seed: 2,
+        };
+        // The new trace plans, but the export asked with it fails.
+        let mut r = req(2, Some(other.clone()), None, Some(2));
+        r.export = Some("bogus".into());
+        assert!(matches!(
+            s.handle(&r, None, || 0.0, |_| {}),
+            Response::Error { .. }
+        ));
+        // The new trace plans, but its view for this budget fails.
+        let r = req(3, Some(other), None, Some(usize::MAX));
+        assert!(matches!(
+            s.handle(&r, None, || 0.0, |_| {}),
+            Response::Error { .. }
+        ));
+        assert_eq!(summary(&mut s), before);
+        assert!(s.source.contains("4 batches"), "{}", s.source);
+    }
+
+    /// Every hostile file the core knows of, through the worker: one error
+    /// naming the file with the words `EXPECTED` gives, and the trace kept.
+    #[test]
+    fn every_hostile_fixture_keeps_the_previous_trace() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../crates/moeplan/tests/fixtures/broken"
+        );
+        let expected = std::fs::read_to_string(format!("{dir}/EXPECTED")).unwrap();
+        let words: std::collections::HashMap<&str, &str> = expected
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .filter_map(|l| l.split_once('\t'))
+            .collect();
+        let mut s = WorkerState::default();
+        view_of(s.handle(
+            &req(1, Some(gen_source()), Some(CLUSTER), Some(2)),
+            None,
+            || 0.0,
+            |_| {},
+        ));
+        let before = summary(&mut s);
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n != "EXPECTED")
+            .collect();
+        files.sort();
+        assert!(files.len() > 40, "{files:?}");
+        for name in files {
+            let bytes = std::fs::read(format!("{dir}/{name}")).unwrap();
+            let src = Source::File { name: name.clone() };
+            match s.handle(
+                &req(2, Some(src), None, Some(2)),
+                Some(&bytes),
+                || 0.0,
+                |_| {},
+            ) {
+                Response::Error { message, .. } => {
+                    assert!(message.starts_with(&format!("{name}: ")), "{message}");
+                    let w = words
+                        .get(name.as_str())
+                        .unwrap_or_else(|| panic!("{name} is not in EXPECTED"));
+                    assert!(
+                        message.to_lowercase().contains(&w.to_lowercase()),
+                        "{name}: {message:?} lacks {w:?}"
+                    );
+                    if message.contains("reading limit") {
+                        assert!(message.contains(BUDGET_HINT), "{message}");
+                    }
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+            assert_eq!(summary(&mut s), before, "{name}");
         }
     }
 }

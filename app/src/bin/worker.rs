@@ -2,6 +2,12 @@
 //! page, plans with [`moeplan_app::worker::WorkerState`], posts progress and
 //! answers back. Runs everything that can take longer than a frame, so the
 //! page never freezes.
+//!
+//! A panic is a bug (user input never panics the core), and in wasm it
+//! aborts: the panic hook logs it, posts [`Response::Crashed`] so the page
+//! can say what happened, and the wasm then traps, which the page also sees
+//! as the worker's `error` event. Either way the page starts a fresh worker
+//! with its previous trace (see `ui.rs`).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -13,7 +19,16 @@ use wasm_bindgen::prelude::*;
 use web_sys::{DedicatedWorkerGlobalScope, MessageEvent};
 
 fn main() {
-    console_error_panic_hook::set_once();
+    std::panic::set_hook(Box::new(|info| {
+        console_error_panic_hook::hook(info);
+        let crashed = Response::Crashed {
+            message: info.to_string(),
+        };
+        if let Ok(json) = serde_json::to_string(&crashed) {
+            let scope: DedicatedWorkerGlobalScope = js_sys::global().unchecked_into();
+            let _ = scope.post_message(&JsValue::from_str(&json));
+        }
+    }));
     let scope: DedicatedWorkerGlobalScope = js_sys::global().unchecked_into();
     let state = Rc::new(RefCell::new(WorkerState::default()));
     let post_scope = scope.clone();

@@ -31,6 +31,19 @@ pub fn start() {
     console_error_panic_hook::set_once();
 }
 
+/// What reading one trace may build (the bytes handed in included):
+/// 512 MiB, with a hint for JavaScript callers, who have no
+/// `--max-trace-mib` to pass.
+fn read_options() -> formats::ReadOptions {
+    formats::ReadOptions {
+        budget: moeplan::Budget::mib(512).with_hint(
+            "the JavaScript API reads traces that expand to at most 512 MiB; \
+             use the moeplan CLI with --max-trace-mib for larger ones",
+        ),
+        ..Default::default()
+    }
+}
+
 /// The one place a Rust error becomes a JavaScript one.
 fn js_error(e: impl std::fmt::Display) -> js_sys::Error {
     js_sys::Error::new(&e.to_string())
@@ -80,7 +93,7 @@ fn one() -> usize {
 #[wasm_bindgen]
 pub fn plan(trace: &[u8], config: JsValue) -> Result<JsValue, js_sys::Error> {
     let cfg: PlanConfig = from_js(config)?;
-    let trace = formats::read_trace(trace, &Default::default()).map_err(js_error)?;
+    let trace = formats::read_trace(trace, &read_options()).map_err(js_error)?;
     let topology = Topology::new(cfg.nodes, cfg.gpus_per_node).map_err(js_error)?;
     let d = topology.num_gpus();
     let e = trace.num_experts();
@@ -150,7 +163,7 @@ impl Planner {
     /// its statistics. On error the previous trace stays.
     #[wasm_bindgen(js_name = loadTrace)]
     pub fn load_trace(&mut self, bytes: &[u8]) -> Result<JsValue, js_sys::Error> {
-        let trace = formats::read_trace(bytes, &Default::default()).map_err(js_error)?;
+        let trace = formats::read_trace(bytes, &read_options()).map_err(js_error)?;
         self.set_trace(trace)
     }
 
