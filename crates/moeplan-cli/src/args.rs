@@ -2,10 +2,12 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::sync::OnceLock;
+
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 use moeplan::Topology;
-use moeplan::planners::Budget;
-use moeplan::planners::craft::{CraftOptions, Objective, ReplicaCounts};
+use moeplan::planners::{self, Kind, OptionSpec, PlannerId, Settings, Value};
 use moeplan::sim::{Rule, SglangVersion};
 
 #[derive(Parser)]
@@ -52,6 +54,12 @@ pub enum Command {
     Sweep(SweepArgs),
     /// The built-in model shapes.
     Presets,
+    /// The planners, what they read and their options with defaults.
+    Planners {
+        /// Print JSON (the JavaScript API's `planners()`, snake_case names).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -106,9 +114,6 @@ pub struct ClusterArgs {
     /// GPUs per node.
     #[arg(long, default_value_t = 8)]
     pub gpus_per_node: usize,
-    /// Router expert groups for EPLB's hierarchical policy (DeepSeek-V3: 8).
-    #[arg(long, default_value_t = 1)]
-    pub groups: usize,
 }
 
 /// The cluster of a plan file that does not hold one (SGLang, vLLM, CSV).
@@ -129,18 +134,6 @@ impl PlanClusterArgs {
             .map(|g| Topology::new(self.nodes.unwrap_or(1), g))
             .transpose()
     }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Algo {
-    /// DeepSeek's EPLB with --redundant-experts extra slots per layer.
-    Eplb,
-    /// EPLB's placement with no replicas (the papers' BASE).
-    Base,
-    /// Expert e on GPU e·D/E, no replicas, loads ignored.
-    Contiguous,
-    /// CRAFT: --replicas-per-gpu R replicas per GPU over all layers, spent where they help.
-    Craft,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -203,17 +196,11 @@ pub struct PlanArgs {
     pub trace: TraceArgs,
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Planner.
-    #[arg(long, value_enum, default_value = "eplb")]
-    pub algo: Algo,
-    /// Extra slots per layer in total (SGLang's --ep-num-redundant-experts).
-    #[arg(long, default_value_t = 0)]
-    pub redundant_experts: usize,
-    /// CRAFT's budget: replicas per GPU summed over layers, or `auto`.
-    #[arg(long, default_value = "auto")]
-    pub replicas_per_gpu: ReplicaBudget,
+    /// Planner (`moeplan planners` lists them with their options).
+    #[arg(long, default_value = "eplb", value_parser = algo_parser())]
+    pub algo: PlannerId,
     #[command(flatten)]
-    pub craft: CraftArgs,
+    pub planner: PlannerArgs<true>,
     /// Keep this fraction of the last batches out of planning (held-out evaluation).
     #[arg(long)]
     pub holdout: Option<f64>,
@@ -256,72 +243,13 @@ pub struct SweepArgs {
     #[arg(long)]
     pub model: Option<String>,
     #[command(flatten)]
-    pub craft: CraftArgs,
+    pub planner: PlannerArgs<false>,
     /// How tokens pick among an expert's copies when the plans are judged.
     #[arg(long, value_enum, default_value = "even")]
     pub dispatch: Dispatch,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Args, Clone)]
-pub struct CraftArgs {
-    /// Replica counts CRAFT measures per layer: geometric (1, 2, 4, …, D) or every (1..=D).
-    #[arg(long, value_enum, default_value = "geometric")]
-    pub replica_counts: CountsArg,
-    /// What CRAFT's knapsack maximises: mean balancedness, or the paper's r × gain.
-    #[arg(long, value_enum, default_value = "mean")]
-    pub objective: ObjectiveArg,
-    /// Skip the local-search refinement of CRAFT's greedy placement (the paper's algorithm as printed).
-    #[arg(long)]
-    pub no_refine: bool,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum CountsArg {
-    Geometric,
-    Every,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-pub enum ObjectiveArg {
-    Mean,
-    Paper,
-}
-
-impl CraftArgs {
-    pub fn options(&self) -> CraftOptions {
-        CraftOptions {
-            replica_counts: match self.replica_counts {
-                CountsArg::Geometric => ReplicaCounts::Geometric,
-                CountsArg::Every => ReplicaCounts::Every,
-            },
-            objective: match self.objective {
-                ObjectiveArg::Mean => Objective::MeanBalancedness,
-                ObjectiveArg::Paper => Objective::PaperWeighted,
-            },
-            refine: !self.no_refine,
-        }
-    }
-}
-
-/// `--replicas-per-gpu`: a number or `auto`.
-#[derive(Clone, Copy)]
-pub struct ReplicaBudget(pub Budget);
-
-impl std::str::FromStr for ReplicaBudget {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        if s.eq_ignore_ascii_case("auto") {
-            return Ok(ReplicaBudget(Budget::Auto));
-        }
-        s.parse::<usize>()
-            .map(|r| ReplicaBudget(Budget::ReplicasPerGpu(r)))
-            .map_err(|_| {
-                format!("expected a whole number of replicas per GPU or `auto`, got {s:?}")
-            })
-    }
 }
 
 #[derive(Args)]
@@ -359,9 +287,8 @@ pub struct CompareArgs {
     pub trace: TraceArgs,
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// EPLB's extra slots per layer (default: one per GPU).
-    #[arg(long)]
-    pub redundant_experts: Option<usize>,
+    #[command(flatten)]
+    pub planner: PlannerArgs<true>,
     /// Plan on the first batches, evaluate on this last fraction.
     #[arg(long)]
     pub holdout: Option<f64>,
@@ -375,4 +302,126 @@ pub struct CompareArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--algo`: a registered planner's id, each listed with its help.
+fn algo_parser() -> impl TypedValueParser<Value = PlannerId> {
+    PossibleValuesParser::new(
+        planners::registry()
+            .iter()
+            .map(|p| PossibleValue::new(p.id().as_str()).help(p.about())),
+    )
+    .try_map(|s| s.parse::<PlannerId>())
+}
+
+/// Every registered planner's options as flags — `--redundant-experts`,
+/// `--replicas-per-gpu`, `--groups`, `--objective`, `--no-refine`, … —
+/// read into [`Settings`]: a planner added to the registry brings its flags.
+/// A flag left out is the planner's default (the registry's, the same the
+/// JavaScript API and the page use). `BUDGETS = false` leaves out the
+/// budgets (`sweep` walks them itself).
+#[derive(Clone, Debug, Default)]
+pub struct PlannerArgs<const BUDGETS: bool> {
+    pub settings: Settings,
+}
+
+fn specs(budgets: bool) -> impl Iterator<Item = &'static OptionSpec> {
+    planners::all_options()
+        .into_iter()
+        .filter(move |o| budgets || !matches!(o.kind, Kind::Budget(_)))
+}
+
+/// The flag of the planner option `name` (`redundant_experts` →
+/// `redundant-experts`, `refine` → `no-refine`).
+pub fn flag_for(name: &str) -> &'static str {
+    planners::option(name).map_or("?", flag_of)
+}
+
+/// An option's flag: `--kebab-case`, `--no-…` for a flag that is on by
+/// default. clap wants `'static` names: made once per run, a few bytes.
+fn flag_of(o: &OptionSpec) -> &'static str {
+    static FLAGS: OnceLock<Vec<(&'static str, &'static str)>> = OnceLock::new();
+    let flags = FLAGS.get_or_init(|| {
+        planners::all_options()
+            .into_iter()
+            .map(|o| {
+                let kebab = o.name.replace('_', "-");
+                let flag = match (o.kind, &o.default) {
+                    (Kind::Flag, Value::Flag(true)) => format!("no-{kebab}"),
+                    _ => kebab,
+                };
+                (o.name, &*Box::leak(flag.into_boxed_str()))
+            })
+            .collect()
+    });
+    flags
+        .iter()
+        .find(|(name, _)| *name == o.name)
+        .map_or(o.name, |(_, flag)| flag)
+}
+
+fn arg_of(o: &'static OptionSpec) -> Arg {
+    let takers: Vec<&str> = planners::registry()
+        .iter()
+        .filter(|p| p.options().iter().any(|x| x.name == o.name))
+        .map(|p| p.id().as_str())
+        .collect();
+    let takers = takers.join(", ");
+    let arg = Arg::new(o.name)
+        .long(flag_of(o))
+        .help_heading("Planner options");
+    let kind = o.kind;
+    match kind {
+        Kind::Flag if o.default == Value::Flag(true) => arg
+            .action(ArgAction::SetTrue)
+            .help(format!("Turn off (on by default): {} [{takers}]", o.about)),
+        Kind::Flag => arg
+            .action(ArgAction::SetTrue)
+            .help(format!("{} [{takers}; off by default]", o.about)),
+        Kind::Choice(words) => arg
+            .value_name("WORD")
+            .help(format!("{} [{takers}; default: {}]", o.about, o.default))
+            .value_parser(
+                PossibleValuesParser::new(words.iter().copied())
+                    .try_map(move |s| Value::parse(kind, &s)),
+            ),
+        Kind::Budget(_) | Kind::Count => arg
+            .value_name(if kind == Kind::Count { "N" } else { "N|auto" })
+            .help(format!("{} [{takers}; default: {}]", o.about, o.default))
+            .value_parser(move |s: &str| Value::parse(kind, s)),
+    }
+}
+
+impl<const BUDGETS: bool> Args for PlannerArgs<BUDGETS> {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        specs(BUDGETS).fold(cmd, |cmd, o| cmd.arg(arg_of(o)))
+    }
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl<const BUDGETS: bool> FromArgMatches for PlannerArgs<BUDGETS> {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let invalid =
+            |e: moeplan::Error| clap::Error::raw(clap::error::ErrorKind::ValueValidation, e);
+        let mut settings = Settings::new();
+        for o in specs(BUDGETS) {
+            let value = match o.kind {
+                Kind::Flag => match m.try_get_one::<bool>(o.name) {
+                    Ok(Some(true)) => Some(Value::Flag(o.default != Value::Flag(true))),
+                    _ => None,
+                },
+                _ => m.try_get_one::<Value>(o.name).ok().flatten().cloned(),
+            };
+            if let Some(v) = value {
+                settings.set(o.name, v).map_err(invalid)?;
+            }
+        }
+        Ok(PlannerArgs { settings })
+    }
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
 }

@@ -9,6 +9,7 @@ macro_rules! wl {
 }
 
 use moeplan::model::ModelPreset;
+use moeplan::planners::{PlannerInfo, Value};
 use moeplan::sweep::Sweep;
 use moeplan::{Plan, Topology, TraceStats, model};
 
@@ -216,6 +217,34 @@ pub fn presets() -> String {
             p.expert_bytes() as f64 / (1 << 20) as f64,
             p.display
         );
+    }
+    o
+}
+
+/// The registry: each planner, what it reads, and its options as flags with
+/// their defaults.
+pub fn planners(list: &[PlannerInfo]) -> String {
+    let mut o = String::new();
+    for p in list {
+        wl!(o, "{:<12} {} — reads {}", p.id, p.about, p.needs.describe());
+        for opt in &p.options {
+            let choices = opt
+                .choices
+                .map(|c| format!(" ({})", c.join(" | ")))
+                .unwrap_or_default();
+            wl!(
+                o,
+                "{:<12}   --{}{choices}  default {}: {}",
+                "",
+                crate::args::flag_for(opt.name),
+                match opt.default {
+                    Value::Flag(true) => "on".to_string(),
+                    Value::Flag(false) => "off".to_string(),
+                    ref v => v.to_string(),
+                },
+                opt.about
+            );
+        }
     }
     o
 }

@@ -3,8 +3,9 @@
 //! A thin facade: one [`Planner`] struct that holds a trace and its planned
 //! [`Workspace`], every method returning `Result<_, js_sys::Error>` through
 //! one conversion helper, values crossing as plain JS objects
-//! (serde-wasm-bindgen). A documentation page that only wants one plan calls
-//! [`plan`]:
+//! (serde-wasm-bindgen). Planner names, options and defaults are the core's
+//! registry ([`planners`] lists them). A documentation page that only wants
+//! one plan calls [`plan`]:
 //!
 //! ```js
 //! import init, { plan } from "./moeplan_wasm.js";
@@ -19,7 +20,8 @@
 
 use moeplan::formats::{self, plan_json};
 use moeplan::generator::{GenConfig, generate};
-use moeplan::planners::{Budget, EplbConfig, base, contiguous, craft, eplb};
+use moeplan::planners::{self, PlannerId, Settings, craft};
+use moeplan::sim::Workload;
 use moeplan::workspace::{Cluster, Workspace};
 use moeplan::{LoadTrace, Topology, evaluate, model};
 use serde::{Deserialize, Serialize};
@@ -64,67 +66,126 @@ fn from_js<T: for<'de> Deserialize<'de>>(value: JsValue) -> Result<T, js_sys::Er
     serde_json::from_str(&text).map_err(|e| js_error(format!("settings: {e}")))
 }
 
-/// Settings of [`plan`], camelCase in JavaScript; everything but the
-/// cluster has a default.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PlanConfig {
-    nodes: usize,
-    gpus_per_node: usize,
-    #[serde(default = "one")]
-    groups: usize,
-    /// `craft` (default), `eplb`, `base` or `contiguous`.
-    #[serde(default)]
-    algorithm: Option<String>,
-    /// CRAFT's budget; absent = automatic.
-    #[serde(default)]
-    replicas_per_gpu: Option<usize>,
-    /// EPLB's redundant experts per layer; absent = one per GPU.
-    #[serde(default)]
-    redundant_experts: Option<usize>,
+/// What [`plan`]'s settings object says: the cluster, the planner
+/// (`algorithm`, default `craft`) and planner options — any registered
+/// planner's, camelCase (`redundantExperts`, `replicasPerGpu`, `groups`,
+/// `objective`, `refine`, …; [`planners`] lists them). Options the chosen
+/// planner does not take are ignored; a name no planner takes is an error.
+fn plan_config(text: &str) -> Result<(Topology, PlannerId, Settings), String> {
+    let serde_json::Value::Object(map) =
+        serde_json::from_str(text).map_err(|e| format!("settings: {e}"))?
+    else {
+        return Err("settings must be a plain object".into());
+    };
+    let count = |key: &str| -> Result<usize, String> {
+        map.get(key)
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| format!("settings: `{key}` must be a whole number"))
+    };
+    let topology =
+        Topology::new(count("nodes")?, count("gpusPerNode")?).map_err(|e| e.to_string())?;
+    let algorithm = match map.get("algorithm") {
+        None | Some(serde_json::Value::Null) => craft::ID,
+        Some(serde_json::Value::String(s)) => {
+            s.parse().map_err(|e: moeplan::Error| e.to_string())?
+        }
+        Some(other) => {
+            return Err(format!(
+                "settings: `algorithm` must be a string, got {other}"
+            ));
+        }
+    };
+    let mut settings = Settings::new();
+    for (key, value) in &map {
+        if !matches!(key.as_str(), "nodes" | "gpusPerNode" | "algorithm") {
+            settings
+                .set_json(&snake_case(key), value)
+                .map_err(|e| format!("settings: {key}: {e}"))?;
+        }
+    }
+    Ok((topology, algorithm, settings))
 }
 
 fn one() -> usize {
     1
 }
 
-/// Plans a trace in one call: returns `{ plan, report }` where `plan` is the
-/// project's plan JSON as an object and `report` the in-sample evaluation.
-#[wasm_bindgen]
-pub fn plan(trace: &[u8], config: JsValue) -> Result<JsValue, js_sys::Error> {
-    let cfg: PlanConfig = from_js(config)?;
-    let trace = formats::read_trace(trace, &read_options()).map_err(js_error)?;
-    let topology = Topology::new(cfg.nodes, cfg.gpus_per_node).map_err(js_error)?;
-    let d = topology.num_gpus();
-    let e = trace.num_experts();
-    let plan = match cfg.algorithm.as_deref().unwrap_or("craft") {
-        "craft" => craft(
-            &trace,
-            topology,
-            cfg.replicas_per_gpu
-                .map_or(Budget::Auto, Budget::ReplicasPerGpu),
-        ),
-        "eplb" => eplb(
-            &trace,
-            topology,
-            EplbConfig {
-                redundant_experts: cfg.redundant_experts.unwrap_or(d - e % d),
-                groups: cfg.groups,
-            },
-        ),
-        "base" => base(&trace, topology, cfg.groups),
-        "contiguous" => contiguous(&trace, topology),
-        other => {
-            return Err(js_error(format!(
-                "unknown algorithm {other:?}: craft, eplb, base or contiguous"
-            )));
+/// `replicasPerGpu` → `replicas_per_gpu` (the registry's names).
+fn snake_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for c in name.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
         }
     }
-    .map_err(js_error)?;
-    let report = evaluate(&trace, &plan).map_err(js_error)?;
+    out
+}
+
+/// `replicas_per_gpu` → `replicasPerGpu`.
+fn camel_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut up = false;
+    for c in name.chars() {
+        match c {
+            '_' => up = true,
+            c if up => {
+                out.push(c.to_ascii_uppercase());
+                up = false;
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Plans a trace in one call: returns `{ plan, report, budget }` where
+/// `plan` is the project's plan JSON as an object, `report` the in-sample
+/// evaluation and `budget` the planner's budget used (`auto` resolved; absent
+/// for planners without one). Defaults are the registry's, the same as the
+/// CLI's and the page's.
+#[wasm_bindgen]
+pub fn plan(trace: &[u8], config: JsValue) -> Result<JsValue, js_sys::Error> {
+    let text: String = js_sys::JSON::stringify(&config)
+        .map_err(|_| js_error("settings must be a plain object"))?
+        .into();
+    let (topology, algorithm, settings) = plan_config(&text).map_err(js_error)?;
+    let trace = formats::read_trace(trace, &read_options()).map_err(js_error)?;
+    let planner = algorithm.planner().map_err(js_error)?;
+    let work = Workload::new(trace);
+    let planned = planners::plan(planner, &work, topology, &settings).map_err(js_error)?;
+    let (plan, budget) = (planned.plan, planned.budget);
+    let report = evaluate(work.trace(), &plan).map_err(js_error)?;
     let json = plan_json::write(&plan, &Default::default());
     let plan_value: serde_json::Value = serde_json::from_str(&json).map_err(js_error)?;
-    to_js(&serde_json::json!({ "plan": plan_value, "report": report }))
+    to_js(&serde_json::json!({ "plan": plan_value, "report": report, "budget": budget }))
+}
+
+/// Every registered planner with its options (camelCase names, kinds,
+/// defaults — `auto` for a budget the planner chooses), in the order the
+/// CLI's `compare` and the page list them.
+#[wasm_bindgen]
+pub fn planners() -> Result<JsValue, js_sys::Error> {
+    to_js(&planner_list())
+}
+
+fn planner_list() -> serde_json::Value {
+    let mut list = serde_json::to_value(planners::describe()).unwrap_or_default();
+    if let Some(list) = list.as_array_mut() {
+        for option in list
+            .iter_mut()
+            .filter_map(|p| p.get_mut("options").and_then(|o| o.as_array_mut()))
+            .flatten()
+        {
+            if let Some(name) = option.get("name").and_then(|n| n.as_str()) {
+                option["name"] = camel_case(name).into();
+            }
+        }
+    }
+    list
 }
 
 /// The built-in model shapes (name, layers, experts, top-k, bytes per expert).
@@ -252,5 +313,65 @@ impl Planner {
         self.workspace
             .as_ref()
             .ok_or_else(|| js_error("configure a cluster first"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_settings_read_into_the_registry() {
+        let (topo, algo, s) = plan_config(
+            r#"{"nodes": 1, "gpusPerNode": 6, "algorithm": "eplb", "redundantExperts": 8, "groups": 2}"#,
+        )
+        .unwrap();
+        assert_eq!((topo.num_gpus(), algo.as_str()), (6, "eplb"));
+        assert_eq!(s.get("redundant_experts"), Some(&planners::Value::Count(8)));
+        let (_, algo, s) = plan_config(r#"{"nodes": 1, "gpusPerNode": 2}"#).unwrap();
+        assert_eq!(algo, craft::ID);
+        assert!(s.is_empty(), "absent options are the registry's defaults");
+        for (bad, needle) in [
+            (r#"{"nodes": 1, "gpusPerNode": 2, "typo": 1}"#, "typo"),
+            (
+                r#"{"nodes": 1, "gpusPerNode": 2, "algorithm": "grace"}"#,
+                "unknown planner",
+            ),
+            (
+                r#"{"nodes": 1, "gpusPerNode": 2, "replicasPerGpu": "lots"}"#,
+                "auto",
+            ),
+            (r#"{"nodes": 0, "gpusPerNode": 2}"#, "node"),
+            (r#"{"gpusPerNode": 2}"#, "nodes"),
+        ] {
+            let e = plan_config(bad).unwrap_err();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+    }
+
+    /// The listing is the registry's, with JavaScript's names.
+    #[test]
+    fn planners_are_listed_with_camel_case_options() {
+        let list = planner_list();
+        let ids: Vec<&str> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["id"].as_str().unwrap())
+            .collect();
+        let registered: Vec<&str> = planners::registry()
+            .iter()
+            .map(|p| p.id().as_str())
+            .collect();
+        assert_eq!(ids, registered);
+        let eplb = &list[2];
+        assert_eq!(eplb["options"][0]["name"], "redundantExperts");
+        assert_eq!(eplb["options"][0]["default"], "auto");
+        for p in list.as_array().unwrap() {
+            for o in p["options"].as_array().unwrap() {
+                let name = o["name"].as_str().unwrap();
+                assert!(planners::option(&snake_case(name)).is_some(), "{name}");
+            }
+        }
     }
 }

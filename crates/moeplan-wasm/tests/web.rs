@@ -3,7 +3,7 @@
 //! broken inputs thrown as errors that leave the previous state in place.
 #![cfg(target_arch = "wasm32")]
 
-use moeplan_wasm::{Planner, plan, presets};
+use moeplan_wasm::{Planner, plan, planners, presets};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::*;
 
@@ -137,5 +137,28 @@ fn presets_are_listed() {
     assert_eq!(
         get(&list.get(0), "name").as_string().as_deref(),
         Some("deepseek-v3")
+    );
+}
+
+#[wasm_bindgen_test]
+fn planners_are_listed_and_defaults_are_the_registrys() {
+    let list = js_sys::Array::from(&planners().unwrap());
+    assert_eq!(list.length() as usize, moeplan::planners::registry().len());
+    let eplb = list.get(2);
+    assert_eq!(get(&eplb, "id").as_string().as_deref(), Some("eplb"));
+    let option = js_sys::Array::from(&get(&eplb, "options")).get(0);
+    assert_eq!(
+        get(&option, "name").as_string().as_deref(),
+        Some("redundantExperts")
+    );
+    // 8 experts on 3 GPUs: the default is the registry's, 3 + 1 = 4 (12 slots)
+    let out = plan(
+        TRACE,
+        config(r#"{"nodes": 1, "gpusPerNode": 3, "algorithm": "eplb"}"#),
+    )
+    .unwrap();
+    assert_eq!(
+        get(&out, "budget").as_f64(),
+        Some(moeplan::planners::eplb::default_redundant_experts(8, 3) as f64)
     );
 }

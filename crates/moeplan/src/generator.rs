@@ -1,7 +1,9 @@
 //! The seeded trace generator: the project's embedded default, so every
 //! command and the page work with no file at all.
 //!
-//! Calibrated on the real traces in `shared/data` (see the README there):
+//! Calibrated on the real traces in `shared/data` (see the README there).
+//!
+//! **Each layer's mean load** (unchanged by the per-batch calibration):
 //! - layers range from balanced to very hot: each layer gets a target
 //!   hottest-expert ratio (max / mean) spread log-uniformly from 2.5 to 30
 //!   over the layers in a seeded order (DeepSeek-V3's real layers span
@@ -10,19 +12,46 @@
 //!   the hottest layer's top two take ≈ 20 % (as HarMoEny's hot layers);
 //! - the remaining experts follow a log-normal spread (σ = 0.35, which alone
 //!   gives max / mean ≈ 2.5 over 256 experts);
-//! - every batch perturbs each expert by log-normal noise whose σ is drawn
-//!   per layer in 0.15–0.45 (HarMoEny's per-batch σ spans 0.12–0.56);
-//! - no expert gets more than `1 / top_k` of a batch's assignments, since a
-//!   token picks `top_k` distinct experts; counts are integers summing to
-//!   `tokens_per_batch × top_k` in every batch and layer.
+//! - no expert gets more than `1 / top_k` of the assignments, since a token
+//!   picks `top_k` distinct experts.
 //!
-//! Deterministic for a given configuration and seed (ChaCha8), on every
-//! platform. O(B · L · E).
+//! **Each batch** draws the layer's shares around that mean and then its
+//! tokens:
+//! - expert `e` with mean share `p` (so a fraction `π = top_k · p` of the
+//!   tokens picks it) drifts by a mean-one log-normal factor whose squared
+//!   coefficient of variation is `λ · (A / π + C)`: cold experts drift more
+//!   than hot ones, whose variation levels off at `√C ≈ 0.11`. `λ` spreads
+//!   the layers: `λ = exp(Λ · (2u − 1))` for the layer's place `u` in the
+//!   skew order (0 the most balanced, 1 the hottest), as HarMoEny's hotter
+//!   (deeper) layers also vary more;
+//! - the factor follows a lag-1 autoregression with coefficient `ρ` from
+//!   batch to batch (slightly negative, as the data);
+//! - the batch's counts are a multinomial draw of `tokens × top_k`
+//!   assignments over those shares (conditional binomials), with no expert
+//!   above one assignment per token: the sampling noise, squared CV
+//!   `(1 − p) / (p · tokens · top_k)`, shrinks with the batch size as it
+//!   must, while the drift does not.
+//!
+//! The constants, [`DRIFT_A`], [`DRIFT_C`], [`DRIFT_LAYER_SPREAD`] and
+//! [`DRIFT_LAG1`], are a maximum-likelihood fit of
+//! `CV² = (1 − p) / (p · N · k) + λ · (A / π + C)` (sample variance of 20
+//! batches: a scaled χ²₁₉) to every (layer, expert) pair with at least a
+//! tenth of the mean load in HarMoEny's three Qwen1.5-MoE datasets
+//! (bookcorpus, wikitext, random; 12 layers × 60 experts, 20 batches of
+//! 24,576 tokens; `shared/data/harmoeny-qwen1.5-moe`), pooled. Per dataset:
+//! `A` = 0.0014 / 0.0005 / 0.0004, `C` = 0.006 / 0.014 / 0.012,
+//! `Λ` = 0.45 / 0.32 / 1.43. The data has one batch size, so how the drift
+//! scales with it is not measured: the generator keeps the drift fixed and
+//! lets only the sampling term follow the batch size.
+//! [`crate::variation`] measures any trace the same way; the README's "The
+//! generated default" compares real and generated.
+//!
+//! Deterministic for a given configuration and seed (ChaCha8). O(B · L · E).
 
 use ndarray::Array3;
 use rand::{Rng, SeedableRng, seq::SliceRandom};
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution, LogNormal};
+use rand_distr::{Binomial, Distribution, LogNormal, StandardNormal};
 
 use crate::error::{Error, Result};
 use crate::model::ModelPreset;
@@ -30,6 +59,25 @@ use crate::trace::LoadTrace;
 
 /// Most batches the generator makes in one trace.
 pub const MAX_BATCHES: usize = 100_000;
+
+/// Drift term that falls with the fraction `π` of tokens picking the expert:
+/// `A / π` in the squared CV of its share (module docs; fitted on HarMoEny).
+pub const DRIFT_A: f64 = 0.00074;
+
+/// Drift floor: `C` in the squared CV, what the hottest experts keep.
+pub const DRIFT_C: f64 = 0.00966;
+
+/// `Λ`: the drift of a layer is `exp(Λ · (2u − 1))` times the fitted one,
+/// `u` its place from the most balanced (0) to the hottest (1) layer.
+pub const DRIFT_LAYER_SPREAD: f64 = 0.63;
+
+/// `η²`: each (layer, expert) drifts `h` times the fitted amount, `h`
+/// log-normal with mean 1 and `Var(ln h) = η²`: experts of the same load
+/// differ.
+pub const DRIFT_SPREAD_VAR: f64 = 0.38;
+
+/// Lag-1 autoregression of the drift from batch to batch.
+pub const DRIFT_LAG1: f64 = -0.03;
 
 /// What to generate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,23 +133,50 @@ pub fn generate(cfg: &GenConfig) -> Result<LoadTrace> {
     let (l, e, k) = (p.moe_layers(), p.experts, p.top_k);
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let targets = layer_targets(l, e, k, &mut rng);
+    let (lo, hi) = targets
+        .iter()
+        .fold((f64::INFINITY, 0.0f64), |(a, b), &t| (a.min(t), b.max(t)));
     let mut counts = Array3::<f64>::zeros((cfg.batches, l, e));
-    let assignments = (cfg.tokens_per_batch * k) as f64;
+    let tokens = cfg.tokens_per_batch as u64;
     let cap = 1.0 / k as f64;
-    let mut probs = vec![0.0; e];
     let spread = lognormal(0.35)?;
+    let mut mean = vec![0.0; e];
+    let mut sigma = vec![0.0; e];
+    let mut z = vec![0.0; e];
+    let mut probs = vec![0.0; e];
+    let mut row = vec![0u64; e];
+    let keep = DRIFT_LAG1;
+    let fresh = (1.0 - keep * keep).sqrt();
     for (li, &target) in targets.iter().enumerate() {
-        let base = layer_distribution(e, target, &spread, &mut rng);
-        let sigma = rng.random_range(0.15..0.45);
-        let noise = lognormal(sigma)?;
+        mean.copy_from_slice(&layer_distribution(e, target, &spread, &mut rng));
+        normalise_with_cap(&mut mean, cap);
+        let u = if hi > lo {
+            (target / lo).ln() / (hi / lo).ln()
+        } else {
+            0.5
+        };
+        let level = (DRIFT_LAYER_SPREAD * (2.0 * u - 1.0)).exp();
+        for (s, &m) in sigma.iter_mut().zip(&mean) {
+            let pi = (k as f64 * m).max(1e-12);
+            let g: f64 = StandardNormal.sample(&mut rng);
+            let h = (DRIFT_SPREAD_VAR.sqrt() * g - 0.5 * DRIFT_SPREAD_VAR).exp();
+            *s = (1.0 + level * h * (DRIFT_A / pi + DRIFT_C)).ln().sqrt();
+        }
         for b in 0..cfg.batches {
-            for (p, &w) in probs.iter_mut().zip(&base) {
-                *p = w * noise.sample(&mut rng);
+            for ((pr, zi), (&m, &s)) in probs.iter_mut().zip(&mut z).zip(mean.iter().zip(&sigma)) {
+                let eps: f64 = StandardNormal.sample(&mut rng);
+                *zi = if b == 0 {
+                    eps
+                } else {
+                    keep * *zi + fresh * eps
+                };
+                *pr = m * (s * *zi - 0.5 * s * s).exp();
             }
             normalise_with_cap(&mut probs, cap);
-            let mut row = counts.slice_mut(ndarray::s![b, li, ..]);
-            for (dst, c) in row.iter_mut().zip(round_to_total(&probs, assignments)) {
-                *dst = c;
+            multinomial_capped(&probs, tokens, k as u64, &mut rng, &mut row);
+            let mut dst = counts.slice_mut(ndarray::s![b, li, ..]);
+            for (d, &c) in dst.iter_mut().zip(&row) {
+                *d = c as f64;
             }
         }
     }
@@ -185,6 +260,60 @@ fn normalise_with_cap(p: &mut [f64], cap: f64) {
         let scale = 1.0 + excess / free;
         for x in p.iter_mut() {
             *x = if *x >= cap { cap } else { *x * scale };
+        }
+    }
+}
+
+/// Counts of `tokens × top_k` assignments drawn as a multinomial over `p`
+/// (which sums to 1), one conditional binomial per expert, with no expert
+/// above `tokens` (a token picks distinct experts): a draw above it is cut
+/// there and the surplus goes to the others in proportion to `p`.
+fn multinomial_capped(p: &[f64], tokens: u64, top_k: u64, rng: &mut ChaCha8Rng, out: &mut [u64]) {
+    let mut left = tokens * top_k;
+    // the mass of p[i..]
+    let mut tail: f64 = p.iter().sum();
+    for (i, (&pi, c)) in p.iter().zip(out.iter_mut()).enumerate() {
+        let q = if tail > 0.0 {
+            (pi / tail).clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        *c = if i + 1 == p.len() || q >= 1.0 {
+            left
+        } else if q <= 0.0 || left == 0 {
+            0
+        } else {
+            Binomial::new(left, q).map_or(0, |d| d.sample(rng).min(left))
+        };
+        left -= *c;
+        tail -= pi;
+    }
+    // a capped expert's surplus, spread by largest remainder over the rest
+    for _ in 0..p.len() {
+        let surplus: u64 = out.iter().map(|&c| c.saturating_sub(tokens)).sum();
+        if surplus == 0 {
+            break;
+        }
+        out.iter_mut().for_each(|c| *c = (*c).min(tokens));
+        let room: f64 = p
+            .iter()
+            .zip(out.iter())
+            .filter(|&(_, &c)| c < tokens)
+            .map(|(&x, _)| x)
+            .sum();
+        let share: Vec<f64> = p
+            .iter()
+            .zip(out.iter())
+            .map(|(&x, &c)| {
+                if c < tokens && room > 0.0 {
+                    x / room
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        for (c, add) in out.iter_mut().zip(round_to_total(&share, surplus as f64)) {
+            *c += add as u64;
         }
     }
 }

@@ -11,10 +11,20 @@
 //! ## Planners
 //! | planner | what it does | source |
 //! | --- | --- | --- |
-//! | [`planners::contiguous`] | expert `e` on GPU `⌊e·D/E⌋`, no replicas | — |
+//! | [`planners::contiguous`](mod@planners::contiguous) | expert `e` on GPU `⌊e·D/E⌋`, no replicas | — |
 //! | [`planners::base`] | EPLB's placement, no replicas (the papers' BASE) | DeepSeek EPLB |
-//! | [`planners::eplb`] | DeepSeek's EPLB, exact port: replicate the highest load per copy, balanced packing, hierarchical over nodes | deepseek-ai/EPLB `eplb.py` |
-//! | [`planners::craft`] | CRAFT: per-layer replica budget by measured benefit (knapsack), equal memory on every GPU, capacity-aware placement | CRAFT paper, §4.2 and appendix A (Algorithms 1–3) |
+//! | [`planners::eplb`](mod@planners::eplb) | DeepSeek's EPLB, exact port: replicate the highest load per copy, balanced packing, hierarchical over nodes | deepseek-ai/EPLB `eplb.py` |
+//! | [`planners::craft`](mod@planners::craft) | CRAFT: per-layer replica budget by measured benefit (knapsack), equal memory on every GPU, capacity-aware placement | CRAFT paper, §4.2 and appendix A (Algorithms 1–3) |
+//!
+//! Every planner is registered once in [`planners::PLANNERS`]; the CLI, the
+//! JavaScript API and the [`workspace`] list planners from there. Shared by
+//! planners:
+//!
+//! | module | what it does | source |
+//! | --- | --- | --- |
+//! | [`planners::registry`](mod@planners::registry) | the `Planner` trait, ids, options and defaults, the prepare / plan split | — |
+//! | [`planners::knapsack`] | multiple-choice knapsack over layers (CRAFT's Algorithm 2, its bound) | CRAFT paper, appendix A |
+//! | [`planners::placement`] | capacity-aware placement of copies on slots, swap refinement | CRAFT paper, §4.2 Step 5 |
 //!
 //! ## Reading hostile files
 //! Every reader in [`formats`] works within a [`Budget`] (bytes
@@ -45,6 +55,7 @@
 //! | module | what it does | source |
 //! | --- | --- | --- |
 //! | [`sim`] | replays a workload against a plan or a schedule under engines' real dispatch rules (even, vLLM, SGLang static / dynamic, local-first, optimal min-max); balance, local / intra / cross-node traffic, bytes moved | vLLM and SGLang dispatch code, design brief "one simulator for every planner" |
+//! | [`variation`] | batch-to-batch variation of any trace: per-expert CV of its share, load-weighted and median CV, lag-1 autocorrelation, CV by load (how the generator is calibrated against real per-batch data) | HarMoEny per-batch Qwen1.5-MoE data, `shared/data` |
 #![deny(unsafe_code)] // deny, not forbid: ndarray's s! macro carries a local allow
 #![warn(missing_docs)]
 // User input never panics the core: failures are `Error`s. Lints, not a
@@ -74,6 +85,7 @@ pub mod sim;
 pub mod sweep;
 pub mod topology;
 pub mod trace;
+pub mod variation;
 pub mod workspace;
 
 pub use budget::{Budget, Meter};

@@ -2,15 +2,21 @@
 //! replication factor `R` of its curve, and EPLB with one, two, … redundant
 //! experts per GPU in every layer — the CRAFT paper's Figure 5 / Figure 9 as
 //! a table. Plans are made on one part of a trace and judged on another
-//! (pass the same trace twice for in-sample figures).
+//! (pass the same trace twice for in-sample figures), by the evaluator
+//! ([`sweep`]) or any judge ([`sweep_by`]: the CLI's dispatch rules).
+//!
+//! A figure of two planners' budgets rather than a walk over the registry:
+//! its rows and their order are the paper's. EPLB's points are
+//! [`redundant_steps`]. Cost: one
+//! CRAFT preparation, then one plan and one judgement per row.
 
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::eval::evaluate;
+use crate::eval::{EvalReport, evaluate};
 use crate::plan::Plan;
 use crate::planners::craft::{Budget, Craft, CraftOptions};
-use crate::planners::eplb::{EplbConfig, eplb};
+use crate::planners::eplb::{EplbConfig, eplb, redundant_steps};
 use crate::topology::Topology;
 use crate::trace::LoadTrace;
 
@@ -66,13 +72,35 @@ pub fn sweep(
     groups: usize,
     options: &CraftOptions,
 ) -> Result<Sweep> {
+    sweep_by(plan_on, topology, groups, options, |plan| {
+        evaluate(eval_on, plan)
+    })
+}
+
+/// [`sweep`] with every plan judged by `judge` (the rows' balancedness,
+/// imbalance, bound and memory are its report's).
+///
+/// ```
+/// use moeplan::{evaluate, sweep::sweep_by, generator, model, Topology};
+/// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+/// let s = sweep_by(&t, Topology::new(1, 8)?, 1, &Default::default(), |p| evaluate(&t, p))?;
+/// assert!(s.rows.iter().any(|r| r.method == "craft"));
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn sweep_by(
+    plan_on: &LoadTrace,
+    topology: Topology,
+    groups: usize,
+    options: &CraftOptions,
+    mut judge: impl FnMut(&Plan) -> Result<EvalReport>,
+) -> Result<Sweep> {
     let d = topology.num_gpus();
     let l = plan_on.num_layers();
     let craft = Craft::prepare(plan_on, topology, options)?;
     let own_slots = (plan_on.num_experts() * l).div_ceil(d);
     let mut rows = Vec::new();
     let mut push = |method, r: f64, plan: &Plan, predicted| -> Result<()> {
-        let rep = evaluate(eval_on, plan)?;
+        let rep = judge(plan)?;
         rows.push(SweepRow {
             method,
             replicas_per_gpu: r,
@@ -86,15 +114,17 @@ pub fn sweep(
         });
         Ok(())
     };
-    let base = eplb(
-        plan_on,
-        topology,
-        EplbConfig {
-            redundant_experts: 0,
-            groups,
-        },
-    );
-    if let Ok(p) = &base {
+    let eplb_with = |k| {
+        eplb(
+            plan_on,
+            topology,
+            EplbConfig {
+                redundant_experts: k,
+                groups,
+            },
+        )
+    };
+    if let Ok(p) = &eplb_with(0) {
         push("base", 0.0, p, None)?;
     }
     let factors = craft.curve_factors();
@@ -108,23 +138,14 @@ pub fn sweep(
         )?;
     }
     let max_r = factors.last().copied().unwrap_or(1) as f64;
-    let e = plan_on.num_experts();
-    for j in 1.. {
+    for (j, k) in redundant_steps(plan_on.num_experts(), d).enumerate() {
         // one more slot per GPU per layer each step; the first step also
         // rounds the slot count up to a multiple of the GPU count
-        let k = j * d - e % d;
         let r = (k * l) as f64 / d as f64;
-        if j > 1 && r > max_r {
+        if j > 0 && r > max_r {
             break;
         }
-        match eplb(
-            plan_on,
-            topology,
-            EplbConfig {
-                redundant_experts: k,
-                groups,
-            },
-        ) {
+        match eplb_with(k) {
             Ok(p) => push("eplb", r, &p, None)?,
             Err(_) => break,
         }

@@ -1,12 +1,27 @@
 //! One trace on one cluster, planned every way, ready to be drawn.
 //!
-//! The planner page and the JavaScript API show the same things: BASE, EPLB
-//! and CRAFT side by side, per-layer balancedness, the GPU × layer load map,
-//! CRAFT's balancedness-vs-R curve and one layer's placement. Building a
-//! [`Workspace`] does the expensive part once per trace and cluster (CRAFT's
-//! benefit table, EPLB, the replays); [`Workspace::view`] answers a budget or
-//! layer change in about a millisecond. All figures are in-sample on the
-//! workspace's trace.
+//! The planner page and the JavaScript API show the same things: every
+//! registered planner that reads the loads side by side (BASE, EPLB, CRAFT
+//! — [`PLANNERS`](crate::planners::PLANNERS) in order), per-layer
+//! balancedness, the GPU × layer load map, the balancedness-vs-R curve and
+//! one layer's placement. Building a [`Workspace`] does the expensive part
+//! once per trace and cluster (each planner's [`Planner::prepare`] —
+//! CRAFT's benefit table —, the plans at their default budgets, the
+//! replays); [`Workspace::view`] answers a budget or layer change in about a
+//! millisecond. All figures are in-sample on the workspace's trace.
+//!
+//! The budget a view asks for moves the planners whose budget is in
+//! replicas per GPU (the slider's unit, [`Unit::ReplicasPerGpu`]: CRAFT);
+//! the others stay at their defaults (EPLB: one slot per GPU more than the
+//! experts need). The first planner with such a budget and a curve is the
+//! *focus*: the curve, the load map, the layer view and the export are its.
+//!
+//! This is the page's view model, and it lives in the core on purpose: it
+//! is pure computation over the core's public API, and both front ends that
+//! draw it — the app's worker and the JavaScript facade — depend on the core
+//! and nothing else they share (ARCHITECTURE.md says when to move it).
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -15,8 +30,11 @@ use crate::eval::{EvalReport, evaluate};
 use crate::formats::plan_json::{self, PlanMeta};
 use crate::formats::sglang;
 use crate::plan::Plan;
-use crate::planners::craft::{Budget, Craft, CraftOptions, CurvePoint};
-use crate::planners::eplb::{EplbConfig, eplb};
+use crate::planners::eplb::GROUPS;
+use crate::planners::registry::{
+    CurvePoint, Needs, Planner, PlannerId, Prepared, Settings, Unit, Value, prepare, registry,
+};
+use crate::sim::Workload;
 use crate::topology::Topology;
 use crate::trace::LoadTrace;
 
@@ -34,15 +52,34 @@ pub struct Cluster {
 /// A trace planned on a cluster.
 #[derive(Debug, Clone)]
 pub struct Workspace {
-    trace: LoadTrace,
+    work: Workload,
     topology: Topology,
     cluster: Cluster,
     summed: ndarray::Array2<f64>,
-    craft: Craft,
+    /// Every planner shown, in registry order.
+    entries: Vec<Entry>,
+    /// Index in `entries` of the focus (CRAFT).
+    focus: usize,
     curve: Vec<CurvePoint>,
     auto_r: usize,
-    base: std::result::Result<(Plan, EvalReport), String>,
-    eplb: std::result::Result<(Plan, EvalReport), String>,
+}
+
+/// One planner of the workspace.
+#[derive(Debug, Clone)]
+struct Entry {
+    id: PlannerId,
+    display: &'static str,
+    state: State,
+}
+
+#[derive(Debug, Clone)]
+enum State {
+    /// Could not plan on this cluster: why.
+    Failed(String),
+    /// Planned once at its default budget and replayed.
+    Fixed(Box<(Option<usize>, EvalReport)>),
+    /// Moves with the view's budget.
+    Slider(Arc<dyn Prepared>),
 }
 
 /// An exported plan.
@@ -57,8 +94,15 @@ pub struct Export {
 /// Headline figures of one plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanFigures {
-    /// `base`, `eplb` or `craft`.
+    /// The planner's id: `base`, `eplb` or `craft`.
     pub name: String,
+    /// Its title with its budget: `BASE`, `EPLB +64`, `CRAFT R = 8`.
+    #[serde(default)]
+    pub label: String,
+    /// The budget used in the planner's unit (EPLB: redundant experts per
+    /// layer, CRAFT: replicas per GPU); absent for planners without one.
+    #[serde(default)]
+    pub budget: Option<usize>,
     /// Mean over batches, then layers, of mean / max GPU load.
     pub balancedness: f64,
     /// Mean of max / mean GPU load.
@@ -94,9 +138,10 @@ pub struct View {
     pub layer_ids: Vec<u32>,
     /// Batches replayed.
     pub batches: usize,
-    /// BASE, EPLB (one redundant expert per GPU per layer) and CRAFT, in that
-    /// order; a planner that cannot run on this cluster is absent and
-    /// explained in `notes`.
+    /// Every registered planner that reads the loads, in registry order
+    /// (BASE, EPLB at its default — one slot per GPU more than the experts
+    /// need —, CRAFT); a planner that cannot run on this cluster is absent
+    /// and explained in `notes`.
     pub plans: Vec<PlanFigures>,
     /// Why a planner is missing.
     pub notes: Vec<String>,
@@ -114,8 +159,9 @@ pub struct View {
 }
 
 impl Workspace {
-    /// Plans `trace` on `cluster`: CRAFT's preparation, BASE and EPLB with one
-    /// redundant expert per GPU per layer, both replayed.
+    /// Plans `trace` on `cluster`: every shown planner's preparation, the
+    /// ones the budget does not move (BASE, EPLB) planned at their defaults
+    /// and replayed.
     ///
     /// ```
     /// use moeplan::workspace::{Cluster, Workspace};
@@ -124,6 +170,7 @@ impl Workspace {
     /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
     /// let v = ws.view(Some(2), 0)?;
     /// assert_eq!(v.plans.len(), 3);
+    /// assert_eq!(v.plans[1].label, "EPLB +8");
     /// assert_eq!(v.heat.len(), 16);
     /// # Ok::<(), moeplan::Error>(())
     /// ```
@@ -135,47 +182,69 @@ impl Workspace {
     pub fn with_progress(
         trace: LoadTrace,
         cluster: Cluster,
-        mut phase: impl FnMut(&'static str),
+        mut phase: impl FnMut(&str),
     ) -> Result<Workspace> {
         let topology = Topology::new(cluster.nodes, cluster.gpus_per_node)?;
         if cluster.groups == 0 {
             return Err(Error::Argument("expert groups must be at least 1".into()));
         }
-        phase("measuring CRAFT's replication benefit");
-        let craft = Craft::prepare(&trace, topology, &CraftOptions::default())?;
-        phase("tracing CRAFT's curve");
-        let curve = craft.curve();
-        let auto_r = craft.auto_replicas_per_gpu();
-        phase("planning BASE and EPLB");
-        let d = topology.num_gpus();
-        let planned = |k: usize| -> std::result::Result<(Plan, EvalReport), String> {
-            let cfg = EplbConfig {
-                redundant_experts: k,
-                groups: cluster.groups,
+        let settings = Settings::new().with(GROUPS.name, Value::Count(cluster.groups))?;
+        let work = Workload::new(trace);
+        let mut entries = Vec::new();
+        let mut focus = None;
+        let mut curve = Vec::new();
+        let mut auto_r = 0;
+        for planner in registry().iter().copied().filter(|p| shown(*p, &work)) {
+            phase(&planner.preparing());
+            let slider = planner.budget_unit() == Some(Unit::ReplicasPerGpu);
+            let state = match prepare(planner, &work, topology, &settings) {
+                Ok(ready) if slider => {
+                    if focus.is_none() {
+                        phase(&format!("tracing {}'s curve", planner.display()));
+                        if let Some(c) = ready.curve() {
+                            curve = c;
+                            auto_r = ready.auto_budget()?.unwrap_or(0);
+                            focus = Some(entries.len());
+                        }
+                    }
+                    State::Slider(Arc::from(ready))
+                }
+                Ok(ready) => match ready
+                    .plan(None)
+                    .and_then(|p| Ok((p.budget, evaluate(work.trace(), &p.plan)?)))
+                {
+                    Ok(fixed) => State::Fixed(Box::new(fixed)),
+                    Err(e) => State::Failed(e.to_string()),
+                },
+                // The budget's planner is what the page draws: without it
+                // there is nothing to show.
+                Err(e) if slider => return Err(e),
+                Err(e) => State::Failed(e.to_string()),
             };
-            let plan = eplb(&trace, topology, cfg).map_err(|e| e.to_string())?;
-            let report = evaluate(&trace, &plan).map_err(|e| e.to_string())?;
-            Ok((plan, report))
-        };
-        let base = planned(0);
-        let e = trace.num_experts();
-        let eplb = planned(d - e % d);
+            entries.push(Entry {
+                id: planner.id(),
+                display: planner.display(),
+                state,
+            });
+        }
+        let focus = focus.ok_or_else(|| {
+            Error::Argument("no registered planner takes a budget in replicas per GPU".into())
+        })?;
         Ok(Workspace {
-            summed: trace.summed(),
-            trace,
+            summed: work.trace().summed(),
+            work,
             topology,
             cluster,
-            craft,
+            entries,
+            focus,
             curve,
             auto_r,
-            base,
-            eplb,
         })
     }
 
     /// The trace.
     pub fn trace(&self) -> &LoadTrace {
-        &self.trace
+        self.work.trace()
     }
 
     /// The cluster's shape.
@@ -188,69 +257,90 @@ impl Workspace {
         self.cluster
     }
 
-    /// CRAFT's plan for `replicas_per_gpu` (`None`: automatic).
+    /// The focus planner's (CRAFT's) plan for `replicas_per_gpu` (`None`:
+    /// automatic).
     pub fn craft_plan(&self, replicas_per_gpu: Option<usize>) -> Result<Plan> {
-        Ok(self.craft.plan(budget(replicas_per_gpu))?.plan)
+        Ok(self.focus()?.plan(replicas_per_gpu)?.plan)
+    }
+
+    /// The planners shown, in order, with why any of them could not plan.
+    ///
+    /// ```
+    /// use moeplan::workspace::{Cluster, Workspace};
+    /// use moeplan::{generator, model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 6, groups: 1 })?;
+    /// let ids: Vec<String> = ws.planners().iter().map(|(id, _)| id.to_string()).collect();
+    /// assert_eq!(ids, ["base", "eplb", "craft"]);
+    /// assert!(ws.planners()[0].1.is_some()); // 64 experts do not fill 6 GPUs evenly
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn planners(&self) -> Vec<(PlannerId, Option<&str>)> {
+        self.entries
+            .iter()
+            .map(|e| match &e.state {
+                State::Failed(why) => (e.id, Some(why.as_str())),
+                _ => (e.id, None),
+            })
+            .collect()
+    }
+
+    fn focus(&self) -> Result<&Arc<dyn Prepared>> {
+        match self.entries.get(self.focus).map(|e| &e.state) {
+            Some(State::Slider(ready)) => Ok(ready),
+            _ => Err(Error::Argument(
+                "the workspace has no budgeted planner".into(),
+            )),
+        }
     }
 
     /// The figures for one budget and the placement of layer index `layer`.
     pub fn view(&self, replicas_per_gpu: Option<usize>, layer: usize) -> Result<View> {
-        let craft = self.craft.plan(budget(replicas_per_gpu))?;
-        let l = self.trace.num_layers();
+        let focus = self.focus()?.plan(replicas_per_gpu)?;
+        let l = self.trace().num_layers();
         if layer >= l {
             return Err(Error::Argument(format!(
                 "layer index {layer} is outside 0..{l}"
             )));
         }
         let d = self.topology.num_gpus();
-        let own = (self.trace.num_experts() * l).div_ceil(d);
+        let own = (self.trace().num_experts() * l).div_ceil(d);
         let mut plans = Vec::new();
         let mut notes = Vec::new();
-        for (name, r) in [("base", &self.base), ("eplb", &self.eplb)] {
-            match r {
-                Ok((_, rep)) => plans.push(figures(name, rep, own)),
-                Err(e) => notes.push(format!("{}: {e}", name.to_uppercase())),
+        for (i, entry) in self.entries.iter().enumerate() {
+            let planner = entry.id.planner()?;
+            match &entry.state {
+                State::Failed(e) => notes.push(format!("{}: {e}", entry.display)),
+                State::Fixed(fixed) => {
+                    let (budget, rep) = fixed.as_ref();
+                    plans.push(figures(planner, *budget, rep, own));
+                }
+                State::Slider(_) if i == self.focus => {
+                    plans.push(slider_figures(planner, &focus, self.trace(), own)?);
+                }
+                State::Slider(ready) => {
+                    let planned = ready.plan(replicas_per_gpu)?;
+                    plans.push(slider_figures(planner, &planned, self.trace(), own)?);
+                }
             }
         }
-        let per_layer_of = |f: fn(&Craft, usize, usize) -> Result<f64>| {
-            craft
-                .allocation
-                .per_layer
-                .iter()
-                .enumerate()
-                .map(|(i, &r)| f(&self.craft, i, r))
-                .collect::<Result<Vec<f64>>>()
-        };
-        let per_layer = per_layer_of(Craft::layer_balancedness)?;
-        let per_layer_bound = per_layer_of(Craft::layer_bound)?;
-        let imbalance = per_layer_of(Craft::layer_imbalance)?;
-        let summary = craft.plan.summary();
-        plans.push(PlanFigures {
-            name: "craft".into(),
-            balancedness: mean(&per_layer),
-            imbalance_ratio: mean(&imbalance),
-            replicas: summary.replicas,
-            replica_slots_per_gpu: summary.slots_per_gpu_max.saturating_sub(own),
-            bound: mean(&per_layer_bound),
-            per_layer,
-            replicas_per_layer: summary.replicas_per_layer,
-        });
         Ok(View {
             topology: self.topology,
-            layer_ids: self.trace.layer_ids().to_vec(),
-            batches: self.trace.num_batches(),
+            layer_ids: self.trace().layer_ids().to_vec(),
+            batches: self.trace().num_batches(),
             plans,
             notes,
-            replicas_per_gpu: craft.replicas_per_gpu,
+            replicas_per_gpu: focus.budget.unwrap_or(0),
             auto_replicas_per_gpu: self.auto_r,
             curve: self.curve.clone(),
-            heat: self.heat(&craft.plan),
-            layer: self.layer_view(&craft.plan, layer),
+            heat: self.heat(&focus.plan),
+            layer: self.layer_view(&focus.plan, layer),
         })
     }
 
-    /// CRAFT's plan for a budget in the project's JSON or SGLang's
-    /// `--init-expert-location` JSON (`format`: `moeplan` or `sglang`).
+    /// The focus planner's (CRAFT's) plan for a budget in the project's JSON
+    /// or SGLang's `--init-expert-location` JSON (`format`: `moeplan` or
+    /// `sglang`).
     /// SGLang needs the same slot count on every GPU in every layer; a CRAFT
     /// plan that varies is padded to the closest such plan
     /// ([`Plan::padded_to_uniform`]) and the export says so.
@@ -261,8 +351,8 @@ impl Workspace {
                 text: plan_json::write(
                     &plan,
                     &PlanMeta {
-                        model_layers: Some(self.trace.model_layers()),
-                        model: self.trace.model().map(str::to_string),
+                        model_layers: Some(self.trace().model_layers()),
+                        model: self.trace().model().map(str::to_string),
                         holdout: None,
                     },
                 ),
@@ -283,7 +373,7 @@ impl Workspace {
                 Ok(Export {
                     text: sglang::write_init_expert_location(
                         &plan,
-                        self.trace.known_model_layers(),
+                        self.trace().known_model_layers(),
                     )?,
                     note,
                 })
@@ -295,7 +385,7 @@ impl Workspace {
     }
 
     fn heat(&self, plan: &Plan) -> Vec<Vec<f64>> {
-        let e = self.trace.num_experts();
+        let e = self.trace().num_experts();
         plan.layers()
             .iter()
             .enumerate()
@@ -330,7 +420,7 @@ impl Workspace {
 
     fn layer_view(&self, plan: &Plan, layer: usize) -> LayerView {
         let lp = &plan.layers()[layer];
-        let e = self.trace.num_experts();
+        let e = self.trace().num_experts();
         let w = self.summed.row(layer);
         let total = w.sum();
         let copies = lp.copies(e);
@@ -357,13 +447,23 @@ impl Workspace {
     }
 }
 
-fn budget(replicas_per_gpu: Option<usize>) -> Budget {
-    replicas_per_gpu.map_or(Budget::Auto, Budget::ReplicasPerGpu)
+/// The planners a workspace shows: those that read the loads (the page is
+/// about balancing them; contiguous placement, which ignores them, is
+/// `compare`'s floor) and whose needs this workload meets.
+fn shown(planner: &dyn Planner, work: &Workload) -> bool {
+    planner.needs() >= Needs::Counts && planner.needs().met_by(work)
 }
 
-fn figures(name: &str, r: &EvalReport, own: usize) -> PlanFigures {
+fn figures(
+    planner: &dyn Planner,
+    budget: Option<usize>,
+    r: &EvalReport,
+    own: usize,
+) -> PlanFigures {
     PlanFigures {
-        name: name.into(),
+        name: planner.id().to_string(),
+        label: planner.title(budget),
+        budget,
         balancedness: r.balancedness,
         imbalance_ratio: r.imbalance_ratio,
         replicas: r.replicas,
@@ -372,6 +472,37 @@ fn figures(name: &str, r: &EvalReport, own: usize) -> PlanFigures {
         per_layer: r.per_layer.clone(),
         replicas_per_layer: r.replicas_per_layer.clone(),
     }
+}
+
+/// Figures of a plan the budget moves: what its planner measured when it
+/// prepared, else a replay.
+fn slider_figures(
+    planner: &dyn Planner,
+    planned: &crate::planners::Planned,
+    trace: &LoadTrace,
+    own: usize,
+) -> Result<PlanFigures> {
+    let Some(pred) = &planned.predicted else {
+        return Ok(figures(
+            planner,
+            planned.budget,
+            &evaluate(trace, &planned.plan)?,
+            own,
+        ));
+    };
+    let summary = planned.plan.summary();
+    Ok(PlanFigures {
+        name: planner.id().to_string(),
+        label: planner.title(planned.budget),
+        budget: planned.budget,
+        balancedness: mean(&pred.balancedness),
+        imbalance_ratio: mean(&pred.imbalance),
+        replicas: summary.replicas,
+        replica_slots_per_gpu: summary.slots_per_gpu_max.saturating_sub(own),
+        bound: mean(&pred.bound),
+        per_layer: pred.balancedness.clone(),
+        replicas_per_layer: summary.replicas_per_layer,
+    })
 }
 
 fn mean(v: &[f64]) -> f64 {

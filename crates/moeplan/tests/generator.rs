@@ -1,8 +1,11 @@
 //! The generator's traces look like the real data: a spread of layers from
-//! balanced to very hot, per-batch variation, exact token totals.
+//! balanced to very hot, per-batch variation that shrinks for hot experts
+//! and grows for small batches, exact token totals. (Against the real
+//! per-batch data itself: `tests/calibration.rs`.)
 
-use moeplan::generator::{GenConfig, generate};
+use moeplan::generator::{DRIFT_A, DRIFT_C, GenConfig, generate};
 use moeplan::model::{PRESETS, preset};
+use moeplan::variation::{VariationStats, pair_variation};
 use ndarray::Axis;
 
 #[test]
@@ -132,4 +135,106 @@ fn bad_settings_are_errors() {
         })
         .is_err()
     );
+}
+
+#[test]
+fn hot_experts_are_steadier_than_cold_ones() {
+    // large batches: the drift, not the sampling, dominates
+    let t = generate(&GenConfig {
+        tokens_per_batch: 1 << 16,
+        ..GenConfig::new(preset("deepseek-v3").unwrap(), 20)
+    })
+    .unwrap();
+    let v = VariationStats::of(&t).unwrap();
+    let filled: Vec<_> = v.by_load.iter().filter(|b| b.pairs >= 20).collect();
+    assert!(filled.len() >= 3, "{filled:?}");
+    // falling with load up to the mean; above it the drift levels off (the
+    // hottest experts sit in the hottest layers, which drift more, so the
+    // top bins need not fall further — as in HarMoEny's data)
+    let (cold, hot) = (filled[0], filled[filled.len() - 1]);
+    assert!(hot.median_cv < 0.6 * cold.median_cv, "{filled:?}");
+    for w in filled.windows(2).filter(|w| w[1].hi <= 1.0) {
+        assert!(w[1].rms_cv < w[0].rms_cv, "{w:?}");
+    }
+    // the hottest experts level off near the drift floor √C ≈ 0.1, not 0
+    assert!(hot.median_cv > 0.6 * DRIFT_C.sqrt() && hot.median_cv < 2.0 * DRIFT_C.sqrt());
+}
+
+#[test]
+fn small_batches_add_sampling_noise() {
+    // OLMoE (64 experts, top-8): at 256 tokens per batch the multinomial
+    // sampling term (1 − p) / (p · N · k) is about 2× the drift at the mean
+    // share; at 65,536 tokens it is negligible. The same seed draws the same
+    // mean shares and drift sizes, so the difference of the mean squared CVs
+    // is the sampling term.
+    let p = preset("olmoe").unwrap();
+    let at = |tokens| {
+        let t = generate(&GenConfig {
+            tokens_per_batch: tokens,
+            ..GenConfig::new(p, 200)
+        })
+        .unwrap();
+        pair_variation(&t).unwrap()
+    };
+    let (small, large) = (at(256), at(1 << 16));
+    assert_eq!(small.len(), large.len());
+    let mean_cv2 = |v: &[moeplan::variation::PairVariation]| {
+        v.iter().map(|x| x.cv * x.cv).sum::<f64>() / v.len() as f64
+    };
+    let predicted = small
+        .iter()
+        .map(|x| (1.0 - x.mean_share) / (x.mean_share * 256.0 * 8.0))
+        .sum::<f64>()
+        / small.len() as f64;
+    let measured = mean_cv2(&small) - mean_cv2(&large);
+    assert!(
+        (measured / predicted - 1.0).abs() < 0.15,
+        "sampling term {measured}, predicted {predicted}"
+    );
+    // and the drift alone is what the constants say at the mean share
+    let pi = 8.0 / 64.0;
+    let drift = DRIFT_A / pi + DRIFT_C;
+    let typical = mean_cv2(&large);
+    assert!(
+        typical > 0.5 * drift && typical < 2.5 * drift,
+        "{typical} against {drift}"
+    );
+}
+
+#[test]
+fn counts_stay_exact_and_capped_at_one_token() {
+    // one or a few tokens per batch: every count is 0 or 1 per token, the
+    // hottest experts hit the cap in nearly every batch
+    for (name, tokens) in [
+        ("qwen1.5-moe-a2.7b", 1),
+        ("qwen1.5-moe-a2.7b", 3),
+        ("olmoe", 5),
+    ] {
+        let p = preset(name).unwrap();
+        let t = generate(&GenConfig {
+            tokens_per_batch: tokens,
+            ..GenConfig::new(p, 50)
+        })
+        .unwrap();
+        for b in 0..t.num_batches() {
+            for row in t.batch(b).outer_iter() {
+                assert_eq!(row.sum(), (tokens * p.top_k) as f64, "{name}");
+                assert!(row.iter().all(|&x| x <= tokens as f64 && x.fract() == 0.0));
+            }
+        }
+    }
+}
+
+#[test]
+fn consecutive_batches_are_slightly_anticorrelated() {
+    // 400 batches: the estimator's bias (≈ −1/B) is −0.0025, so the
+    // measured lag-1 is the drift's own (−0.03), diluted a little by
+    // sampling noise
+    let t = generate(&GenConfig {
+        tokens_per_batch: 1 << 16,
+        ..GenConfig::new(preset("olmoe").unwrap(), 400)
+    })
+    .unwrap();
+    let lag = VariationStats::of(&t).unwrap().lag1_autocorrelation;
+    assert!((-0.05..-0.02).contains(&lag), "lag-1 {lag}");
 }

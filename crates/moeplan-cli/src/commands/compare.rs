@@ -1,47 +1,35 @@
-//! `moeplan compare`: every planner on one trace and cluster, judged under
-//! one dispatch rule.
+//! `moeplan compare`: every registered planner on one trace and cluster,
+//! each at the planner options given (else its defaults), judged under one
+//! dispatch rule.
 
 use moeplan::Topology;
-use moeplan::planners::Budget;
-use moeplan::planners::craft::CraftOptions;
-use moeplan::sim::Workload;
+use moeplan::planners::{Settings, registry};
+use moeplan::sim::{Rule, Workload};
 
-use super::{algo_name, make_plan, split_for};
-use crate::args::{Algo, CompareArgs};
+use super::{plan_with, split_for};
+use crate::args::CompareArgs;
 use crate::error::CliError;
 use crate::io::{emit, load_trace, spinner};
-use crate::judge::{Cost, judge_quietly};
+use crate::judge::{Cost, Judged, judge_quietly};
 use crate::report;
 
 pub fn run(args: CompareArgs) -> Result<(), CliError> {
     let trace = load_trace(&args.trace)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
-    let redundant = args.redundant_experts.unwrap_or(topology.num_gpus());
     let cost = Cost::choose(args.model.as_deref(), &trace)?;
     let (planned_on, evaluated, scope) = split_for(&trace, args.holdout)?;
+    let planning = Workload::new(planned_on);
     let work = Workload::new(evaluated);
     let rule = args.dispatch.rule();
-    let mut rows = Vec::new();
-    let craft_budget = Budget::ReplicasPerGpu(8);
     let bar = spinner("planning and replaying");
-    for (algo, k) in [
-        (Algo::Contiguous, 0),
-        (Algo::Base, 0),
-        (Algo::Eplb, redundant),
-        (Algo::Craft, 0),
-    ] {
-        let result = make_plan(
-            algo,
-            &planned_on,
-            topology,
-            &args.cluster,
-            k,
-            craft_budget,
-            &CraftOptions::default(),
-        )
-        .and_then(|plan| judge_quietly(&work, &plan, rule, &cost));
-        rows.push((algo_name(algo, k), result));
-    }
+    let rows = rows(
+        &planning,
+        &work,
+        topology,
+        &args.planner.settings,
+        rule,
+        &cost,
+    );
     bar.finish_and_clear();
     if args.json {
         let v: Vec<serde_json::Value> = rows
@@ -73,4 +61,99 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
         ));
     }
     Ok(())
+}
+
+/// One row per registered planner: planned on `planning`, judged on `work`.
+fn rows(
+    planning: &Workload,
+    work: &Workload,
+    topology: Topology,
+    settings: &Settings,
+    rule: Rule,
+    cost: &Cost,
+) -> Vec<(String, Result<Judged, moeplan::Error>)> {
+    registry()
+        .iter()
+        .map(|planner| {
+            let (name, planned) = plan_with(*planner, planning, topology, settings);
+            let judged = planned.and_then(|p| judge_quietly(work, &p.plan, rule, cost));
+            (name, judged)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use moeplan::generator::{GenConfig, generate};
+    use moeplan::model;
+
+    use crate::args::{Cli, Command};
+
+    /// `compare` where the GPU count does not divide the experts: OLMoE's 64
+    /// experts on 1 × 6 GPUs and Qwen1.5-MoE's 60 on 8. EPLB gets the
+    /// registry's default (one slot per GPU more than the experts need), so
+    /// it plans; only BASE, which cannot fill the GPUs evenly, is refused.
+    #[test]
+    fn compare_plans_eplb_when_gpus_do_not_divide_the_experts() {
+        for (preset, gpus, k) in [("olmoe", 6, 8), ("qwen1.5-moe-a2.7b", 8, 12)] {
+            let t = generate(&GenConfig::new(model::preset(preset).unwrap(), 4)).unwrap();
+            let topology = Topology::new(1, gpus).unwrap();
+            let cost = Cost::choose(None, &t).unwrap();
+            let work = Workload::new(t);
+            let rows = rows(&work, &work, topology, &Settings::new(), Rule::Even, &cost);
+            let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(names[..3], ["contiguous", "base", &format!("eplb (+{k})")]);
+            assert!(names[3].starts_with("craft (R = "), "{names:?}");
+            for (name, r) in &rows {
+                match (name.as_str(), r) {
+                    ("base", Err(e)) => {
+                        assert!(e.to_string().contains("multiple of the GPU count"))
+                    }
+                    (_, Ok(j)) => assert!(j.report.balancedness > 0.0),
+                    (_, Err(e)) => panic!("{preset} on {gpus}: {name}: {e}"),
+                }
+            }
+            let eplb = rows[2].1.as_ref().unwrap();
+            assert_eq!(eplb.report.replicas, k * work.trace().num_layers());
+        }
+    }
+
+    /// The CLI's planner flags are the registry's options, and an absent
+    /// flag leaves the registry's default (the JavaScript API's too).
+    #[test]
+    fn planner_flags_fill_the_registry_settings() {
+        let parse = |args: &[&str]| match Cli::try_parse_from(args).unwrap().command {
+            Command::Compare(c) => c.planner.settings,
+            _ => unreachable!(),
+        };
+        assert!(parse(&["moeplan", "compare"]).is_empty());
+        let s = parse(&[
+            "moeplan",
+            "compare",
+            "--redundant-experts",
+            "16",
+            "--replicas-per-gpu",
+            "auto",
+            "--groups",
+            "8",
+            "--objective",
+            "paper",
+            "--no-refine",
+        ]);
+        let mut want = Settings::new();
+        for (name, v) in [
+            ("redundant_experts", "16"),
+            ("replicas_per_gpu", "auto"),
+            ("groups", "8"),
+            ("objective", "paper"),
+            ("refine", "false"),
+        ] {
+            want.set_str(name, v).unwrap();
+        }
+        assert_eq!(s, want);
+        assert!(Cli::try_parse_from(["moeplan", "compare", "--objective", "median"]).is_err());
+        assert!(Cli::try_parse_from(["moeplan", "sweep", "--replicas-per-gpu", "4"]).is_err());
+    }
 }

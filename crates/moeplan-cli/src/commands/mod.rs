@@ -7,12 +7,13 @@ mod inspect;
 mod plan;
 mod sweep;
 
+use moeplan::LoadTrace;
 use moeplan::model::{self, ModelPreset};
-use moeplan::planners::craft::{Craft, CraftOptions};
-use moeplan::planners::{Budget, EplbConfig, base, contiguous, eplb};
-use moeplan::{LoadTrace, Plan, Topology};
+use moeplan::planners::{self, Planned, Planner, Settings};
+use moeplan::sim::Workload;
+use moeplan::topology::Topology;
 
-use crate::args::{Algo, ClusterArgs, Command};
+use crate::args::Command;
 use crate::error::CliError;
 use crate::io::emit;
 use crate::report;
@@ -33,30 +34,43 @@ pub fn run(command: Command) -> Result<(), CliError> {
             emit(&report::presets());
             Ok(())
         }
+        Command::Planners { json } => {
+            let list = planners::describe();
+            if json {
+                emit(&serde_json::to_string(&list).unwrap_or_default());
+            } else {
+                emit(&report::planners(&list));
+            }
+            Ok(())
+        }
     }
 }
 
-pub fn make_plan(
-    algo: Algo,
-    trace: &LoadTrace,
+/// One planner on `work` with `settings` (its budget, else its default),
+/// and the plan's name in reports (`eplb (+64)`, `craft (R = 8)`): the
+/// budget is named even when planning it fails.
+pub fn plan_with(
+    planner: &dyn Planner,
+    work: &Workload,
     topology: Topology,
-    cluster: &ClusterArgs,
-    redundant: usize,
-    budget: Budget,
-    options: &CraftOptions,
-) -> Result<Plan, moeplan::Error> {
-    match algo {
-        Algo::Eplb => eplb(
-            trace,
-            topology,
-            EplbConfig {
-                redundant_experts: redundant,
-                groups: cluster.groups,
-            },
-        ),
-        Algo::Base => base(trace, topology, cluster.groups),
-        Algo::Contiguous => contiguous(trace, topology),
-        Algo::Craft => Ok(Craft::prepare(trace, topology, options)?.plan(budget)?.plan),
+    settings: &Settings,
+) -> (String, Result<Planned, moeplan::Error>) {
+    let budget = match planner.budget().map(|spec| settings.budget(spec)) {
+        Some(Err(e)) => return (planner.label(None), Err(e)),
+        Some(Ok(b)) => b,
+        None => None,
+    };
+    let ready = match planners::prepare(planner, work, topology, settings) {
+        Ok(r) => r,
+        Err(e) => return (planner.label(budget), Err(e)),
+    };
+    let shown = match budget {
+        Some(b) => Some(b),
+        None => ready.auto_budget().ok().flatten(),
+    };
+    match ready.plan(budget) {
+        Ok(p) => (planner.label(p.budget), Ok(p)),
+        Err(e) => (planner.label(shown), Err(e)),
     }
 }
 
@@ -81,15 +95,6 @@ pub fn split_for(
             format!("in-sample: {} batch(es)", trace.num_batches()),
         ),
     })
-}
-
-pub fn algo_name(algo: Algo, k: usize) -> String {
-    match algo {
-        Algo::Eplb => format!("eplb (+{k})"),
-        Algo::Base => "base".into(),
-        Algo::Contiguous => "contiguous".into(),
-        Algo::Craft => "craft (R = 8)".into(),
-    }
 }
 
 /// Places the trace in the model named by `--model` / `--model-layers` (or

@@ -3,10 +3,11 @@
 
 use moeplan::formats::plan_json::{self, PlanMeta};
 use moeplan::formats::{self, sglang};
+use moeplan::planners::plan;
 use moeplan::sim::{Rule, Workload};
 use moeplan::{LoadTrace, Plan, Topology, model};
 
-use super::{make_plan, place_in_model};
+use super::place_in_model;
 use crate::args::{PlanArgs, PlanFormat};
 use crate::error::CliError;
 use crate::io::{spinner, write_file};
@@ -27,23 +28,27 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         Some(_) => Some(Cost::choose(args.model.as_deref(), &trace)?),
         None => None,
     };
-    let split = match args.holdout {
-        Some(h) => Some(trace.holdout_split(h)?),
-        None => None,
+    // What the file and the messages need from the whole trace, before it
+    // moves into the workload planned on (no copy of the counts).
+    let model_layers = trace.known_model_layers();
+    let model_name = args
+        .model
+        .clone()
+        .or_else(|| trace.model().map(str::to_string));
+    let total_batches = trace.num_batches();
+    let (planning, held_out) = match args.holdout {
+        Some(h) => {
+            let s = trace.holdout_split(h)?;
+            (Workload::new(s.plan), Some(Workload::new(s.eval)))
+        }
+        None => (Workload::new(trace), None),
     };
-    let planned_on = split.as_ref().map_or(&trace, |s| &s.plan);
+    let planned_on = planning.trace();
+    let planner = args.algo.planner()?;
     let bar = spinner("planning");
-    let plan = make_plan(
-        args.algo,
-        planned_on,
-        topology,
-        &args.cluster,
-        args.redundant_experts,
-        args.replicas_per_gpu.0,
-        &args.craft.options(),
-    );
+    let planned = plan(planner, &planning, topology, &args.planner.settings);
     bar.finish_and_clear();
-    let plan = plan?;
+    let plan = planned?.plan;
     let needs_uniform = matches!(
         args.format,
         PlanFormat::Sglang | PlanFormat::Vllm | PlanFormat::VllmAscend
@@ -81,17 +86,12 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             &PlanMeta {
                 // Only a known count: an assumed one would let a later
                 // export trust layer ids that may be MoE positions.
-                model_layers: trace.known_model_layers(),
-                model: args
-                    .model
-                    .clone()
-                    .or_else(|| trace.model().map(str::to_string)),
+                model_layers,
+                model: model_name,
                 holdout: args.holdout,
             },
         ),
-        PlanFormat::Sglang => {
-            sglang::write_init_expert_location(&plan, trace.known_model_layers())?
-        }
+        PlanFormat::Sglang => sglang::write_init_expert_location(&plan, model_layers)?,
         PlanFormat::Vllm => formats::vllm::write_physical_to_logical(&plan)?,
         PlanFormat::VllmAscend => formats::vllm::write_ascend_expert_map(&plan)?,
         PlanFormat::Csv => formats::csv::write_plan_csv(&plan),
@@ -106,22 +106,22 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         s.replicas,
         s.slots_per_gpu_min,
         s.slots_per_gpu_max,
-        split
+        held_out
             .as_ref()
-            .map(|sp| format!(
-                ", planned on {} of {} batches",
-                sp.plan.num_batches(),
-                trace.num_batches()
+            .map(|_| format!(
+                ", planned on {} of {total_batches} batches",
+                planned_on.num_batches(),
             ))
             .unwrap_or_default()
     );
     if let (Some(rule), Some(cost)) = (rule, &cost) {
-        let mut parts = vec![("planned", planned_on)];
-        if let Some(sp) = &split {
-            parts.push(("held-out", &sp.eval));
+        let mut parts = vec![("planned", &planning)];
+        if let Some(ev) = &held_out {
+            parts.push(("held-out", ev));
         }
-        for (name, on) in parts {
-            let j = judge_quietly(&Workload::new(on.clone()), &plan, rule, cost)?;
+        for (name, work) in parts {
+            let on = work.trace();
+            let j = judge_quietly(work, &plan, rule, cost)?;
             eprintln!(
                 "under {} dispatch ({}), on the {} {} batch(es): balancedness {:.4}, imbalance {:.4}, local {:.1}%, cross-node {:.1}% ({:.3} GB at {})",
                 j.sim.rule,

@@ -2,11 +2,11 @@
 //! (the CRAFT paper's Figure 5 / 9 as a table), judged under one dispatch
 //! rule.
 
-use moeplan::planners::craft::{Budget, Craft, CraftOptions};
-use moeplan::planners::{EplbConfig, eplb};
+use moeplan::planners::CraftOptions;
+use moeplan::planners::eplb::GROUPS;
 use moeplan::sim::{Rule, Workload};
-use moeplan::sweep::{Sweep, SweepRow};
-use moeplan::{LoadTrace, Plan, Topology, model};
+use moeplan::sweep::{Sweep, sweep_by};
+use moeplan::{LoadTrace, Topology, model};
 
 use super::split_for;
 use crate::args::SweepArgs;
@@ -26,25 +26,14 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
     let rule = args.dispatch.rule();
     let cost = Cost::choose(args.model.as_deref(), &trace)?;
     let work = Workload::new(evaluated);
+    let settings = &args.planner.settings;
+    let groups = settings.count(&GROUPS)?;
+    let options = CraftOptions::from_settings(settings)?;
     let bar = spinner("sweeping budgets");
     let result = if rule == Rule::Even {
-        moeplan::sweep::sweep(
-            &planned_on,
-            work.trace(),
-            topology,
-            args.cluster.groups,
-            &args.craft.options(),
-        )
+        moeplan::sweep::sweep(&planned_on, work.trace(), topology, groups, &options)
     } else {
-        sweep_under(
-            &planned_on,
-            &work,
-            topology,
-            args.cluster.groups,
-            &args.craft.options(),
-            rule,
-            &cost,
-        )
+        sweep_under(&planned_on, &work, topology, groups, &options, rule, &cost)
     };
     bar.finish_and_clear();
     let result = result?;
@@ -80,67 +69,8 @@ fn sweep_under(
     rule: Rule,
     cost: &Cost,
 ) -> Result<Sweep, moeplan::Error> {
-    let d = topology.num_gpus();
-    let l = plan_on.num_layers();
-    let craft = Craft::prepare(plan_on, topology, options)?;
-    let own_slots = (plan_on.num_experts() * l).div_ceil(d);
-    let mut rows = Vec::new();
-    let mut push = |method, r: f64, plan: &Plan, predicted| -> Result<(), moeplan::Error> {
-        let rep = judge_quietly(work, plan, rule, cost)?.report;
-        rows.push(SweepRow {
-            method,
-            replicas_per_gpu: r,
-            replicas: rep.replicas,
-            slots_per_gpu_max: rep.slots_per_gpu_max,
-            replica_slots_per_gpu: rep.slots_per_gpu_max.saturating_sub(own_slots),
-            balancedness: rep.balancedness,
-            imbalance_ratio: rep.imbalance_ratio,
-            bound: rep.bound,
-            predicted_balancedness: predicted,
-        });
-        Ok(())
-    };
-    let eplb_with = |k| {
-        eplb(
-            plan_on,
-            topology,
-            EplbConfig {
-                redundant_experts: k,
-                groups,
-            },
-        )
-    };
-    if let Ok(p) = &eplb_with(0) {
-        push("base", 0.0, p, None)?;
-    }
-    let factors = craft.curve_factors();
-    for &r in &factors {
-        let p = craft.plan(Budget::ReplicasPerGpu(r))?;
-        push(
-            "craft",
-            r as f64,
-            &p.plan,
-            Some(p.allocation.predicted_balancedness),
-        )?;
-    }
-    let max_r = factors.last().copied().unwrap_or(1) as f64;
-    let e = plan_on.num_experts();
-    for j in 1.. {
-        // one more slot per GPU per layer each step; the first step also
-        // rounds the slot count up to a multiple of the GPU count
-        let k = j * d - e % d;
-        let r = (k * l) as f64 / d as f64;
-        if j > 1 && r > max_r {
-            break;
-        }
-        match eplb_with(k) {
-            Ok(p) => push("eplb", r, &p, None)?,
-            Err(_) => break,
-        }
-    }
-    Ok(Sweep {
-        rows,
-        auto_replicas_per_gpu: craft.auto_replicas_per_gpu(),
+    sweep_by(plan_on, topology, groups, options, |plan| {
+        Ok(judge_quietly(work, plan, rule, cost)?.report)
     })
 }
 

@@ -3,10 +3,15 @@
 //! What an engine does with no load balancer at all — the floor every other
 //! planner is measured against. It ignores the loads. O(L · E).
 
+use super::registry::{Needs, OptionSpec, Planned, Planner, PlannerId, Prepared, Settings};
 use crate::error::Result;
 use crate::plan::{LayerPlacement, Plan};
+use crate::sim::Workload;
 use crate::topology::Topology;
 use crate::trace::LoadTrace;
+
+/// Its id in the registry.
+pub const ID: PlannerId = PlannerId::new("contiguous");
 
 /// Places experts in id order, `E / D` consecutive experts per GPU.
 ///
@@ -19,10 +24,12 @@ use crate::trace::LoadTrace;
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 pub fn contiguous(trace: &LoadTrace, topology: Topology) -> Result<Plan> {
+    place(trace.layer_ids(), trace.num_experts(), topology)
+}
+
+fn place(layer_ids: &[u32], e: usize, topology: Topology) -> Result<Plan> {
     let d = topology.num_gpus();
-    let e = trace.num_experts();
-    let layers = trace
-        .layer_ids()
+    let layers = layer_ids
         .iter()
         .map(|&layer| {
             let mut gpus = vec![Vec::new(); d];
@@ -33,4 +40,56 @@ pub fn contiguous(trace: &LoadTrace, topology: Topology) -> Result<Plan> {
         })
         .collect();
     Plan::new(topology, e, layers, "contiguous")
+}
+
+/// The registry's contiguous placement.
+#[derive(Debug, Clone, Copy)]
+pub struct ContiguousPlanner;
+
+impl Planner for ContiguousPlanner {
+    fn id(&self) -> PlannerId {
+        ID
+    }
+    fn display(&self) -> &'static str {
+        "Contiguous"
+    }
+    fn about(&self) -> &'static str {
+        "Expert e on GPU e·D/E, no replicas, loads ignored (no balancer at all)"
+    }
+    fn needs(&self) -> Needs {
+        Needs::Shape
+    }
+    fn options(&self) -> &'static [OptionSpec] {
+        &[]
+    }
+    fn prepare(
+        &self,
+        work: &Workload,
+        topology: Topology,
+        _settings: &Settings,
+    ) -> Result<Box<dyn Prepared>> {
+        let trace = work.trace();
+        Ok(Box::new(Ready {
+            layer_ids: trace.layer_ids().to_vec(),
+            experts: trace.num_experts(),
+            topology,
+        }))
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Ready {
+    layer_ids: Vec<u32>,
+    experts: usize,
+    topology: Topology,
+}
+
+impl Prepared for Ready {
+    fn plan(&self, _budget: Option<usize>) -> Result<Planned> {
+        Ok(Planned {
+            plan: place(&self.layer_ids, self.experts, self.topology)?,
+            budget: None,
+            predicted: None,
+        })
+    }
 }

@@ -28,11 +28,20 @@
 //! Complexity per layer, with `P` physical and `E` logical experts on `D`
 //! GPUs and `N` nodes: replication O((P − E) · E / N), packing
 //! O(P log P + P · D / N).
+//!
+//! In the registry: [`EplbPlanner`] (budget: [`REDUNDANT_EXPERTS`], default
+//! [`default_redundant_experts`]) and [`BasePlanner`] (no replicas); both
+//! prepare by summing the loads, so a budget change reruns the whole
+//! algorithm, which is fast.
 
-use ndarray::ArrayView2;
+use ndarray::{Array2, ArrayView2};
 
+use super::registry::{
+    Kind, Needs, OptionSpec, Planned, Planner, PlannerId, Prepared, Settings, Unit, Value,
+};
 use crate::error::{Error, Result};
 use crate::plan::{LayerPlacement, Plan};
+use crate::sim::Workload;
 use crate::topology::Topology;
 use crate::trace::LoadTrace;
 
@@ -82,10 +91,23 @@ pub struct EplbOutput {
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 pub fn eplb(trace: &LoadTrace, topology: Topology, config: EplbConfig) -> Result<Plan> {
-    let summed = trace.summed();
+    eplb_summed(trace.summed().view(), trace.layer_ids(), topology, config)
+}
+
+/// [`eplb`] on loads already summed over batches (`layers × experts`).
+fn eplb_summed(
+    summed: ArrayView2<'_, f64>,
+    layer_ids: &[u32],
+    topology: Topology,
+    config: EplbConfig,
+) -> Result<Plan> {
+    let e = summed.ncols();
+    let slots = e
+        .checked_add(config.redundant_experts)
+        .ok_or_else(|| Error::planner(NAME, "too many redundant experts"))?;
     let out = rebalance_experts(
-        summed.view(),
-        trace.num_experts() + config.redundant_experts,
+        summed,
+        slots,
         config.groups,
         topology.nodes(),
         topology.num_gpus(),
@@ -95,7 +117,7 @@ pub fn eplb(trace: &LoadTrace, topology: Topology, config: EplbConfig) -> Result
     } else {
         NAME
     };
-    to_plan(&out, trace, topology, name)
+    to_plan(&out, layer_ids, e, topology, name)
 }
 
 /// The papers' BASE: EPLB's placement with no redundant slots.
@@ -119,12 +141,18 @@ pub fn base(trace: &LoadTrace, topology: Topology, groups: usize) -> Result<Plan
     )
 }
 
-fn to_plan(out: &EplbOutput, trace: &LoadTrace, topology: Topology, name: &str) -> Result<Plan> {
+fn to_plan(
+    out: &EplbOutput,
+    layer_ids: &[u32],
+    num_experts: usize,
+    topology: Topology,
+    name: &str,
+) -> Result<Plan> {
     let d = topology.num_gpus();
     let layers = out
         .phy2log
         .iter()
-        .zip(trace.layer_ids())
+        .zip(layer_ids)
         .map(|(row, &layer)| {
             let per_gpu = row.len() / d;
             LayerPlacement {
@@ -136,7 +164,7 @@ fn to_plan(out: &EplbOutput, trace: &LoadTrace, topology: Topology, name: &str) 
             }
         })
         .collect();
-    Plan::new(topology, trace.num_experts(), layers, name)
+    Plan::new(topology, num_experts, layers, name)
 }
 
 /// DeepSeek's `rebalance_experts`: `weight` is `layers × logical experts`,
@@ -358,6 +386,179 @@ pub fn replicate_experts(weight: &[f32], num_phy: usize) -> (Vec<usize>, Vec<usi
         logcnt[best] += 1;
     }
     (phy2log, rank, logcnt)
+}
+
+/// EPLB's id in the registry.
+pub const ID: PlannerId = PlannerId::new("eplb");
+
+/// BASE's id in the registry.
+pub const BASE_ID: PlannerId = PlannerId::new("base");
+
+/// EPLB's budget: redundant experts per layer, `auto` =
+/// [`default_redundant_experts`].
+pub const REDUNDANT_EXPERTS: OptionSpec = OptionSpec {
+    name: "redundant_experts",
+    about: "EPLB's extra slots per layer in total (SGLang's --ep-num-redundant-experts); \
+            auto: one slot per GPU more than the experts need (the smallest k >= GPUs with \
+            experts + k a multiple of the GPU count)",
+    kind: Kind::Budget(Unit::RedundantPerLayer),
+    default: Value::Auto,
+};
+
+/// The router's expert groups, for the hierarchical policy (BASE and EPLB).
+pub const GROUPS: OptionSpec = OptionSpec {
+    name: "groups",
+    about: "Router expert groups for EPLB's hierarchical policy, used when a multiple of the \
+            node count (DeepSeek-V3: 8)",
+    kind: Kind::Count,
+    default: Value::Count(1),
+};
+
+static EPLB_OPTIONS: [OptionSpec; 2] = [REDUNDANT_EXPERTS, GROUPS];
+static BASE_OPTIONS: [OptionSpec; 1] = [GROUPS];
+
+/// EPLB's default redundant experts for `experts` on `gpus` GPUs: the
+/// smallest `k ≥ gpus` that makes `experts + k` a multiple of `gpus` — every
+/// GPU holds one slot more than the experts need (`⌈E / D⌉ + 1`), so at
+/// least one replica per GPU per layer. `k = D` when `D` divides `E`. The
+/// one definition every front end uses (through [`Prepared::plan`]`(None)`).
+///
+/// ```
+/// use moeplan::planners::eplb::default_redundant_experts;
+/// assert_eq!(default_redundant_experts(256, 64), 64);
+/// assert_eq!(default_redundant_experts(64, 6), 8); // 72 = 6 × 12
+/// assert_eq!(default_redundant_experts(60, 8), 12); // 72 = 8 × 9
+/// ```
+pub fn default_redundant_experts(experts: usize, gpus: usize) -> usize {
+    redundant_steps(experts, gpus)
+        .find(|&k| k >= gpus)
+        .unwrap_or(gpus)
+}
+
+/// The redundant-expert counts that keep every GPU's slot count equal, in
+/// increasing order: `k_j = j · D − E mod D` for `j = 1, 2, …` — each step
+/// one more slot per GPU, the first also rounding the slot count up to a
+/// multiple of `D` (the sweep's EPLB points).
+///
+/// ```
+/// use moeplan::planners::eplb::redundant_steps;
+/// assert_eq!(redundant_steps(64, 6).take(3).collect::<Vec<_>>(), vec![2, 8, 14]);
+/// assert_eq!(redundant_steps(256, 64).take(2).collect::<Vec<_>>(), vec![64, 128]);
+/// ```
+pub fn redundant_steps(experts: usize, gpus: usize) -> impl Iterator<Item = usize> {
+    let d = gpus.max(1);
+    let rem = experts % d;
+    (1usize..).map_while(move |j| j.checked_mul(d).map(|x| x - rem))
+}
+
+/// The registry's EPLB.
+#[derive(Debug, Clone, Copy)]
+pub struct EplbPlanner;
+
+/// The registry's BASE: EPLB's placement, no replicas.
+#[derive(Debug, Clone, Copy)]
+pub struct BasePlanner;
+
+impl Planner for EplbPlanner {
+    fn id(&self) -> PlannerId {
+        ID
+    }
+    fn display(&self) -> &'static str {
+        "EPLB"
+    }
+    fn about(&self) -> &'static str {
+        "DeepSeek's EPLB (exact port): redundant slots in every layer to the highest load per copy, balanced packing, hierarchical over nodes"
+    }
+    fn needs(&self) -> Needs {
+        Needs::Counts
+    }
+    fn options(&self) -> &'static [OptionSpec] {
+        &EPLB_OPTIONS
+    }
+    fn prepare(
+        &self,
+        work: &Workload,
+        topology: Topology,
+        settings: &Settings,
+    ) -> Result<Box<dyn Prepared>> {
+        Ok(Box::new(Ready::new(work, topology, settings, false)?))
+    }
+}
+
+impl Planner for BasePlanner {
+    fn id(&self) -> PlannerId {
+        BASE_ID
+    }
+    fn display(&self) -> &'static str {
+        "BASE"
+    }
+    fn about(&self) -> &'static str {
+        "EPLB's placement with no replicas (the papers' BASE)"
+    }
+    fn needs(&self) -> Needs {
+        Needs::Counts
+    }
+    fn options(&self) -> &'static [OptionSpec] {
+        &BASE_OPTIONS
+    }
+    fn prepare(
+        &self,
+        work: &Workload,
+        topology: Topology,
+        settings: &Settings,
+    ) -> Result<Box<dyn Prepared>> {
+        Ok(Box::new(Ready::new(work, topology, settings, true)?))
+    }
+}
+
+/// EPLB or BASE with the loads summed: planning a budget is the whole
+/// (fast) algorithm.
+#[derive(Debug, Clone)]
+struct Ready {
+    summed: Array2<f64>,
+    layer_ids: Vec<u32>,
+    topology: Topology,
+    groups: usize,
+    base: bool,
+}
+
+impl Ready {
+    fn new(work: &Workload, topology: Topology, settings: &Settings, base: bool) -> Result<Ready> {
+        let trace = work.trace();
+        Ok(Ready {
+            summed: trace.summed(),
+            layer_ids: trace.layer_ids().to_vec(),
+            topology,
+            groups: settings.count(&GROUPS)?,
+            base,
+        })
+    }
+
+    fn default_budget(&self) -> usize {
+        default_redundant_experts(self.summed.ncols(), self.topology.num_gpus())
+    }
+}
+
+impl Prepared for Ready {
+    fn plan(&self, budget: Option<usize>) -> Result<Planned> {
+        let k = match self.base {
+            true => None,
+            false => Some(budget.unwrap_or_else(|| self.default_budget())),
+        };
+        let config = EplbConfig {
+            redundant_experts: k.unwrap_or(0),
+            groups: self.groups,
+        };
+        Ok(Planned {
+            plan: eplb_summed(self.summed.view(), &self.layer_ids, self.topology, config)?,
+            budget: k,
+            predicted: None,
+        })
+    }
+
+    fn auto_budget(&self) -> Result<Option<usize>> {
+        Ok((!self.base).then(|| self.default_budget()))
+    }
 }
 
 fn inverse(perm: &[usize]) -> Vec<usize> {

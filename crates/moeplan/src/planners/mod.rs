@@ -1,9 +1,37 @@
-//! The planners, one file each, named after the method.
+//! The planners, one file (or folder) each, named after the method, and
+//! [`PLANNERS`] — the one list every front end and the workspace iterate.
+//!
+//! Adding a planner: write its file (its functions, an `ID`, its options as
+//! [`OptionSpec`]s, a unit struct implementing [`Planner`] and a
+//! [`Prepared`]), then add a `pub mod` line and an entry in [`PLANNERS`]
+//! here. The CLI's `--algo` and flags, `compare`'s rows, the JavaScript
+//! API's `algorithm` and `planners()`, and the page's workspace pick it up
+//! from the list (ARCHITECTURE.md, "Adding a planner").
+//!
+//! Shared building blocks: [`registry`](mod@registry) (the vocabulary), [`knapsack`]
+//! (multiple-choice knapsack), [`placement`] (capacity-aware placement and
+//! its refinement).
 
 pub mod contiguous;
 pub mod craft;
 pub mod eplb;
+pub mod knapsack;
+pub mod placement;
+pub mod registry;
 
 pub use contiguous::contiguous;
 pub use craft::{Budget, Craft, CraftOptions, craft};
 pub use eplb::{EplbConfig, base, eplb};
+pub use registry::{
+    CurvePoint, Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerInfo, Predicted,
+    Prepared, Settings, Unit, Value, all_options, describe, find, option, plan, prepare, registry,
+};
+
+/// Every planner, in the order reports list them: the floor first, then by
+/// how much of the loads each uses.
+pub static PLANNERS: &[&dyn Planner] = &[
+    &contiguous::ContiguousPlanner,
+    &eplb::BasePlanner,
+    &eplb::EplbPlanner,
+    &craft::CraftPlanner,
+];

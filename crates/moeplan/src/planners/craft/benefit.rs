@@ -1,0 +1,187 @@
+//! CRAFT's Algorithm 1 — the replication benefit table (CRAFT paper, §4.2
+//! Step 1 and appendix A, Algorithm 1).
+//!
+//! For replica counts 0 and each count `r` of a set (the paper's geometric
+//! `1, 2, 4, …, D`), every layer is given `r` replicas — the experts with
+//! the highest load per copy first ([`replication_order`]) —, placed with
+//! [`capacity_aware_placement`](crate::planners::placement::capacity_aware_placement)
+//! on a layer-local slot layout (Algorithm 3 for one layer), and every
+//! batch is replayed: `T[r][ℓ]` is the mean balancedness gain over placement
+//! only. The placements are kept, so a budget change later only relabels
+//! them ([`Craft::plan`](super::Craft::plan)).
+//!
+//! Complexity: O(K · L · (B · (E + D) + S log D + refinement)) for `K`
+//! counts, `L` layers, `B` batches, `E` experts, `D` GPUs and `S = E + r`
+//! slots; layers run in parallel with the `parallel` feature.
+
+use ndarray::Array2;
+use serde::Serialize;
+
+use super::interleave::interleaved_assignment;
+use super::map_layers;
+use crate::error::Result;
+use crate::eval::Replay;
+use crate::planners::placement::place;
+use crate::topology::Topology;
+use crate::trace::LoadTrace;
+
+/// Algorithm 1's output: per-layer balancedness gains over placement only.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenefitTable {
+    /// The positive replica counts measured, ascending.
+    pub counts: Vec<usize>,
+    /// Placement-only balancedness of each layer (mean over batches).
+    pub base: Vec<f64>,
+    /// `gains[k][ℓ]`: balancedness gain of layer `ℓ` with `counts[k]`
+    /// replicas over `base[ℓ]`.
+    pub gains: Vec<Vec<f64>>,
+    /// `imbalance[k][ℓ]`: imbalance ratio (max / mean) of layer `ℓ` with
+    /// `[0] ++ counts` replicas — what the plans show beside balancedness.
+    pub imbalance: Vec<Vec<f64>>,
+}
+
+impl BenefitTable {
+    pub(crate) fn layers(&self) -> usize {
+        self.base.len()
+    }
+}
+
+/// Algorithm 1: the balancedness gain of every layer at every replica count
+/// in `counts`, replaying every batch of `trace` on `topology`.
+///
+/// ```
+/// use moeplan::{planners::craft::benefit::estimate_benefit, LoadTrace, Topology};
+/// use ndarray::Array3;
+/// let mut c = Array3::from_elem((2, 2, 8), 10.0);
+/// c[[0, 1, 3]] = 200.0; // layer 1 has a hot expert
+/// c[[1, 1, 3]] = 200.0;
+/// let t = estimate_benefit(&LoadTrace::new(c, vec![0, 1])?, Topology::new(1, 4)?, &[1, 2, 4], false)?;
+/// assert!(t.gains[0][0] <= 0.0); // a uniform layer gains nothing
+/// assert!(t.gains[2][1] > 0.3);   // the hot layer gains from replicas
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn estimate_benefit(
+    trace: &LoadTrace,
+    topology: Topology,
+    counts: &[usize],
+    refine: bool,
+) -> Result<BenefitTable> {
+    Ok(estimate(trace, topology, counts, refine)?.0)
+}
+
+/// The placement of one layer at each replica count `[0] ++ counts`, as
+/// Algorithm 1 built it: a budget change only relabels these GPUs.
+pub(super) type LayerPlacements = Vec<Vec<Vec<u32>>>;
+
+pub(super) fn estimate(
+    trace: &LoadTrace,
+    topology: Topology,
+    counts: &[usize],
+    refine: bool,
+) -> Result<(BenefitTable, Vec<LayerPlacements>)> {
+    let summed = trace.summed();
+    let d = topology.num_gpus();
+    let per_layer = map_layers(trace.num_layers(), |l| {
+        estimate_layer(trace, &summed, l, d, counts, refine)
+    })?;
+    let mut table = BenefitTable {
+        counts: counts.to_vec(),
+        base: Vec::with_capacity(per_layer.len()),
+        gains: vec![Vec::with_capacity(per_layer.len()); counts.len()],
+        imbalance: vec![Vec::with_capacity(per_layer.len()); counts.len() + 1],
+    };
+    let mut placements = Vec::with_capacity(per_layer.len());
+    for (base, gains, imbalance, placed) in per_layer {
+        table.base.push(base);
+        for (k, g) in gains.into_iter().enumerate() {
+            table.gains[k].push(g);
+        }
+        for (k, x) in imbalance.into_iter().enumerate() {
+            table.imbalance[k].push(x);
+        }
+        placements.push(placed);
+    }
+    Ok((table, placements))
+}
+
+fn estimate_layer(
+    trace: &LoadTrace,
+    summed: &Array2<f64>,
+    l: usize,
+    d: usize,
+    counts: &[usize],
+    refine: bool,
+) -> Result<(f64, Vec<f64>, Vec<f64>, LayerPlacements)> {
+    let w = summed.row(l).to_vec();
+    let e = w.len();
+    let order = replication_order(&w, counts.last().copied().unwrap_or(0), d);
+    // This layer's batches, contiguous: replayed once per replica count.
+    let rows: Vec<f64> = trace
+        .counts()
+        .index_axis(ndarray::Axis(1), l)
+        .iter()
+        .copied()
+        .collect();
+    let mut replay = Replay::default();
+    let mut placed = Vec::with_capacity(counts.len() + 1);
+    let mut imbalance = Vec::with_capacity(counts.len() + 1);
+    let mut balancedness = |r: usize| -> Result<f64> {
+        let copies = copies_after(&order, r, e);
+        let slots = copies.iter().map(|&c| c as usize).sum::<usize>();
+        let gpus = place(&w, &copies, &layer_capacity(slots, d), refine)?;
+        replay.prepare(&gpus, e);
+        placed.push(gpus);
+        let (bal, ir) = replay.mean_balance(&rows, e);
+        imbalance.push(ir);
+        Ok(bal)
+    };
+    let base = balancedness(0)?;
+    let gains = counts
+        .iter()
+        .map(|&r| Ok(balancedness(r)? - base))
+        .collect::<Result<Vec<f64>>>()?;
+    Ok((base, gains, imbalance, placed))
+}
+
+/// The experts that receive replicas 1, 2, …, `r_max` in turn: the highest
+/// load per copy first (first index on ties, as EPLB), never more copies
+/// than GPUs. Shorter than `r_max` when every expert is on every GPU.
+///
+/// ```
+/// use moeplan::planners::craft::benefit::replication_order;
+/// assert_eq!(replication_order(&[9.0, 2.0, 5.0], 3, 4), vec![0, 2, 0]);
+/// assert_eq!(replication_order(&[9.0, 2.0], 5, 2), vec![0, 1]); // capped at 2 copies each
+/// ```
+pub fn replication_order(loads: &[f64], r_max: usize, d: usize) -> Vec<u32> {
+    let mut copies = vec![1usize; loads.len()];
+    let mut order = Vec::with_capacity(r_max);
+    for _ in 0..r_max {
+        let mut best: Option<usize> = None;
+        for (e, (&w, &c)) in loads.iter().zip(&copies).enumerate() {
+            if c < d && best.is_none_or(|b| w / c as f64 > loads[b] / copies[b] as f64) {
+                best = Some(e);
+            }
+        }
+        let Some(b) = best else { break };
+        copies[b] += 1;
+        order.push(b as u32);
+    }
+    order
+}
+
+/// Copies per expert after the first `r` entries of `order`.
+fn copies_after(order: &[u32], r: usize, num_experts: usize) -> Vec<u32> {
+    let mut copies = vec![1u32; num_experts];
+    for &e in order.iter().take(r) {
+        copies[e as usize] += 1;
+    }
+    copies
+}
+
+/// Slots per GPU for one layer on its own: as even as possible, the extra
+/// slots spread across nodes (Algorithm 3 for a single layer).
+fn layer_capacity(slots: usize, d: usize) -> Vec<usize> {
+    interleaved_assignment(&[slots], d)
+        .pop()
+        .unwrap_or_default()
+}
