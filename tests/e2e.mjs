@@ -2,7 +2,7 @@
 // driven by playwright-core. Serves dist/ itself on 127.0.0.1 and fails if
 // the page requests anything from anywhere else.
 //
-//   node tests/e2e.mjs [--screenshot PATH] [--timings PATH]
+//   node tests/e2e.mjs [--screenshot PATH] [--timings PATH] [--dist DIR]
 //
 // Prints one line per check and closes with "N passed, M failed". Every wait
 // has a deadline, and a wait that runs out fails its section (nothing is
@@ -10,10 +10,13 @@
 //
 // What it covers:
 //  - the default view (generated DeepSeek-V3, the page's default 8 × 8 GPUs);
+//  - the readouts under the charts (details of what the pointer is over);
 //  - the budget path, timed over 12 changes on 8 × 8 and on 1 × 64: each
 //    sample waits for the page's own timing of *that* change (its sequence
 //    number and R), and is also timed from outside, as the last DOM mutation
-//    of the figures after the input (a MutationObserver);
+//    of the figures after the input (a MutationObserver); the page's own
+//    breakdown says where the time went (to the worker, in it — of which
+//    planning —, back, decoding, drawing);
 //  - every file in crates/moeplan/tests/fixtures/broken/ (read at test time)
 //    through the file input: one visible error with the words EXPECTED gives,
 //    the plan and trace kept, and a budget change still working; and a file
@@ -35,15 +38,16 @@ import { fileURLToPath } from "node:url";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, "..");
-const dist = path.join(root, "dist");
-const shared = path.resolve(root, "..", "shared", "data");
-const fixtures = path.join(root, "crates", "moeplan", "tests", "fixtures");
-const brokenDir = path.join(fixtures, "broken");
 const args = process.argv.slice(2);
 const argValue = (flag) => {
   const i = args.indexOf(flag);
   return i >= 0 ? args[i + 1] : undefined;
 };
+// Another build (e.g. an older one, to compare timings) with --dist DIR.
+const dist = path.resolve(argValue("--dist") ?? path.join(root, "dist"));
+const shared = path.resolve(root, "..", "shared", "data");
+const fixtures = path.join(root, "crates", "moeplan", "tests", "fixtures");
+const brokenDir = path.join(fixtures, "broken");
 
 const types = {
   ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm",
@@ -167,6 +171,11 @@ async function setBudget(page, r, timeout = 10000) {
     dom: Number(d.budgetDomMs),
     frame: Number(d.budgetMs),
     worker: Number(d.budgetWorkerMs),
+    receive: Number(d.budgetReceiveMs),
+    decode: Number(d.budgetDecodeMs),
+    toWorker: Number(d.budgetToWorkerMs),
+    inWorker: Number(d.budgetInWorkerMs),
+    fromWorker: Number(d.budgetFromWorkerMs),
     receiveToFrame: Number(d.budgetDrawMs),
     replicas: Number(await text(page, "#replicas-craft")),
     status: (await statusOf(page)).cls,
@@ -187,13 +196,22 @@ async function timeBudget(page, label) {
     page_dom_ms_median: round(median(pick("dom"))),
     page_frame_ms_median: round(median(pick("frame"))),
     worker_ms_median: round(median(pick("worker"))),
+    answer_ms_median: round(median(pick("receive"))),
+    to_worker_ms_median: round(median(pick("toWorker"))),
+    in_worker_ms_median: round(median(pick("inWorker"))),
+    from_worker_ms_median: round(median(pick("fromWorker"))),
+    decode_ms_median: round(median(pick("decode")), 3),
+    draw_ms_median: round(median(samples.map((s) => s.dom - s.receive))),
     receive_to_frame_ms_median: round(median(pick("receiveToFrame"))),
   };
   check(`${label}: 12 budget changes each re-plan CRAFT`,
     samples.every((s, i) => i === 0 || s.replicas !== samples[i - 1].replicas) && samples.every((s) => /ready/.test(s.status)),
     samples.map((s) => `R=${s.r}:${s.replicas}`).join(" "));
   check(`${label}: budget change → new plan in the DOM`, samples.every((s) => s.external > 0 && s.dom > 0),
-    `median ${t.dom_ms_median} ms (page's own: ${t.page_dom_ms_median} ms; next frame ${t.page_frame_ms_median} ms; worker ${t.worker_ms_median} ms)`);
+    `median ${t.dom_ms_median} ms (page's own: ${t.page_dom_ms_median} ms = answer decoded ${t.answer_ms_median} ms `
+    + `[to the worker ${t.to_worker_ms_median} ms, in it ${t.in_worker_ms_median} ms (planning ${t.worker_ms_median} ms), `
+    + `back ${t.from_worker_ms_median} ms, decoding ${t.decode_ms_median} ms] + drawing ${t.draw_ms_median} ms; `
+    + `next frame ${t.page_frame_ms_median} ms)`);
   return t;
 }
 
@@ -285,6 +303,31 @@ async function main() {
         await text(page, "#trace-info"));
       check("default cluster is 8 × 8 with 8 groups", /nodes=8&gpus=8&groups=8/.test(page.url()), await text(page, ".scope"));
       check("charts are drawn", (await page.locator("svg.chart").count()) >= 5);
+      // Details show under a chart when the pointer is over it (no element
+      // per bar, cell or box to carry a tooltip).
+      const readout = async (chart, fx, fy) => {
+        const svg = page.locator(chart);
+        await svg.scrollIntoViewIfNeeded();
+        const box = await svg.boundingBox();
+        await page.mouse.move(box.x + box.width * fx, box.y + box.height * fy);
+        return (await svg.locator("xpath=following-sibling::p[1]").textContent({ timeout: 5000 })).trim();
+      };
+      const said = {
+        placement: await readout("figure.wide svg.chart", 0.1, 0.83),
+        heat: await readout("svg.heat", 0.5, 0.4),
+        replicas: await readout("svg[aria-label='replicas per layer']", 0.5, 0.5),
+        layers: await readout("svg[aria-label='balancedness per layer']", 0.5, 0.5),
+        curve: await readout("svg[aria-label='CRAFT balancedness against replicas per GPU']", 0.5, 0.5),
+      };
+      await page.mouse.move(0, 0);
+      await page.evaluate(() => window.scrollTo(0, 0));
+      check("pointing at a chart tells what is there",
+        /^GPU 2: expert \d+( \(1 of \d+ copies\))? — [\d.]+ % of the layer's tokens$/.test(said.placement)
+        && /^layer \d+, GPU \d+: [\d.]+ × the layer's mean load$/.test(said.heat)
+        && /^layer \d+: CRAFT \d+ replicas · EPLB \d+$/.test(said.replicas)
+        && /^layer \d+: BASE [\d.]+ · EPLB [\d.]+ · CRAFT [\d.]+$/.test(said.layers)
+        && /^R = \d+: \d+ replicas, balancedness [\d.]+, bound [\d.]+$/.test(said.curve),
+        Object.values(said).join(" | "));
     });
     if (!page) throw new Error("the page did not open");
 

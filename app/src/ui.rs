@@ -1,6 +1,16 @@
 //! The page: controls on the left, figures on the right. All planning
 //! happens in the worker (see `bin/worker.rs`); this module only sends
-//! requests, draws answers, and times the round trip.
+//! requests, hands each answer to the [`Board`] (what changed since the
+//! last one), and times the round trip. What is drawn is in `figures.rs`
+//! and `charts/`, each piece reading only its own part of the board.
+//!
+//! # The budget path
+//!
+//! A budget change is sent at once; the worker answers with CRAFT's part
+//! only (its figures, the load map, the placement; its series in one
+//! transferred `Float64Array`), and only the elements that show them are
+//! touched. The timings paragraph (`#timings`) says where the time went:
+//! to the worker, in it (of which planning), back, decoding, drawing.
 //!
 //! # When the worker dies
 //!
@@ -21,13 +31,15 @@ use std::collections::HashMap;
 
 use leptos::prelude::*;
 use moeplan::model::PRESETS;
-use moeplan::workspace::{Cluster, View};
+use moeplan::workspace::Cluster;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use web_sys::{MessageEvent, Worker};
 
-use crate::charts;
-use crate::protocol::{Request, Response, Source, TraceStatsLite};
+use crate::board::Board;
+use crate::charts::{CurveChart, HeatMap, LayersChart, PlacementChart, ReplicasChart};
+use crate::figures::{Scope, Summary};
+use crate::protocol::{Request, Response, Source, TraceStatsLite, decode};
 use crate::settings::Settings;
 use crate::worker::{READING_PHASE, too_large};
 
@@ -36,6 +48,9 @@ use crate::worker::{READING_PHASE, too_large};
 /// which takes seconds, so a minute is generous. (A test may shorten it by
 /// setting `globalThis.moeplanReadDeadlineMs` before the page loads.)
 const READ_DEADLINE_MS: f64 = 60_000.0;
+
+/// The URL hash follows the settings once they have been still this long.
+const HASH_DELAY_MS: f64 = 250.0;
 
 /// How long a fresh worker may take to say it is listening.
 const START_DEADLINE_MS: f64 = 60_000.0;
@@ -69,6 +84,12 @@ struct Timings {
     budget: Option<f64>,
     /// Of the last budget change: (worker's planning, receipt to frame).
     budget_parts: Option<(f64, f64)>,
+    /// Of the last budget change: input to the answer decoded, and of that
+    /// the page's decoding.
+    budget_receive: Option<(f64, f64)>,
+    /// Of the last budget change: input to the worker taking the request,
+    /// the worker's time, and its posting to the page's receipt.
+    budget_path: Option<(f64, f64, f64)>,
     /// Last budget change: input to the DOM holding the new plan.
     budget_dom: Option<f64>,
     /// Budget changes timed to the DOM, and to the next frame, so far (a
@@ -178,6 +199,14 @@ fn now() -> f64 {
         .map_or(0.0, |p| p.now())
 }
 
+/// The page's clock ([`now`]) in milliseconds since the epoch, as the
+/// worker's [`Response::View`] `span` is.
+fn epoch_ms(t: f64) -> f64 {
+    web_sys::window()
+        .and_then(|w| w.performance())
+        .map_or(0.0, |p| p.time_origin() + t)
+}
+
 /// Runs `f` once after `ms` milliseconds; the timer's id, to clear it.
 fn set_timer(ms: f64, f: impl FnOnce() + 'static) -> Option<i32> {
     let callback = Closure::once_into_js(f);
@@ -254,7 +283,7 @@ fn cluster_of(s: &Settings) -> Cluster {
 #[derive(Clone, Copy)]
 struct Ctx {
     settings: RwSignal<Settings>,
-    view_sig: RwSignal<Option<View>>,
+    board: Board,
     stats: RwSignal<Option<TraceStatsLite>>,
     status: RwSignal<Status>,
     timings: RwSignal<Timings>,
@@ -262,7 +291,6 @@ struct Ctx {
     restarts: RwSignal<u32>,
     pending: StoredValue<HashMap<u64, Pending>, LocalStorage>,
     next_id: StoredValue<u64>,
-    shown_id: StoredValue<u64>,
     conn: StoredValue<Conn, LocalStorage>,
     good: StoredValue<Good, LocalStorage>,
     read_deadline_ms: f64,
@@ -286,11 +314,27 @@ impl Ctx {
         };
         let generation = self.generation() + 1;
         let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
-            let Some(text) = ev.data().as_string() else {
-                return;
+            let received = now();
+            // `[json, Float64Array | null]`, or a bare JSON string (the
+            // panic hook's last words).
+            let data = ev.data();
+            let (text, numbers) = match data.as_string() {
+                Some(text) => (text, None),
+                None => {
+                    let parts = js_sys::Array::from(&data);
+                    let numbers = parts
+                        .get(1)
+                        .dyn_into::<js_sys::Float64Array>()
+                        .ok()
+                        .map(|a| a.to_vec());
+                    (parts.get(0).as_string().unwrap_or_default(), numbers)
+                }
             };
-            if let Ok(resp) = serde_json::from_str::<Response>(&text) {
-                self.on_response(generation, resp);
+            match decode(&text, numbers.as_deref()) {
+                Ok(resp) => self.on_response(generation, resp, received),
+                Err(e) => self.status.set(Status::Error(format!(
+                    "the planning worker's answer was garbled ({e})"
+                ))),
             }
         });
         let on_error = Closure::<dyn FnMut(web_sys::Event)>::new(move |ev: web_sys::Event| {
@@ -487,7 +531,7 @@ impl Ctx {
     }
 
     /// One answer from worker number `generation`.
-    fn on_response(self, generation: u32, resp: Response) {
+    fn on_response(self, generation: u32, resp: Response, received: f64) {
         if generation != self.generation() {
             return;
         }
@@ -518,32 +562,34 @@ impl Ctx {
             Response::View {
                 id,
                 stats: s,
-                view,
+                update,
                 worker_ms,
+                span,
             } => {
                 self.disarm_watchdog(id);
-                let received = now();
+                let decoded = now();
                 let started = self.pending.try_update_value(|p| p.remove(&id)).flatten();
                 if let Some(p) = &started {
                     self.accepted(p);
                 }
                 let restored = self.take_restore(id);
-                // A slow answer to an old request never replaces a newer one.
-                if id < self.shown_id.get_value() {
-                    return;
-                }
-                self.shown_id.set_value(id);
                 if let Some(s) = s {
                     self.stats.set(Some(s));
                 }
-                let r = view.replicas_per_gpu;
-                self.view_sig.set(Some(*view));
-                self.status.set(match restored {
+                // Each answer says what changed since the one before, and
+                // they arrive in order (one worker, `postMessage`): every
+                // one is applied, in turn.
+                let r = update.replicas_per_gpu;
+                self.board.apply(*update);
+                let status = match restored {
                     Some(r) => {
                         Status::Error(format!("{}; restarted it with the previous trace", r.head))
                     }
                     None => Status::Ready,
-                });
+                };
+                if self.status.with_untracked(|s| *s != status) {
+                    self.status.set(status);
+                }
                 let timings = self.timings;
                 // Timed twice: when the DOM holds the new plan (Leptos renders
                 // in microtasks queued by the sets above, so a task queued now
@@ -558,6 +604,12 @@ impl Ctx {
                         let ms = now() - t0;
                         timings.update(|t| {
                             t.budget_dom = Some(ms);
+                            t.budget_receive = Some((decoded - t0, decoded - received));
+                            t.budget_path = Some((
+                                span.0 - epoch_ms(t0),
+                                span.1 - span.0,
+                                epoch_ms(received) - span.1,
+                            ));
                             t.budget_dom_seq += 1;
                             t.budget_r = Some(r);
                         });
@@ -806,21 +858,20 @@ impl Ctx {
 #[component]
 pub fn App() -> impl IntoView {
     let settings = RwSignal::new(Settings::from_hash(&location_hash()));
-    let view_sig: RwSignal<Option<View>> = RwSignal::new(None);
+    let board = Board::new();
     let stats: RwSignal<Option<TraceStatsLite>> = RwSignal::new(None);
     let status = RwSignal::new(Status::Busy("starting the planner".into()));
     let timings = RwSignal::new(Timings::default());
     let restarts = RwSignal::new(0u32);
     let ctx = Ctx {
         settings,
-        view_sig,
+        board,
         stats,
         status,
         timings,
         restarts,
         pending: StoredValue::new_local(HashMap::new()),
         next_id: StoredValue::new(1),
-        shown_id: StoredValue::new(0),
         conn: StoredValue::new_local(Conn::default()),
         good: StoredValue::new_local(Good::default()),
         read_deadline_ms: read_deadline_ms(),
@@ -829,8 +880,30 @@ pub fn App() -> impl IntoView {
     // The default view: the built-in generator, planned at once.
     ctx.generate();
 
-    // Keep the URL hash in step with the settings.
-    Effect::new(move |_| replace_hash(&settings.get().to_hash()));
+    // Keep the URL hash in step with the settings: at once on opening, then
+    // once they have been still for HASH_DELAY_MS (`replaceState` costs a
+    // millisecond or more: it stays off the budget path, and a slider drag
+    // writes it once).
+    let hash_timer = StoredValue::new(None::<i32>);
+    Effect::new(move |opened: Option<()>| {
+        let hash = settings.with(Settings::to_hash);
+        if opened.is_none() {
+            replace_hash(&hash);
+            return;
+        }
+        if let Some(t) = hash_timer.get_value() {
+            clear_timer(t);
+        }
+        hash_timer.set_value(set_timer(HASH_DELAY_MS, move || {
+            hash_timer.set_value(None);
+            replace_hash(&settings.with_untracked(Settings::to_hash));
+        }));
+    });
+    // Each field reads its own setting: a budget change touches none of them.
+    let field = move |get: fn(&Settings) -> String| Memo::new(move |_| settings.with(get));
+    let preset = field(|s| s.preset.clone());
+    let memory_model = field(|s| s.memory_model.clone());
+    let auto_budget = Memo::new(move |_| settings.with(|s| s.replicas_per_gpu.is_none()));
 
     let on_file = move |ev: leptos::ev::Event| {
         let input: web_sys::HtmlInputElement = event_target(&ev);
@@ -855,10 +928,11 @@ pub fn App() -> impl IntoView {
                               id: &'static str,
                               get: fn(&Settings) -> usize,
                               set: fn(&mut Settings, usize)| {
+        let value = Memo::new(move |_| settings.with(get));
         view! {
             <label for=id>{label}</label>
             <input id=id type="number" min="1" step="1"
-                prop:value=move || get(&settings.get()).to_string()
+                prop:value=move || value.get().to_string()
                 on:change=move |ev| {
                     match event_target_value(&ev).trim().parse::<usize>() {
                         Ok(v) if (1..=4096).contains(&v) => {
@@ -872,10 +946,11 @@ pub fn App() -> impl IntoView {
     };
 
     let max_r = move || {
-        view_sig
-            .with(|v| {
-                v.as_ref()
-                    .and_then(|v| v.curve.last().map(|p| p.replicas_per_gpu))
+        board
+            .frame
+            .with(|f| {
+                f.as_ref()
+                    .and_then(|f| f.curve.last().map(|p| p.replicas_per_gpu))
             })
             .unwrap_or(64)
     };
@@ -883,11 +958,7 @@ pub fn App() -> impl IntoView {
         settings.update(|s| s.replicas_per_gpu = r);
         ctx.send(Kind::Budget, None, None, None, None);
     };
-    let fmt = |x: f64| format!("{x:.4}");
-    let gib = move |slots: usize| {
-        let bytes = settings.with(|s| s.expert_bytes());
-        format!("{:.2}", slots as f64 * bytes as f64 / (1u64 << 30) as f64)
-    };
+    let shown_r = move || board.replicas_per_gpu.get().to_string();
 
     view! {
         <header>
@@ -906,12 +977,12 @@ pub fn App() -> impl IntoView {
                     <label for="preset">"Model"</label>
                     <select id="preset" on:change=move |ev| settings.update(|s| s.preset = event_target_value(&ev))>
                         {PRESETS.iter().map(|p| view! {
-                            <option value=p.name selected=move || settings.with(|s| s.preset == p.name)>{p.display}</option>
+                            <option value=p.name selected=move || preset.with(|x| x == p.name)>{p.display}</option>
                         }).collect_view()}
                     </select>
                     <label for="batches">"Batches"</label>
                     <input id="batches" type="number" min="1" max="4096"
-                        prop:value=move || settings.with(|s| s.batches.to_string())
+                        prop:value=field(|s| s.batches.to_string())
                         on:change=move |ev| {
                             match event_target_value(&ev).trim().parse::<usize>() {
                                 Ok(b) if (1..=4096).contains(&b) => settings.update(|s| s.batches = b),
@@ -920,7 +991,7 @@ pub fn App() -> impl IntoView {
                         }/>
                     <label for="seed">"Seed"</label>
                     <input id="seed" type="number" min="0"
-                        prop:value=move || settings.with(|s| s.seed.to_string())
+                        prop:value=field(|s| s.seed.to_string())
                         on:change=move |ev| {
                             if let Ok(x) = event_target_value(&ev).trim().parse::<u32>() {
                                 settings.update(|s| s.seed = x)
@@ -944,14 +1015,14 @@ pub fn App() -> impl IntoView {
                     <h2>"CRAFT budget"</h2>
                     <p class="hint">"R: replicas per GPU, summed over all layers"</p>
                     <input id="budget" type="range" min="0" prop:max=move || max_r().to_string()
-                        prop:value=move || view_sig.with(|v| v.as_ref().map_or(0, |v| v.replicas_per_gpu)).to_string()
+                        prop:value=shown_r
                         on:input=move |ev| {
                             if let Ok(r) = event_target_value(&ev).parse::<usize>() {
                                 set_budget(Some(r))
                             }
                         }/>
                     <input id="budget-number" type="number" min="0"
-                        prop:value=move || view_sig.with(|v| v.as_ref().map_or(0, |v| v.replicas_per_gpu)).to_string()
+                        prop:value=shown_r
                         on:change=move |ev| {
                             match event_target_value(&ev).trim().parse::<usize>() {
                                 Ok(r) if r <= 1 << 16 => set_budget(Some(r)),
@@ -959,16 +1030,19 @@ pub fn App() -> impl IntoView {
                             }
                         }/>
                     <label class="inline"><input id="budget-auto" type="checkbox"
-                        prop:checked=move || settings.with(|s| s.replicas_per_gpu.is_none())
+                        prop:checked=auto_budget
                         on:change=move |ev| {
                             let auto = event_target_checked(&ev);
-                            let current = view_sig.with_untracked(|v| v.as_ref().map_or(8, |v| v.replicas_per_gpu));
+                            let current = match board.frame.with_untracked(Option::is_some) {
+                                true => board.replicas_per_gpu.get_untracked(),
+                                false => 8,
+                            };
                             set_budget(if auto { None } else { Some(current) })
                         }/>" automatic (knee of the curve)"</label>
                     <label for="mem">"Expert size of"</label>
                     <select id="mem" on:change=move |ev| settings.update(|s| s.memory_model = event_target_value(&ev))>
                         {PRESETS.iter().map(|p| view! {
-                            <option value=p.name selected=move || settings.with(|s| s.memory_model == p.name)>
+                            <option value=p.name selected=move || memory_model.with(|x| x == p.name)>
                                 {format!("{} ({:.0} MiB)", p.display, p.expert_bytes() as f64 / (1 << 20) as f64)}
                             </option>
                         }).collect_view()}
@@ -995,6 +1069,11 @@ pub fn App() -> impl IntoView {
                     data-budget-dom-ms=move || timings.with(|t| t.budget_dom.map(|x| format!("{x:.2}")).unwrap_or_default())
                     data-budget-worker-ms=move || timings.with(|t| t.budget_parts.map(|x| format!("{:.2}", x.0)).unwrap_or_default())
                     data-budget-draw-ms=move || timings.with(|t| t.budget_parts.map(|x| format!("{:.2}", x.1)).unwrap_or_default())
+                    data-budget-receive-ms=move || timings.with(|t| t.budget_receive.map(|x| format!("{:.2}", x.0)).unwrap_or_default())
+                    data-budget-decode-ms=move || timings.with(|t| t.budget_receive.map(|x| format!("{:.3}", x.1)).unwrap_or_default())
+                    data-budget-to-worker-ms=move || timings.with(|t| t.budget_path.map(|x| format!("{:.2}", x.0)).unwrap_or_default())
+                    data-budget-in-worker-ms=move || timings.with(|t| t.budget_path.map(|x| format!("{:.2}", x.1)).unwrap_or_default())
+                    data-budget-from-worker-ms=move || timings.with(|t| t.budget_path.map(|x| format!("{:.2}", x.2)).unwrap_or_default())
                     data-budget-dom-seq=move || timings.with(|t| t.budget_dom_seq.to_string())
                     data-budget-frame-seq=move || timings.with(|t| t.budget_frame_seq.to_string())
                     data-budget-r=move || timings.with(|t| t.budget_r.map(|r| r.to_string()).unwrap_or_default())>
@@ -1005,53 +1084,25 @@ pub fn App() -> impl IntoView {
                 </p>
             </aside>
             <section class="figures">
-                {move || view_sig.with(|v| v.as_ref().map(|v| {
-                    let auto = v.auto_replicas_per_gpu;
-                    view! {
-                        <table class="summary" id="summary">
-                            <thead><tr><th>"plan"</th><th>"balancedness"</th><th>"imbalance"</th><th>"replicas"</th><th>"replica memory / GPU"</th><th>"bound"</th></tr></thead>
-                            <tbody>
-                                {v.plans.iter().map(|p| {
-                                    let name = p.name.clone();
-                                    let title = match name.as_str() {
-                                        "craft" => format!("CRAFT R = {}", v.replicas_per_gpu),
-                                        "eplb" => "EPLB (1 per GPU per layer)".to_string(),
-                                        _ => "BASE (no replicas)".to_string(),
-                                    };
-                                    view! {
-                                        <tr id=format!("row-{name}")>
-                                            <td><span class="swatch" style=format!("background:{}", charts::colour(&name))></span>{title}</td>
-                                            <td class="num" id=format!("bal-{name}")>{fmt(p.balancedness)}</td>
-                                            <td class="num">{fmt(p.imbalance_ratio)}</td>
-                                            <td class="num" id=format!("replicas-{name}")>{p.replicas.to_string()}</td>
-                                            <td class="num">{gib(p.replica_slots_per_gpu)}" GiB"</td>
-                                            <td class="num">{fmt(p.bound)}</td>
-                                        </tr>
-                                    }
-                                }).collect_view()}
-                            </tbody>
-                        </table>
-                        {v.notes.iter().map(|n| view! { <p class="note">{n.clone()}</p> }).collect_view()}
-                        <p class="scope">{format!("{} · in-sample over {} batch(es) · automatic R = {auto}", v.topology, v.batches)}</p>
-                    }
-                }))}
-                <Show when=move || view_sig.with(Option::is_some)>
+                <Show when=move || board.frame.with(Option::is_some)>
+                    <Summary board settings/>
+                    <Scope board/>
                     <div class="grid">
                         <figure><figcaption>"Balancedness against CRAFT's budget"</figcaption>
-                            {move || view_sig.with(|v| v.as_ref().map(charts::curve_chart))}</figure>
+                            <CurveChart board/></figure>
                         <figure><figcaption>"Balancedness per layer"</figcaption>
-                            {move || view_sig.with(|v| v.as_ref().map(charts::layers_chart))}</figure>
+                            <LayersChart board/></figure>
                         <figure><figcaption>"Replicas per layer (bars: CRAFT, line: EPLB)"</figcaption>
-                            {move || view_sig.with(|v| v.as_ref().map(charts::replicas_chart))}</figure>
+                            <ReplicasChart board/></figure>
                         <figure><figcaption>"CRAFT: GPU × layer load (red: above the layer's mean, blue: below)"</figcaption>
-                            {move || view_sig.with(|v| v.as_ref().map(charts::heat_map))}</figure>
+                            <HeatMap board/></figure>
                     </div>
                     <figure class="wide">
                         <figcaption>
-                            {move || view_sig.with(|v| v.as_ref().map(|v| format!("CRAFT's placement of layer {} ", v.layer.layer)))}
+                            {move || board.placement.with(|p| format!("CRAFT's placement of layer {} ", p.layer))}
                             <input id="layer" type="range" min="0"
-                                prop:max=move || view_sig.with(|v| v.as_ref().map_or(0, |v| v.layer_ids.len().saturating_sub(1))).to_string()
-                                prop:value=move || settings.with(|s| s.layer).to_string()
+                                prop:max=move || board.frame.with(|f| f.as_ref().map_or(0, |f| f.layer_ids.len().saturating_sub(1))).to_string()
+                                prop:value=field(|s| s.layer.to_string())
                                 on:input=move |ev| {
                                     if let Ok(l) = event_target_value(&ev).parse::<usize>() {
                                         settings.update(|s| s.layer = l);
@@ -1059,7 +1110,7 @@ pub fn App() -> impl IntoView {
                                     }
                                 }/>
                         </figcaption>
-                        {move || view_sig.with(|v| v.as_ref().map(charts::layer_placement))}
+                        <PlacementChart board/>
                     </figure>
                 </Show>
             </section>

@@ -9,7 +9,10 @@ use moeplan::generator::{GenConfig, generate};
 use moeplan::workspace::{View, Workspace};
 use moeplan::{Budget, LoadTrace, model};
 
-use crate::protocol::{Request, Response, Source, TraceStatsLite};
+use crate::protocol::{
+    CurvePoint, Figures, Frame, Heat, Placement, Request, Response, Slot, Source, TraceStatsLite,
+    Update,
+};
 
 /// The page's reading limit in MiB: a file larger than this on disk is
 /// refused before it is read, and reading may build no more than this
@@ -62,6 +65,125 @@ pub fn too_large(name: &str, size: f64) -> Option<String> {
 pub struct WorkerState {
     workspace: Option<Workspace>,
     source: String,
+    /// The figures of the last view answered, for the workspace held: the
+    /// next answer sends only what differs from them.
+    shown: Option<Shown>,
+}
+
+/// Every figure of one view, in the page's form ([`Update`] with every part).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shown {
+    /// What only a new trace or cluster changes.
+    pub frame: Frame,
+    /// Every plan's figures, in the frame's order.
+    pub plans: Vec<Figures>,
+    /// CRAFT's R.
+    pub replicas_per_gpu: usize,
+    /// CRAFT's load map.
+    pub heat: Heat,
+    /// The chosen layer under CRAFT.
+    pub placement: Placement,
+}
+
+impl Shown {
+    /// The page's form of a core [`View`].
+    pub fn of(v: &View) -> Result<Shown, String> {
+        Ok(Shown {
+            frame: Frame {
+                topology: v.topology.to_string(),
+                layer_ids: v.layer_ids.clone(),
+                batches: v.batches,
+                plans: v.plans.iter().map(|p| p.name.clone()).collect(),
+                notes: v.notes.clone(),
+                auto_replicas_per_gpu: v.auto_replicas_per_gpu,
+                curve: v
+                    .curve
+                    .iter()
+                    .map(|p| CurvePoint {
+                        replicas_per_gpu: p.replicas_per_gpu,
+                        replicas: p.replicas,
+                        predicted_balancedness: p.predicted_balancedness,
+                        bound: p.bound,
+                    })
+                    .collect(),
+            },
+            plans: v
+                .plans
+                .iter()
+                .map(|p| Figures {
+                    name: p.name.clone(),
+                    balancedness: p.balancedness,
+                    imbalance_ratio: p.imbalance_ratio,
+                    replicas: p.replicas,
+                    replica_slots_per_gpu: p.replica_slots_per_gpu,
+                    bound: p.bound,
+                    per_layer: p.per_layer.clone(),
+                    replicas_per_layer: p.replicas_per_layer.clone(),
+                })
+                .collect(),
+            replicas_per_gpu: v.replicas_per_gpu,
+            heat: Heat::from_rows(&v.heat).ok_or("the load map's layers differ in GPUs")?,
+            placement: Placement {
+                layer: v.layer.layer,
+                gpus: v
+                    .layer
+                    .gpus
+                    .iter()
+                    .map(|g| {
+                        g.iter()
+                            .map(|&(expert, copies, share)| Slot {
+                                expert,
+                                copies,
+                                share,
+                            })
+                            .collect()
+                    })
+                    .collect(),
+            },
+        })
+    }
+
+    /// What the page, showing `before` (or nothing), needs to show `self`.
+    ///
+    /// ```
+    /// use moeplan_app::worker::Shown;
+    /// use moeplan::workspace::{Cluster, Workspace};
+    /// use moeplan::{generator, model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
+    /// let a = Shown::of(&ws.view(Some(2), 0)?)?;
+    /// let b = Shown::of(&ws.view(Some(4), 0)?)?;
+    /// let full = a.update_from(None);
+    /// assert!(full.frame.is_some() && full.plans.len() == 3 && full.heat.is_some());
+    /// let budget = b.update_from(Some(&a));
+    /// assert!(budget.frame.is_none() && budget.heat.is_some());
+    /// let names: Vec<_> = budget.plans.iter().map(|p| p.name.as_str()).collect();
+    /// assert_eq!(names, ["craft"]); // BASE and EPLB stay as they are
+    /// assert_eq!(b.update_from(Some(&b)).plans.len(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn update_from(&self, before: Option<&Shown>) -> Update {
+        let before = before.filter(|b| b.frame == self.frame);
+        let changed = |old: Option<&Figures>, new: &Figures| old != Some(new);
+        Update {
+            frame: before.is_none().then(|| self.frame.clone()),
+            plans: self
+                .plans
+                .iter()
+                .filter(|p| {
+                    changed(
+                        before.and_then(|b| b.plans.iter().find(|o| o.name == p.name)),
+                        p,
+                    )
+                })
+                .cloned()
+                .collect(),
+            replicas_per_gpu: self.replicas_per_gpu,
+            heat: (before.map(|b| &b.heat) != Some(&self.heat)).then(|| self.heat.clone()),
+            placement: (before.map(|b| &b.placement) != Some(&self.placement))
+                .then(|| self.placement.clone()),
+        }
+    }
 }
 
 impl WorkerState {
@@ -75,11 +197,12 @@ impl WorkerState {
     ) -> Response {
         let start = now_ms();
         match self.try_handle(req, bytes, &mut progress) {
-            Ok(Answer::View(view, stats)) => Response::View {
+            Ok(Answer::View(update, stats)) => Response::View {
                 id: req.id,
                 stats,
-                view,
+                update,
                 worker_ms: now_ms() - start,
+                span: (0.0, 0.0),
             },
             Ok(Answer::Export(file_name, text, note)) => Response::Export {
                 id: req.id,
@@ -134,7 +257,7 @@ impl WorkerState {
             Some((ws, ..)) => ws,
             None => self.workspace.as_ref().ok_or("no trace yet")?,
         };
-        let answer = match &req.export {
+        let (answer, shown) = match &req.export {
             Some(format) => {
                 let export = ws
                     .export(req.replicas_per_gpu, format)
@@ -144,10 +267,26 @@ impl WorkerState {
                 } else {
                     "plan.json"
                 };
-                Answer::Export(format!("moeplan-craft.{ext}"), export.text, export.note)
+                let answer =
+                    Answer::Export(format!("moeplan-craft.{ext}"), export.text, export.note);
+                (answer, None)
             }
-            None => Answer::View(Box::new(view(ws, req)?), None),
+            None => {
+                let shown = Shown::of(&view(ws, req)?)?;
+                // A new workspace is drawn afresh: the page gets everything.
+                let before = if fresh.is_some() {
+                    None
+                } else {
+                    self.shown.as_ref()
+                };
+                let update = shown.update_from(before);
+                (Answer::View(Box::new(update), None), Some(shown))
+            }
         };
+        // Nothing fails from here on: the state takes the answer.
+        if let Some(shown) = shown {
+            self.shown = Some(shown);
+        }
         Ok(match fresh {
             Some((ws, name, stats)) => {
                 self.workspace = Some(ws);
@@ -169,8 +308,9 @@ fn view(ws: &Workspace, req: &Request) -> Result<View, String> {
 }
 
 enum Answer {
-    /// The view, and the new trace's statistics when the trace changed.
-    View(Box<View>, Option<TraceStatsLite>),
+    /// What changed in the view, and the new trace's statistics when the
+    /// trace changed.
+    View(Box<Update>, Option<TraceStatsLite>),
     Export(String, String, Option<String>),
 }
 
@@ -243,22 +383,29 @@ mod tests {
         groups: 1,
     };
 
-    fn view_of(r: Response) -> moeplan::workspace::View {
+    fn view_of(r: Response) -> Update {
         match r {
-            Response::View { view, .. } => *view,
+            Response::View { update, .. } => *update,
             other => panic!("expected a view, got {other:?}"),
         }
+    }
+
+    /// Everything the page shows after answer `r`: what the worker holds.
+    fn shown(s: &WorkerState, r: Response) -> Shown {
+        view_of(r);
+        s.shown.clone().expect("a view was answered")
     }
 
     #[test]
     fn broken_file_keeps_the_previous_trace() {
         let mut s = WorkerState::default();
-        let v1 = view_of(s.handle(
+        let first = s.handle(
             &req(1, Some(gen_source()), Some(CLUSTER), Some(2)),
             None,
             || 0.0,
             |_| {},
-        ));
+        );
+        let v1 = shown(&s, first);
         let bad = Source::File {
             name: "bad.json".into(),
         };
@@ -274,8 +421,10 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let v2 = view_of(s.handle(&req(3, None, None, Some(2)), None, || 0.0, |_| {}));
-        assert_eq!(v1, v2);
+        let again = s.handle(&req(3, None, None, Some(2)), None, || 0.0, |_| {});
+        // Nothing changed, so nothing is sent, and the figures are the same.
+        assert_eq!(view_of(again.clone()).plans, []);
+        assert_eq!(shown(&s, again), v1);
     }
 
     #[test]
@@ -300,8 +449,21 @@ mod tests {
             phases.is_empty(),
             "a budget change must not re-plan: {phases:?}"
         );
-        assert_eq!(v0.plans[0], v4.plans[0]); // BASE unchanged
-        assert!(v4.plans[2].replicas > v0.plans[2].replicas);
+        // A new trace sends everything; a budget change only CRAFT's part.
+        let f0 = v0.frame.as_ref().expect("a new trace sends the frame");
+        assert_eq!(v0.plans.len(), f0.plans.len());
+        assert!(v0.heat.is_some() && v0.placement.is_some());
+        assert!(v4.frame.is_none(), "a budget change resends the frame");
+        let names: Vec<_> = v4.plans.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["craft"]); // BASE and EPLB unchanged
+        assert!(v4.plans[0].replicas > v0.plans[2].replicas);
+        assert_eq!(v4.replicas_per_gpu, 4);
+        // A layer change sends only the placement.
+        let mut r = req(3, None, None, Some(4));
+        r.layer = 1;
+        let v5 = view_of(s.handle(&r, None, || 0.0, |_| {}));
+        assert!(v5.frame.is_none() && v5.plans.is_empty() && v5.heat.is_none());
+        assert!(v5.placement.is_some());
     }
 
     #[test]
@@ -351,8 +513,9 @@ mod tests {
         assert!(s.workspace.is_none());
     }
 
-    fn summary(s: &mut WorkerState) -> moeplan::workspace::View {
-        view_of(s.handle(&req(99, None, None, Some(2)), None, || 0.0, |_| {}))
+    fn summary(s: &mut WorkerState) -> Shown {
+        let r = s.handle(&req(99, None, None, Some(2)), None, || 0.0, |_| {});
+        shown(s, r)
     }
 
     #[test]

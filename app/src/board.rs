@@ -1,0 +1,85 @@
+//! What the page shows, one signal per part an answer may change
+//! ([`Update`]): the frame (a new trace or cluster), the plans' figures,
+//! CRAFT's R, the load map and the layer's placement. A budget change sets
+//! CRAFT's figures, R, the load map and the placement; whatever reads only
+//! the frame or BASE's and EPLB's figures is not touched.
+
+use leptos::prelude::*;
+
+use crate::protocol::{self, Figures, Frame, Heat, Placement};
+
+/// The page's figures, as signals (a `Copy` handle).
+#[derive(Clone, Copy)]
+pub struct Board {
+    /// What only a new trace or cluster changes (`None` until the first view).
+    pub frame: RwSignal<Option<Frame>>,
+    /// Every plan's figures, in the frame's order.
+    pub plans: RwSignal<Vec<Figures>>,
+    /// CRAFT's R.
+    pub replicas_per_gpu: RwSignal<usize>,
+    /// CRAFT's load map.
+    pub heat: RwSignal<Heat>,
+    /// The chosen layer under CRAFT.
+    pub placement: RwSignal<Placement>,
+}
+
+impl Default for Board {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Board {
+    /// An empty board.
+    pub fn new() -> Self {
+        Board {
+            frame: RwSignal::new(None),
+            plans: RwSignal::new(Vec::new()),
+            replicas_per_gpu: RwSignal::new(0),
+            heat: RwSignal::new(Heat::default()),
+            placement: RwSignal::new(Placement::default()),
+        }
+    }
+
+    /// Takes one answer: sets the signals of the parts it carries, and only
+    /// those (the worker sent only what changed).
+    pub fn apply(self, u: protocol::Update) {
+        if let Some(frame) = u.frame {
+            self.frame.set(Some(frame));
+            self.plans.set(u.plans);
+        } else if !u.plans.is_empty() {
+            self.plans.update(|plans| {
+                for new in u.plans {
+                    match plans.iter_mut().find(|p| p.name == new.name) {
+                        Some(old) => *old = new,
+                        None => plans.push(new),
+                    }
+                }
+            });
+        }
+        if self.replicas_per_gpu.get_untracked() != u.replicas_per_gpu {
+            self.replicas_per_gpu.set(u.replicas_per_gpu);
+        }
+        if let Some(h) = u.heat {
+            self.heat.set(h);
+        }
+        if let Some(p) = u.placement {
+            self.placement.set(p);
+        }
+    }
+
+    /// One plan's figures, by name: changes only when that plan's do.
+    pub fn plan(self, name: &str) -> Memo<Option<Figures>> {
+        let plans = self.plans;
+        let name = name.to_string();
+        Memo::new(move |_| plans.with(|ps| ps.iter().find(|p| p.name == name).cloned()))
+    }
+
+    /// The model ids of the frame's layers (changes with the frame only).
+    pub fn layer_ids(self) -> Memo<Vec<u32>> {
+        let frame = self.frame;
+        Memo::new(move |_| {
+            frame.with(|f| f.as_ref().map(|f| f.layer_ids.clone()).unwrap_or_default())
+        })
+    }
+}
