@@ -259,9 +259,17 @@ impl WorkerState {
         };
         let (answer, shown) = match &req.export {
             Some(format) => {
-                let export = ws
-                    .export(req.replicas_per_gpu, format)
-                    .map_err(|e| e.to_string())?;
+                let export = ws.export(req.replicas_per_gpu, format).map_err(|e| {
+                    let e = e.to_string();
+                    // The core's advice names CLI flags; say what works here.
+                    if e.contains("layer count is unknown") {
+                        format!(
+                            "{e}. In the page: this file matches no model preset's shape, so                              export moeplan JSON (it records the layer ids), or run the CLI                              with --model or --model-layers"
+                        )
+                    } else {
+                        e
+                    }
+                })?;
                 let ext = if format == "sglang" {
                     "sglang.json"
                 } else {
@@ -348,8 +356,36 @@ fn load(
                 ..ReadOptions::default()
             };
             let t = formats::read_trace(bytes, &options).map_err(|e| format!("{name}: {e}"))?;
-            Ok((t, name.clone()))
+            Ok(placed_in_model(t, name))
         }
+    }
+}
+
+/// A file that holds only its MoE layers (a `.npy` of DeepSeek-V3's 58 ×
+/// 256, say) does not say where they sit in the model, and SGLang indexes
+/// its placement rows by model layer. When exactly one model preset has the
+/// trace's shape, the page places the trace there (DeepSeek-V3: MoE layers
+/// 3..60) and says so in the source line, so the SGLang export is right;
+/// otherwise the trace stays as read and that export explains itself.
+fn placed_in_model(t: LoadTrace, name: &str) -> (LoadTrace, String) {
+    if t.known_model_layers().is_some() {
+        return (t, name.to_string());
+    }
+    let mut shaped = model::PRESETS
+        .iter()
+        .filter(|p| p.experts == t.num_experts() && p.moe_layers() == t.num_layers());
+    let (Some(p), None) = (shaped.next(), shaped.next()) else {
+        return (t, name.to_string());
+    };
+    match t.clone().in_model(p.total_layers, Some(p.first_moe_layer)) {
+        Ok(placed) => (
+            placed.with_model(p.name),
+            format!(
+                "{name} (placed as {}: {} dense layers first)",
+                p.name, p.first_moe_layer
+            ),
+        ),
+        Err(_) => (t, name.to_string()),
     }
 }
 
@@ -367,6 +403,24 @@ mod tests {
             layer: 0,
             export: None,
         }
+    }
+
+    #[test]
+    fn a_moe_only_file_of_a_known_shape_is_placed_in_its_model() {
+        use ndarray::Array3;
+        let t = LoadTrace::new(Array3::from_elem((1, 26, 64), 1.0), (0..26).collect()).unwrap();
+        let (placed, source) = placed_in_model(t, "v2lite.npy");
+        assert_eq!(
+            placed.layer_ids()[0],
+            1,
+            "DeepSeek-V2-Lite's layer 0 is dense"
+        );
+        assert_eq!(placed.known_model_layers(), Some(27));
+        assert!(source.contains("placed as deepseek-v2-lite"), "{source}");
+        // no preset of this shape: left as read
+        let odd = LoadTrace::new(Array3::from_elem((1, 5, 7), 1.0), (0..5).collect()).unwrap();
+        let (same, source) = placed_in_model(odd, "odd.npy");
+        assert_eq!((same.layer_ids()[0], source.as_str()), (0, "odd.npy"));
     }
 
     fn gen_source() -> Source {
