@@ -3,7 +3,7 @@
 //! What an engine does with no load balancer at all — the floor every other
 //! planner is measured against. It ignores the loads. O(L · E).
 
-use super::registry::{Needs, OptionSpec, Planned, Planner, PlannerId, Prepared, Settings};
+use super::registry::{Needs, Planned, Planner, PlannerId, PlannerSpec, Prepared, Settings};
 use crate::error::Result;
 use crate::plan::{LayerPlacement, Plan};
 use crate::sim::Workload;
@@ -46,21 +46,17 @@ fn place(layer_ids: &[u32], e: usize, topology: Topology) -> Result<Plan> {
 #[derive(Debug, Clone, Copy)]
 pub struct ContiguousPlanner;
 
+const SPEC: PlannerSpec = PlannerSpec {
+    id: ID,
+    display: "Contiguous",
+    about: "Expert e on GPU e·D/E, no replicas, loads ignored (no balancer at all)",
+    needs: Needs::Shape,
+    options: &[],
+};
+
 impl Planner for ContiguousPlanner {
-    fn id(&self) -> PlannerId {
-        ID
-    }
-    fn display(&self) -> &'static str {
-        "Contiguous"
-    }
-    fn about(&self) -> &'static str {
-        "Expert e on GPU e·D/E, no replicas, loads ignored (no balancer at all)"
-    }
-    fn needs(&self) -> Needs {
-        Needs::Shape
-    }
-    fn options(&self) -> &'static [OptionSpec] {
-        &[]
+    fn spec(&self) -> &'static PlannerSpec {
+        &SPEC
     }
     fn prepare(
         &self,

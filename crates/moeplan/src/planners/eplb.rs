@@ -37,7 +37,8 @@
 use ndarray::{Array2, ArrayView2};
 
 use super::registry::{
-    Kind, Needs, OptionSpec, Planned, Planner, PlannerId, Prepared, Settings, Unit, Value,
+    Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Settings, Unit,
+    Value,
 };
 use crate::error::{Error, Result};
 use crate::plan::{LayerPlacement, Plan};
@@ -459,21 +460,17 @@ pub struct EplbPlanner;
 #[derive(Debug, Clone, Copy)]
 pub struct BasePlanner;
 
+const SPEC: PlannerSpec = PlannerSpec {
+    id: ID,
+    display: "EPLB",
+    about: "DeepSeek's EPLB (exact port): redundant slots in every layer to the highest load per copy, balanced packing, hierarchical over nodes",
+    needs: Needs::Counts,
+    options: &EPLB_OPTIONS,
+};
+
 impl Planner for EplbPlanner {
-    fn id(&self) -> PlannerId {
-        ID
-    }
-    fn display(&self) -> &'static str {
-        "EPLB"
-    }
-    fn about(&self) -> &'static str {
-        "DeepSeek's EPLB (exact port): redundant slots in every layer to the highest load per copy, balanced packing, hierarchical over nodes"
-    }
-    fn needs(&self) -> Needs {
-        Needs::Counts
-    }
-    fn options(&self) -> &'static [OptionSpec] {
-        &EPLB_OPTIONS
+    fn spec(&self) -> &'static PlannerSpec {
+        &SPEC
     }
     fn prepare(
         &self,
@@ -485,21 +482,17 @@ impl Planner for EplbPlanner {
     }
 }
 
+const BASE_SPEC: PlannerSpec = PlannerSpec {
+    id: BASE_ID,
+    display: "BASE",
+    about: "EPLB's placement with no replicas (the papers' BASE)",
+    needs: Needs::Counts,
+    options: &BASE_OPTIONS,
+};
+
 impl Planner for BasePlanner {
-    fn id(&self) -> PlannerId {
-        BASE_ID
-    }
-    fn display(&self) -> &'static str {
-        "BASE"
-    }
-    fn about(&self) -> &'static str {
-        "EPLB's placement with no replicas (the papers' BASE)"
-    }
-    fn needs(&self) -> Needs {
-        Needs::Counts
-    }
-    fn options(&self) -> &'static [OptionSpec] {
-        &BASE_OPTIONS
+    fn spec(&self) -> &'static PlannerSpec {
+        &BASE_SPEC
     }
     fn prepare(
         &self,

@@ -23,8 +23,9 @@ pub use contiguous::contiguous;
 pub use craft::{Budget, Craft, CraftOptions, craft};
 pub use eplb::{EplbConfig, base, eplb};
 pub use registry::{
-    CurvePoint, Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerInfo, Predicted,
-    Prepared, Settings, Unit, Value, all_options, describe, find, option, plan, prepare, registry,
+    CurvePoint, Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerInfo, PlannerSpec,
+    Predicted, Prepared, Settings, Unit, Value, all_options, describe, find, option, plan, prepare,
+    registry,
 };
 
 /// Every planner, in the order reports list them: the floor first, then by

@@ -651,19 +651,47 @@ pub trait Prepared: fmt::Debug + Send + Sync {
     }
 }
 
+/// What identifies a planner, as one constant in its file (the registry
+/// reads it; the trait's accessors default to it).
+#[derive(Debug, Clone, Copy)]
+pub struct PlannerSpec {
+    /// Its name.
+    pub id: PlannerId,
+    /// How reports and the page print it (`EPLB`).
+    pub display: &'static str,
+    /// One line: what it does.
+    pub about: &'static str,
+    /// What it reads from the workload.
+    pub needs: Needs,
+    /// The options it takes, its budget among them.
+    pub options: &'static [OptionSpec],
+}
+
 /// One way of planning. Implemented by a unit struct in the planner's file
 /// and listed once in [`PLANNERS`](super::PLANNERS).
 pub trait Planner: Sync {
+    /// Who it is: name, titles, needs and options, in one constant.
+    fn spec(&self) -> &'static PlannerSpec;
     /// Its name.
-    fn id(&self) -> PlannerId;
+    fn id(&self) -> PlannerId {
+        self.spec().id
+    }
     /// How reports and the page print it (`EPLB`).
-    fn display(&self) -> &'static str;
+    fn display(&self) -> &'static str {
+        self.spec().display
+    }
     /// One line: what it does (the CLI's `--algo` help).
-    fn about(&self) -> &'static str;
+    fn about(&self) -> &'static str {
+        self.spec().about
+    }
     /// What it reads from the workload.
-    fn needs(&self) -> Needs;
+    fn needs(&self) -> Needs {
+        self.spec().needs
+    }
     /// The options it takes, its budget among them.
-    fn options(&self) -> &'static [OptionSpec];
+    fn options(&self) -> &'static [OptionSpec] {
+        self.spec().options
+    }
     /// The expensive step: everything that does not depend on the budget.
     /// Call it through [`prepare`], which checks [`Planner::needs`] first.
     fn prepare(

@@ -62,8 +62,8 @@ use crate::error::{Error, Result};
 use crate::plan::{LayerPlacement, Plan};
 use crate::planners::placement::relabel;
 use crate::planners::registry::{
-    Kind, Needs, OptionSpec, Planned, Planner, PlannerId, Predicted, Prepared, Settings, Unit,
-    Value,
+    Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Predicted, Prepared,
+    Settings, Unit, Value,
 };
 use crate::sim::Workload;
 use crate::topology::Topology;
@@ -527,21 +527,17 @@ impl CraftOptions {
 #[derive(Debug, Clone, Copy)]
 pub struct CraftPlanner;
 
+const SPEC: PlannerSpec = PlannerSpec {
+    id: ID,
+    display: "CRAFT",
+    about: "CRAFT: R replicas per GPU over all layers, spent on the layers where they help (benefit table, knapsack, equal memory)",
+    needs: Needs::Counts,
+    options: &OPTIONS,
+};
+
 impl Planner for CraftPlanner {
-    fn id(&self) -> PlannerId {
-        ID
-    }
-    fn display(&self) -> &'static str {
-        "CRAFT"
-    }
-    fn about(&self) -> &'static str {
-        "CRAFT: R replicas per GPU over all layers, spent on the layers where they help (benefit table, knapsack, equal memory)"
-    }
-    fn needs(&self) -> Needs {
-        Needs::Counts
-    }
-    fn options(&self) -> &'static [OptionSpec] {
-        &OPTIONS
+    fn spec(&self) -> &'static PlannerSpec {
+        &SPEC
     }
     fn preparing(&self) -> String {
         "measuring CRAFT's replication benefit".into()
