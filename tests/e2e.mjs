@@ -11,6 +11,9 @@
 // What it covers:
 //  - the default view (generated DeepSeek-V3, the page's default 8 × 8 GPUs);
 //  - the readouts under the charts (details of what the pointer is over);
+//  - the dispatch rule: the summary's caption and the traffic panel name it,
+//    the figures change and come back under even, no cross-node traffic on
+//    one node;
 //  - the budget path, timed over 12 changes on 8 × 8 and on 1 × 64: each
 //    sample waits for the page's own timing of *that* change (its sequence
 //    number and R), and is also timed from outside, as the last DOM mutation
@@ -334,6 +337,40 @@ async function main() {
     // 2. The budget on the default view.
     await section("budget timings, 8 × 8", async () => {
       timings.default_8x8 = await timeBudget(page, "8 × 8 (default)");
+    });
+
+    // 2b. The dispatch rule: every plan re-measured under it, the caption
+    // and the traffic panel say which; back to even, today's figures again.
+    await section("dispatch rule", async () => {
+      const traffic = (p) => p.$$eval(".traffic-row", (rows) => rows.map((r) => ({
+        id: r.id, rule: r.dataset.rule, local: Number(r.dataset.local), intra: Number(r.dataset.intra), cross: Number(r.dataset.cross),
+      })));
+      const setRule = async (p, rule) => {
+        await p.selectOption("#rule", rule);
+        await p.waitForFunction((r) => [...document.querySelectorAll(".traffic-row")].every((e) => e.dataset.rule === r)
+          && document.querySelector("#status")?.classList.contains("ready"), rule, { timeout: 60000 });
+      };
+      const before = await summary(page);
+      const even = await traffic(page);
+      check("traffic panel shows every plan under even", even.length === 3 && even.every((t) => t.rule === "even"
+        && Math.abs(t.local + t.intra + t.cross - 1) < 1e-5 && t.cross > 0), JSON.stringify(even));
+      await setRule(page, "sglang-static");
+      const sg = await traffic(page);
+      check("rule change: caption and traffic panel name it",
+        /sglang-static/.test(await text(page, "#summary-caption")) && /sglang-static/.test(await text(page, "#traffic-caption"))
+        && sg.every((t) => t.rule === "sglang-static" && Math.abs(t.local + t.intra + t.cross - 1) < 1e-5),
+        `${await text(page, "#summary-caption")} · ${JSON.stringify(sg)}`);
+      check("rule change re-measures the plans", (await summary(page)) !== before);
+      check("the rule is in the URL hash", await page.waitForFunction(() => /rule=sglang-static/.test(location.hash), null, { timeout: 5000 }).then(() => true), page.url());
+      await setRule(page, "even");
+      check("back to even: today's figures", (await summary(page)) === before);
+      const p1 = await openPage(browser, origin, "#preset=olmoe&batches=8&nodes=1&gpus=8&groups=1&r=4&rule=local-first");
+      pages.push(p1);
+      const one = await traffic(p1);
+      check("1 node: the rule from the hash, no cross-node traffic",
+        /local-first/.test(await text(p1, "#summary-caption")) && one.length === 3
+        && one.every((t) => t.rule === "local-first" && t.cross === 0 && t.local > 0),
+        JSON.stringify(one));
     });
 
     // 3. Every hostile file, through the file input.

@@ -17,6 +17,8 @@ pub struct Board {
     pub plans: RwSignal<Vec<Figures>>,
     /// CRAFT's R.
     pub replicas_per_gpu: RwSignal<usize>,
+    /// The dispatch rule the plans' figures are measured under.
+    pub rule: RwSignal<String>,
     /// CRAFT's load map.
     pub heat: RwSignal<Heat>,
     /// The chosen layer under CRAFT.
@@ -36,6 +38,7 @@ impl Board {
             frame: RwSignal::new(None),
             plans: RwSignal::new(Vec::new()),
             replicas_per_gpu: RwSignal::new(0),
+            rule: RwSignal::new(String::new()),
             heat: RwSignal::new(Heat::default()),
             placement: RwSignal::new(Placement::default()),
         }
@@ -59,6 +62,9 @@ impl Board {
         }
         if self.replicas_per_gpu.get_untracked() != u.replicas_per_gpu {
             self.replicas_per_gpu.set(u.replicas_per_gpu);
+        }
+        if self.rule.with_untracked(|r| *r != u.rule) {
+            self.rule.set(u.rule);
         }
         if let Some(h) = u.heat {
             self.heat.set(h);

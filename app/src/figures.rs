@@ -20,6 +20,7 @@ pub fn Summary(board: Board, settings: RwSignal<Settings>) -> impl IntoView {
     let expert_bytes = Memo::new(move |_| settings.with(Settings::expert_bytes));
     view! {
         <table class="summary" id="summary">
+            <caption id="summary-caption">{move || format!("measured under dispatch rule: {}", board.rule.get())}</caption>
             <thead><tr><th>"plan"</th><th>"balancedness"</th><th>"imbalance"</th><th>"replicas"</th><th>"replica memory / GPU"</th><th>"bound"</th></tr></thead>
             <tbody>
                 {move || names.get().into_iter().map(|name| row(board, name, expert_bytes)).collect_view()}
@@ -85,5 +86,47 @@ pub fn Scope(board: Board) -> impl IntoView {
                 }
             })
         })
+    }
+}
+
+/// Where each plan's (token, expert) pairs are served under the rule:
+/// on their source GPU, on another GPU of its node, on another node — one
+/// stacked bar per plan, with the cross-node bytes.
+#[component]
+pub fn TrafficPanel(board: Board) -> impl IntoView {
+    let names = Memo::new(move |_| {
+        board
+            .frame
+            .with(|f| f.as_ref().map(|f| f.plans.clone()).unwrap_or_default())
+    });
+    view! {
+        <figure class="traffic" id="traffic">
+            <figcaption id="traffic-caption">{move || format!("Dispatch traffic (rule: {}): pairs served locally · within the node · across nodes", board.rule.get())}</figcaption>
+            {move || names.get().into_iter().map(|name| traffic_row(board, name)).collect_view()}
+        </figure>
+    }
+}
+
+fn traffic_row(board: Board, name: String) -> impl IntoView {
+    let plan = board.plan(&name);
+    let share = move |i: usize| move || plan.with(|p| p.as_ref().map_or(0.0, |p| p.traffic[i]));
+    let width = move |i: usize| move || format!("width:{:.2}%", share(i)() * 100.0);
+    let label = name.to_uppercase();
+    view! {
+        <div class="traffic-row" id=format!("traffic-{name}")
+            data-rule=move || plan.with(|p| p.as_ref().map(|p| p.rule.clone()).unwrap_or_default())
+            data-local=move || format!("{:.6}", share(0)())
+            data-intra=move || format!("{:.6}", share(1)())
+            data-cross=move || format!("{:.6}", share(2)())>
+            <span class="traffic-name">{label}</span>
+            <span class="traffic-bar">
+                <span class="local" style=width(0)></span>
+                <span class="intra" style=width(1)></span>
+                <span class="cross" style=width(2)></span>
+            </span>
+            <span class="num">{move || plan.with(|p| p.as_ref().map(|p| format!(
+                "{:.1} % · {:.1} % · {:.1} % · {:.2} GB cross-node",
+                p.traffic[0] * 100.0, p.traffic[1] * 100.0, p.traffic[2] * 100.0, p.cross_node_gb)).unwrap_or_default())}</span>
+        </div>
     }
 }

@@ -15,8 +15,10 @@
 //! A view answer is a diff ([`Update`]): the worker remembers what it last
 //! sent and sends only what changed. A budget change alters CRAFT's figures,
 //! the load map and the layer's placement, never the trace's frame (layers,
-//! BASE, EPLB, the curve), so that is all it carries; a layer change carries
-//! only the placement. A new trace or cluster carries everything. Answers
+//! BASE, EPLB, the curve), so that is all it carries (CRAFT's traffic is
+//! part of CRAFT's figures); a layer change carries only the placement. A
+//! dispatch-rule change re-sends every plan's figures (each names its rule)
+//! and their traffic. A new trace or cluster carries everything. Answers
 //! arrive in the order they were sent (`postMessage`), so the page applies
 //! every one in turn.
 
@@ -58,6 +60,10 @@ pub struct Request {
     pub replicas_per_gpu: Option<usize>,
     /// Layer index whose placement to show.
     pub layer: usize,
+    /// The dispatch rule the plans are measured under (`even`, `vllm`,
+    /// `sglang-static`, `local-first`, `optimal`; empty: `even`).
+    #[serde(default)]
+    pub rule: String,
     /// Export CRAFT's plan in this format (`moeplan` or `sglang`) instead of
     /// answering with a view.
     pub export: Option<String>,
@@ -165,6 +171,9 @@ pub struct Update {
     pub plans: Vec<Figures>,
     /// CRAFT's replication factor used.
     pub replicas_per_gpu: usize,
+    /// The dispatch rule the plans' figures are measured under.
+    #[serde(default)]
+    pub rule: String,
     /// CRAFT's load map, when it changed.
     pub heat: Option<Heat>,
     /// The chosen layer under CRAFT, when it changed.
@@ -218,6 +227,16 @@ pub struct Figures {
     pub replica_slots_per_gpu: usize,
     /// Upper bound for these replica counts.
     pub bound: f64,
+    /// The dispatch rule these figures are measured under.
+    #[serde(default)]
+    pub rule: String,
+    /// Shares of the (token, expert) pairs served on their source GPU, on
+    /// another GPU of its node, and on another node (they sum to 1).
+    #[serde(default)]
+    pub traffic: [f64; 3],
+    /// Cross-node dispatch bytes over all batches, in GB (10⁹ bytes).
+    #[serde(default)]
+    pub cross_node_gb: f64,
     /// Per-layer balancedness (travels as numbers).
     #[serde(skip)]
     pub per_layer: Vec<f64>,
@@ -452,6 +471,9 @@ mod tests {
             replicas: 3,
             replica_slots_per_gpu: 1,
             bound: 0.99,
+            rule: "optimal".into(),
+            traffic: [0.25, 0.5, 0.25],
+            cross_node_gb: 1.5,
             per_layer: vec![b, b / 2.0, 1.0 / 3.0],
             replicas_per_layer: vec![0, 1, 2],
         };
@@ -475,6 +497,7 @@ mod tests {
                 }),
                 plans: vec![figures("base", 0.5), figures("craft", 0.875)],
                 replicas_per_gpu: 2,
+                rule: "optimal".into(),
                 heat: Heat::from_rows(&[vec![1.0, 1.0], vec![0.5, 1.5], vec![1.25, 0.75]]),
                 placement: Some(Placement {
                     layer: 4,

@@ -1,8 +1,9 @@
 //! The page's settings and their URL-hash form, so a link reproduces a view:
-//! `#preset=deepseek-v3&batches=64&seed=7&nodes=8&gpus=8&groups=8&r=auto&layer=0&mem=deepseek-v3`.
+//! `#preset=deepseek-v3&batches=64&seed=7&nodes=8&gpus=8&groups=8&r=auto&layer=0&mem=deepseek-v3&rule=even`.
 //! Missing or unreadable keys fall back to the defaults.
 
 use moeplan::model;
+use moeplan::workspace::dispatch_rule;
 
 /// Everything a user sets on the page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +26,8 @@ pub struct Settings {
     pub layer: usize,
     /// Model whose expert size prices replica memory.
     pub memory_model: String,
+    /// The dispatch rule the plans are measured under ([`moeplan::sim::Rule`]'s name).
+    pub rule: String,
 }
 
 impl Default for Settings {
@@ -39,6 +42,7 @@ impl Default for Settings {
             replicas_per_gpu: None,
             layer: 0,
             memory_model: "deepseek-v3".into(),
+            rule: "even".into(),
         }
     }
 }
@@ -48,8 +52,10 @@ impl Settings {
     ///
     /// ```
     /// use moeplan_app::settings::Settings;
-    /// let s = Settings::from_hash("#nodes=2&gpus=4&r=8&preset=olmoe&bogus=1&batches=x");
+    /// let s = Settings::from_hash("#nodes=2&gpus=4&r=8&preset=olmoe&bogus=1&batches=x&rule=optimal");
     /// assert_eq!((s.nodes, s.gpus_per_node, s.replicas_per_gpu), (2, 4, Some(8)));
+    /// assert_eq!(s.rule, "optimal");
+    /// assert_eq!(Settings::from_hash("#rule=bogus").rule, "even");
     /// assert_eq!(s.preset, "olmoe");
     /// assert_eq!(s.batches, Settings::default().batches);
     /// assert_eq!(Settings::from_hash(&s.to_hash()), s);
@@ -72,6 +78,7 @@ impl Settings {
                 "r" => s.replicas_per_gpu = v.parse().ok().or(s.replicas_per_gpu),
                 "layer" => s.layer = v.parse().unwrap_or(0),
                 "mem" if model::preset(v).is_ok() => s.memory_model = v.to_ascii_lowercase(),
+                "rule" if dispatch_rule(v).is_ok() => s.rule = v.to_string(),
                 _ => {}
             }
         }
@@ -81,7 +88,7 @@ impl Settings {
     /// The hash for these settings.
     pub fn to_hash(&self) -> String {
         format!(
-            "#preset={}&batches={}&seed={}&nodes={}&gpus={}&groups={}&r={}&layer={}&mem={}",
+            "#preset={}&batches={}&seed={}&nodes={}&gpus={}&groups={}&r={}&layer={}&mem={}&rule={}",
             self.preset,
             self.batches,
             self.seed,
@@ -91,7 +98,8 @@ impl Settings {
             self.replicas_per_gpu
                 .map_or("auto".to_string(), |r| r.to_string()),
             self.layer,
-            self.memory_model
+            self.memory_model,
+            self.rule
         )
     }
 

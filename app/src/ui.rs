@@ -31,14 +31,14 @@ use std::collections::HashMap;
 
 use leptos::prelude::*;
 use moeplan::model::PRESETS;
-use moeplan::workspace::Cluster;
+use moeplan::workspace::{Cluster, DISPATCH_RULES};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use web_sys::{MessageEvent, Worker};
 
 use crate::board::Board;
 use crate::charts::{CurveChart, HeatMap, LayersChart, PlacementChart, ReplicasChart};
-use crate::figures::{Scope, Summary};
+use crate::figures::{Scope, Summary, TrafficPanel};
 use crate::protocol::{Request, Response, Source, TraceStatsLite, decode};
 use crate::settings::Settings;
 use crate::worker::{READING_PHASE, too_large};
@@ -71,6 +71,8 @@ enum Kind {
     Cluster,
     Budget,
     Layer,
+    /// The dispatch rule.
+    Rule,
     Export,
     /// The previous trace, sent to a fresh worker.
     Restore,
@@ -434,6 +436,7 @@ impl Ctx {
             cluster,
             replicas_per_gpu: s.replicas_per_gpu,
             layer: s.layer,
+            rule: s.rule.clone(),
             export,
         };
         let json = serde_json::to_string(&req).ok()?;
@@ -451,6 +454,12 @@ impl Ctx {
         });
         if matches!(kind, Kind::Trace | Kind::Cluster | Kind::Export) {
             self.status.set(Status::Busy("planning".into()));
+        }
+        if kind == Kind::Rule {
+            self.status.set(Status::Busy(format!(
+                "replaying every plan under {}",
+                s.rule
+            )));
         }
         if reading {
             self.arm_watchdog(id);
@@ -627,7 +636,7 @@ impl Ctx {
                                 t.budget_parts = Some((worker_ms, end - received));
                                 t.budget_frame_seq += 1;
                             }
-                            Kind::Layer | Kind::Export | Kind::Restore => {}
+                            Kind::Layer | Kind::Rule | Kind::Export | Kind::Restore => {}
                         });
                     });
                     if let Some(w) = web_sys::window() {
@@ -903,6 +912,7 @@ pub fn App() -> impl IntoView {
     let field = move |get: fn(&Settings) -> String| Memo::new(move |_| settings.with(get));
     let preset = field(|s| s.preset.clone());
     let memory_model = field(|s| s.memory_model.clone());
+    let rule = field(|s| s.rule.clone());
     let auto_budget = Memo::new(move |_| settings.with(|s| s.replicas_per_gpu.is_none()));
 
     let on_file = move |ev: leptos::ev::Event| {
@@ -1049,6 +1059,20 @@ pub fn App() -> impl IntoView {
                     </select>
                 </section>
                 <section>
+                    <h2>"Dispatch"</h2>
+                    <label for="rule">"Rule each engine uses to pick a copy"</label>
+                    <select id="rule" on:change=move |ev| {
+                        settings.update(|s| s.rule = event_target_value(&ev));
+                        ctx.send(Kind::Rule, None, None, None, None);
+                    }>
+                        {DISPATCH_RULES.iter().map(|r| {
+                            let name = r.name();
+                            view! { <option value=name selected=move || rule.with(|x| x == name)>{name}</option> }
+                        }).collect_view()}
+                    </select>
+                    <p class="hint">"even: split over copies (the planners' own measure); the others replay each plan through the simulator"</p>
+                </section>
+                <section>
                     <h2>"Export CRAFT's plan"</h2>
                     <button id="export-moeplan" on:click=move |_| { ctx.send(Kind::Export, None, None, Some("moeplan".into()), None); }>"moeplan JSON"</button>
                     <button id="export-sglang" on:click=move |_| { ctx.send(Kind::Export, None, None, Some("sglang".into()), None); }>"SGLang --init-expert-location"</button>
@@ -1087,14 +1111,15 @@ pub fn App() -> impl IntoView {
                 <Show when=move || board.frame.with(Option::is_some)>
                     <Summary board settings/>
                     <Scope board/>
+                    <TrafficPanel board/>
                     <div class="grid">
-                        <figure><figcaption>"Balancedness against CRAFT's budget"</figcaption>
+                        <figure><figcaption>"Balancedness against CRAFT's budget (predicted, rule: even)"</figcaption>
                             <CurveChart board/></figure>
-                        <figure><figcaption>"Balancedness per layer"</figcaption>
+                        <figure><figcaption id="layers-caption">{move || format!("Balancedness per layer (rule: {})", board.rule.get())}</figcaption>
                             <LayersChart board/></figure>
                         <figure><figcaption>"Replicas per layer (bars: CRAFT, line: EPLB)"</figcaption>
                             <ReplicasChart board/></figure>
-                        <figure><figcaption>"CRAFT: GPU × layer load (red: above the layer's mean, blue: below)"</figcaption>
+                        <figure><figcaption>"CRAFT: GPU × layer load, rule: even (red: above the layer's mean, blue: below)"</figcaption>
                             <HeatMap board/></figure>
                     </div>
                     <figure class="wide">

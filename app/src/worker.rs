@@ -6,7 +6,7 @@
 
 use moeplan::formats::{self, ReadOptions};
 use moeplan::generator::{GenConfig, generate};
-use moeplan::workspace::{View, Workspace};
+use moeplan::workspace::{View, Workspace, dispatch_rule};
 use moeplan::{Budget, LoadTrace, model};
 
 use crate::protocol::{
@@ -79,6 +79,8 @@ pub struct Shown {
     pub plans: Vec<Figures>,
     /// CRAFT's R.
     pub replicas_per_gpu: usize,
+    /// The dispatch rule of the plans' figures.
+    pub rule: String,
     /// CRAFT's load map.
     pub heat: Heat,
     /// The chosen layer under CRAFT.
@@ -117,11 +119,15 @@ impl Shown {
                     replicas: p.replicas,
                     replica_slots_per_gpu: p.replica_slots_per_gpu,
                     bound: p.bound,
+                    rule: v.rule.clone(),
+                    traffic: shares(&p.traffic),
+                    cross_node_gb: p.traffic.cross_node_bytes / 1e9,
                     per_layer: p.per_layer.clone(),
                     replicas_per_layer: p.replicas_per_layer.clone(),
                 })
                 .collect(),
             replicas_per_gpu: v.replicas_per_gpu,
+            rule: v.rule.clone(),
             heat: Heat::from_rows(&v.heat).ok_or("the load map's layers differ in GPUs")?,
             placement: Placement {
                 layer: v.layer.layer,
@@ -179,6 +185,7 @@ impl Shown {
                 .cloned()
                 .collect(),
             replicas_per_gpu: self.replicas_per_gpu,
+            rule: self.rule.clone(),
             heat: (before.map(|b| &b.heat) != Some(&self.heat)).then(|| self.heat.clone()),
             placement: (before.map(|b| &b.placement) != Some(&self.placement))
                 .then(|| self.placement.clone()),
@@ -311,8 +318,25 @@ impl WorkerState {
 
 fn view(ws: &Workspace, req: &Request) -> Result<View, String> {
     let layer = req.layer.min(ws.trace().num_layers().saturating_sub(1));
-    ws.view(req.replicas_per_gpu, layer)
+    let rule = dispatch_rule(if req.rule.is_empty() {
+        "even"
+    } else {
+        &req.rule
+    })
+    .map_err(|e| e.to_string())?;
+    ws.view_under(req.replicas_per_gpu, layer, rule)
         .map_err(|e| e.to_string())
+}
+
+/// Local, intra-node and cross-node shares of a plan's pairs.
+fn shares(t: &moeplan::workspace::PairTraffic) -> [f64; 3] {
+    let parts = [t.local, t.intra_node, t.cross_node];
+    let sum: f64 = parts.iter().sum();
+    if sum > 0.0 {
+        parts.map(|x| x / sum)
+    } else {
+        [0.0; 3]
+    }
 }
 
 enum Answer {
@@ -401,6 +425,7 @@ mod tests {
             cluster,
             replicas_per_gpu: r,
             layer: 0,
+            rule: String::new(),
             export: None,
         }
     }
@@ -518,6 +543,78 @@ mod tests {
         let v5 = view_of(s.handle(&r, None, || 0.0, |_| {}));
         assert!(v5.frame.is_none() && v5.plans.is_empty() && v5.heat.is_none());
         assert!(v5.placement.is_some());
+    }
+
+    #[test]
+    fn a_rule_change_remeasures_every_plan() {
+        let cluster = Cluster {
+            nodes: 8,
+            gpus_per_node: 8,
+            groups: 1,
+        };
+        let mut s = WorkerState::default();
+        let even = view_of(s.handle(
+            &req(1, Some(gen_source()), Some(cluster), Some(4)),
+            None,
+            || 0.0,
+            |_| {},
+        ));
+        assert_eq!(even.rule, "even");
+        let by_rule = |s: &mut WorkerState, id: u64, rule: &str| {
+            let mut r = req(id, None, None, Some(4));
+            r.rule = rule.into();
+            let u = view_of(s.handle(&r, None, || 0.0, |_| {}));
+            assert_eq!(u.rule, rule);
+            assert!(u.frame.is_none());
+            // Every plan's figures are re-sent, each naming its rule.
+            assert_eq!(u.plans.len(), even.plans.len(), "{rule}");
+            for p in &u.plans {
+                assert_eq!(p.rule, rule);
+                let sum: f64 = p.traffic.iter().sum();
+                assert!((sum - 1.0).abs() < 1e-9, "{rule} {}: {sum}", p.name);
+            }
+            u
+        };
+        let sglang = by_rule(&mut s, 2, "sglang-static");
+        assert_ne!(
+            sglang
+                .plans
+                .iter()
+                .map(|p| p.balancedness)
+                .collect::<Vec<_>>(),
+            even.plans
+                .iter()
+                .map(|p| p.balancedness)
+                .collect::<Vec<_>>()
+        );
+        let craft = |u: &Update| {
+            u.plans
+                .iter()
+                .find(|p| p.name == "craft")
+                .expect("CRAFT is shown")
+                .balancedness
+        };
+        let mut others = vec![craft(&even), craft(&sglang)];
+        for (i, rule) in ["vllm", "local-first"].into_iter().enumerate() {
+            others.push(craft(&by_rule(&mut s, 3 + i as u64, rule)));
+        }
+        let best = craft(&by_rule(&mut s, 9, "optimal"));
+        for b in others {
+            assert!(best >= b - 1e-12, "optimal {best} < {b}");
+        }
+        // A budget change under a rule sends only CRAFT's part.
+        let mut r = req(10, None, None, Some(6));
+        r.rule = "optimal".into();
+        let u = view_of(s.handle(&r, None, || 0.0, |_| {}));
+        let names: Vec<_> = u.plans.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["craft"]);
+        // An unknown rule is one error, and the view is kept.
+        let mut r = req(11, None, None, Some(6));
+        r.rule = "bogus".into();
+        assert!(matches!(
+            s.handle(&r, None, || 0.0, |_| {}),
+            Response::Error { message, .. } if message.contains("unknown dispatch rule")
+        ));
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //! draw it — the app's worker and the JavaScript facade — depend on the core
 //! and nothing else they share (ARCHITECTURE.md says when to move it).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -29,12 +29,13 @@ use crate::error::{Error, Result};
 use crate::eval::{EvalReport, evaluate};
 use crate::formats::plan_json::{self, PlanMeta};
 use crate::formats::sglang;
+use crate::model;
 use crate::plan::Plan;
 use crate::planners::eplb::GROUPS;
 use crate::planners::registry::{
     CurvePoint, Needs, Planner, PlannerId, Prepared, Settings, Unit, Value, prepare, registry,
 };
-use crate::sim::Workload;
+use crate::sim::{CostModel, Rule, SglangVersion, Strategy, Traffic, Workload, simulate};
 use crate::topology::Topology;
 use crate::trace::LoadTrace;
 
@@ -62,6 +63,42 @@ pub struct Workspace {
     focus: usize,
     curve: Vec<CurvePoint>,
     auto_r: usize,
+    cost: CostModel,
+    /// Every plan's traffic under `even` when tokens arrive evenly (the
+    /// closed form: it does not depend on the plan).
+    even_traffic: Option<PairTraffic>,
+}
+
+/// The dispatch rules the page offers, in its order: `even` (the
+/// evaluator's split, the default) first.
+pub const DISPATCH_RULES: [Rule; 5] = [
+    Rule::Even,
+    Rule::Vllm,
+    Rule::SglangStatic(SglangVersion::Nearest),
+    Rule::LocalFirst,
+    Rule::Optimal,
+];
+
+/// The rule of [`DISPATCH_RULES`] named `name` ([`Rule::name`]).
+///
+/// ```
+/// use moeplan::workspace::dispatch_rule;
+/// assert_eq!(dispatch_rule("sglang-static")?.name(), "sglang-static");
+/// assert!(dispatch_rule("bogus").is_err());
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn dispatch_rule(name: &str) -> Result<Rule> {
+    DISPATCH_RULES
+        .iter()
+        .copied()
+        .find(|r| r.name() == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = DISPATCH_RULES.iter().map(Rule::name).collect();
+            Error::Argument(format!(
+                "unknown dispatch rule {name:?}: one of {}",
+                names.join(", ")
+            ))
+        })
 }
 
 /// One planner of the workspace.
@@ -77,9 +114,29 @@ enum State {
     /// Could not plan on this cluster: why.
     Failed(String),
     /// Planned once at its default budget and replayed.
-    Fixed(Box<(Option<usize>, EvalReport)>),
+    Fixed(Box<Fixed>),
     /// Moves with the view's budget.
     Slider(Arc<dyn Prepared>),
+}
+
+/// A plan the budget does not move: its replay under `even`, and its
+/// figures under the last other rule asked for (a budget change under that
+/// rule does not replay it again).
+#[derive(Debug, Clone)]
+struct Fixed {
+    budget: Option<usize>,
+    plan: Plan,
+    report: EvalReport,
+    under: Arc<Mutex<Option<(Rule, Measured)>>>,
+}
+
+/// What a plan's replay under a rule measured.
+#[derive(Debug, Clone)]
+struct Measured {
+    balancedness: f64,
+    imbalance_ratio: f64,
+    per_layer: Vec<f64>,
+    traffic: PairTraffic,
 }
 
 /// An exported plan.
@@ -117,6 +174,38 @@ pub struct PlanFigures {
     pub per_layer: Vec<f64>,
     /// Replicas in each layer.
     pub replicas_per_layer: Vec<usize>,
+    /// Where its (token, expert) pairs are served under the view's rule.
+    #[serde(default)]
+    pub traffic: PairTraffic,
+}
+
+/// Where a plan's (token, expert) pairs are served, over all batches: the
+/// pair counts of [`Traffic`] (the busiest GPU's ingress and egress are the
+/// simulator's, not the view's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairTraffic {
+    /// Pairs in all.
+    pub pairs: f64,
+    /// Served on their source GPU.
+    pub local: f64,
+    /// Served on another GPU of the source's node.
+    pub intra_node: f64,
+    /// Served on another node.
+    pub cross_node: f64,
+    /// Cross-node pairs × hidden size × bytes per activation element.
+    pub cross_node_bytes: f64,
+}
+
+impl From<&Traffic> for PairTraffic {
+    fn from(t: &Traffic) -> Self {
+        PairTraffic {
+            pairs: t.pairs,
+            local: t.local,
+            intra_node: t.intra_node,
+            cross_node: t.cross_node,
+            cross_node_bytes: t.cross_node_bytes,
+        }
+    }
 }
 
 /// One layer's placement: every GPU's experts, replicas marked.
@@ -138,6 +227,10 @@ pub struct View {
     pub layer_ids: Vec<u32>,
     /// Batches replayed.
     pub batches: usize,
+    /// The dispatch rule the plans' balance and traffic are measured under
+    /// ([`Rule::name`]); the curve and the load map are always `even`.
+    #[serde(default)]
+    pub rule: String,
     /// Every registered planner that reads the loads, in registry order
     /// (BASE, EPLB at its default — one slot per GPU more than the experts
     /// need —, CRAFT); a planner that cannot run on this cluster is absent
@@ -189,6 +282,10 @@ impl Workspace {
             return Err(Error::Argument("expert groups must be at least 1".into()));
         }
         let settings = Settings::new().with(GROUPS.name, Value::Count(cluster.groups))?;
+        let cost = trace
+            .model()
+            .and_then(|m| model::preset(m).ok())
+            .map_or_else(CostModel::default, CostModel::for_model);
         let work = Workload::new(trace);
         let mut entries = Vec::new();
         let mut focus = None;
@@ -209,10 +306,15 @@ impl Workspace {
                     }
                     State::Slider(Arc::from(ready))
                 }
-                Ok(ready) => match ready
-                    .plan(None)
-                    .and_then(|p| Ok((p.budget, evaluate(work.trace(), &p.plan)?)))
-                {
+                Ok(ready) => match ready.plan(None).and_then(|p| {
+                    let report = evaluate(work.trace(), &p.plan)?;
+                    Ok(Fixed {
+                        budget: p.budget,
+                        plan: p.plan,
+                        report,
+                        under: Arc::default(),
+                    })
+                }) {
                     Ok(fixed) => State::Fixed(Box::new(fixed)),
                     Err(e) => State::Failed(e.to_string()),
                 },
@@ -230,8 +332,23 @@ impl Workspace {
         let focus = focus.ok_or_else(|| {
             Error::Argument("no registered planner takes a budget in replicas per GPU".into())
         })?;
+        let summed = work.trace().summed();
+        // Even arrival under `even`: each of the D GPUs sends 1 / D of every
+        // expert's pairs, wherever its copies are (sim/traffic.rs).
+        let even_traffic = work.num_sources().is_none().then(|| {
+            let (d, g) = (topology.num_gpus() as f64, topology.gpus_per_node() as f64);
+            let pairs = summed.sum();
+            let cross = pairs * (d - g) / d;
+            PairTraffic {
+                pairs,
+                local: pairs / d,
+                intra_node: pairs * (g - 1.0) / d,
+                cross_node: cross,
+                cross_node_bytes: cross * cost.hidden as f64 * cost.bytes_per_activation as f64,
+            }
+        });
         Ok(Workspace {
-            summed: work.trace().summed(),
+            summed,
             work,
             topology,
             cluster,
@@ -239,6 +356,8 @@ impl Workspace {
             focus,
             curve,
             auto_r,
+            cost,
+            even_traffic,
         })
     }
 
@@ -294,8 +413,37 @@ impl Workspace {
         }
     }
 
-    /// The figures for one budget and the placement of layer index `layer`.
+    /// The figures for one budget and the placement of layer index `layer`,
+    /// under the evaluator's even split.
     pub fn view(&self, replicas_per_gpu: Option<usize>, layer: usize) -> Result<View> {
+        self.view_under(replicas_per_gpu, layer, Rule::Even)
+    }
+
+    /// [`Workspace::view`] with every plan's balance and traffic measured by
+    /// [`simulate`] under `rule`. Under [`Rule::Even`] the figures are
+    /// exactly [`Workspace::view`]'s (CRAFT's from its preparation, the
+    /// others' from [`evaluate`]) and the traffic is the closed form of even
+    /// arrival (no replay: a budget change stays as cheap as before). A plan the
+    /// budget does not move is replayed once per rule asked for in a row.
+    ///
+    /// ```
+    /// use moeplan::sim::Rule;
+    /// use moeplan::workspace::{Cluster, Workspace};
+    /// use moeplan::{generator, model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 2, gpus_per_node: 4, groups: 1 })?;
+    /// let v = ws.view_under(Some(2), 0, Rule::Optimal)?;
+    /// assert_eq!(v.rule, "optimal");
+    /// let t = &v.plans[2].traffic;
+    /// assert!((t.local + t.intra_node + t.cross_node - t.pairs).abs() < 1e-6 * t.pairs);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn view_under(
+        &self,
+        replicas_per_gpu: Option<usize>,
+        layer: usize,
+        rule: Rule,
+    ) -> Result<View> {
         let focus = self.focus()?.plan(replicas_per_gpu)?;
         let l = self.trace().num_layers();
         if layer >= l {
@@ -312,15 +460,20 @@ impl Workspace {
             match &entry.state {
                 State::Failed(e) => notes.push(format!("{}: {e}", entry.display)),
                 State::Fixed(fixed) => {
-                    let (budget, rep) = fixed.as_ref();
-                    plans.push(figures(planner, *budget, rep, own));
+                    let mut f = figures(planner, fixed.budget, &fixed.report, own);
+                    match (rule, self.even_traffic) {
+                        (Rule::Even, Some(t)) => f.traffic = t,
+                        (Rule::Even, None) => f.traffic = self.fixed_under(fixed, rule)?.traffic,
+                        _ => self.fixed_under(fixed, rule)?.apply(&mut f),
+                    }
+                    plans.push(f);
                 }
                 State::Slider(_) if i == self.focus => {
-                    plans.push(slider_figures(planner, &focus, self.trace(), own)?);
+                    plans.push(self.slider_under(planner, &focus, own, rule)?);
                 }
                 State::Slider(ready) => {
                     let planned = ready.plan(replicas_per_gpu)?;
-                    plans.push(slider_figures(planner, &planned, self.trace(), own)?);
+                    plans.push(self.slider_under(planner, &planned, own, rule)?);
                 }
             }
         }
@@ -328,6 +481,7 @@ impl Workspace {
             topology: self.topology,
             layer_ids: self.trace().layer_ids().to_vec(),
             batches: self.trace().num_batches(),
+            rule: rule.name().to_string(),
             plans,
             notes,
             replicas_per_gpu: focus.budget.unwrap_or(0),
@@ -382,6 +536,50 @@ impl Workspace {
                 "unknown export format {other:?}: moeplan or sglang"
             ))),
         }
+    }
+
+    fn measure(&self, plan: &Plan, rule: Rule) -> Result<Measured> {
+        let r = simulate(&self.work, &Strategy::fixed(plan.clone(), rule), &self.cost)?;
+        Ok(Measured {
+            balancedness: r.balancedness,
+            imbalance_ratio: r.imbalance_ratio,
+            per_layer: r.per_layer,
+            traffic: PairTraffic::from(&r.traffic),
+        })
+    }
+
+    /// A fixed plan under `rule`, replayed once while the rule stays.
+    fn fixed_under(&self, fixed: &Fixed, rule: Rule) -> Result<Measured> {
+        if let Ok(under) = fixed.under.lock() {
+            if let Some((r, m)) = under.as_ref() {
+                if *r == rule {
+                    return Ok(m.clone());
+                }
+            }
+        }
+        let m = self.measure(&fixed.plan, rule)?;
+        if let Ok(mut under) = fixed.under.lock() {
+            *under = Some((rule, m.clone()));
+        }
+        Ok(m)
+    }
+
+    /// A budgeted plan's figures under `rule` (under `even`: its planner's
+    /// own figures, and the closed form's traffic).
+    fn slider_under(
+        &self,
+        planner: &dyn Planner,
+        planned: &crate::planners::Planned,
+        own: usize,
+        rule: Rule,
+    ) -> Result<PlanFigures> {
+        let mut f = slider_figures(planner, planned, self.trace(), own)?;
+        match (rule, self.even_traffic) {
+            (Rule::Even, Some(t)) => f.traffic = t,
+            (Rule::Even, None) => f.traffic = self.measure(&planned.plan, rule)?.traffic,
+            _ => self.measure(&planned.plan, rule)?.apply(&mut f),
+        }
+        Ok(f)
     }
 
     fn heat(&self, plan: &Plan) -> Vec<Vec<f64>> {
@@ -471,6 +669,7 @@ fn figures(
         bound: r.bound,
         per_layer: r.per_layer.clone(),
         replicas_per_layer: r.replicas_per_layer.clone(),
+        traffic: PairTraffic::default(),
     }
 }
 
@@ -502,7 +701,17 @@ fn slider_figures(
         bound: mean(&pred.bound),
         per_layer: pred.balancedness.clone(),
         replicas_per_layer: summary.replicas_per_layer,
+        traffic: PairTraffic::default(),
     })
+}
+
+impl Measured {
+    fn apply(self, f: &mut PlanFigures) {
+        f.balancedness = self.balancedness;
+        f.imbalance_ratio = self.imbalance_ratio;
+        f.per_layer = self.per_layer;
+        f.traffic = self.traffic;
+    }
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -510,5 +719,41 @@ fn mean(v: &[f64]) -> f64 {
         0.0
     } else {
         v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{generator, model};
+
+    /// The closed form the view uses under `even` is the simulator's.
+    #[test]
+    fn even_traffic_is_the_simulators() {
+        let t = generator::generate(&generator::GenConfig::new(
+            model::preset("olmoe").unwrap(),
+            3,
+        ))
+        .unwrap();
+        let cluster = Cluster {
+            nodes: 2,
+            gpus_per_node: 4,
+            groups: 1,
+        };
+        let ws = Workspace::new(t, cluster).unwrap();
+        let v = ws.view(Some(3), 0).unwrap();
+        let plan = ws.craft_plan(Some(3)).unwrap();
+        let sim = simulate(&ws.work, &Strategy::fixed(plan, Rule::Even), &ws.cost).unwrap();
+        let (a, b) = (v.plans[2].traffic, PairTraffic::from(&sim.traffic));
+        for (x, y) in [
+            (a.pairs, b.pairs),
+            (a.local, b.local),
+            (a.intra_node, b.intra_node),
+            (a.cross_node, b.cross_node),
+            (a.cross_node_bytes, b.cross_node_bytes),
+        ] {
+            assert!((x - y).abs() <= 1e-9 * y.abs().max(1.0), "{x} vs {y}");
+        }
+        assert_eq!(v.rule, "even");
     }
 }
