@@ -531,6 +531,30 @@ impl TokenTrace {
         &self.source_rank
     }
 
+    /// Deals whole sequences to `ranks` data-parallel ranks round-robin:
+    /// sequence `i` (the token's recorded source, e.g. an ESFT line) goes to
+    /// rank `i mod ranks`. A serving engine's scheduler places whole requests
+    /// on one rank, and with no record of which, round-robin is the stated,
+    /// reproducible rule; it keeps a long sequence's tokens together, which
+    /// is what gives SGLang's per-rank dispatch its uneven splits.
+    ///
+    /// ```
+    /// use moeplan::TokenTrace;
+    /// use ndarray::array;
+    /// let t = TokenTrace::new(4, vec![1], vec![array![[0], [1], [2], [3]]], vec![0, 0, 1, 5])?;
+    /// assert_eq!(t.with_sequences_on_ranks(4)?.source_rank(), &[0, 0, 1, 1]);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn with_sequences_on_ranks(mut self, ranks: usize) -> Result<Self> {
+        if ranks == 0 || ranks > u32::MAX as usize {
+            return Err(Error::Argument(format!("{ranks} ranks: need at least one")));
+        }
+        for r in &mut self.source_rank {
+            *r %= ranks as u32;
+        }
+        Ok(self)
+    }
+
     /// Groups consecutive tokens into batches of `batch_tokens` (the last
     /// batch may be shorter) and counts expert assignments.
     pub fn to_load_trace(&self, batch_tokens: usize) -> Result<LoadTrace> {

@@ -5,9 +5,11 @@
 //! gate weights in the same order. Line `i` is the same sequence in every
 //! file, so tokens can be followed across layers.
 //!
-//! Read into a [`TokenTrace`] (each token's source "rank" is its sequence's
-//! line number: ESFT records no ranks) and from there into load batches of a
-//! chosen number of tokens. The core reads no folders: callers hand it the
+//! Read into a [`TokenTrace`] (each token's source is its sequence's line
+//! number: ESFT records no ranks; [`TokenTrace::with_sequences_on_ranks`]
+//! deals whole sequences to a cluster's ranks round-robin, the rule the
+//! simulator's per-source dispatch uses) and from there into load batches of
+//! a chosen number of tokens. The core reads no folders: callers hand it the
 //! files' names and bytes.
 
 use ndarray::Array2;
