@@ -255,19 +255,6 @@ fn sglang_tables_are_the_cores_map() -> R {
     Ok(())
 }
 
-/// `eval`'s mean / max and max / mean of GPU loads (the same operations,
-/// so equal loads give equal bits).
-fn balance_of(loads: &[f64]) -> (f64, f64) {
-    let (max, sum) = loads
-        .iter()
-        .fold((0.0f64, 0.0f64), |(m, s), &x| (m.max(x), s + x));
-    if max <= 0.0 {
-        return (1.0, 1.0);
-    }
-    let mean = sum / loads.len() as f64;
-    (mean / max, max / mean)
-}
-
 /// Runs `tokens` generated tokens per layer (bench's routing) of `layers`
 /// (indices into `trace`) through the crate's CPU dispatch and through the
 /// core's simulator — the same tokens as a one-batch `TokenTrace`, token
@@ -338,7 +325,7 @@ fn agree_with_simulator(
                 .iter()
                 .map(|&x| x as f64)
                 .collect();
-            let (bal, ir) = balance_of(&rows);
+            let (bal, ir) = moeplan::eval::balance_of(&rows);
             assert_eq!(rep.per_layer[l], bal, "{at}, layer index {l}: {rows:?}");
             assert_eq!(
                 rep.per_layer_imbalance_ratio[l], ir,

@@ -250,7 +250,14 @@ impl Replay {
 }
 
 /// (mean / max, max / mean) of per-GPU loads; an idle layer is balanced.
-pub(crate) fn balance_of(loads: &[f64]) -> (f64, f64) {
+/// Public so that other crates judging loads (the CUDA runtime's checks)
+/// use the very same operations and get the same bits.
+///
+/// ```
+/// assert_eq!(moeplan::eval::balance_of(&[2.0, 4.0]), (0.75, 4.0 / 3.0));
+/// assert_eq!(moeplan::eval::balance_of(&[0.0, 0.0]), (1.0, 1.0));
+/// ```
+pub fn balance_of(loads: &[f64]) -> (f64, f64) {
     let (max, sum) = loads
         .iter()
         .fold((0.0f64, 0.0f64), |(m, s), &x| (m.max(x), s + x));
