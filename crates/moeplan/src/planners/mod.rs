@@ -15,6 +15,7 @@
 pub mod contiguous;
 pub mod craft;
 pub mod eplb;
+pub mod grace;
 pub mod knapsack;
 pub mod placement;
 pub mod registry;

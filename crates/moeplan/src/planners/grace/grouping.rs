@@ -1,0 +1,1 @@
+//! Controlled non-uniform grouping (GRACE-MoE Algorithm 2). Stub: being written.
