@@ -39,7 +39,8 @@ use std::time::Instant;
 
 use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::generator::{
-    DRIFT_A, DRIFT_C, DRIFT_LAYER_SPREAD, DRIFT_SPREAD_VAR, GenConfig, generate,
+    DRIFT_A, DRIFT_C, DRIFT_LAYER_SPREAD, DRIFT_SPREAD_VAR, GenConfig, LOAD_SPREAD,
+    LOAD_SPREAD_QWEN15, generate,
 };
 use moeplan::model::preset;
 use moeplan::planners::eplb::default_redundant_experts;
@@ -321,6 +322,113 @@ fn print_fit(real: &[(&str, LoadTrace)]) -> Result<(), moeplan::Error> {
     Ok(())
 }
 
+/// The spread of a trace's mean loads: per layer (summed over batches,
+/// layers with no load left out), `σ = (ln q75 − ln q25) / 1.349` of the
+/// experts' loads without the layer's top two (the hot pair the generator
+/// sets apart), a robust log-normal σ that the cold tail's near-zero loads do
+/// not swamp; then a least-squares line of `σ` against the layer's place
+/// `u` in the skew order (0 the layer with the smallest hottest expert, 1
+/// the largest). Returns the line at `u = 0` and `u = 1`, and the layers.
+fn spread_line(traces: &[&LoadTrace]) -> (f64, f64, usize) {
+    let mut pts = Vec::new();
+    for t in traces {
+        let summed = t.summed();
+        let mut layers: Vec<(f64, f64)> = Vec::new();
+        for row in summed.rows() {
+            let total: f64 = row.sum();
+            if total <= 0.0 {
+                continue;
+            }
+            let e = row.len() as f64;
+            let mut rel: Vec<f64> = row.iter().map(|&c| c * e / total).collect();
+            rel.sort_by(f64::total_cmp);
+            let max = rel.last().copied().unwrap_or(0.0);
+            rel.truncate(rel.len().saturating_sub(2));
+            let n = rel.len();
+            if n < 4 {
+                continue;
+            }
+            let q = |f: f64| rel[((f * n as f64) as usize).min(n - 1)].max(1e-5).ln();
+            layers.push((max, (q(0.75) - q(0.25)) / 1.349));
+        }
+        layers.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let last = layers.len().saturating_sub(1).max(1) as f64;
+        pts.extend(
+            layers
+                .iter()
+                .enumerate()
+                .map(|(i, &(_, sigma))| (i as f64 / last, sigma)),
+        );
+    }
+    let n = pts.len() as f64;
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    let at0 = my - slope * mx;
+    (at0, at0 + slope, pts.len())
+}
+
+/// The mean-load spread of the real traces against the generator's
+/// constants and what its traces show by the same estimator.
+fn print_spread(data: &std::path::Path, real: &[(&str, LoadTrace)]) -> Result<(), moeplan::Error> {
+    println!(
+        "Spread of the mean loads (σ of ln load by IQR, without each layer's top two; least-squares line from the most balanced layer to the hottest):\n"
+    );
+    println!("| trace | σ, most balanced | σ, hottest | layers |");
+    println!("| --- | ---: | ---: | ---: |");
+    let show = |name: &str, (lo, hi, n): (f64, f64, usize)| {
+        println!("| {name} | {lo:.2} | {hi:.2} | {n} |")
+    };
+    for (name, t) in real {
+        show(&format!("real Qwen1.5-MoE {name}"), spread_line(&[t]));
+    }
+    let all: Vec<&LoadTrace> = real.iter().map(|(_, t)| t).collect();
+    show("real Qwen1.5-MoE, pooled", spread_line(&all));
+    let (lo, hi) = LOAD_SPREAD_QWEN15;
+    println!("| `LOAD_SPREAD_QWEN15` | {lo:.2} | {hi:.2} | |");
+    show(
+        "generated qwen1.5-moe-a2.7b, seed 7",
+        spread_line(&[&generated(7)?]),
+    );
+    let dir = data.join("sglang-deepseek-v3");
+    let mut sglang = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(&dir) {
+        let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        paths.sort();
+        for path in paths
+            .iter()
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        {
+            if let Ok(bytes) = std::fs::read(path) {
+                sglang.push(read_trace(&bytes, &ReadOptions::default())?);
+            }
+        }
+    }
+    if sglang.is_empty() {
+        println!(
+            "| real DeepSeek-V3 (SGLang) | not found in {} | | |",
+            dir.display()
+        );
+    } else {
+        let refs: Vec<&LoadTrace> = sglang.iter().collect();
+        show(
+            &format!("real DeepSeek-V3, {} SGLang runs pooled", refs.len()),
+            spread_line(&refs),
+        );
+    }
+    let (lo, hi) = LOAD_SPREAD;
+    println!("| `LOAD_SPREAD` | {lo:.2} | {hi:.2} | |");
+    let ds = generate(&GenConfig::new(preset("deepseek-v3")?, 64))?;
+    show(
+        "generated deepseek-v3, 64 batches, seed 7",
+        spread_line(&[&ds]),
+    );
+    println!();
+    Ok(())
+}
+
 fn page_default() -> Result<(), moeplan::Error> {
     let cfg = GenConfig::new(preset("deepseek-v3")?, 64);
     let mut times = Vec::new();
@@ -385,6 +493,7 @@ fn run(data: PathBuf) -> Result<(), Box<dyn std::error::Error>> {
         };
         real.push((ds, read_trace(&bytes, &options)?));
     }
+    print_spread(&data, &real)?;
     print_fit(&real)?;
     let mut rows = Vec::new();
     for (ds, t) in &real {

@@ -3,17 +3,36 @@
 //!
 //! Calibrated on the real traces in `shared/data` (see the README there).
 //!
-//! **Each layer's mean load** (unchanged by the per-batch calibration):
+//! **Each layer's mean load**:
 //! - layers range from balanced to very hot: each layer gets a target
 //!   hottest-expert ratio (max / mean) spread log-uniformly from 2.5 to 30
 //!   over the layers in a seeded order (DeepSeek-V3's real layers span
 //!   4–13.7× summed over a run, HarMoEny's Qwen1.5-MoE batches 3.5–29×);
 //! - the second-hottest expert carries 70–90 % of the hottest one's load, so
 //!   the hottest layer's top two take ≈ 20 % (as HarMoEny's hot layers);
-//! - the remaining experts follow a log-normal spread (σ = 0.35, which alone
-//!   gives max / mean ≈ 2.5 over 256 experts);
+//! - the remaining experts follow a log-normal spread whose `σ` grows from
+//!   the most balanced layer to the hottest ([`load_spread`]), none above
+//!   95 % of the second-hottest;
 //! - no expert gets more than `1 / top_k` of the assignments, since a token
 //!   picks `top_k` distinct experts.
+//!
+//! Where the spread comes from: per layer of a real trace summed over
+//! batches, `σ = (ln q75 − ln q25) / 1.349` of the experts' loads without
+//! the top two (robust: the cold tail's near-zero loads do not swamp it), as
+//! a least-squares line against the layer's place in the skew order. SGLang's
+//! six DeepSeek-V3 runs pooled give 0.58 → 0.66 ([`LOAD_SPREAD`], used for
+//! every preset without data of its own; DeepSeek-V2-Lite's ESFT routes,
+//! 0.4–1.25 by layer, agree); HarMoEny's Qwen1.5-MoE gives 1.10 → 2.00 /
+//! 0.87 → 2.55 / 0.80 → 2.53 (bookcorpus / wikitext / random), pooled
+//! 0.92 → 2.36 ([`LOAD_SPREAD_QWEN15`]): a cold tail, a quarter of its
+//! experts under an eighth of the mean load, that aux-loss-free DeepSeek-V3
+//! does not have. The tail matters for the median CV: with the DeepSeek
+//! family's spread the generated Qwen1.5-MoE trace had no expert under an
+//! eighth of the mean load and its median CV sat 21 % below real wikitext
+//! (0.137 against 0.174); with its own spread it is 0.183. The same
+//! estimator on the generated traces gives 0.80 → 2.48 (Qwen1.5-MoE) and
+//! 0.59 → 0.67 (DeepSeek-V3). (Until this calibration every preset used
+//! σ = 0.35 in every layer, narrower than any real trace.)
 //!
 //! **Each batch** draws the layer's shares around that mean and then its
 //! tokens:
@@ -48,26 +67,34 @@
 //! constants are the pooled fit with `η²` fixed at the three's mean:
 //! [`DRIFT_A`] = 0.00074, [`DRIFT_C`] = 0.00966,
 //! [`DRIFT_LAYER_SPREAD`] `Λ` = 0.63, [`DRIFT_SPREAD_VAR`] `η²` = 0.38.
-//! `cargo run --release -p moeplan --example calibration` redoes the fit.
-//! [`DRIFT_LAG1`] `ρ` = −0.03: the real mean lag-1 autocorrelation of
+//! These are fitted on the real data alone, so the spread calibration above
+//! left them unchanged. `cargo run --release -p moeplan --example
+//! calibration` redoes both fits and prints the real-against-generated
+//! table. [`DRIFT_LAG1`] `ρ` = −0.03: the real mean lag-1 autocorrelation of
 //! shares is −0.067 / −0.099 / −0.063 (mean −0.076, see
-//! [`crate::variation`]), the generator gives −0.049 with independent
-//! batches (the estimator's bias at 20 batches) and −0.077 with `ρ`.
+//! [`crate::variation`]); the generator gave −0.049 with independent
+//! batches (the estimator's bias at 20 batches; measured with the earlier
+//! σ = 0.35 spread) and gives −0.075 with `ρ` (seed 7).
 //!
-//! The data has one batch size, so how the drift scales with it is not
-//! measured: the generator keeps the drift fixed and lets only the sampling
-//! term follow the batch size. Nor does it set the spread of the mean loads
-//! (σ = 0.35 above): HarMoEny's Qwen1.5-MoE has a cold tail (a quarter of
-//! its experts under an eighth of the mean load) that the generator does
-//! not. [`crate::variation`] measures any trace the same way; the README's
-//! "The generated default" compares real and generated.
+//! The HarMoEny data has one batch size, so how the drift scales with it is
+//! not fitted: the generator keeps the drift fixed and lets only the
+//! sampling term follow the batch size. DeepSeek-V2-Lite's ESFT routes
+//! (whole sequences grouped into batches of 150–1,500 tokens) show what
+//! that leaves out: above the sampling term an excess that falls as
+//! `1 / tokens` — tokens of one sequence pick alike — worth 0.4 × the
+//! sampling variance with 65-token sequences (intent) and about 6 × with
+//! 560-token ones (summary). At the default 4,096 tokens with short
+//! sequences that is under a tenth of the drift; with long sequences small
+//! batches vary more than the generator says. [`crate::variation`]
+//! measures any trace the same way; the README's "The generated default"
+//! compares real and generated.
 //!
 //! Deterministic for a given configuration and seed (ChaCha8). O(B · L · E).
 
 use ndarray::Array3;
 use rand::{Rng, SeedableRng, seq::SliceRandom};
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Binomial, Distribution, LogNormal, StandardNormal};
+use rand_distr::{Binomial, Distribution, StandardNormal};
 
 use crate::error::{Error, Result};
 use crate::model::ModelPreset;
@@ -94,6 +121,35 @@ pub const DRIFT_SPREAD_VAR: f64 = 0.38;
 
 /// Lag-1 autoregression of the drift from batch to batch.
 pub const DRIFT_LAG1: f64 = -0.03;
+
+/// Spread of the mean loads: `σ` of the log of the experts' mean loads in
+/// the most balanced layer (first) and the hottest (second); layers between
+/// are interpolated by their place in the skew order. Measured on SGLang's
+/// DeepSeek-V3 runs and used for every preset without real data of its own
+/// (module docs).
+pub const LOAD_SPREAD: (f64, f64) = (0.58, 0.66);
+
+/// [`LOAD_SPREAD`] of Qwen1.5-MoE-A2.7B, measured on HarMoEny's batches: a
+/// much wider spread with a cold tail (module docs).
+pub const LOAD_SPREAD_QWEN15: (f64, f64) = (0.92, 2.36);
+
+/// The `(σ in the most balanced layer, σ in the hottest)` of the log of
+/// the mean loads the generator gives `preset`: measured on the model's own
+/// real data where there is some, the DeepSeek family's otherwise.
+///
+/// ```
+/// use moeplan::{generator::{load_spread, LOAD_SPREAD}, model::preset};
+/// assert_eq!(load_spread(preset("deepseek-v3")?), LOAD_SPREAD);
+/// let (lo, hi) = load_spread(preset("qwen1.5-moe-a2.7b")?);
+/// assert!(lo < hi && hi > LOAD_SPREAD.1);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn load_spread(preset: &ModelPreset) -> (f64, f64) {
+    match preset.name {
+        "qwen1.5-moe-a2.7b" => LOAD_SPREAD_QWEN15,
+        _ => LOAD_SPREAD,
+    }
+}
 
 /// What to generate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +211,7 @@ pub fn generate(cfg: &GenConfig) -> Result<LoadTrace> {
     let mut counts = Array3::<f64>::zeros((cfg.batches, l, e));
     let tokens = cfg.tokens_per_batch as u64;
     let cap = 1.0 / k as f64;
-    let spread = lognormal(0.35)?;
+    let (spread_lo, spread_hi) = load_spread(p);
     let mut mean = vec![0.0; e];
     let mut sigma = vec![0.0; e];
     let mut z = vec![0.0; e];
@@ -164,13 +220,14 @@ pub fn generate(cfg: &GenConfig) -> Result<LoadTrace> {
     let keep = DRIFT_LAG1;
     let fresh = (1.0 - keep * keep).sqrt();
     for (li, &target) in targets.iter().enumerate() {
-        mean.copy_from_slice(&layer_distribution(e, target, &spread, &mut rng));
-        normalise_with_cap(&mut mean, cap);
         let u = if hi > lo {
             (target / lo).ln() / (hi / lo).ln()
         } else {
             0.5
         };
+        let spread = spread_lo + (spread_hi - spread_lo) * u;
+        mean.copy_from_slice(&layer_distribution(e, target, spread, &mut rng));
+        normalise_with_cap(&mut mean, cap);
         let level = (DRIFT_LAYER_SPREAD * (2.0 * u - 1.0)).exp();
         for (s, &m) in sigma.iter_mut().zip(&mean) {
             let pi = (k as f64 * m).max(1e-12);
@@ -203,10 +260,6 @@ pub fn generate(cfg: &GenConfig) -> Result<LoadTrace> {
         .with_model_layers(p.total_layers))
 }
 
-fn lognormal(sigma: f64) -> Result<LogNormal<f64>> {
-    LogNormal::new(0.0, sigma).map_err(|x| Error::Argument(format!("log-normal σ = {sigma}: {x}")))
-}
-
 /// Hottest-expert ratio of each layer: log-uniform from 2.5 to 30, capped
 /// by what top-k routing allows, in a seeded order over the layers.
 fn layer_targets(l: usize, e: usize, k: usize, rng: &mut ChaCha8Rng) -> Vec<f64> {
@@ -226,33 +279,49 @@ fn layer_targets(l: usize, e: usize, k: usize, rng: &mut ChaCha8Rng) -> Vec<f64>
     t
 }
 
-/// A layer's mean load share per expert, with the two hot experts at
-/// `target` and 70–90 % of it times the mean.
-fn layer_distribution(
-    e: usize,
-    target: f64,
-    spread: &LogNormal<f64>,
-    rng: &mut ChaCha8Rng,
-) -> Vec<f64> {
-    let mut w: Vec<f64> = (0..e).map(|_| spread.sample(rng)).collect();
+/// A layer's mean load share per expert (summing to 1): the two hot
+/// experts at `target` and 70–90 % of it times the mean, the others
+/// log-normal with `σ = spread`, none above 95 % of the second-hottest.
+fn layer_distribution(e: usize, target: f64, spread: f64, rng: &mut ChaCha8Rng) -> Vec<f64> {
+    let mut w: Vec<f64> = (0..e)
+        .map(|_| {
+            let z: f64 = StandardNormal.sample(rng);
+            (spread * z).exp()
+        })
+        .collect();
     if e < 3 {
+        let sum: f64 = w.iter().sum();
+        w.iter_mut().for_each(|x| *x /= sum);
         return w;
     }
     let hot = rng.random_range(0..e);
     let warm = (hot + rng.random_range(1..e)) % e;
+    let ef = e as f64;
     let m1 = target;
     let m2 = (target * rng.random_range(0.7..0.9)).max(1.0);
-    let rest: f64 = w
+    // The others share what the hot pair leaves, each below the warm
+    // expert so the pair stays the layer's top two even when the spread is
+    // wide (a log-normal of σ = 2.6 over 60 experts reaches 20× its mean).
+    let left = (1.0 - (m1 + m2) / ef).max(0.0);
+    let mut rest: Vec<f64> = w
         .iter()
         .enumerate()
         .filter(|(i, _)| *i != hot && *i != warm)
-        .map(|(_, x)| x)
-        .sum();
-    // With total T = rest / (1 − (m1 + m2) / E), the hot pair sits at
-    // m1 · T / E and m2 · T / E: exactly the target ratios over the mean.
-    let total = rest / (1.0 - (m1 + m2) / e as f64);
-    w[hot] = m1 * total / e as f64;
-    w[warm] = m2 * total / e as f64;
+        .map(|(_, &x)| x)
+        .collect();
+    if left > 0.0 {
+        normalise_with_cap(&mut rest, 0.95 * m2 / ef / left);
+    }
+    let mut others = rest.into_iter();
+    for (i, x) in w.iter_mut().enumerate() {
+        *x = if i == hot {
+            m1 / ef
+        } else if i == warm {
+            m2 / ef
+        } else {
+            left * others.next().unwrap_or(0.0)
+        };
+    }
     w
 }
 
@@ -361,6 +430,25 @@ mod tests {
         let p = [0.1, 0.2, 0.3, 0.4];
         let c = round_to_total(&p, 7.0);
         assert_eq!(c.iter().sum::<f64>(), 7.0);
+    }
+
+    #[test]
+    fn wide_spread_keeps_the_hot_pair_on_top() {
+        // σ = 2.6 over 60 experts: the log-normal alone would put a few
+        // experts far above a target of 6× the mean
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        for _ in 0..50 {
+            let w = layer_distribution(60, 6.0, 2.6, &mut rng);
+            assert!((w.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+            let mut sorted = w.clone();
+            sorted.sort_by(|a, b| b.total_cmp(a));
+            assert!(
+                (sorted[0] * 60.0 - 6.0).abs() < 1e-9,
+                "{}",
+                sorted[0] * 60.0
+            );
+            assert!(sorted[2] < sorted[1]);
+        }
     }
 
     #[test]

@@ -197,7 +197,12 @@ pub fn pair_variation(trace: &LoadTrace) -> Result<Vec<PairVariation>> {
     let (b, l, e) = trace.counts().dim();
     if b < 3 {
         return Err(Error::Argument(format!(
-            "batch-to-batch variation needs at least 3 batches, the trace has {b}"
+            "batch-to-batch variation needs at least 3 batches, the trace has {b}{}",
+            if b == 1 {
+                " (run totals, such as an SGLang expert-distribution dump, have no per-batch breakdown)"
+            } else {
+                ""
+            }
         )));
     }
     let counts = trace.counts();

@@ -8,12 +8,14 @@
 //! calibration`):
 //! - load-weighted CV of the shares: within ±20 % of real wikitext and of
 //!   every one of the three datasets' range widened by 20 %;
-//! - median CV: within the three datasets' range widened by 20 %
-//!   (`[0.8 · min, 1.2 · max]`). Not ±20 % of wikitext alone: the real
-//!   median counts HarMoEny's cold tail (a quarter of its experts get under
-//!   an eighth of the mean load, at CV 0.4–0.6), which the generator's
-//!   per-layer spread does not have; load bin by load bin the CVs agree,
-//!   checked below for the bins both traces fill (0.25–2× the mean load);
+//! - median CV: within ±20 % of real wikitext and within the three
+//!   datasets' range widened by 20 % (`[0.8 · min, 1.2 · max]`). The
+//!   unweighted median counts the cold experts as much as the hot ones, so
+//!   it holds only because the generator gives Qwen1.5-MoE its measured
+//!   spread of mean loads (`LOAD_SPREAD_QWEN15`, a cold tail: a quarter of
+//!   the real experts get under an eighth of the mean load, at CV 0.4–0.6);
+//!   with the DeepSeek family's narrower spread it sat 21 % low. Load bin by
+//!   load bin the CVs agree too, checked below;
 //! - lag-1 autocorrelation: a small negative number whose estimator is
 //!   biased by about −1 / B (−0.05 at 20 batches) even for independent
 //!   batches, so ±20 % of it means little; it must lie within ±0.02
@@ -130,9 +132,10 @@ fn generated_variation_matches_harmoeny() {
         );
         let (lo, hi) = widened(real.iter().map(|r| r.v.median_cv));
         assert!(
-            (lo..=hi).contains(&v.median_cv),
-            "seed {seed}: median CV {} outside {lo}..{hi}",
-            v.median_cv
+            within_pct(v.median_cv, wiki.v.median_cv, 20.0) && (lo..=hi).contains(&v.median_cv),
+            "seed {seed}: median CV {} against wikitext {} (range {lo}..{hi})",
+            v.median_cv,
+            wiki.v.median_cv
         );
         assert!(
             (v.lag1_autocorrelation - mean_lag).abs() <= 0.02,
