@@ -43,6 +43,11 @@ pub enum Command {
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
+        /// Print how expert loads vary from batch to batch (load-weighted and
+        /// median CV of the shares, lag-1 autocorrelation, CV by load) instead
+        /// of the per-layer skew; needs at least 3 batches.
+        #[arg(long)]
+        variation: bool,
     },
     /// Compute a plan for a trace and write it.
     Plan(PlanArgs),
@@ -171,6 +176,10 @@ pub enum Dispatch {
     SglangDynamicUniform,
     /// Own GPU's copy, else the node's copies evenly, else all copies evenly.
     LocalFirst,
+    /// GRACE-MoE's weighted round-robin: a copy drawn with weight 1 / its GPU's predicted load (expected split).
+    GraceWeighted,
+    /// GRACE-MoE's topology-aware routing: own GPU's copy, else the node's copies, else all, weighted as grace-weighted.
+    GraceTopology,
     /// Per batch and layer the split that minimises the busiest GPU: no dispatch does better.
     Optimal,
 }
@@ -185,6 +194,8 @@ impl Dispatch {
             Dispatch::SglangDynamic => Rule::SglangDynamic(SglangVersion::Nearest),
             Dispatch::SglangDynamicUniform => Rule::SglangDynamic(SglangVersion::SameGpu),
             Dispatch::LocalFirst => Rule::LocalFirst,
+            Dispatch::GraceWeighted => Rule::GraceWeighted,
+            Dispatch::GraceTopology => Rule::GraceTopology,
             Dispatch::Optimal => Rule::Optimal,
         }
     }
@@ -423,5 +434,24 @@ impl<const BUDGETS: bool> FromArgMatches for PlannerArgs<BUDGETS> {
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
         *self = Self::from_arg_matches(m)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--dispatch` offers every rule of the core's list, under the name
+    /// reports carry, so a rule added to `Rule::ALL` must be added here.
+    #[test]
+    fn dispatch_values_are_the_core_rules() {
+        let ours: Vec<(String, Rule)> = Dispatch::value_variants()
+            .iter()
+            .filter_map(|d| Some((d.to_possible_value()?.get_name().to_string(), d.rule())))
+            .collect();
+        assert_eq!(ours.len(), Rule::ALL.len());
+        for rule in Rule::ALL {
+            assert!(ours.contains(&(rule.name().to_string(), rule)), "{rule}");
+        }
     }
 }

@@ -16,14 +16,21 @@
 //!   `expert_location_dispatch.py`; see [`SglangVersion`] for which version
 //!   does what, and [`super::sglang_dispatch_map`] for the port.
 //! - [`Rule::LocalFirst`]: the topology-aware rule of GRACE-MoE and SGLang
-//!   issue #19772, stated plainly (own GPU, else own node, else anywhere).
+//!   issue #19772, stated plainly (own GPU, else own node, else anywhere),
+//!   splitting evenly within a tier.
+//! - [`Rule::GraceWeighted`], [`Rule::GraceTopology`]: GRACE-MoE (Wang et
+//!   al., §4.3, Eq. 3; appendix A.3, Algorithms 3 and 4): weighted
+//!   round-robin with load prediction, alone or within locality tiers; the
+//!   weights are [`predicted_loads`].
 //! - [`Rule::Optimal`]: the per-batch min-max split of DeepSeek's LPLB / the
 //!   design's `Optimal`; see [`super::optimal_split`].
 //!
 //! Cost: a layer's tables are built once per layer and placement —
 //! O(slots + E) for the flattened view, O(S · (E + slots)) for per-source
-//! routes — and reused for every batch.
+//! routes, O(slots) more for GRACE's predicted loads — and reused for every
+//! batch.
 
+use crate::error::{Error, Result};
 use crate::plan::LayerPlacement;
 use crate::topology::Topology;
 
@@ -76,6 +83,19 @@ pub enum Rule {
     /// busiest GPU: no dispatch can beat it for that placement. Its traffic
     /// matches sources to that split locally first, then within nodes.
     Optimal,
+    /// GRACE-MoE's weighted round-robin with load prediction (Algorithm 3,
+    /// Eq. 3): each pair goes to one of the expert's copies drawn at random
+    /// with weight `1 / predicted load` of the copy's GPU ([`predicted_loads`]),
+    /// wherever the pair comes from. Simulated by its expectation, as
+    /// [`Rule::SglangDynamic`] is: each source's pairs for an expert split
+    /// over the copies in proportion to the weights.
+    GraceWeighted,
+    /// GRACE-MoE's topology-aware routing with locality preference
+    /// (Algorithm 4): a copy on the source's own GPU takes all of that
+    /// source's pairs; else the copies on the source's node, weighted as in
+    /// [`Rule::GraceWeighted`]; else all copies, weighted. Simulated by its
+    /// expectation. ([`Rule::LocalFirst`] is the same tiers split evenly.)
+    GraceTopology,
 }
 
 impl Rule {
@@ -96,7 +116,59 @@ impl Rule {
             Rule::SglangDynamic(SglangVersion::SameGpu) => "sglang-dynamic-uniform",
             Rule::LocalFirst => "local-first",
             Rule::Optimal => "optimal",
+            Rule::GraceWeighted => "grace-weighted",
+            Rule::GraceTopology => "grace-topology",
         }
+    }
+
+    /// Every rule, in the order front ends list them: the one list the
+    /// CLI's `--dispatch` is checked against and names are parsed from.
+    ///
+    /// ```
+    /// use moeplan::sim::Rule;
+    /// let names: Vec<&str> = Rule::ALL.iter().map(Rule::name).collect();
+    /// assert!(names.contains(&"grace-topology"));
+    /// assert_eq!(names.first(), Some(&"even"));
+    /// ```
+    pub const ALL: [Rule; 10] = [
+        Rule::Even,
+        Rule::Vllm,
+        Rule::SglangStatic(SglangVersion::Nearest),
+        Rule::SglangStatic(SglangVersion::SameGpu),
+        Rule::SglangDynamic(SglangVersion::Nearest),
+        Rule::SglangDynamic(SglangVersion::SameGpu),
+        Rule::LocalFirst,
+        Rule::GraceWeighted,
+        Rule::GraceTopology,
+        Rule::Optimal,
+    ];
+
+    /// The rule of [`Rule::ALL`] whose [`Rule::name`] is `name`.
+    ///
+    /// ```
+    /// use moeplan::sim::Rule;
+    /// assert_eq!(Rule::from_name("grace-weighted")?, Rule::GraceWeighted);
+    /// assert!(Rule::from_name("round-robin").is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn from_name(name: &str) -> Result<Rule> {
+        Rule::ALL
+            .iter()
+            .copied()
+            .find(|r| r.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Rule::ALL.iter().map(Rule::name).collect();
+                Error::Argument(format!(
+                    "unknown dispatch rule {name:?}: one of {}",
+                    names.join(", ")
+                ))
+            })
+    }
+
+    /// Whether the rule weighs copies by GRACE's predicted GPU loads
+    /// ([`predicted_loads`]).
+    pub(crate) fn is_grace(&self) -> bool {
+        matches!(self, Rule::GraceWeighted | Rule::GraceTopology)
     }
 
     /// Rules that ignore where a pair comes from: their GPU loads are the
@@ -194,6 +266,44 @@ impl LayerView {
     }
 }
 
+/// GRACE-MoE's predicted load of each GPU of one layer (§4.3, Eq. 3): the
+/// sum over its slots of the hosted expert's load divided by the expert's
+/// copies. `expert_loads[e]` is expert `e`'s load over the whole workload
+/// (the simulator sums the layer's counts over every batch). For GRACE's own
+/// plan this is Eq. 3 — a replicated expert's load split evenly over its
+/// instances, added to each hosting GPU's own — and for any other plan its
+/// natural generalisation.
+///
+/// [`Rule::GraceWeighted`] and [`Rule::GraceTopology`] weigh a copy by
+/// `1 / predicted load` of its GPU. A GPU with predicted load 0 (possible
+/// only when every expert it hosts has no load at all, so no pair is ever
+/// routed by its weight) takes the limit of that weight: the copies on
+/// zero-load GPUs share their tier's pairs evenly and the others get none.
+///
+/// Errors when the layer hosts an expert `expert_loads` does not cover.
+///
+/// ```
+/// use moeplan::{sim::predicted_loads, LayerPlacement};
+/// // expert 0 on both GPUs: its 6 split 3 + 3 (Eq. 3's W_p)
+/// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0, 1], vec![0, 2]] };
+/// assert_eq!(predicted_loads(&layer, &[6.0, 4.0, 1.0])?, vec![7.0, 4.0]);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn predicted_loads(layer: &LayerPlacement, expert_loads: &[f64]) -> Result<Vec<f64>> {
+    let e_n = expert_loads.len();
+    if let Some(&e) = layer.gpus.iter().flatten().find(|&&e| e as usize >= e_n) {
+        return Err(Error::Mismatch(format!(
+            "layer {} hosts expert {e}, the loads cover {e_n} experts",
+            layer.layer
+        )));
+    }
+    let mut view = LayerView::default();
+    view.prepare(layer, e_n);
+    let mut loads = vec![0.0; view.num_gpus()];
+    view.even_loads(expert_loads, &mut loads);
+    Ok(loads)
+}
+
 /// SGLang's `_find_nearest_expert` (or, for [`SglangVersion::SameGpu`],
 /// the same-GPU test that preceded it): the copy a rank is pinned to, if
 /// any. `cand` are the expert's slots in order.
@@ -237,7 +347,8 @@ pub(crate) struct Routes {
 impl Routes {
     /// Builds the table of `rule` for sources `0..sources`. `map` is the
     /// layer's SGLang static map (`rank · E + e` → slot) for
-    /// [`Rule::SglangStatic`].
+    /// [`Rule::SglangStatic`]; `predicted` the GPUs' [`predicted_loads`]
+    /// for GRACE's rules (empty for the others).
     pub fn build(
         &mut self,
         rule: Rule,
@@ -245,6 +356,7 @@ impl Routes {
         topology: Topology,
         sources: usize,
         map: Option<&[u32]>,
+        predicted: &[f64],
     ) {
         let e_n = view.copy_start.len().saturating_sub(1);
         let gpn = topology.gpus_per_node();
@@ -283,6 +395,16 @@ impl Routes {
                             self.spread(view, cand, |_| true);
                         }
                     }
+                    Rule::GraceWeighted => self.weighted(view, cand, predicted, |_| true),
+                    Rule::GraceTopology => {
+                        if on(&|g| g == s) > 0 {
+                            self.push(s as u32, 1.0);
+                        } else if on(&|g| g / gpn == s / gpn) > 0 {
+                            self.weighted(view, cand, predicted, |g| g / gpn == s / gpn);
+                        } else {
+                            self.weighted(view, cand, predicted, |_| true);
+                        }
+                    }
                     // Older SGLang's dynamic dispatch draws over every copy.
                     Rule::Even
                     | Rule::Vllm
@@ -312,6 +434,50 @@ impl Routes {
             let g = view.slot_gpu[c as usize];
             if keep(g as usize) {
                 self.push(g, f);
+            }
+        }
+    }
+
+    /// The copies whose GPU passes `keep`, each in proportion to
+    /// `1 / predicted[gpu]` (Algorithm 3's weights). Zero-load GPUs take
+    /// the limit of that weight (see [`predicted_loads`]); weights that do
+    /// not sum to a positive finite number fall back to the even split.
+    fn weighted(
+        &mut self,
+        view: &LayerView,
+        cand: &[u32],
+        predicted: &[f64],
+        keep: impl Fn(usize) -> bool,
+    ) {
+        let load = |c: u32| {
+            let g = view.slot_gpu[c as usize];
+            (g, predicted.get(g as usize).copied().unwrap_or(0.0))
+        };
+        let (mut zeros, mut sum) = (0usize, 0.0);
+        for &c in cand {
+            let (g, p) = load(c);
+            if keep(g as usize) {
+                if p > 0.0 {
+                    sum += 1.0 / p;
+                } else {
+                    zeros += 1;
+                }
+            }
+        }
+        if zeros == 0 && !(sum > 0.0 && sum.is_finite()) {
+            return self.spread(view, cand, keep);
+        }
+        for &c in cand {
+            let (g, p) = load(c);
+            if !keep(g as usize) {
+                continue;
+            }
+            if zeros > 0 {
+                if p <= 0.0 {
+                    self.push(g, 1.0 / zeros as f64);
+                }
+            } else {
+                self.push(g, 1.0 / p / sum);
             }
         }
     }
@@ -421,7 +587,7 @@ mod tests {
         // expert 0 on GPUs 0 and 1 (node 0), expert 1 on GPU 2
         let v = view(vec![vec![0], vec![0], vec![1], vec![1]], 2);
         let mut r = Routes::default();
-        r.build(Rule::LocalFirst, &v, t, 4, None);
+        r.build(Rule::LocalFirst, &v, t, 4, None, &[]);
         let got = |s, e| {
             r.entries(s, e)
                 .map(|i| (r.gpu[i], r.frac[i]))
@@ -431,5 +597,34 @@ mod tests {
         assert_eq!(got(2, 0), vec![(0, 0.5), (1, 0.5)]);
         assert_eq!(got(1, 1), vec![(2, 0.5), (3, 0.5)]);
         assert_eq!(got(3, 1), vec![(3, 1.0)]);
+    }
+
+    #[test]
+    fn grace_weights_and_their_zero_guard() {
+        let t = Topology::new(1, 3).unwrap();
+        // expert 0 on every GPU; GPU 2 predicted idle
+        let v = view(vec![vec![0], vec![0], vec![0]], 1);
+        let mut r = Routes::default();
+        let got = |r: &Routes, s| {
+            r.entries(s, 0)
+                .map(|i| (r.gpu[i], r.frac[i]))
+                .collect::<Vec<_>>()
+        };
+        r.build(Rule::GraceWeighted, &v, t, 1, None, &[1.0, 3.0, 0.0]);
+        assert_eq!(got(&r, 0), vec![(2, 1.0)]);
+        // a prediction missing for GPU 2 counts as load 0
+        r.build(Rule::GraceWeighted, &v, t, 1, None, &[1.0, 3.0]);
+        assert_eq!(got(&r, 0), vec![(2, 1.0)]);
+        // weights 1, 1/3, 1/6 of a sum 3/2
+        r.build(Rule::GraceWeighted, &v, t, 1, None, &[1.0, 3.0, 6.0]);
+        let f = got(&r, 0);
+        let want = [6.0 / 9.0, 2.0 / 9.0, 1.0 / 9.0];
+        assert!(
+            f.iter().zip(want).all(|(x, w)| (x.1 - w).abs() < 1e-15),
+            "{f:?}"
+        );
+        // own copy first: source 1 keeps its pairs whatever the weights
+        r.build(Rule::GraceTopology, &v, t, 2, None, &[1.0, 3.0, 6.0]);
+        assert_eq!(got(&r, 1), vec![(1, 1.0)]);
     }
 }

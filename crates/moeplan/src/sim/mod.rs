@@ -18,6 +18,11 @@
 //! - Sources: without them every GPU is assumed to send `1 / D` of each
 //!   expert's tokens, and [`Report::sources`] says so.
 //! - Traffic: see [`Traffic`] for the definitions.
+//! - GRACE-MoE's rules ([`Rule::GraceWeighted`], [`Rule::GraceTopology`])
+//!   weigh copies by [`predicted_loads`] from each layer's counts summed
+//!   over the whole workload (every batch, whatever the schedule): the
+//!   offline profile of the paper, here taken from the replayed workload
+//!   itself.
 //! - A [`Placement::Schedule`] re-places experts between batch ranges;
 //!   each change moves the (GPU, expert) slots the new plan has and the old
 //!   lacks, times the bytes of one expert.
@@ -63,7 +68,7 @@ use crate::error::{Error, Result};
 use crate::model::ModelPreset;
 use crate::plan::Plan;
 
-pub use dispatch::{Rule, SglangVersion};
+pub use dispatch::{Rule, SglangVersion, predicted_loads};
 pub use optimal::{OptimalSplit, optimal_split};
 pub use sglang::sglang_dispatch_map;
 pub use traffic::Traffic;
@@ -261,7 +266,7 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
         let (mut bal, mut ir) = (0.0, 0.0);
         for ((range, plan), map) in segments.iter().zip(&maps) {
             let map = map.as_ref().and_then(|m| m.get(l)).map(Vec::as_slice);
-            engine.prepare(&plan.layers()[l], map);
+            engine.prepare(&plan.layers()[l], l, map);
             for b in range.clone() {
                 let step = engine.step(workload, b, l);
                 bal += step.balancedness;

@@ -8,15 +8,17 @@
 //! | --- | --- | --- |
 //! | `Even`, `Vllm`, `SglangDynamic(SameGpu)` | even-split loads, closed-form traffic | even-split loads; each source's pairs split over the copies |
 //! | `Vllm` with token routes | — | exact: pair `p = token·top_k + k` → copy `p mod c` |
-//! | `SglangStatic`, `SglangDynamic(Nearest)`, `LocalFirst` | the per-source routes folded over sources, per GPU | per-source routes |
+//! | `SglangStatic`, `SglangDynamic(Nearest)`, `LocalFirst`, `GraceWeighted`, `GraceTopology` | the per-source routes folded over sources, per GPU | per-source routes |
 //! | `Optimal` | min-max split; sources `n_e / D` matched to it | min-max split; recorded sources matched to it |
 //!
 //! Source: [`super::dispatch`] for the rules, [`super::traffic`] for the
 //! accounting. Cost per (batch, layer): O(slots + D) for even-split loads,
 //! O(table entries) for folded routes, O(S · E · copies) with sources,
 //! O(tokens · top-k) for vLLM's token rule, a few max-flows for `Optimal`.
+//! GRACE's rules add O(B · L · E) once, to sum each layer's expert loads
+//! over the workload, and O(slots) per layer for the predicted GPU loads.
 
-use ndarray::s;
+use ndarray::{Axis, s};
 
 use crate::eval::balance_of;
 use crate::plan::LayerPlacement;
@@ -65,6 +67,11 @@ pub(crate) struct Engine {
     sent: Vec<f64>,
     row_buf: Vec<f64>,
     token_index: Vec<usize>,
+    /// GRACE's rules only: each layer's expert loads over the whole
+    /// workload, `L × E` row-major (empty for the other rules).
+    totals: Vec<f64>,
+    /// GRACE's predicted load of each GPU in the prepared layer.
+    predicted: Vec<f64>,
 }
 
 impl Engine {
@@ -81,6 +88,17 @@ impl Engine {
             _ => Mode::RoutedSources,
         };
         let d = topology.num_gpus();
+        let totals = if rule.is_grace() {
+            workload
+                .trace()
+                .counts()
+                .sum_axis(Axis(0))
+                .iter()
+                .copied()
+                .collect()
+        } else {
+            Vec::new()
+        };
         Engine {
             topology,
             rule,
@@ -98,22 +116,38 @@ impl Engine {
             sent: Vec::new(),
             row_buf: Vec::new(),
             token_index: Vec::new(),
+            totals,
+            predicted: Vec::new(),
         }
     }
 
-    /// Loads one layer's placement; `map` is its SGLang static map.
-    pub fn prepare(&mut self, layer: &LayerPlacement, map: Option<&[u32]>) {
+    /// Loads the placement of layer index `l`; `map` is its SGLang static
+    /// map.
+    pub fn prepare(&mut self, layer: &LayerPlacement, l: usize, map: Option<&[u32]>) {
         self.view.prepare(layer, self.experts);
         let d = self.topology.num_gpus();
+        self.predicted.clear();
+        let e_n = self.experts;
+        if let Some(row) = self.totals.get(l * e_n..(l + 1) * e_n) {
+            // Once per layer: Eq. 3's prediction is the even split of the
+            // whole workload's loads.
+            self.predicted.resize(d, 0.0);
+            self.view.even_loads(row, &mut self.predicted);
+        }
+        let predicted = self.predicted.as_slice();
         match self.mode {
             Mode::BlindEven | Mode::VllmTokens => {}
-            Mode::BlindSources | Mode::RoutedSources => {
-                self.routes
-                    .build(self.rule, &self.view, self.topology, self.sources, map)
-            }
+            Mode::BlindSources | Mode::RoutedSources => self.routes.build(
+                self.rule,
+                &self.view,
+                self.topology,
+                self.sources,
+                map,
+                predicted,
+            ),
             Mode::RoutedEven => {
                 self.routes
-                    .build(self.rule, &self.view, self.topology, d, map);
+                    .build(self.rule, &self.view, self.topology, d, map, predicted);
                 self.even.build(&self.routes, self.topology);
             }
             Mode::OptimalEven | Mode::OptimalSources => self.solver.prepare(&self.view),
