@@ -81,6 +81,44 @@ impl Board {
         Memo::new(move |_| plans.with(|ps| ps.iter().find(|p| p.name == name).cloned()))
     }
 
+    /// The focus plan's name (the one the budget moves): the frame's, else
+    /// the registry's choice until the first answer.
+    pub fn focus(self) -> Memo<String> {
+        let frame = self.frame;
+        Memo::new(move |_| {
+            frame
+                .with(|f| f.as_ref().map(|f| f.focus.clone()))
+                .filter(|f| !f.is_empty())
+                .or_else(|| moeplan::workspace::focus_planner().map(|p| p.id().to_string()))
+                .unwrap_or_default()
+        })
+    }
+
+    /// The focus plan's figures: changes when they do.
+    pub fn focus_plan(self) -> Memo<Option<Figures>> {
+        let (plans, focus) = (self.plans, self.focus());
+        Memo::new(move |_| {
+            focus.with(|f| plans.with(|ps| ps.iter().find(|p| &p.name == f).cloned()))
+        })
+    }
+
+    /// The other plans that replicate (EPLB), drawn for reference beside
+    /// the focus: a budget change, which moves only the focus, leaves this
+    /// memo's value, and so what reads it, alone.
+    pub fn references(self) -> Memo<Vec<Figures>> {
+        let (plans, focus) = (self.plans, self.focus());
+        Memo::new(move |_| {
+            focus.with(|f| {
+                plans.with(|ps| {
+                    ps.iter()
+                        .filter(|p| &p.name != f && p.replicas > 0)
+                        .cloned()
+                        .collect()
+                })
+            })
+        })
+    }
+
     /// The model ids of the frame's layers (changes with the frame only).
     pub fn layer_ids(self) -> Memo<Vec<u32>> {
         let frame = self.frame;

@@ -9,7 +9,7 @@ use crate::board::Board;
 use crate::charts;
 use crate::settings::Settings;
 
-/// BASE, EPLB and CRAFT side by side.
+/// Every plan the workspace shows (BASE, EPLB, CRAFT, …) side by side.
 #[component]
 pub fn Summary(board: Board, settings: RwSignal<Settings>) -> impl IntoView {
     let names = Memo::new(move |_| {
@@ -40,12 +40,13 @@ fn row(board: Board, name: String, expert_bytes: Memo<u64>) -> impl IntoView {
             })
         }
     };
+    // The registry's title with the budget used (`CRAFT R = 8`, `EPLB +64`).
     let title = {
         let name = name.clone();
-        move || match name.as_str() {
-            "craft" => format!("CRAFT R = {}", board.replicas_per_gpu.get()),
-            "eplb" => "EPLB (1 per GPU per layer)".to_string(),
-            _ => "BASE (no replicas)".to_string(),
+        move || {
+            plan.with(|p| p.as_ref().map(|p| p.label.clone()))
+                .filter(|l| !l.is_empty())
+                .unwrap_or_else(|| charts::label(&name).to_string())
         }
     };
     let replicas = move || {
@@ -111,7 +112,7 @@ fn traffic_row(board: Board, name: String) -> impl IntoView {
     let plan = board.plan(&name);
     let share = move |i: usize| move || plan.with(|p| p.as_ref().map_or(0.0, |p| p.traffic[i]));
     let width = move |i: usize| move || format!("width:{:.2}%", share(i)() * 100.0);
-    let label = name.to_uppercase();
+    let label = charts::label(&name);
     view! {
         <div class="traffic-row" id=format!("traffic-{name}")
             data-rule=move || plan.with(|p| p.as_ref().map(|p| p.rule.clone()).unwrap_or_default())

@@ -60,8 +60,10 @@ pub struct Request {
     pub replicas_per_gpu: Option<usize>,
     /// Layer index whose placement to show.
     pub layer: usize,
-    /// The dispatch rule the plans are measured under (`even`, `vllm`,
-    /// `sglang-static`, `local-first`, `optimal`; empty: `even`).
+    /// The dispatch rule the plans are measured under (a name of
+    /// `moeplan::workspace::DISPATCH_RULES`: `even`, `vllm`,
+    /// `sglang-static`, `local-first`, `grace-weighted`, `grace-topology`,
+    /// `optimal`; empty: `even`).
     #[serde(default)]
     pub rule: String,
     /// Export CRAFT's plan in this format (`moeplan` or `sglang`) instead of
@@ -193,6 +195,10 @@ pub struct Frame {
     pub plans: Vec<String>,
     /// Why a planner is missing.
     pub notes: Vec<String>,
+    /// The plan the budget moves and the curve, load map and layer view
+    /// are of, by name (`craft`: the workspace's focus).
+    #[serde(default)]
+    pub focus: String,
     /// CRAFT's automatic choice of R.
     pub auto_replicas_per_gpu: usize,
     /// CRAFT's balancedness-vs-R curve.
@@ -215,8 +221,12 @@ pub struct CurvePoint {
 /// One plan's summary row and per-layer series.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Figures {
-    /// `base`, `eplb` or `craft`.
+    /// The planner's id: `base`, `eplb`, `craft`, ….
     pub name: String,
+    /// Its title with its budget, from the registry: `BASE`, `EPLB +64`,
+    /// `CRAFT R = 8`.
+    #[serde(default)]
+    pub label: String,
     /// Mean over batches, then layers, of mean / max GPU load.
     pub balancedness: f64,
     /// Mean of max / mean GPU load.
@@ -466,6 +476,7 @@ mod tests {
     fn full() -> Response {
         let figures = |name: &str, b: f64| Figures {
             name: name.into(),
+            label: name.to_uppercase(),
             balancedness: b,
             imbalance_ratio: 1.0 / b,
             replicas: 3,
@@ -487,6 +498,7 @@ mod tests {
                     batches: 4,
                     plans: vec!["base".into(), "craft".into()],
                     notes: vec!["EPLB: no".into()],
+                    focus: "craft".into(),
                     auto_replicas_per_gpu: 2,
                     curve: vec![CurvePoint {
                         replicas_per_gpu: 1,

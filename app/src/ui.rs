@@ -37,7 +37,7 @@ use wasm_bindgen::prelude::*;
 use web_sys::{MessageEvent, Worker};
 
 use crate::board::Board;
-use crate::charts::{CurveChart, HeatMap, LayersChart, PlacementChart, ReplicasChart};
+use crate::charts::{self, CurveChart, HeatMap, LayersChart, PlacementChart, ReplicasChart};
 use crate::figures::{Scope, Summary, TrafficPanel};
 use crate::protocol::{Request, Response, Source, TraceStatsLite, decode};
 use crate::settings::Settings;
@@ -969,11 +969,13 @@ pub fn App() -> impl IntoView {
         ctx.send(Kind::Budget, None, None, None, None);
     };
     let shown_r = move || board.replicas_per_gpu.get().to_string();
+    // The registry's name for the planner the budget moves (CRAFT).
+    let focus = charts::focus_title();
 
     view! {
         <header>
             <h1>"moeplan"</h1>
-            <p class="tagline">"Expert placement and replication for Mixture-of-Experts serving — EPLB, CRAFT, in your browser, offline."</p>
+            <p class="tagline">{format!("Expert placement and replication for Mixture-of-Experts serving — {}, in your browser, offline.", charts::budgeted_titles())}</p>
         </header>
         <main>
             <aside class="controls">
@@ -1019,10 +1021,10 @@ pub fn App() -> impl IntoView {
                     <h2>"Cluster"</h2>
                     {cluster_field("Nodes", "nodes", |s| s.nodes, |s, v| s.nodes = v)}
                     {cluster_field("GPUs per node", "gpus", |s| s.gpus_per_node, |s, v| s.gpus_per_node = v)}
-                    {cluster_field("EPLB expert groups", "groups", |s| s.groups, |s, v| s.groups = v)}
+                    {cluster_field(charts::groups_title(), "groups", |s| s.groups, |s, v| s.groups = v)}
                 </section>
                 <section>
-                    <h2>"CRAFT budget"</h2>
+                    <h2>{format!("{focus} budget")}</h2>
                     <p class="hint">"R: replicas per GPU, summed over all layers"</p>
                     <input id="budget" type="range" min="0" prop:max=move || max_r().to_string()
                         prop:value=shown_r
@@ -1073,7 +1075,7 @@ pub fn App() -> impl IntoView {
                     <p class="hint">"even: split over copies (the planners' own measure); the others replay each plan through the simulator"</p>
                 </section>
                 <section>
-                    <h2>"Export CRAFT's plan"</h2>
+                    <h2>{format!("Export {focus}'s plan")}</h2>
                     <button id="export-moeplan" on:click=move |_| { ctx.send(Kind::Export, None, None, Some("moeplan".into()), None); }>"moeplan JSON"</button>
                     <button id="export-sglang" on:click=move |_| { ctx.send(Kind::Export, None, None, Some("sglang".into()), None); }>"SGLang --init-expert-location"</button>
                 </section>
@@ -1113,18 +1115,22 @@ pub fn App() -> impl IntoView {
                     <Scope board/>
                     <TrafficPanel board/>
                     <div class="grid">
-                        <figure><figcaption>"Balancedness against CRAFT's budget (predicted, rule: even)"</figcaption>
+                        <figure><figcaption>{format!("Balancedness against {focus}'s budget (predicted, rule: even)")}</figcaption>
                             <CurveChart board/></figure>
                         <figure><figcaption id="layers-caption">{move || format!("Balancedness per layer (rule: {})", board.rule.get())}</figcaption>
                             <LayersChart board/></figure>
-                        <figure><figcaption>"Replicas per layer (bars: CRAFT, line: EPLB)"</figcaption>
+                        <figure><figcaption>{move || board.references().with(|r| {
+                            let lines: Vec<&str> = r.iter().map(|p| charts::label(&p.name)).collect();
+                            let lines = if lines.is_empty() { String::new() } else { format!(", line: {}", lines.join(", ")) };
+                            format!("Replicas per layer (bars: {focus}{lines})")
+                        })}</figcaption>
                             <ReplicasChart board/></figure>
-                        <figure><figcaption>"CRAFT: GPU × layer load, rule: even (red: above the layer's mean, blue: below)"</figcaption>
+                        <figure><figcaption>{format!("{focus}: GPU × layer load, rule: even (red: above the layer's mean, blue: below)")}</figcaption>
                             <HeatMap board/></figure>
                     </div>
                     <figure class="wide">
                         <figcaption>
-                            {move || board.placement.with(|p| format!("CRAFT's placement of layer {} ", p.layer))}
+                            {move || board.placement.with(|p| format!("{focus}'s placement of layer {} ", p.layer))}
                             <input id="layer" type="range" min="0"
                                 prop:max=move || board.frame.with(|f| f.as_ref().map_or(0, |f| f.layer_ids.len().saturating_sub(1))).to_string()
                                 prop:value=field(|s| s.layer.to_string())

@@ -97,6 +97,7 @@ impl Shown {
                 batches: v.batches,
                 plans: v.plans.iter().map(|p| p.name.clone()).collect(),
                 notes: v.notes.clone(),
+                focus: v.focus.clone(),
                 auto_replicas_per_gpu: v.auto_replicas_per_gpu,
                 curve: v
                     .curve
@@ -114,6 +115,7 @@ impl Shown {
                 .iter()
                 .map(|p| Figures {
                     name: p.name.clone(),
+                    label: p.label.clone(),
                     balancedness: p.balancedness,
                     imbalance_ratio: p.imbalance_ratio,
                     replicas: p.replicas,
@@ -160,7 +162,7 @@ impl Shown {
     /// let a = Shown::of(&ws.view(Some(2), 0)?)?;
     /// let b = Shown::of(&ws.view(Some(4), 0)?)?;
     /// let full = a.update_from(None);
-    /// assert!(full.frame.is_some() && full.plans.len() == 3 && full.heat.is_some());
+    /// assert!(full.frame.is_some() && full.plans.len() == a.plans.len() && full.heat.is_some());
     /// let budget = b.update_from(Some(&a));
     /// assert!(budget.frame.is_none() && budget.heat.is_some());
     /// let names: Vec<_> = budget.plans.iter().map(|p| p.name.as_str()).collect();
@@ -277,13 +279,15 @@ impl WorkerState {
                         e
                     }
                 })?;
+                // Named after the planner whose plan it is (`moeplan-craft.plan.json`).
+                let focus = ws.focus_id().map_or("plan", |id| id.as_str());
                 let ext = if format == "sglang" {
                     "sglang.json"
                 } else {
                     "plan.json"
                 };
                 let answer =
-                    Answer::Export(format!("moeplan-craft.{ext}"), export.text, export.note);
+                    Answer::Export(format!("moeplan-{focus}.{ext}"), export.text, export.note);
                 (answer, None)
             }
             None => {

@@ -35,7 +35,9 @@ const PAD_R: f64 = 12.0;
 const PAD_T: f64 = 12.0;
 const PAD_B: f64 = 34.0;
 
-/// Series colours: BASE, EPLB, CRAFT (colour-blind safe).
+/// Series colours by planner id: BASE, EPLB, CRAFT (colour-blind safe);
+/// a planner added to the registry later draws in the fallback colour
+/// until it is given one here.
 pub fn colour(name: &str) -> &'static str {
     match name {
         "base" => "#8c8c8c",
@@ -45,14 +47,49 @@ pub fn colour(name: &str) -> &'static str {
     }
 }
 
-/// Display name of a plan.
+/// Display name of a plan: its planner's, from the core's registry.
 pub fn label(name: &str) -> &'static str {
-    match name {
-        "base" => "BASE",
-        "eplb" => "EPLB",
-        "craft" => "CRAFT",
-        _ => "plan",
-    }
+    moeplan::planners::find(name).map_or("plan", |p| p.display())
+}
+
+/// The display name of the planner the budget moves, from the registry
+/// (the workspace's focus: CRAFT), for the titles drawn before any answer.
+pub fn focus_title() -> &'static str {
+    moeplan::workspace::focus_planner().map_or("plan", |p| p.display())
+}
+
+/// The planners the page compares that take a budget (`EPLB, CRAFT`), in
+/// registry order.
+pub fn budgeted_titles() -> String {
+    page_planners()
+        .filter(|p| p.budget().is_some())
+        .map(|p| p.display())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The expert-groups field's label, naming whom the setting is for: the
+/// page's budgeted planners that take the shared `groups` option
+/// (`EPLB expert groups`).
+pub fn groups_title() -> &'static str {
+    static TITLE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TITLE.get_or_init(|| {
+        let name = moeplan::planners::eplb::GROUPS.name;
+        let who: Vec<&str> = page_planners()
+            .filter(|p| p.budget().is_some() && p.options().iter().any(|o| o.name == name))
+            .map(|p| p.display())
+            .collect();
+        format!("{} expert groups", who.join("/"))
+    })
+}
+
+/// The registered planners the page's workspace can show (those that read
+/// the loads: `moeplan::workspace`'s rule for a counts-only trace).
+fn page_planners() -> impl Iterator<Item = &'static dyn moeplan::planners::Planner> {
+    moeplan::planners::registry()
+        .iter()
+        .copied()
+        .filter(|p| p.needs() == moeplan::planners::Needs::Counts)
 }
 
 fn x_of(i: f64, n: f64) -> f64 {

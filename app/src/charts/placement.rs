@@ -71,6 +71,7 @@ pub fn PlacementChart(board: Board) -> impl IntoView {
     let paths = Memo::new(move |_| board.placement.with(boxes));
     let replicated = Memo::new(move |_| paths.with(|p| p.0.clone()));
     let single = Memo::new(move |_| paths.with(|p| p.1.clone()));
+    let focus = board.focus();
     let mean_y = Memo::new(move |_| {
         board.placement.with(|p| {
             let (_, max) = loads(p);
@@ -87,7 +88,7 @@ pub fn PlacementChart(board: Board) -> impl IntoView {
         <svg viewBox=format!("0 0 {W} {H}") class="chart" role="img" aria-label="experts on each GPU"
             on:mousemove=move |ev| hover.track(&ev) on:mouseleave=move |_| hover.leave()>
             <path d=move || single.get() fill="#c9d6e3" class="slot"/>
-            <path d=move || replicated.get() fill=colour("craft") class="slot"/>
+            <path d=move || replicated.get() fill=move || focus.with(|f| colour(f)) class="slot"/>
             <line x1=format!("{PAD_L}") x2=format!("{}", W - PAD_R) y1=move || mean_y.get() y2=move || mean_y.get() class="mean"/>
             <text x=format!("{}", W / 2.0) y=format!("{}", H - 8.0) class="axis" text-anchor="middle">
                 {move || format!("GPUs 0–{} · line: mean GPU load · dark boxes: replicated experts", gpus.get().saturating_sub(1))}

@@ -2,6 +2,7 @@
 //! plan files, all within the reading budget; stdout that tolerates a closed
 //! pipe; progress on stderr.
 
+use std::ops::Range;
 use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -9,6 +10,9 @@ use moeplan::LoadTrace;
 use moeplan::formats::{self, ReadOptions};
 use moeplan::generator::{GenConfig, generate};
 use moeplan::model;
+use moeplan::sim::Workload;
+use moeplan::topology::Topology;
+use ndarray::{Array4, s};
 
 use crate::args::{GenArgs, SourceArgs, TraceArgs};
 use crate::error::CliError;
@@ -26,9 +30,22 @@ pub fn generated(g: &GenArgs) -> Result<LoadTrace, moeplan::Error> {
     trace
 }
 
+/// A trace as read, with where its tokens came from when the input says.
+pub struct Loaded {
+    pub trace: LoadTrace,
+    /// SGLang per-rank CSVs: the counts per source rank, `B × L × S × E`.
+    pub by_source: Option<Array4<f64>>,
+}
+
+/// The trace alone (counts; sources, if read, dropped: even arrival).
 pub fn load_trace(args: &TraceArgs) -> Result<LoadTrace, CliError> {
-    match &args.trace {
-        Some(path) if path.is_dir() => read_token_folder(path, &args.source),
+    load(args).map(|l| l.trace)
+}
+
+/// The trace and, where the input records them, its per-source counts.
+pub fn load(args: &TraceArgs) -> Result<Loaded, CliError> {
+    let trace = match &args.trace {
+        Some(path) if path.is_dir() => return read_token_folder(path, &args.source),
         Some(path) => {
             let bytes = read_limited(path, args.source.max_trace_mib)?;
             let options = ReadOptions {
@@ -38,7 +55,7 @@ pub fn load_trace(args: &TraceArgs) -> Result<LoadTrace, CliError> {
             let bar = spinner("reading trace");
             let trace = formats::read_trace(&bytes, &options);
             bar.finish_and_clear();
-            trace.map_err(CliError::in_file(path))
+            trace.map_err(CliError::in_file(path))?
         }
         None => {
             let g = &args.source.generated;
@@ -46,9 +63,51 @@ pub fn load_trace(args: &TraceArgs) -> Result<LoadTrace, CliError> {
                 "no --trace given: using a generated {} trace ({} batches, seed {})",
                 g.preset, g.batches, g.seed
             );
-            Ok(generated(g)?)
+            generated(g)?
         }
+    };
+    Ok(Loaded {
+        trace,
+        by_source: None,
+    })
+}
+
+/// What the simulator replays: `trace` (the one read, placed in a model —
+/// layer ids renamed, counts as read — or its batches `batches`) with the
+/// per-source counts read for those batches. Every source rank is a GPU, so
+/// ranks past `topology`'s GPUs are an error, named before simulating.
+pub fn workload(
+    trace: LoadTrace,
+    by_source: Option<&Array4<f64>>,
+    batches: Range<usize>,
+    topology: Topology,
+) -> Result<Workload, CliError> {
+    let Some(by_source) = by_source else {
+        return Ok(Workload::new(trace));
+    };
+    let ranks = by_source.dim().2;
+    let gpus = topology.num_gpus();
+    if ranks > gpus {
+        return Err(moeplan::Error::Mismatch(format!(
+            "the trace's per-rank files go up to rank {}, but the plan's cluster ({topology}) \
+             has {gpus} GPUs, ranks 0..{}: every data-parallel rank is a GPU, so judge the \
+             plan on the cluster that recorded the trace",
+            ranks - 1,
+            gpus - 1
+        ))
+        .into());
     }
+    if batches.end > by_source.dim().0 || batches.start >= batches.end {
+        return Err(moeplan::Error::Argument(format!(
+            "batches {}..{} of a trace of {}",
+            batches.start,
+            batches.end,
+            by_source.dim().0
+        ))
+        .into());
+    }
+    let part = by_source.slice(s![batches, .., .., ..]).to_owned();
+    Ok(Workload::new(trace).with_sources(part)?)
 }
 
 /// The reading limit: what a file may expand to, not only its size on disk.
@@ -84,8 +143,11 @@ fn check_size(path: &Path, max_mib: u64) -> Result<(), CliError> {
 
 /// A folder: ESFT `expert_weights_<layer>.txt` files (token-level routing,
 /// batched into `--batch-tokens` tokens), or SGLang's per-rank
-/// `layer_id,expert_id,count` CSVs (summed over ranks).
-fn read_token_folder(dir: &Path, source: &SourceArgs) -> Result<LoadTrace, CliError> {
+/// `layer_id,expert_id,count` CSVs: each file's rank from its name
+/// (`rank<N>` anywhere in it, else the number it ends with:
+/// [`formats::sglang::rank_from_file_name`]), kept as per-source counts;
+/// when a name gives no rank, summed over files (even arrival assumed).
+fn read_token_folder(dir: &Path, source: &SourceArgs) -> Result<Loaded, CliError> {
     let in_dir = CliError::in_file(dir);
     let preset = model::preset(&source.token_model)?;
     let entries = std::fs::read_dir(dir).map_err(|e| CliError::Read {
@@ -113,15 +175,40 @@ fn read_token_folder(dir: &Path, source: &SourceArgs) -> Result<LoadTrace, CliEr
     }
     if files.is_empty() && !rank_csvs.is_empty() {
         rank_csvs.sort();
-        return formats::sglang::read_rank_csvs(&rank_csvs, None, &mut meter).map_err(in_dir);
+        if let Some((unnamed, _)) = rank_csvs
+            .iter()
+            .find(|(n, _)| formats::sglang::rank_from_file_name(n).is_none())
+        {
+            eprintln!(
+                "{}: {unnamed} does not name its rank (rank<N>.csv): the files are summed and \
+                 every rank is assumed to send an even share",
+                dir.display()
+            );
+            let trace =
+                formats::sglang::read_rank_csvs(&rank_csvs, None, &mut meter).map_err(in_dir)?;
+            return Ok(Loaded {
+                trace,
+                by_source: None,
+            });
+        }
+        let ranks = formats::sglang::read_rank_csvs_by_rank(&rank_csvs, None, &mut meter)
+            .map_err(in_dir)?;
+        return Ok(Loaded {
+            trace: ranks.trace,
+            by_source: Some(ranks.by_source),
+        });
     }
     let tokens = formats::esft::read_esft(&files, preset.experts, preset.top_k, &mut meter)
         .map_err(&in_dir)?;
-    Ok(tokens
+    let trace = tokens
         .to_load_trace_within(source.batch_tokens, &mut meter)
         .map_err(in_dir)?
         .with_model(preset.name)
-        .with_model_layers(preset.total_layers))
+        .with_model_layers(preset.total_layers);
+    Ok(Loaded {
+        trace,
+        by_source: None,
+    })
 }
 
 pub fn read_file(path: &Path) -> Result<Vec<u8>, CliError> {

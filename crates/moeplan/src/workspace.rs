@@ -71,11 +71,13 @@ pub struct Workspace {
 
 /// The dispatch rules the page offers, in its order: `even` (the
 /// evaluator's split, the default) first.
-pub const DISPATCH_RULES: [Rule; 5] = [
+pub const DISPATCH_RULES: [Rule; 7] = [
     Rule::Even,
     Rule::Vllm,
     Rule::SglangStatic(SglangVersion::Nearest),
     Rule::LocalFirst,
+    Rule::GraceWeighted,
+    Rule::GraceTopology,
     Rule::Optimal,
 ];
 
@@ -238,6 +240,10 @@ pub struct View {
     pub plans: Vec<PlanFigures>,
     /// Why a planner is missing.
     pub notes: Vec<String>,
+    /// The id of the focus planner (`craft`): the one the budget moves,
+    /// whose curve, load map and layer view these are.
+    #[serde(default)]
+    pub focus: String,
     /// CRAFT's replication factor used.
     pub replicas_per_gpu: usize,
     /// CRAFT's automatic choice.
@@ -262,7 +268,7 @@ impl Workspace {
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
     /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
     /// let v = ws.view(Some(2), 0)?;
-    /// assert_eq!(v.plans.len(), 3);
+    /// assert_eq!((v.plans[2].name.as_str(), v.focus.as_str()), ("craft", "craft"));
     /// assert_eq!(v.plans[1].label, "EPLB +8");
     /// assert_eq!(v.heat.len(), 16);
     /// # Ok::<(), moeplan::Error>(())
@@ -378,8 +384,23 @@ impl Workspace {
 
     /// The focus planner's (CRAFT's) plan for `replicas_per_gpu` (`None`:
     /// automatic).
-    pub fn craft_plan(&self, replicas_per_gpu: Option<usize>) -> Result<Plan> {
+    pub fn focus_plan(&self, replicas_per_gpu: Option<usize>) -> Result<Plan> {
         Ok(self.focus()?.plan(replicas_per_gpu)?.plan)
+    }
+
+    /// The focus planner: the one the budget moves, whose plan
+    /// [`Workspace::focus_plan`] and [`Workspace::export`] give.
+    ///
+    /// ```
+    /// use moeplan::workspace::{Cluster, Workspace};
+    /// use moeplan::{generator, model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
+    /// assert_eq!(ws.focus_id().map(|id| id.as_str()), Some("craft"));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn focus_id(&self) -> Option<PlannerId> {
+        self.entries.get(self.focus).map(|e| e.id)
     }
 
     /// The planners shown, in order, with why any of them could not plan.
@@ -390,7 +411,7 @@ impl Workspace {
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
     /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 6, groups: 1 })?;
     /// let ids: Vec<String> = ws.planners().iter().map(|(id, _)| id.to_string()).collect();
-    /// assert_eq!(ids, ["base", "eplb", "craft"]);
+    /// assert_eq!(ids[..3], ["base", "eplb", "craft"]); // then any planner added after CRAFT
     /// assert!(ws.planners()[0].1.is_some()); // 64 experts do not fill 6 GPUs evenly
     /// # Ok::<(), moeplan::Error>(())
     /// ```
@@ -484,6 +505,11 @@ impl Workspace {
             rule: rule.name().to_string(),
             plans,
             notes,
+            focus: self
+                .entries
+                .get(self.focus)
+                .map(|e| e.id.to_string())
+                .unwrap_or_default(),
             replicas_per_gpu: focus.budget.unwrap_or(0),
             auto_replicas_per_gpu: self.auto_r,
             curve: self.curve.clone(),
@@ -499,7 +525,7 @@ impl Workspace {
     /// plan that varies is padded to the closest such plan
     /// ([`Plan::padded_to_uniform`]) and the export says so.
     pub fn export(&self, replicas_per_gpu: Option<usize>, format: &str) -> Result<Export> {
-        let plan = self.craft_plan(replicas_per_gpu)?;
+        let plan = self.focus_plan(replicas_per_gpu)?;
         match format {
             "moeplan" => Ok(Export {
                 text: plan_json::write(
@@ -645,6 +671,23 @@ impl Workspace {
     }
 }
 
+/// The planner a workspace will most likely centre on, from the registry
+/// alone (before any trace is planned): the first that reads the loads with
+/// a budget in replicas per GPU. A workspace takes the first such planner
+/// that also traces a curve ([`View::focus`] says which it took), so front
+/// ends title the budget's controls with this one until a view arrives.
+///
+/// ```
+/// let p = moeplan::workspace::focus_planner().unwrap();
+/// assert_eq!((p.id().as_str(), p.display()), ("craft", "CRAFT"));
+/// ```
+pub fn focus_planner() -> Option<&'static dyn Planner> {
+    registry()
+        .iter()
+        .copied()
+        .find(|p| p.needs() == Needs::Counts && p.budget_unit() == Some(Unit::ReplicasPerGpu))
+}
+
 /// The planners a workspace shows: those that read the loads (the page is
 /// about balancing them; contiguous placement, which ignores them, is
 /// `compare`'s floor) and whose needs this workload meets.
@@ -742,7 +785,7 @@ mod tests {
         };
         let ws = Workspace::new(t, cluster).unwrap();
         let v = ws.view(Some(3), 0).unwrap();
-        let plan = ws.craft_plan(Some(3)).unwrap();
+        let plan = ws.focus_plan(Some(3)).unwrap();
         let sim = simulate(&ws.work, &Strategy::fixed(plan, Rule::Even), &ws.cost).unwrap();
         let (a, b) = (v.plans[2].traffic, PairTraffic::from(&sim.traffic));
         for (x, y) in [

@@ -17,16 +17,8 @@ use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-const ALL_RULES: [Rule; 8] = [
-    Rule::Even,
-    Rule::Vllm,
-    Rule::SglangStatic(SglangVersion::Nearest),
-    Rule::SglangStatic(SglangVersion::SameGpu),
-    Rule::SglangDynamic(SglangVersion::Nearest),
-    Rule::SglangDynamic(SglangVersion::SameGpu),
-    Rule::LocalFirst,
-    Rule::Optimal,
-];
+// Every rule, GRACE-MoE's two among them: each proptest below covers them.
+const ALL_RULES: [Rule; 10] = Rule::ALL;
 
 fn run(work: &Workload, plan: &Plan, rule: Rule) -> Report {
     simulate(
@@ -815,4 +807,320 @@ fn esft_sequences_on_ranks_replay_under_every_rule() {
         local[3],
         local[1]
     );
+}
+
+/// `tests/fixtures/sglang_ranks/`: SGLang per-rank CSVs (rank in the file
+/// name) and a 1 × 2 plan, worked out by hand in the folder's README. Rank
+/// 0 sends experts 0 (4) and 2 (8), rank 1 expert 1 (4); GPU 0 hosts 0 and
+/// 2, GPU 1 hosts 1 and 2.
+fn rank_fixture() -> (moeplan::formats::sglang::RankCounts, Plan) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir.join("sglang_ranks"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".csv"))
+        .map(|n| {
+            let bytes = std::fs::read(dir.join("sglang_ranks").join(&n)).unwrap();
+            (n, bytes)
+        })
+        .collect();
+    files.sort();
+    let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+    let ranks = moeplan::formats::sglang::read_rank_csvs_by_rank(&files, None, &mut meter).unwrap();
+    let plan = moeplan::formats::csv::read_plan_csv(
+        &std::fs::read(dir.join("sglang_ranks.plan.csv")).unwrap(),
+        Topology::new(1, 2).unwrap(),
+        3,
+    )
+    .unwrap();
+    (ranks, plan)
+}
+
+#[test]
+fn per_rank_csvs_keep_their_sources_and_sglang_static_routes_whole_ranks() {
+    let (ranks, plan) = rank_fixture();
+    assert_eq!(
+        ranks.ranks,
+        [0, 1],
+        "ranks from the names, not the timestamps"
+    );
+    assert_eq!(ranks.trace.layer_ids(), &[3]);
+    // rank × expert, as the README's table
+    let by_rank = ranks.by_source.slice(ndarray::s![0, 0, .., ..]).to_owned();
+    assert_eq!(by_rank, array![[4.0, 0.0, 8.0], [0.0, 4.0, 0.0]]);
+    let summed = ranks.trace.clone();
+    let even = Workload::new(summed.clone());
+    let sourced = ranks.workload().unwrap();
+    assert_eq!(sourced.sources(), "per-source counts");
+    let static_rule = Rule::SglangStatic(SglangVersion::Nearest);
+
+    // Even arrival: expert 2's 8 pairs split 4 / 4 (each rank keeps its
+    // half home): loads 8 / 8. Experts 0 and 1 come half from the other GPU.
+    let r = run(&even, &plan, static_rule);
+    assert_eq!((r.balancedness, r.imbalance_ratio), (1.0, 1.0));
+    assert_eq!((r.traffic.local, r.traffic.intra_node), (12.0, 4.0));
+
+    // Real sources: rank 0's 12 pairs all stay on GPU 0 (it hosts 0 and 2),
+    // rank 1's 4 on GPU 1: loads 12 / 4, mean 8.
+    let r = run(&sourced, &plan, static_rule);
+    assert_eq!(r.balancedness, 8.0 / 12.0);
+    assert_eq!(r.imbalance_ratio, 12.0 / 8.0);
+    assert_eq!(
+        (r.traffic.local, r.traffic.intra_node, r.traffic.cross_node),
+        (16.0, 0.0, 0.0)
+    );
+    assert_eq!(r.sources, "per-source counts");
+
+    // The even split ignores where tokens come from for balance, not for
+    // traffic: rank 0 sends half of its expert-2 pairs to GPU 1.
+    let r = run(&sourced, &plan, Rule::Even);
+    assert_eq!(r.balancedness, 1.0);
+    assert_eq!((r.traffic.local, r.traffic.intra_node), (12.0, 4.0));
+    // The summed trace is the one the summing reader gives.
+    let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+    let files: Vec<(String, Vec<u8>)> = vec![
+        (
+            "a.csv".into(),
+            b"layer_id,expert_id,count\n3,0,4\n3,2,8\n".to_vec(),
+        ),
+        (
+            "b.csv".into(),
+            b"layer_id,expert_id,count\n3,1,4\n".to_vec(),
+        ),
+    ];
+    let plain = moeplan::formats::sglang::read_rank_csvs(&files, None, &mut meter).unwrap();
+    assert_eq!(plain.counts(), summed.counts());
+}
+
+#[test]
+fn per_rank_sources_past_the_cluster_are_refused() {
+    let (ranks, _) = rank_fixture();
+    let trace = ranks.trace.clone();
+    let work = ranks.workload().unwrap();
+    // Two source ranks on one GPU: an error naming both counts, no panic.
+    let one = planners::contiguous(&trace, Topology::new(1, 1).unwrap()).unwrap();
+    let e = simulate(
+        &work,
+        &Strategy::fixed(one, Rule::SglangStatic(SglangVersion::Nearest)),
+        &CostModel::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("2 source ranks") && e.contains("1 GPUs"), "{e}");
+}
+
+/// `format!("{x:.4}")` must be the README's cell: figures are pinned to
+/// the precision they are printed at.
+fn printed(what: &str, x: f64, cell: &str) {
+    assert_eq!(format!("{x:.4}"), cell, "{what}: {x}");
+}
+
+/// The simulator under `Even` on `plan` (even arrival, as every README
+/// figure assumes) equals `evaluate` bit for bit, and both print as the
+/// README's cells `balancedness` and, where the table has one, `imbalance`.
+fn pinned(
+    what: &str,
+    trace: &LoadTrace,
+    plan: &Plan,
+    balancedness: &str,
+    imbalance: Option<&str>,
+) -> moeplan::EvalReport {
+    let want = evaluate(trace, plan).unwrap();
+    let got = run(&Workload::new(trace.clone()), plan, Rule::Even);
+    assert_eq!(got.balancedness, want.balancedness, "{what}");
+    assert_eq!(got.imbalance_ratio, want.imbalance_ratio, "{what}");
+    assert_eq!(got.per_layer, want.per_layer, "{what}");
+    printed(what, got.balancedness, balancedness);
+    if let Some(cell) = imbalance {
+        printed(what, got.imbalance_ratio, cell);
+    }
+    want
+}
+
+fn craft_plan(trace: &LoadTrace, topo: Topology, refine: bool, r: usize) -> Plan {
+    use moeplan::planners::craft::{Budget, Craft, CraftOptions};
+    let options = CraftOptions {
+        refine,
+        ..Default::default()
+    };
+    Craft::prepare(trace, topo, &options)
+        .unwrap()
+        .plan(Budget::ReplicasPerGpu(r))
+        .unwrap()
+        .plan
+}
+
+/// README, "Results on real data", "CRAFT against EPLB on real data" and
+/// the `even` rows of "Under the engines' dispatch rules": the figures
+/// printed for `prefill_in4096.json` before the simulator existed, computed
+/// again through it. The cells below are copied from the README tables
+/// (an independent record: they were printed by `evaluate`, so a change to
+/// the replay, a planner or the reader that moves any of them fails here).
+#[test]
+fn readme_prefill_in4096_figures_are_reproduced_under_even() {
+    let Some(trace) = common::read_shared_trace("sglang-deepseek-v3/prefill_in4096.json") else {
+        return;
+    };
+    let one = Topology::new(1, 64).unwrap();
+    // "Results on real data": 1 × 64, 1 group.
+    let r = pinned(
+        "contiguous",
+        &trace,
+        &planners::contiguous(&trace, one).unwrap(),
+        "0.3018",
+        Some("3.7703"),
+    );
+    assert_eq!((r.replicas, r.slots_per_gpu_max), (0, 232));
+    for (k, bal, ir, replicas, slots, dups) in [
+        (0, "0.5165", "2.1131", 0, 232, 0),
+        (64, "0.9845", "1.0158", 3_712, 290, 29),
+        (128, "0.9845", "1.0159", 7_424, 348, 62),
+        (192, "0.9838", "1.0165", 11_136, 406, 121),
+        (256, "0.9864", "1.0139", 14_848, 464, 172),
+    ] {
+        let (plan, _) = common::eplb_on_64(&trace, k);
+        let r = pinned(&format!("EPLB +{k}"), &trace, &plan, bal, Some(ir));
+        assert_eq!(
+            (r.replicas, r.slots_per_gpu_max, r.same_gpu_duplicates),
+            (replicas, slots, dups),
+            "EPLB +{k}"
+        );
+        if k == 64 {
+            printed("EPLB +64 bound", r.bound, "1.0000");
+        }
+    }
+    // "CRAFT against EPLB": BASE's bound, then CRAFT at each R, refined
+    // (the default) and with the paper's placement, with the bound.
+    let base = planners::base(&trace, one, 1).unwrap();
+    let r = pinned("BASE", &trace, &base, "0.5165", None);
+    printed("BASE bound", r.bound, "0.5470");
+    for (rpg, refined, paper, bound) in [
+        (1, "0.6628", "0.6556", "0.7146"),
+        (2, "0.7295", "0.7159", "0.7843"),
+        (4, "0.8233", "0.8003", "0.8806"),
+        (8, "0.9411", "0.8965", "0.9892"),
+        (16, "0.9975", "0.9443", "1.0000"),
+    ] {
+        let what = format!("CRAFT R = {rpg}");
+        let r = pinned(
+            &what,
+            &trace,
+            &craft_plan(&trace, one, true, rpg),
+            refined,
+            None,
+        );
+        assert_eq!(r.replicas, 64 * rpg, "{what}");
+        printed(&format!("{what} bound"), r.bound, bound);
+        let what = format!("{what}, --no-refine");
+        pinned(
+            &what,
+            &trace,
+            &craft_plan(&trace, one, false, rpg),
+            paper,
+            None,
+        );
+    }
+    // "Under the engines' dispatch rules", `even` rows on 8 × 8, 8 groups
+    // (the 1 × 64 rows are the figures above).
+    let eight = Topology::new(8, 8).unwrap();
+    let eplb = planners::eplb(
+        &trace,
+        eight,
+        planners::EplbConfig {
+            redundant_experts: 64,
+            groups: 8,
+        },
+    )
+    .unwrap();
+    for (what, plan, bal, ir) in [
+        (
+            "8 × 8 BASE",
+            planners::base(&trace, eight, 8).unwrap(),
+            "0.4364",
+            "2.4869",
+        ),
+        ("8 × 8 EPLB +64", eplb, "0.5292", "2.1137"),
+        (
+            "8 × 8 CRAFT R = 8",
+            craft_plan(&trace, eight, true, 8),
+            "0.9411",
+            "1.0661",
+        ),
+    ] {
+        pinned(what, &trace, &plan, bal, Some(ir));
+    }
+}
+
+/// README, "Balancedness on all six dumps": the columns that need no
+/// dispatch rule — BASE (one copy per expert: every rule gives it the same)
+/// and EPLB +64 / CRAFT R = 8 under `vllm`, which under even arrival is
+/// the even split — pinned under `Even` and compared with `Vllm`.
+#[test]
+fn readme_six_dump_figures_are_reproduced_under_even() {
+    let rows = [
+        (
+            "decode_in1000out1000",
+            ["0.6738", "0.9792", "0.9734"],
+            ["0.4993", "0.5250", "0.9734"],
+        ),
+        (
+            "decode_in500out1500",
+            ["0.6569", "0.9802", "0.9594"],
+            ["0.4874", "0.5111", "0.9594"],
+        ),
+        (
+            "prefill_in1024",
+            ["0.6098", "0.9817", "0.9819"],
+            ["0.5057", "0.6151", "0.9819"],
+        ),
+        (
+            "prefill_in2000out100",
+            ["0.5580", "0.9841", "0.9599"],
+            ["0.4720", "0.5696", "0.9599"],
+        ),
+        (
+            "prefill_in4096",
+            ["0.5165", "0.9845", "0.9411"],
+            ["0.4364", "0.5292", "0.9411"],
+        ),
+        (
+            "prefill_in512",
+            ["0.6484", "0.9780", "0.9891"],
+            ["0.5282", "0.6558", "0.9891"],
+        ),
+    ];
+    for (file, on_64, on_8x8) in rows {
+        let Some(trace) = common::read_shared_trace(&format!("sglang-deepseek-v3/{file}.json"))
+        else {
+            return;
+        };
+        for ((nodes, gpn, groups), cells) in [((1, 64, 1), on_64), ((8, 8, 8), on_8x8)] {
+            let topo = Topology::new(nodes, gpn).unwrap();
+            let eplb = planners::eplb(
+                &trace,
+                topo,
+                planners::EplbConfig {
+                    redundant_experts: 64,
+                    groups,
+                },
+            )
+            .unwrap();
+            let plans = [
+                planners::base(&trace, topo, groups).unwrap(),
+                eplb,
+                craft_plan(&trace, topo, true, 8),
+            ];
+            for ((name, plan), cell) in ["BASE", "EPLB +64", "CRAFT R = 8"]
+                .iter()
+                .zip(plans)
+                .zip(cells)
+            {
+                let what = format!("{file} {nodes} × {gpn} {name}");
+                let r = pinned(&what, &trace, &plan, cell, None);
+                let vllm = run(&Workload::new(trace.clone()), &plan, Rule::Vllm);
+                assert_eq!(vllm.balancedness, r.balancedness, "{what} vllm");
+            }
+        }
+    }
 }

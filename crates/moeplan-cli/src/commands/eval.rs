@@ -3,18 +3,19 @@
 
 use moeplan::formats::plan_any::{PlanContext, PlanFileFormat, detect_plan, read_any_plan};
 use moeplan::formats::plan_json::PlanMeta;
-use moeplan::sim::Workload;
 use moeplan::{LoadTrace, Plan};
 
 use super::place_in_model;
 use crate::args::EvalArgs;
 use crate::error::CliError;
-use crate::io::{budget, emit, load_trace, progress_bar, read_limited, spin};
+use crate::io::{Loaded, budget, emit, load, progress_bar, read_limited, spin, workload};
 use crate::judge::{Cost, judge};
 use crate::report;
 
 pub fn run(args: EvalArgs) -> Result<(), CliError> {
-    let trace = load_trace(&args.trace)?;
+    // Per-rank files keep their sources: SGLang's static rule routes whole
+    // ranks, so where tokens come from changes the balance it gets.
+    let Loaded { trace, by_source } = load(&args.trace)?;
     let max_mib = args.trace.source.max_trace_mib;
     let bytes = read_limited(&args.plan, max_mib)?;
     let in_plan = CliError::in_file(&args.plan);
@@ -48,12 +49,14 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
     } else {
         args.holdout.or(meta.holdout)
     };
-    let (evaluated, scope) = match holdout {
+    let all = trace.num_batches();
+    let (evaluated, batches, scope) = match holdout {
         Some(h) => {
             let split = trace.holdout_split(h)?;
             let cut = split.plan.num_batches();
             (
                 split.eval,
+                cut..all,
                 format!(
                     "held-out: batches {cut}..{} (planned on 0..{cut})",
                     trace.num_batches()
@@ -61,13 +64,13 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
             )
         }
         None => {
-            let scope = format!("in-sample: all {} batch(es)", trace.num_batches());
-            (trace, scope)
+            let scope = format!("in-sample: all {all} batch(es)");
+            (trace, 0..all, scope)
         }
     };
     let rule = args.dispatch.rule();
     let bar = progress_bar(evaluated.num_layers(), "replaying");
-    let work = Workload::new(evaluated);
+    let work = workload(evaluated, by_source.as_ref(), batches, plan.topology())?;
     let judged = judge(&work, &plan, rule, &cost, |done, total| {
         bar.set_position(done as u64);
         if done == total {

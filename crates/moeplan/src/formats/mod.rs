@@ -5,7 +5,7 @@
 //! | SGLang expert-distribution JSON (`logical_count`) | [`sglang::read_expert_distribution`] | — |
 //! | SGLang `--init-expert-location` JSON | [`sglang::read_init_expert_location`] | [`sglang::write_init_expert_location`] |
 //! | wide per-batch CSV (HarMoEny) | [`csv::read_wide_csv`] | — |
-//! | SGLang legacy per-rank CSV `layer_id,expert_id,count` | [`sglang::read_rank_csvs`] | — |
+//! | SGLang legacy per-rank CSV `layer_id,expert_id,count` | [`sglang::read_rank_csvs`] (summed), [`sglang::read_rank_csvs_by_rank`] (per-source counts) | — |
 //! | vLLM EPLB load window + physical→logical map | [`vllm::read_load_window`] | — |
 //! | SGLang `torch.save` dumps (`.pt`, stat and per-pass modes) | [`torch::read_pt`] | — |
 //! | moeplan trace JSON | [`trace_json::read`] | [`trace_json::write`] |

@@ -4,17 +4,22 @@
 //!   whole-run total) or `[N][L][E]` (N recorded steps, read as batches).
 //!   Layers whose counts are all zero are dense layers and are dropped; the
 //!   others keep their row index as layer id, so plans map back to the model.
+//! - Reading: the legacy per-rank CSVs (`layer_id,expert_id,count`, one file
+//!   per rank), summed ([`read_rank_csvs`]) or with each rank's counts kept
+//!   as the simulator's per-source counts ([`read_rank_csvs_by_rank`]; the
+//!   rank is read from the file's name, [`rank_from_file_name`]).
 //! - Writing: the `--init-expert-location` JSON,
 //!   `{"physical_to_logical_map": [[...]]}`, one row per model layer (dense
 //!   ones included: SGLang indexes rows by layer), each row the logical
 //!   expert of every physical slot, GPU-major.
 
-use ndarray::Array3;
+use ndarray::{Array3, Array4, Axis};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::plan::Plan;
+use crate::sim::Workload;
 use crate::trace::LoadTrace;
 
 const FORMAT: &str = "SGLang expert-distribution JSON";
@@ -166,7 +171,7 @@ struct InitExpertLocation {
 ///
 /// ```
 /// use moeplan::{formats::sglang, planners::eplb, LoadTrace, Topology};
-/// use ndarray::Array3;
+/// use ndarray::{Array3, Array4, Axis};
 /// let trace = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![1])?;
 /// let plan = eplb::base(&trace, Topology::new(1, 2)?, 1)?;
 /// let json = sglang::write_init_expert_location(&plan, Some(2))?;
@@ -259,6 +264,7 @@ pub fn read_init_expert_location(
 /// SGLang's legacy per-rank expert-count CSVs (`layer_id,expert_id,count`,
 /// one file per rank): summed over ranks into one batch. Experts that never
 /// appear get 0; `num_experts` fixes the count (default: highest id + 1).
+/// [`read_rank_csvs_by_rank`] keeps each rank's counts apart.
 ///
 /// ```
 /// let r0 = (String::from("rank0.csv"), b"layer_id,expert_id,count\n3,0,5\n3,1,2\n".to_vec());
@@ -274,67 +280,14 @@ pub fn read_rank_csvs(
     num_experts: Option<usize>,
     meter: &mut crate::Meter,
 ) -> Result<LoadTrace> {
-    const F: &str = "SGLang per-rank CSV";
     let mut cells: std::collections::BTreeMap<(u32, u32), f64> = Default::default();
     for (name, bytes) in files {
-        let mut reader = ::csv::ReaderBuilder::new().from_reader(bytes.as_slice());
-        let header = reader
-            .headers()
-            .map_err(|e| Error::parse(F, format!("{name}: {e}")))?
-            .clone();
-        if header.iter().map(str::trim).collect::<Vec<_>>() != ["layer_id", "expert_id", "count"] {
-            return Err(Error::parse(
-                F,
-                format!("{name}: header must be layer_id,expert_id,count"),
-            ));
-        }
-        for (i, rec) in reader.records().enumerate() {
-            let rec = rec.map_err(|e| Error::parse(F, format!("{name}, line {}: {e}", i + 2)))?;
-            let id = |k: usize| -> Result<u32> {
-                rec[k].trim().parse().map_err(|_| {
-                    Error::parse(
-                        F,
-                        format!(
-                            "{name}, line {}: {:?} is not a whole number",
-                            i + 2,
-                            &rec[k]
-                        ),
-                    )
-                })
-            };
-            let c: f64 = rec[2].trim().parse().map_err(|_| {
-                Error::parse(
-                    F,
-                    format!(
-                        "{name}, line {}: count {:?} is not a number",
-                        i + 2,
-                        &rec[2]
-                    ),
-                )
-            })?;
-            let (l, e) = (id(0)?, id(1)?);
-            if e as usize >= crate::trace::MAX_EXPERTS {
-                return Err(Error::parse(
-                    F,
-                    format!("{name}, line {}: expert {e} is out of range", i + 2),
-                ));
-            }
+        for_each_count(name, bytes, |l, e, c| {
             *cells.entry((l, e)).or_insert(0.0) += c;
-        }
+            Ok(())
+        })?;
     }
-    if cells.is_empty() {
-        return Err(Error::parse(F, "no counts"));
-    }
-    let max_e = cells.keys().map(|&(_, e)| e as usize).max().unwrap_or(0);
-    let e = num_experts.unwrap_or(max_e + 1);
-    if e <= max_e {
-        return Err(Error::parse(
-            F,
-            format!("expert {max_e} appears but there are {e} experts"),
-        ));
-    }
-    let mut layers: Vec<u32> = cells.keys().map(|&(l, _)| l).collect();
-    layers.dedup();
+    let (layers, e) = grid(cells.keys().copied(), num_experts)?;
     // A few sparse lines can name a huge layer × expert grid.
     meter.values(
         (layers.len() as u64).saturating_mul(e as u64),
@@ -348,4 +301,260 @@ pub fn read_rank_csvs(
         }
     }
     LoadTrace::new(counts, layers)
+}
+
+const RANK_CSV: &str = "SGLang per-rank CSV";
+
+/// SGLang's per-rank CSVs read with each file's rank kept: what the
+/// simulator needs to replay rank-by-rank dispatch (SGLang's `static` rule
+/// sends all of one rank's tokens for an expert to one copy).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankCounts {
+    /// The counts summed over ranks: one batch, the layers the files name.
+    pub trace: LoadTrace,
+    /// `1 × L × S × E`: the tokens rank `s` routed to each expert. `S` is
+    /// the highest rank + 1; a rank with no file sent nothing.
+    pub by_source: Array4<f64>,
+    /// The ranks that had a file, ascending.
+    pub ranks: Vec<u32>,
+}
+
+impl RankCounts {
+    /// The simulator's workload: the summed counts with per-source counts.
+    ///
+    /// ```
+    /// let f = |n: &str, t: &str| (n.to_string(), t.as_bytes().to_vec());
+    /// let files = [f("rank1.csv", "layer_id,expert_id,count\n0,0,3\n")];
+    /// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+    /// let w = moeplan::formats::sglang::read_rank_csvs_by_rank(&files, None, &mut meter)?.workload()?;
+    /// assert_eq!((w.num_sources(), w.sources()), (Some(2), "per-source counts"));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn workload(self) -> Result<Workload> {
+        Workload::new(self.trace).with_sources(self.by_source)
+    }
+}
+
+/// The rank a per-rank file's name gives (any folders before the last `/`
+/// or `\\` ignored):
+/// 1. the digits right after the last `rank` in the name, any case
+///    (`rank3.csv`, `decode_rank3.csv`, SGLang's own
+///    `expert_distribution_rank3_timestamp1744347750.37.csv` — whose
+///    timestamp must not be read as the rank);
+/// 2. else the digits the name ends with before its extension (`3.csv`,
+///    `counts-03.csv`);
+/// 3. else none.
+///
+/// ```
+/// use moeplan::formats::sglang::rank_from_file_name as rank;
+/// assert_eq!(rank("expert_distribution_rank12_timestamp1744347750.37.csv"), Some(12));
+/// assert_eq!(rank("dumps/decode_Rank3.csv"), Some(3));
+/// assert_eq!(rank("counts-07.csv"), Some(7));
+/// assert_eq!(rank("counts.csv"), None);
+/// ```
+pub fn rank_from_file_name(name: &str) -> Option<u32> {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    let lower = base.to_ascii_lowercase();
+    let digits = |s: &str| -> Option<u32> {
+        let d: &str = &s[..s.bytes().take_while(u8::is_ascii_digit).count()];
+        if d.is_empty() { None } else { d.parse().ok() }
+    };
+    if let Some(r) = lower
+        .match_indices("rank")
+        .filter_map(|(i, w)| lower.get(i + w.len()..))
+        .filter_map(digits)
+        .last()
+    {
+        return Some(r);
+    }
+    let stem = match base.rfind('.') {
+        Some(i) if i > 0 => &base[..i],
+        _ => base,
+    };
+    let tail = stem.bytes().rev().take_while(u8::is_ascii_digit).count();
+    digits(&stem[stem.len() - tail..])
+}
+
+/// SGLang's per-rank CSVs with each file's rank kept apart: the rank comes
+/// from the file's name ([`rank_from_file_name`]; a name that gives none is
+/// an error, so is a rank two files share, or one at or past
+/// [`crate::topology::MAX_GPUS`]). Counts within a file add up; the summed
+/// trace is [`read_rank_csvs`]'s. Whether the ranks fit a cluster is the
+/// simulator's check (every source rank is a GPU).
+///
+/// SGLang wrote these files from each rank's own `select_experts` (its
+/// tokens' top-k): under data-parallel attention a rank counts the tokens
+/// it routes, which is what a source is. Under plain tensor parallelism
+/// every rank routes every token and all files are alike.
+///
+/// ```
+/// let f = |n: &str, t: &str| (n.to_string(), t.as_bytes().to_vec());
+/// let files = [
+///     f("rank0.csv", "layer_id,expert_id,count\n3,0,5\n3,1,2\n"),
+///     f("rank2.csv", "layer_id,expert_id,count\n3,1,4\n"),
+/// ];
+/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let r = moeplan::formats::sglang::read_rank_csvs_by_rank(&files, None, &mut meter)?;
+/// assert_eq!(r.by_source.dim(), (1, 1, 3, 2)); // ranks 0..=2, rank 1 sent nothing
+/// assert_eq!((r.by_source[[0, 0, 2, 1]], r.trace.counts()[[0, 0, 1]]), (4.0, 6.0));
+/// assert_eq!(r.ranks, [0, 2]);
+/// let twice = [f("rank2.csv", "layer_id,expert_id,count\n3,1,4\n"), f("x_rank2.csv", "layer_id,expert_id,count\n3,1,4\n")];
+/// assert!(moeplan::formats::sglang::read_rank_csvs_by_rank(&twice, None, &mut meter).is_err());
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn read_rank_csvs_by_rank(
+    files: &[(String, Vec<u8>)],
+    num_experts: Option<usize>,
+    meter: &mut crate::Meter,
+) -> Result<RankCounts> {
+    let mut ranks: Vec<(u32, &str)> = Vec::with_capacity(files.len());
+    for (name, _) in files {
+        let rank = rank_from_file_name(name).ok_or_else(|| {
+            Error::parse(
+                RANK_CSV,
+                format!(
+                    "{name}: cannot tell its rank: name per-rank files rank<N>.csv (or ending in the rank number)"
+                ),
+            )
+        })?;
+        if rank as usize >= crate::topology::MAX_GPUS {
+            return Err(Error::parse(
+                RANK_CSV,
+                format!(
+                    "{name}: rank {rank} is past the {} GPUs a cluster may have",
+                    crate::topology::MAX_GPUS
+                ),
+            ));
+        }
+        if let Some((_, other)) = ranks.iter().find(|(r, _)| *r == rank) {
+            return Err(Error::parse(
+                RANK_CSV,
+                format!("{other} and {name} both hold rank {rank}"),
+            ));
+        }
+        ranks.push((rank, name));
+    }
+    // (rank, layer, expert) → count; every entry charged before it is made.
+    let mut cells: std::collections::BTreeMap<(u32, u32, u32), f64> = Default::default();
+    for ((name, bytes), &(rank, _)) in files.iter().zip(&ranks) {
+        for_each_count(name, bytes, |l, e, c| {
+            match cells.entry((rank, l, e)) {
+                std::collections::btree_map::Entry::Occupied(mut o) => *o.get_mut() += c,
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    meter.values(1, 32, "the per-rank counts")?;
+                    v.insert(c);
+                }
+            }
+            Ok(())
+        })?;
+    }
+    let (layers, e) = grid(cells.keys().map(|&(_, l, e)| (l, e)), num_experts)?;
+    let s_n = ranks
+        .iter()
+        .map(|&(r, _)| r as usize + 1)
+        .max()
+        .unwrap_or(1);
+    // The counts per source and their sum over sources.
+    meter.values(
+        (layers.len() as u64)
+            .saturating_mul(e as u64)
+            .saturating_mul(s_n as u64 + 1),
+        8,
+        "the rank × layer × expert counts",
+    )?;
+    let mut by_source = Array4::zeros((1, layers.len(), s_n, e));
+    for (&(s, l, x), &c) in &cells {
+        if let Ok(li) = layers.binary_search(&l) {
+            by_source[[0, li, s as usize, x as usize]] = c;
+        }
+    }
+    let trace = LoadTrace::new(by_source.sum_axis(Axis(2)), layers)?;
+    let mut ranks: Vec<u32> = ranks.into_iter().map(|(r, _)| r).collect();
+    ranks.sort_unstable();
+    Ok(RankCounts {
+        trace,
+        by_source,
+        ranks,
+    })
+}
+
+/// The layers named (ascending) and the expert count: `num_experts`, else
+/// the highest expert id + 1.
+fn grid(
+    cells: impl Iterator<Item = (u32, u32)>,
+    num_experts: Option<usize>,
+) -> Result<(Vec<u32>, usize)> {
+    let mut layers = Vec::new();
+    let mut max_e = None;
+    for (l, e) in cells {
+        layers.push(l);
+        max_e = max_e.max(Some(e as usize));
+    }
+    let Some(max_e) = max_e else {
+        return Err(Error::parse(RANK_CSV, "no counts"));
+    };
+    let e = num_experts.unwrap_or(max_e + 1);
+    if e <= max_e {
+        return Err(Error::parse(
+            RANK_CSV,
+            format!("expert {max_e} appears but there are {e} experts"),
+        ));
+    }
+    layers.sort_unstable();
+    layers.dedup();
+    Ok((layers, e))
+}
+
+/// Calls `each(layer, expert, count)` for every line of one per-rank CSV.
+fn for_each_count(
+    name: &str,
+    bytes: &[u8],
+    mut each: impl FnMut(u32, u32, f64) -> Result<()>,
+) -> Result<()> {
+    const F: &str = RANK_CSV;
+    let mut reader = ::csv::ReaderBuilder::new().from_reader(bytes);
+    let header = reader
+        .headers()
+        .map_err(|e| Error::parse(F, format!("{name}: {e}")))?
+        .clone();
+    if header.iter().map(str::trim).collect::<Vec<_>>() != ["layer_id", "expert_id", "count"] {
+        return Err(Error::parse(
+            F,
+            format!("{name}: header must be layer_id,expert_id,count"),
+        ));
+    }
+    for (i, rec) in reader.records().enumerate() {
+        let rec = rec.map_err(|e| Error::parse(F, format!("{name}, line {}: {e}", i + 2)))?;
+        let id = |k: usize| -> Result<u32> {
+            rec[k].trim().parse().map_err(|_| {
+                Error::parse(
+                    F,
+                    format!(
+                        "{name}, line {}: {:?} is not a whole number",
+                        i + 2,
+                        &rec[k]
+                    ),
+                )
+            })
+        };
+        let c: f64 = rec[2].trim().parse().map_err(|_| {
+            Error::parse(
+                F,
+                format!(
+                    "{name}, line {}: count {:?} is not a number",
+                    i + 2,
+                    &rec[2]
+                ),
+            )
+        })?;
+        let (l, e) = (id(0)?, id(1)?);
+        if e as usize >= crate::trace::MAX_EXPERTS {
+            return Err(Error::parse(
+                F,
+                format!("{name}, line {}: expert {e} is out of range", i + 2),
+            ));
+        }
+        each(l, e, c)?;
+    }
+    Ok(())
 }
