@@ -30,7 +30,9 @@ pub enum Command {
     Gen {
         #[command(flatten)]
         source: GenArgs,
-        /// Where to write the trace JSON.
+        #[command(flatten)]
+        tokens: TokenGenArgs,
+        /// Where to write the trace JSON (with --tokens: a folder).
         #[arg(long)]
         out: PathBuf,
     },
@@ -81,6 +83,20 @@ pub struct GenArgs {
     /// Random seed; the same seed gives the same trace.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
+}
+
+/// `gen --tokens`: a token-level trace instead of per-batch counts.
+#[derive(Args, Clone)]
+pub struct TokenGenArgs {
+    /// Generate this many tokens' routing (top-k experts per MoE layer, with
+    /// planted co-activation) and write an ESFT folder
+    /// (expert_weights_<layer>.txt) that --trace reads back.
+    #[arg(long, conflicts_with_all = ["batches", "tokens_per_batch"])]
+    pub tokens: Option<usize>,
+    /// With --tokens: data-parallel ranks the tokens come from (whole
+    /// sequences dealt round-robin, one line of the folder's files each).
+    #[arg(long, default_value_t = 8, requires = "tokens")]
+    pub ranks: usize,
 }
 
 #[derive(Args, Clone)]
@@ -180,6 +196,8 @@ pub enum Dispatch {
     GraceWeighted,
     /// GRACE-MoE's topology-aware routing: own GPU's copy, else the node's copies, else all, weighted as grace-weighted.
     GraceTopology,
+    /// Libra's token rebalancer (Algorithm 2): local pairs stay, remote pairs of replicated experts move from the busiest GPU to the least-loaded copy until within 5 % of the mean.
+    LibraRebalance,
     /// Per batch and layer the split that minimises the busiest GPU: no dispatch does better.
     Optimal,
 }
@@ -196,6 +214,9 @@ impl Dispatch {
             Dispatch::LocalFirst => Rule::LocalFirst,
             Dispatch::GraceWeighted => Rule::GraceWeighted,
             Dispatch::GraceTopology => Rule::GraceTopology,
+            Dispatch::LibraRebalance => Rule::Libra {
+                tolerance_percent: moeplan::sim::DEFAULT_TOLERANCE_PERCENT,
+            },
             Dispatch::Optimal => Rule::Optimal,
         }
     }

@@ -142,6 +142,14 @@ impl LoadTrace {
     }
 
     /// The model's id of each MoE layer.
+    ///
+    /// ```
+    /// use moeplan::TokenTrace;
+    /// use ndarray::array;
+    /// let t = TokenTrace::new(4, vec![3, 5], vec![array![[0, 1]], array![[2, 3]]], vec![0])?;
+    /// assert_eq!((t.layer_ids(), t.num_layers(), t.num_experts()), (&[3, 5][..], 2, 4));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
     pub fn layer_ids(&self) -> &[u32] {
         &self.layer_ids
     }
@@ -509,6 +517,29 @@ impl TokenTrace {
             routes,
             source_rank,
         })
+    }
+
+    /// Routed experts per layer.
+    pub fn num_experts(&self) -> usize {
+        self.num_experts
+    }
+
+    /// MoE layers.
+    pub fn num_layers(&self) -> usize {
+        self.layer_ids.len()
+    }
+
+    /// The model's id of each MoE layer.
+    ///
+    /// ```
+    /// use moeplan::TokenTrace;
+    /// use ndarray::array;
+    /// let t = TokenTrace::new(4, vec![3, 5], vec![array![[0, 1]], array![[2, 3]]], vec![0])?;
+    /// assert_eq!((t.layer_ids(), t.num_layers(), t.num_experts()), (&[3, 5][..], 2, 4));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn layer_ids(&self) -> &[u32] {
+        &self.layer_ids
     }
 
     /// Tokens in the trace.

@@ -20,7 +20,11 @@ use crate::report;
 
 pub fn run(command: Command) -> Result<(), CliError> {
     match command {
-        Command::Gen { source, out } => gen_trace::run(&source, &out),
+        Command::Gen {
+            source,
+            tokens,
+            out,
+        } => gen_trace::run(&source, &tokens, &out),
         Command::Inspect {
             trace,
             source,
