@@ -6,12 +6,12 @@ use std::ops::Range;
 use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use moeplan::LoadTrace;
 use moeplan::formats::{self, ReadOptions};
 use moeplan::generator::{GenConfig, generate};
 use moeplan::model;
-use moeplan::sim::Workload;
+use moeplan::sim::{Rule, Workload};
 use moeplan::topology::Topology;
+use moeplan::{LoadTrace, Meter, TokenTrace};
 use ndarray::{Array4, s};
 
 use crate::args::{GenArgs, SourceArgs, TraceArgs};
@@ -33,8 +33,35 @@ pub fn generated(g: &GenArgs) -> Result<LoadTrace, moeplan::Error> {
 /// A trace as read, with where its tokens came from when the input says.
 pub struct Loaded {
     pub trace: LoadTrace,
+    pub sources: Sources,
+}
+
+/// Where a trace's tokens came from, as far as the input records it.
+pub enum Sources {
+    /// Not recorded: the simulator assumes even arrival and says so.
+    Even,
     /// SGLang per-rank CSVs: the counts per source rank, `B × L × S × E`.
-    pub by_source: Option<Array4<f64>>,
+    Counts(Array4<f64>),
+    /// An ESFT folder: every token's route, its source its sequence (the
+    /// line it is on), cut into the trace's batches of `batch_tokens`
+    /// consecutive tokens. `meter` is the folder's reading budget as left
+    /// after reading: what a workload copies is charged to it.
+    Tokens {
+        tokens: TokenTrace,
+        batch_tokens: usize,
+        meter: Meter,
+    },
+}
+
+impl Sources {
+    /// Source ranks recorded, when the input fixes them (ESFT sequences are
+    /// dealt to whatever GPUs the cluster has, so they always fit).
+    fn ranks(&self) -> Option<usize> {
+        match self {
+            Sources::Counts(a) => Some(a.dim().2),
+            Sources::Even | Sources::Tokens { .. } => None,
+        }
+    }
 }
 
 /// The trace alone (counts; sources, if read, dropped: even arrival).
@@ -42,7 +69,7 @@ pub fn load_trace(args: &TraceArgs) -> Result<LoadTrace, CliError> {
     load(args).map(|l| l.trace)
 }
 
-/// The trace and, where the input records them, its per-source counts.
+/// The trace and, where the input records them, its sources.
 pub fn load(args: &TraceArgs) -> Result<Loaded, CliError> {
     let trace = match &args.trace {
         Some(path) if path.is_dir() => return read_token_folder(path, &args.source),
@@ -68,23 +95,124 @@ pub fn load(args: &TraceArgs) -> Result<Loaded, CliError> {
     };
     Ok(Loaded {
         trace,
-        by_source: None,
+        sources: Sources::Even,
     })
 }
 
 /// What the simulator replays: `trace` (the one read, placed in a model —
 /// layer ids renamed, counts as read — or its batches `batches`) with the
-/// per-source counts read for those batches. Every source rank is a GPU, so
-/// ranks past `topology`'s GPUs are an error, named before simulating.
+/// sources read for those batches. Every source rank is a GPU: per-rank
+/// counts with ranks past `topology`'s GPUs are an error, named before
+/// simulating; ESFT sequences are dealt round-robin to the GPUs
+/// ([`TokenTrace::with_sequences_on_ranks`]), in the same batches as the
+/// trace's, so the counts (and every figure under `even`) stay the trace's.
 pub fn workload(
     trace: LoadTrace,
-    by_source: Option<&Array4<f64>>,
+    sources: &Sources,
     batches: Range<usize>,
     topology: Topology,
 ) -> Result<Workload, CliError> {
-    let Some(by_source) = by_source else {
-        return Ok(Workload::new(trace));
-    };
+    match sources {
+        Sources::Even => Ok(Workload::new(trace)),
+        Sources::Counts(by_source) => counts_workload(trace, by_source, batches, topology),
+        Sources::Tokens {
+            tokens,
+            batch_tokens,
+            meter,
+        } => token_workload(
+            &trace,
+            tokens,
+            *batch_tokens,
+            batches,
+            topology,
+            &mut meter.clone(),
+        ),
+    }
+}
+
+/// [`workload`] for a command that plans on a cluster of its own choosing:
+/// per-rank counts from more ranks than it has GPUs cannot be replayed on
+/// it, so under `even` (which never reads sources; `None` where nothing is
+/// replayed) they are dropped with a note, and under any other rule it is
+/// [`workload`]'s error.
+pub fn workload_on_cluster(
+    trace: LoadTrace,
+    sources: &Sources,
+    batches: Range<usize>,
+    topology: Topology,
+    rule: Option<Rule>,
+) -> Result<Workload, CliError> {
+    let gpus = topology.num_gpus();
+    match sources.ranks() {
+        Some(ranks) if ranks > gpus && rule.is_none_or(|r| r == Rule::Even) => {
+            eprintln!(
+                "the trace's per-rank files come from {ranks} ranks, more than the {gpus} GPUs of \
+                 {topology}: their sources are dropped and even arrival assumed"
+            );
+            Ok(Workload::new(trace))
+        }
+        _ => workload(trace, sources, batches, topology),
+    }
+}
+
+/// A trace split for planning and judging: the planned-on workload, the
+/// held-out one (`None` in-sample: judged on what was planned on), and a
+/// phrase saying which.
+pub struct Split {
+    pub planning: Workload,
+    pub held_out: Option<Workload>,
+    pub scope: String,
+}
+
+impl Split {
+    /// What plans are judged on.
+    pub fn judged(&self) -> &Workload {
+        self.held_out.as_ref().unwrap_or(&self.planning)
+    }
+}
+
+/// `trace` (with its `sources`) split for planning and judging: with
+/// `holdout`, the first batches to plan on and the rest held out, each
+/// with the sources of its own batches.
+pub fn split(
+    trace: LoadTrace,
+    sources: &Sources,
+    holdout: Option<f64>,
+    topology: Topology,
+    rule: Option<Rule>,
+) -> Result<Split, CliError> {
+    let all = trace.num_batches();
+    match holdout {
+        Some(h) => {
+            let s = trace.holdout_split(h)?;
+            drop(trace);
+            let (cut, eval) = (s.plan.num_batches(), s.eval.num_batches());
+            Ok(Split {
+                planning: workload_on_cluster(s.plan, sources, 0..cut, topology, rule)?,
+                held_out: Some(workload_on_cluster(
+                    s.eval,
+                    sources,
+                    cut..all,
+                    topology,
+                    rule,
+                )?),
+                scope: format!("held-out: planned on {cut} batches, evaluated on the next {eval}"),
+            })
+        }
+        None => Ok(Split {
+            planning: workload_on_cluster(trace, sources, 0..all, topology, rule)?,
+            held_out: None,
+            scope: format!("in-sample: {all} batch(es)"),
+        }),
+    }
+}
+
+fn counts_workload(
+    trace: LoadTrace,
+    by_source: &Array4<f64>,
+    batches: Range<usize>,
+    topology: Topology,
+) -> Result<Workload, CliError> {
     let ranks = by_source.dim().2;
     let gpus = topology.num_gpus();
     if ranks > gpus {
@@ -97,17 +225,76 @@ pub fn workload(
         ))
         .into());
     }
-    if batches.end > by_source.dim().0 || batches.start >= batches.end {
+    check_batches(&batches, by_source.dim().0)?;
+    let part = by_source.slice(s![batches, .., .., ..]).to_owned();
+    Ok(Workload::new(trace).with_sources(part)?)
+}
+
+fn check_batches(batches: &Range<usize>, of: usize) -> Result<(), CliError> {
+    if batches.end > of || batches.start >= batches.end {
         return Err(moeplan::Error::Argument(format!(
-            "batches {}..{} of a trace of {}",
-            batches.start,
-            batches.end,
-            by_source.dim().0
+            "batches {}..{} of a trace of {of}",
+            batches.start, batches.end,
         ))
         .into());
     }
-    let part = by_source.slice(s![batches, .., .., ..]).to_owned();
-    Ok(Workload::new(trace).with_sources(part)?)
+    Ok(())
+}
+
+/// The tokens of `batches` (whole batches of `batch_tokens`, so the same
+/// cut as the trace's), named by `trace`'s layer ids (a trace placed in its
+/// model renames them), their sequences dealt to the cluster's GPUs. The
+/// workload's counts are checked against `trace`'s: the same batches, so
+/// nothing but the sources changes.
+fn token_workload(
+    trace: &LoadTrace,
+    tokens: &TokenTrace,
+    batch_tokens: usize,
+    batches: Range<usize>,
+    topology: Topology,
+    meter: &mut Meter,
+) -> Result<Workload, CliError> {
+    let n = tokens.num_tokens();
+    check_batches(&batches, n.div_ceil(batch_tokens.max(1)))?;
+    let (first, last) = (
+        batches.start * batch_tokens,
+        (batches.end * batch_tokens).min(n),
+    );
+    let layers = tokens.num_layers();
+    if trace.num_layers() != layers {
+        return Err(moeplan::Error::Mismatch(format!(
+            "the trace has {} layers, its token routes {layers}",
+            trace.num_layers()
+        ))
+        .into());
+    }
+    // The workload holds its own copy of the routes and of the counts.
+    let copied = ((last - first) as u64).saturating_mul((layers * tokens.top_k()) as u64);
+    meter.values(copied, 4, "the token workload's routes")?;
+    meter.values(
+        (trace.counts().len()) as u64,
+        8,
+        "the token workload's counts",
+    )?;
+    let routes = (0..layers)
+        .map(|l| tokens.routes(l).slice(s![first..last, ..]).to_owned())
+        .collect();
+    let sequences = tokens.source_rank()[first..last].to_vec();
+    let part = TokenTrace::new(
+        tokens.num_experts(),
+        trace.layer_ids().to_vec(),
+        routes,
+        sequences,
+    )?
+    .with_sequences_on_ranks(topology.num_gpus())?;
+    let work = Workload::from_tokens(part, batch_tokens)?;
+    if work.trace().counts() != trace.counts() {
+        return Err(moeplan::Error::Mismatch(
+            "the token routes do not count to the trace's batches".into(),
+        )
+        .into());
+    }
+    Ok(work)
 }
 
 /// The reading limit: what a file may expand to, not only its size on disk.
@@ -142,7 +329,7 @@ fn check_size(path: &Path, max_mib: u64) -> Result<(), CliError> {
 }
 
 /// A folder: ESFT `expert_weights_<layer>.txt` files (token-level routing,
-/// batched into `--batch-tokens` tokens), or SGLang's per-rank
+/// batched into `--batch-tokens` tokens, the routes kept as sources), or SGLang's per-rank
 /// `layer_id,expert_id,count` CSVs: each file's rank from its name
 /// (`rank<N>` anywhere in it, else the number it ends with:
 /// [`formats::sglang::rank_from_file_name`]), kept as per-source counts;
@@ -188,26 +375,30 @@ fn read_token_folder(dir: &Path, source: &SourceArgs) -> Result<Loaded, CliError
                 formats::sglang::read_rank_csvs(&rank_csvs, None, &mut meter).map_err(in_dir)?;
             return Ok(Loaded {
                 trace,
-                by_source: None,
+                sources: Sources::Even,
             });
         }
         let ranks = formats::sglang::read_rank_csvs_by_rank(&rank_csvs, None, &mut meter)
             .map_err(in_dir)?;
         return Ok(Loaded {
             trace: ranks.trace,
-            by_source: Some(ranks.by_source),
+            sources: Sources::Counts(ranks.by_source),
         });
     }
     let tokens = formats::esft::read_esft(&files, preset.experts, preset.top_k, &mut meter)
         .map_err(&in_dir)?;
     let trace = tokens
         .to_load_trace_within(source.batch_tokens, &mut meter)
-        .map_err(in_dir)?
+        .map_err(&in_dir)?
         .with_model(preset.name)
         .with_model_layers(preset.total_layers);
     Ok(Loaded {
         trace,
-        by_source: None,
+        sources: Sources::Tokens {
+            tokens,
+            batch_tokens: source.batch_tokens,
+            meter,
+        },
     })
 }
 
@@ -261,4 +452,100 @@ pub fn spin(bar: &ProgressBar, what: &str) {
     bar.set_style(ProgressStyle::default_spinner());
     bar.set_message(format!("dispatching ({what})"));
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use moeplan::Budget;
+    use ndarray::array;
+
+    /// Five tokens of three sequences (0, 0, 1, 2, 2), cut into batches of
+    /// two like a folder read with `--batch-tokens 2`.
+    fn tokens() -> (LoadTrace, TokenTrace) {
+        let t = TokenTrace::new(
+            4,
+            vec![1, 2],
+            vec![
+                array![[0, 1], [1, 2], [2, 3], [3, 0], [0, 2]],
+                array![[1, 3], [0, 3], [2, 1], [3, 2], [1, 0]],
+            ],
+            vec![0, 0, 1, 2, 2],
+        )
+        .unwrap();
+        (t.to_load_trace(2).unwrap(), t)
+    }
+
+    fn sources(tokens: TokenTrace, budget: Budget) -> Sources {
+        Sources::Tokens {
+            tokens,
+            batch_tokens: 2,
+            meter: Meter::new(budget),
+        }
+    }
+
+    /// Sequences dealt round-robin to the GPUs (2 here: sequence 2 back on
+    /// GPU 0), whole batches, the trace's counts; held-out batches carry
+    /// their own tokens' sources.
+    #[test]
+    fn token_workload_keeps_the_traces_batches() {
+        let (trace, t) = tokens();
+        let src = sources(t, Budget::default());
+        let two = Topology::new(1, 2).unwrap();
+        let w = workload(trace.clone(), &src, 0..3, two).unwrap();
+        assert_eq!(w.sources(), "token routes");
+        assert_eq!(w.num_sources(), Some(2));
+        assert_eq!(w.trace().counts(), trace.counts());
+        assert_eq!(w.tokens().unwrap().source_rank(), &[0, 0, 1, 0, 0]);
+
+        let tail = trace.slice_batches(1..3).unwrap();
+        let w = workload(tail.clone(), &src, 1..3, two).unwrap();
+        assert_eq!(w.trace().counts(), tail.counts());
+        assert_eq!(w.tokens().unwrap().source_rank(), &[1, 0, 0]);
+
+        // a trace placed in its model names the layers; the routes follow
+        let placed = LoadTrace::new(trace.counts().clone(), vec![5, 7]).unwrap();
+        let w = workload(placed, &src, 0..3, two).unwrap();
+        assert_eq!(w.trace().layer_ids(), &[5, 7]);
+
+        // batches that are not the trace's are refused, not misread
+        assert!(workload(trace.clone(), &src, 0..4, two).is_err());
+        assert!(workload(tail, &src, 0..2, two).is_err());
+    }
+
+    /// What the workload copies (its routes and counts) is charged to what
+    /// the reading left of the budget.
+    #[test]
+    fn token_workload_is_charged_to_the_reading_budget() {
+        let (trace, t) = tokens();
+        // 5 tokens × 2 layers × top-2 routes (4 bytes each) fit; the
+        // 3 × 2 × 4 counts (8 bytes each) after them do not
+        let tight = Budget {
+            max_bytes: 5 * 2 * 2 * 4 + 8,
+            ..Budget::default()
+        };
+        let e = match workload(
+            trace.clone(),
+            &sources(t.clone(), tight),
+            0..3,
+            Topology::new(1, 2).unwrap(),
+        ) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("over the budget"),
+        };
+        assert!(e.contains("the token workload's counts"), "{e}");
+        let enough = Budget {
+            max_bytes: 5 * 2 * 2 * 4 + 3 * 2 * 4 * 8,
+            ..Budget::default()
+        };
+        assert!(
+            workload(
+                trace,
+                &sources(t, enough),
+                0..3,
+                Topology::new(1, 2).unwrap()
+            )
+            .is_ok()
+        );
+    }
 }

@@ -6,25 +6,28 @@ use moeplan::Topology;
 use moeplan::planners::{Settings, registry};
 use moeplan::sim::{Rule, Workload};
 
-use super::{plan_with, split_for};
+use super::plan_with;
 use crate::args::CompareArgs;
 use crate::error::CliError;
-use crate::io::{emit, load_trace, spinner};
+use crate::io::{Loaded, emit, load, spinner, split};
 use crate::judge::{Cost, Judged, judge_quietly};
 use crate::report;
 
 pub fn run(args: CompareArgs) -> Result<(), CliError> {
-    let trace = load_trace(&args.trace)?;
+    // Per-rank files and token folders keep their sources, for the
+    // planners that read them (GRACE's affinities come from token routes)
+    // and for the rule judging the plans.
+    let Loaded { trace, sources } = load(&args.trace)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
     let cost = Cost::choose(args.model.as_deref(), &trace)?;
-    let (planned_on, evaluated, scope) = split_for(&trace, args.holdout)?;
-    let planning = Workload::new(planned_on);
-    let work = Workload::new(evaluated);
     let rule = args.dispatch.rule();
+    let split = split(trace, &sources, args.holdout, topology, Some(rule))?;
+    drop(sources);
+    let (work, scope) = (split.judged(), &split.scope);
     let bar = spinner("planning and replaying");
     let rows = rows(
-        &planning,
-        &work,
+        &split.planning,
+        work,
         topology,
         &args.planner.settings,
         rule,
@@ -54,7 +57,7 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
         emit(&report::compare(
             &rows,
             topology,
-            &scope,
+            scope,
             rule.name(),
             work.sources(),
             &cost,

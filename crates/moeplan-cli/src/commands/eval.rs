@@ -13,9 +13,10 @@ use crate::judge::{Cost, judge};
 use crate::report;
 
 pub fn run(args: EvalArgs) -> Result<(), CliError> {
-    // Per-rank files keep their sources: SGLang's static rule routes whole
-    // ranks, so where tokens come from changes the balance it gets.
-    let Loaded { trace, by_source } = load(&args.trace)?;
+    // Per-rank files and token folders keep their sources: SGLang's static
+    // rule routes whole ranks, local-first serves a rank's tokens at home,
+    // so where tokens come from changes the balance and traffic they get.
+    let Loaded { trace, sources } = load(&args.trace)?;
     let max_mib = args.trace.source.max_trace_mib;
     let bytes = read_limited(&args.plan, max_mib)?;
     let in_plan = CliError::in_file(&args.plan);
@@ -70,7 +71,7 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
     };
     let rule = args.dispatch.rule();
     let bar = progress_bar(evaluated.num_layers(), "replaying");
-    let work = workload(evaluated, by_source.as_ref(), batches, plan.topology())?;
+    let work = workload(evaluated, &sources, batches, plan.topology())?;
     let judged = judge(&work, &plan, rule, &cost, |done, total| {
         bar.set_position(done as u64);
         if done == total {

@@ -10,15 +10,14 @@ use moeplan::{LoadTrace, Plan, Topology, model};
 use super::place_in_model;
 use crate::args::{PlanArgs, PlanFormat};
 use crate::error::CliError;
-use crate::io::{spinner, write_file};
+use crate::io::{Loaded, Split, load, spinner, split, write_file};
 use crate::judge::{Cost, judge_quietly};
 
 pub fn run(args: PlanArgs) -> Result<(), CliError> {
-    let trace = place_in_model(
-        crate::io::load_trace(&args.trace)?,
-        args.model.as_deref(),
-        args.model_layers,
-    )?;
+    // Sources kept: a planner may read them (GRACE's affinities come from
+    // token routes), and `--dispatch` replays them.
+    let Loaded { trace, sources } = load(&args.trace)?;
+    let trace = place_in_model(trace, args.model.as_deref(), args.model_layers)?;
     if args.format == PlanFormat::Sglang && trace.known_model_layers().is_none() {
         // Refused before planning: the file needs it, and planning can take a while.
         return Err(unknown_model_layers(&trace).into());
@@ -36,13 +35,11 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         .clone()
         .or_else(|| trace.model().map(str::to_string));
     let total_batches = trace.num_batches();
-    let (planning, held_out) = match args.holdout {
-        Some(h) => {
-            let s = trace.holdout_split(h)?;
-            (Workload::new(s.plan), Some(Workload::new(s.eval)))
-        }
-        None => (Workload::new(trace), None),
-    };
+    let rule = args.dispatch.map(|d| d.rule());
+    let Split {
+        planning, held_out, ..
+    } = split(trace, &sources, args.holdout, topology, rule)?;
+    drop(sources);
     let planned_on = planning.trace();
     let planner = args.algo.planner()?;
     let bar = spinner("planning");
@@ -74,9 +71,8 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
     } else {
         plan
     };
-    let rule = args.dispatch.map(|d| d.rule());
     let plan = if args.format == PlanFormat::VllmAscend {
-        without_same_gpu_copies(plan, planned_on, rule, cost.as_ref())?
+        without_same_gpu_copies(plan, &planning, rule, cost.as_ref())?
     } else {
         plan
     };
@@ -164,7 +160,7 @@ fn unknown_model_layers(trace: &LoadTrace) -> moeplan::Error {
 /// is reported (under `--dispatch` when given, else the even split).
 fn without_same_gpu_copies(
     plan: Plan,
-    planned_on: &LoadTrace,
+    work: &Workload,
     rule: Option<Rule>,
     cost: Option<&Cost>,
 ) -> Result<Plan, CliError> {
@@ -172,18 +168,14 @@ fn without_same_gpu_copies(
     if n == 0 {
         return Ok(plan);
     }
+    let planned_on = work.trace();
     let fixed = plan.without_same_gpu_duplicates(planned_on.summed().view())?;
     let (before, after, under) = match (rule, cost) {
-        (Some(rule), Some(cost)) => {
-            let work = Workload::new(planned_on.clone());
-            (
-                judge_quietly(&work, &plan, rule, cost)?.report.balancedness,
-                judge_quietly(&work, &fixed, rule, cost)?
-                    .report
-                    .balancedness,
-                format!(" under {rule} dispatch"),
-            )
-        }
+        (Some(rule), Some(cost)) => (
+            judge_quietly(work, &plan, rule, cost)?.report.balancedness,
+            judge_quietly(work, &fixed, rule, cost)?.report.balancedness,
+            format!(" under {rule} dispatch"),
+        ),
         _ => (
             moeplan::evaluate(planned_on, &plan)?.balancedness,
             moeplan::evaluate(planned_on, &fixed)?.balancedness,

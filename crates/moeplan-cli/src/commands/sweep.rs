@@ -11,12 +11,14 @@ use moeplan::{LoadTrace, Topology, model};
 use super::split_for;
 use crate::args::SweepArgs;
 use crate::error::CliError;
-use crate::io::{emit, load_trace, spinner};
+use crate::io::{Loaded, emit, load, spinner, workload_on_cluster};
 use crate::judge::{Cost, judge_quietly};
 use crate::report;
 
 pub fn run(args: SweepArgs) -> Result<(), CliError> {
-    let trace = load_trace(&args.trace)?;
+    // The sweep's planners read counts only; the rule judging their plans
+    // replays the sources the input records.
+    let Loaded { trace, sources } = load(&args.trace)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
     let (planned_on, evaluated, scope) = split_for(&trace, args.holdout)?;
     let preset = match args.model.as_deref().or(trace.model()) {
@@ -25,7 +27,11 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
     };
     let rule = args.dispatch.rule();
     let cost = Cost::choose(args.model.as_deref(), &trace)?;
-    let work = Workload::new(evaluated);
+    let all = trace.num_batches();
+    drop(trace);
+    let judged = all - evaluated.num_batches()..all;
+    let work = workload_on_cluster(evaluated, &sources, judged, topology, Some(rule))?;
+    drop(sources);
     let settings = &args.planner.settings;
     let groups = settings.count(&GROUPS)?;
     let options = CraftOptions::from_settings(settings)?;
