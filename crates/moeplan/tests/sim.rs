@@ -18,7 +18,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 // Every rule, GRACE-MoE's two among them: each proptest below covers them.
-const ALL_RULES: [Rule; 10] = Rule::ALL;
+const ALL_RULES: [Rule; 11] = Rule::ALL;
 
 fn run(work: &Workload, plan: &Plan, rule: Rule) -> Report {
     simulate(

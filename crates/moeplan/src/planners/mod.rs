@@ -17,6 +17,7 @@ pub mod craft;
 pub mod eplb;
 pub mod grace;
 pub mod knapsack;
+pub mod libra;
 pub mod placement;
 pub mod registry;
 
@@ -36,4 +37,5 @@ pub static PLANNERS: &[&dyn Planner] = &[
     &eplb::BasePlanner,
     &eplb::EplbPlanner,
     &craft::CraftPlanner,
+    &grace::GracePlanner,
 ];

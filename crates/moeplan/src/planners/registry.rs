@@ -109,7 +109,7 @@ impl<'de> Deserialize<'de> for PlannerId {
 ///
 /// ```
 /// let ids: Vec<String> = moeplan::planners::registry().iter().map(|p| p.id().to_string()).collect();
-/// assert_eq!(ids, ["contiguous", "base", "eplb", "craft"]);
+/// assert_eq!(ids, ["contiguous", "base", "eplb", "craft", "grace"]);
 /// ```
 pub fn registry() -> &'static [&'static dyn Planner] {
     super::PLANNERS
@@ -118,8 +118,8 @@ pub fn registry() -> &'static [&'static dyn Planner] {
 /// The planner named `name`; the error lists the known names.
 ///
 /// ```
-/// let err = moeplan::planners::find("grace").unwrap_err().to_string();
-/// assert!(err.contains("contiguous, base, eplb or craft"), "{err}");
+/// let err = moeplan::planners::find("typo").unwrap_err().to_string();
+/// assert!(err.contains("contiguous, base, eplb, craft or grace"), "{err}");
 /// ```
 pub fn find(name: &str) -> Result<&'static dyn Planner> {
     registry()
@@ -648,6 +648,13 @@ pub trait Prepared: fmt::Debug + Send + Sync {
     /// only); `None` when the planner has no such curve.
     fn curve(&self) -> Option<Vec<CurvePoint>> {
         None
+    }
+
+    /// What a front end should say beside this planner's plans: how it
+    /// fell back or what it could not use (GRACE with counts only has no
+    /// affinity). Empty for most planners.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
     }
 }
 

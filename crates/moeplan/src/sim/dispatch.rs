@@ -22,6 +22,8 @@
 //!   al., §4.3, Eq. 3; appendix A.3, Algorithms 3 and 4): weighted
 //!   round-robin with load prediction, alone or within locality tiers; the
 //!   weights are [`predicted_loads`].
+//! - [`Rule::Libra`]: Libra's adaptive token rebalancer (Libra paper,
+//!   §3.3, appendix C, Algorithm 2); see [`super::Rebalancer`].
 //! - [`Rule::Optimal`]: the per-batch min-max split of DeepSeek's LPLB / the
 //!   design's `Optimal`; see [`super::optimal_split`].
 //!
@@ -96,6 +98,16 @@ pub enum Rule {
     /// [`Rule::GraceWeighted`]; else all copies, weighted. Simulated by its
     /// expectation. ([`Rule::LocalFirst`] is the same tiers split evenly.)
     GraceTopology,
+    /// Libra's adaptive token rebalancer (Algorithm 2, [`super::Rebalancer`]):
+    /// pairs whose source GPU hosts the expert stay there; the remote pairs
+    /// of replicated experts move from the busiest GPU to the least-loaded
+    /// GPU holding a copy until the busiest is within `(1 + ε)` of the mean
+    /// or no move helps. ε is `tolerance_percent / 100`
+    /// ([`super::DEFAULT_TOLERANCE_PERCENT`] in [`Rule::ALL`]).
+    Libra {
+        /// ε in percent of the mean load.
+        tolerance_percent: u16,
+    },
 }
 
 impl Rule {
@@ -118,6 +130,7 @@ impl Rule {
             Rule::Optimal => "optimal",
             Rule::GraceWeighted => "grace-weighted",
             Rule::GraceTopology => "grace-topology",
+            Rule::Libra { .. } => "libra-rebalance",
         }
     }
 
@@ -130,7 +143,7 @@ impl Rule {
     /// assert!(names.contains(&"grace-topology"));
     /// assert_eq!(names.first(), Some(&"even"));
     /// ```
-    pub const ALL: [Rule; 10] = [
+    pub const ALL: [Rule; 11] = [
         Rule::Even,
         Rule::Vllm,
         Rule::SglangStatic(SglangVersion::Nearest),
@@ -140,6 +153,9 @@ impl Rule {
         Rule::LocalFirst,
         Rule::GraceWeighted,
         Rule::GraceTopology,
+        Rule::Libra {
+            tolerance_percent: super::rebalance::DEFAULT_TOLERANCE_PERCENT,
+        },
         Rule::Optimal,
     ];
 
@@ -409,6 +425,7 @@ impl Routes {
                     Rule::Even
                     | Rule::Vllm
                     | Rule::Optimal
+                    | Rule::Libra { .. }
                     | Rule::SglangDynamic(SglangVersion::SameGpu) => {
                         self.spread(view, cand, |_| true)
                     }

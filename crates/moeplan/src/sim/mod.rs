@@ -55,6 +55,7 @@
 mod dispatch;
 mod optimal;
 pub mod pyrandom;
+mod rebalance;
 mod replay;
 mod sglang;
 mod traffic;
@@ -70,8 +71,10 @@ use crate::plan::Plan;
 
 pub use dispatch::{Rule, SglangVersion, predicted_loads};
 pub use optimal::{OptimalSplit, optimal_split};
+pub use rebalance::{DEFAULT_TOLERANCE_PERCENT, Rebalancer};
 pub use sglang::sglang_dispatch_map;
 pub use traffic::Traffic;
+pub(crate) use workload::Sources;
 pub use workload::Workload;
 
 /// Sizes that turn pair counts into bytes.

@@ -10,11 +10,13 @@
 //! | `Vllm` with token routes | — | exact: pair `p = token·top_k + k` → copy `p mod c` |
 //! | `SglangStatic`, `SglangDynamic(Nearest)`, `LocalFirst`, `GraceWeighted`, `GraceTopology` | the per-source routes folded over sources, per GPU | per-source routes |
 //! | `Optimal` | min-max split; sources `n_e / D` matched to it | min-max split; recorded sources matched to it |
+//! | `Libra` | Algorithm 2 on sources `n_e / D` | Algorithm 2 on the recorded sources |
 //!
 //! Source: [`super::dispatch`] for the rules, [`super::traffic`] for the
 //! accounting. Cost per (batch, layer): O(slots + D) for even-split loads,
 //! O(table entries) for folded routes, O(S · E · copies) with sources,
-//! O(tokens · top-k) for vLLM's token rule, a few max-flows for `Optimal`.
+//! O(tokens · top-k) for vLLM's token rule, a few max-flows for `Optimal`,
+//! O(S · E · copies) plus the transfers for `Libra`.
 //! GRACE's rules add O(B · L · E) once, to sum each layer's expert loads
 //! over the workload, and O(slots) per layer for the predicted GPU loads.
 
@@ -26,6 +28,7 @@ use crate::topology::Topology;
 
 use super::dispatch::{EvenArrival, LayerView, Routes, Rule};
 use super::optimal::MinMax;
+use super::rebalance::Rebalancer;
 use super::traffic::{Supply, Tally, match_split};
 use super::workload::{Sources, Workload};
 
@@ -38,6 +41,7 @@ enum Mode {
     VllmTokens,
     OptimalEven,
     OptimalSources,
+    Libra,
 }
 
 /// What one (batch, layer) gave.
@@ -60,6 +64,9 @@ pub(crate) struct Engine {
     routes: Routes,
     even: EvenArrival,
     solver: MinMax,
+    rebalancer: Rebalancer,
+    /// Libra's ε (0 for the other rules).
+    epsilon: f64,
     loads: Vec<f64>,
     pub tally: Tally,
     src: Vec<f64>,
@@ -81,6 +88,7 @@ impl Engine {
         let mode = match rule {
             Rule::Optimal if even => Mode::OptimalEven,
             Rule::Optimal => Mode::OptimalSources,
+            Rule::Libra { .. } => Mode::Libra,
             Rule::Vllm if tokens => Mode::VllmTokens,
             r if r.is_blind() && even => Mode::BlindEven,
             r if r.is_blind() => Mode::BlindSources,
@@ -109,6 +117,11 @@ impl Engine {
             routes: Routes::default(),
             even: EvenArrival::default(),
             solver: MinMax::default(),
+            rebalancer: Rebalancer::default(),
+            epsilon: match rule {
+                Rule::Libra { tolerance_percent } => f64::from(tolerance_percent) / 100.0,
+                _ => 0.0,
+            },
             loads: vec![0.0; d],
             tally: Tally::default(),
             src: Vec::new(),
@@ -151,6 +164,7 @@ impl Engine {
                 self.even.build(&self.routes, self.topology);
             }
             Mode::OptimalEven | Mode::OptimalSources => self.solver.prepare(&self.view),
+            Mode::Libra => self.rebalancer.prepare(&self.view),
         }
     }
 
@@ -248,6 +262,23 @@ impl Engine {
                     self.topology,
                     &mut self.tally,
                 );
+            }
+            Mode::Libra => {
+                if matches!(workload.source_kind(), Sources::Even) {
+                    // Even arrival: every GPU sends `n_e / D`.
+                    self.src.clear();
+                    for _ in 0..d {
+                        self.src.extend(row.iter().map(|&n| n / d as f64));
+                    }
+                } else {
+                    workload.fill_source_counts(b, l, &mut self.src);
+                }
+                self.rebalancer.run(&self.src, self.epsilon);
+                self.loads.copy_from_slice(self.rebalancer.gpu_loads());
+                let tally = &mut self.tally;
+                self.rebalancer
+                    .route(&self.src, |s, g, a| tally.pair(s, g, a));
+                self.tally.finish();
             }
         }
         let (balancedness, imbalance) = match optimum {

@@ -178,6 +178,25 @@ impl Workload {
         }
     }
 
+    /// The token routes, when the workload was built from them
+    /// ([`Workload::from_tokens`]); `None` for counts.
+    ///
+    /// ```
+    /// use moeplan::{sim::Workload, TokenTrace};
+    /// use ndarray::array;
+    /// let t = TokenTrace::new(2, vec![0], vec![array![[0], [1]]], vec![0, 1])?;
+    /// let w = Workload::from_tokens(t, 2)?;
+    /// assert_eq!(w.tokens().map(|t| t.num_tokens()), Some(2));
+    /// assert!(Workload::new(w.trace().clone()).tokens().is_none());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn tokens(&self) -> Option<&TokenTrace> {
+        match &self.sources {
+            Sources::Tokens { tokens, .. } => Some(tokens),
+            _ => None,
+        }
+    }
+
     pub(crate) fn source_kind(&self) -> &Sources {
         &self.sources
     }

@@ -1,1 +1,516 @@
-//! Controlled non-uniform grouping (GRACE-MoE Algorithm 2). Stub: being written.
+//! Controlled non-uniform and hierarchical grouping of experts by affinity
+//! (GRACE-MoE §4.1, Eq. 1; appendix A.2, Algorithms 1–2).
+//!
+//! Spectral clustering of a layer's affinity matrix gives groups whose sizes
+//! follow the affinity alone ("fully non-uniform"). [`controlled_grouping`]
+//! (Algorithm 2) bounds the sizes to `[max(1, E − δ), E + δ]` with
+//! `E = ⌊Ne / D⌋` and `δ = max(1, round(E · r))` (half away from zero): an
+//! over-full cluster keeps its members with the most affinity to the rest
+//! of it, each expert pushed out joins the group with room that gains the
+//! most [`intra_score`] (Algorithm 1), and groups below the minimum take the
+//! experts with the weakest affinity to their own group from groups above
+//! it. [`utilisation`] and [`size_deviation`] are Eq. 1's `U(r)` and `S(r)`;
+//! [`knee`] picks `r` on the `(S, U)` curve. [`hierarchical_grouping`]
+//! groups over nodes first, then within each node over its GPUs.
+//!
+//! **All experts are placed when `D ∤ Ne`.** `D · (E + δ) ≥ D · (E + 1) >
+//! Ne`, so the groups with room always hold every expert pushed out, and
+//! `D · max(1, E − δ) ≤ D · E ≤ Ne`, so the minimum can always be met;
+//! the `Ne mod D` experts beyond `D · E` simply sit in groups above `E`.
+//! With fewer experts than groups (`E = 0`) the minimum is 0, not the
+//! paper's 1, which could not be met.
+//!
+//! **Where a pushed-out expert goes.** Algorithm 2 line 14 reads
+//! `argmax_d IntraScore(A, L_d ∪ {e})`: the score of the whole resulting
+//! group, which sends every expert to whichever group is already densest,
+//! whatever its tie to `e`. The sum of the groups' scores — what `U`
+//! measures — grows by `IntraScore(L_d ∪ {e}) − IntraScore(L_d)`, so that
+//! gain (`e`'s affinity to the group, both directions) is what is maximised
+//! here; ties go to the smaller group, then the lower index.
+//!
+//! **Capacity over nodes** (the GPU's expert slots). A GPU holds at most
+//! `E + δ` primary experts (the global `E`, `δ` of `D = N · G` groups), a
+//! node `G · (E + δ)`. Node groups are spectral clusters with no bound but
+//! that one: a cluster larger than its node keeps its best-tied members by
+//! Algorithm 2's rule and the rest go to the node with room they are most
+//! tied to; a node with fewer than `G` experts takes the weakest-tied ones
+//! of other nodes, so every GPU holds at least one. Within a node of `m`
+//! experts, Algorithm 2 runs as printed with `Ne = m`, `D = G`, its maximum
+//! capped at `E + δ`.
+//!
+//! Complexity, `n` experts, `k` groups: Algorithm 2 is O(n² + n · k) — the
+//! trimming sorts each cluster by its row sums, every move of an expert
+//! updates one column of an `n × k` table of affinities to groups; the
+//! curve and the knee are O(P) over `P` ratios; [`hierarchical_grouping`]
+//! adds one clustering per node (the caller's).
+
+use ndarray::Array2;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::topology::Topology;
+
+const NAME: &str = "grace";
+
+/// The non-uniformity ratios the `(S, U)` curve tries, ascending.
+pub const RATIOS: [f64; 8] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0];
+
+/// Algorithm 1: `Σ_{i∈S} Σ_{j∈S} A[i][j]` (both orders, so each pair
+/// twice in a symmetric matrix). Ids outside `a` count nothing.
+///
+/// ```
+/// use moeplan::planners::grace::grouping::intra_score;
+/// use ndarray::array;
+/// let a = array![[0., 3., 1.], [3., 0., 2.], [1., 2., 0.]];
+/// assert_eq!(intra_score(&a, &[0, 1]), 6.0);
+/// assert_eq!(intra_score(&a, &[0, 1, 2]), 12.0);
+/// ```
+pub fn intra_score(a: &Array2<f64>, experts: &[usize]) -> f64 {
+    experts
+        .iter()
+        .map(|&i| experts.iter().filter_map(|&j| a.get((i, j))).sum::<f64>())
+        .sum()
+}
+
+/// Algorithm 2's size bounds for `experts` in `groups` groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SizeBounds {
+    /// `E = ⌊Ne / D⌋`.
+    pub ideal: usize,
+    /// `δ = max(1, round(E · r))`.
+    pub delta: usize,
+    /// `max(1, E − δ)` (0 when `E = 0`).
+    pub min: usize,
+    /// `E + δ`: also a GPU's primary slots.
+    pub max: usize,
+}
+
+/// Algorithm 2 lines 2–3 for `experts` experts, `groups` groups and ratio
+/// `ratio` (finite, non-negative).
+///
+/// ```
+/// use moeplan::planners::grace::grouping::size_bounds;
+/// let b = size_bounds(64, 8, 0.25)?;
+/// assert_eq!((b.ideal, b.delta, b.min, b.max), (8, 2, 6, 10));
+/// let b = size_bounds(66, 8, 0.0)?; // 66 / 8: E = 8, δ = 1
+/// assert_eq!((b.min, b.max), (7, 9));
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn size_bounds(experts: usize, groups: usize, ratio: f64) -> Result<SizeBounds> {
+    if groups == 0 {
+        return Err(Error::planner(NAME, "zero groups"));
+    }
+    if !ratio.is_finite() || ratio < 0.0 {
+        return Err(Error::planner(
+            NAME,
+            format!("non-uniformity ratio {ratio} must be finite and non-negative"),
+        ));
+    }
+    let ideal = experts / groups;
+    // Capped at Ne: a larger δ allows nothing more.
+    let delta = ((ideal as f64 * ratio).round().min(experts as f64) as usize).max(1);
+    let min = if ideal == 0 {
+        0
+    } else {
+        ideal.saturating_sub(delta).max(1)
+    };
+    Ok(SizeBounds {
+        ideal,
+        delta,
+        min,
+        max: ideal + delta,
+    })
+}
+
+fn check_affinity(a: &Array2<f64>) -> Result<usize> {
+    let (n, m) = a.dim();
+    if n != m {
+        return Err(Error::planner(
+            NAME,
+            format!("affinity is {n} × {m}, not square"),
+        ));
+    }
+    if let Some(((i, j), v)) = a.indexed_iter().find(|(_, v)| !v.is_finite() || **v < 0.0) {
+        return Err(Error::planner(
+            NAME,
+            format!("affinity {v} at ({i}, {j}): must be finite and non-negative"),
+        ));
+    }
+    Ok(n)
+}
+
+/// Algorithm 2 with explicit bounds: `labels[e]` (`0..k`) is expert `e`'s
+/// initial cluster; returns `k` groups (ascending expert ids), each of
+/// `min..=max` experts. Needs `k · min ≤ n ≤ k · max`.
+///
+/// ```
+/// use moeplan::planners::grace::grouping::bounded_grouping;
+/// use ndarray::Array2;
+/// let a = Array2::from_elem((6, 6), 1.0);
+/// let g = bounded_grouping(&a, &[0, 0, 0, 0, 0, 1], 2, 2, 4)?;
+/// assert_eq!(g.iter().map(Vec::len).collect::<Vec<_>>(), vec![4, 2]);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn bounded_grouping(
+    a: &Array2<f64>,
+    labels: &[usize],
+    k: usize,
+    min: usize,
+    max: usize,
+) -> Result<Vec<Vec<usize>>> {
+    let n = check_affinity(a)?;
+    if labels.len() != n {
+        return Err(Error::planner(
+            NAME,
+            format!("{} cluster labels for {n} experts", labels.len()),
+        ));
+    }
+    if let Some(&bad) = labels.iter().find(|&&l| l >= k) {
+        return Err(Error::planner(
+            NAME,
+            format!("cluster label {bad} is not below {k}"),
+        ));
+    }
+    if k == 0 || min > max || k.saturating_mul(min) > n || k.saturating_mul(max) < n {
+        return Err(Error::planner(
+            NAME,
+            format!("{n} experts cannot make {k} groups of {min} to {max}"),
+        ));
+    }
+    let mut clusters: Vec<Vec<usize>> = vec![Vec::new(); k];
+    for (e, &l) in labels.iter().enumerate() {
+        clusters[l].push(e);
+    }
+    // Lines 6–12: over-full clusters keep their best-tied `max`.
+    let mut groups = Vec::with_capacity(k);
+    let mut omega = Vec::new();
+    for c in clusters {
+        if c.len() > max {
+            let mut scored: Vec<(f64, usize)> = c
+                .iter()
+                .map(|&i| (c.iter().map(|&j| a[[i, j]] + a[[j, i]]).sum(), i))
+                .collect();
+            scored.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+            let (keep, rest) = scored.split_at(max);
+            groups.push(keep.iter().map(|&(_, i)| i).collect::<Vec<_>>());
+            omega.extend(rest.iter().map(|&(_, i)| i));
+        } else {
+            groups.push(c);
+        }
+    }
+    // pull[[e, g]]: e's affinity to the members of group g, both directions
+    // (IntraScore's gain when e joins g). Kept current as experts move.
+    let mut pull = Array2::<f64>::zeros((n, k));
+    for (g, members) in groups.iter().enumerate() {
+        for &j in members {
+            for e in 0..n {
+                if e != j {
+                    pull[[e, g]] += a[[e, j]] + a[[j, e]];
+                }
+            }
+        }
+    }
+    let moved = |pull: &mut Array2<f64>, x: usize, from: Option<usize>, to: usize| {
+        for e in 0..n {
+            if e != x {
+                let w = a[[e, x]] + a[[x, e]];
+                if let Some(f) = from {
+                    pull[[e, f]] -= w;
+                }
+                pull[[e, to]] += w;
+            }
+        }
+    };
+    // Lines 13–16: each pushed-out expert to the group with room it gains most.
+    for &e in &omega {
+        let best = (0..k)
+            .filter(|&g| groups[g].len() < max)
+            .max_by(|&g, &h| {
+                pull[[e, g]]
+                    .total_cmp(&pull[[e, h]])
+                    .then(groups[h].len().cmp(&groups[g].len()))
+                    .then(h.cmp(&g))
+            })
+            .ok_or_else(|| Error::planner(NAME, "no group with room (unreachable)"))?;
+        groups[best].push(e);
+        moved(&mut pull, e, None, best);
+    }
+    // Lines 17–21: needy groups take the weakest-tied experts of groups
+    // above the minimum, one at a time so each choice sees the last move.
+    let mut group_of = vec![0usize; n];
+    for (g, members) in groups.iter().enumerate() {
+        for &e in members {
+            group_of[e] = g;
+        }
+    }
+    while groups.iter().any(|g| g.len() < min) {
+        let x = (0..n)
+            .filter(|&e| groups[group_of[e]].len() > min)
+            .min_by(|&x, &y| {
+                pull[[x, group_of[x]]]
+                    .total_cmp(&pull[[y, group_of[y]]])
+                    .then(groups[group_of[y]].len().cmp(&groups[group_of[x]].len()))
+                    .then(x.cmp(&y))
+            })
+            .ok_or_else(|| Error::planner(NAME, "no group above the minimum (unreachable)"))?;
+        let to = (0..k)
+            .filter(|&g| groups[g].len() < min)
+            .max_by(|&g, &h| {
+                pull[[x, g]]
+                    .total_cmp(&pull[[x, h]])
+                    .then(groups[h].len().cmp(&groups[g].len()))
+                    .then(h.cmp(&g))
+            })
+            .ok_or_else(|| Error::planner(NAME, "no needy group (unreachable)"))?;
+        let from = group_of[x];
+        groups[from].retain(|&e| e != x);
+        groups[to].push(x);
+        group_of[x] = to;
+        moved(&mut pull, x, Some(from), to);
+    }
+    for g in &mut groups {
+        g.sort_unstable();
+    }
+    Ok(groups)
+}
+
+/// Algorithm 2: `d` groups of `[max(1, E − δ), E + δ]` experts from the
+/// initial clustering `labels` (`0..d`, e.g. spectral clustering's).
+///
+/// ```
+/// use moeplan::planners::grace::grouping::controlled_grouping;
+/// use ndarray::Array2;
+/// let a = Array2::from_elem((8, 8), 1.0);
+/// // one cluster of 7 and one of 1; E = 4, δ = 1: sizes within [3, 5]
+/// let g = controlled_grouping(&a, &[0, 0, 0, 0, 0, 0, 0, 1], 2, 0.0)?;
+/// assert_eq!(g.iter().map(Vec::len).collect::<Vec<_>>(), vec![5, 3]);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn controlled_grouping(
+    a: &Array2<f64>,
+    labels: &[usize],
+    d: usize,
+    ratio: f64,
+) -> Result<Vec<Vec<usize>>> {
+    let b = size_bounds(a.nrows(), d, ratio)?;
+    bounded_grouping(a, labels, d, b.min, b.max)
+}
+
+/// Eq. 1's `U`: the share of the affinity `Σ_{i<j} A[i][j]` inside groups
+/// (0 when there is no affinity at all).
+///
+/// ```
+/// use moeplan::planners::grace::grouping::utilisation;
+/// use ndarray::array;
+/// let a = array![[0., 3., 1.], [3., 0., 0.], [1., 0., 0.]];
+/// assert_eq!(utilisation(&a, &[vec![0, 1], vec![2]]), 0.75);
+/// ```
+pub fn utilisation(a: &Array2<f64>, groups: &[Vec<usize>]) -> f64 {
+    let n = a.nrows().min(a.ncols());
+    let mut group_of = vec![usize::MAX; n];
+    for (g, members) in groups.iter().enumerate() {
+        for &e in members {
+            if let Some(x) = group_of.get_mut(e) {
+                *x = g;
+            }
+        }
+    }
+    let (mut inside, mut total) = (0.0, 0.0);
+    for i in 0..n {
+        for j in i + 1..n {
+            let v = a[[i, j]];
+            total += v;
+            if group_of[i] == group_of[j] && group_of[i] != usize::MAX {
+                inside += v;
+            }
+        }
+    }
+    if total > 0.0 { inside / total } else { 0.0 }
+}
+
+/// Eq. 1's `S`: `√(mean_d (|C_d| − E)²)` with the exact `E = Ne / D` (so a
+/// split as even as `D ∤ Ne` allows scores least).
+///
+/// ```
+/// use moeplan::planners::grace::grouping::size_deviation;
+/// assert_eq!(size_deviation(&[vec![0, 1, 2], vec![3]]), 1.0);
+/// ```
+pub fn size_deviation(groups: &[Vec<usize>]) -> f64 {
+    let d = groups.len();
+    if d == 0 {
+        return 0.0;
+    }
+    let e = groups.iter().map(Vec::len).sum::<usize>() as f64 / d as f64;
+    (groups
+        .iter()
+        .map(|g| (g.len() as f64 - e).powi(2))
+        .sum::<f64>()
+        / d as f64)
+        .sqrt()
+}
+
+/// One point of the `(S(r), U(r))` curve.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RatioPoint {
+    /// The non-uniformity ratio `r`.
+    pub ratio: f64,
+    /// Its `δ` (GPU level).
+    pub delta: usize,
+    /// `S(r)`: deviation of the GPU groups' sizes.
+    pub size_deviation: f64,
+    /// `U(r)`: share of the affinity inside GPU groups.
+    pub utilisation: f64,
+}
+
+/// The knee of the `(S, U)` curve, as an index into `points` (in ascending
+/// `r`): Kneedle (Satopää et al., 2011) — scale `S` and `U` each to
+/// `[0, 1]` over the curve and take the point farthest above the diagonal,
+/// `U' − S'`, where one more unit of size deviation stops buying affinity.
+/// Ties (and points repeated because several `r` round to one `δ`) go to
+/// the smallest `r`; a curve whose `U` does not move (no affinity to win)
+/// gives the first point. `None` for no points.
+///
+/// ```
+/// use moeplan::planners::grace::grouping::{knee, RatioPoint};
+/// let p = |ratio, s, u| RatioPoint { ratio, delta: 1, size_deviation: s, utilisation: u };
+/// let curve = [p(0.0, 0.0, 0.2), p(0.1, 1.0, 0.7), p(0.2, 2.0, 0.8), p(0.5, 4.0, 0.82)];
+/// assert_eq!(knee(&curve), Some(1));
+/// ```
+pub fn knee(points: &[RatioPoint]) -> Option<usize> {
+    points.first()?;
+    let span = |f: fn(&RatioPoint) -> f64| {
+        let lo = points.iter().map(f).fold(f64::INFINITY, f64::min);
+        let hi = points.iter().map(f).fold(f64::NEG_INFINITY, f64::max);
+        (lo, hi - lo)
+    };
+    let (s_lo, s_span) = span(|p| p.size_deviation);
+    let (u_lo, u_span) = span(|p| p.utilisation);
+    if u_span <= 1e-12 || !u_span.is_finite() || !s_span.is_finite() {
+        return Some(0);
+    }
+    let score = |p: &RatioPoint| {
+        let x = if s_span > 1e-12 {
+            (p.size_deviation - s_lo) / s_span
+        } else {
+            0.0
+        };
+        (p.utilisation - u_lo) / u_span - x
+    };
+    let mut best = (0, f64::NEG_INFINITY);
+    for (i, p) in points.iter().enumerate() {
+        let s = score(p);
+        if s > best.1 + 1e-12 {
+            best = (i, s);
+        }
+    }
+    Some(best.0)
+}
+
+/// Clusters a node's experts over its GPUs: called with the node's experts
+/// (global ids), their affinity sub-matrix and `G`; returns labels `0..G`.
+pub type Clusterer<'a> = dyn FnMut(&[usize], &Array2<f64>, usize) -> Result<Vec<usize>> + 'a;
+
+/// Hierarchical grouping for `topology` (`N` nodes × `G` GPUs): the experts
+/// are split over nodes by `node_labels` (`0..N`, fully non-uniform spectral
+/// clusters; ignored when `N = 1`) within each node's capacity, then each
+/// node's experts over its GPUs by `cluster` (called with the node's
+/// experts, their affinity sub-matrix and `G`; returns labels `0..G`) and
+/// Algorithm 2 (see the module's "Capacity over nodes"). Returns `D` groups,
+/// GPU ids node-major as in [`Topology`]. Needs at least one expert per GPU.
+///
+/// ```
+/// use moeplan::planners::grace::grouping::hierarchical_grouping;
+/// use moeplan::Topology;
+/// use ndarray::Array2;
+/// let a = Array2::from_elem((8, 8), 1.0);
+/// let mut by_position = |members: &[usize], _: &Array2<f64>, g: usize| {
+///     Ok((0..members.len()).map(|i| i * g / members.len()).collect())
+/// };
+/// let groups = hierarchical_grouping(&a, Topology::new(2, 2)?, 0.0, &[0, 0, 0, 0, 1, 1, 1, 1], &mut by_position)?;
+/// assert_eq!(groups, vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn hierarchical_grouping(
+    a: &Array2<f64>,
+    topology: Topology,
+    ratio: f64,
+    node_labels: &[usize],
+    cluster: &mut Clusterer<'_>,
+) -> Result<Vec<Vec<usize>>> {
+    let n = check_affinity(a)?;
+    let (nodes, g) = (topology.nodes(), topology.gpus_per_node());
+    let d = topology.num_gpus();
+    if n < d {
+        return Err(Error::planner(
+            NAME,
+            format!("{n} experts cannot give each of {d} GPUs one"),
+        ));
+    }
+    let cap = size_bounds(n, d, ratio)?.max;
+    let node_groups = if nodes == 1 {
+        vec![(0..n).collect::<Vec<_>>()]
+    } else {
+        bounded_grouping(a, node_labels, nodes, g, g.saturating_mul(cap))?
+    };
+    let mut out = Vec::with_capacity(d);
+    for members in node_groups {
+        let m = members.len();
+        let sub = Array2::from_shape_fn((m, m), |(i, j)| a[[members[i], members[j]]]);
+        let labels = if g == 1 {
+            vec![0; m]
+        } else if m == g {
+            (0..m).collect()
+        } else {
+            cluster(&members, &sub, g)?
+        };
+        let local = size_bounds(m, g, ratio)?;
+        let groups = bounded_grouping(&sub, &labels, g, local.min, local.max.min(cap))?;
+        out.extend(
+            groups
+                .into_iter()
+                .map(|grp| grp.into_iter().map(|i| members[i]).collect::<Vec<_>>()),
+        );
+    }
+    Ok(out)
+}
+
+/// The fallback without affinity: experts heaviest first, each to the
+/// lightest group with room, `⌊n / d⌋` or `⌈n / d⌉` experts each (only
+/// `n mod d` groups take the larger size). `loads` per expert.
+///
+/// ```
+/// use moeplan::planners::grace::grouping::load_grouping;
+/// let g = load_grouping(&[5.0, 1.0, 4.0, 2.0, 3.0], 2);
+/// assert_eq!(g, vec![vec![0, 1, 3], vec![2, 4]]);
+/// ```
+pub fn load_grouping(loads: &[f64], d: usize) -> Vec<Vec<usize>> {
+    let n = loads.len();
+    let mut groups: Vec<Vec<usize>> = vec![Vec::new(); d];
+    if d == 0 {
+        return groups;
+    }
+    let (base, mut larger) = (n / d, n % d);
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&x, &y| loads[y].total_cmp(&loads[x]).then(x.cmp(&y)));
+    let mut weight = vec![0.0f64; d];
+    for e in order {
+        let room = |g: usize, groups: &[Vec<usize>]| {
+            groups[g].len() < base || (groups[g].len() == base && larger > 0)
+        };
+        let Some(best) = (0..d)
+            .filter(|&g| room(g, &groups))
+            .min_by(|&g, &h| weight[g].total_cmp(&weight[h]).then(g.cmp(&h)))
+        else {
+            break;
+        };
+        if groups[best].len() == base {
+            larger -= 1;
+        }
+        groups[best].push(e);
+        weight[best] += loads[e];
+    }
+    for g in &mut groups {
+        g.sort_unstable();
+    }
+    groups
+}

@@ -1,9 +1,470 @@
 //! GRACE-MoE (../shared/seeds/003_fb0469baf9896969.txt): affinity grouping
 //! (§4.1, Algorithms 1–2), skew-driven replication (§4.2, Eq. 2) and
 //! locality-aware routing (§4.3, Algorithms 3–4, as dispatch rules of the
-//! simulator). Work in progress: not yet in `PLANNERS`.
+//! simulator, not here).
+//!
+//! Per MoE layer, [`Grace::prepare`]:
+//! 1. [`affinity`](affinity::affinity): `A[i][j]` = tokens that chose both
+//!    `i` and `j`, from the workload's token routes. O(T · k²).
+//! 2. [`spectral_clusters`](spectral::spectral_clusters) of `A` into the `N`
+//!    nodes (fully non-uniform), then, for each node, of its experts into
+//!    its `G` GPUs (memoised by the node's members, so the ratios below
+//!    share it). O(n³) per clustering.
+//! 3. For every ratio of [`RATIOS`]: the
+//!    [`hierarchical_grouping`](grouping::hierarchical_grouping) (Algorithm
+//!    2 within each node) and its `(S(r), U(r))` point (Eq. 1); `r` at the
+//!    curve's [`knee`](grouping::knee), or the one asked for. O(P · n²).
+//! 4. [`replicate`](replication::replicate) (Eq. 2) on the chosen groups.
+//!
+//! [`Grace::plan`] assembles the groups, with the replicas when
+//! [`REPLICATION`] is on: cheap. GRACE has no replica budget — Eq. 2
+//! decides — so its plans have none and the page's slider leaves it be.
+//!
+//! **Counts only.** Per-batch counts say how many tokens chose each expert,
+//! not which experts chose together, so they carry no affinity. With counts
+//! only (and in a layer with no co-activation at all: top-1 routing, or with
+//! fewer experts than GPUs) the grouping falls back to load only —
+//! [`load_grouping`](grouping::load_grouping): heaviest expert first to the
+//! lightest GPU with room, `⌊n / D⌋` or `⌈n / D⌉` experts each — and
+//! replication still follows Eq. 2. [`Prepared::notes`] says so, for the
+//! front ends to show.
 
 pub mod affinity;
 pub mod grouping;
 pub mod replication;
 pub mod spectral;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use ndarray::Array2;
+use serde::Serialize;
+
+use self::grouping::{RatioPoint, hierarchical_grouping, knee, load_grouping, size_bounds};
+use self::replication::{Replication, replicate};
+use crate::error::{Error, Result};
+use crate::plan::{LayerPlacement, Plan};
+use crate::planners::registry::{
+    Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Settings, Value,
+};
+use crate::sim::Workload;
+use crate::topology::Topology;
+use crate::trace::TokenTrace;
+
+pub use self::grouping::RATIOS;
+
+const NAME: &str = "grace";
+
+/// The seed of every spectral clustering (k-means++): plans are
+/// reproducible, and no other planner takes a seed.
+pub const SEED: u64 = 0;
+
+/// How the non-uniformity ratio `r` is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Ratio {
+    /// Per layer, the knee of the `(S(r), U(r))` curve.
+    #[default]
+    Auto,
+    /// This `r` in every layer.
+    Fixed(f64),
+}
+
+/// GRACE's settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GraceOptions {
+    /// The non-uniformity ratio.
+    pub ratio: Ratio,
+    /// Whether plans carry Eq. 2's replicas.
+    pub replication: bool,
+}
+
+impl Default for GraceOptions {
+    fn default() -> Self {
+        GraceOptions {
+            ratio: Ratio::Auto,
+            replication: true,
+        }
+    }
+}
+
+/// One layer as GRACE grouped it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LayerGrouping {
+    /// The model's layer id.
+    pub layer: u32,
+    /// `groups[g]`: the experts GPU `g` hosts as primaries (ascending).
+    pub groups: Vec<Vec<u32>>,
+    /// The ratio used; `None` when grouped by load only.
+    pub ratio: Option<f64>,
+    /// `(S(r), U(r))` at each of [`RATIOS`] (and the asked-for ratio if it
+    /// is not among them), ascending `r`; empty when grouped by load only.
+    pub curve: Vec<RatioPoint>,
+    /// `U` of the groups used (0 when there is no affinity).
+    pub utilisation: f64,
+    /// `S` of the groups used.
+    pub size_deviation: f64,
+    /// Eq. 2's decision on these groups (applied when replication is on).
+    pub replication: Replication,
+}
+
+/// GRACE with its grouping done: ready to plan.
+#[derive(Debug, Clone)]
+pub struct Grace {
+    topology: Topology,
+    num_experts: usize,
+    layers: Vec<LayerGrouping>,
+    replication: bool,
+    notes: Vec<String>,
+}
+
+/// Runs `f` for every layer, on all cores with the `parallel` feature.
+fn map_layers<T: Send>(
+    layers: usize,
+    f: impl Fn(usize) -> Result<T> + Sync + Send,
+) -> Result<Vec<T>> {
+    #[cfg(feature = "parallel")]
+    {
+        use rayon::prelude::*;
+        (0..layers).into_par_iter().map(f).collect()
+    }
+    #[cfg(not(feature = "parallel"))]
+    {
+        (0..layers).map(f).collect()
+    }
+}
+
+/// How a layer was grouped, before replication.
+enum Grouped {
+    Affinity {
+        groups: Vec<Vec<usize>>,
+        ratio: f64,
+        curve: Vec<RatioPoint>,
+        utilisation: f64,
+    },
+    /// No co-activation in this layer.
+    NoAffinity,
+}
+
+/// Steps 1–3 for layer index `l`.
+fn group_layer(tokens: &TokenTrace, l: usize, topology: Topology, ratio: Ratio) -> Result<Grouped> {
+    let a = affinity::affinity(tokens, l)?;
+    if a.iter().all(|&v| v <= 0.0) {
+        return Ok(Grouped::NoAffinity);
+    }
+    let nodes = topology.nodes();
+    let node_labels = if nodes > 1 {
+        spectral::spectral_clusters(&a, nodes, SEED)?
+    } else {
+        Vec::new()
+    };
+    // A node's GPU-level clustering depends on its members only; the node
+    // capacity moves with r but rarely binds, so most ratios reuse it.
+    let mut memo: HashMap<Vec<usize>, Vec<usize>> = HashMap::new();
+    let mut cluster = |members: &[usize], sub: &Array2<f64>, k: usize| -> Result<Vec<usize>> {
+        if let Some(l) = memo.get(members) {
+            return Ok(l.clone());
+        }
+        // No affinity inside the node: nothing for spectral clustering to
+        // find, so even runs of experts (Algorithm 2 then fits the sizes).
+        let labels = if sub.iter().all(|&v| v <= 0.0) {
+            (0..members.len()).map(|i| i * k / members.len()).collect()
+        } else {
+            spectral::spectral_clusters(sub, k, SEED)?
+        };
+        memo.insert(members.to_vec(), labels.clone());
+        Ok(labels)
+    };
+    let mut ratios = RATIOS.to_vec();
+    if let Ratio::Fixed(r) = ratio {
+        if !ratios.contains(&r) {
+            ratios.push(r);
+            ratios.sort_by(f64::total_cmp);
+        }
+    }
+    let d = topology.num_gpus();
+    let n = a.nrows();
+    let mut curve = Vec::with_capacity(ratios.len());
+    let mut candidates = Vec::with_capacity(ratios.len());
+    for &r in &ratios {
+        let groups = hierarchical_grouping(&a, topology, r, &node_labels, &mut cluster)?;
+        curve.push(RatioPoint {
+            ratio: r,
+            delta: size_bounds(n, d, r)?.delta,
+            size_deviation: grouping::size_deviation(&groups),
+            utilisation: grouping::utilisation(&a, &groups),
+        });
+        candidates.push(groups);
+    }
+    let pick = match ratio {
+        Ratio::Auto => knee(&curve).unwrap_or(0),
+        Ratio::Fixed(r) => ratios.iter().position(|&x| x == r).unwrap_or(0),
+    };
+    let groups = candidates
+        .into_iter()
+        .nth(pick)
+        .ok_or_else(|| Error::planner(NAME, "no ratio to choose from"))?;
+    let point = curve
+        .get(pick)
+        .ok_or_else(|| Error::planner(NAME, "no ratio to choose from"))?;
+    Ok(Grouped::Affinity {
+        groups,
+        ratio: point.ratio,
+        utilisation: point.utilisation,
+        curve,
+    })
+}
+
+impl Grace {
+    /// Groups every layer (affinity and spectral clustering when `work` has
+    /// token routes, load only otherwise) and decides its replication.
+    /// Re-run when the workload or the cluster changes.
+    ///
+    /// ```
+    /// use moeplan::planners::grace::{Grace, GraceOptions};
+    /// use moeplan::{generator, model, sim::Workload, Topology};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+    /// let g = Grace::prepare(&Workload::new(t), Topology::new(1, 8)?, &GraceOptions::default())?;
+    /// assert!(g.notes()[0].contains("no token routes"));
+    /// assert_eq!(g.layers()[0].groups.len(), 8);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn prepare(work: &Workload, topology: Topology, options: &GraceOptions) -> Result<Grace> {
+        if let Ratio::Fixed(r) = options.ratio {
+            size_bounds(1, 1, r)?;
+        }
+        let trace = work.trace();
+        let (n, d) = (trace.num_experts(), topology.num_gpus());
+        let summed = trace.summed();
+        let tokens = work.tokens().filter(|_| n >= d);
+        let layer_ids = trace.layer_ids();
+        let grouped = map_layers(trace.num_layers(), |l| match tokens {
+            Some(t) => group_layer(t, l, topology, options.ratio),
+            None => Ok(Grouped::NoAffinity),
+        })?;
+        let mut by_load = Vec::new();
+        let mut layers = Vec::with_capacity(grouped.len());
+        for (l, g) in grouped.into_iter().enumerate() {
+            let loads: Vec<f64> = summed.row(l).to_vec();
+            let (groups, ratio, curve, utilisation) = match g {
+                Grouped::Affinity {
+                    groups,
+                    ratio,
+                    curve,
+                    utilisation,
+                } => (groups, Some(ratio), curve, utilisation),
+                Grouped::NoAffinity => {
+                    by_load.push(layer_ids.get(l).copied().unwrap_or(0));
+                    (load_grouping(&loads, d), None, Vec::new(), 0.0)
+                }
+            };
+            layers.push(LayerGrouping {
+                layer: layer_ids.get(l).copied().unwrap_or(0),
+                replication: replicate(&groups, &loads),
+                size_deviation: grouping::size_deviation(&groups),
+                groups: groups
+                    .iter()
+                    .map(|g| g.iter().map(|&e| e as u32).collect())
+                    .collect(),
+                ratio,
+                curve,
+                utilisation,
+            });
+        }
+        let mut notes = Vec::new();
+        if work.tokens().is_none() {
+            notes.push(format!(
+                "GRACE: this workload has {}, no token routes, so no expert affinity: \
+                 grouped by load only (heaviest expert to the lightest GPU with room); \
+                 replication still follows Eq. 2",
+                work.sources()
+            ));
+        } else if n < d {
+            notes.push(format!(
+                "GRACE: {n} experts on {d} GPUs, fewer experts than GPUs: grouped by load only"
+            ));
+        } else if !by_load.is_empty() {
+            let ids: Vec<String> = by_load.iter().map(u32::to_string).collect();
+            notes.push(format!(
+                "GRACE: no two experts are ever chosen together in layer(s) {}: grouped by load only",
+                ids.join(", ")
+            ));
+        }
+        Ok(Grace {
+            topology,
+            num_experts: n,
+            layers,
+            replication: options.replication,
+            notes,
+        })
+    }
+
+    /// Every layer's groups, ratio, `(S, U)` curve and replication.
+    ///
+    /// ```
+    /// use moeplan::planners::grace::{Grace, GraceOptions};
+    /// use moeplan::{generator, model, sim::Workload, Topology};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+    /// let g = Grace::prepare(&Workload::new(t.clone()), Topology::new(1, 4)?, &GraceOptions::default())?;
+    /// assert_eq!(g.layers().len(), t.num_layers());
+    /// assert!(g.layers().iter().all(|l| l.ratio.is_none())); // counts only: by load
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn layers(&self) -> &[LayerGrouping] {
+        &self.layers
+    }
+
+    /// What front ends should say beside the plan (the load-only fallback).
+    ///
+    /// ```
+    /// use moeplan::planners::grace::{Grace, GraceOptions};
+    /// use moeplan::{generator, model, sim::Workload, Topology};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+    /// let g = Grace::prepare(&Workload::new(t), Topology::new(1, 4)?, &GraceOptions::default())?;
+    /// assert!(g.notes()[0].contains("grouped by load only"));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The plan: each GPU's group, and the hot experts' copies when
+    /// replication is on.
+    ///
+    /// ```
+    /// use moeplan::planners::grace::{Grace, GraceOptions};
+    /// use moeplan::{generator, model, sim::Workload, Topology};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+    /// let g = Grace::prepare(&Workload::new(t), Topology::new(2, 4)?, &GraceOptions::default())?;
+    /// let plan = g.plan()?;
+    /// assert_eq!(plan.summary().same_gpu_duplicates, 0);
+    /// let added: usize = g.layers().iter().map(|l| l.replication.added()).sum();
+    /// assert_eq!(plan.summary().replicas, added);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn plan(&self) -> Result<Plan> {
+        let layers = self
+            .layers
+            .iter()
+            .map(|lg| {
+                let groups: Vec<Vec<usize>> = lg
+                    .groups
+                    .iter()
+                    .map(|g| g.iter().map(|&e| e as usize).collect())
+                    .collect();
+                let gpus = if self.replication {
+                    lg.replication.apply(&groups)
+                } else {
+                    lg.groups.clone()
+                };
+                LayerPlacement {
+                    layer: lg.layer,
+                    gpus,
+                }
+            })
+            .collect();
+        Plan::new(self.topology, self.num_experts, layers, NAME)
+    }
+}
+
+/// GRACE's id in the registry.
+pub const ID: PlannerId = PlannerId::new("grace");
+
+/// The words [`NONUNIFORMITY`] takes: `auto` and [`RATIOS`].
+const RATIO_WORDS: [&str; 9] = ["auto", "0", "0.1", "0.2", "0.3", "0.4", "0.5", "0.75", "1"];
+
+/// [`GraceOptions::ratio`]: `auto` (the knee) or one of [`RATIOS`].
+pub const NONUNIFORMITY: OptionSpec = OptionSpec {
+    name: "nonuniformity",
+    about: "GRACE's non-uniformity ratio r: GPU group sizes within E ± max(1, round(E·r)); auto: \
+            per layer, the knee of the (S(r), U(r)) curve",
+    kind: Kind::Choice(&RATIO_WORDS),
+    default: Value::Word(Cow::Borrowed("auto")),
+};
+
+/// [`GraceOptions::replication`].
+pub const REPLICATION: OptionSpec = OptionSpec {
+    name: "replication",
+    about: "GRACE: copy the heaviest group's hot experts to the least-loaded GPUs, as many \
+            copies as the load skew says (Eq. 2); off: grouping only",
+    kind: Kind::Flag,
+    default: Value::Flag(true),
+};
+
+static OPTIONS: [OptionSpec; 2] = [NONUNIFORMITY, REPLICATION];
+
+impl GraceOptions {
+    /// The options [`Settings`] hold (defaults for those unset).
+    ///
+    /// ```
+    /// use moeplan::planners::grace::{GraceOptions, Ratio};
+    /// use moeplan::planners::{Settings, Value};
+    /// let s = Settings::new().with("nonuniformity", Value::Word("0.2".into()))?;
+    /// assert_eq!(GraceOptions::from_settings(&s)?.ratio, Ratio::Fixed(0.2));
+    /// assert!(GraceOptions::from_settings(&s)?.replication);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn from_settings(settings: &Settings) -> Result<GraceOptions> {
+        let ratio = match settings.word(&NONUNIFORMITY)? {
+            "auto" => Ratio::Auto,
+            w => Ratio::Fixed(w.parse::<f64>().map_err(|_| {
+                Error::Argument(format!(
+                    "nonuniformity: expected auto or a ratio, got {w:?}"
+                ))
+            })?),
+        };
+        Ok(GraceOptions {
+            ratio,
+            replication: settings.flag(&REPLICATION)?,
+        })
+    }
+}
+
+/// The registry's GRACE.
+#[derive(Debug, Clone, Copy)]
+pub struct GracePlanner;
+
+const SPEC: PlannerSpec = PlannerSpec {
+    id: ID,
+    display: "GRACE",
+    about: "GRACE-MoE: experts grouped by co-activation affinity (spectral, hierarchical over nodes, \
+            sizes within E ± δ), the heaviest group's hot experts replicated by load skew (load-only \
+            grouping without token routes)",
+    needs: Needs::Counts,
+    options: &OPTIONS,
+};
+
+impl Planner for GracePlanner {
+    fn spec(&self) -> &'static PlannerSpec {
+        &SPEC
+    }
+    fn preparing(&self) -> String {
+        "grouping experts by affinity (GRACE)".into()
+    }
+    fn prepare(
+        &self,
+        work: &Workload,
+        topology: Topology,
+        settings: &Settings,
+    ) -> Result<Box<dyn Prepared>> {
+        let options = GraceOptions::from_settings(settings)?;
+        Ok(Box::new(Grace::prepare(work, topology, &options)?))
+    }
+}
+
+impl Prepared for Grace {
+    fn plan(&self, _budget: Option<usize>) -> Result<Planned> {
+        Ok(Planned {
+            plan: Grace::plan(self)?,
+            budget: None,
+            predicted: None,
+        })
+    }
+
+    fn auto_budget(&self) -> Result<Option<usize>> {
+        Ok(None)
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
+    }
+}

@@ -1,0 +1,240 @@
+//! Libra — per-batch expert prefetching and token rebalancing (Libra
+//! paper, `shared/seeds/004_…`: §3, appendices B and C).
+//!
+//! Static plans (EPLB, CRAFT, GRACE) place experts once; Libra re-places
+//! every layer of every batch: while layer `i` runs it predicts layer
+//! `i + 1`'s routing ([`predict`]), copies up to `N` experts per GPU onto
+//! a static base ([`prefetch`], Algorithm 1), and shards the remote pairs
+//! of replicated experts over the copies on the CPU
+//! ([`crate::sim::Rebalancer`], Algorithm 2, the dispatch rule
+//! [`Rule::Libra`]).
+//!
+//! [`libra_schedule`] turns a workload, a base plan and a predictor into a
+//! [`Placement::Schedule`] of one plan per batch (each layer the base plus
+//! that batch's copies), which [`crate::sim::simulate`] replays under
+//! [`Rule::Libra`]; its `moves` count the slots that change between
+//! consecutive batches, and [`LibraSchedule::copies`] every copy Libra makes
+//! (it refills its buffers every layer of every batch).
+//!
+//! **Files.** This one: options and the schedule. [`predict`]: the
+//! predictors and their accuracy (Table 1's metric). [`prefetch`]:
+//! Algorithm 1. The rebalancer lives in the simulator (`sim/rebalance.rs`).
+//!
+//! **Not registered.** [`Prepared::plan`](crate::planners::Prepared::plan)
+//! returns one [`Plan`]; a per-batch schedule does not fit it, so Libra is
+//! not in [`PLANNERS`](crate::planners::PLANNERS) and its options
+//! ([`EXTRA_EXPERTS_PER_GPU`], [`LOCAL_PERCENT`], [`TOLERANCE_PERCENT`],
+//! [`PREDICTOR`]) are declared for the registry to take up once it carries
+//! schedules.
+//!
+//! Cost: per batch and layer, one prediction and one prefetch (see their
+//! files); memory `B` plans of `L · (E + D · N)` slots.
+
+pub mod predict;
+pub mod prefetch;
+
+use std::borrow::Cow;
+
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::planners::registry::{Kind, OptionSpec, PlannerId, Value};
+use crate::sim::{Placement, Rule, Strategy, Workload};
+
+pub use predict::{
+    Accuracy, DEFAULT_DEPTH, Noisy, PathTable, PredictedCounts, Predictor, accuracy,
+};
+pub use prefetch::prefetch;
+
+/// Libra's id.
+pub const ID: PlannerId = PlannerId::new("libra");
+const NAME: &str = "libra";
+
+/// `N`: copies each GPU may take per layer and batch.
+pub const EXTRA_EXPERTS_PER_GPU: OptionSpec = OptionSpec {
+    name: "extra_experts_per_gpu",
+    about: "Libra's N: experts each GPU may copy per layer and batch (paper: 8)",
+    kind: Kind::Count,
+    default: Value::Count(8),
+};
+
+/// `α` in percent: the share of `N` spent on each GPU's own hot experts.
+pub const LOCAL_PERCENT: OptionSpec = OptionSpec {
+    name: "local_percent",
+    about: "Libra's α in percent: share of N copied for each GPU's own tokens (paper: 50)",
+    kind: Kind::Count,
+    default: Value::Count(50),
+};
+
+/// `ε` in percent: the rebalancer's tolerance above the mean.
+pub const TOLERANCE_PERCENT: OptionSpec = OptionSpec {
+    name: "tolerance_percent",
+    about: "Libra's ε in percent: the rebalancer stops within this of the mean load",
+    kind: Kind::Count,
+    default: Value::Count(crate::sim::DEFAULT_TOLERANCE_PERCENT as usize),
+};
+
+/// Which predictor feeds the prefetcher.
+pub const PREDICTOR: OptionSpec = OptionSpec {
+    name: "predictor",
+    about: "what predicts the next layer: oracle (upper bound), path-table (tokens), previous-batch, noisy (simulated, 80 %)",
+    kind: Kind::Choice(&["previous-batch", "path-table", "oracle", "noisy"]),
+    default: Value::Word(Cow::Borrowed("previous-batch")),
+};
+
+/// Libra's settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LibraOptions {
+    /// `N`: copies per GPU per layer and batch.
+    pub extra_per_gpu: usize,
+    /// `α` in 0..=1: the share of `N` for phase 1 (`round(N · α)` copies).
+    pub local_fraction: f64,
+    /// `ε` in percent for [`Rule::Libra`].
+    pub tolerance_percent: u16,
+}
+
+impl Default for LibraOptions {
+    /// The paper's evaluation: `N = 8`, `α = 0.5`; ε = 5 %.
+    fn default() -> Self {
+        LibraOptions {
+            extra_per_gpu: 8,
+            local_fraction: 0.5,
+            tolerance_percent: crate::sim::DEFAULT_TOLERANCE_PERCENT,
+        }
+    }
+}
+
+impl LibraOptions {
+    /// Phase 1's copies per GPU, `round(N · α)`.
+    ///
+    /// ```
+    /// use moeplan::planners::libra::LibraOptions;
+    /// assert_eq!(LibraOptions::default().local_copies()?, 4);
+    /// let bad = LibraOptions { local_fraction: 1.5, ..LibraOptions::default() };
+    /// assert!(bad.local_copies().is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn local_copies(&self) -> Result<usize> {
+        if !(0.0..=1.0).contains(&self.local_fraction) {
+            return Err(Error::planner(
+                NAME,
+                format!("α = {} is outside 0..=1", self.local_fraction),
+            ));
+        }
+        let l = (self.extra_per_gpu as f64 * self.local_fraction).round() as usize;
+        Ok(l.min(self.extra_per_gpu))
+    }
+}
+
+/// Builds the predictor named `word` (see [`PREDICTOR`]) for `work`: the
+/// path table of depth [`DEFAULT_DEPTH`] on the first 80 % of the tokens
+/// (the paper's build split, 1.6 M of 2 M), the noisy one at 80 % accuracy
+/// (the middle of Table 1's 70–90 %) with seed 0.
+///
+/// ```
+/// use moeplan::planners::libra::build_predictor;
+/// use moeplan::{sim::Workload, LoadTrace};
+/// use ndarray::Array3;
+/// let w = Workload::new(LoadTrace::new(Array3::from_elem((2, 2, 4), 1.0), vec![0, 1])?);
+/// assert_eq!(build_predictor("oracle", &w)?.name(), "oracle");
+/// assert!(build_predictor("path-table", &w).is_err()); // needs token routes
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn build_predictor(word: &str, work: &Workload) -> Result<Predictor> {
+    match word {
+        "oracle" => Ok(Predictor::Oracle),
+        "previous-batch" => Ok(Predictor::PreviousBatch),
+        "noisy" => Ok(Predictor::Noisy(Noisy::new(work, 0.8, 0)?)),
+        "path-table" => {
+            let tokens = work.tokens().ok_or_else(|| {
+                Error::planner(NAME, "the path-table predictor needs token routes")
+            })?;
+            let n = tokens.num_tokens();
+            let build = ((n as f64 * 0.8) as usize).clamp(1, n.max(1));
+            Ok(Predictor::PathTable(PathTable::build(
+                tokens,
+                0..build,
+                DEFAULT_DEPTH,
+            )?))
+        }
+        other => Err(Error::planner(
+            NAME,
+            format!("unknown predictor {other:?}: oracle, path-table, previous-batch or noisy"),
+        )),
+    }
+}
+
+/// Libra's per-batch placements and the rule that serves them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LibraSchedule {
+    /// One plan per batch (`b..b + 1`), each layer the base plus that
+    /// batch's copies.
+    pub placement: Placement,
+    /// [`Rule::Libra`] with the options' ε.
+    pub rule: Rule,
+    /// Copies made in each batch, over all layers: what Libra transfers
+    /// (it refills its copy buffers every layer).
+    pub copies: Vec<usize>,
+    /// The predictor's [`Predictor::name`] and [`Predictor::label`].
+    pub predictor: (&'static str, &'static str),
+}
+
+impl LibraSchedule {
+    /// The schedule under its rule, for [`crate::sim::simulate`].
+    pub fn strategy(&self) -> Strategy {
+        Strategy {
+            placement: self.placement.clone(),
+            rule: self.rule,
+        }
+    }
+}
+
+/// Libra on `work`: for every batch and layer, `predictor`'s counts, then
+/// the prefetcher's copies on `base`'s layer.
+///
+/// ```
+/// use moeplan::planners::libra::{libra_schedule, LibraOptions, Predictor};
+/// use moeplan::sim::{simulate, CostModel, Workload};
+/// use moeplan::{generator, model, planners, Topology};
+/// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+/// let base = planners::contiguous(&trace, Topology::new(1, 8)?)?;
+/// let work = Workload::new(trace);
+/// let s = libra_schedule(&work, &base, &Predictor::Oracle, &LibraOptions::default())?;
+/// let libra = simulate(&work, &s.strategy(), &CostModel::default())?;
+/// let fixed = simulate(&work, &moeplan::sim::Strategy::fixed(base, moeplan::sim::Rule::Even), &CostModel::default())?;
+/// assert!(libra.imbalance_ratio < fixed.imbalance_ratio);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn libra_schedule(
+    work: &Workload,
+    base: &Plan,
+    predictor: &Predictor,
+    options: &LibraOptions,
+) -> Result<LibraSchedule> {
+    let trace = work.trace();
+    base.check_matches(trace)?;
+    let local = options.local_copies()?;
+    let d = base.topology().num_gpus();
+    let mut parts = Vec::with_capacity(trace.num_batches());
+    let mut copies = Vec::with_capacity(trace.num_batches());
+    for b in 0..trace.num_batches() {
+        let mut layers = Vec::with_capacity(base.layers().len());
+        let mut made = 0;
+        for (l, layer) in base.layers().iter().enumerate() {
+            let predicted = predictor.predict(work, b, l, d)?;
+            let next = prefetch(layer, &predicted, options.extra_per_gpu, local)?;
+            made += next.total_slots() - layer.total_slots();
+            layers.push(next);
+        }
+        copies.push(made);
+        let plan = Plan::new(base.topology(), base.num_experts(), layers, NAME)?;
+        parts.push((b..b + 1, plan));
+    }
+    Ok(LibraSchedule {
+        placement: Placement::Schedule(parts),
+        rule: Rule::Libra {
+            tolerance_percent: options.tolerance_percent,
+        },
+        copies,
+        predictor: (predictor.name(), predictor.label()),
+    })
+}

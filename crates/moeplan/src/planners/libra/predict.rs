@@ -1,0 +1,731 @@
+//! Predictors of the next layer's routing, for Libra's prefetcher (Libra
+//! paper §3.2 "Predictor Design", §5 Table 1), each with its accuracy
+//! measured by Table 1's metric: the fraction of a token's true top-k
+//! experts found in its predicted top-k set, averaged over tokens and
+//! layers ([`accuracy`]).
+//!
+//! - [`Predictor::Oracle`]: the true routing — an upper bound, no
+//!   predictor reaches it.
+//! - [`Predictor::PathTable`]: Lina's expert-selection-path table, built
+//!   on a build split of a token trace ([`PathTable::build`]). Lina keys a
+//!   table on a token's exact path of experts over the previous few layers;
+//!   with top-k routing (6 of 64 experts per layer on DeepSeek-V2-Lite) an
+//!   exact path of sets almost never repeats between build and evaluation,
+//!   so the table here is factored per layer distance: for each of the
+//!   previous `depth` layers, how often expert `x` there was followed by
+//!   `y` at this layer; a token's score for `y` sums those frequencies over
+//!   the experts of its path, and its predicted set is the `k` best
+//!   (ties: the layer's build marginal, then the lower id). A layer with
+//!   no previous layer predicts the build marginal's top `k`.
+//! - [`Predictor::PreviousBatch`]: what a count-only trace allows — the
+//!   previous batch's counts of this layer; per token, the previous batch's
+//!   `k` hottest experts. The first batch has no previous one: its counts
+//!   are predicted uniform over experts (and it is left out of accuracy).
+//! - [`Predictor::Noisy`]: a calibrated stand-in for Libra's own predictor
+//!   (the next layer's gate run on the current hidden states, which no
+//!   trace holds) — labelled *simulated*: each true expert is kept with
+//!   probability `p`, each dropped one replaced by a draw from the layer's
+//!   marginal over the experts the token did not pick, so the measured
+//!   accuracy is `p` in expectation. Seeded per (layer, token). On counts
+//!   without token routes it predicts the expectation, `p · true + (1 −
+//!   p) · marginal`.
+//!
+//! What the prefetcher receives from any of them is [`PredictedCounts`]:
+//! per (source GPU, expert), the pairs predicted for one batch and layer.
+//!
+//! Cost: building the path table O(T · L · depth · k²) time and
+//! O(L · depth · E²) memory; a prediction O(T_b · (depth · k² + E log E))
+//! per batch and layer for `T_b` tokens, O(S · E) for the count-level
+//! predictors.
+
+use std::ops::Range;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::sim::Sources;
+use crate::sim::Workload;
+use crate::trace::TokenTrace;
+
+const NAME: &str = "libra";
+
+/// Predicted pairs of one batch and layer per (source GPU, expert),
+/// `sources × experts` row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PredictedCounts {
+    sources: usize,
+    experts: usize,
+    counts: Vec<f64>,
+}
+
+impl PredictedCounts {
+    /// Counts `counts[s · experts + e]`; each finite and non-negative.
+    ///
+    /// ```
+    /// use moeplan::planners::libra::PredictedCounts;
+    /// let p = PredictedCounts::new(2, 3, vec![1.0, 0.0, 2.0, 0.0, 4.0, 0.0])?;
+    /// assert_eq!((p.get(1, 1), p.sources(), p.experts()), (4.0, 2, 3));
+    /// assert!(PredictedCounts::new(2, 3, vec![1.0; 5]).is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn new(sources: usize, experts: usize, counts: Vec<f64>) -> Result<Self> {
+        if counts.len() != sources.saturating_mul(experts) {
+            return Err(Error::Argument(format!(
+                "{} predicted counts for {sources} sources × {experts} experts",
+                counts.len()
+            )));
+        }
+        if let Some(v) = counts.iter().find(|v| !v.is_finite() || **v < 0.0) {
+            return Err(Error::Argument(format!(
+                "predicted count {v}: counts must be finite and non-negative"
+            )));
+        }
+        Ok(PredictedCounts {
+            sources,
+            experts,
+            counts,
+        })
+    }
+
+    fn zeros(sources: usize, experts: usize) -> Self {
+        PredictedCounts {
+            sources,
+            experts,
+            counts: vec![0.0; sources * experts],
+        }
+    }
+
+    /// Source GPUs (rows).
+    pub fn sources(&self) -> usize {
+        self.sources
+    }
+
+    /// Experts (columns).
+    pub fn experts(&self) -> usize {
+        self.experts
+    }
+
+    /// Pairs source `s` is predicted to send expert `e` (0 outside the
+    /// table).
+    pub fn get(&self, s: usize, e: usize) -> f64 {
+        if e >= self.experts {
+            return 0.0;
+        }
+        self.counts
+            .get(s * self.experts + e)
+            .copied()
+            .unwrap_or(0.0)
+    }
+
+    /// The counts, `sources × experts` row-major.
+    pub fn as_slice(&self) -> &[f64] {
+        &self.counts
+    }
+
+    fn add(&mut self, s: usize, e: usize, x: f64) {
+        if e < self.experts
+            && let Some(c) = self.counts.get_mut(s * self.experts + e)
+        {
+            *c += x;
+        }
+    }
+}
+
+/// Lina's expert-selection-path table, factored per layer distance (see
+/// the module documentation).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PathTable {
+    depth: usize,
+    experts: usize,
+    layers: usize,
+    top_k: usize,
+    /// `freq[((l · depth) + j − 1) · E² + x · E + y]`: of the build tokens
+    /// with `x` at layer `l − j`, the fraction with `y` at layer `l`.
+    freq: Vec<f32>,
+    /// `marginal[l · E + y]`: build pairs of `y` at layer `l`.
+    marginal: Vec<f64>,
+}
+
+/// The path table's depth when none is given: the two previous layers.
+pub const DEFAULT_DEPTH: usize = 2;
+
+impl PathTable {
+    /// Counts, on tokens `build` of `tokens`, which experts follow which
+    /// over up to `depth` (1 to 4) layers.
+    ///
+    /// ```
+    /// use moeplan::{planners::libra::PathTable, TokenTrace};
+    /// use ndarray::array;
+    /// // expert 0 is always followed by 2, expert 1 by 3
+    /// let t = TokenTrace::new(4, vec![0, 1], vec![array![[0], [1], [0]], array![[2], [3], [2]]], vec![0; 3])?;
+    /// let table = PathTable::build(&t, 0..3, 1)?;
+    /// assert_eq!(table.predict(&t, 1, 1)?, vec![3]);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn build(tokens: &TokenTrace, build: Range<usize>, depth: usize) -> Result<Self> {
+        if !(1..=4).contains(&depth) {
+            return Err(Error::planner(
+                NAME,
+                format!("path depth {depth} is outside 1..=4"),
+            ));
+        }
+        let n = tokens.num_tokens();
+        if build.start >= build.end || build.end > n {
+            return Err(Error::planner(
+                NAME,
+                format!(
+                    "build tokens {}..{} are not a non-empty part of the trace's {n}",
+                    build.start, build.end
+                ),
+            ));
+        }
+        let (e_n, l_n) = (tokens.num_experts(), tokens.num_layers());
+        let e2 = e_n * e_n;
+        let mut counts = vec![0u32; l_n * depth * e2];
+        let mut marginal = vec![0.0; l_n * e_n];
+        for l in 0..l_n {
+            let now = tokens.routes(l);
+            for t in build.clone() {
+                for &y in now.row(t) {
+                    marginal[l * e_n + y as usize] += 1.0;
+                }
+                for j in 1..=depth.min(l) {
+                    let before = tokens.routes(l - j);
+                    let block = ((l * depth) + j - 1) * e2;
+                    for &x in before.row(t) {
+                        for &y in now.row(t) {
+                            counts[block + x as usize * e_n + y as usize] += 1;
+                        }
+                    }
+                }
+            }
+        }
+        let mut freq = vec![0.0f32; counts.len()];
+        for (f, c) in freq.chunks_mut(e_n.max(1)).zip(counts.chunks(e_n.max(1))) {
+            let sum: u64 = c.iter().map(|&x| u64::from(x)).sum();
+            if sum > 0 {
+                for (fi, &ci) in f.iter_mut().zip(c) {
+                    *fi = ci as f32 / sum as f32;
+                }
+            }
+        }
+        Ok(PathTable {
+            depth,
+            experts: e_n,
+            layers: l_n,
+            top_k: tokens.top_k(),
+            freq,
+            marginal,
+        })
+    }
+
+    /// The `k` experts predicted for token `t` at layer index `l` of
+    /// `tokens` (which must have the build trace's experts and layers).
+    ///
+    /// ```
+    /// use moeplan::{planners::libra::PathTable, TokenTrace};
+    /// use ndarray::array;
+    /// let t = TokenTrace::new(4, vec![0, 1], vec![array![[0], [1]], array![[2], [2]]], vec![0; 2])?;
+    /// let table = PathTable::build(&t, 0..2, 2)?;
+    /// assert_eq!(table.predict(&t, 0, 0)?, vec![0]); // layer 0: the marginal, ties to the lower id
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn predict(&self, tokens: &TokenTrace, t: usize, l: usize) -> Result<Vec<u32>> {
+        self.check(tokens)?;
+        if t >= tokens.num_tokens() || l >= self.layers {
+            return Err(Error::Argument(format!(
+                "token {t} of layer index {l} is outside the trace"
+            )));
+        }
+        let mut scores = Vec::new();
+        let mut out = Vec::new();
+        self.predict_into(tokens, t, l, &mut scores, &mut out);
+        Ok(out)
+    }
+
+    fn check(&self, tokens: &TokenTrace) -> Result<()> {
+        if tokens.num_experts() != self.experts || tokens.num_layers() != self.layers {
+            return Err(Error::Mismatch(format!(
+                "the path table was built for {} experts × {} layers, the trace has {} × {}",
+                self.experts,
+                self.layers,
+                tokens.num_experts(),
+                tokens.num_layers()
+            )));
+        }
+        Ok(())
+    }
+
+    fn predict_into(
+        &self,
+        tokens: &TokenTrace,
+        t: usize,
+        l: usize,
+        scores: &mut Vec<f64>,
+        out: &mut Vec<u32>,
+    ) {
+        let e_n = self.experts;
+        let e2 = e_n * e_n;
+        scores.clear();
+        scores.resize(e_n, 0.0);
+        for j in 1..=self.depth.min(l) {
+            let block = ((l * self.depth) + j - 1) * e2;
+            for &x in tokens.routes(l - j).row(t) {
+                let start = block + x as usize * e_n;
+                if let Some(f) = self.freq.get(start..start + e_n) {
+                    for (s, &p) in scores.iter_mut().zip(f) {
+                        *s += f64::from(p);
+                    }
+                }
+            }
+        }
+        let marginal = self.marginal.get(l * e_n..(l + 1) * e_n).unwrap_or(&[]);
+        top_k_by(scores, marginal, self.top_k.min(tokens.top_k()).max(1), out);
+    }
+}
+
+/// The `k` indices with the highest `primary`, ties by `secondary`, then
+/// the lower index.
+fn top_k_by(primary: &[f64], secondary: &[f64], k: usize, out: &mut Vec<u32>) {
+    out.clear();
+    out.extend(0..primary.len() as u32);
+    let key = |i: u32| {
+        let i = i as usize;
+        (
+            primary.get(i).copied().unwrap_or(0.0),
+            secondary.get(i).copied().unwrap_or(0.0),
+        )
+    };
+    let cmp = |a: &u32, b: &u32| {
+        let (ka, kb) = (key(*a), key(*b));
+        kb.0.total_cmp(&ka.0)
+            .then(kb.1.total_cmp(&ka.1))
+            .then(a.cmp(b))
+    };
+    if k < out.len() {
+        out.select_nth_unstable_by(k, cmp);
+        out.truncate(k);
+    }
+    out.sort_unstable_by(cmp);
+}
+
+/// Libra's predictor stood in for by calibrated noise (see the module
+/// documentation).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Noisy {
+    accuracy: f64,
+    seed: u64,
+    experts: usize,
+    /// Per layer, the cumulative marginal over experts (`L × E`).
+    cdf: Vec<f64>,
+    marginal: Vec<f64>,
+}
+
+impl Noisy {
+    /// A predictor of accuracy `p` (0 to 1) on `work`, its marginals the
+    /// workload's counts summed over batches, its draws seeded by `seed`.
+    ///
+    /// ```
+    /// use moeplan::{planners::libra::Noisy, sim::Workload, LoadTrace};
+    /// use ndarray::Array3;
+    /// let w = Workload::new(LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![0])?);
+    /// assert!(Noisy::new(&w, 0.8, 7).is_ok());
+    /// assert!(Noisy::new(&w, 1.5, 7).is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn new(work: &Workload, p: f64, seed: u64) -> Result<Self> {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(Error::planner(
+                NAME,
+                format!("predictor accuracy {p} is outside 0..=1"),
+            ));
+        }
+        let counts = work.trace().counts();
+        let (_, l_n, e_n) = counts.dim();
+        let summed = counts.sum_axis(ndarray::Axis(0));
+        let marginal: Vec<f64> = summed.iter().copied().collect();
+        let mut cdf = Vec::with_capacity(l_n * e_n);
+        for l in 0..l_n {
+            let mut acc = 0.0;
+            for e in 0..e_n {
+                acc += marginal[l * e_n + e];
+                cdf.push(acc);
+            }
+        }
+        Ok(Noisy {
+            accuracy: p,
+            seed,
+            experts: e_n,
+            cdf,
+            marginal,
+        })
+    }
+
+    /// The accuracy it is calibrated to.
+    pub fn accuracy(&self) -> f64 {
+        self.accuracy
+    }
+
+    /// Token `t`'s predicted set at layer index `l` given its true set.
+    fn draw(&self, l: usize, t: usize, truth: &[u32], out: &mut Vec<u32>) {
+        let e_n = self.experts;
+        let mut rng = SplitMix(
+            self.seed ^ (l as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (t as u64).rotate_left(32),
+        );
+        out.clear();
+        let mut dropped = 0usize;
+        for &e in truth {
+            if rng.unit() < self.accuracy {
+                out.push(e);
+            } else {
+                dropped += 1;
+            }
+        }
+        let cdf = self.cdf.get(l * e_n..(l + 1) * e_n).unwrap_or(&[]);
+        let weights = self.marginal.get(l * e_n..(l + 1) * e_n).unwrap_or(&[]);
+        let total = cdf.last().copied().unwrap_or(0.0);
+        let banned = |e: u32, out: &[u32]| truth.contains(&e) || out.contains(&e);
+        for _ in 0..dropped {
+            let mut pick = None;
+            if total > 0.0 {
+                // Rejection keeps the draw proportional to the marginal
+                // over the allowed experts; the scan below is the fallback
+                // when the banned ones hold nearly all the mass.
+                for _ in 0..64 {
+                    let u = rng.unit() * total;
+                    let e = cdf.partition_point(|&c| c <= u).min(e_n.saturating_sub(1)) as u32;
+                    if !banned(e, out) && weights.get(e as usize).copied().unwrap_or(0.0) > 0.0 {
+                        pick = Some(e);
+                        break;
+                    }
+                }
+            }
+            if pick.is_none() {
+                let allowed: f64 = (0..e_n as u32)
+                    .filter(|&e| !banned(e, out))
+                    .map(|e| weights.get(e as usize).copied().unwrap_or(0.0))
+                    .sum();
+                let free = (0..e_n as u32).filter(|&e| !banned(e, out)).count();
+                if free == 0 {
+                    break;
+                }
+                if allowed > 0.0 {
+                    let mut u = rng.unit() * allowed;
+                    for e in (0..e_n as u32).filter(|&e| !banned(e, out)) {
+                        u -= weights.get(e as usize).copied().unwrap_or(0.0);
+                        if u < 0.0 {
+                            pick = Some(e);
+                            break;
+                        }
+                    }
+                }
+                if pick.is_none() {
+                    let i = ((rng.unit() * free as f64) as usize).min(free - 1);
+                    pick = (0..e_n as u32).filter(|&e| !banned(e, out)).nth(i);
+                }
+            }
+            if let Some(e) = pick {
+                out.push(e);
+            }
+        }
+    }
+}
+
+/// SplitMix64: a tiny, fast generator; seeded per (layer, token) so a
+/// token's draws do not depend on the order predictions are asked in.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)`.
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A predictor of the next layer's routing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Predictor {
+    /// The true routing: an upper bound.
+    Oracle,
+    /// Lina's expert-selection-path table (needs token routes).
+    PathTable(PathTable),
+    /// The previous batch's counts.
+    PreviousBatch,
+    /// Calibrated noise of a given accuracy: simulated.
+    Noisy(Noisy),
+}
+
+impl Predictor {
+    /// Its name: `oracle`, `path-table`, `previous-batch`, `noisy`.
+    ///
+    /// ```
+    /// assert_eq!(moeplan::planners::libra::Predictor::Oracle.name(), "oracle");
+    /// ```
+    pub fn name(&self) -> &'static str {
+        match self {
+            Predictor::Oracle => "oracle",
+            Predictor::PathTable(_) => "path-table",
+            Predictor::PreviousBatch => "previous-batch",
+            Predictor::Noisy(_) => "noisy",
+        }
+    }
+
+    /// What its figures are: `upper bound` (oracle), `measured` (path
+    /// table, previous batch), `simulated` (noisy).
+    ///
+    /// ```
+    /// use moeplan::planners::libra::Predictor;
+    /// assert_eq!(Predictor::Oracle.label(), "upper bound");
+    /// assert_eq!(Predictor::PreviousBatch.label(), "measured");
+    /// ```
+    pub fn label(&self) -> &'static str {
+        match self {
+            Predictor::Oracle => "upper bound",
+            Predictor::PathTable(_) | Predictor::PreviousBatch => "measured",
+            Predictor::Noisy(_) => "simulated",
+        }
+    }
+
+    /// Predicted pairs of batch `b`, layer index `l` per (source GPU,
+    /// expert), for `gpus` GPUs (the workload's sources, or all `gpus`
+    /// sending `1 / gpus` of every expert under even arrival).
+    ///
+    /// ```
+    /// use moeplan::{planners::libra::Predictor, sim::Workload, LoadTrace};
+    /// use ndarray::Array3;
+    /// let mut c = Array3::from_elem((2, 1, 2), 2.0);
+    /// c[[1, 0, 0]] = 6.0;
+    /// let w = Workload::new(LoadTrace::new(c, vec![0])?);
+    /// let p = Predictor::PreviousBatch.predict(&w, 1, 0, 2)?;
+    /// assert_eq!(p.as_slice(), &[1.0, 1.0, 1.0, 1.0]); // batch 0's counts, halved over 2 GPUs
+    /// assert_eq!(Predictor::Oracle.predict(&w, 1, 0, 2)?.get(0, 0), 3.0);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn predict(
+        &self,
+        work: &Workload,
+        b: usize,
+        l: usize,
+        gpus: usize,
+    ) -> Result<PredictedCounts> {
+        let trace = work.trace();
+        let (b_n, l_n, e_n) = trace.counts().dim();
+        if b >= b_n || l >= l_n {
+            return Err(Error::Argument(format!(
+                "batch {b}, layer index {l} is outside the workload's {b_n} × {l_n}"
+            )));
+        }
+        if work.num_sources().is_some_and(|s| s > gpus) || gpus == 0 {
+            return Err(Error::Mismatch(format!(
+                "{gpus} GPUs for a workload with {:?} source ranks",
+                work.num_sources()
+            )));
+        }
+        let mut out = PredictedCounts::zeros(gpus, e_n);
+        match self {
+            Predictor::Oracle => fill_true(work, b, l, gpus, &mut out),
+            Predictor::PreviousBatch => {
+                if b == 0 {
+                    let mut now = PredictedCounts::zeros(gpus, e_n);
+                    fill_true(work, b, l, gpus, &mut now);
+                    for s in 0..gpus {
+                        let sent: f64 = (0..e_n).map(|e| now.get(s, e)).sum();
+                        for e in 0..e_n {
+                            out.add(s, e, sent / e_n as f64);
+                        }
+                    }
+                } else {
+                    fill_true(work, b - 1, l, gpus, &mut out);
+                }
+            }
+            Predictor::PathTable(table) => {
+                let (tokens, batch_tokens) = need_tokens(work)?;
+                table.check(tokens)?;
+                let rank = tokens.source_rank();
+                let (mut scores, mut set) = (Vec::new(), Vec::new());
+                for t in work.batch_range(b, batch_tokens) {
+                    table.predict_into(tokens, t, l, &mut scores, &mut set);
+                    let s = rank.get(t).copied().unwrap_or(0) as usize;
+                    for &e in &set {
+                        out.add(s, e as usize, 1.0);
+                    }
+                }
+            }
+            Predictor::Noisy(noisy) => match work.tokens() {
+                Some(tokens) => {
+                    let (_, batch_tokens) = need_tokens(work)?;
+                    let rank = tokens.source_rank();
+                    let routes = tokens.routes(l);
+                    let mut set = Vec::new();
+                    for t in work.batch_range(b, batch_tokens) {
+                        noisy.draw(l, t, routes.row(t).as_slice().unwrap_or(&[]), &mut set);
+                        let s = rank.get(t).copied().unwrap_or(0) as usize;
+                        for &e in &set {
+                            out.add(s, e as usize, 1.0);
+                        }
+                    }
+                }
+                None => {
+                    let mut now = PredictedCounts::zeros(gpus, e_n);
+                    fill_true(work, b, l, gpus, &mut now);
+                    let weights = noisy.marginal.get(l * e_n..(l + 1) * e_n).unwrap_or(&[]);
+                    let total: f64 = weights.iter().sum();
+                    let p = noisy.accuracy;
+                    for s in 0..gpus {
+                        let sent: f64 = (0..e_n).map(|e| now.get(s, e)).sum();
+                        for e in 0..e_n {
+                            let share = if total > 0.0 {
+                                weights.get(e).copied().unwrap_or(0.0) / total
+                            } else {
+                                1.0 / e_n as f64
+                            };
+                            out.add(s, e, p * now.get(s, e) + (1.0 - p) * sent * share);
+                        }
+                    }
+                }
+            },
+        }
+        Ok(out)
+    }
+
+    /// Token `t`'s predicted set at layer `l` of batch `b`; `None` when
+    /// this predictor has none for it (previous batch on batch 0).
+    fn token_set(
+        &self,
+        work: &Workload,
+        tokens: &TokenTrace,
+        b: usize,
+        (t, l): (usize, usize),
+        (scratch, out): (&mut Vec<f64>, &mut Vec<u32>),
+    ) -> bool {
+        let truth = tokens.routes(l);
+        match self {
+            Predictor::Oracle => {
+                out.clear();
+                out.extend(truth.row(t).iter().copied());
+                true
+            }
+            Predictor::PathTable(table) => {
+                table.predict_into(tokens, t, l, scratch, out);
+                true
+            }
+            Predictor::PreviousBatch => {
+                if b == 0 {
+                    return false;
+                }
+                let counts = work.trace().counts();
+                let row: Vec<f64> = counts.slice(ndarray::s![b - 1, l, ..]).to_vec();
+                top_k_by(&row, &[], tokens.top_k(), out);
+                true
+            }
+            Predictor::Noisy(noisy) => {
+                noisy.draw(l, t, truth.row(t).as_slice().unwrap_or(&[]), out);
+                true
+            }
+        }
+    }
+}
+
+fn fill_true(work: &Workload, b: usize, l: usize, gpus: usize, out: &mut PredictedCounts) {
+    let e_n = out.experts;
+    if matches!(work.source_kind(), Sources::Even) {
+        let counts = work.trace().counts();
+        for s in 0..gpus {
+            for e in 0..e_n {
+                out.add(s, e, counts[[b, l, e]] / gpus as f64);
+            }
+        }
+    } else {
+        let mut src = Vec::new();
+        work.fill_source_counts(b, l, &mut src);
+        for (i, &x) in src.iter().enumerate() {
+            out.add(i / e_n.max(1), i % e_n.max(1), x);
+        }
+    }
+}
+
+fn need_tokens(work: &Workload) -> Result<(&TokenTrace, usize)> {
+    match work.source_kind() {
+        Sources::Tokens {
+            tokens,
+            batch_tokens,
+            ..
+        } => Ok((tokens, *batch_tokens)),
+        _ => Err(Error::planner(
+            NAME,
+            "this predictor needs token routes (a workload built from a token trace)",
+        )),
+    }
+}
+
+/// A predictor's accuracy by the Libra paper's Table 1 metric.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Accuracy {
+    /// Mean over (token, layer) of `|predicted ∩ true| / k`.
+    pub accuracy: f64,
+    /// (Token, layer) predictions averaged.
+    pub predictions: usize,
+    /// What a uniform random set of `k` scores: `k / E`.
+    pub chance: f64,
+}
+
+/// Measures `predictor` on the token routes of `work`'s batches `batches`,
+/// layers 1 onwards (layer 0 has no previous layer to predict from, for
+/// any predictor), by Table 1's metric. Batch 0 is skipped for the
+/// previous-batch predictor.
+///
+/// ```
+/// use moeplan::planners::libra::{accuracy, Predictor};
+/// use moeplan::{sim::Workload, TokenTrace};
+/// use ndarray::array;
+/// let t = TokenTrace::new(4, vec![0, 1], vec![array![[0, 1], [2, 3]], array![[1, 2], [0, 3]]], vec![0, 1])?;
+/// let w = Workload::from_tokens(t, 1)?;
+/// assert_eq!(accuracy(&Predictor::Oracle, &w, 0..2)?.accuracy, 1.0);
+/// // batch 1 (token 1) predicted by batch 0's top-2 at layer 1 {1, 2}: none of {0, 3}
+/// assert_eq!(accuracy(&Predictor::PreviousBatch, &w, 0..2)?.accuracy, 0.0);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn accuracy(predictor: &Predictor, work: &Workload, batches: Range<usize>) -> Result<Accuracy> {
+    let (tokens, batch_tokens) = need_tokens(work)?;
+    if let Predictor::PathTable(table) = predictor {
+        table.check(tokens)?;
+    }
+    let k = tokens.top_k();
+    let e_n = tokens.num_experts();
+    let b_n = work.trace().num_batches();
+    let (mut sum, mut n) = (0.0, 0usize);
+    let (mut scratch, mut set) = (Vec::new(), Vec::new());
+    for b in batches.start..batches.end.min(b_n) {
+        for t in work.batch_range(b, batch_tokens) {
+            for l in 1..tokens.num_layers() {
+                if !predictor.token_set(work, tokens, b, (t, l), (&mut scratch, &mut set)) {
+                    continue;
+                }
+                let truth = tokens.routes(l);
+                let truth = truth.row(t);
+                let hit = truth.iter().filter(|e| set.contains(e)).count();
+                sum += hit as f64 / k as f64;
+                n += 1;
+            }
+        }
+    }
+    if n == 0 {
+        return Err(Error::planner(
+            NAME,
+            "no (token, layer) to measure accuracy on: need batches past the first and two layers",
+        ));
+    }
+    Ok(Accuracy {
+        accuracy: sum / n as f64,
+        predictions: n,
+        chance: k as f64 / e_n as f64,
+    })
+}
