@@ -143,6 +143,7 @@ pub fn eval(j: &Judged, algorithm: &str, plan: &Plan, scope: &str, cost: &Cost) 
 
 pub fn compare(
     rows: &[(String, Result<Judged, moeplan::Error>)],
+    notes: &[String],
     topology: Topology,
     scope: &str,
     rule: &str,
@@ -181,6 +182,9 @@ pub fn compare(
             ),
             Err(e) => wl!(o, "{name:<16} not possible: {e}"),
         }
+    }
+    for note in notes {
+        wl!(o, "note: {note}");
     }
     o
 }

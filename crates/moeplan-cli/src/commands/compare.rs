@@ -34,12 +34,19 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
         &cost,
     );
     bar.finish_and_clear();
+    // Every planner's notes (GRACE on counts only: load-only grouping), in
+    // row order, once each.
+    let notes: Vec<String> = rows.iter().flat_map(|r| r.notes.clone()).collect();
     if args.json {
         let v: Vec<serde_json::Value> = rows
             .iter()
-            .map(|(name, r)| match r {
-                Ok(r) => serde_json::json!({"name": name, "report": r.json()}),
-                Err(e) => serde_json::json!({"name": name, "error": e.to_string()}),
+            .map(|r| match &r.judged {
+                Ok(j) => {
+                    serde_json::json!({"name": r.name, "report": j.json(), "notes": r.notes})
+                }
+                Err(e) => {
+                    serde_json::json!({"name": r.name, "error": e.to_string(), "notes": r.notes})
+                }
             })
             .collect();
         emit(
@@ -50,12 +57,16 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
                 "sources": work.sources(),
                 "cost": cost.json(),
                 "plans": v,
+                "notes": notes,
             })
             .to_string(),
         );
     } else {
+        let judged: Vec<(String, Result<Judged, moeplan::Error>)> =
+            rows.into_iter().map(|r| (r.name, r.judged)).collect();
         emit(&report::compare(
-            &rows,
+            &judged,
+            &notes,
             topology,
             scope,
             rule.name(),
@@ -66,6 +77,14 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// One registered planner's row: its plan's name, the plan judged, and
+/// what the planner noted while planning.
+struct Row {
+    name: String,
+    judged: Result<Judged, moeplan::Error>,
+    notes: Vec<String>,
+}
+
 /// One row per registered planner: planned on `planning`, judged on `work`.
 fn rows(
     planning: &Workload,
@@ -74,13 +93,17 @@ fn rows(
     settings: &Settings,
     rule: Rule,
     cost: &Cost,
-) -> Vec<(String, Result<Judged, moeplan::Error>)> {
+) -> Vec<Row> {
     registry()
         .iter()
         .map(|planner| {
-            let (name, planned) = plan_with(*planner, planning, topology, settings);
+            let (name, planned, notes) = plan_with(*planner, planning, topology, settings);
             let judged = planned.and_then(|p| judge_quietly(work, &p.plan, rule, cost));
-            (name, judged)
+            Row {
+                name,
+                judged,
+                notes,
+            }
         })
         .collect()
 }
@@ -106,10 +129,11 @@ mod tests {
             let cost = Cost::choose(None, &t).unwrap();
             let work = Workload::new(t);
             let rows = rows(&work, &work, topology, &Settings::new(), Rule::Even, &cost);
-            let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
+            let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
             assert_eq!(names[..3], ["contiguous", "base", &format!("eplb (+{k})")]);
             assert!(names[3].starts_with("craft (R = "), "{names:?}");
-            for (name, r) in &rows {
+            for row in &rows {
+                let (name, r) = (&row.name, &row.judged);
                 match (name.as_str(), r) {
                     ("base", Err(e)) => {
                         assert!(e.to_string().contains("multiple of the GPU count"))
@@ -118,7 +142,7 @@ mod tests {
                     (_, Err(e)) => panic!("{preset} on {gpus}: {name}: {e}"),
                 }
             }
-            let eplb = rows[2].1.as_ref().unwrap();
+            let eplb = rows[2].judged.as_ref().unwrap();
             assert_eq!(eplb.report.replicas, k * work.trace().num_layers());
         }
     }

@@ -52,30 +52,33 @@ pub fn run(command: Command) -> Result<(), CliError> {
 }
 
 /// One planner on `work` with `settings` (its budget, else its default),
-/// and the plan's name in reports (`eplb (+64)`, `craft (R = 8)`): the
-/// budget is named even when planning it fails.
+/// the plan's name in reports (`eplb (+64)`, `craft (R = 8)`): the budget
+/// is named even when planning it fails — and the planner's notes
+/// ([`moeplan::planners::Prepared::notes`]: how it fell back), empty when
+/// it could not prepare.
 pub fn plan_with(
     planner: &dyn Planner,
     work: &Workload,
     topology: Topology,
     settings: &Settings,
-) -> (String, Result<Planned, moeplan::Error>) {
+) -> (String, Result<Planned, moeplan::Error>, Vec<String>) {
     let budget = match planner.budget().map(|spec| settings.budget(spec)) {
-        Some(Err(e)) => return (planner.label(None), Err(e)),
+        Some(Err(e)) => return (planner.label(None), Err(e), Vec::new()),
         Some(Ok(b)) => b,
         None => None,
     };
     let ready = match planners::prepare(planner, work, topology, settings) {
         Ok(r) => r,
-        Err(e) => return (planner.label(budget), Err(e)),
+        Err(e) => return (planner.label(budget), Err(e), Vec::new()),
     };
+    let notes = ready.notes();
     let shown = match budget {
         Some(b) => Some(b),
         None => ready.auto_budget().ok().flatten(),
     };
     match ready.plan(budget) {
-        Ok(p) => (planner.label(p.budget), Ok(p)),
-        Err(e) => (planner.label(shown), Err(e)),
+        Ok(p) => (planner.label(p.budget), Ok(p), notes),
+        Err(e) => (planner.label(shown), Err(e), notes),
     }
 }
 

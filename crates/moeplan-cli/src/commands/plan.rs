@@ -3,11 +3,10 @@
 
 use moeplan::formats::plan_json::{self, PlanMeta};
 use moeplan::formats::{self, sglang};
-use moeplan::planners::plan;
 use moeplan::sim::{Rule, Workload};
 use moeplan::{LoadTrace, Plan, Topology, model};
 
-use super::place_in_model;
+use super::{place_in_model, plan_with};
 use crate::args::{PlanArgs, PlanFormat};
 use crate::error::CliError;
 use crate::io::{Loaded, Split, load, spinner, split, write_file};
@@ -43,8 +42,11 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
     let planned_on = planning.trace();
     let planner = args.algo.planner()?;
     let bar = spinner("planning");
-    let planned = plan(planner, &planning, topology, &args.planner.settings);
+    let (_, planned, notes) = plan_with(planner, &planning, topology, &args.planner.settings);
     bar.finish_and_clear();
+    for note in &notes {
+        eprintln!("note: {note}");
+    }
     let plan = planned?.plan;
     let needs_uniform = matches!(
         args.format,

@@ -1,0 +1,536 @@
+//! GRACE-MoE beside contiguous, EPLB and CRAFT, on both of GRACE's costs:
+//! cross-GPU / cross-node traffic and balancedness, under the same dispatch
+//! rules, at equal replica memory (issue 11's README figures).
+//!
+//! Data: the ESFT token folders `intent` and `summary`
+//! (`DATA/esft-deepseek-v2-lite/`, DeepSeek-V2-Lite, 64 experts, top-6),
+//! read as the CLI reads a folder — batches of 1024 tokens (`--batch-tokens`'
+//! default), each sequence (a line of the files) dealt round-robin to the
+//! GPUs — on 2 × 2 and 1 × 8; and a generated DeepSeek-V3-shaped token trace
+//! (`token_generator`, 64 ranks) on 8 × 8. Every plan comes from the registry
+//! (`planners::prepare`), every figure from `sim::simulate`; in-sample.
+//!
+//! Run with `cargo run --release -p moeplan --features parallel --example
+//! grace_table -- ../shared/data`; prints Markdown.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use moeplan::formats::esft::read_esft;
+use moeplan::model::{ModelPreset, preset};
+use moeplan::planners::grace::{self, Grace, GraceOptions};
+use moeplan::planners::{self, Settings, Value, eplb};
+use moeplan::sim::{CostModel, Report, Rule, SglangVersion, Strategy, Workload, simulate};
+use moeplan::token_generator::{TokenGenConfig, generate_tokens};
+use moeplan::{Budget, Meter, Plan, TokenTrace, Topology};
+
+/// The CLI's `--batch-tokens` default (`crates/moeplan-cli/src/args.rs`).
+const BATCH_TOKENS: usize = 1024;
+/// Tokens of the generated DeepSeek-V3 trace: 64 batches of 1024.
+const GEN_TOKENS: usize = 65_536;
+/// The generated trace's ranks: one per GPU of 8 × 8.
+const GEN_RANKS: usize = 64;
+/// `TokenGenConfig::new`'s seed, stated.
+const GEN_SEED: u64 = 7;
+
+const RULES: [Rule; 5] = [
+    Rule::Even,
+    Rule::LocalFirst,
+    Rule::GraceWeighted,
+    Rule::GraceTopology,
+    Rule::SglangStatic(SglangVersion::Nearest),
+];
+
+struct Case {
+    data: String,
+    cluster: Topology,
+    tokens: usize,
+    top_k: usize,
+    rows: Vec<Row>,
+    layers: Vec<LayerLine>,
+    messages: Vec<Messages>,
+    budgets: String,
+}
+
+/// Token messages of a placement without replicas (every expert on one
+/// GPU, so no dispatch rule chooses): per (token, layer), the distinct
+/// GPUs / nodes other than the source's that host its experts — what a
+/// dispatch sending each token once per destination moves, the traffic
+/// the GRACE paper's grouping targets.
+struct Messages {
+    plan: String,
+    pairs: f64,
+    cross_gpu_pairs: f64,
+    cross_gpu: f64,
+    cross_node_pairs: f64,
+    cross_node: f64,
+}
+
+struct Row {
+    plan: String,
+    replicas: usize,
+    rule: Rule,
+    report: Report,
+}
+
+/// GRACE's grouping of one layer next to contiguous's.
+struct LayerLine {
+    ratio: Option<f64>,
+    u_grace: f64,
+    u_contiguous: f64,
+    u_load: f64,
+    copies: usize,
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("grace_table: error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run() -> Result<(), String> {
+    let usage = "usage: grace_table DATA_FOLDER [--long] (DATA_FOLDER: the shared data folder \
+                 holding esft-deepseek-v2-lite/; --long: one row per plan and rule)";
+    let mut data = None;
+    let mut long = false;
+    for a in std::env::args().skip(1) {
+        match a.as_str() {
+            "--long" => long = true,
+            _ if data.is_none() && !a.starts_with('-') => data = Some(PathBuf::from(a)),
+            _ => return Err(format!("unexpected argument {a:?}; {usage}")),
+        }
+    }
+    let data = data.ok_or(usage)?;
+    let v2 = preset("deepseek-v2-lite").map_err(|e| e.to_string())?;
+    let v3 = preset("deepseek-v3").map_err(|e| e.to_string())?;
+    let mut cases = Vec::new();
+    for task in ["intent", "summary"] {
+        let t = Instant::now();
+        let tokens = read_folder(&data.join("esft-deepseek-v2-lite").join(task), v2)?;
+        for (nodes, gpn) in [(2, 2), (1, 8)] {
+            let topology = Topology::new(nodes, gpn).map_err(|e| e.to_string())?;
+            let work = Workload::from_tokens(
+                tokens
+                    .clone()
+                    .with_sequences_on_ranks(topology.num_gpus())
+                    .map_err(|e| e.to_string())?,
+                BATCH_TOKENS,
+            )
+            .map_err(|e| e.to_string())?;
+            let name = format!("ESFT {task}");
+            cases.push(case(&name, &work, topology, v2).map_err(|e| format!("{name}: {e}"))?);
+        }
+        eprintln!("{task}: {:.1} s", t.elapsed().as_secs_f64());
+    }
+    let t = Instant::now();
+    let mut cfg = TokenGenConfig::new(v3, GEN_TOKENS);
+    cfg.ranks = GEN_RANKS;
+    cfg.seed = GEN_SEED;
+    let tokens = generate_tokens(&cfg).map_err(|e| e.to_string())?;
+    let work = Workload::from_tokens(tokens, BATCH_TOKENS).map_err(|e| e.to_string())?;
+    let topology = Topology::new(8, 8).map_err(|e| e.to_string())?;
+    let name = "generated DeepSeek-V3";
+    cases.push(case(name, &work, topology, v3).map_err(|e| format!("{name}: {e}"))?);
+    eprintln!("generated: {:.1} s", t.elapsed().as_secs_f64());
+    print!("{}", markdown(&cases, &cfg, long));
+    Ok(())
+}
+
+/// An ESFT folder's `expert_weights_<layer>.txt` files, as the CLI reads
+/// them.
+fn read_folder(dir: &Path, model: &ModelPreset) -> Result<TokenTrace, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        format!(
+            "cannot read {}: {e} (pass the shared data folder)",
+            dir.display()
+        )
+    })?;
+    let mut files = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("expert_weights_") && name.ends_with(".txt") {
+            let bytes = std::fs::read(entry.path()).map_err(|e| format!("{name}: {e}"))?;
+            files.push((name, bytes));
+        }
+    }
+    let mut meter = Meter::new(Budget::default());
+    read_esft(&files, model.experts, model.top_k, &mut meter)
+        .map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+fn replicas(plan: &Plan) -> usize {
+    plan.summary().replicas
+}
+
+/// EPLB's redundant experts per layer for at least `total` replicas over
+/// `layers` layers: the smallest count ≥ ⌈total / L⌉ that keeps every GPU's
+/// slot count equal (0 when `total` is 0 and `D` divides `E`).
+fn eplb_budget(total: usize, layers: usize, experts: usize, gpus: usize) -> usize {
+    let want = total.div_ceil(layers.max(1));
+    if want == 0 && experts % gpus.max(1) == 0 {
+        return 0;
+    }
+    eplb::redundant_steps(experts, gpus)
+        .find(|&k| k >= want)
+        .unwrap_or(want)
+}
+
+fn case(
+    data: &str,
+    work: &Workload,
+    topology: Topology,
+    model: &ModelPreset,
+) -> moeplan::Result<Case> {
+    let cost = CostModel::for_model(model);
+    let trace = work.trace();
+    let (layers, experts, gpus) = (trace.num_layers(), trace.num_experts(), topology.num_gpus());
+    let grace = planners::find(grace::ID.as_str())?;
+    let grace_on = planners::prepare(grace, work, topology, &Settings::new())?.plan(None)?;
+    let off = Settings::new().with(grace::REPLICATION.name, Value::Flag(false))?;
+    let grace_off = planners::prepare(grace, work, topology, &off)?.plan(None)?;
+    let g = replicas(&grace_on.plan);
+    let k = eplb_budget(g, layers, experts, gpus);
+    let r = g.div_ceil(gpus);
+    let eplb_s = Settings::new().with(eplb::REDUNDANT_EXPERTS.name, Value::Count(k))?;
+    let craft_s = Settings::new().with("replicas_per_gpu", Value::Count(r))?;
+    let contiguous = planners::plan(
+        planners::find("contiguous")?,
+        work,
+        topology,
+        &Settings::new(),
+    )?;
+    let eplb_p = planners::plan(planners::find("eplb")?, work, topology, &eplb_s)?;
+    let craft_p = planners::plan(planners::find("craft")?, work, topology, &craft_s)?;
+    // GRACE as a count-only trace gets it: load-only grouping, Eq. 2.
+    let counts_only = Workload::new(trace.clone());
+    let grace_load =
+        planners::prepare(grace, &counts_only, topology, &Settings::new())?.plan(None)?;
+    let plans = [
+        ("contiguous".to_string(), contiguous.plan),
+        (format!("EPLB +{k}/layer"), eplb_p.plan),
+        (format!("CRAFT R = {r}"), craft_p.plan),
+        ("GRACE".to_string(), grace_on.plan),
+        ("GRACE, no replication".to_string(), grace_off.plan),
+        ("GRACE load-only (counts)".to_string(), grace_load.plan),
+    ];
+    let mut rows = Vec::new();
+    for (name, plan) in &plans {
+        for rule in RULES {
+            let report = simulate(work, &Strategy::fixed(plan.clone(), rule), &cost)?;
+            rows.push(Row {
+                plan: name.clone(),
+                replicas: replicas(plan),
+                rule,
+                report,
+            });
+        }
+    }
+    let layers_out = grace_layers(work, topology, &plans[0].1)?;
+    let messages = plans
+        .iter()
+        .filter(|(_, p)| replicas(p) == 0)
+        .filter_map(|(name, p)| {
+            messages(work, p).map(|m| Messages {
+                plan: name.clone(),
+                ..m
+            })
+        })
+        .collect();
+    Ok(Case {
+        data: data.to_string(),
+        cluster: topology,
+        tokens: work.tokens().map_or(0, TokenTrace::num_tokens),
+        top_k: model.top_k,
+        rows,
+        layers: layers_out,
+        messages,
+        budgets: format!(
+            "GRACE's replicas: {g} in all; EPLB +{k} per layer ({} in all, the smallest \
+             equal-slot count ≥ ⌈{g} / {layers}⌉); CRAFT R = {r} (⌈{g} / {gpus}⌉, at most {} in all)",
+            k * layers,
+            r * gpus
+        ),
+    })
+}
+
+/// Per layer: GRACE's chosen `r`, its `U`, contiguous's `U` and load-only
+/// grouping's `U` on the same affinity, and Eq. 2's copies.
+fn grace_layers(
+    work: &Workload,
+    topology: Topology,
+    contiguous: &Plan,
+) -> moeplan::Result<Vec<LayerLine>> {
+    let g = Grace::prepare(work, topology, &GraceOptions::default())?;
+    let Some(tokens) = work.tokens() else {
+        return Ok(Vec::new());
+    };
+    let summed = work.trace().summed();
+    let mut out = Vec::new();
+    for (l, lg) in g.layers().iter().enumerate() {
+        let a = grace::affinity::affinity(tokens, l)?;
+        let groups_of = |gpus: &[Vec<u32>]| -> Vec<Vec<usize>> {
+            gpus.iter()
+                .map(|g| g.iter().map(|&e| e as usize).collect())
+                .collect()
+        };
+        let u_contiguous = contiguous.layers().get(l).map_or(0.0, |p| {
+            grace::grouping::utilisation(&a, &groups_of(&p.gpus))
+        });
+        let loads: Vec<f64> = summed.row(l).to_vec();
+        let by_load = grace::grouping::load_grouping(&loads, topology.num_gpus());
+        out.push(LayerLine {
+            ratio: lg.ratio,
+            u_grace: lg.utilisation,
+            u_contiguous,
+            u_load: grace::grouping::utilisation(&a, &by_load),
+            copies: lg.replication.added(),
+        });
+    }
+    Ok(out)
+}
+
+/// [`Messages`] of `plan` (which must have no replicas) on `work`'s
+/// tokens; `None` without token routes or with replicas.
+fn messages(work: &Workload, plan: &Plan) -> Option<Messages> {
+    let tokens = work.tokens()?;
+    let topology = plan.topology();
+    let gpn = topology.gpus_per_node();
+    let sources = tokens.source_rank();
+    let mut m = Messages {
+        plan: String::new(),
+        pairs: 0.0,
+        cross_gpu_pairs: 0.0,
+        cross_gpu: 0.0,
+        cross_node_pairs: 0.0,
+        cross_node: 0.0,
+    };
+    let mut gpus: Vec<usize> = Vec::new();
+    for (l, layer) in plan.layers().iter().enumerate() {
+        let mut owner = vec![usize::MAX; plan.num_experts()];
+        for (g, hosted) in layer.gpus.iter().enumerate() {
+            for &e in hosted {
+                let slot = owner.get_mut(e as usize)?;
+                if *slot != usize::MAX {
+                    return None; // a replica: the rule would choose
+                }
+                *slot = g;
+            }
+        }
+        let routes = tokens.routes(l);
+        for (t, row) in routes.rows().into_iter().enumerate() {
+            let src = *sources.get(t)? as usize;
+            gpus.clear();
+            for &e in row {
+                gpus.push(*owner.get(e as usize)?);
+            }
+            m.pairs += gpus.len() as f64;
+            m.cross_gpu_pairs += gpus.iter().filter(|&&g| g != src).count() as f64;
+            m.cross_node_pairs += gpus.iter().filter(|&&g| g / gpn != src / gpn).count() as f64;
+            gpus.sort_unstable();
+            gpus.dedup();
+            m.cross_gpu += gpus.iter().filter(|&&g| g != src).count() as f64;
+            let mut nodes: Vec<usize> = gpus.iter().map(|g| g / gpn).collect();
+            nodes.dedup();
+            m.cross_node += nodes.iter().filter(|&&n| n != src / gpn).count() as f64;
+        }
+    }
+    Some(m)
+}
+
+fn pct(x: f64, of: f64) -> String {
+    if of > 0.0 {
+        format!("{:.1} %", 100.0 * x / of)
+    } else {
+        "—".into()
+    }
+}
+
+fn mean(v: impl Iterator<Item = f64>) -> f64 {
+    let (s, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    if n > 0 { s / n as f64 } else { f64::NAN }
+}
+
+/// One row per (plan, rule): every figure.
+fn long_table(out: &mut String, c: &Case) {
+    out.push_str(
+        "| plan | replicas | dispatch | balancedness | cross-GPU | cross-node | cross-node MB |\n\
+             | --- | ---: | --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in &c.rows {
+        let t = &r.report.traffic;
+        let multi = c.cluster.nodes() > 1;
+        out.push_str(&format!(
+            "| {} | {} | `{}` | {:.4} | {} | {} | {} |\n",
+            r.plan,
+            r.replicas,
+            r.rule,
+            r.report.balancedness,
+            pct(t.pairs - t.local, t.pairs),
+            if multi {
+                pct(t.cross_node, t.pairs)
+            } else {
+                "0".into()
+            },
+            if multi {
+                format!("{:.0}", t.cross_node_bytes / 1e6)
+            } else {
+                "0".into()
+            },
+        ));
+    }
+}
+
+/// One row per plan, one column per rule: `balancedness · cross-GPU ·
+/// cross-node` (cross-node bytes are the cross-node share of the bytes of
+/// all pairs, printed once).
+fn compact_table(out: &mut String, c: &Case) {
+    let multi = c.cluster.nodes() > 1;
+    let all_bytes = c.rows.first().map_or(0.0, |r| {
+        let t = &r.report.traffic;
+        if t.cross_node > 0.0 {
+            t.cross_node_bytes / t.cross_node * t.pairs
+        } else {
+            f64::NAN
+        }
+    });
+    out.push_str(&format!(
+        "Each cell: balancedness · cross-GPU share · cross-node share{}.\n\n",
+        if multi && all_bytes.is_finite() {
+            format!(
+                " (cross-node bytes = that share × {:.0} MB, every pair's activation)",
+                all_bytes / 1e6
+            )
+        } else {
+            String::new()
+        }
+    ));
+    out.push_str("| plan | replicas |");
+    for rule in RULES {
+        out.push_str(&format!(" `{rule}` |"));
+    }
+    out.push_str("\n| --- | ---: |");
+    for _ in RULES {
+        out.push_str(" ---: |");
+    }
+    out.push('\n');
+    let mut plans: Vec<&str> = c.rows.iter().map(|r| r.plan.as_str()).collect();
+    plans.dedup();
+    for plan in plans {
+        let rows: Vec<&Row> = c.rows.iter().filter(|r| r.plan == plan).collect();
+        out.push_str(&format!(
+            "| {plan} | {} |",
+            rows.first().map_or(0, |r| r.replicas)
+        ));
+        for rule in RULES {
+            match rows.iter().find(|r| r.rule == rule) {
+                Some(r) => {
+                    let t = &r.report.traffic;
+                    out.push_str(&format!(
+                        " {:.3} · {} · {} |",
+                        r.report.balancedness,
+                        pct(t.pairs - t.local, t.pairs),
+                        if multi {
+                            pct(t.cross_node, t.pairs)
+                        } else {
+                            "0".into()
+                        }
+                    ));
+                }
+                None => out.push_str(" — |"),
+            }
+        }
+        out.push('\n');
+    }
+}
+
+fn markdown(cases: &[Case], cfg: &TokenGenConfig, long: bool) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "In-sample (planned and judged on the same tokens). ESFT: \
+         `esft-deepseek-v2-lite/{{intent,summary}}/expert_weights_*.txt` (DeepSeek-V2-Lite, \
+         26 MoE layers, 64 experts, top-6), batches of {BATCH_TOKENS} tokens, sequence i on \
+         GPU i mod D — what the CLI does with a folder. Generated: `token_generator` preset \
+         deepseek-v3 (58 MoE layers, 256 experts, top-8), {} tokens, {} ranks (sequences of {} \
+         tokens, rank = GPU), seed {}, the calibrated defaults ({} topics per layer). \
+         Cross-GPU = share of (token, expert) pairs not served on their source GPU; \
+         cross-node = share served on another node, and its bytes (pairs × hidden × 2, \
+         10^6 bytes, dispatch only, not deduplicated per node). EPLB: global policy \
+         (groups = 1). GRACE: auto r, replication on (Eq. 2) unless said; \
+         \"GRACE load-only (counts)\" is GRACE planned on the same batches' counts alone \
+         (no token routes: load-only grouping), judged on the tokens.\n\n",
+        cfg.tokens, cfg.ranks, cfg.sequence_tokens, cfg.seed, cfg.topics
+    ));
+    for c in cases {
+        out.push_str(&format!(
+            "### {} on {} ({} tokens)\n\n{}.\n\n",
+            c.data, c.cluster, c.tokens, c.budgets
+        ));
+        if long {
+            long_table(&mut out, c);
+        } else {
+            compact_table(&mut out, c);
+        }
+        out.push('\n');
+        if !c.messages.is_empty() {
+            out.push_str(
+                "Placements without replicas, token messages (a token sent once per \
+                 destination GPU / node), per (token, layer), next to (token, expert) pairs:\n\n\
+                 | plan | cross-GPU pairs / token | cross-GPU messages / token | cross-node pairs / token | cross-node messages / token |\n\
+                 | --- | ---: | ---: | ---: | ---: |\n",
+            );
+            for m in &c.messages {
+                let per = |x: f64| {
+                    let n = m.pairs / c.top_k as f64;
+                    if n > 0.0 {
+                        format!("{:.2}", x / n)
+                    } else {
+                        "—".into()
+                    }
+                };
+                out.push_str(&format!(
+                    "| {} | {} | {} | {} | {} |\n",
+                    m.plan,
+                    per(m.cross_gpu_pairs),
+                    per(m.cross_gpu),
+                    per(m.cross_node_pairs),
+                    per(m.cross_node),
+                ));
+            }
+            out.push('\n');
+        }
+    }
+    out.push_str(
+        "### GRACE's grouping per layer\n\n\
+         U = share of the layer's affinity (pairs of experts chosen by one token) inside a \
+         GPU's group; mean over layers. `r`: the chosen non-uniformity ratio (knee of the \
+         (S(r), U(r)) curve).\n\n\
+         | data | cluster | mean U GRACE | mean U contiguous | mean U load-only | r chosen (min / mean / max) | layers by load only | replicas (Eq. 2) |\n\
+         | --- | --- | ---: | ---: | ---: | --- | ---: | ---: |\n",
+    );
+    for c in cases {
+        let ratios: Vec<f64> = c.layers.iter().filter_map(|l| l.ratio).collect();
+        let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        out.push_str(&format!(
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {} | {} | {} |\n",
+            c.data,
+            c.cluster,
+            mean(c.layers.iter().map(|l| l.u_grace)),
+            mean(c.layers.iter().map(|l| l.u_contiguous)),
+            mean(c.layers.iter().map(|l| l.u_load)),
+            if ratios.is_empty() {
+                "—".into()
+            } else {
+                format!("{min} / {:.2} / {max}", mean(ratios.iter().copied()))
+            },
+            c.layers.len() - ratios.len(),
+            c.layers.iter().map(|l| l.copies).sum::<usize>(),
+        ));
+    }
+    out
+}
