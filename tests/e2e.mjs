@@ -9,7 +9,13 @@
 // swallowed), so a figure is never read from a page that did not answer.
 //
 // What it covers:
-//  - the default view (generated DeepSeek-V3, the page's default 8 × 8 GPUs);
+//  - the default view (generated DeepSeek-V3, the page's default 8 × 8 GPUs):
+//    every planner that reads the loads (BASE, EPLB, CRAFT, GRACE), and
+//    GRACE's note that a count-only trace has no affinity;
+//  - GRACE's views on a generated trace with token routes: the (S, U) curve
+//    with the chosen r, the affinity map in group order with its group
+//    boundaries, untouched by a budget change, moved by a layer change,
+//    re-grouped by a GPU change;
 //  - the readouts under the charts (details of what the pointer is over);
 //  - the dispatch rule: the summary's caption and the traffic panel name it,
 //    the figures change and come back under even, no cross-node traffic on
@@ -119,6 +125,12 @@ async function openPage(browser, origin, hash = "", init = undefined) {
   await page.waitForSelector("#status.ready", { timeout: 60000 });
   return page;
 }
+
+/// The plans the page shows, by planner id: every registered planner that
+/// reads the loads, in the registry's order.
+const PLANS = ["base", "eplb", "craft", "grace"];
+const planIds = (page) => page.$$eval("#summary tbody tr", (rows) => rows.map((r) => r.id.replace(/^row-/, "")));
+const sameIds = (rows, ids) => JSON.stringify(rows.map((r) => r.id.replace(/^traffic-/, ""))) === JSON.stringify(ids);
 
 const text = async (page, sel) => (await page.textContent(sel, { timeout: 5000 }))?.trim();
 const summary = (page) => page.$eval("#summary", (el) => el.innerText);
@@ -299,13 +311,24 @@ async function main() {
     await section("default view opens", async () => {
       page = await openPage(browser, origin);
       pages.push(page);
-      const bal = { base: await text(page, "#bal-base"), eplb: await text(page, "#bal-eplb"), craft: await text(page, "#bal-craft") };
-      check("default plan renders", ["base", "eplb", "craft"].every((k) => Number(bal[k]) > 0 && Number(bal[k]) <= 1),
+      check("the summary shows every planner that reads the loads, in the registry's order",
+        JSON.stringify(await planIds(page)) === JSON.stringify(PLANS), JSON.stringify(await planIds(page)));
+      const bal = Object.fromEntries(await Promise.all(PLANS.map(async (k) => [k, await text(page, `#bal-${k}`)])));
+      check("default plan renders", PLANS.every((k) => Number(bal[k]) > 0 && Number(bal[k]) <= 1),
         JSON.stringify(bal));
       check("default trace is generated DeepSeek-V3, 64 batches", /generated deepseek-v3, 64 batches/.test(await text(page, "#trace-info")),
         await text(page, "#trace-info"));
       check("default cluster is 8 × 8 with 8 groups", /nodes=8&gpus=8&groups=8/.test(page.url()), await text(page, ".scope"));
       check("charts are drawn", (await page.locator("svg.chart").count()) >= 5);
+      // A generated trace is counts only: GRACE has no affinity and says so,
+      // visibly, under the summary table.
+      const graceNote = page.locator(".planner-note[data-planner='grace']");
+      const noteText = (await graceNote.allTextContents()).map((t) => t.trim());
+      const [noteBox, tableBox] = [await graceNote.first().boundingBox(), await page.locator("#summary").boundingBox()];
+      check("GRACE's note on a count-only trace shows under the summary",
+        noteText.length === 1 && /^GRACE: .*no token routes.*grouped by load only/.test(noteText[0])
+        && (await graceNote.first().isVisible()) && noteBox && tableBox && noteBox.y >= tableBox.y + tableBox.height,
+        noteText.join(" | "));
       // Details show under a chart when the pointer is over it (no element
       // per bar, cell or box to carry a tooltip).
       const readout = async (chart, fx, fy) => {
@@ -327,8 +350,8 @@ async function main() {
       check("pointing at a chart tells what is there",
         /^GPU 2: expert \d+( \(1 of \d+ copies\))? — [\d.]+ % of the layer's tokens$/.test(said.placement)
         && /^layer \d+, GPU \d+: [\d.]+ × the layer's mean load$/.test(said.heat)
-        && /^layer \d+: CRAFT \d+ replicas · EPLB \d+$/.test(said.replicas)
-        && /^layer \d+: BASE [\d.]+ · EPLB [\d.]+ · CRAFT [\d.]+$/.test(said.layers)
+        && /^layer \d+: CRAFT \d+ replicas · EPLB \d+ · GRACE \d+$/.test(said.replicas)
+        && /^layer \d+: BASE [\d.]+ · EPLB [\d.]+ · CRAFT [\d.]+ · GRACE [\d.]+$/.test(said.layers)
         && /^R = \d+: \d+ replicas, balancedness [\d.]+, bound [\d.]+$/.test(said.curve),
         Object.values(said).join(" | "));
     });
@@ -352,7 +375,7 @@ async function main() {
       };
       const before = await summary(page);
       const even = await traffic(page);
-      check("traffic panel shows every plan under even", even.length === 3 && even.every((t) => t.rule === "even"
+      check("traffic panel shows every plan under even", sameIds(even, PLANS) && even.every((t) => t.rule === "even"
         && Math.abs(t.local + t.intra + t.cross - 1) < 1e-5 && t.cross > 0), JSON.stringify(even));
       await setRule(page, "sglang-static");
       const sg = await traffic(page);
@@ -368,9 +391,65 @@ async function main() {
       pages.push(p1);
       const one = await traffic(p1);
       check("1 node: the rule from the hash, no cross-node traffic",
-        /local-first/.test(await text(p1, "#summary-caption")) && one.length === 3
+        /local-first/.test(await text(p1, "#summary-caption")) && sameIds(one, PLANS)
         && one.every((t) => t.rule === "local-first" && t.cross === 0 && t.local > 0),
         JSON.stringify(one));
+    });
+
+    // 2c. GRACE's views, which need affinity: a generated trace with token
+    // routes (DeepSeek-V2-Lite, 8 batches of 128 tokens) on 2 nodes × 4 GPUs.
+    await section("GRACE with token routes", async () => {
+      const pg = await openPage(browser, origin, "#preset=deepseek-v2-lite&batches=8&nodes=2&gpus=4&groups=1&r=4&routes=1");
+      pages.push(pg);
+      await pg.waitForSelector("#grace-views", { timeout: 60000 });
+      const info = await text(pg, "#trace-info");
+      check("token routes: generated with them, the box ticked", /with token routes/.test(info) && await pg.isChecked("#routes"), info);
+      check("token routes: GRACE does not fall back to load only",
+        (await pg.locator(".planner-note[data-planner='grace']").count()) === 0 && Number(await text(pg, "#bal-grace")) > 0,
+        `GRACE ${await text(pg, "#bal-grace")}`);
+      const views = async () => ({
+        curve: await text(pg, "#grace-curve-caption"),
+        map: await text(pg, "#affinity-caption"),
+        bounds: await pg.$eval("svg.affinity path.group-bounds", (el) => el.getAttribute("d")),
+        runs: await pg.$$eval("svg.affinity path[fill^='rgb']", (ps) => ps.map((p) => p.getAttribute("d") ?? "").join("").split("M").length - 1),
+        marker: await pg.$eval("#grace-chosen", (el) => el.getAttribute("visibility")),
+      });
+      const v = await views();
+      check("GRACE's (S, U) curve marks the chosen r", /r = [\d.]+ chosen/.test(v.curve) && v.marker === "visible", v.curve);
+      check("affinity map: experts in 8 GPU groups, lines between them, cells shaded",
+        /\(8 groups\)/.test(v.map) && (v.bounds.match(/V/g) ?? []).length === 7 && v.runs > 64, `${v.map} · ${v.runs} runs`);
+      const readout = async (sel) => {
+        const svg = pg.locator(sel);
+        await svg.scrollIntoViewIfNeeded();
+        const box = await svg.boundingBox();
+        await pg.mouse.move(box.x + box.width * 0.45, box.y + box.height * 0.4);
+        const said = (await svg.locator("xpath=following-sibling::p[1]").textContent({ timeout: 5000 })).trim();
+        await pg.mouse.move(0, 0);
+        return said;
+      };
+      const said = [await readout("svg.affinity"), await readout("svg[aria-label='GRACE size deviation against affinity utilisation']")];
+      check("pointing at GRACE's views tells what is there",
+        /^expert \d+ \(GPU \d\) with expert \d+ \(GPU \d\): [\d.]+ of the layer's largest affinity$/.test(said[0])
+        && /^r = [\d.]+: S [\d.]+, U [\d.]+( \(chosen\))?$/.test(said[1]), said.join(" | "));
+      await setBudget(pg, 6);
+      const b = await views();
+      check("a budget change leaves GRACE's views as they are", JSON.stringify(b) === JSON.stringify(v));
+      await pg.evaluate(() => {
+        const input = document.querySelector("#layer");
+        input.value = "5";
+        input.dispatchEvent(new Event("input", { bubbles: true }));
+      });
+      await pg.waitForFunction((c) => document.querySelector("#grace-curve-caption")?.textContent !== c, v.curve, { timeout: 10000 });
+      check("a layer change shows that layer's grouping", /layer 6:/.test(await text(pg, "#affinity-caption")), await text(pg, "#affinity-caption"));
+      const before = await pg.$eval("#timings", (el) => el.dataset.clusterMs);
+      await pg.fill("#gpus", "2");
+      await pg.dispatchEvent("#gpus", "change");
+      await pg.waitForFunction((b) => document.querySelector("#timings")?.dataset.clusterMs !== b
+        && document.querySelector("#status")?.classList.contains("ready"), before, { timeout: 60000 });
+      const g = await views();
+      timings.grace_routes_cluster_ms = Number(await pg.$eval("#timings", (el) => el.dataset.clusterMs));
+      check("a GPU change re-groups: 4 GPU groups", /\(4 groups\)/.test(g.map) && (g.bounds.match(/V/g) ?? []).length === 3,
+        `${g.map} · re-planned in ${timings.grace_routes_cluster_ms} ms`);
     });
 
     // 3. Every hostile file, through the file input.

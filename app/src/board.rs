@@ -6,7 +6,7 @@
 
 use leptos::prelude::*;
 
-use crate::protocol::{self, Figures, Frame, Heat, Placement};
+use crate::protocol::{self, Figures, Frame, Grouping, Heat, Placement};
 
 /// The page's figures, as signals (a `Copy` handle).
 #[derive(Clone, Copy)]
@@ -23,6 +23,8 @@ pub struct Board {
     pub heat: RwSignal<Heat>,
     /// The chosen layer under CRAFT.
     pub placement: RwSignal<Placement>,
+    /// The chosen layer as GRACE grouped it (`None`: no token routes).
+    pub grouping: RwSignal<Option<Grouping>>,
 }
 
 impl Default for Board {
@@ -41,12 +43,14 @@ impl Board {
             rule: RwSignal::new(String::new()),
             heat: RwSignal::new(Heat::default()),
             placement: RwSignal::new(Placement::default()),
+            grouping: RwSignal::new(None),
         }
     }
 
     /// Takes one answer: sets the signals of the parts it carries, and only
     /// those (the worker sent only what changed).
     pub fn apply(self, u: protocol::Update) {
+        let new_frame = u.frame.is_some();
         if let Some(frame) = u.frame {
             self.frame.set(Some(frame));
             self.plans.set(u.plans);
@@ -71,6 +75,11 @@ impl Board {
         }
         if let Some(p) = u.placement {
             self.placement.set(p);
+        }
+        // A new trace or cluster carries its grouping, or none (no token
+        // routes); otherwise a grouping is sent only when it changed.
+        if new_frame || u.grouping.is_some() {
+            self.grouping.set(u.grouping);
         }
     }
 

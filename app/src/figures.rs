@@ -75,13 +75,20 @@ fn row(board: Board, name: String, expert_bytes: Memo<u64>) -> impl IntoView {
     }
 }
 
-/// Why a planner is missing, and what the figures cover.
+/// What the planners say beside their plans (GRACE grouping by load when
+/// the trace has no token routes), why a planner is missing, and what the
+/// figures cover.
 #[component]
 pub fn Scope(board: Board) -> impl IntoView {
     move || {
         board.frame.with(|f| {
             f.as_ref().map(|f| {
                 view! {
+                    {f.planner_notes.iter().map(|n| view! {
+                        <p class="note planner-note" data-planner=n.name.clone()>
+                            <span class="swatch" style=format!("background:{}", charts::colour(&n.name))></span>{n.text.clone()}
+                        </p>
+                    }).collect_view()}
                     {f.notes.iter().map(|n| view! { <p class="note">{n.clone()}</p> }).collect_view()}
                     <p class="scope">{format!("{} · in-sample over {} batch(es) · automatic R = {}", f.topology, f.batches, f.auto_replicas_per_gpu)}</p>
                 }

@@ -23,7 +23,7 @@
 //! every one in turn.
 
 use moeplan::TraceStats;
-use moeplan::workspace::Cluster;
+use moeplan::workspace::{Cluster, PlannerNote};
 use serde::{Deserialize, Serialize};
 
 /// Where the trace comes from.
@@ -38,6 +38,11 @@ pub enum Source {
         batches: usize,
         /// Seed.
         seed: u32,
+        /// Token by token ([`TOKENS_PER_BATCH`] per batch, each with its
+        /// rank and top-k experts), not counts: GRACE then groups by
+        /// affinity.
+        #[serde(default)]
+        routes: bool,
     },
     /// A file from the user's disk; its bytes travel beside the JSON.
     File {
@@ -45,6 +50,9 @@ pub enum Source {
         name: String,
     },
 }
+
+/// Tokens in each batch of a generated trace with token routes.
+pub const TOKENS_PER_BATCH: usize = 128;
 
 /// What the page asks for. Fields left `None` keep the worker's current
 /// value, so a budget change carries only the budget.
@@ -180,6 +188,30 @@ pub struct Update {
     pub heat: Option<Heat>,
     /// The chosen layer under CRAFT, when it changed.
     pub placement: Option<Placement>,
+    /// The chosen layer as GRACE grouped it by affinity, when it changed;
+    /// with a `frame`, `None` means the trace has no token routes.
+    #[serde(default)]
+    pub grouping: Option<Grouping>,
+}
+
+/// One layer as GRACE grouped it: its `(S(r), U(r))` curve with the chosen
+/// `r`, and its affinity matrix with the experts in group order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Grouping {
+    /// The model's layer id.
+    pub layer: u32,
+    /// The `r` chosen (`None`: grouped by load only).
+    pub ratio: Option<f64>,
+    /// `(r, S(r), U(r))`, ascending `r`.
+    pub curve: Vec<(f64, f64, f64)>,
+    /// The experts in drawing order: GPU 0's group, then GPU 1's, ….
+    pub order: Vec<u32>,
+    /// Each GPU's group size, in that order.
+    pub sizes: Vec<usize>,
+    /// `A[order[i]][order[j]]` row-major, relative to the largest entry
+    /// (travels as numbers).
+    #[serde(skip)]
+    pub affinity: Vec<f64>,
 }
 
 /// The figures that only a new trace or cluster changes.
@@ -195,6 +227,10 @@ pub struct Frame {
     pub plans: Vec<String>,
     /// Why a planner is missing.
     pub notes: Vec<String>,
+    /// What the planners shown say beside their plans (GRACE with counts
+    /// only: grouped by load), in their order.
+    #[serde(default)]
+    pub planner_notes: Vec<PlannerNote>,
     /// The plan the budget moves and the curve, load map and layer view
     /// are of, by name (`craft`: the workspace's focus).
     #[serde(default)]
@@ -429,6 +465,9 @@ impl Update {
                 }
             }
         }
+        if let Some(g) = &self.grouping {
+            put_run(w, g.affinity.iter().copied());
+        }
     }
 
     fn take(&mut self, r: &mut Numbers) -> Result<(), String> {
@@ -465,6 +504,17 @@ impl Update {
                 p.gpus.push(g);
             }
         }
+        if let Some(g) = &mut self.grouping {
+            g.affinity = r.run()?.to_vec();
+            let n = g.order.len();
+            if g.affinity.len() != n * n || g.sizes.iter().sum::<usize>() != n {
+                return Err(format!(
+                    "an affinity map of {n} experts in groups of {} with {} values",
+                    g.sizes.iter().sum::<usize>(),
+                    g.affinity.len()
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -498,6 +548,10 @@ mod tests {
                     batches: 4,
                     plans: vec!["base".into(), "craft".into()],
                     notes: vec!["EPLB: no".into()],
+                    planner_notes: vec![PlannerNote {
+                        name: "grace".into(),
+                        text: "GRACE: by load".into(),
+                    }],
                     focus: "craft".into(),
                     auto_replicas_per_gpu: 2,
                     curve: vec![CurvePoint {
@@ -521,6 +575,14 @@ mod tests {
                         }],
                         vec![],
                     ],
+                }),
+                grouping: Some(Grouping {
+                    layer: 4,
+                    ratio: Some(0.2),
+                    curve: vec![(0.0, 0.0, 0.5), (0.2, 1.5, 0.75)],
+                    order: vec![1, 0],
+                    sizes: vec![1, 1],
+                    affinity: vec![0.0, 1.0, 1.0, 0.0],
                 }),
             }),
             worker_ms: 2.5,

@@ -1,5 +1,6 @@
 //! The page's settings and their URL-hash form, so a link reproduces a view:
-//! `#preset=deepseek-v3&batches=64&seed=7&nodes=8&gpus=8&groups=8&r=auto&layer=0&mem=deepseek-v3&rule=even`.
+//! `#preset=deepseek-v3&batches=64&seed=7&nodes=8&gpus=8&groups=8&r=auto&layer=0&mem=deepseek-v3&rule=even`
+//! (and `&routes=1` when the generator makes token routes).
 //! Missing or unreadable keys fall back to the defaults.
 
 use moeplan::model;
@@ -14,6 +15,8 @@ pub struct Settings {
     pub batches: usize,
     /// Generator seed.
     pub seed: u32,
+    /// The generator makes token routes (GRACE's affinity), not counts.
+    pub routes: bool,
     /// Nodes.
     pub nodes: usize,
     /// GPUs per node.
@@ -36,6 +39,7 @@ impl Default for Settings {
             preset: "deepseek-v3".into(),
             batches: 64,
             seed: 7,
+            routes: false,
             nodes: 8,
             gpus_per_node: 8,
             groups: 8,
@@ -59,6 +63,9 @@ impl Settings {
     /// assert_eq!(s.preset, "olmoe");
     /// assert_eq!(s.batches, Settings::default().batches);
     /// assert_eq!(Settings::from_hash(&s.to_hash()), s);
+    /// let r = Settings::from_hash("#routes=1");
+    /// assert!(r.routes && !s.routes);
+    /// assert_eq!(Settings::from_hash(&r.to_hash()), r);
     /// ```
     pub fn from_hash(hash: &str) -> Settings {
         let mut s = Settings::default();
@@ -71,6 +78,7 @@ impl Settings {
                 "preset" if model::preset(v).is_ok() => s.preset = v.to_ascii_lowercase(),
                 "batches" => s.batches = num().unwrap_or(s.batches).min(4096),
                 "seed" => s.seed = v.parse().unwrap_or(s.seed),
+                "routes" => s.routes = v == "1",
                 "nodes" => s.nodes = num().unwrap_or(s.nodes),
                 "gpus" => s.gpus_per_node = num().unwrap_or(s.gpus_per_node),
                 "groups" => s.groups = num().unwrap_or(s.groups),
@@ -88,7 +96,7 @@ impl Settings {
     /// The hash for these settings.
     pub fn to_hash(&self) -> String {
         format!(
-            "#preset={}&batches={}&seed={}&nodes={}&gpus={}&groups={}&r={}&layer={}&mem={}&rule={}",
+            "#preset={}&batches={}&seed={}&nodes={}&gpus={}&groups={}&r={}&layer={}&mem={}&rule={}{}",
             self.preset,
             self.batches,
             self.seed,
@@ -99,7 +107,8 @@ impl Settings {
                 .map_or("auto".to_string(), |r| r.to_string()),
             self.layer,
             self.memory_model,
-            self.rule
+            self.rule,
+            if self.routes { "&routes=1" } else { "" }
         )
     }
 

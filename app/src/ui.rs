@@ -37,7 +37,9 @@ use wasm_bindgen::prelude::*;
 use web_sys::{MessageEvent, Worker};
 
 use crate::board::Board;
-use crate::charts::{self, CurveChart, HeatMap, LayersChart, PlacementChart, ReplicasChart};
+use crate::charts::{
+    self, AffinityMap, CurveChart, GraceCurve, HeatMap, LayersChart, PlacementChart, ReplicasChart,
+};
 use crate::figures::{Scope, Summary, TrafficPanel};
 use crate::protocol::{Request, Response, Source, TraceStatsLite, decode};
 use crate::settings::Settings;
@@ -827,6 +829,7 @@ impl Ctx {
                 preset: s.preset.clone(),
                 batches: s.batches,
                 seed: s.seed,
+                routes: s.routes,
             })),
             Some(cluster_of(&s)),
             None,
@@ -1009,6 +1012,10 @@ pub fn App() -> impl IntoView {
                                 settings.update(|s| s.seed = x)
                             }
                         }/>
+                    <label class="inline"><input id="routes" type="checkbox"
+                        prop:checked=Memo::new(move |_| settings.with(|s| s.routes))
+                        on:change=move |ev| settings.update(|s| s.routes = event_target_checked(&ev))/>
+                        " with token routes (GRACE groups by affinity)"</label>
                     <button id="generate" on:click=move |_| ctx.generate()>"Generate"</button>
                     {move || stats.get().map(|s| view! {
                         <p class="trace-info" id="trace-info">
@@ -1143,6 +1150,19 @@ pub fn App() -> impl IntoView {
                         </figcaption>
                         <PlacementChart board/>
                     </figure>
+                    // GRACE's views need affinity: token routes only.
+                    <Show when=move || board.grouping.with(Option::is_some)>
+                        <div class="grid" id="grace-views">
+                            <figure><figcaption id="grace-curve-caption">{move || board.grouping.with(|g| g.as_ref().map(|g| format!(
+                                "GRACE, layer {}: affinity kept inside GPU groups (U) against group size deviation (S), one point per r; {}",
+                                g.layer, g.ratio.map_or("grouped by load".into(), |r| format!("r = {r} chosen (the knee)")))))}</figcaption>
+                                <GraceCurve board/></figure>
+                            <figure><figcaption id="affinity-caption">{move || board.grouping.with(|g| g.as_ref().map(|g| format!(
+                                "GRACE, layer {}: expert affinity (tokens choosing both), experts in group order, lines between GPU groups ({} groups)",
+                                g.layer, g.sizes.len())))}</figcaption>
+                                <AffinityMap board/></figure>
+                        </div>
+                    </Show>
                 </Show>
             </section>
         </main>

@@ -6,12 +6,14 @@
 
 use moeplan::formats::{self, ReadOptions};
 use moeplan::generator::{GenConfig, generate};
+use moeplan::sim::Workload;
+use moeplan::token_generator::{TokenGenConfig, generate_tokens};
 use moeplan::workspace::{View, Workspace, dispatch_rule};
 use moeplan::{Budget, LoadTrace, model};
 
 use crate::protocol::{
-    CurvePoint, Figures, Frame, Heat, Placement, Request, Response, Slot, Source, TraceStatsLite,
-    Update,
+    CurvePoint, Figures, Frame, Grouping, Heat, Placement, Request, Response, Slot, Source,
+    TOKENS_PER_BATCH, TraceStatsLite, Update,
 };
 
 /// The page's reading limit in MiB: a file larger than this on disk is
@@ -85,6 +87,8 @@ pub struct Shown {
     pub heat: Heat,
     /// The chosen layer under CRAFT.
     pub placement: Placement,
+    /// The chosen layer as GRACE grouped it (token routes only).
+    pub grouping: Option<Grouping>,
 }
 
 impl Shown {
@@ -97,6 +101,7 @@ impl Shown {
                 batches: v.batches,
                 plans: v.plans.iter().map(|p| p.name.clone()).collect(),
                 notes: v.notes.clone(),
+                planner_notes: v.planner_notes.clone(),
                 focus: v.focus.clone(),
                 auto_replicas_per_gpu: v.auto_replicas_per_gpu,
                 curve: v
@@ -148,6 +153,18 @@ impl Shown {
                     })
                     .collect(),
             },
+            grouping: v.grouping.as_ref().map(|g| Grouping {
+                layer: g.layer,
+                ratio: g.ratio,
+                curve: g
+                    .curve
+                    .iter()
+                    .map(|p| (p.ratio, p.size_deviation, p.utilisation))
+                    .collect(),
+                order: g.order.clone(),
+                sizes: g.sizes.clone(),
+                affinity: g.affinity.clone(),
+            }),
         })
     }
 
@@ -191,6 +208,10 @@ impl Shown {
             heat: (before.map(|b| &b.heat) != Some(&self.heat)).then(|| self.heat.clone()),
             placement: (before.map(|b| &b.placement) != Some(&self.placement))
                 .then(|| self.placement.clone()),
+            grouping: match before {
+                Some(b) if b.grouping == self.grouping => None,
+                _ => self.grouping.clone(),
+            },
         }
     }
 }
@@ -250,16 +271,16 @@ impl WorkerState {
             .is_none_or(|ws| ws.cluster() != cluster);
         let mut fresh = None;
         if new_trace.is_some() || changed_cluster {
-            let (trace, name) = match new_trace {
+            let (work, name) = match new_trace {
                 Some(t) => t,
                 None => match &self.workspace {
-                    Some(ws) => (ws.trace().clone(), self.source.clone()),
+                    Some(ws) => (ws.workload().clone(), self.source.clone()),
                     None => return Err("no trace yet".into()),
                 },
             };
-            let stats = TraceStatsLite::from_stats(name.clone(), &trace.stats());
-            let ws = Workspace::with_progress(trace, cluster, &mut *progress)
-                .map_err(|e| e.to_string())?;
+            let stats = TraceStatsLite::from_stats(name.clone(), &work.trace().stats());
+            let ws =
+                Workspace::of_workload(work, cluster, &mut *progress).map_err(|e| e.to_string())?;
             fresh = Some((ws, name, stats));
         }
         let ws = match &fresh {
@@ -354,12 +375,34 @@ fn load(
     source: &Source,
     bytes: Option<&[u8]>,
     progress: &mut dyn FnMut(&str),
-) -> Result<(LoadTrace, String), String> {
+) -> Result<(Workload, String), String> {
     match source {
         Source::Generate {
             preset,
             batches,
             seed,
+            routes: true,
+        } => {
+            progress("generating the token routes");
+            let p = model::preset(preset).map_err(|e| e.to_string())?;
+            let cfg = TokenGenConfig {
+                seed: (*seed).into(),
+                ..TokenGenConfig::new(p, batches.saturating_mul(TOKENS_PER_BATCH))
+            };
+            let t = generate_tokens(&cfg).map_err(|e| e.to_string())?;
+            let work = Workload::from_tokens(t, TOKENS_PER_BATCH).map_err(|e| e.to_string())?;
+            Ok((
+                work,
+                format!(
+                    "generated {preset} with token routes, {batches} batches of {TOKENS_PER_BATCH} tokens, seed {seed}"
+                ),
+            ))
+        }
+        Source::Generate {
+            preset,
+            batches,
+            seed,
+            routes: false,
         } => {
             progress("generating the trace");
             let p = model::preset(preset).map_err(|e| e.to_string())?;
@@ -369,7 +412,7 @@ fn load(
             };
             let t = generate(&cfg).map_err(|e| e.to_string())?;
             Ok((
-                t,
+                Workload::new(t),
                 format!("generated {preset}, {batches} batches, seed {seed}"),
             ))
         }
@@ -384,7 +427,8 @@ fn load(
                 ..ReadOptions::default()
             };
             let t = formats::read_trace(bytes, &options).map_err(|e| format!("{name}: {e}"))?;
-            Ok(placed_in_model(t, name))
+            let (t, name) = placed_in_model(t, name);
+            Ok((Workload::new(t), name))
         }
     }
 }
@@ -457,6 +501,7 @@ mod tests {
             preset: "olmoe".into(),
             batches: 4,
             seed: 1,
+            routes: false,
         }
     }
 
@@ -535,6 +580,19 @@ mod tests {
         // A new trace sends everything; a budget change only CRAFT's part.
         let f0 = v0.frame.as_ref().expect("a new trace sends the frame");
         assert_eq!(v0.plans.len(), f0.plans.len());
+        // A generated trace is counts only: GRACE has no affinity, and the
+        // frame carries what it says about that, once.
+        let grace: Vec<_> = f0
+            .planner_notes
+            .iter()
+            .filter(|n| n.name == "grace")
+            .collect();
+        assert_eq!(grace.len(), 1, "{:?}", f0.planner_notes);
+        assert!(
+            grace[0].text.contains("no token routes"),
+            "{}",
+            grace[0].text
+        );
         assert!(v0.heat.is_some() && v0.placement.is_some());
         assert!(v4.frame.is_none(), "a budget change resends the frame");
         let names: Vec<_> = v4.plans.iter().map(|p| p.name.as_str()).collect();
@@ -547,6 +605,69 @@ mod tests {
         let v5 = view_of(s.handle(&r, None, || 0.0, |_| {}));
         assert!(v5.frame.is_none() && v5.plans.is_empty() && v5.heat.is_none());
         assert!(v5.placement.is_some());
+    }
+
+    /// Generated token routes: GRACE groups by affinity and the view
+    /// carries the chosen layer's grouping, sent again only when the layer
+    /// (or the trace, or the cluster) changes.
+    #[test]
+    fn token_routes_carry_graces_grouping() {
+        let cluster = Cluster {
+            nodes: 2,
+            gpus_per_node: 4,
+            groups: 1,
+        };
+        let routes = Source::Generate {
+            preset: "deepseek-v2-lite".into(),
+            batches: 2,
+            seed: 3,
+            routes: true,
+        };
+        let mut s = WorkerState::default();
+        let v0 = view_of(s.handle(
+            &req(1, Some(routes), Some(cluster), Some(2)),
+            None,
+            || 0.0,
+            |_| {},
+        ));
+        let f0 = v0.frame.as_ref().expect("a new trace sends the frame");
+        assert!(
+            f0.planner_notes.iter().all(|n| n.name != "grace"),
+            "{:?}",
+            f0.planner_notes
+        );
+        let g = v0.grouping.expect("token routes: GRACE's grouping");
+        assert_eq!((g.order.len(), g.sizes.len()), (64, 8));
+        assert_eq!(g.affinity.len(), 64 * 64);
+        let mut sorted = g.order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..64).collect::<Vec<u32>>());
+        let r = g.ratio.expect("grouped by affinity");
+        assert!(g.curve.iter().any(|p| p.0 == r));
+        let v1 = view_of(s.handle(&req(2, None, None, Some(4)), None, || 0.0, |_| {}));
+        assert!(
+            v1.grouping.is_none(),
+            "a budget change resends the grouping"
+        );
+        let mut l = req(3, None, None, Some(4));
+        l.layer = 5;
+        let v2 = view_of(s.handle(&l, None, || 0.0, |_| {}));
+        assert_ne!(v2.grouping.map(|g| g.layer), Some(g.layer));
+        // Back to counts: no grouping, GRACE's note instead.
+        let v3 = view_of(s.handle(
+            &req(4, Some(gen_source()), Some(cluster), Some(2)),
+            None,
+            || 0.0,
+            |_| {},
+        ));
+        assert!(v3.grouping.is_none());
+        assert!(
+            v3.frame
+                .unwrap()
+                .planner_notes
+                .iter()
+                .any(|n| n.name == "grace")
+        );
     }
 
     #[test]
@@ -687,6 +808,7 @@ mod tests {
             preset: "olmoe".into(),
             batches: 3,
             seed: 2,
+            routes: false,
         };
         // The new trace plans, but the export asked with it fails.
         let mut r = req(2, Some(other.clone()), None, Some(2));

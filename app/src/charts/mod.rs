@@ -12,12 +12,14 @@
 //! is over it, worked out only then.
 
 mod curve;
+mod grace;
 mod heat;
 mod layers;
 mod placement;
 mod replicas;
 
 pub use curve::CurveChart;
+pub use grace::{AffinityMap, GraceCurve};
 pub use heat::HeatMap;
 pub use layers::LayersChart;
 pub use placement::PlacementChart;
@@ -36,8 +38,8 @@ const PAD_T: f64 = 12.0;
 const PAD_B: f64 = 34.0;
 
 /// Series colours by planner id: BASE, EPLB, CRAFT (colour-blind safe);
-/// a planner added to the registry later draws in the fallback colour
-/// until it is given one here.
+/// GRACE and any planner added to the registry later draw in the fallback
+/// colour until given one here.
 pub fn colour(name: &str) -> &'static str {
     match name {
         "base" => "#8c8c8c",
@@ -225,17 +227,17 @@ fn frame_layer_ticks(board: Board) -> impl IntoView + use<> {
     }
 }
 
-/// Where the pointer is, in the chart's own coordinates (`W` × `H`, the
+/// Where the pointer is, in the chart's own coordinates (`w` × `h`, the
 /// SVG's viewBox, centred and scaled to fit as SVG does by default).
-fn pointer(ev: &web_sys::MouseEvent) -> Option<(f64, f64)> {
+fn pointer(ev: &web_sys::MouseEvent, w: f64, h: f64) -> Option<(f64, f64)> {
     let svg: web_sys::Element = ev.current_target()?.dyn_into().ok()?;
     let r = svg.get_bounding_client_rect();
-    let scale = (r.width() / W).min(r.height() / H);
+    let scale = (r.width() / w).min(r.height() / h);
     if scale.is_nan() || scale <= 0.0 {
         return None;
     }
-    let x = (f64::from(ev.client_x()) - r.left() - (r.width() - W * scale) / 2.0) / scale;
-    let y = (f64::from(ev.client_y()) - r.top() - (r.height() - H * scale) / 2.0) / scale;
+    let x = (f64::from(ev.client_x()) - r.left() - (r.width() - w * scale) / 2.0) / scale;
+    let y = (f64::from(ev.client_y()) - r.top() - (r.height() - h * scale) / 2.0) / scale;
     Some((x, y))
 }
 
@@ -268,7 +270,7 @@ impl Hover {
     }
 
     fn track(self, ev: &web_sys::MouseEvent) {
-        self.0.set(pointer(ev));
+        self.0.set(pointer(ev, W, H));
     }
 
     fn leave(self) {

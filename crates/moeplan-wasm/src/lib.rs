@@ -334,7 +334,7 @@ mod tests {
         for (bad, needle) in [
             (r#"{"nodes": 1, "gpusPerNode": 2, "typo": 1}"#, "typo"),
             (
-                r#"{"nodes": 1, "gpusPerNode": 2, "algorithm": "grace"}"#,
+                r#"{"nodes": 1, "gpusPerNode": 2, "algorithm": "bogus"}"#,
                 "unknown planner",
             ),
             (

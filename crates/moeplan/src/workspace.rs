@@ -32,6 +32,7 @@ use crate::formats::sglang;
 use crate::model;
 use crate::plan::Plan;
 use crate::planners::eplb::GROUPS;
+use crate::planners::grace::{self, Grace, GraceOptions, affinity::affinity};
 use crate::planners::registry::{
     CurvePoint, Needs, Planner, PlannerId, Prepared, Settings, Unit, Value, prepare, registry,
 };
@@ -67,6 +68,12 @@ pub struct Workspace {
     /// Every plan's traffic under `even` when tokens arrive evenly (the
     /// closed form: it does not depend on the plan).
     even_traffic: Option<PairTraffic>,
+    /// GRACE as prepared, when it grouped by affinity (token routes): the
+    /// page's GRACE views read its groups and curves.
+    grace: Option<Arc<Grace>>,
+    /// The last layer's [`GroupingView`]: a budget change asks for the same
+    /// layer again, and the affinity is O(T · k²) to count.
+    grouping: Arc<Mutex<Option<(usize, GroupingView)>>>,
 }
 
 /// The dispatch rules the page offers, in its order: `even` (the
@@ -109,6 +116,8 @@ struct Entry {
     id: PlannerId,
     display: &'static str,
     state: State,
+    /// What the planner said when it prepared ([`Prepared::notes`]).
+    notes: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -210,6 +219,47 @@ impl From<&Traffic> for PairTraffic {
     }
 }
 
+/// What one planner says beside its plans ([`Prepared::notes`]): how it
+/// fell back or what the workload lacks (GRACE with counts only groups by
+/// load, having no affinity).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannerNote {
+    /// The planner's id (`grace`).
+    pub name: String,
+    /// What it says, one line.
+    pub text: String,
+}
+
+/// One point of GRACE's `(S(r), U(r))` curve (Eq. 1).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RatioPoint {
+    /// The non-uniformity ratio `r`.
+    pub ratio: f64,
+    /// `S(r)`: deviation of the GPU groups' sizes.
+    pub size_deviation: f64,
+    /// `U(r)`: share of the affinity inside GPU groups.
+    pub utilisation: f64,
+}
+
+/// One layer as GRACE grouped it by affinity: its `(S, U)` curve with the
+/// chosen `r`, and its affinity matrix with the experts in group order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupingView {
+    /// The model's layer id.
+    pub layer: u32,
+    /// The `r` GRACE chose (`None`: this layer was grouped by load only).
+    pub ratio: Option<f64>,
+    /// `(S(r), U(r))` at each ratio tried, ascending `r`.
+    pub curve: Vec<RatioPoint>,
+    /// The experts in drawing order: GPU 0's group, then GPU 1's, ….
+    pub order: Vec<u32>,
+    /// Each GPU's group size, in that order (the boundaries).
+    pub sizes: Vec<usize>,
+    /// `A[order[i]][order[j]]` row-major (`n × n`), relative to the
+    /// largest entry (1.0), three decimals.
+    pub affinity: Vec<f64>,
+}
+
 /// One layer's placement: every GPU's experts, replicas marked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LayerView {
@@ -240,6 +290,10 @@ pub struct View {
     pub plans: Vec<PlanFigures>,
     /// Why a planner is missing.
     pub notes: Vec<String>,
+    /// What the planners shown say beside their plans, in their order
+    /// (they change with the trace and the cluster only).
+    #[serde(default)]
+    pub planner_notes: Vec<PlannerNote>,
     /// The id of the focus planner (`craft`): the one the budget moves,
     /// whose curve, load map and layer view these are.
     #[serde(default)]
@@ -255,6 +309,10 @@ pub struct View {
     pub heat: Vec<Vec<f64>>,
     /// The chosen layer under CRAFT.
     pub layer: LayerView,
+    /// The chosen layer as GRACE grouped it, when the workload has token
+    /// routes (without them there is no affinity to draw).
+    #[serde(default)]
+    pub grouping: Option<GroupingView>,
 }
 
 impl Workspace {
@@ -281,8 +339,33 @@ impl Workspace {
     pub fn with_progress(
         trace: LoadTrace,
         cluster: Cluster,
+        phase: impl FnMut(&str),
+    ) -> Result<Workspace> {
+        Workspace::of_workload(Workload::new(trace), cluster, phase)
+    }
+
+    /// [`Workspace::with_progress`] for any workload: with token routes
+    /// ([`Workload::from_tokens`]) GRACE groups by affinity, the view
+    /// carries its [`GroupingView`], and every plan's traffic is replayed
+    /// from the tokens' ranks (no closed form of even arrival).
+    ///
+    /// ```
+    /// use moeplan::workspace::{Cluster, Workspace};
+    /// use moeplan::token_generator::{TokenGenConfig, generate_tokens};
+    /// use moeplan::{model, sim::Workload};
+    /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?;
+    /// let ws = Workspace::of_workload(Workload::from_tokens(t, 128)?, Cluster { nodes: 2, gpus_per_node: 4, groups: 1 }, |_| {})?;
+    /// let g = ws.view(Some(2), 3)?.grouping.unwrap();
+    /// assert_eq!((g.order.len(), g.sizes.iter().sum::<usize>()), (64, 64));
+    /// assert!(g.ratio.is_some() && !g.curve.is_empty());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn of_workload(
+        work: Workload,
+        cluster: Cluster,
         mut phase: impl FnMut(&str),
     ) -> Result<Workspace> {
+        let trace = work.trace();
         let topology = Topology::new(cluster.nodes, cluster.gpus_per_node)?;
         if cluster.groups == 0 {
             return Err(Error::Argument("expert groups must be at least 1".into()));
@@ -292,15 +375,29 @@ impl Workspace {
             .model()
             .and_then(|m| model::preset(m).ok())
             .map_or_else(CostModel::default, CostModel::for_model);
-        let work = Workload::new(trace);
         let mut entries = Vec::new();
         let mut focus = None;
         let mut curve = Vec::new();
         let mut auto_r = 0;
+        let mut grace_ready = None;
         for planner in registry().iter().copied().filter(|p| shown(*p, &work)) {
             phase(&planner.preparing());
             let slider = planner.budget_unit() == Some(Unit::ReplicasPerGpu);
-            let state = match prepare(planner, &work, topology, &settings) {
+            let prepared = if planner.id() == grace::ID && work.tokens().is_some() {
+                // The registry's prepare, keeping GRACE's own type: its
+                // groups and curves are what the page's GRACE views draw.
+                GraceOptions::from_settings(&settings)
+                    .and_then(|o| Grace::prepare(&work, topology, &o))
+                    .map(|g| {
+                        let g = Arc::new(g);
+                        grace_ready = Some(Arc::clone(&g));
+                        Box::new(ArcGrace(g)) as Box<dyn Prepared>
+                    })
+            } else {
+                prepare(planner, &work, topology, &settings)
+            };
+            let notes = prepared.as_ref().map(|p| p.notes()).unwrap_or_default();
+            let state = match prepared {
                 Ok(ready) if slider => {
                     if focus.is_none() {
                         phase(&format!("tracing {}'s curve", planner.display()));
@@ -333,6 +430,7 @@ impl Workspace {
                 id: planner.id(),
                 display: planner.display(),
                 state,
+                notes,
             });
         }
         let focus = focus.ok_or_else(|| {
@@ -364,7 +462,24 @@ impl Workspace {
             auto_r,
             cost,
             even_traffic,
+            grace: grace_ready,
+            grouping: Arc::default(),
         })
+    }
+
+    /// The workload planned: the trace, and its token routes or sources
+    /// when it has them.
+    ///
+    /// ```
+    /// use moeplan::workspace::{Cluster, Workspace};
+    /// use moeplan::{generator, model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
+    /// assert!(ws.workload().tokens().is_none());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn workload(&self) -> &Workload {
+        &self.work
     }
 
     /// The trace.
@@ -421,6 +536,30 @@ impl Workspace {
             .map(|e| match &e.state {
                 State::Failed(why) => (e.id, Some(why.as_str())),
                 _ => (e.id, None),
+            })
+            .collect()
+    }
+
+    /// What the planners shown say beside their plans, in their order.
+    ///
+    /// ```
+    /// use moeplan::workspace::{Cluster, Workspace};
+    /// use moeplan::{generator, model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
+    /// // Counts only: GRACE has no affinity to group by, and says so.
+    /// let grace = ws.planner_notes().into_iter().find(|n| n.name == "grace").unwrap();
+    /// assert!(grace.text.contains("no token routes"));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn planner_notes(&self) -> Vec<PlannerNote> {
+        self.entries
+            .iter()
+            .flat_map(|e| {
+                e.notes.iter().map(|text| PlannerNote {
+                    name: e.id.to_string(),
+                    text: text.clone(),
+                })
             })
             .collect()
     }
@@ -505,6 +644,7 @@ impl Workspace {
             rule: rule.name().to_string(),
             plans,
             notes,
+            planner_notes: self.planner_notes(),
             focus: self
                 .entries
                 .get(self.focus)
@@ -515,6 +655,7 @@ impl Workspace {
             curve: self.curve.clone(),
             heat: self.heat(&focus.plan),
             layer: self.layer_view(&focus.plan, layer),
+            grouping: self.grouping_view(layer)?,
         })
     }
 
@@ -642,6 +783,57 @@ impl Workspace {
             .collect()
     }
 
+    /// GRACE's grouping of layer index `layer`, once per layer in a row.
+    fn grouping_view(&self, layer: usize) -> Result<Option<GroupingView>> {
+        let (Some(grace), Some(tokens)) = (&self.grace, self.work.tokens()) else {
+            return Ok(None);
+        };
+        if let Ok(last) = self.grouping.lock() {
+            if let Some((l, v)) = last.as_ref() {
+                if *l == layer {
+                    return Ok(Some(v.clone()));
+                }
+            }
+        }
+        let Some(lg) = grace.layers().get(layer) else {
+            return Ok(None);
+        };
+        let a = affinity(tokens, layer)?;
+        let order: Vec<u32> = lg.groups.iter().flatten().copied().collect();
+        let top = a.iter().copied().fold(0.0, f64::max);
+        let mut values = Vec::with_capacity(order.len() * order.len());
+        for &i in &order {
+            for &j in &order {
+                let v = a.get([i as usize, j as usize]).copied().unwrap_or(0.0);
+                values.push(if top > 0.0 {
+                    (v / top * 1e3).round() / 1e3
+                } else {
+                    0.0
+                });
+            }
+        }
+        let v = GroupingView {
+            layer: lg.layer,
+            ratio: lg.ratio,
+            curve: lg
+                .curve
+                .iter()
+                .map(|p| RatioPoint {
+                    ratio: p.ratio,
+                    size_deviation: p.size_deviation,
+                    utilisation: p.utilisation,
+                })
+                .collect(),
+            order,
+            sizes: lg.groups.iter().map(Vec::len).collect(),
+            affinity: values,
+        };
+        if let Ok(mut last) = self.grouping.lock() {
+            *last = Some((layer, v.clone()));
+        }
+        Ok(Some(v))
+    }
+
     fn layer_view(&self, plan: &Plan, layer: usize) -> LayerView {
         let lp = &plan.layers()[layer];
         let e = self.trace().num_experts();
@@ -668,6 +860,22 @@ impl Workspace {
                 })
                 .collect(),
         }
+    }
+}
+
+/// GRACE shared between the workspace (its groups) and its entry (plans).
+#[derive(Debug)]
+struct ArcGrace(Arc<Grace>);
+
+impl Prepared for ArcGrace {
+    fn plan(&self, budget: Option<usize>) -> Result<crate::planners::Planned> {
+        Prepared::plan(&*self.0, budget)
+    }
+    fn auto_budget(&self) -> Result<Option<usize>> {
+        self.0.auto_budget()
+    }
+    fn notes(&self) -> Vec<String> {
+        Prepared::notes(&*self.0)
     }
 }
 
