@@ -4,7 +4,7 @@
 //! `even` the simulator's figures equal the evaluator's to the bit, so the
 //! default reports what moeplan always reported.
 
-use moeplan::sim::{CostModel, Report, Rule, Strategy, Workload, simulate};
+use moeplan::sim::{CostModel, Messages, Report, Rule, Strategy, Workload, simulate};
 use moeplan::{EvalReport, LoadTrace, Plan, evaluate_with_progress, model};
 use serde_json::{Value, json};
 
@@ -101,7 +101,8 @@ pub fn judge_quietly(
 
 impl Judged {
     /// The report as JSON: the evaluator's keys, plus `dispatch`, `sources`,
-    /// `traffic` and `per_batch_imbalance_ratio`.
+    /// `traffic` (with `messages`, null without token routes) and
+    /// `per_batch_imbalance_ratio`.
     pub fn json(&self) -> Value {
         let mut v = serde_json::to_value(&self.report).unwrap_or_default();
         let t = &self.sim.traffic;
@@ -113,6 +114,10 @@ impl Judged {
             "cross_node": t.cross_node,
             "cross_node_bytes": t.cross_node_bytes,
             "max_gpu_ingress": t.max_ingress,
+            // token messages (a token once per destination GPU / node):
+            // null without token routes, which alone say which pairs share
+            // a token
+            "messages": t.messages,
         });
         v["per_batch_imbalance_ratio"] = json!(self.sim.per_batch_imbalance_ratio);
         v
@@ -126,6 +131,11 @@ impl Judged {
     /// Share of pairs served on another node, in percent.
     pub fn cross_node_pct(&self) -> f64 {
         pct(self.sim.traffic.cross_node, self.sim.traffic.pairs)
+    }
+
+    /// Token messages, when the workload has token routes.
+    pub fn messages(&self) -> Option<&Messages> {
+        self.sim.traffic.messages.as_ref()
     }
 
     /// Cross-node bytes in GB (10⁹ bytes).

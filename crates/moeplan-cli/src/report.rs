@@ -119,6 +119,15 @@ pub fn eval(j: &Judged, algorithm: &str, plan: &Plan, scope: &str, cost: &Cost) 
         cost.describe(),
         t.max_ingress
     );
+    if let Some(m) = j.messages() {
+        wl!(
+            o,
+            "messages/token   cross-node {:.3} · cross-GPU {:.3} per (token, layer), a token sent once per destination node / GPU; {:.3} GB cross-node",
+            m.per_token_cross_node,
+            m.per_token_cross_gpu,
+            m.cross_node_bytes / 1e9
+        );
+    }
     wl!(o);
     wl!(
         o,
@@ -154,8 +163,18 @@ pub fn compare(
     wl!(o, "{topology} · {scope}");
     wl!(o, "dispatch: {rule} · sources: {sources}");
     wl!(o, "cross-node GB: over all batches, at {}", cost.describe());
-    wl!(
-        o,
+    // Token routes say which pairs share a token: then one more column,
+    // the messages a dispatch sending each token once per node moves.
+    let messages = rows
+        .iter()
+        .any(|(_, r)| r.as_ref().is_ok_and(|j| j.messages().is_some()));
+    if messages {
+        wl!(
+            o,
+            "msgs/token x-node: per (token, layer), a token sent once per destination node"
+        );
+    }
+    let mut head = format!(
         "{:<16} {:>13} {:>10} {:>9} {:>14} {:>8} {:>12} {:>14}",
         "plan",
         "balancedness",
@@ -166,20 +185,32 @@ pub fn compare(
         "cross-node %",
         "cross-node GB"
     );
+    if messages {
+        let _ = write!(head, " {:>18}", "msgs/token x-node");
+    }
+    wl!(o, "{head}");
     for (name, r) in rows {
         match r {
-            Ok(j) => wl!(
-                o,
-                "{:<16} {:>13.4} {:>10.4} {:>9} {:>14} {:>8.1} {:>12.1} {:>14.3}",
-                name,
-                j.report.balancedness,
-                j.report.imbalance_ratio,
-                j.report.replicas,
-                j.report.slots_per_gpu_max,
-                j.local_pct(),
-                j.cross_node_pct(),
-                j.cross_node_gb()
-            ),
+            Ok(j) => {
+                let mut line = format!(
+                    "{:<16} {:>13.4} {:>10.4} {:>9} {:>14} {:>8.1} {:>12.1} {:>14.3}",
+                    name,
+                    j.report.balancedness,
+                    j.report.imbalance_ratio,
+                    j.report.replicas,
+                    j.report.slots_per_gpu_max,
+                    j.local_pct(),
+                    j.cross_node_pct(),
+                    j.cross_node_gb()
+                );
+                if messages {
+                    let cell = j.messages().map_or("—".to_string(), |m| {
+                        format!("{:.3}", m.per_token_cross_node)
+                    });
+                    let _ = write!(line, " {cell:>18}");
+                }
+                wl!(o, "{line}");
+            }
             Err(e) => wl!(o, "{name:<16} not possible: {e}"),
         }
     }

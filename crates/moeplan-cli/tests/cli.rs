@@ -769,9 +769,12 @@ fn dispatch_rules_in_eval_json() {
                 "cross_node_bytes",
                 "intra_node",
                 "local",
-                "max_gpu_ingress"
+                "max_gpu_ingress",
+                "messages"
             ]
         );
+        // counts only: which pairs share a token is unknown
+        assert!(t["messages"].is_null(), "{rule}");
         let sum = ["local", "intra_node", "cross_node"]
             .iter()
             .map(|k| t[*k].as_f64().unwrap())

@@ -138,19 +138,36 @@ fn esft_folder_is_replayed_as_token_routes() {
     let mut local = 0u64;
     let mut intra = 0u64;
     let mut pairs = 0u64;
+    // token messages: each token (6 consecutive ids, DeepSeek-V2-Lite's
+    // top-6) once per other GPU / other node hosting one of its experts
+    let (mut gpu_msgs, mut node_msgs) = (0u64, 0u64);
     for (layer, gpu_of) in hosts(&plan_file) {
         let text =
             std::fs::read_to_string(dir.join(format!("expert_weights_{layer}.txt"))).unwrap();
         for (line, row) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
             let source = line % gpus;
-            for id in row.split('\t').take_while(|f| !f.is_empty()) {
-                let gpu = gpu_of[id.trim().parse::<usize>().unwrap()];
+            let ids: Vec<usize> = row
+                .split('\t')
+                .take_while(|f| !f.is_empty())
+                .map(|id| id.trim().parse::<usize>().unwrap())
+                .collect();
+            for &id in &ids {
+                let gpu = gpu_of[id];
                 pairs += 1;
                 if gpu == source {
                     local += 1;
                 } else if gpu / 4 == source / 4 {
                     intra += 1;
                 }
+            }
+            for token in ids.chunks(6) {
+                let mut to: Vec<usize> = token.iter().map(|&e| gpu_of[e]).collect();
+                to.sort_unstable();
+                to.dedup();
+                gpu_msgs += to.iter().filter(|&&g| g != source).count() as u64;
+                let mut nodes: Vec<usize> = to.iter().map(|g| g / 4).collect();
+                nodes.dedup();
+                node_msgs += nodes.iter().filter(|&&n| n != source / 4).count() as u64;
             }
         }
     }
@@ -164,6 +181,10 @@ fn esft_folder_is_replayed_as_token_routes() {
         t["cross_node"].as_f64().unwrap(),
         (pairs - local - intra) as f64
     );
+    let m = &t["messages"];
+    assert_eq!(m["cross_gpu"].as_f64().unwrap(), gpu_msgs as f64);
+    assert_eq!(m["cross_node"].as_f64().unwrap(), node_msgs as f64);
+    assert!(node_msgs < pairs - local - intra, "messages dedup pairs");
     // Even arrival: each GPU sends 1/8 of every expert's pairs, one of them
     // its own copy's.
     let even_local = pairs as f64 / gpus as f64;

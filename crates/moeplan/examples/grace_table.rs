@@ -8,7 +8,8 @@
 //! default), each sequence (a line of the files) dealt round-robin to the
 //! GPUs — on 2 × 2 and 1 × 8; and a generated DeepSeek-V3-shaped token trace
 //! (`token_generator`, 64 ranks) on 8 × 8. Every plan comes from the registry
-//! (`planners::prepare`), every figure from `sim::simulate`; in-sample.
+//! (`planners::prepare`), every figure from `sim::simulate` — token
+//! messages too (`Traffic::messages`); in-sample.
 //!
 //! Run with `cargo run --release -p moeplan --features parallel --example
 //! grace_table -- ../shared/data`; prints Markdown.
@@ -46,25 +47,9 @@ struct Case {
     data: String,
     cluster: Topology,
     tokens: usize,
-    top_k: usize,
     rows: Vec<Row>,
     layers: Vec<LayerLine>,
-    messages: Vec<Messages>,
     budgets: String,
-}
-
-/// Token messages of a placement without replicas (every expert on one
-/// GPU, so no dispatch rule chooses): per (token, layer), the distinct
-/// GPUs / nodes other than the source's that host its experts — what a
-/// dispatch sending each token once per destination moves, the traffic
-/// the GRACE paper's grouping targets.
-struct Messages {
-    plan: String,
-    pairs: f64,
-    cross_gpu_pairs: f64,
-    cross_gpu: f64,
-    cross_node_pairs: f64,
-    cross_node: f64,
 }
 
 struct Row {
@@ -231,24 +216,12 @@ fn case(
         }
     }
     let layers_out = grace_layers(work, topology, &plans[0].1)?;
-    let messages = plans
-        .iter()
-        .filter(|(_, p)| replicas(p) == 0)
-        .filter_map(|(name, p)| {
-            messages(work, p).map(|m| Messages {
-                plan: name.clone(),
-                ..m
-            })
-        })
-        .collect();
     Ok(Case {
         data: data.to_string(),
         cluster: topology,
         tokens: work.tokens().map_or(0, TokenTrace::num_tokens),
-        top_k: model.top_k,
         rows,
         layers: layers_out,
-        messages,
         budgets: format!(
             "GRACE's replicas: {g} in all; EPLB +{k} per layer ({} in all, the smallest \
              equal-slot count ≥ ⌈{g} / {layers}⌉); CRAFT R = {r} (⌈{g} / {gpus}⌉, at most {} in all)",
@@ -292,54 +265,6 @@ fn grace_layers(
         });
     }
     Ok(out)
-}
-
-/// [`Messages`] of `plan` (which must have no replicas) on `work`'s
-/// tokens; `None` without token routes or with replicas.
-fn messages(work: &Workload, plan: &Plan) -> Option<Messages> {
-    let tokens = work.tokens()?;
-    let topology = plan.topology();
-    let gpn = topology.gpus_per_node();
-    let sources = tokens.source_rank();
-    let mut m = Messages {
-        plan: String::new(),
-        pairs: 0.0,
-        cross_gpu_pairs: 0.0,
-        cross_gpu: 0.0,
-        cross_node_pairs: 0.0,
-        cross_node: 0.0,
-    };
-    let mut gpus: Vec<usize> = Vec::new();
-    for (l, layer) in plan.layers().iter().enumerate() {
-        let mut owner = vec![usize::MAX; plan.num_experts()];
-        for (g, hosted) in layer.gpus.iter().enumerate() {
-            for &e in hosted {
-                let slot = owner.get_mut(e as usize)?;
-                if *slot != usize::MAX {
-                    return None; // a replica: the rule would choose
-                }
-                *slot = g;
-            }
-        }
-        let routes = tokens.routes(l);
-        for (t, row) in routes.rows().into_iter().enumerate() {
-            let src = *sources.get(t)? as usize;
-            gpus.clear();
-            for &e in row {
-                gpus.push(*owner.get(e as usize)?);
-            }
-            m.pairs += gpus.len() as f64;
-            m.cross_gpu_pairs += gpus.iter().filter(|&&g| g != src).count() as f64;
-            m.cross_node_pairs += gpus.iter().filter(|&&g| g / gpn != src / gpn).count() as f64;
-            gpus.sort_unstable();
-            gpus.dedup();
-            m.cross_gpu += gpus.iter().filter(|&&g| g != src).count() as f64;
-            let mut nodes: Vec<usize> = gpus.iter().map(|g| g / gpn).collect();
-            nodes.dedup();
-            m.cross_node += nodes.iter().filter(|&&n| n != src / gpn).count() as f64;
-        }
-    }
-    Some(m)
 }
 
 fn pct(x: f64, of: f64) -> String {
@@ -448,6 +373,72 @@ fn compact_table(out: &mut String, c: &Case) {
     }
 }
 
+/// One row per plan, one column per rule: the simulator's token messages
+/// (`Traffic::messages`: a token sent once per destination GPU / node) per
+/// (token, layer), `cross-GPU · cross-node`, beside the pairs under `even`.
+fn messages_table(out: &mut String, c: &Case) {
+    let multi = c.cluster.nodes() > 1;
+    let cell = |x: f64, y: f64| {
+        if multi {
+            format!("{x:.2} · {y:.2}")
+        } else {
+            format!("{x:.2}")
+        }
+    };
+    out.push_str(&format!(
+        "Token messages per (token, layer), {}: a token sent once per destination GPU{} \
+         (exact where each pair has one destination; the expected count where a rule \
+         splits an expert over copies). First column: (token, expert) pairs per token \
+         under `even`, for comparison.\n\n| plan | pairs (`even`) |",
+        if multi {
+            "cross-GPU · cross-node"
+        } else {
+            "cross-GPU"
+        },
+        if multi { " / node" } else { "" },
+    ));
+    for rule in RULES {
+        out.push_str(&format!(" `{rule}` |"));
+    }
+    out.push_str("\n| --- | ---: |");
+    for _ in RULES {
+        out.push_str(" ---: |");
+    }
+    out.push('\n');
+    let mut plans: Vec<&str> = c.rows.iter().map(|r| r.plan.as_str()).collect();
+    plans.dedup();
+    for plan in plans {
+        let rows: Vec<&Row> = c.rows.iter().filter(|r| r.plan == plan).collect();
+        let pairs = rows
+            .iter()
+            .find(|r| r.rule == Rule::Even)
+            .map_or("—".into(), |r| {
+                let t = &r.report.traffic;
+                let n = t.messages.map_or(0.0, |m| m.token_layers);
+                if n > 0.0 {
+                    cell((t.pairs - t.local) / n, t.cross_node / n)
+                } else {
+                    "—".into()
+                }
+            });
+        out.push_str(&format!("| {plan} | {pairs} |"));
+        for rule in RULES {
+            match rows
+                .iter()
+                .find(|r| r.rule == rule)
+                .and_then(|r| r.report.traffic.messages)
+            {
+                Some(m) => out.push_str(&format!(
+                    " {} |",
+                    cell(m.per_token_cross_gpu, m.per_token_cross_node)
+                )),
+                None => out.push_str(" — |"),
+            }
+        }
+        out.push('\n');
+    }
+}
+
 fn markdown(cases: &[Case], cfg: &TokenGenConfig, long: bool) -> String {
     let mut out = String::new();
     out.push_str(&format!(
@@ -476,33 +467,8 @@ fn markdown(cases: &[Case], cfg: &TokenGenConfig, long: bool) -> String {
             compact_table(&mut out, c);
         }
         out.push('\n');
-        if !c.messages.is_empty() {
-            out.push_str(
-                "Placements without replicas, token messages (a token sent once per \
-                 destination GPU / node), per (token, layer), next to (token, expert) pairs:\n\n\
-                 | plan | cross-GPU pairs / token | cross-GPU messages / token | cross-node pairs / token | cross-node messages / token |\n\
-                 | --- | ---: | ---: | ---: | ---: |\n",
-            );
-            for m in &c.messages {
-                let per = |x: f64| {
-                    let n = m.pairs / c.top_k as f64;
-                    if n > 0.0 {
-                        format!("{:.2}", x / n)
-                    } else {
-                        "—".into()
-                    }
-                };
-                out.push_str(&format!(
-                    "| {} | {} | {} | {} | {} |\n",
-                    m.plan,
-                    per(m.cross_gpu_pairs),
-                    per(m.cross_gpu),
-                    per(m.cross_node_pairs),
-                    per(m.cross_node),
-                ));
-            }
-            out.push('\n');
-        }
+        messages_table(&mut out, c);
+        out.push('\n');
     }
     out.push_str(
         "### GRACE's grouping per layer\n\n\

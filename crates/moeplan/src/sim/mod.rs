@@ -17,7 +17,11 @@
 //!   last bit.
 //! - Sources: without them every GPU is assumed to send `1 / D` of each
 //!   expert's tokens, and [`Report::sources`] says so.
-//! - Traffic: see [`Traffic`] for the definitions.
+//! - Traffic: see [`Traffic`] for the definitions. With token routes it
+//!   also counts token messages ([`Messages`]: a token sent once per
+//!   destination GPU / node), exact for deterministic choices and the
+//!   expectation for split ones; without them `Traffic::messages` is
+//!   `None` and nothing extra runs.
 //! - GRACE-MoE's rules ([`Rule::GraceWeighted`], [`Rule::GraceTopology`])
 //!   weigh copies by [`predicted_loads`] from each layer's counts summed
 //!   over the whole workload (every batch, whatever the schedule): the
@@ -73,7 +77,7 @@ pub use dispatch::{Rule, SglangVersion, predicted_loads};
 pub use optimal::{OptimalSplit, optimal_split};
 pub use rebalance::{DEFAULT_TOLERANCE_PERCENT, Rebalancer};
 pub use sglang::sglang_dispatch_map;
-pub use traffic::Traffic;
+pub use traffic::{Messages, Traffic};
 pub(crate) use workload::Sources;
 pub use workload::Workload;
 
@@ -284,6 +288,11 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
                 t.cross_node += tally.cross;
                 t.max_ingress += tally.max_ingress;
                 t.max_egress += tally.max_egress;
+                if engine.counts_messages() {
+                    t.messages
+                        .get_or_insert_with(Messages::default)
+                        .add(&engine.messages.counts);
+                }
             }
         }
         per_layer.push(bal / b_n as f64);
@@ -302,6 +311,16 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
         traffic.cross_node += t.cross_node;
         traffic.max_ingress += t.max_ingress;
         traffic.max_egress += t.max_egress;
+        if let Some(m) = &mut t.messages {
+            m.finish(bytes_per_pair);
+            traffic
+                .messages
+                .get_or_insert_with(Messages::default)
+                .add(m);
+        }
+    }
+    if let Some(m) = &mut traffic.messages {
+        m.finish(bytes_per_pair);
     }
     traffic.cross_node_bytes = traffic.cross_node * bytes_per_pair;
     traffic.max_ingress /= b_n as f64;

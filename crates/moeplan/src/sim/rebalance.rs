@@ -390,31 +390,37 @@ impl Rebalancer {
     /// expert's remote pairs went. Calls `f(source, gpu, pairs)`.
     pub(crate) fn route(&self, src: &[f64], mut f: impl FnMut(usize, usize, f64)) {
         let e_n = self.e_n.max(1);
-        let f_n = self.flex.len();
         let sources = (src.len() / e_n).min(self.d);
         for s in 0..sources {
             for e in 0..self.e_n {
                 let n = src[s * e_n + e];
-                if n == 0.0 {
-                    continue;
-                }
-                if self.hosted[s * self.e_n + e] {
-                    f(s, s, n);
-                    continue;
-                }
-                let fi = self.flex_index.get(e).copied().unwrap_or(NONE);
-                if fi == NONE {
-                    self.remote_split(e, n, |g, x| f(s, g, x));
-                } else {
-                    let total = self.remote_total[fi as usize];
-                    if total > 0.0 {
-                        let fi = fi as usize;
-                        for &g in &self.flex_gpu[self.flex_start[fi]..self.flex_start[fi + 1]] {
-                            let x = self.remote[g as usize * f_n + fi];
-                            if x > 0.0 {
-                                f(s, g as usize, n * (x / total));
-                            }
-                        }
+                self.route_one(s, e, n, |g, x| f(s, g, x));
+            }
+        }
+    }
+
+    /// [`Rebalancer::route`] for source `s`'s `n` pairs of expert `e`:
+    /// calls `f(gpu, pairs)`.
+    pub(crate) fn route_one(&self, s: usize, e: usize, n: f64, mut f: impl FnMut(usize, f64)) {
+        if n == 0.0 || s >= self.d || e >= self.e_n {
+            return;
+        }
+        let f_n = self.flex.len();
+        if self.hosted[s * self.e_n + e] {
+            f(s, n);
+            return;
+        }
+        let fi = self.flex_index.get(e).copied().unwrap_or(NONE);
+        if fi == NONE {
+            self.remote_split(e, n, f);
+        } else {
+            let total = self.remote_total[fi as usize];
+            if total > 0.0 {
+                let fi = fi as usize;
+                for &g in &self.flex_gpu[self.flex_start[fi]..self.flex_start[fi + 1]] {
+                    let x = self.remote[g as usize * f_n + fi];
+                    if x > 0.0 {
+                        f(g as usize, n * (x / total));
                     }
                 }
             }

@@ -17,10 +17,13 @@
 //! O(table entries) for folded routes, O(S · E · copies) with sources,
 //! O(tokens · top-k) for vLLM's token rule, a few max-flows for `Optimal`,
 //! O(S · E · copies) plus the transfers for `Libra`.
+//! With token routes, every mode also counts token messages
+//! (`super::traffic::MessageTally`) from the same choices: O(tokens ·
+//! top-k · copies) more per (batch, layer).
 //! GRACE's rules add O(B · L · E) once, to sum each layer's expert loads
 //! over the workload, and O(slots) per layer for the predicted GPU loads.
 
-use ndarray::{Axis, s};
+use ndarray::{ArrayView2, Axis, s};
 
 use crate::eval::balance_of;
 use crate::plan::LayerPlacement;
@@ -29,7 +32,7 @@ use crate::topology::Topology;
 use super::dispatch::{EvenArrival, LayerView, Routes, Rule};
 use super::optimal::MinMax;
 use super::rebalance::Rebalancer;
-use super::traffic::{Supply, Tally, match_split};
+use super::traffic::{Dests, MessageTally, Supply, Tally, match_split, optimal_dests};
 use super::workload::{Sources, Workload};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +82,11 @@ pub(crate) struct Engine {
     totals: Vec<f64>,
     /// GRACE's predicted load of each GPU in the prepared layer.
     predicted: Vec<f64>,
+    /// Token messages of the last step, counted only with token routes.
+    pub messages: MessageTally,
+    counts_messages: bool,
+    /// `Optimal`'s and `Libra`'s per-batch split, per (source, expert).
+    dests: Dests,
 }
 
 impl Engine {
@@ -131,7 +139,15 @@ impl Engine {
             token_index: Vec::new(),
             totals,
             predicted: Vec::new(),
+            messages: MessageTally::default(),
+            counts_messages: tokens,
+            dests: Dests::default(),
         }
+    }
+
+    /// Whether steps count token messages (the workload has token routes).
+    pub fn counts_messages(&self) -> bool {
+        self.counts_messages
     }
 
     /// Loads the placement of layer index `l`; `map` is its SGLang static
@@ -189,6 +205,9 @@ impl Engine {
         let total: f64 = row.iter().sum();
         let d = self.topology.num_gpus();
         self.tally.reset(self.topology);
+        if self.counts_messages {
+            self.messages.reset(self.topology);
+        }
         let mut optimum = None;
         match self.mode {
             Mode::BlindEven => {
@@ -281,6 +300,9 @@ impl Engine {
                 self.tally.finish();
             }
         }
+        if self.counts_messages && self.mode != Mode::VllmTokens {
+            self.count_messages(workload, b, l, row);
+        }
         let (balancedness, imbalance) = match optimum {
             // The optimum is a set's exact ratio; the flow's loads only
             // approach it to rounding.
@@ -364,6 +386,7 @@ impl Engine {
             let s = rank[t] as usize;
             let i = self.token_index[s];
             self.token_index[s] += 1;
+            self.messages.begin();
             for (k, &e) in routes.row(t).iter().enumerate() {
                 let cand = self.view.copies(e as usize);
                 if cand.is_empty() {
@@ -373,7 +396,80 @@ impl Engine {
                 let g = self.view.slot_gpu[cand[p % cand.len()] as usize] as usize;
                 self.loads[g] += 1.0;
                 self.tally.pair(s, g, 1.0);
+                self.messages.pair_to(g as u32);
             }
+            self.messages.end(s);
         }
+    }
+
+    /// Token messages of batch `b`, layer index `l`, for the rules whose
+    /// pairs follow a (source, expert) → (GPU, fraction) table: the
+    /// layer's routes, or the batch's split for `Optimal` and `Libra`.
+    fn count_messages(&mut self, workload: &Workload, b: usize, l: usize, row: &[f64]) {
+        let Sources::Tokens {
+            tokens,
+            batch_tokens,
+            ..
+        } = workload.source_kind()
+        else {
+            return;
+        };
+        match self.mode {
+            Mode::OptimalSources => {
+                optimal_dests(&self.solver, row, &self.src, self.topology, &mut self.dests);
+            }
+            Mode::Libra => {
+                let e_n = self.experts;
+                let sources = (self.src.len() / e_n.max(1)).min(self.topology.num_gpus());
+                self.dests.clear(sources);
+                for e in 0..e_n {
+                    for s in 0..sources {
+                        let n = self.src[s * e_n + e];
+                        let dests = &mut self.dests;
+                        self.rebalancer
+                            .route_one(s, e, n, |g, x| dests.push(g, x / n));
+                        self.dests.close();
+                    }
+                }
+            }
+            _ => {}
+        }
+        let range = workload.batch_range(b, *batch_tokens);
+        let (routes, rank) = (tokens.routes(l), tokens.source_rank());
+        let msg = &mut self.messages;
+        match self.mode {
+            Mode::OptimalSources | Mode::Libra => {
+                let dests = &self.dests;
+                tally_tokens(msg, routes, rank, range, |s, e| dests.entries(s, e));
+            }
+            Mode::BlindSources | Mode::RoutedSources => {
+                let r = &self.routes;
+                tally_tokens(msg, routes, rank, range, |s, e| {
+                    let i = r.entries(s, e);
+                    (&r.gpu[i.clone()], &r.frac[i])
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Feeds each token of `range` to `msg`, its pairs' destinations from
+/// `lookup(source, expert)`.
+fn tally_tokens<'a>(
+    msg: &mut MessageTally,
+    routes: ArrayView2<'_, u32>,
+    rank: &[u32],
+    range: std::ops::Range<usize>,
+    lookup: impl Fn(usize, usize) -> (&'a [u32], &'a [f64]),
+) {
+    for t in range {
+        let s = rank.get(t).map_or(0, |&r| r as usize);
+        msg.begin();
+        for &e in routes.row(t) {
+            let (g, f) = lookup(s, e as usize);
+            msg.pair(g, f);
+        }
+        msg.end(s);
     }
 }
