@@ -3,48 +3,13 @@
 //! `notes` array of `compare --json` — and says nothing of the kind on an
 //! ESFT folder, whose token routes give it the affinity.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
 
-fn moeplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_moeplan"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn json_of(args: &[&str]) -> serde_json::Value {
-    let o = moeplan(args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
+mod common;
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("moeplan-notes-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    common::tmp("notes", name)
 }
-
-fn shared(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(rel);
-    if p.exists() {
-        Some(p)
-    } else {
-        // CI always has the data: there a missing folder is a failure.
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but {rel} is not beside the repository"
-        );
-        eprintln!("SKIP: {rel} not found beside the repository");
-        None
-    }
-}
+use common::{json_of, moeplan, shared};
 
 /// The notes of `compare --json`: the top-level array and each plan's,
 /// by plan name.

@@ -4,18 +4,10 @@
 //! hand-worked figures: `crates/moeplan/tests/fixtures/sglang_ranks/`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn moeplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_moeplan"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../moeplan/tests/fixtures")
-}
+mod common;
+use common::{fixtures, moeplan};
 
 /// A fresh folder under the temp dir holding the fixture's CSVs plus `extra`.
 fn folder(tag: &str, extra: &[(&str, &str)]) -> PathBuf {

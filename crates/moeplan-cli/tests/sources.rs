@@ -5,53 +5,14 @@
 //! the ones the folder was always cut into.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+mod common;
+fn tmp(name: &str) -> PathBuf {
+    common::tmp("sources", name)
+}
+use common::{fixtures, json_of, moeplan, shared};
 
 use moeplan::{Budget, Meter, evaluate};
-
-fn moeplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_moeplan"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn json_of(args: &[&str]) -> serde_json::Value {
-    let o = moeplan(args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("moeplan-sources-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
-
-fn shared(rel: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(rel);
-    if p.exists() {
-        Some(p)
-    } else {
-        // CI always has the data: there a missing folder is a failure.
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but {rel} is not beside the repository"
-        );
-        eprintln!("SKIP: {rel} not found beside the repository");
-        None
-    }
-}
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../moeplan/tests/fixtures")
-}
 
 /// `moeplan plan --algo ALGO` on `trace` for `nodes × 4` GPUs, written to
 /// `out` (moeplan JSON).
