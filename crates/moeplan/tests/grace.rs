@@ -601,21 +601,9 @@ fn registry_entry_and_count_only_fallback() {
 /// within its slots.
 #[test]
 fn esft_affinity_grouping_beats_load_only_on_utilisation() {
-    let Some(dir) = common::shared_data("esft-deepseek-v2-lite/intent") else {
+    let Some(tokens) = common::esft_tokens("esft-deepseek-v2-lite/intent") else {
         return;
     };
-    let files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect();
-    let mut meter = moeplan::Meter::new(Default::default());
-    let tokens = moeplan::formats::esft::read_esft(&files, 64, 6, &mut meter).unwrap();
     for (nodes, per_node) in [(2, 2), (1, 8)] {
         let topo = Topology::new(nodes, per_node).unwrap();
         let work = Workload::from_tokens(

@@ -440,24 +440,10 @@ proptest! {
 /// only do so, so the totals must agree).
 #[test]
 fn esft_routes_under_grace_rules() {
-    let Some(dir) = common::shared_data("esft-deepseek-v2-lite/intent") else {
+    let Some(tokens) = common::esft_tokens("esft-deepseek-v2-lite/intent") else {
         return;
     };
-    let files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect();
-    let mut meter = moeplan::Meter::new(Default::default());
-    let tokens = moeplan::formats::esft::read_esft(&files, 64, 6, &mut meter)
-        .unwrap()
-        .with_sequences_on_ranks(4)
-        .unwrap();
+    let tokens = tokens.with_sequences_on_ranks(4).unwrap();
     let work = Workload::from_tokens(tokens, 2048).unwrap();
     let topo = Topology::new(2, 2).unwrap();
     let cfg = moeplan::planners::EplbConfig {

@@ -272,24 +272,10 @@ fn noisy_predictor_is_calibrated() {
 /// 80 % build split, printed; only loose sanity is asserted.
 #[test]
 fn esft_predictor_accuracy() {
-    let Some(dir) = common::shared_data("esft-deepseek-v2-lite/intent") else {
+    let Some(tokens) = common::esft_tokens("esft-deepseek-v2-lite/intent") else {
         return;
     };
-    let files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect();
-    let mut meter = moeplan::Meter::new(Default::default());
-    let tokens = moeplan::formats::esft::read_esft(&files, 64, 6, &mut meter)
-        .unwrap()
-        .with_sequences_on_ranks(8)
-        .unwrap();
+    let tokens = tokens.with_sequences_on_ranks(8).unwrap();
     let n = tokens.num_tokens();
     let bt = 512;
     let build = n * 8 / 10;

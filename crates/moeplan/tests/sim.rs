@@ -762,24 +762,10 @@ fn sglang_static_on_the_real_trace_runs_and_stays_below_optimal() {
 /// the locality-blind vLLM rule.
 #[test]
 fn esft_sequences_on_ranks_replay_under_every_rule() {
-    let Some(dir) = common::shared_data("esft-deepseek-v2-lite/intent") else {
+    let Some(tokens) = common::esft_tokens("esft-deepseek-v2-lite/intent") else {
         return;
     };
-    let files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                std::fs::read(e.path()).unwrap(),
-            )
-        })
-        .collect();
-    let mut meter = moeplan::Meter::new(Default::default());
-    let tokens = moeplan::formats::esft::read_esft(&files, 64, 6, &mut meter)
-        .unwrap()
-        .with_sequences_on_ranks(4)
-        .unwrap();
+    let tokens = tokens.with_sequences_on_ranks(4).unwrap();
     assert!(tokens.source_rank().iter().all(|&r| r < 4));
     let work = Workload::from_tokens(tokens, 2048).unwrap();
     assert_eq!(work.num_sources(), Some(4));

@@ -46,3 +46,22 @@ pub fn eplb_on_64(trace: &moeplan::LoadTrace, k: usize) -> (moeplan::Plan, moepl
     let report = moeplan::evaluate(trace, &plan).unwrap();
     (plan, report)
 }
+
+/// The real ESFT token routes of `rel` (a folder under `../shared/data`,
+/// DeepSeek-V2-Lite: 64 experts, top-6), or `None` as [`shared_data`] says.
+#[allow(dead_code)] // not every test file reads token routes
+pub fn esft_tokens(rel: &str) -> Option<moeplan::TokenTrace> {
+    let dir = shared_data(rel)?;
+    let files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    let mut meter = moeplan::Meter::new(Default::default());
+    Some(moeplan::formats::esft::read_esft(&files, 64, 6, &mut meter).unwrap())
+}
