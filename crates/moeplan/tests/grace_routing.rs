@@ -210,40 +210,13 @@ struct Case {
     by_source: Array4<f64>,
 }
 
+/// The simulator tests' random instance (`common::random_sourced_case`).
 fn random_case(seed: u64) -> Case {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let nodes = rng.random_range(1..=3);
-    let gpn = rng.random_range(1..=3);
-    let d = nodes * gpn;
-    let e = rng.random_range(1..=7);
-    let l = rng.random_range(1..=2);
-    let b = rng.random_range(1..=3);
-    let layers = (0..l)
-        .map(|li| {
-            let mut gpus = vec![Vec::new(); d];
-            for x in 0..e {
-                gpus[rng.random_range(0..d)].push(x as u32);
-            }
-            for _ in 0..rng.random_range(0..=2 * d) {
-                let g = rng.random_range(0..d);
-                gpus[g].push(rng.random_range(0..e) as u32);
-            }
-            LayerPlacement {
-                layer: li as u32,
-                gpus,
-            }
-        })
-        .collect();
-    let plan = Plan::new(Topology::new(nodes, gpn).unwrap(), e, layers, "random").unwrap();
-    let s = rng.random_range(1..=d);
-    let by_source = Array4::from_shape_fn((b, l, s, e), |_| {
-        if rng.random_bool(0.3) {
-            0.0
-        } else {
-            rng.random_range(0..20) as f64
-        }
-    });
-    Case { plan, by_source }
+    let c = common::random_sourced_case(seed);
+    Case {
+        plan: c.plan,
+        by_source: c.by_source,
+    }
 }
 
 fn trace_of(by_source: &Array4<f64>) -> LoadTrace {

@@ -89,54 +89,10 @@ fn even_equals_evaluate_on_the_real_trace() {
     assert_even_is_evaluate(&trace, &hier);
 }
 
-/// A random small instance: trace, plan, per-source counts.
-struct Case {
-    trace: LoadTrace,
-    plan: Plan,
-    by_source: Array4<f64>,
-}
+use common::SourcedCase as Case;
 
 fn random_case(seed: u64) -> Case {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let nodes = rng.random_range(1..=3);
-    let gpn = rng.random_range(1..=3);
-    let d = nodes * gpn;
-    let e = rng.random_range(1..=7);
-    let l = rng.random_range(1..=2);
-    let b = rng.random_range(1..=3);
-    let layers = (0..l)
-        .map(|li| {
-            let mut gpus = vec![Vec::new(); d];
-            for x in 0..e {
-                gpus[rng.random_range(0..d)].push(x as u32);
-            }
-            for _ in 0..rng.random_range(0..=2 * d) {
-                let g = rng.random_range(0..d);
-                gpus[g].push(rng.random_range(0..e) as u32);
-            }
-            LayerPlacement {
-                layer: li as u32,
-                gpus,
-            }
-        })
-        .collect();
-    let topo = Topology::new(nodes, gpn).unwrap();
-    let plan = Plan::new(topo, e, layers, "random").unwrap();
-    let s = rng.random_range(1..=d);
-    let by_source = Array4::from_shape_fn((b, l, s, e), |_| {
-        if rng.random_bool(0.3) {
-            0.0
-        } else {
-            rng.random_range(0..20) as f64
-        }
-    });
-    let counts = by_source.sum_axis(ndarray::Axis(2));
-    let trace = LoadTrace::new(counts, (0..l as u32).collect()).unwrap();
-    Case {
-        trace,
-        plan,
-        by_source,
-    }
+    common::random_sourced_case(seed)
 }
 
 fn workloads(c: &Case) -> [Workload; 2] {

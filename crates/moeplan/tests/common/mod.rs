@@ -65,3 +65,57 @@ pub fn esft_tokens(rel: &str) -> Option<moeplan::TokenTrace> {
     let mut meter = moeplan::Meter::new(Default::default());
     Some(moeplan::formats::esft::read_esft(&files, 64, 6, &mut meter).unwrap())
 }
+
+/// A random small instance for the simulator's property tests: 1–3 nodes
+/// of 1–3 GPUs, 1–7 experts (each placed once, plus up to 2·D random extra
+/// copies), 1–2 layers, 1–3 batches, and per-source counts (30 % zeros).
+pub struct SourcedCase {
+    pub trace: moeplan::LoadTrace,
+    pub plan: moeplan::Plan,
+    pub by_source: ndarray::Array4<f64>,
+}
+
+/// The instance of `seed` (the same draws on every platform).
+pub fn random_sourced_case(seed: u64) -> SourcedCase {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let nodes = rng.random_range(1..=3);
+    let gpn = rng.random_range(1..=3);
+    let d = nodes * gpn;
+    let e = rng.random_range(1..=7);
+    let l = rng.random_range(1..=2);
+    let b = rng.random_range(1..=3);
+    let layers = (0..l)
+        .map(|li| {
+            let mut gpus = vec![Vec::new(); d];
+            for x in 0..e {
+                gpus[rng.random_range(0..d)].push(x as u32);
+            }
+            for _ in 0..rng.random_range(0..=2 * d) {
+                let g = rng.random_range(0..d);
+                gpus[g].push(rng.random_range(0..e) as u32);
+            }
+            moeplan::LayerPlacement {
+                layer: li as u32,
+                gpus,
+            }
+        })
+        .collect();
+    let topo = moeplan::Topology::new(nodes, gpn).unwrap();
+    let plan = moeplan::Plan::new(topo, e, layers, "random").unwrap();
+    let s = rng.random_range(1..=d);
+    let by_source = ndarray::Array4::from_shape_fn((b, l, s, e), |_| {
+        if rng.random_bool(0.3) {
+            0.0
+        } else {
+            rng.random_range(0..20) as f64
+        }
+    });
+    let counts = by_source.sum_axis(ndarray::Axis(2));
+    let trace = moeplan::LoadTrace::new(counts, (0..l as u32).collect()).unwrap();
+    SourcedCase {
+        trace,
+        plan,
+        by_source,
+    }
+}
