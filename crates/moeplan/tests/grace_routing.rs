@@ -6,6 +6,7 @@
 //! them is `tests/sim.rs`'s proptest, which runs every rule of `Rule::ALL`.)
 
 mod common;
+use common::close;
 
 use moeplan::sim::{
     CostModel, Report, Rule, Strategy, Traffic, Workload, predicted_loads, simulate,
@@ -24,10 +25,6 @@ fn run(work: &Workload, plan: &Plan, rule: Rule) -> Report {
         &CostModel::default(),
     )
     .unwrap()
-}
-
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
 
 fn one_layer(topo: Topology, e: usize, gpus: Vec<Vec<u32>>) -> Plan {

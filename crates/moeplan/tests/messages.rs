@@ -5,6 +5,9 @@
 //! map and vLLM's `p mod c` rule the simulator's counts equal a count made
 //! here from the routes.
 
+mod common;
+use common::close;
+
 use moeplan::sim::{
     CostModel, Messages, Report, Rule, SglangVersion, Strategy, Workload, sglang_dispatch_map,
     simulate,
@@ -213,10 +216,6 @@ fn count(
         }
     }
     (gpu, node)
-}
-
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
 
 proptest! {

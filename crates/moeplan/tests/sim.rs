@@ -4,6 +4,7 @@
 //! home, vLLM's token rule is `p mod c`, schedules count moved bytes.
 
 mod common;
+use common::close;
 
 use moeplan::sim::{
     CostModel, Placement, Report, Rule, SglangVersion, Strategy, Workload, optimal_split,
@@ -101,10 +102,6 @@ fn workloads(c: &Case) -> [Workload; 2] {
         .with_sources(c.by_source.clone())
         .unwrap();
     [even, sourced]
-}
-
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
 
 proptest! {

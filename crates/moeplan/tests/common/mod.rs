@@ -119,3 +119,9 @@ pub fn random_sourced_case(seed: u64) -> SourcedCase {
         by_source,
     }
 }
+
+/// Equal within 1e-9, relative to the larger (absolute below 1): what sums
+/// of the same pairs taken in another order may differ by.
+pub fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
