@@ -32,6 +32,7 @@
 
 pub mod predict;
 pub mod prefetch;
+pub mod time_model;
 
 use std::borrow::Cow;
 
