@@ -54,6 +54,12 @@ pub struct EvalReport {
     pub gap: f64,
     /// The bound of each layer.
     pub per_layer_bound: Vec<f64>,
+    /// The packing-aware bound (see [`crate::bound::packing_peak`]): also
+    /// counts that slots are discrete, so it is at most `bound` and binds
+    /// where few slots per GPU meet heavy experts.
+    pub packing_bound: f64,
+    /// The packing-aware bound of each layer.
+    pub per_layer_packing_bound: Vec<f64>,
 }
 
 /// Replays every batch of `trace` against `plan`.
@@ -84,6 +90,7 @@ pub fn evaluate_with_progress(
     let mut per_layer = Vec::with_capacity(layers.len());
     let mut per_layer_ir = Vec::with_capacity(layers.len());
     let mut per_layer_bound = Vec::with_capacity(layers.len());
+    let mut per_layer_packing = Vec::with_capacity(layers.len());
     let mut replay = Replay::default();
     let d = plan.topology().num_gpus();
     for (l, lp) in layers.iter().enumerate() {
@@ -92,6 +99,12 @@ pub fn evaluate_with_progress(
         per_layer.push(bal);
         per_layer_ir.push(ir);
         per_layer_bound.push(crate::bound::layer_bound(
+            trace,
+            l,
+            d,
+            summary.replicas_per_layer[l],
+        ));
+        per_layer_packing.push(crate::bound::layer_packing_bound(
             trace,
             l,
             d,
@@ -117,6 +130,8 @@ pub fn evaluate_with_progress(
         bound,
         gap: bound - balancedness,
         per_layer_bound,
+        packing_bound: mean(&per_layer_packing),
+        per_layer_packing_bound: per_layer_packing,
     })
 }
 

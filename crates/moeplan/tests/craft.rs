@@ -228,9 +228,11 @@ fn contents(gpus: &[Vec<u32>]) -> Vec<Vec<u32>> {
 }
 
 /// R = 0 is exactly the placement-only plan: Algorithm 3's capacities and
-/// the capacity-aware placement with no replicas.
+/// the capacity-aware placement with no replicas (refined: no worse than
+/// the swaps alone).
 #[test]
 fn zero_budget_is_placement_only() {
+    use moeplan::planners::placement::oracle::peak;
     let t = moeplan::generator::generate(&moeplan::generator::GenConfig::new(
         moeplan::model::preset("olmoe").unwrap(),
         6,
@@ -253,18 +255,22 @@ fn zero_budget_is_placement_only() {
         for (l, lp) in p.plan.layers().iter().enumerate() {
             let w = summed.row(l).to_vec();
             let mut expected = capacity_aware_placement(&w, &[1; 64], &capacity[l]).unwrap();
-            if refine {
-                refine_placement(&w, &[1; 64], &mut expected);
-            }
-            // slot counts exactly Algorithm 3's; the GPUs' contents the same
-            // up to swapping GPUs with equal slot counts
+            // slot counts exactly Algorithm 3's
             let sizes: Vec<usize> = lp.gpus.iter().map(Vec::len).collect();
             assert_eq!(sizes, capacity[l], "layer {l}");
-            assert_eq!(
-                contents(&lp.gpus),
-                contents(&expected),
-                "layer {l}, refine {refine}"
-            );
+            if refine {
+                // the swaps, then the joint search (seeded restarts that
+                // depend on GPU order): never worse than the swaps alone
+                refine_placement(&w, &[1; 64], &mut expected);
+                assert!(
+                    peak(&w, &lp.gpus) <= peak(&w, &expected) * (1.0 + 1e-12),
+                    "layer {l}"
+                );
+            } else {
+                // the paper's: the GPUs' contents the same up to swapping
+                // GPUs with equal slot counts
+                assert_eq!(contents(&lp.gpus), contents(&expected), "layer {l}");
+            }
         }
         assert_eq!(p.plan.summary().replicas, 0);
         // 64 × 16 slots over 6 GPUs do not divide: at most one apart

@@ -36,6 +36,7 @@
 
 use ndarray::{Array2, ArrayView2};
 
+use super::placement::joint::{REPAIR, repair};
 use super::registry::{
     Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Settings, Unit,
     Value,
@@ -415,7 +416,7 @@ pub const GROUPS: OptionSpec = OptionSpec {
     default: Value::Count(1),
 };
 
-static EPLB_OPTIONS: [OptionSpec; 2] = [REDUNDANT_EXPERTS, GROUPS];
+static EPLB_OPTIONS: [OptionSpec; 3] = [REDUNDANT_EXPERTS, GROUPS, REPAIR];
 static BASE_OPTIONS: [OptionSpec; 1] = [GROUPS];
 
 /// EPLB's default redundant experts for `experts` on `gpus` GPUs: the
@@ -513,6 +514,9 @@ struct Ready {
     topology: Topology,
     groups: usize,
     base: bool,
+    /// [`REPAIR`]: the joint search on the port's plan (the port itself
+    /// stays exact).
+    repair: bool,
 }
 
 impl Ready {
@@ -524,6 +528,7 @@ impl Ready {
             topology,
             groups: settings.count(&GROUPS)?,
             base,
+            repair: !base && settings.flag(&REPAIR)?,
         })
     }
 
@@ -542,8 +547,12 @@ impl Prepared for Ready {
             redundant_experts: k.unwrap_or(0),
             groups: self.groups,
         };
+        let mut plan = eplb_summed(self.summed.view(), &self.layer_ids, self.topology, config)?;
+        if self.repair {
+            plan = repair(&plan, self.summed.view())?;
+        }
         Ok(Planned {
-            plan: eplb_summed(self.summed.view(), &self.layer_ids, self.topology, config)?,
+            plan,
             budget: k,
             predicted: None,
         })

@@ -7,7 +7,10 @@
 //! [`capacity_aware_placement`](crate::planners::placement::capacity_aware_placement)
 //! on a layer-local slot layout (Algorithm 3 for one layer), and every
 //! batch is replayed: `T[r][ℓ]` is the mean balancedness gain over placement
-//! only. The placements are kept, so a budget change later only relabels
+//! only. With `refine`, each placement is improved by swaps and then by the
+//! joint search over counts and places
+//! ([`joint_search`](crate::planners::placement::joint::joint_search)), so
+//! the counts the order gave are only a start. The placements are kept, so a budget change later only relabels
 //! them ([`Craft::plan`](super::Craft::plan)).
 //!
 //! Complexity: O(K · L · (B · (E + D) + S log D + refinement)) for `K`
@@ -66,7 +69,7 @@ pub fn estimate_benefit(
     counts: &[usize],
     refine: bool,
 ) -> Result<BenefitTable> {
-    Ok(estimate(trace, topology, counts, refine)?.0)
+    Ok(estimate(trace, topology, counts, refine, refine)?.0)
 }
 
 /// The placement of one layer at each replica count `[0] ++ counts`, as
@@ -78,11 +81,12 @@ pub(super) fn estimate(
     topology: Topology,
     counts: &[usize],
     refine: bool,
+    joint: bool,
 ) -> Result<(BenefitTable, Vec<LayerPlacements>)> {
     let summed = trace.summed();
     let d = topology.num_gpus();
     let per_layer = map_layers(trace.num_layers(), |l| {
-        estimate_layer(trace, &summed, l, d, counts, refine)
+        estimate_layer(trace, &summed, l, d, counts, refine, joint)
     })?;
     let mut table = BenefitTable {
         counts: counts.to_vec(),
@@ -111,6 +115,7 @@ fn estimate_layer(
     d: usize,
     counts: &[usize],
     refine: bool,
+    joint: bool,
 ) -> Result<(f64, Vec<f64>, Vec<f64>, LayerPlacements)> {
     let w = summed.row(l).to_vec();
     let e = w.len();
@@ -128,7 +133,7 @@ fn estimate_layer(
     let mut balancedness = |r: usize| -> Result<f64> {
         let copies = copies_after(&order, r, e);
         let slots = copies.iter().map(|&c| c as usize).sum::<usize>();
-        let gpus = place(&w, &copies, &layer_capacity(slots, d), refine)?;
+        let gpus = place(&w, &copies, &layer_capacity(slots, d), refine, joint)?;
         replay.prepare(&gpus, e);
         placed.push(gpus);
         let (bal, ir) = replay.mean_balance(&rows, e);

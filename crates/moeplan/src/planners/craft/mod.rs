@@ -22,7 +22,11 @@
 //!    difference inside a layer, ties spread across nodes. O(L · D log D).
 //! 5. [`capacity_aware_placement`] — heaviest copy to the least-loaded GPU
 //!    with a free slot, never two copies of one expert on one GPU.
-//!    O(S log D) per layer for `S` slots.
+//!    O(S log D) per layer for `S` slots. Beyond the paper (`refine`, on by
+//!    default): swaps, then the joint search over counts and places
+//!    ([`joint_search`](crate::planners::placement::joint::joint_search))
+//!    for every (layer, replica count) of Algorithm 1; `repair` searches the
+//!    final plan again ([`repair`](crate::planners::placement::joint::repair)).
 //!
 //! Steps 1–2 live in [`Craft::prepare`]; a budget change re-runs only steps
 //! 3–5 in [`Craft::plan`] (the app's slider).
@@ -60,6 +64,7 @@ use self::benefit::{LayerPlacements, estimate};
 use self::curve::{budget_bound, knee};
 use crate::error::{Error, Result};
 use crate::plan::{LayerPlacement, Plan};
+use crate::planners::placement::joint::{REPAIR, repair};
 use crate::planners::placement::relabel;
 use crate::planners::registry::{
     Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Predicted, Prepared,
@@ -146,8 +151,18 @@ pub struct CraftOptions {
     /// What the knapsack maximises.
     pub objective: Objective,
     /// Follow the paper's greedy placement with [`refine_placement`]
-    /// (beyond the paper; off reproduces it exactly).
+    /// and the joint search over counts and places
+    /// ([`joint_search`](crate::planners::placement::joint::joint_search))
+    /// for every (layer, replica count) of the benefit table (beyond the
+    /// paper; off reproduces it exactly).
     pub refine: bool,
+    /// With `refine`: also the joint search (off: swaps only, CRAFT as it
+    /// was before issue 13 — for comparisons).
+    pub joint: bool,
+    /// After the plan for a budget is made, search each layer again with
+    /// random restarts ([`repair`](crate::planners::placement::joint::repair))
+    /// at the same memory. Costs time at every budget change; off by default.
+    pub repair: bool,
 }
 
 impl Default for CraftOptions {
@@ -156,6 +171,8 @@ impl Default for CraftOptions {
             replica_counts: ReplicaCounts::default(),
             objective: Objective::default(),
             refine: true,
+            joint: true,
+            repair: false,
         }
     }
 }
@@ -200,6 +217,8 @@ pub struct Craft {
     budget_bound: Vec<f64>,
     /// `bound_curves[ℓ][r]`: layer ℓ's bound with `r = 0..=D` replicas.
     bound_curves: Vec<Vec<f64>>,
+    /// Each layer's summed loads, kept when [`CraftOptions::repair`] is on.
+    repair: Option<ndarray::Array2<f64>>,
 }
 
 /// A CRAFT plan with what the planner knows about it.
@@ -232,7 +251,8 @@ impl Craft {
     pub fn prepare(trace: &LoadTrace, topology: Topology, options: &CraftOptions) -> Result<Craft> {
         let d = topology.num_gpus();
         let counts = options.replica_counts.resolve(d)?;
-        let (table, placements) = estimate(trace, topology, &counts, options.refine)?;
+        let (table, placements) =
+            estimate(trace, topology, &counts, options.refine, options.joint)?;
         let curves = map_layers(trace.num_layers(), |l| {
             Ok(crate::bound::layer_bound_curve(trace, l, d, d))
         })?;
@@ -245,6 +265,7 @@ impl Craft {
             objective: options.objective,
             budget_bound: budget_bound(&curves, trace.num_layers() * d),
             bound_curves: curves,
+            repair: options.repair.then(|| trace.summed()),
         })
     }
 
@@ -428,7 +449,10 @@ impl Craft {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let plan = Plan::new(self.topology, e, layers, NAME)?;
+        let mut plan = Plan::new(self.topology, e, layers, NAME)?;
+        if let Some(summed) = &self.repair {
+            plan = repair(&plan, summed.view())?;
+        }
         Ok(CraftPlan {
             bound: self.bound_for(r * self.topology.num_gpus()),
             plan,
@@ -488,13 +512,13 @@ pub const OBJECTIVE: OptionSpec = OptionSpec {
 /// [`CraftOptions::refine`].
 pub const REFINE: OptionSpec = OptionSpec {
     name: "refine",
-    about: "Refine CRAFT's greedy placement by local search (off: the paper's algorithm as \
-            printed)",
+    about: "Refine CRAFT's greedy placement by local search: swaps, then replica counts and \
+            places together (off: the paper's algorithm as printed)",
     kind: Kind::Flag,
     default: Value::Flag(true),
 };
 
-static OPTIONS: [OptionSpec; 4] = [REPLICAS_PER_GPU, REPLICA_COUNTS, OBJECTIVE, REFINE];
+static OPTIONS: [OptionSpec; 5] = [REPLICAS_PER_GPU, REPLICA_COUNTS, OBJECTIVE, REFINE, REPAIR];
 
 impl CraftOptions {
     /// The options [`Settings`] hold (defaults for those unset).
@@ -519,6 +543,8 @@ impl CraftOptions {
                 _ => Objective::MeanBalancedness,
             },
             refine: settings.flag(&REFINE)?,
+            joint: true,
+            repair: settings.flag(&REPAIR)?,
         })
     }
 }
@@ -556,11 +582,15 @@ impl Planner for CraftPlanner {
 impl Prepared for Craft {
     fn plan(&self, budget: Option<usize>) -> Result<Planned> {
         let p = Craft::plan(self, budget.map_or(Budget::Auto, Budget::ReplicasPerGpu))?;
-        let predicted = self.predicted(&p.allocation)?;
+        // repaired layers are no longer the ones Algorithm 1 measured
+        let predicted = match self.repair {
+            Some(_) => None,
+            None => Some(self.predicted(&p.allocation)?),
+        };
         Ok(Planned {
             plan: p.plan,
             budget: Some(p.replicas_per_gpu),
-            predicted: Some(predicted),
+            predicted,
         })
     }
 
