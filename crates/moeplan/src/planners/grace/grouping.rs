@@ -44,7 +44,7 @@
 //! curve and the knee are O(P) over `P` ratios; [`hierarchical_grouping`]
 //! adds one clustering per node (the caller's).
 
-use ndarray::Array2;
+use ndarray::{Array2, Axis};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -130,11 +130,14 @@ fn check_affinity(a: &Array2<f64>) -> Result<usize> {
             format!("affinity is {n} × {m}, not square"),
         ));
     }
-    if let Some(((i, j), v)) = a.indexed_iter().find(|(_, v)| !v.is_finite() || **v < 0.0) {
-        return Err(Error::planner(
-            NAME,
-            format!("affinity {v} at ({i}, {j}): must be finite and non-negative"),
-        ));
+    // The plain scan first: the indexed one only to name a bad entry.
+    if a.iter().any(|v| !v.is_finite() || *v < 0.0) {
+        if let Some(((i, j), v)) = a.indexed_iter().find(|(_, v)| !v.is_finite() || **v < 0.0) {
+            return Err(Error::planner(
+                NAME,
+                format!("affinity {v} at ({i}, {j}): must be finite and non-negative"),
+            ));
+        }
     }
     Ok(n)
 }
@@ -158,7 +161,41 @@ pub fn bounded_grouping(
     min: usize,
     max: usize,
 ) -> Result<Vec<Vec<usize>>> {
-    let n = check_affinity(a)?;
+    check_affinity(a)?;
+    bounded_unchecked(a, &symmetrised(a), labels, k, min, max)
+}
+
+/// `sym[j · n + e] = A[e][j] + A[j][e]`: e's tie to j both ways, row by
+/// row, so Algorithm 2's sums run over contiguous memory.
+fn symmetrised(a: &Array2<f64>) -> Vec<f64> {
+    let n = a.nrows().min(a.ncols());
+    let mut sym = vec![0.0; n * n];
+    for (i, row) in a.outer_iter().enumerate().take(n) {
+        for (j, &v) in row.iter().enumerate().take(n) {
+            sym[i * n + j] += v;
+            sym[j * n + i] += v;
+        }
+    }
+    sym
+}
+
+/// [`symmetrised`] of a matrix known to be symmetric exactly (counted
+/// affinity): `v + v` is `A[e][j] + A[j][e]` to the bit, in one pass.
+pub(super) fn symmetrised_exact(a: &Array2<f64>) -> Vec<f64> {
+    a.iter().map(|&v| v + v).collect()
+}
+
+/// [`bounded_grouping`] of a square, finite, non-negative `a` (a sub-matrix
+/// of a checked one): every other check, not the O(n²) scan of values.
+fn bounded_unchecked(
+    a: &Array2<f64>,
+    sym: &[f64],
+    labels: &[usize],
+    k: usize,
+    min: usize,
+    max: usize,
+) -> Result<Vec<Vec<usize>>> {
+    let n = a.nrows().min(a.ncols());
     if labels.len() != n {
         return Err(Error::planner(
             NAME,
@@ -198,42 +235,45 @@ pub fn bounded_grouping(
             groups.push(c);
         }
     }
-    // pull[[e, g]]: e's affinity to the members of group g, both directions
-    // (IntraScore's gain when e joins g). Kept current as experts move.
-    let mut pull = Array2::<f64>::zeros((n, k));
-    for (g, members) in groups.iter().enumerate() {
-        for &j in members {
-            for e in 0..n {
-                if e != j {
-                    pull[[e, g]] += a[[e, j]] + a[[j, e]];
+    let tie = |x: usize| sym.get(x * n..(x + 1) * n).unwrap_or(&[]);
+    // pull[g · n + e]: e's affinity to the members of group g, both
+    // directions (IntraScore's gain when e joins g). Kept current as
+    // experts move.
+    let mut pull = vec![0.0; k * n];
+    // Adds (or takes) x's ties to every expert but x itself to group g's row.
+    let add = |pull: &mut [f64], g: usize, x: usize, sign: f64| {
+        let row = tie(x);
+        if let Some(p) = pull.get_mut(g * n..(g + 1) * n) {
+            for (e, (p, &w)) in p.iter_mut().zip(row).enumerate() {
+                if e != x {
+                    if sign > 0.0 {
+                        *p += w;
+                    } else {
+                        *p -= w;
+                    }
                 }
-            }
-        }
-    }
-    let moved = |pull: &mut Array2<f64>, x: usize, from: Option<usize>, to: usize| {
-        for e in 0..n {
-            if e != x {
-                let w = a[[e, x]] + a[[x, e]];
-                if let Some(f) = from {
-                    pull[[e, f]] -= w;
-                }
-                pull[[e, to]] += w;
             }
         }
     };
+    for (g, members) in groups.iter().enumerate() {
+        for &j in members {
+            add(&mut pull, g, j, 1.0);
+        }
+    }
+    let at = |pull: &[f64], e: usize, g: usize| pull.get(g * n + e).copied().unwrap_or(0.0);
     // Lines 13–16: each pushed-out expert to the group with room it gains most.
     for &e in &omega {
         let best = (0..k)
             .filter(|&g| groups[g].len() < max)
             .max_by(|&g, &h| {
-                pull[[e, g]]
-                    .total_cmp(&pull[[e, h]])
+                at(&pull, e, g)
+                    .total_cmp(&at(&pull, e, h))
                     .then(groups[h].len().cmp(&groups[g].len()))
                     .then(h.cmp(&g))
             })
             .ok_or_else(|| Error::planner(NAME, "no group with room (unreachable)"))?;
         groups[best].push(e);
-        moved(&mut pull, e, None, best);
+        add(&mut pull, best, e, 1.0);
     }
     // Lines 17–21: needy groups take the weakest-tied experts of groups
     // above the minimum, one at a time so each choice sees the last move.
@@ -247,8 +287,8 @@ pub fn bounded_grouping(
         let x = (0..n)
             .filter(|&e| groups[group_of[e]].len() > min)
             .min_by(|&x, &y| {
-                pull[[x, group_of[x]]]
-                    .total_cmp(&pull[[y, group_of[y]]])
+                at(&pull, x, group_of[x])
+                    .total_cmp(&at(&pull, y, group_of[y]))
                     .then(groups[group_of[y]].len().cmp(&groups[group_of[x]].len()))
                     .then(x.cmp(&y))
             })
@@ -256,8 +296,8 @@ pub fn bounded_grouping(
         let to = (0..k)
             .filter(|&g| groups[g].len() < min)
             .max_by(|&g, &h| {
-                pull[[x, g]]
-                    .total_cmp(&pull[[x, h]])
+                at(&pull, x, g)
+                    .total_cmp(&at(&pull, x, h))
                     .then(groups[h].len().cmp(&groups[g].len()))
                     .then(h.cmp(&g))
             })
@@ -266,7 +306,8 @@ pub fn bounded_grouping(
         groups[from].retain(|&e| e != x);
         groups[to].push(x);
         group_of[x] = to;
-        moved(&mut pull, x, Some(from), to);
+        add(&mut pull, from, x, -1.0);
+        add(&mut pull, to, x, 1.0);
     }
     for g in &mut groups {
         g.sort_unstable();
@@ -306,6 +347,27 @@ pub fn controlled_grouping(
 /// assert_eq!(utilisation(&a, &[vec![0, 1], vec![2]]), 0.75);
 /// ```
 pub fn utilisation(a: &Array2<f64>, groups: &[Vec<usize>]) -> f64 {
+    utilisation_of_total(a, groups, pair_total(a))
+}
+
+/// `Σ_{i<j} A[i][j]`, row by row: Eq. 1's denominator, the same for every
+/// grouping of one matrix.
+pub(super) fn pair_total(a: &Array2<f64>) -> f64 {
+    let n = a.nrows().min(a.ncols());
+    let mut total = 0.0;
+    for (i, row) in a.outer_iter().enumerate() {
+        for &v in row.iter().take(n).skip(i + 1) {
+            total += v;
+        }
+    }
+    total
+}
+
+/// [`utilisation`] with the denominator [`pair_total`] known: O(Σ |group|²)
+/// instead of O(n²). The pairs inside groups are summed in the same order
+/// as a row-by-row scan would (ascending `i`, then `j`), so the value is
+/// the same to the bit.
+pub(super) fn utilisation_of_total(a: &Array2<f64>, groups: &[Vec<usize>], total: f64) -> f64 {
     let n = a.nrows().min(a.ncols());
     let mut group_of = vec![usize::MAX; n];
     for (g, members) in groups.iter().enumerate() {
@@ -315,14 +377,21 @@ pub fn utilisation(a: &Array2<f64>, groups: &[Vec<usize>]) -> f64 {
             }
         }
     }
-    let (mut inside, mut total) = (0.0, 0.0);
-    for i in 0..n {
-        for j in i + 1..n {
-            let v = a[[i, j]];
-            total += v;
-            if group_of[i] == group_of[j] && group_of[i] != usize::MAX {
-                inside += v;
-            }
+    // Each group's members that it really holds (a later group wins an
+    // expert listed twice), ascending and once each.
+    let mut sorted: Vec<Vec<usize>> = vec![Vec::new(); groups.len()];
+    for (e, &g) in group_of.iter().enumerate() {
+        if let Some(s) = sorted.get_mut(g) {
+            s.push(e);
+        }
+    }
+    let mut inside = 0.0;
+    for (i, (row, &gi)) in a.outer_iter().zip(&group_of).enumerate() {
+        let Some(members) = sorted.get(gi) else {
+            continue;
+        };
+        for &j in members.iter().filter(|&&j| j > i) {
+            inside += row.get(j).copied().unwrap_or(0.0);
         }
     }
     if total > 0.0 { inside / total } else { 0.0 }
@@ -437,8 +506,23 @@ pub fn hierarchical_grouping(
     node_labels: &[usize],
     cluster: &mut Clusterer<'_>,
 ) -> Result<Vec<Vec<usize>>> {
-    let n = check_affinity(a)?;
-    let (nodes, g) = (topology.nodes(), topology.gpus_per_node());
+    check_affinity(a)?;
+    let cap = gpu_capacity(a.nrows(), topology, ratio)?;
+    let nodes = node_grouping(a, &symmetrised(a), topology, cap, node_labels)?;
+    within_nodes(
+        a,
+        topology,
+        ratio,
+        cap,
+        &nodes,
+        cluster,
+        &mut NodeMemo::new(),
+    )
+}
+
+/// The most primary experts a GPU holds at `ratio` (`E + δ`), after
+/// checking that each of the `n` experts' GPUs can get one.
+pub(super) fn gpu_capacity(n: usize, topology: Topology, ratio: f64) -> Result<usize> {
     let d = topology.num_gpus();
     if n < d {
         return Err(Error::planner(
@@ -446,25 +530,67 @@ pub fn hierarchical_grouping(
             format!("{n} experts cannot give each of {d} GPUs one"),
         ));
     }
-    let cap = size_bounds(n, d, ratio)?.max;
-    let node_groups = if nodes == 1 {
-        vec![(0..n).collect::<Vec<_>>()]
+    Ok(size_bounds(n, d, ratio)?.max)
+}
+
+/// The first level of [`hierarchical_grouping`]: the experts of each node,
+/// each node holding `G` to `G · cap` of them. `a` must be checked. Depends
+/// on the ratio only through `cap`, so callers trying several ratios can
+/// keep it per `cap`.
+pub(super) fn node_grouping(
+    a: &Array2<f64>,
+    sym: &[f64],
+    topology: Topology,
+    cap: usize,
+    node_labels: &[usize],
+) -> Result<Vec<Vec<usize>>> {
+    let n = a.nrows();
+    let (nodes, g) = (topology.nodes(), topology.gpus_per_node());
+    if nodes == 1 {
+        Ok(vec![(0..n).collect::<Vec<_>>()])
     } else {
-        bounded_grouping(a, node_labels, nodes, g, g.saturating_mul(cap))?
-    };
-    let mut out = Vec::with_capacity(d);
+        bounded_unchecked(a, sym, node_labels, nodes, g, g.saturating_mul(cap))
+    }
+}
+
+/// A node's GPU groups by its members and Algorithm 2's bounds: ratios
+/// with the same bounds share them.
+pub(super) type NodeMemo = std::collections::HashMap<(Vec<usize>, usize, usize), Vec<Vec<usize>>>;
+
+/// The second level of [`hierarchical_grouping`]: each node's experts
+/// over its GPUs. `a` must be checked.
+pub(super) fn within_nodes(
+    a: &Array2<f64>,
+    topology: Topology,
+    ratio: f64,
+    cap: usize,
+    node_groups: &[Vec<usize>],
+    cluster: &mut Clusterer<'_>,
+    memo: &mut NodeMemo,
+) -> Result<Vec<Vec<usize>>> {
+    let g = topology.gpus_per_node();
+    let mut out = Vec::with_capacity(topology.num_gpus());
     for members in node_groups {
         let m = members.len();
-        let sub = Array2::from_shape_fn((m, m), |(i, j)| a[[members[i], members[j]]]);
-        let labels = if g == 1 {
-            vec![0; m]
-        } else if m == g {
-            (0..m).collect()
-        } else {
-            cluster(&members, &sub, g)?
-        };
         let local = size_bounds(m, g, ratio)?;
-        let groups = bounded_grouping(&sub, &labels, g, local.min, local.max.min(cap))?;
+        let (min, max) = (local.min, local.max.min(cap));
+        let key = (members.clone(), min, max);
+        let groups = match memo.get(&key) {
+            Some(groups) => groups.clone(),
+            None => {
+                let sub = a.select(Axis(0), members).select(Axis(1), members);
+                let labels = if g == 1 {
+                    vec![0; m]
+                } else if m == g {
+                    (0..m).collect()
+                } else {
+                    cluster(members, &sub, g)?
+                };
+                let groups = bounded_unchecked(&sub, &symmetrised(&sub), &labels, g, min, max)?;
+                memo.insert(key, groups.clone());
+                groups
+            }
+        };
         out.extend(
             groups
                 .into_iter()

@@ -30,17 +30,16 @@
 //! front ends to show.
 
 pub mod affinity;
+pub mod analysis;
 pub mod grouping;
 pub mod replication;
 pub mod spectral;
 
-use std::borrow::Cow;
-use std::collections::HashMap;
-
 use ndarray::Array2;
 use serde::Serialize;
+use std::borrow::Cow;
 
-use self::grouping::{RatioPoint, hierarchical_grouping, knee, load_grouping, size_bounds};
+use self::grouping::{RatioPoint, knee, load_grouping, size_bounds};
 use self::replication::{Replication, replicate};
 use crate::error::{Error, Result};
 use crate::plan::{LayerPlacement, Plan};
@@ -49,8 +48,8 @@ use crate::planners::registry::{
 };
 use crate::sim::Workload;
 use crate::topology::Topology;
-use crate::trace::TokenTrace;
 
+pub use self::analysis::GraceAnalysis;
 pub use self::grouping::RATIOS;
 
 const NAME: &str = "grace";
@@ -145,34 +144,33 @@ enum Grouped {
     NoAffinity,
 }
 
-/// Steps 1–3 for layer index `l`.
-fn group_layer(tokens: &TokenTrace, l: usize, topology: Topology, ratio: Ratio) -> Result<Grouped> {
-    let a = affinity::affinity(tokens, l)?;
-    if a.iter().all(|&v| v <= 0.0) {
+/// Steps 1–3 for layer index `l`, the clusterings through `analysis`.
+fn group_layer(
+    analysis: &GraceAnalysis,
+    l: usize,
+    topology: Topology,
+    ratio: Ratio,
+) -> Result<Grouped> {
+    let Some(a) = analysis.affinity(l) else {
         return Ok(Grouped::NoAffinity);
-    }
+    };
+    let n = a.nrows();
     let nodes = topology.nodes();
     let node_labels = if nodes > 1 {
-        spectral::spectral_clusters(&a, nodes, SEED)?
+        let all: Vec<usize> = (0..n).collect();
+        analysis.clusters(l, &all, a, nodes)?
     } else {
         Vec::new()
     };
-    // A node's GPU-level clustering depends on its members only; the node
-    // capacity moves with r but rarely binds, so most ratios reuse it.
-    let mut memo: HashMap<Vec<usize>, Vec<usize>> = HashMap::new();
+    // A node's GPU-level clustering depends on its members and G only: the
+    // analysis keeps it for the other ratios and for later clusters.
     let mut cluster = |members: &[usize], sub: &Array2<f64>, k: usize| -> Result<Vec<usize>> {
-        if let Some(l) = memo.get(members) {
-            return Ok(l.clone());
-        }
         // No affinity inside the node: nothing for spectral clustering to
         // find, so even runs of experts (Algorithm 2 then fits the sizes).
-        let labels = if sub.iter().all(|&v| v <= 0.0) {
-            (0..members.len()).map(|i| i * k / members.len()).collect()
-        } else {
-            spectral::spectral_clusters(sub, k, SEED)?
-        };
-        memo.insert(members.to_vec(), labels.clone());
-        Ok(labels)
+        if sub.iter().all(|&v| v <= 0.0) {
+            return Ok((0..members.len()).map(|i| i * k / members.len()).collect());
+        }
+        analysis.clusters(l, members, sub, k)
     };
     let mut ratios = RATIOS.to_vec();
     if let Ratio::Fixed(r) = ratio {
@@ -182,16 +180,34 @@ fn group_layer(tokens: &TokenTrace, l: usize, topology: Topology, ratio: Ratio) 
         }
     }
     let d = topology.num_gpus();
-    let n = a.nrows();
+    let mut by_cap: Vec<(usize, Vec<Vec<usize>>)> = Vec::new();
+    let mut memo = grouping::NodeMemo::new();
+    // Computed once per layer, not per ratio: both are O(n²).
+    let sym = grouping::symmetrised_exact(a);
+    let total = grouping::pair_total(a);
     let mut curve = Vec::with_capacity(ratios.len());
     let mut candidates = Vec::with_capacity(ratios.len());
     for &r in &ratios {
-        let groups = hierarchical_grouping(&a, topology, r, &node_labels, &mut cluster)?;
+        // Algorithm 2 over nodes sees r only through the GPU capacity, which
+        // several ratios share. The analysis' affinity is counts: no check.
+        let cap = grouping::gpu_capacity(n, topology, r)?;
+        let nodes = match by_cap.iter().find(|(c, _)| *c == cap) {
+            Some((_, nodes)) => nodes,
+            None => {
+                let nodes = grouping::node_grouping(a, &sym, topology, cap, &node_labels)?;
+                by_cap.push((cap, nodes));
+                by_cap
+                    .last()
+                    .map(|(_, g)| g)
+                    .ok_or_else(|| Error::planner(NAME, "no nodes"))?
+            }
+        };
+        let groups = grouping::within_nodes(a, topology, r, cap, nodes, &mut cluster, &mut memo)?;
         curve.push(RatioPoint {
             ratio: r,
             delta: size_bounds(n, d, r)?.delta,
             size_deviation: grouping::size_deviation(&groups),
-            utilisation: grouping::utilisation(&a, &groups),
+            utilisation: grouping::utilisation_of_total(a, &groups, total),
         });
         candidates.push(groups);
     }
@@ -229,17 +245,68 @@ impl Grace {
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn prepare(work: &Workload, topology: Topology, options: &GraceOptions) -> Result<Grace> {
+        let trace = work.trace();
+        let analysis = if trace.num_experts() >= topology.num_gpus() {
+            GraceAnalysis::new(work)?
+        } else {
+            // Grouped by load only: the affinity would go unread.
+            GraceAnalysis::new(&Workload::new(trace.clone()))?
+        };
+        Grace::prepare_with(work, &analysis, topology, options)
+    }
+
+    /// [`Grace::prepare`] with the cluster-independent part done: `analysis`
+    /// must be [`GraceAnalysis::new`] of `work` (an error when its shape
+    /// differs). It keeps every clustering it computes, so the next cluster
+    /// reuses them; the plan is the same as [`Grace::prepare`]'s.
+    ///
+    /// ```
+    /// use moeplan::planners::grace::{analysis::GraceAnalysis, Grace, GraceOptions};
+    /// use moeplan::token_generator::{TokenGenConfig, generate_tokens};
+    /// use moeplan::{model, sim::Workload, Topology};
+    /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?;
+    /// let work = Workload::from_tokens(t, 128)?;
+    /// let analysis = GraceAnalysis::new(&work)?;
+    /// let o = GraceOptions::default();
+    /// for (nodes, gpus) in [(2, 4), (1, 8), (2, 4)] {
+    ///     let topology = Topology::new(nodes, gpus)?;
+    ///     let reused = Grace::prepare_with(&work, &analysis, topology, &o)?;
+    ///     assert_eq!(reused.plan()?, Grace::prepare(&work, topology, &o)?.plan()?);
+    /// }
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn prepare_with(
+        work: &Workload,
+        analysis: &GraceAnalysis,
+        topology: Topology,
+        options: &GraceOptions,
+    ) -> Result<Grace> {
         if let Ratio::Fixed(r) = options.ratio {
             size_bounds(1, 1, r)?;
         }
         let trace = work.trace();
         let (n, d) = (trace.num_experts(), topology.num_gpus());
+        if !analysis.fits(trace.num_layers(), n) {
+            return Err(Error::planner(
+                NAME,
+                "the affinity analysis is of another workload (its shape differs)",
+            ));
+        }
         let summed = trace.summed();
-        let tokens = work.tokens().filter(|_| n >= d);
+        let grouped_by_affinity = work.tokens().is_some() && n >= d;
+        if grouped_by_affinity && !analysis.has_tokens() {
+            return Err(Error::planner(
+                NAME,
+                "the affinity analysis has no token routes but the workload has",
+            ));
+        }
         let layer_ids = trace.layer_ids();
-        let grouped = map_layers(trace.num_layers(), |l| match tokens {
-            Some(t) => group_layer(t, l, topology, options.ratio),
-            None => Ok(Grouped::NoAffinity),
+        let grouped = map_layers(trace.num_layers(), |l| {
+            if grouped_by_affinity {
+                group_layer(analysis, l, topology, options.ratio)
+            } else {
+                Ok(Grouped::NoAffinity)
+            }
         })?;
         let mut by_load = Vec::new();
         let mut layers = Vec::with_capacity(grouped.len());

@@ -1,0 +1,155 @@
+//! What GRACE-MoE computes from a workload before it knows the cluster
+//! (§4.1): every layer's affinity `A` from the token routes, and — filled in
+//! as plans ask for them — the spectral embedding of `A` restricted to any
+//! set of experts and its k-means labels for any group count. A
+//! [`GraceAnalysis`] is built once per workload and shared (`Arc`) by every
+//! [`Grace::prepare_with`](super::Grace::prepare_with), so a GPU or node
+//! change in the page re-runs only Algorithm 2, the `(S, U)` curve and the
+//! clusterings it has not seen: the O(n³) eigendecompositions of the whole
+//! matrix are done once per layer.
+//!
+//! Every memoised value is a deterministic function of its key (the layer's
+//! affinity, the expert set, the group count and [`SEED`](super::SEED)), so
+//! plans are the same bit for bit whether an analysis is fresh or reused.
+//!
+//! Cost: building is O(L · T · k²) (the affinity); memory O(L · n²) for the
+//! matrices plus one n × n embedding per layer and per distinct expert set
+//! clustered.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use ndarray::Array2;
+
+use super::affinity::affinity;
+use super::spectral::SpectralEmbedding;
+use super::{SEED, map_layers};
+use crate::error::Result;
+use crate::sim::Workload;
+
+/// One layer's affinity and the clusterings done on it so far.
+#[derive(Debug)]
+struct LayerAnalysis {
+    /// `None` when no two experts are ever chosen together.
+    affinity: Option<Arc<Array2<f64>>>,
+    memo: Mutex<Memo>,
+}
+
+/// Keyed by the expert set (ascending global ids; the whole layer is
+/// `0..n`).
+#[derive(Debug, Default)]
+struct Memo {
+    embeddings: HashMap<Vec<usize>, Arc<SpectralEmbedding>>,
+    labels: HashMap<(Vec<usize>, usize), Vec<usize>>,
+}
+
+/// The cluster-independent part of GRACE for one workload.
+#[derive(Debug)]
+pub struct GraceAnalysis {
+    /// Empty without token routes.
+    layers: Vec<LayerAnalysis>,
+    num_layers: usize,
+    num_experts: usize,
+}
+
+impl GraceAnalysis {
+    /// Counts every layer's affinity (nothing without token routes).
+    ///
+    /// ```
+    /// use moeplan::planners::grace::analysis::GraceAnalysis;
+    /// use moeplan::token_generator::{TokenGenConfig, generate_tokens};
+    /// use moeplan::{model, sim::Workload};
+    /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 256))?;
+    /// let a = GraceAnalysis::new(&Workload::from_tokens(t, 128)?)?;
+    /// assert_eq!(a.affinity(0).map(|m| m.nrows()), Some(64));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn new(work: &Workload) -> Result<GraceAnalysis> {
+        let trace = work.trace();
+        let layers = match work.tokens() {
+            Some(tokens) => map_layers(tokens.num_layers(), |l| {
+                let a = affinity(tokens, l)?;
+                Ok(LayerAnalysis {
+                    affinity: a.iter().any(|&v| v > 0.0).then(|| Arc::new(a)),
+                    memo: Mutex::default(),
+                })
+            })?,
+            None => Vec::new(),
+        };
+        Ok(GraceAnalysis {
+            layers,
+            num_layers: trace.num_layers(),
+            num_experts: trace.num_experts(),
+        })
+    }
+
+    /// Layer index `layer`'s affinity; `None` without token routes or when
+    /// no two of its experts are ever chosen together.
+    ///
+    /// ```
+    /// use moeplan::planners::grace::analysis::GraceAnalysis;
+    /// use moeplan::{generator, model, sim::Workload};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+    /// assert!(GraceAnalysis::new(&Workload::new(t))?.affinity(0).is_none());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn affinity(&self, layer: usize) -> Option<&Array2<f64>> {
+        self.layers.get(layer)?.affinity.as_deref()
+    }
+
+    /// Whether this analysis was made from token routes.
+    pub(super) fn has_tokens(&self) -> bool {
+        !self.layers.is_empty()
+    }
+
+    /// Whether this analysis fits a workload of `layers × experts`.
+    pub(super) fn fits(&self, layers: usize, experts: usize) -> bool {
+        (self.num_layers, self.num_experts) == (layers, experts)
+    }
+
+    /// Labels `0..k` of `members` (ascending ids of layer index `layer`)
+    /// by spectral clustering of their affinity sub-matrix `sub`; as
+    /// [`spectral_clusters`](super::spectral::spectral_clusters) of `sub`,
+    /// remembered. `sub` must be the validated layer affinity restricted to
+    /// `members`.
+    pub(super) fn clusters(
+        &self,
+        layer: usize,
+        members: &[usize],
+        sub: &Array2<f64>,
+        k: usize,
+    ) -> Result<Vec<usize>> {
+        let key = (members.to_vec(), k);
+        let Some(la) = self.layers.get(layer) else {
+            return SpectralEmbedding::new(sub)?.clusters(k, SEED);
+        };
+        // A poisoned lock only means another thread panicked mid-insert;
+        // the maps hold finished values only, so they are still sound.
+        let memo = |f: &mut dyn FnMut(&mut Memo)| match la.memo.lock() {
+            Ok(mut m) => f(&mut m),
+            Err(p) => f(&mut p.into_inner()),
+        };
+        let mut hit = None;
+        memo(&mut |m| hit = m.labels.get(&key).cloned());
+        if let Some(labels) = hit {
+            return Ok(labels);
+        }
+        let mut embedding = None;
+        memo(&mut |m| embedding = m.embeddings.get(members).cloned());
+        let embedding = match embedding {
+            Some(e) => e,
+            None => {
+                let e = Arc::new(SpectralEmbedding::new(sub)?);
+                memo(&mut |m| {
+                    m.embeddings.insert(members.to_vec(), Arc::clone(&e));
+                });
+                e
+            }
+        };
+        let labels = embedding.clusters(k, SEED)?;
+        memo(&mut |m| {
+            m.labels.insert(key.clone(), labels.clone());
+        });
+        Ok(labels)
+    }
+}
