@@ -346,8 +346,20 @@ fn read_token_folder(dir: &Path, source: &SourceArgs) -> Result<Loaded, CliError
     let mut meter = moeplan::Meter::new(budget(source.max_trace_mib));
     let mut files = Vec::new();
     let mut rank_csvs = Vec::new();
+    let mut trtllm = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
+        // TensorRT-LLM's dump: only its counts and meta_info.json are read
+        // (co-occurrence and route files can be far larger).
+        if matches!(
+            formats::trtllm::file_kind(&name),
+            formats::trtllm::StatFile::Counts | formats::trtllm::StatFile::Meta
+        ) {
+            let bytes = read_limited(&entry.path(), source.max_trace_mib)?;
+            meter.bytes(bytes.len() as u64, &name).map_err(&in_dir)?;
+            trtllm.push((name, bytes));
+            continue;
+        }
         let esft = name.starts_with("expert_weights_") && name.ends_with(".txt");
         if !esft && !name.ends_with(".csv") {
             continue;
@@ -359,6 +371,9 @@ fn read_token_folder(dir: &Path, source: &SourceArgs) -> Result<Loaded, CliError
         } else {
             rank_csvs.push((name, bytes));
         }
+    }
+    if files.is_empty() && rank_csvs.is_empty() && !trtllm.is_empty() {
+        return read_trtllm_folder(dir, &trtllm, &mut meter);
     }
     if files.is_empty() && !rank_csvs.is_empty() {
         rank_csvs.sort();
@@ -399,6 +414,36 @@ fn read_token_folder(dir: &Path, source: &SourceArgs) -> Result<Loaded, CliError
             batch_tokens: source.batch_tokens,
             meter,
         },
+    })
+}
+
+/// TensorRT-LLM's statistics folder: `rank<N>.safetensors` counts per
+/// iteration (the trace's batches), each rank kept as a source when the
+/// budget allows.
+fn read_trtllm_folder(
+    dir: &Path,
+    files: &[(String, Vec<u8>)],
+    meter: &mut Meter,
+) -> Result<Loaded, CliError> {
+    let stats = formats::trtllm::read_statistics(files, meter).map_err(CliError::in_file(dir))?;
+    let sources = match stats.by_source {
+        Some(by_source) => Sources::Counts(by_source),
+        None => {
+            eprintln!(
+                "{}: {}: even arrival from every rank assumed",
+                dir.display(),
+                if stats.sources_dropped {
+                    "the per-rank counts do not fit the reading limit"
+                } else {
+                    "a file does not name its rank (rank<N>.safetensors)"
+                }
+            );
+            Sources::Even
+        }
+    };
+    Ok(Loaded {
+        trace: stats.trace,
+        sources,
     })
 }
 

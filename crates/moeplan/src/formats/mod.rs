@@ -15,6 +15,8 @@
 //! | vLLM `physical_to_logical_map` list | [`vllm::read_physical_to_logical`] | [`vllm::write_physical_to_logical`] |
 //! | vllm-ascend expert map | [`vllm::read_ascend_expert_map`] | [`vllm::write_ascend_expert_map`] |
 //! | plan CSV `layer,gpu,slot,expert` | [`csv::read_plan_csv`] | [`csv::write_plan_csv`] |
+//! | TensorRT-LLM expert statistics (`rank<r>.safetensors`, `"{iteration}_{layer}"`) | [`trtllm::read_statistics`], co-occurrence as affinity [`trtllm::read_cooccurrence`] | — |
+//! | TensorRT-LLM load-balancer YAML (`initial_global_assignments`) | [`trtllm::read_placement`] | [`trtllm::write_placement`] |
 //! | any plan file above, detected by content | [`plan_any::read_any_plan`] | — |
 
 pub mod csv;
@@ -25,6 +27,7 @@ pub mod plan_json;
 pub mod sglang;
 pub mod torch;
 pub mod trace_json;
+pub mod trtllm;
 pub mod vllm;
 
 use serde::Deserialize;
@@ -52,6 +55,8 @@ pub enum TraceFormat {
     SglangRankCsv,
     /// SGLang's `torch.save` dump (zip, or the legacy pickle stream).
     TorchPt,
+    /// One TensorRT-LLM `rank<r>.safetensors` statistics file.
+    TrtllmStatistics,
 }
 
 /// How to read a trace.
@@ -82,6 +87,9 @@ struct Probe {
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 pub fn detect(bytes: &[u8]) -> Result<TraceFormat> {
+    if trtllm::is_safetensors(bytes) {
+        return Ok(TraceFormat::TrtllmStatistics);
+    }
     if bytes.starts_with(npy::NPY_MAGIC) {
         return Ok(TraceFormat::Npy);
     }
@@ -126,6 +134,11 @@ pub fn detect(bytes: &[u8]) -> Result<TraceFormat> {
                 Err(Error::parse(
                     "trace",
                     "binary data, not a JSON or CSV trace",
+                ))
+            } else if trtllm::is_placement(body) {
+                Err(Error::parse(
+                    "trace",
+                    "this is a TensorRT-LLM load-balancer placement (a plan), not an expert-load trace",
                 ))
             } else if line.starts_with(b"layer_id,expert_id,count") {
                 Ok(TraceFormat::SglangRankCsv)
@@ -190,6 +203,9 @@ pub fn read_trace(bytes: &[u8], options: &ReadOptions) -> Result<LoadTrace> {
             sglang::read_rank_csvs(&[("trace".into(), body.to_vec())], None, &mut meter)
         }
         TraceFormat::TorchPt => torch::read_pt(bytes, &mut meter),
+        TraceFormat::TrtllmStatistics => {
+            trtllm::read_statistics(&[("rank.safetensors", bytes)], &mut meter).map(|s| s.trace)
+        }
     }
 }
 
@@ -204,6 +220,9 @@ fn charge_text(format: TraceFormat, body: &[u8], meter: &mut crate::Meter) -> Re
         TraceFormat::WideCsv | TraceFormat::SglangRankCsv => {
             meter.values(crate::budget::delimited_fields(body), 8, "the CSV")
         }
-        TraceFormat::Npy | TraceFormat::Npz | TraceFormat::TorchPt => Ok(()),
+        TraceFormat::Npy
+        | TraceFormat::Npz
+        | TraceFormat::TorchPt
+        | TraceFormat::TrtllmStatistics => Ok(()),
     }
 }

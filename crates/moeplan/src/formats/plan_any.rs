@@ -11,6 +11,7 @@
 //! | vLLM `physical_to_logical_map` list | a JSON array | no | a row per MoE layer, in the context's order |
 //! | vllm-ascend expert map | an object with `layer_list` | its device count, not its nodes (missing: one node) | entry `i` is the context's `i`-th MoE layer |
 //! | plan CSV `layer,gpu,slot,expert` | that header line | no | model ids, in the file |
+//! | TensorRT-LLM load-balancer YAML | a top-level `initial_global_assignments:` or `num_slots:` line (or a JSON object with them) | its `ep_size` when written (missing: from the context) | model ids, in the file; must be the context's |
 //!
 //! A file that is a trace (`logical_count`, `counts`, a load window, a
 //! wide or per-rank CSV) is refused as such. Everything read is charged to
@@ -47,6 +48,8 @@ pub enum PlanFileFormat {
     VllmAscend,
     /// The plan CSV `layer,gpu,slot,expert`.
     Csv,
+    /// TensorRT-LLM's load-balancer YAML (`initial_global_assignments`).
+    Trtllm,
 }
 
 impl PlanFileFormat {
@@ -63,6 +66,7 @@ impl PlanFileFormat {
             PlanFileFormat::VllmPhysicalToLogical => "vLLM physical_to_logical_map",
             PlanFileFormat::VllmAscend => "vllm-ascend expert map",
             PlanFileFormat::Csv => "plan CSV",
+            PlanFileFormat::Trtllm => super::trtllm::PLACEMENT,
         }
     }
 
@@ -146,6 +150,8 @@ struct Probe {
     layer_list: Option<IgnoredAny>,
     logical_count: Option<IgnoredAny>,
     counts: Option<IgnoredAny>,
+    initial_global_assignments: Option<IgnoredAny>,
+    num_slots: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -153,7 +159,7 @@ struct SglangRows {
     physical_to_logical_map: Vec<IgnoredAny>,
 }
 
-const NOT_A_PLAN: &str = "a plan file is moeplan plan JSON (\"layers\"), SGLang --init-expert-location (\"physical_to_logical_map\"), a vLLM physical_to_logical_map list, a vllm-ascend expert map (\"layer_list\") or a plan CSV (layer,gpu,slot,expert)";
+const NOT_A_PLAN: &str = "a plan file is moeplan plan JSON (\"layers\"), SGLang --init-expert-location (\"physical_to_logical_map\"), a vLLM physical_to_logical_map list, a vllm-ascend expert map (\"layer_list\"), a plan CSV (layer,gpu,slot,expert) or a TensorRT-LLM load-balancer YAML (initial_global_assignments)";
 
 /// Tells which plan format `bytes` hold, by content.
 ///
@@ -182,6 +188,8 @@ pub fn detect_plan(bytes: &[u8]) -> Result<PlanFileFormat> {
                 Ok(PlanFileFormat::SglangInitExpertLocation)
             } else if p.layer_list.is_some() {
                 Ok(PlanFileFormat::VllmAscend)
+            } else if p.initial_global_assignments.is_some() || p.num_slots.is_some() {
+                Ok(PlanFileFormat::Trtllm)
             } else if p.logical_count.is_some() {
                 Err(trace_not_plan(
                     "an SGLang expert distribution (\"logical_count\")",
@@ -195,6 +203,7 @@ pub fn detect_plan(bytes: &[u8]) -> Result<PlanFileFormat> {
                 ))
             }
         }
+        Some(_) if super::trtllm::is_placement(body) => Ok(PlanFileFormat::Trtllm),
         Some(_) => {
             let head = &body[..body.len().min(4096)];
             let line = head.split(|&b| b == b'\n').next().unwrap_or(head);
@@ -252,6 +261,8 @@ pub fn read_any_plan(bytes: &[u8], ctx: &PlanContext<'_>) -> Result<PlanFile> {
     let format = detect_plan(body)?;
     if format == PlanFileFormat::Csv {
         meter.values(crate::budget::delimited_fields(body), 8, "the plan CSV")?;
+    } else if format == PlanFileFormat::Trtllm {
+        // charged by its reader, number by number
     } else {
         crate::budget::charge_json(&mut meter, body, "the plan JSON")?;
     }
@@ -310,6 +321,12 @@ pub fn read_any_plan(bytes: &[u8], ctx: &PlanContext<'_>) -> Result<PlanFile> {
             vllm::read_ascend_expert_map(body, ctx.topology, ids, e)?
         }
         PlanFileFormat::Csv => csv::read_plan_csv(body, needs_topology()?, e)?,
+        PlanFileFormat::Trtllm => {
+            let (plan, assumed) =
+                super::trtllm::read_placement(body, ctx.topology, ids, e, &mut meter)?;
+            topology_assumed = assumed;
+            plan
+        }
     };
     Ok(PlanFile {
         plan,
@@ -410,6 +427,11 @@ mod tests {
                 &fixed,
             ),
             (PlanFileFormat::Csv, csv::write_plan_csv(&plan), &plan),
+            (
+                PlanFileFormat::Trtllm,
+                super::super::trtllm::write_placement(&plan).unwrap(),
+                &plan,
+            ),
         ];
         for (format, text, want) in files {
             let got = read_any_plan(text.as_bytes(), &ctx).unwrap();

@@ -1,0 +1,133 @@
+//! TensorRT-LLM through the command line: `inspect`, `plan` and `eval` read
+//! its statistics (a folder of ranks or one file), `plan --format trtllm`
+//! writes the load-balancer YAML, and `eval` reads it back to the figures
+//! of the same plan in moeplan's JSON.
+
+use std::path::PathBuf;
+
+use moeplan::formats::{self, ReadOptions, trtllm};
+use moeplan::{Budget, Meter, Topology};
+
+mod common;
+use common::{fixtures, json_of, moeplan};
+
+fn tmp(name: &str) -> String {
+    common::tmp("trtllm", name).to_str().unwrap().to_string()
+}
+
+fn dump() -> String {
+    fixtures().join("trtllm/dump").to_str().unwrap().to_string()
+}
+
+fn sglang_json() -> String {
+    let p: PathBuf = fixtures().join("trtllm/sglang/expert_distribution.json");
+    p.to_str().unwrap().to_string()
+}
+
+/// `inspect` on the dump folder gives SGLang's figures for the same numbers
+/// (the generator wrote both), plus the top-k that `meta_info.json` holds.
+#[test]
+fn inspect_reads_the_dump_as_sglang_reads_its_numbers() {
+    let ours = json_of(&["inspect", &dump(), "--json"]);
+    let theirs = json_of(&["inspect", &sglang_json(), "--json"]);
+    for key in ["batches", "experts", "total_tokens", "layers"] {
+        assert_eq!(ours[key], theirs[key], "{key}");
+    }
+    assert_eq!(ours["top_k"], 2);
+    // one rank's file alone reads too
+    let one = fixtures().join("trtllm/dump/rank0.safetensors");
+    let single = json_of(&["inspect", one.to_str().unwrap(), "--json"]);
+    assert_eq!(single["batches"], 3);
+    assert!(single["total_tokens"].as_f64().unwrap() < ours["total_tokens"].as_f64().unwrap());
+}
+
+/// `plan --format trtllm` writes the YAML of the plan `--format moeplan`
+/// writes for the same trace and cluster; `eval` of either file gives the
+/// same balancedness, under the per-rank dispatch the dump's ranks allow.
+#[test]
+fn the_yaml_is_the_plan_and_evaluates_as_it() {
+    let (yaml, json) = (tmp("eplb.yaml"), tmp("eplb.json"));
+    for (out, format) in [(&yaml, "trtllm"), (&json, "moeplan")] {
+        let o = moeplan(&[
+            "plan",
+            "--trace",
+            &dump(),
+            "--gpus-per-node",
+            "4",
+            "--format",
+            format,
+            "--out",
+            out,
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let (plan, _) = formats::plan_json::read(&std::fs::read(&json).unwrap()).unwrap();
+    let ids: Vec<u32> = plan.layers().iter().map(|l| l.layer).collect();
+    assert_eq!(ids, [1, 3]);
+    let mut meter = Meter::new(Budget::default());
+    let (read, _) = trtllm::read_placement(
+        &std::fs::read(&yaml).unwrap(),
+        Some(Topology::new(1, 4).unwrap()),
+        &ids,
+        8,
+        &mut meter,
+    )
+    .unwrap();
+    assert_eq!(read.layers(), plan.layers());
+    let eval = |plan_file: &str| {
+        json_of(&[
+            "eval",
+            "--trace",
+            &dump(),
+            "--plan",
+            plan_file,
+            "--gpus-per-node",
+            "4",
+            "--dispatch",
+            "sglang-static",
+            "--json",
+        ])
+    };
+    let (a, b) = (eval(&yaml), eval(&json));
+    assert_eq!(a["plan_format"], trtllm::PLACEMENT);
+    assert_eq!(a["balancedness"], b["balancedness"]);
+    assert!(a["balancedness"].as_f64().unwrap() > 0.0);
+}
+
+/// A plan with uneven slot counts is refused with how to pad it; padded,
+/// every rank holds the same number of slots.
+#[test]
+fn uneven_plans_need_pad() {
+    let out = tmp("craft.yaml");
+    let args = [
+        "plan",
+        "--trace",
+        &dump(),
+        "--gpus-per-node",
+        "4",
+        "--algo",
+        "contiguous",
+        "--format",
+        "trtllm",
+        "--out",
+        &out,
+    ];
+    // contiguous placement of 8 experts on 3 GPUs: 3, 3, 2 slots
+    let mut three = args.to_vec();
+    three[4] = "3";
+    let o = moeplan(&three);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--pad"));
+    three.push("--pad");
+    let o = moeplan(&three);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("num_slots: 9\n"), "{text}");
+    // the trace read by the core is the one the CLI planned on
+    let t = formats::read_trace(
+        &std::fs::read(fixtures().join("trtllm/dump/rank0.safetensors")).unwrap(),
+        &ReadOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(t.layer_ids(), &[1, 3]);
+}

@@ -1,0 +1,1027 @@
+//! TensorRT-LLM's MoE load balancer (wide expert parallelism), its offline
+//! flow: the expert statistics an engine dumps are read in, the placement
+//! YAML it loads is written and read back.
+//!
+//! Where the formats come from (NVIDIA/TensorRT-LLM; the code here is our
+//! own, written against what those files write and read):
+//! - Statistics: `tensorrt_llm/_torch/expert_statistic.py` (commit
+//!   c85e8726ad9c) saves, per EP rank, `rank<r>.safetensors`: one 1-D tensor
+//!   per recorded iteration and MoE layer, keyed `"{iteration}_{layer}"`,
+//!   the `torch.bincount` of the experts that rank's tokens chose (int64;
+//!   int32 in the co-occurrence variant), and rank 0 `meta_info.json`
+//!   (`num_experts`, `num_experts_per_token`). The co-occurrence variant
+//!   (read by `examples/wide_ep/ep_load_balancer/utils.py` and
+//!   `generate_eplb_config_cooccurrence.py`, commit 6bf781a48c2f) adds
+//!   `cooccurrence_rank<r>.safetensors` (int32 `E × E` per key: tokens that
+//!   chose both experts, the diagonal counting each expert's own tokens) and
+//!   `token_selected_experts_rank<r>.safetensors` (routes); later versions
+//!   (utils.py at 7ce477f3c73b) write the routes as `rank<r>_raw.safetensors`.
+//! - Placement: `examples/wide_ep/ep_load_balancer/generate_eplb_config.py`
+//!   (commit 76a646e90c8e) writes `num_slots`, `initial_global_assignments`
+//!   (model layer index → the expert of every slot, rank-major: rank `r`
+//!   owns slots `r·S .. (r+1)·S`) and `layer_updates_per_iter` (0: static).
+//!   The engine's `MoeLoadBalancerConfig` and fused-MoE layer
+//!   (`_torch/model_config.py`, `_torch/modules/fused_moe`) require every
+//!   MoE layer's list to hold `num_slots` entries, `num_slots` to be a
+//!   multiple of the EP size (equal slots per rank) and at least the expert
+//!   count, and every expert to appear.
+//!
+//! Iterations are the trace's batches (ascending), summed over ranks; the
+//! rank of each statistics file comes from its name
+//! ([`super::sglang::rank_from_file_name`]) and its counts are kept as the
+//! simulator's per-source counts when they fit the reading budget.
+//!
+//! Cost: reading is linear in the files' bytes; the trace is `B × L × E`
+//! doubles, the per-rank counts `B × L × S × E`, the co-occurrence `L × E²`;
+//! writing is linear in the plan's slots.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet};
+
+use ndarray::{Array2, Array3, Array4, Axis};
+use safetensors::{Dtype, SafeTensors};
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::topology::Topology;
+use crate::trace::LoadTrace;
+
+/// The statistics format's name in messages.
+pub const STATISTICS: &str = "TensorRT-LLM expert statistics";
+/// The placement format's name in messages.
+pub const PLACEMENT: &str = "TensorRT-LLM load-balancer YAML";
+
+/// What a file of a statistics folder holds, by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatFile {
+    /// `rank<r>.safetensors`: per-iteration expert counts.
+    Counts,
+    /// `cooccurrence_rank<r>.safetensors`: per-iteration `E × E` pair counts.
+    Cooccurrence,
+    /// `token_selected_experts_rank<r>.safetensors` or
+    /// `rank<r>_raw.safetensors`: the raw routes (not read here).
+    Routes,
+    /// `meta_info.json`: expert count and top-k.
+    Meta,
+    /// Anything else: not part of the dump.
+    Other,
+}
+
+/// Tells a statistics folder's files apart by name (folders before the last
+/// `/` or `\\` ignored).
+///
+/// ```
+/// use moeplan::formats::trtllm::{file_kind, StatFile};
+/// assert_eq!(file_kind("dump/rank3.safetensors"), StatFile::Counts);
+/// assert_eq!(file_kind("cooccurrence_rank3.safetensors"), StatFile::Cooccurrence);
+/// assert_eq!(file_kind("rank3_raw.safetensors"), StatFile::Routes);
+/// assert_eq!(file_kind("meta_info.json"), StatFile::Meta);
+/// assert_eq!(file_kind("notes.txt"), StatFile::Other);
+/// ```
+pub fn file_kind(name: &str) -> StatFile {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    if base == "meta_info.json" {
+        return StatFile::Meta;
+    }
+    let Some(stem) = base.strip_suffix(".safetensors") else {
+        return StatFile::Other;
+    };
+    if stem.starts_with("cooccurrence") {
+        StatFile::Cooccurrence
+    } else if stem.starts_with("token_selected_experts") || stem.ends_with("_raw") {
+        StatFile::Routes
+    } else {
+        StatFile::Counts
+    }
+}
+
+/// Whether `bytes` look like a safetensors file: an 8-byte little-endian
+/// header length, then the JSON header's `{`. A text file never has the
+/// length's top byte (a NUL) where it stands, so no JSON or CSV trace is
+/// taken for one; a file whose length claims more than it holds still is,
+/// so that the reader can say what is wrong with it.
+///
+/// ```
+/// use moeplan::formats::trtllm::is_safetensors;
+/// assert!(is_safetensors(b"\x02\x00\x00\x00\x00\x00\x00\x00{}"));
+/// assert!(!is_safetensors(br#"{"logical_count": [[1]]}"#));
+/// ```
+pub fn is_safetensors(bytes: &[u8]) -> bool {
+    bytes.len() > 8 && bytes[7] == 0 && bytes[8] == b'{'
+}
+
+/// TensorRT-LLM's statistics read: the counts summed over ranks, and each
+/// rank's own counts when the files name their ranks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Statistics {
+    /// `B × L × E`: batch `b` is the `b`-th recorded iteration, layers are
+    /// the keys' layer ids (the model's layer index), summed over ranks.
+    pub trace: LoadTrace,
+    /// The recorded iteration of every batch, ascending.
+    pub iterations: Vec<u64>,
+    /// `B × L × S × E`: what rank `s` routed (`S` is the highest rank + 1; a
+    /// rank with no file sent nothing). `None` when a file's name gives no
+    /// rank, or when keeping them would pass the reading budget
+    /// (`sources_dropped`).
+    pub by_source: Option<Array4<f64>>,
+    /// The ranks that had a file, ascending (empty when unknown).
+    pub ranks: Vec<u32>,
+    /// The per-rank counts were named but not kept: over the budget.
+    pub sources_dropped: bool,
+}
+
+/// A safetensors file opened within the budget: the header's JSON charged
+/// before it is parsed, the declared lengths checked against the bytes.
+fn open<'a>(name: &str, bytes: &'a [u8], meter: &mut crate::Meter) -> Result<SafeTensors<'a>> {
+    let fail = |m: String| Error::parse(STATISTICS, format!("{name}: {m}"));
+    let Some(len_bytes) = bytes.get(..8) else {
+        return Err(fail(format!(
+            "{} bytes, shorter than safetensors' 8-byte header length",
+            bytes.len()
+        )));
+    };
+    let mut word = [0u8; 8];
+    word.copy_from_slice(len_bytes);
+    let declared = u64::from_le_bytes(word);
+    let held = (bytes.len() - 8) as u64;
+    if declared > held {
+        return Err(fail(format!(
+            "the header length says {declared} bytes but only {held} follow: the file is cut off or not safetensors"
+        )));
+    }
+    // `declared <= held`, so the range is inside `bytes`.
+    let header = bytes.get(8..8 + declared as usize).unwrap_or_default();
+    crate::budget::charge_json(meter, header, "the safetensors header")?;
+    SafeTensors::deserialize(bytes)
+        .map_err(|e| fail(format!("not a readable safetensors file: {e}")))
+}
+
+/// `"{iteration}_{layer}"`, TensorRT-LLM's key.
+fn parse_key(name: &str, key: &str) -> Result<(u64, u32)> {
+    let parsed = key
+        .split_once('_')
+        .and_then(|(i, l)| Some((i.parse().ok()?, l.parse().ok()?)));
+    let (iteration, layer) = parsed.ok_or_else(|| {
+        Error::parse(
+            STATISTICS,
+            format!("{name}: tensor {key:?} is not named \"<iteration>_<layer>\""),
+        )
+    })?;
+    if layer as usize >= crate::trace::MAX_LAYERS {
+        return Err(Error::parse(
+            STATISTICS,
+            format!("{name}: layer {layer} of tensor {key:?} is out of range"),
+        ));
+    }
+    Ok((iteration, layer))
+}
+
+/// Calls `each(i, value)` for every element of a tensor, decoded from its
+/// little-endian bytes; counts must be finite and non-negative.
+fn for_each_value(
+    name: &str,
+    key: &str,
+    dtype: Dtype,
+    data: &[u8],
+    mut each: impl FnMut(usize, f64),
+) -> Result<()> {
+    fn run<const N: usize>(data: &[u8], f: fn([u8; N]) -> f64) -> impl Iterator<Item = f64> + '_ {
+        data.chunks_exact(N)
+            .filter_map(|c| <[u8; N]>::try_from(c).ok())
+            .map(f)
+    }
+    let values: Box<dyn Iterator<Item = f64> + '_> = match dtype {
+        Dtype::U8 => Box::new(run::<1>(data, |b| f64::from(b[0]))),
+        Dtype::I8 => Box::new(run::<1>(data, |b| f64::from(i8::from_le_bytes(b)))),
+        Dtype::I16 => Box::new(run::<2>(data, |b| f64::from(i16::from_le_bytes(b)))),
+        Dtype::U16 => Box::new(run::<2>(data, |b| f64::from(u16::from_le_bytes(b)))),
+        Dtype::I32 => Box::new(run::<4>(data, |b| f64::from(i32::from_le_bytes(b)))),
+        Dtype::U32 => Box::new(run::<4>(data, |b| f64::from(u32::from_le_bytes(b)))),
+        Dtype::I64 => Box::new(run::<8>(data, |b| i64::from_le_bytes(b) as f64)),
+        Dtype::U64 => Box::new(run::<8>(data, |b| u64::from_le_bytes(b) as f64)),
+        Dtype::F32 => Box::new(run::<4>(data, |b| f64::from(f32::from_le_bytes(b)))),
+        Dtype::F64 => Box::new(run::<8>(data, f64::from_le_bytes)),
+        other => {
+            return Err(Error::parse(
+                STATISTICS,
+                format!(
+                    "{name}: tensor {key:?} has dtype {other}; counts are integers (TensorRT-LLM writes int64 or int32) or float32/float64"
+                ),
+            ));
+        }
+    };
+    for (i, v) in values.enumerate() {
+        if !v.is_finite() || v < 0.0 {
+            return Err(Error::parse(
+                STATISTICS,
+                format!(
+                    "{name}: tensor {key:?} holds {v} at {i}: counts must be finite and non-negative"
+                ),
+            ));
+        }
+        each(i, v);
+    }
+    Ok(())
+}
+
+#[derive(serde::Deserialize)]
+struct Meta {
+    num_experts: Option<usize>,
+    num_experts_per_token: Option<usize>,
+}
+
+fn read_meta(name: &str, bytes: &[u8], meter: &mut crate::Meter) -> Result<Meta> {
+    crate::budget::charge_json(meter, bytes, "meta_info.json")?;
+    serde_json::from_slice(bytes).map_err(|e| Error::parse(STATISTICS, format!("{name}: {e}")))
+}
+
+/// One counts tensor's place: file, key, iteration, layer.
+struct Entry<'a> {
+    file: usize,
+    key: String,
+    at: (u64, u32),
+    view: safetensors::tensor::TensorView<'a>,
+}
+
+/// The ranks of the counts files, when every name gives one.
+fn ranks_of(names: &[&str]) -> Result<Option<Vec<u32>>> {
+    let mut ranks = Vec::with_capacity(names.len());
+    for name in names {
+        let Some(rank) = super::sglang::rank_from_file_name(name) else {
+            return Ok(None);
+        };
+        if rank as usize >= crate::topology::MAX_GPUS {
+            return Err(Error::parse(
+                STATISTICS,
+                format!(
+                    "{name}: rank {rank} is past the {} GPUs a cluster may have",
+                    crate::topology::MAX_GPUS
+                ),
+            ));
+        }
+        if let Some(i) = ranks.iter().position(|&r| r == rank) {
+            return Err(Error::parse(
+                STATISTICS,
+                format!("{} and {name} both hold rank {rank}", names[i]),
+            ));
+        }
+        ranks.push(rank);
+    }
+    Ok(Some(ranks))
+}
+
+/// Reads TensorRT-LLM's expert statistics: the `rank<r>.safetensors` files
+/// of one dump (and its `meta_info.json`, for the top-k and a check of the
+/// expert count), given as `(name, bytes)`. Co-occurrence and route files
+/// among them are skipped ([`read_cooccurrence`] reads the former). The
+/// files' bytes are the caller's to charge; what is built from them is
+/// charged to `meter` first.
+///
+/// Every iteration must have counts for every layer (TensorRT-LLM records
+/// each MoE layer in each iteration); a rank may lack a key (it counted
+/// nothing there).
+///
+/// ```
+/// use moeplan::formats::trtllm::read_statistics;
+/// // rank0.safetensors: iteration 7, layer 3, int32 counts [2, 0, 1]
+/// let header = br#"{"7_3":{"dtype":"I32","shape":[3],"data_offsets":[0,12]}}"#;
+/// let mut file = (header.len() as u64).to_le_bytes().to_vec();
+/// file.extend_from_slice(header);
+/// for c in [2i32, 0, 1] { file.extend_from_slice(&c.to_le_bytes()); }
+/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let s = read_statistics(&[("rank0.safetensors", &file)], &mut meter)?;
+/// assert_eq!(s.trace.layer_ids(), &[3]);
+/// assert_eq!(s.iterations, [7]);
+/// assert_eq!(s.trace.counts()[[0, 0, 0]], 2.0);
+/// assert_eq!(s.ranks, [0]);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn read_statistics<N: AsRef<str>, B: AsRef<[u8]>>(
+    files: &[(N, B)],
+    meter: &mut crate::Meter,
+) -> Result<Statistics> {
+    let mut meta = None;
+    let mut counts_files: Vec<(&str, &[u8])> = Vec::new();
+    for (name, bytes) in files {
+        let (name, bytes) = (name.as_ref(), bytes.as_ref());
+        match file_kind(name) {
+            StatFile::Meta => meta = Some(read_meta(name, bytes, meter)?),
+            StatFile::Cooccurrence | StatFile::Routes => {}
+            StatFile::Counts | StatFile::Other => counts_files.push((name, bytes)),
+        }
+    }
+    if counts_files.is_empty() {
+        return Err(Error::parse(
+            STATISTICS,
+            "no rank<N>.safetensors counts among the files",
+        ));
+    }
+    let names: Vec<&str> = counts_files.iter().map(|(n, _)| *n).collect();
+    let ranks = ranks_of(&names)?;
+    let opened = counts_files
+        .iter()
+        .map(|(name, bytes)| open(name, bytes, meter))
+        .collect::<Result<Vec<_>>>()?;
+    let mut entries = Vec::new();
+    let mut experts: Option<(usize, String)> = None;
+    for (file, st) in opened.iter().enumerate() {
+        let name = names.get(file).copied().unwrap_or_default();
+        for (key, view) in st.tensors() {
+            let at = parse_key(name, &key)?;
+            let e = match view.shape() {
+                [e] => *e,
+                shape => {
+                    return Err(Error::parse(
+                        STATISTICS,
+                        format!(
+                            "{name}: tensor {key:?} has shape {shape:?}; expert counts are 1-D (co-occurrence and route files are read apart)"
+                        ),
+                    ));
+                }
+            };
+            match &experts {
+                None => experts = Some((e, format!("{name}: {key:?}"))),
+                Some((first, at)) if *first != e => {
+                    return Err(Error::parse(
+                        STATISTICS,
+                        format!("{name}: tensor {key:?} counts {e} experts, {at} {first}"),
+                    ));
+                }
+                Some(_) => {}
+            }
+            entries.push(Entry {
+                file,
+                key,
+                at,
+                view,
+            });
+        }
+    }
+    let Some((e, _)) = experts else {
+        return Err(Error::parse(STATISTICS, "the files hold no tensors"));
+    };
+    if e == 0 || e > crate::trace::MAX_EXPERTS {
+        return Err(Error::parse(
+            STATISTICS,
+            format!("{e} experts per layer is out of range"),
+        ));
+    }
+    let meta = meta.unwrap_or(Meta {
+        num_experts: None,
+        num_experts_per_token: None,
+    });
+    if let Some(m) = meta.num_experts.filter(|&m| m != e) {
+        return Err(Error::parse(
+            STATISTICS,
+            format!("meta_info.json says {m} experts, the counts have {e}"),
+        ));
+    }
+    let cells: BTreeSet<(u64, u32)> = entries.iter().map(|x| x.at).collect();
+    let iterations: Vec<u64> = cells
+        .iter()
+        .map(|c| c.0)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let layers: Vec<u32> = cells
+        .iter()
+        .map(|c| c.1)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    for &i in &iterations {
+        if let Some(l) = layers.iter().find(|&&l| !cells.contains(&(i, l))) {
+            return Err(Error::parse(
+                STATISTICS,
+                format!("iteration {i} has no counts for layer {l}, which other iterations have"),
+            ));
+        }
+    }
+    let (b, l) = (iterations.len(), layers.len());
+    let cell = (b as u64).saturating_mul(l as u64).saturating_mul(e as u64);
+    meter.values(cell, 8, "the iteration × layer × expert counts")?;
+    let mut sources_dropped = false;
+    let mut by_source = match &ranks {
+        Some(r) => {
+            let s_n = r.iter().map(|&x| x as usize + 1).max().unwrap_or(1);
+            // Kept only when they fit: the summed counts are what planning needs.
+            match meter.values(cell.saturating_mul(s_n as u64), 8, "the per-rank counts") {
+                Ok(()) => Some(Array4::<f64>::zeros((b, l, s_n, e))),
+                Err(_) => {
+                    sources_dropped = true;
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    let mut counts = Array3::<f64>::zeros((b, l, e));
+    for x in &entries {
+        let name = names.get(x.file).copied().unwrap_or_default();
+        let (bi, li) = (
+            iterations.binary_search(&x.at.0).unwrap_or_default(),
+            layers.binary_search(&x.at.1).unwrap_or_default(),
+        );
+        let rank = ranks
+            .as_ref()
+            .and_then(|r| r.get(x.file))
+            .map(|&r| r as usize);
+        let mut sum = counts.index_axis_mut(Axis(0), bi);
+        let mut row = sum.index_axis_mut(Axis(0), li);
+        for_each_value(name, &x.key, x.view.dtype(), x.view.data(), |i, v| {
+            if let Some(c) = row.get_mut(i) {
+                *c += v;
+            }
+            if let (Some(src), Some(s)) = (by_source.as_mut(), rank) {
+                if let Some(c) = src.get_mut([bi, li, s, i]) {
+                    *c += v;
+                }
+            }
+        })?;
+    }
+    let mut trace = LoadTrace::new(counts, layers)?;
+    if let Some(k) = meta.num_experts_per_token {
+        trace = trace.with_top_k(k);
+    }
+    let mut ranks = ranks.unwrap_or_default();
+    ranks.sort_unstable();
+    Ok(Statistics {
+        trace,
+        iterations,
+        by_source,
+        ranks,
+        sources_dropped,
+    })
+}
+
+/// Co-occurrence counts as GRACE-MoE's affinity: per MoE layer, `A[i][j]`
+/// the tokens whose top-k held both `i` and `j`, over every recorded
+/// iteration and rank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cooccurrence {
+    /// The layers, ascending (the keys' layer ids).
+    pub layer_ids: Vec<u32>,
+    /// One `E × E` matrix per layer, symmetric, its diagonal zero
+    /// (TensorRT-LLM counts each expert with itself; an affinity does not).
+    pub matrices: Vec<Array2<f64>>,
+}
+
+/// Reads TensorRT-LLM's `cooccurrence_rank<r>.safetensors` files (others
+/// among `files` are skipped), summed over iterations and ranks, into
+/// [`Cooccurrence`]: the affinity GRACE-MoE's grouping reads
+/// ([`crate::planners::grace::affinity`] builds the same matrices from token
+/// routes).
+///
+/// ```
+/// use moeplan::formats::trtllm::read_cooccurrence;
+/// // one token chose experts {0, 1}: [[1, 1], [1, 1]] for iteration 0, layer 2
+/// let header = br#"{"0_2":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}}"#;
+/// let mut file = (header.len() as u64).to_le_bytes().to_vec();
+/// file.extend_from_slice(header);
+/// for c in [1i32, 1, 1, 1] { file.extend_from_slice(&c.to_le_bytes()); }
+/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let a = read_cooccurrence(&[("cooccurrence_rank0.safetensors", &file)], &mut meter)?;
+/// assert_eq!(a.layer_ids, [2]);
+/// assert_eq!(a.matrices[0], ndarray::array![[0.0, 1.0], [1.0, 0.0]]);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn read_cooccurrence<N: AsRef<str>, B: AsRef<[u8]>>(
+    files: &[(N, B)],
+    meter: &mut crate::Meter,
+) -> Result<Cooccurrence> {
+    let mut sums: BTreeMap<u32, Array2<f64>> = BTreeMap::new();
+    let mut experts: Option<usize> = None;
+    for (name, bytes) in files {
+        let (name, bytes) = (name.as_ref(), bytes.as_ref());
+        if file_kind(name) != StatFile::Cooccurrence {
+            continue;
+        }
+        let st = open(name, bytes, meter)?;
+        for (key, view) in st.tensors() {
+            let (_, layer) = parse_key(name, &key)?;
+            let e = match view.shape() {
+                [a, b] if a == b => *a,
+                shape => {
+                    return Err(Error::parse(
+                        STATISTICS,
+                        format!(
+                            "{name}: tensor {key:?} has shape {shape:?}, not experts × experts"
+                        ),
+                    ));
+                }
+            };
+            if *experts.get_or_insert(e) != e {
+                return Err(Error::parse(
+                    STATISTICS,
+                    format!(
+                        "{name}: tensor {key:?} is {e} × {e}, other tensors are for {} experts",
+                        experts.unwrap_or(e)
+                    ),
+                ));
+            }
+            if e == 0 || e > crate::planners::grace::affinity::MAX_AFFINITY_EXPERTS {
+                return Err(Error::parse(
+                    STATISTICS,
+                    format!("{name}: {e} experts is out of range for an affinity"),
+                ));
+            }
+            let m = match sums.entry(layer) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    meter.values((e * e) as u64, 8, "the co-occurrence matrices")?;
+                    v.insert(Array2::zeros((e, e)))
+                }
+            };
+            for_each_value(name, &key, view.dtype(), view.data(), |i, v| {
+                if let Some(c) = m.get_mut((i / e, i % e)) {
+                    *c += v;
+                }
+            })?;
+        }
+    }
+    if sums.is_empty() {
+        return Err(Error::parse(
+            STATISTICS,
+            "no cooccurrence_rank<N>.safetensors among the files",
+        ));
+    }
+    let mut layer_ids = Vec::with_capacity(sums.len());
+    let mut matrices = Vec::with_capacity(sums.len());
+    for (layer, mut m) in sums {
+        let e = m.nrows();
+        for i in 0..e {
+            for j in i + 1..e {
+                if m[[i, j]] != m[[j, i]] {
+                    return Err(Error::parse(
+                        STATISTICS,
+                        format!(
+                            "layer {layer}: co-occurrence of experts {i} and {j} is {} one way and {} the other",
+                            m[[i, j]],
+                            m[[j, i]]
+                        ),
+                    ));
+                }
+            }
+            m[[i, i]] = 0.0;
+        }
+        layer_ids.push(layer);
+        matrices.push(m);
+    }
+    Ok(Cooccurrence {
+        layer_ids,
+        matrices,
+    })
+}
+
+/// Writes TensorRT-LLM's load-balancer YAML for `plan`: `num_slots`, every
+/// MoE layer's slots (keyed by the plan's layer ids, which TensorRT-LLM
+/// reads as its model layer index), rank-major, and
+/// `layer_updates_per_iter: 0` (a static placement; the online balancer
+/// would move it). Needs the same slot count on every GPU in every layer
+/// (TensorRT-LLM has one `num_slots`, split evenly over the EP ranks):
+/// [`Plan::padded_to_uniform`] makes one that fits.
+///
+/// The lists are written inline, one line per layer, as TensorRT-LLM's own
+/// generator does; the text holds only integers, so it is written directly.
+///
+/// ```
+/// use moeplan::{formats::trtllm, LayerPlacement, Plan, Topology};
+/// // MoE layer 3 on two GPUs: experts 0 and 1 on GPU 0, 2 and 0 on GPU 1
+/// let layer = LayerPlacement { layer: 3, gpus: vec![vec![0, 1], vec![2, 0]] };
+/// let plan = Plan::new(Topology::new(1, 2)?, 3, vec![layer], "by-hand")?;
+/// let yaml = trtllm::write_placement(&plan)?;
+/// assert!(yaml.contains("\n  3: [0, 1, 2, 0]\n"), "{yaml}");
+/// assert!(yaml.contains("num_slots: 4\n"));
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn write_placement(plan: &Plan) -> Result<String> {
+    use std::fmt::Write;
+    let per_gpu = plan.uniform_slots_per_gpu().ok_or_else(|| Error::Export {
+        format: PLACEMENT,
+        message: "slot counts differ between GPUs or layers; TensorRT-LLM splits one num_slots \
+                  evenly over its EP ranks (pad the plan to write it)"
+            .into(),
+    })?;
+    let slots = per_gpu * plan.topology().num_gpus();
+    let mut out = String::with_capacity(32 + plan.layers().len() * (slots * 5 + 8));
+    out.push_str(
+        "# moeplan plan for TensorRT-LLM's MoE load balancer (moe_config.load_balancer)\n\
+         initial_global_assignments:\n",
+    );
+    for (lp, row) in plan.layers().iter().zip(plan.physical_to_logical()) {
+        let _ = write!(out, "  {}: [", lp.layer);
+        for (i, x) in row.iter().enumerate() {
+            let _ = write!(out, "{}{x}", if i == 0 { "" } else { ", " });
+        }
+        out.push_str("]\n");
+    }
+    let _ = write!(out, "layer_updates_per_iter: 0\nnum_slots: {slots}\n");
+    Ok(out)
+}
+
+/// Whether `bytes` hold a TensorRT-LLM load-balancer placement: a top-level
+/// `initial_global_assignments:` or `num_slots:` line (block YAML, as
+/// TensorRT-LLM writes it).
+///
+/// ```
+/// use moeplan::formats::trtllm::is_placement;
+/// assert!(is_placement(b"num_slots: 8\ninitial_global_assignments:\n  3: [0, 1]\n"));
+/// assert!(!is_placement(b"layer,gpu,slot,expert\n"));
+/// ```
+pub fn is_placement(bytes: &[u8]) -> bool {
+    bytes.split(|&b| b == b'\n').any(|line| {
+        line.starts_with(b"initial_global_assignments:") || line.starts_with(b"num_slots:")
+    })
+}
+
+/// The placement as read, before it meets a topology.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placement {
+    /// Slots in all, over every rank.
+    pub num_slots: usize,
+    /// The EP size, when the file says it (the co-occurrence generator
+    /// writes `ep_size`; the engine's own file does not).
+    pub ep_size: Option<usize>,
+    /// Layer updates per iteration (0: static).
+    pub layer_updates_per_iter: u64,
+    /// Layer id → the expert of every slot, rank-major.
+    pub assignments: BTreeMap<u32, Vec<u32>>,
+}
+
+/// Parses a load-balancer YAML into a [`Placement`] (no topology needed).
+/// The file's numbers are charged to `meter` before parsing, and the parse
+/// stops once it builds more than the text holds (YAML aliases can repeat
+/// a list many times over).
+///
+/// ```
+/// use moeplan::formats::trtllm::read_placement_yaml;
+/// let yaml = b"initial_global_assignments:\n  3: [0, 1, 1, 2]\nlayer_updates_per_iter: 0\nnum_slots: 4\n";
+/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let p = read_placement_yaml(yaml, &mut meter)?;
+/// assert_eq!((p.num_slots, p.assignments[&3].len()), (4, 4));
+/// let bad = b"num_slots: four\ninitial_global_assignments: {}\n";
+/// assert!(read_placement_yaml(bad, &mut meter).is_err());
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn read_placement_yaml(bytes: &[u8], meter: &mut crate::Meter) -> Result<Placement> {
+    // Every number of the text is a run of digits: an upper bound on what a
+    // parse without aliases builds.
+    let numbers = bytes
+        .iter()
+        .zip(bytes.iter().skip(1).chain(std::iter::once(&b' ')))
+        .filter(|(a, b)| a.is_ascii_digit() && !b.is_ascii_digit())
+        .count() as u64;
+    meter.values(numbers, 8, "the placement YAML")?;
+    let left = Cell::new(numbers);
+    let doc = DocSeed { left: &left }
+        .deserialize(serde_yaml_ng::Deserializer::from_slice(bytes))
+        .map_err(|e| Error::parse(PLACEMENT, e.to_string()))?;
+    let num_slots = doc
+        .num_slots
+        .ok_or_else(|| Error::parse(PLACEMENT, "no num_slots"))?;
+    let assignments = doc
+        .assignments
+        .ok_or_else(|| Error::parse(PLACEMENT, "no initial_global_assignments"))?;
+    if assignments.is_empty() {
+        return Err(Error::parse(
+            PLACEMENT,
+            "initial_global_assignments is empty",
+        ));
+    }
+    if let Some((layer, row)) = assignments.iter().find(|(_, r)| r.len() != num_slots) {
+        return Err(Error::parse(
+            PLACEMENT,
+            format!(
+                "layer {layer} lists {} slots, num_slots is {num_slots}",
+                row.len()
+            ),
+        ));
+    }
+    Ok(Placement {
+        num_slots,
+        ep_size: doc.ep_size,
+        layer_updates_per_iter: doc.layer_updates_per_iter.unwrap_or(0),
+        assignments,
+    })
+}
+
+/// Reads a load-balancer YAML back into a plan for the MoE layers
+/// `layer_ids` (every one must be in the file, and no other) of
+/// `num_experts` experts, its slots split over `topology`'s GPUs — or, when
+/// none is given and the file says its `ep_size`, over that many GPUs on
+/// one node (the second value says the topology was assumed).
+///
+/// ```
+/// use moeplan::formats::trtllm::{read_placement, write_placement};
+/// use moeplan::{planners::eplb, LoadTrace, Topology};
+/// use ndarray::Array3;
+/// let trace = LoadTrace::new(Array3::from_elem((1, 2, 4), 1.0), vec![3, 5])?;
+/// let t = Topology::new(1, 2)?;
+/// let plan = eplb::base(&trace, t, 1)?;
+/// let yaml = write_placement(&plan)?;
+/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let (read, assumed) = read_placement(yaml.as_bytes(), Some(t), &[3, 5], 4, &mut meter)?;
+/// assert_eq!((read.layers(), assumed), (plan.layers(), false));
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn read_placement(
+    bytes: &[u8],
+    topology: Option<Topology>,
+    layer_ids: &[u32],
+    num_experts: usize,
+    meter: &mut crate::Meter,
+) -> Result<(Plan, bool)> {
+    let p = read_placement_yaml(bytes, meter)?;
+    let (topology, assumed) = match (topology, p.ep_size) {
+        (Some(t), Some(ep)) if ep != t.num_gpus() => {
+            return Err(Error::Mismatch(format!(
+                "the {PLACEMENT} says ep_size {ep}, the cluster given has {} GPUs",
+                t.num_gpus()
+            )));
+        }
+        (Some(t), _) => (t, false),
+        (None, Some(ep)) => (Topology::new(1, ep)?, true),
+        (None, None) => {
+            return Err(Error::Argument(format!(
+                "the {PLACEMENT} lists slots but not which GPU holds them: give the cluster \
+                 (--gpus-per-node, and --nodes for more than one node)"
+            )));
+        }
+    };
+    let d = topology.num_gpus();
+    if p.num_slots % d != 0 {
+        return Err(Error::parse(
+            PLACEMENT,
+            format!(
+                "num_slots {} does not split evenly over {d} GPUs",
+                p.num_slots
+            ),
+        ));
+    }
+    let in_file: Vec<u32> = p.assignments.keys().copied().collect();
+    if in_file != layer_ids {
+        return Err(Error::Mismatch(format!(
+            "the {PLACEMENT} places layers {}, the trace has MoE layers {}",
+            span(&in_file),
+            span(layer_ids)
+        )));
+    }
+    let rows: Vec<Vec<u32>> = p.assignments.into_values().collect();
+    let plan = super::vllm::plan_from_rows(&rows, topology, layer_ids, num_experts, PLACEMENT)?;
+    Ok((plan, assumed))
+}
+
+/// A list of layer ids in few words: `3..60 (58)` when consecutive.
+fn span(ids: &[u32]) -> String {
+    match (ids.first(), ids.last()) {
+        (Some(a), Some(b)) if (b - a) as usize + 1 == ids.len() => {
+            format!("{a}..{b} ({} layers)", ids.len())
+        }
+        _ if ids.len() <= 8 => format!("{ids:?}"),
+        _ => format!("{:?}… ({} layers)", &ids[..8], ids.len()),
+    }
+}
+
+/// The parsed document.
+struct Doc {
+    num_slots: Option<usize>,
+    ep_size: Option<usize>,
+    layer_updates_per_iter: Option<u64>,
+    assignments: Option<BTreeMap<u32, Vec<u32>>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum Field {
+    NumSlots,
+    EpSize,
+    LayerUpdatesPerIter,
+    InitialGlobalAssignments,
+    #[serde(other)]
+    Other,
+}
+
+/// A layer key: an integer, or (in JSON, which is YAML too) its string.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum LayerKey {
+    Number(u32),
+    Text(String),
+}
+
+/// Seeds that count every number they build against `left`.
+struct DocSeed<'c> {
+    left: &'c Cell<u64>,
+}
+struct AssignmentsSeed<'c> {
+    left: &'c Cell<u64>,
+}
+struct SlotsSeed<'c> {
+    left: &'c Cell<u64>,
+}
+
+fn take<E: de::Error>(left: &Cell<u64>, n: u64) -> std::result::Result<(), E> {
+    match left.get().checked_sub(n) {
+        Some(rest) => {
+            left.set(rest);
+            Ok(())
+        }
+        None => Err(E::custom(
+            "builds more numbers than the text holds (YAML aliases repeat lists): refused",
+        )),
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for DocSeed<'_> {
+    type Value = Doc;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> std::result::Result<Doc, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DocSeed<'_> {
+    type Value = Doc;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a mapping with num_slots and initial_global_assignments")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Doc, A::Error> {
+        let mut doc = Doc {
+            num_slots: None,
+            ep_size: None,
+            layer_updates_per_iter: None,
+            assignments: None,
+        };
+        while let Some(field) = map.next_key::<Field>()? {
+            match field {
+                Field::NumSlots => doc.num_slots = Some(map.next_value()?),
+                Field::EpSize => doc.ep_size = Some(map.next_value()?),
+                Field::LayerUpdatesPerIter => doc.layer_updates_per_iter = Some(map.next_value()?),
+                Field::InitialGlobalAssignments => {
+                    doc.assignments =
+                        Some(map.next_value_seed(AssignmentsSeed { left: self.left })?);
+                }
+                Field::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(doc)
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for AssignmentsSeed<'_> {
+    type Value = BTreeMap<u32, Vec<u32>>;
+    fn deserialize<D: de::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for AssignmentsSeed<'_> {
+    type Value = BTreeMap<u32, Vec<u32>>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a mapping from layer index to the expert of every slot")
+    }
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let mut out = BTreeMap::new();
+        while let Some(key) = map.next_key::<LayerKey>()? {
+            take::<A::Error>(self.left, 1)?;
+            let layer = match key {
+                LayerKey::Number(n) => n,
+                LayerKey::Text(s) => s.trim().parse().map_err(|_| {
+                    de::Error::custom(format!("layer key {s:?} is not a whole number"))
+                })?,
+            };
+            if layer as usize >= crate::trace::MAX_LAYERS {
+                return Err(de::Error::custom(format!("layer {layer} is out of range")));
+            }
+            let row = map.next_value_seed(SlotsSeed { left: self.left })?;
+            if out.insert(layer, row).is_some() {
+                return Err(de::Error::custom(format!("layer {layer} is listed twice")));
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for SlotsSeed<'_> {
+    type Value = Vec<u32>;
+    fn deserialize<D: de::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Vec<u32>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SlotsSeed<'_> {
+    type Value = Vec<u32>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of expert ids, one per slot")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Vec<u32>, A::Error> {
+        let mut row = Vec::new();
+        while let Some(x) = seq.next_element::<u32>()? {
+            take::<A::Error>(self.left, 1)?;
+            row.push(x);
+        }
+        Ok(row)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(tensors: &[(&str, &str, &[usize], Vec<u8>)]) -> Vec<u8> {
+        let mut header = String::from("{");
+        let mut data = Vec::new();
+        for (i, (key, dtype, shape, bytes)) in tensors.iter().enumerate() {
+            let start = data.len();
+            data.extend_from_slice(bytes);
+            header.push_str(&format!(
+                "{}\"{key}\":{{\"dtype\":\"{dtype}\",\"shape\":{shape:?},\"data_offsets\":[{start},{}]}}",
+                if i == 0 { "" } else { "," },
+                data.len()
+            ));
+        }
+        header.push('}');
+        let mut out = (header.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(&data);
+        out
+    }
+
+    fn i64s(v: &[i64]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn ranks_sum_and_stay_apart() {
+        let r0 = file(&[
+            ("4_1", "I64", &[3], i64s(&[1, 2, 3])),
+            ("5_1", "I64", &[3], i64s(&[0, 0, 7])),
+        ]);
+        let r2 = file(&[("4_1", "I64", &[3], i64s(&[10, 0, 0]))]);
+        let mut m = crate::Meter::new(crate::Budget::default());
+        let s = read_statistics(
+            &[("rank0.safetensors", &r0), ("rank2.safetensors", &r2)],
+            &mut m,
+        )
+        .unwrap();
+        assert_eq!(s.iterations, [4, 5]);
+        assert_eq!(s.trace.counts()[[0, 0, 0]], 11.0);
+        assert_eq!(s.trace.counts()[[1, 0, 2]], 7.0);
+        let src = s.by_source.unwrap();
+        assert_eq!(src.dim(), (2, 1, 3, 3));
+        assert_eq!((src[[0, 0, 2, 0]], src[[0, 0, 1, 0]]), (10.0, 0.0));
+        assert_eq!(s.ranks, [0, 2]);
+    }
+
+    #[test]
+    fn a_missing_layer_and_a_bad_key_are_named() {
+        let f = file(&[
+            ("4_1", "I64", &[2], i64s(&[1, 2])),
+            ("5_2", "I64", &[2], i64s(&[1, 2])),
+        ]);
+        let mut m = crate::Meter::new(crate::Budget::default());
+        let e = read_statistics(&[("rank0.safetensors", &f)], &mut m).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("iteration 4 has no counts for layer 2"),
+            "{e}"
+        );
+        let f = file(&[("layer1", "I64", &[2], i64s(&[1, 2]))]);
+        let e = read_statistics(&[("rank0.safetensors", &f)], &mut m).unwrap_err();
+        assert!(e.to_string().contains("<iteration>_<layer>"), "{e}");
+    }
+
+    #[test]
+    fn per_rank_counts_are_dropped_past_the_budget_not_the_trace() {
+        let f = file(&[("0_0", "I64", &[4], i64s(&[1, 2, 3, 4]))]);
+        // room for the header and the 4 summed counts, not 1000 ranks × 4
+        let budget = crate::Budget {
+            max_bytes: 4096,
+            ..crate::Budget::default()
+        };
+        let mut m = crate::Meter::new(budget);
+        let s = read_statistics(&[("rank999.safetensors", &f)], &mut m).unwrap();
+        assert!(s.sources_dropped && s.by_source.is_none());
+        assert_eq!(s.trace.counts()[[0, 0, 3]], 4.0);
+    }
+
+    #[test]
+    fn yaml_aliases_cannot_build_past_the_text() {
+        let yaml =
+            b"num_slots: 2\nx: &a [0, 1]\ninitial_global_assignments:\n  0: *a\n  1: *a\n  2: *a\n";
+        let mut m = crate::Meter::new(crate::Budget::default());
+        let e = read_placement_yaml(yaml, &mut m).unwrap_err();
+        assert!(e.to_string().contains("aliases"), "{e}");
+    }
+}
