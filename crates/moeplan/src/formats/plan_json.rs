@@ -6,6 +6,7 @@
 //!   "topology": {"nodes": 1, "gpus_per_node": 64},
 //!   "num_experts": 256, "model_layers": 61, "model": "deepseek-v3",
 //!   "holdout": 0.25,
+//!   "provenance": {"traces": [{"fingerprint": "fnv1a64:…", "batches": 64, "planned": [0, 48]}]},
 //!   "summary": {"replicas": 64, "slots_per_gpu": [...], ...},
 //!   "layers": [{"layer": 3, "gpus": [[12, 200, 7, 31, 90], ...]}, ...]
 //! }
@@ -13,12 +14,15 @@
 //! Other tools read only `layers`: for every MoE layer its model layer id and,
 //! per GPU, the logical experts it hosts. The reader needs only `layers` too:
 //! a missing topology means one node holding every listed GPU, missing
-//! `num_experts` means the highest expert id + 1.
+//! `num_experts` means the highest expert id + 1. `provenance` (optional,
+//! absent from older files) records the traces the plan was made on
+//! ([`crate::plan::Provenance`]), so `eval` can tell in-sample figures from
+//! figures on another trace.
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::plan::{LayerPlacement, Plan, PlanSummary};
+use crate::plan::{LayerPlacement, Plan, PlanSummary, Provenance};
 use crate::topology::Topology;
 
 const FORMAT: &str = "moeplan plan JSON";
@@ -51,6 +55,8 @@ struct PlanOut<'a> {
     model: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     holdout: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provenance: Option<&'a Provenance>,
     summary: PlanSummary,
     layers: &'a [LayerPlacement],
 }
@@ -65,6 +71,8 @@ struct PlanIn {
     model_layers: Option<usize>,
     model: Option<String>,
     holdout: Option<f64>,
+    #[serde(default)]
+    provenance: Option<Provenance>,
     layers: Vec<LayerPlacement>,
 }
 
@@ -90,6 +98,7 @@ pub fn write(plan: &Plan, meta: &PlanMeta) -> String {
         model_layers: meta.model_layers,
         model: meta.model.as_deref(),
         holdout: meta.holdout,
+        provenance: plan.provenance(),
         summary: plan.summary(),
         layers: plan.layers(),
     };
@@ -134,12 +143,17 @@ pub fn read(bytes: &[u8]) -> Result<(Plan, PlanMeta)> {
             "holdout must be strictly between 0 and 1",
         ));
     }
+    if let Some(p) = &raw.provenance {
+        p.validate()
+            .map_err(|e| Error::parse(FORMAT, e.to_string()))?;
+    }
     let plan = Plan::new(
         topology,
         num_experts,
         raw.layers,
         raw.algorithm.unwrap_or_else(|| "imported".into()),
-    )?;
+    )?
+    .with_provenance(raw.provenance);
     Ok((
         plan,
         PlanMeta {
@@ -148,4 +162,58 @@ pub fn read(bytes: &[u8]) -> Result<(Plan, PlanMeta)> {
             holdout: raw.holdout,
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planners::contiguous;
+    use crate::trace::LoadTrace;
+    use ndarray::Array3;
+
+    fn plan_and_trace() -> (Plan, LoadTrace) {
+        let trace = LoadTrace::new(Array3::from_elem((4, 1, 4), 1.0), vec![0]).unwrap();
+        let plan = contiguous(&trace, Topology::new(1, 2).unwrap()).unwrap();
+        (plan, trace)
+    }
+
+    #[test]
+    fn provenance_round_trips_and_is_in_the_schema() {
+        let (plan, trace) = plan_and_trace();
+        let plan = plan.with_provenance(Some(Provenance::of(&trace, 0..3).unwrap()));
+        let json = write(&plan, &PlanMeta::default());
+        let (back, _) = read(json.as_bytes()).unwrap();
+        assert_eq!(back.provenance(), plan.provenance());
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../schemas/moeplan.plan.schema.json"))
+                .unwrap();
+        let written: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let p = &schema["properties"]["provenance"]["properties"]["traces"]["items"]["properties"];
+        for key in written["provenance"]["traces"][0]
+            .as_object()
+            .unwrap()
+            .keys()
+        {
+            assert!(p.get(key).is_some(), "{key} is not in the schema");
+        }
+    }
+
+    #[test]
+    fn older_files_load_without_provenance_and_bad_claims_are_refused() {
+        let (plan, _) = plan_and_trace();
+        let json = write(&plan, &PlanMeta::default());
+        assert!(!json.contains("provenance"));
+        assert_eq!(read(json.as_bytes()).unwrap().0.provenance(), None);
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        for bad in [
+            serde_json::json!({"traces": []}),
+            serde_json::json!({"traces": [{"fingerprint": "x", "batches": 2, "planned": [1, 3]}]}),
+            serde_json::json!({"traces": [{"fingerprint": "x", "batches": 2, "planned": [1, 1]}]}),
+            serde_json::json!({"traces": [{"fingerprint": "x", "batches": 2, "planned": [0, 2], "weight": -1.0}]}),
+        ] {
+            v["provenance"] = bad.clone();
+            let err = read(v.to_string().as_bytes()).unwrap_err().to_string();
+            assert!(err.contains("provenance"), "{bad}: {err}");
+        }
+    }
 }
