@@ -63,14 +63,25 @@ fn row(board: Board, name: String, expert_bytes: Memo<u64>) -> impl IntoView {
             slots as f64 * expert_bytes.get() as f64 / (1u64 << 30) as f64
         )
     };
+    // A per-batch plan (Libra) says how it serves; its copies change every
+    // batch, so no bound is given for one replica count.
+    let schedule = move || plan.with(|p| p.as_ref().and_then(|p| p.schedule.clone()));
+    let bound = move || {
+        plan.with(|p| match p {
+            Some(p) if p.schedule.is_some() => "—".to_string(),
+            Some(p) => format!("{:.4}", p.bound),
+            None => String::new(),
+        })
+    };
     view! {
-        <tr id=format!("row-{name}")>
-            <td><span class="swatch" style=format!("background:{}", charts::colour(&name))></span>{title}</td>
+        <tr id=format!("row-{name}") title=move || schedule().unwrap_or_default()>
+            <td><span class="swatch" style=format!("background:{}", charts::colour(&name))></span>{title}
+                {move || schedule().map(|s| view! { <br/><small class="schedule">{s}</small> })}</td>
             <td class="num" id=format!("bal-{name}")>{fmt(|p| p.balancedness)}</td>
-            <td class="num">{fmt(|p| p.imbalance_ratio)}</td>
+            <td class="num" id=format!("ir-{name}")>{fmt(|p| p.imbalance_ratio)}</td>
             <td class="num" id=format!("replicas-{name}")>{replicas}</td>
             <td class="num">{gib}" GiB"</td>
-            <td class="num">{fmt(|p| p.bound)}</td>
+            <td class="num">{bound}</td>
         </tr>
     }
 }

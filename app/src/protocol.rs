@@ -77,6 +77,17 @@ pub struct Request {
     /// Export CRAFT's plan in this format (`moeplan` or `sglang`) instead of
     /// answering with a view.
     pub export: Option<String>,
+    /// Options of the per-batch planners (Libra's
+    /// `extra_experts_per_gpu`, `predictor`), registry names and values:
+    /// when they differ from the last ones asked for, only those planners
+    /// are planned again. `None`: as they are.
+    #[serde(default)]
+    pub per_batch: Option<Vec<(String, String)>>,
+    /// Also every plan's imbalance per batch (the timeline): the budgeted
+    /// plan's takes a replay, so a budget change leaves it out and the page
+    /// asks again once the slider rests.
+    #[serde(default)]
+    pub batches: bool,
 }
 
 /// What the worker answers.
@@ -289,6 +300,17 @@ pub struct Figures {
     /// Replicas in each layer (travels as numbers).
     #[serde(skip)]
     pub replicas_per_layer: Vec<usize>,
+    /// Imbalance ratio of each batch (travels as numbers).
+    #[serde(skip)]
+    pub per_batch_imbalance: Vec<f64>,
+    /// Expert bytes a per-batch planner copies in each batch; empty for a
+    /// static plan (travels as numbers).
+    #[serde(skip)]
+    pub per_batch_bytes: Vec<f64>,
+    /// How a per-batch planner serves (`per batch, libra-rebalance, …`);
+    /// `None` for a static plan.
+    #[serde(default)]
+    pub schedule: Option<String>,
 }
 
 /// CRAFT's load per GPU and layer, relative to the layer's mean GPU load.
@@ -368,7 +390,7 @@ pub struct Placement {
 ///     span: (0.0, 0.0),
 /// };
 /// let (json, numbers) = encode(&r).unwrap();
-/// assert_eq!(numbers.as_deref(), Some(&[2.0, 0.5, 0.75, 0.0][..]));
+/// assert_eq!(numbers.as_deref(), Some(&[2.0, 0.5, 0.75, 0.0, 0.0, 0.0][..]));
 /// assert_eq!(decode(&json, numbers.as_deref()).unwrap(), r);
 /// ```
 pub fn encode(r: &Response) -> Result<(String, Option<Vec<f64>>), String> {
@@ -452,6 +474,8 @@ impl Update {
         for p in &self.plans {
             put_run(w, p.per_layer.iter().copied());
             put_run(w, p.replicas_per_layer.iter().map(|&x| x as f64));
+            put_run(w, p.per_batch_imbalance.iter().copied());
+            put_run(w, p.per_batch_bytes.iter().copied());
         }
         if let Some(h) = &self.heat {
             put_run(w, h.values.iter().copied());
@@ -474,6 +498,8 @@ impl Update {
         for p in &mut self.plans {
             p.per_layer = r.run()?.to_vec();
             p.replicas_per_layer = counts(r.run()?)?;
+            p.per_batch_imbalance = r.run()?.to_vec();
+            p.per_batch_bytes = r.run()?.to_vec();
         }
         if let Some(h) = &mut self.heat {
             h.values = r.run()?.to_vec();
@@ -537,6 +563,13 @@ mod tests {
             cross_node_gb: 1.5,
             per_layer: vec![b, b / 2.0, 1.0 / 3.0],
             replicas_per_layer: vec![0, 1, 2],
+            per_batch_imbalance: vec![1.0 / b, 1.25, 1.5, 2.0],
+            per_batch_bytes: if b > 0.6 {
+                vec![3e9, 0.0, 1e9, 2e9]
+            } else {
+                vec![]
+            },
+            schedule: (b > 0.6).then(|| "per batch, libra-rebalance".into()),
         };
         Response::View {
             id: 7,

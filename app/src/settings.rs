@@ -1,9 +1,12 @@
 //! The page's settings and their URL-hash form, so a link reproduces a view:
 //! `#preset=deepseek-v3&batches=64&seed=7&nodes=8&gpus=8&groups=8&r=auto&layer=0&mem=deepseek-v3&rule=even`
-//! (and `&routes=1` when the generator makes token routes).
+//! (and `&routes=1` when the generator makes token routes; `&n=4` and
+//! `&predictor=oracle` when Libra's options differ from the registry's
+//! defaults).
 //! Missing or unreadable keys fall back to the defaults.
 
 use moeplan::model;
+use moeplan::planners::{OptionSpec, Value, libra};
 use moeplan::workspace::dispatch_rule;
 
 /// Everything a user sets on the page.
@@ -31,6 +34,10 @@ pub struct Settings {
     pub memory_model: String,
     /// The dispatch rule the plans are measured under ([`moeplan::sim::Rule`]'s name).
     pub rule: String,
+    /// Libra's `N`: copies per GPU per layer and batch.
+    pub libra_n: usize,
+    /// Libra's predictor (a word of its registry option).
+    pub predictor: String,
 }
 
 impl Default for Settings {
@@ -47,7 +54,16 @@ impl Default for Settings {
             layer: 0,
             memory_model: "deepseek-v3".into(),
             rule: "even".into(),
+            libra_n: default_count(&libra::EXTRA_EXPERTS_PER_GPU),
+            predictor: libra::PREDICTOR.default.to_string(),
         }
+    }
+}
+
+fn default_count(spec: &OptionSpec) -> usize {
+    match spec.default {
+        Value::Count(n) => n,
+        _ => 0,
     }
 }
 
@@ -87,6 +103,16 @@ impl Settings {
                 "layer" => s.layer = v.parse().unwrap_or(0),
                 "mem" if model::preset(v).is_ok() => s.memory_model = v.to_ascii_lowercase(),
                 "rule" if dispatch_rule(v).is_ok() => s.rule = v.to_string(),
+                "n" => {
+                    s.libra_n = v
+                        .parse()
+                        .ok()
+                        .filter(|&x| x <= 1 << 10)
+                        .unwrap_or(s.libra_n)
+                }
+                "predictor" if Value::parse(libra::PREDICTOR.kind, v).is_ok() => {
+                    s.predictor = v.to_string()
+                }
                 _ => {}
             }
         }
@@ -95,6 +121,14 @@ impl Settings {
 
     /// The hash for these settings.
     pub fn to_hash(&self) -> String {
+        let d = Settings::default();
+        let mut libra = String::new();
+        if self.libra_n != d.libra_n {
+            libra.push_str(&format!("&n={}", self.libra_n));
+        }
+        if self.predictor != d.predictor {
+            libra.push_str(&format!("&predictor={}", self.predictor));
+        }
         format!(
             "#preset={}&batches={}&seed={}&nodes={}&gpus={}&groups={}&r={}&layer={}&mem={}&rule={}{}",
             self.preset,
@@ -109,7 +143,28 @@ impl Settings {
             self.memory_model,
             self.rule,
             if self.routes { "&routes=1" } else { "" }
-        )
+        ) + &libra
+    }
+
+    /// Libra's options as the worker's request carries them (registry
+    /// names and values).
+    ///
+    /// ```
+    /// use moeplan_app::settings::Settings;
+    /// let s = Settings::from_hash("#n=3&predictor=oracle");
+    /// assert_eq!((s.libra_n, s.predictor.as_str()), (3, "oracle"));
+    /// assert_eq!(Settings::from_hash(&s.to_hash()), s);
+    /// assert_eq!(Settings::from_hash("#predictor=magic").predictor, "previous-batch");
+    /// assert_eq!(s.per_batch()[0], ("extra_experts_per_gpu".to_string(), "3".to_string()));
+    /// ```
+    pub fn per_batch(&self) -> Vec<(String, String)> {
+        vec![
+            (
+                libra::EXTRA_EXPERTS_PER_GPU.name.to_string(),
+                self.libra_n.to_string(),
+            ),
+            (libra::PREDICTOR.name.to_string(), self.predictor.clone()),
+        ]
     }
 
     /// Bytes one expert of the memory model takes.

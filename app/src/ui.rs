@@ -31,6 +31,7 @@ use std::collections::HashMap;
 
 use leptos::prelude::*;
 use moeplan::model::PRESETS;
+use moeplan::planners::libra;
 use moeplan::workspace::{Cluster, DISPATCH_RULES};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -39,6 +40,7 @@ use web_sys::{MessageEvent, Worker};
 use crate::board::Board;
 use crate::charts::{
     self, AffinityMap, CurveChart, GraceCurve, HeatMap, LayersChart, PlacementChart, ReplicasChart,
+    TimelineChart,
 };
 use crate::figures::{Scope, Summary, TrafficPanel};
 use crate::protocol::{Request, Response, Source, TraceStatsLite, decode};
@@ -53,6 +55,11 @@ const READ_DEADLINE_MS: f64 = 60_000.0;
 
 /// The URL hash follows the settings once they have been still this long.
 const HASH_DELAY_MS: f64 = 250.0;
+
+/// The budgeted plan's per-batch series is asked for once the budget has
+/// been still this long: a replay, kept off the budget path, and a drag
+/// asks once.
+const TIMELINE_DELAY_MS: f64 = 500.0;
 
 /// How long a fresh worker may take to say it is listening.
 const START_DEADLINE_MS: f64 = 60_000.0;
@@ -78,6 +85,13 @@ enum Kind {
     Export,
     /// The previous trace, sent to a fresh worker.
     Restore,
+    /// Options of the per-batch planners (Libra's N and predictor); it
+    /// carries the values to go back to if the worker refuses them.
+    PerBatch,
+    /// Every plan's per-batch series, asked for after a new trace or
+    /// cluster and once the budget rests (replays the budget path and a
+    /// cluster change do not pay).
+    Timeline,
 }
 
 /// Milliseconds from a change to its plan on screen, last of each kind.
@@ -132,6 +146,9 @@ struct Pending {
     source: Option<Kept>,
     /// The cluster it carried, likewise.
     cluster: Option<Cluster>,
+    /// Libra's `N` and predictor before this request changed them, put
+    /// back if the worker refuses the new ones.
+    undo: Option<(usize, String)>,
 }
 
 /// The last trace and cluster the worker accepted: what a fresh worker is
@@ -297,6 +314,9 @@ struct Ctx {
     next_id: StoredValue<u64>,
     conn: StoredValue<Conn, LocalStorage>,
     good: StoredValue<Good, LocalStorage>,
+    /// Libra's options before the change the next request carries
+    /// ([`Pending::undo`]).
+    undo: StoredValue<Option<(usize, String)>>,
     read_deadline_ms: f64,
 }
 
@@ -440,6 +460,10 @@ impl Ctx {
             layer: s.layer,
             rule: s.rule.clone(),
             export,
+            // The worker re-plans only when these differ from the last
+            // ones asked for: a budget change costs nothing more.
+            per_batch: Some(s.per_batch()),
+            batches: kind == Kind::Timeline,
         };
         let json = serde_json::to_string(&req).ok()?;
         let reading = matches!(source, Some(Kept::File(..)));
@@ -451,11 +475,16 @@ impl Ctx {
                     kind,
                     source,
                     cluster,
+                    undo: self.undo.try_update_value(Option::take).flatten(),
                 },
             );
         });
         if matches!(kind, Kind::Trace | Kind::Cluster | Kind::Export) {
             self.status.set(Status::Busy("planning".into()));
+        }
+        if kind == Kind::PerBatch {
+            self.status
+                .set(Status::Busy("planning Libra per batch".into()));
         }
         if kind == Kind::Rule {
             self.status.set(Status::Busy(format!(
@@ -592,14 +621,37 @@ impl Ctx {
                 // one is applied, in turn.
                 let r = update.replicas_per_gpu;
                 self.board.apply(*update);
+                // A new trace or cluster is drawn first; the timeline's
+                // series (a replay per plan) follow in a second answer.
+                if started
+                    .as_ref()
+                    .is_some_and(|p| matches!(p.kind, Kind::Trace | Kind::Cluster | Kind::Restore))
+                {
+                    self.send(Kind::Timeline, None, None, None, None);
+                }
                 let status = match restored {
-                    Some(r) => {
-                        Status::Error(format!("{}; restarted it with the previous trace", r.head))
+                    Some(r) => Some(Status::Error(format!(
+                        "{}; restarted it with the previous trace",
+                        r.head
+                    ))),
+                    // The timeline's follow-up answers nothing the user
+                    // asked: it leaves the status line (a message) alone.
+                    None if matches!(
+                        started,
+                        Some(Pending {
+                            kind: Kind::Timeline,
+                            ..
+                        })
+                    ) =>
+                    {
+                        None
                     }
-                    None => Status::Ready,
+                    None => Some(Status::Ready),
                 };
-                if self.status.with_untracked(|s| *s != status) {
-                    self.status.set(status);
+                if let Some(status) = status {
+                    if self.status.with_untracked(|s| *s != status) {
+                        self.status.set(status);
+                    }
                 }
                 let timings = self.timings;
                 // Timed twice: when the DOM holds the new plan (Leptos renders
@@ -638,7 +690,12 @@ impl Ctx {
                                 t.budget_parts = Some((worker_ms, end - received));
                                 t.budget_frame_seq += 1;
                             }
-                            Kind::Layer | Kind::Rule | Kind::Export | Kind::Restore => {}
+                            Kind::Layer
+                            | Kind::Rule
+                            | Kind::Export
+                            | Kind::Restore
+                            | Kind::PerBatch
+                            | Kind::Timeline => {}
                         });
                     });
                     if let Some(w) = web_sys::window() {
@@ -663,9 +720,19 @@ impl Ctx {
             }
             Response::Error { id, message } => {
                 self.disarm_watchdog(id);
-                self.pending.update_value(|p| {
-                    p.remove(&id);
-                });
+                let refused = self.pending.try_update_value(|p| p.remove(&id)).flatten();
+                // Refused Libra options: the controls show what is drawn.
+                if let Some(Pending {
+                    kind: Kind::PerBatch,
+                    undo: Some((n, predictor)),
+                    ..
+                }) = refused
+                {
+                    self.settings.update(|s| {
+                        s.libra_n = n;
+                        s.predictor = predictor;
+                    });
+                }
                 match self.take_restore(id) {
                     Some(r) => {
                         self.good.set_value(Good::default());
@@ -886,6 +953,7 @@ pub fn App() -> impl IntoView {
         next_id: StoredValue::new(1),
         conn: StoredValue::new_local(Conn::default()),
         good: StoredValue::new_local(Good::default()),
+        undo: StoredValue::new(None),
         read_deadline_ms: read_deadline_ms(),
     };
     ctx.start_worker();
@@ -916,6 +984,26 @@ pub fn App() -> impl IntoView {
     let preset = field(|s| s.preset.clone());
     let memory_model = field(|s| s.memory_model.clone());
     let rule = field(|s| s.rule.clone());
+    let predictor = field(|s| s.predictor.clone());
+    // Libra's options re-plan Libra only (the worker keeps every other
+    // plan); refused ones are put back when the error arrives.
+    let set_libra = move |n: Option<usize>, p: Option<String>| {
+        let before = settings.with_untracked(|s| (s.libra_n, s.predictor.clone()));
+        settings.update(|s| {
+            if let Some(n) = n {
+                s.libra_n = n;
+            }
+            if let Some(p) = p {
+                s.predictor = p;
+            }
+        });
+        ctx.undo.set_value(Some(before));
+        ctx.send(Kind::PerBatch, None, None, None, None);
+    };
+    let predictors: &'static [&'static str] = match libra::PREDICTOR.kind {
+        moeplan::planners::Kind::Choice(words) => words,
+        _ => &[],
+    };
     let auto_budget = Memo::new(move |_| settings.with(|s| s.replicas_per_gpu.is_none()));
 
     let on_file = move |ev: leptos::ev::Event| {
@@ -967,9 +1055,19 @@ pub fn App() -> impl IntoView {
             })
             .unwrap_or(64)
     };
+    // The timeline's series of the budgeted plan follows once the budget
+    // rests (TIMELINE_DELAY_MS).
+    let timeline_timer = StoredValue::new(None::<i32>);
     let set_budget = move |r: Option<usize>| {
         settings.update(|s| s.replicas_per_gpu = r);
         ctx.send(Kind::Budget, None, None, None, None);
+        if let Some(t) = timeline_timer.get_value() {
+            clear_timer(t);
+        }
+        timeline_timer.set_value(set_timer(TIMELINE_DELAY_MS, move || {
+            timeline_timer.set_value(None);
+            ctx.send(Kind::Timeline, None, None, None, None);
+        }));
     };
     let shown_r = move || board.replicas_per_gpu.get().to_string();
     // The registry's name for the planner the budget moves (CRAFT).
@@ -1081,6 +1179,26 @@ pub fn App() -> impl IntoView {
                     </select>
                     <p class="hint">"even: split over copies (the planners' own measure); the others replay each plan through the simulator"</p>
                 </section>
+                <section id="libra-controls">
+                    <h2>"Libra, per batch"</h2>
+                    <p class="hint">"Libra copies up to N predicted-hot experts per GPU in every layer of every batch and rebalances tokens over the copies (its own rule, libra-rebalance)"</p>
+                    <label for="libra-n">"N: copies per GPU"</label>
+                    <input id="libra-n" type="number" min="0" max="1024"
+                        prop:value=field(|s| s.libra_n.to_string())
+                        on:change=move |ev| {
+                            match event_target_value(&ev).trim().parse::<usize>() {
+                                Ok(n) if n <= 1024 => set_libra(Some(n), None),
+                                _ => status.set(Status::Error("N: a whole number from 0 to 1024".into())),
+                            }
+                        }/>
+                    <label for="predictor">"Predictor of the next layer"</label>
+                    <select id="predictor" prop:value=move || predictor.get()
+                        on:change=move |ev| set_libra(None, Some(event_target_value(&ev)))>
+                        {predictors.iter().map(|&w| view! {
+                            <option value=w selected=move || predictor.with(|x| x == w)>{w}</option>
+                        }).collect_view()}
+                    </select>
+                </section>
                 <section>
                     <h2>{format!("Export {focus}'s plan")}</h2>
                     <button id="export-moeplan" on:click=move |_| { ctx.send(Kind::Export, None, None, Some("moeplan".into()), None); }>"moeplan JSON"</button>
@@ -1135,6 +1253,12 @@ pub fn App() -> impl IntoView {
                         <figure><figcaption>{format!("{focus}: GPU × layer load, rule: even (red: above the layer's mean, blue: below)")}</figcaption>
                             <HeatMap board/></figure>
                     </div>
+                    <figure id="timeline-figure">
+                        <figcaption id="timeline-caption">{move || format!(
+                            "Imbalance ratio per batch (max / mean GPU load, mean over layers; rule: {}, a per-batch plan under its own) and the expert bytes a per-batch plan copies in each batch",
+                            board.rule.get())}</figcaption>
+                        <TimelineChart board/>
+                    </figure>
                     <figure class="wide">
                         <figcaption>
                             {move || board.placement.with(|p| format!("{focus}'s placement of layer {} ", p.layer))}

@@ -6,6 +6,7 @@
 
 use moeplan::formats::{self, ReadOptions};
 use moeplan::generator::{GenConfig, generate};
+use moeplan::planners::Settings;
 use moeplan::sim::Workload;
 use moeplan::token_generator::{TokenGenConfig, generate_tokens};
 use moeplan::workspace::{View, Workspace, dispatch_rule};
@@ -70,6 +71,11 @@ pub struct WorkerState {
     /// The figures of the last view answered, for the workspace held: the
     /// next answer sends only what differs from them.
     shown: Option<Shown>,
+    /// The per-batch planners' options last asked for ([`Request::per_batch`]).
+    per_batch: Vec<(String, String)>,
+    /// Why the per-batch planners show their defaults (the options asked
+    /// for did not fit the trace), kept in every view's notes.
+    per_batch_note: Option<String>,
 }
 
 /// Every figure of one view, in the page's form ([`Update`] with every part).
@@ -126,11 +132,14 @@ impl Shown {
                     replicas: p.replicas,
                     replica_slots_per_gpu: p.replica_slots_per_gpu,
                     bound: p.bound,
-                    rule: v.rule.clone(),
+                    rule: p.own_rule.clone().unwrap_or_else(|| v.rule.clone()),
                     traffic: shares(&p.traffic),
                     cross_node_gb: p.traffic.cross_node_bytes / 1e9,
                     per_layer: p.per_layer.clone(),
                     replicas_per_layer: p.replicas_per_layer.clone(),
+                    per_batch_imbalance: p.per_batch_imbalance.clone(),
+                    per_batch_bytes: p.per_batch_bytes.clone(),
+                    schedule: p.schedule.clone(),
                 })
                 .collect(),
             replicas_per_gpu: v.replicas_per_gpu,
@@ -271,6 +280,13 @@ impl WorkerState {
             .is_none_or(|ws| ws.cluster() != cluster);
         let mut fresh = None;
         if new_trace.is_some() || changed_cluster {
+            // A cluster change keeps what does not depend on the cluster
+            // (GRACE's affinity analysis); the workspace checks the routes.
+            let previous = if new_trace.is_none() {
+                self.workspace.as_ref()
+            } else {
+                None
+            };
             let (work, name) = match new_trace {
                 Some(t) => t,
                 None => match &self.workspace {
@@ -279,9 +295,32 @@ impl WorkerState {
                 },
             };
             let stats = TraceStatsLite::from_stats(name.clone(), &work.trace().stats());
-            let ws =
-                Workspace::of_workload(work, cluster, &mut *progress).map_err(|e| e.to_string())?;
+            let ws = Workspace::of_workload_reusing(work, cluster, previous, &mut *progress)
+                .map_err(|e| e.to_string())?;
             fresh = Some((ws, name, stats));
+        }
+        let asked = req.per_batch.as_ref().unwrap_or(&self.per_batch).clone();
+        let mut fallback = self.per_batch_note.clone();
+        match &mut fresh {
+            // A new workspace plans the per-batch planners at their
+            // defaults: the options asked for are applied on top; options a
+            // new trace cannot feed (a path-table predictor on counts) leave
+            // the defaults, said in the notes, rather than refuse the trace.
+            Some((ws, ..)) if !asked.is_empty() => {
+                fallback = None;
+                if let Err(e) = per_batch_settings(&asked).and_then(|s| replan(ws, &s)) {
+                    fallback = Some(format!("{e}: shown with its default options"));
+                }
+            }
+            Some(_) => fallback = None,
+            None if asked != self.per_batch => {
+                // Only the per-batch planners: on an error nothing changed.
+                let settings = per_batch_settings(&asked)?;
+                let ws = self.workspace.as_mut().ok_or("no trace yet")?;
+                replan(ws, &settings)?;
+                fallback = None;
+            }
+            None => {}
         }
         let ws = match &fresh {
             Some((ws, ..)) => ws,
@@ -312,7 +351,8 @@ impl WorkerState {
                 (answer, None)
             }
             None => {
-                let shown = Shown::of(&view(ws, req)?)?;
+                let mut shown = Shown::of(&view(ws, req)?)?;
+                shown.frame.notes.extend(fallback.clone());
                 // A new workspace is drawn afresh: the page gets everything.
                 let before = if fresh.is_some() {
                     None
@@ -327,6 +367,8 @@ impl WorkerState {
         if let Some(shown) = shown {
             self.shown = Some(shown);
         }
+        self.per_batch = asked;
+        self.per_batch_note = fallback;
         Ok(match fresh {
             Some((ws, name, stats)) => {
                 self.workspace = Some(ws);
@@ -349,8 +391,26 @@ fn view(ws: &Workspace, req: &Request) -> Result<View, String> {
         &req.rule
     })
     .map_err(|e| e.to_string())?;
-    ws.view_under(req.replicas_per_gpu, layer, rule)
-        .map_err(|e| e.to_string())
+    let view = if req.batches {
+        ws.view_with_batches(req.replicas_per_gpu, layer, rule)
+    } else {
+        ws.view_under(req.replicas_per_gpu, layer, rule)
+    };
+    view.map_err(|e| e.to_string())
+}
+
+/// The registry's settings for per-batch planner options (names and values
+/// as the CLI reads them).
+fn per_batch_settings(options: &[(String, String)]) -> Result<Settings, String> {
+    let mut s = Settings::new();
+    for (name, value) in options {
+        s.set_str(name, value).map_err(|e| e.to_string())?;
+    }
+    Ok(s)
+}
+
+fn replan(ws: &mut Workspace, settings: &Settings) -> Result<(), String> {
+    ws.replan_scheduled(settings).map_err(|e| e.to_string())
 }
 
 /// Local, intra-node and cross-node shares of a plan's pairs.
@@ -475,6 +535,8 @@ mod tests {
             layer: 0,
             rule: String::new(),
             export: None,
+            per_batch: None,
+            batches: false,
         }
     }
 
@@ -553,6 +615,70 @@ mod tests {
         // Nothing changed, so nothing is sent, and the figures are the same.
         assert_eq!(view_of(again.clone()).plans, []);
         assert_eq!(shown(&s, again), v1);
+    }
+
+    fn libra(u: &Update) -> Option<&Figures> {
+        u.plans.iter().find(|p| p.name == "libra")
+    }
+
+    /// Libra's options re-plan Libra alone; a predictor the trace cannot
+    /// feed is one error and changes nothing; a budget change leaves Libra.
+    #[test]
+    fn per_batch_options_replan_libra_only() {
+        let mut s = WorkerState::default();
+        let first = view_of(s.handle(
+            &req(1, Some(gen_source()), Some(CLUSTER), Some(2)),
+            None,
+            || 0.0,
+            |_| {},
+        ));
+        let l0 = libra(&first).expect("a Libra row").clone();
+        assert!(
+            l0.label.contains("per batch, libra-rebalance"),
+            "{}",
+            l0.label
+        );
+        assert_eq!(l0.per_batch_imbalance.len(), 4);
+        assert_eq!(l0.per_batch_bytes.len(), 4);
+        let budget = view_of(s.handle(&req(2, None, None, Some(4)), None, || 0.0, |_| {}));
+        assert!(
+            libra(&budget).is_none(),
+            "a budget change does not touch Libra"
+        );
+        let opts = |n: &str, p: &str| {
+            Some(vec![
+                ("extra_experts_per_gpu".to_string(), n.to_string()),
+                ("predictor".to_string(), p.to_string()),
+            ])
+        };
+        let mut r = req(3, None, None, Some(4));
+        r.per_batch = opts("1", "previous-batch");
+        let kept = s.shown.clone().unwrap();
+        let one = view_of(s.handle(&r, None, || 0.0, |_| {}));
+        // Libra's note names N, so the frame is sent again with every plan;
+        // all but Libra's figures are as they were.
+        for p in &one.plans {
+            let old = kept.plans.iter().find(|o| o.name == p.name).unwrap();
+            assert_eq!(p == old, p.name != "libra", "{}", p.name);
+        }
+        let l1 = libra(&one).unwrap();
+        assert!(
+            l1.imbalance_ratio > l0.imbalance_ratio,
+            "fewer copies balance less"
+        );
+        let before = s.shown.clone();
+        let mut bad = req(4, None, None, Some(4));
+        bad.per_batch = opts("1", "path-table");
+        match s.handle(&bad, None, || 0.0, |_| {}) {
+            Response::Error { message, .. } => {
+                assert!(message.contains("token routes"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.shown, before);
+        // The same options again: nothing to re-plan, nothing to send.
+        r.id = 5;
+        assert_eq!(view_of(s.handle(&r, None, || 0.0, |_| {})).plans, []);
     }
 
     #[test]
@@ -685,14 +811,20 @@ mod tests {
             |_| {},
         ));
         assert_eq!(even.rule, "even");
+        // A per-batch plan (Libra) is served under its own rule whatever
+        // the view's, so a rule change leaves it as it is.
+        let static_plans: Vec<&Figures> =
+            even.plans.iter().filter(|p| p.schedule.is_none()).collect();
+        let libra = even.plans.iter().find(|p| p.name == "libra");
+        assert_eq!(libra.map(|p| p.rule.as_str()), Some("libra-rebalance"));
         let by_rule = |s: &mut WorkerState, id: u64, rule: &str| {
             let mut r = req(id, None, None, Some(4));
             r.rule = rule.into();
             let u = view_of(s.handle(&r, None, || 0.0, |_| {}));
             assert_eq!(u.rule, rule);
             assert!(u.frame.is_none());
-            // Every plan's figures are re-sent, each naming its rule.
-            assert_eq!(u.plans.len(), even.plans.len(), "{rule}");
+            // Every static plan's figures are re-sent, each naming its rule.
+            assert_eq!(u.plans.len(), static_plans.len(), "{rule}");
             for p in &u.plans {
                 assert_eq!(p.rule, rule);
                 let sum: f64 = p.traffic.iter().sum();
@@ -707,7 +839,7 @@ mod tests {
                 .iter()
                 .map(|p| p.balancedness)
                 .collect::<Vec<_>>(),
-            even.plans
+            static_plans
                 .iter()
                 .map(|p| p.balancedness)
                 .collect::<Vec<_>>()

@@ -17,6 +17,7 @@ mod heat;
 mod layers;
 mod placement;
 mod replicas;
+mod timeline;
 
 pub use curve::CurveChart;
 pub use grace::{AffinityMap, GraceCurve};
@@ -24,6 +25,7 @@ pub use heat::HeatMap;
 pub use layers::LayersChart;
 pub use placement::PlacementChart;
 pub use replicas::ReplicasChart;
+pub use timeline::TimelineChart;
 
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
@@ -37,7 +39,7 @@ const PAD_R: f64 = 12.0;
 const PAD_T: f64 = 12.0;
 const PAD_B: f64 = 34.0;
 
-/// Series colours by planner id: BASE, EPLB, CRAFT (colour-blind safe);
+/// Series colours by planner id: BASE, EPLB, CRAFT, Libra (colour-blind safe);
 /// GRACE and any planner added to the registry later draw in the fallback
 /// colour until given one here.
 pub fn colour(name: &str) -> &'static str {
@@ -45,6 +47,7 @@ pub fn colour(name: &str) -> &'static str {
         "base" => "#8c8c8c",
         "eplb" => "#e69f00",
         "craft" => "#0072b2",
+        "libra" => "#cc79a7",
         _ => "#009e73",
     }
 }

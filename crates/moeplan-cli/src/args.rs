@@ -38,7 +38,7 @@ pub enum Command {
     },
     /// Shape, totals and per-layer skew of a trace.
     Inspect {
-        /// Trace file (SGLang JSON, wide CSV, moeplan JSON); omit for the generated default.
+        /// Trace file (SGLang JSON, wide CSV, moeplan JSON, TensorRT-LLM rank<N>.safetensors) or folder (per-rank files, ESFT); omit for the generated default.
         trace: Option<PathBuf>,
         #[command(flatten)]
         source: SourceArgs,
@@ -59,6 +59,9 @@ pub enum Command {
     Compare(CompareArgs),
     /// Balancedness and replica memory of BASE, CRAFT at each R and EPLB (CRAFT's Figure 5 / 9).
     Sweep(SweepArgs),
+    /// Plans across workloads: BASE, EPLB and CRAFT made on each of several
+    /// traces (and CRAFT mean and robust made on all), judged on every trace.
+    Cross(CrossArgs),
     /// The built-in model shapes.
     Presets,
     /// The planners, what they read and their options with defaults.
@@ -120,11 +123,40 @@ pub struct SourceArgs {
 
 #[derive(Args, Clone)]
 pub struct TraceArgs {
-    /// Trace file (SGLang JSON, wide CSV, moeplan JSON); omit for the generated default.
+    /// Trace file (SGLang JSON, wide CSV, moeplan JSON, TensorRT-LLM rank<N>.safetensors) or folder (per-rank files, ESFT); omit for the generated default.
     #[arg(long)]
     pub trace: Option<PathBuf>,
     #[command(flatten)]
     pub source: SourceArgs,
+}
+
+/// `--trace` given once or several times (`plan`, `cross`).
+#[derive(Args, Clone)]
+pub struct MultiTraceArgs {
+    /// Trace file or folder, as for the other commands; give it several
+    /// times to plan on several traces at once (same layers × experts):
+    /// EPLB on the weighted sum of their loads, the other planners on their
+    /// batches weighted by --weights (CRAFT: the weighted mean; with
+    /// --objective robust the worst case over the traces).
+    #[arg(long = "trace")]
+    pub traces: Vec<PathBuf>,
+    /// With several --trace: each trace's share of the served batches,
+    /// comma-separated (default: equal shares).
+    #[arg(long, value_delimiter = ',')]
+    pub weights: Option<Vec<f64>>,
+    #[command(flatten)]
+    pub source: SourceArgs,
+}
+
+impl MultiTraceArgs {
+    /// The `i`-th trace as the single-trace commands take it (the
+    /// generated default when none is given).
+    pub fn nth(&self, i: usize) -> TraceArgs {
+        TraceArgs {
+            trace: self.traces.get(i).cloned(),
+            source: self.source.clone(),
+        }
+    }
 }
 
 #[derive(Args, Clone)]
@@ -169,6 +201,8 @@ pub enum PlanFormat {
     VllmAscend,
     /// CSV: layer,gpu,slot,expert.
     Csv,
+    /// TensorRT-LLM's MoE load-balancer YAML (initial_global_assignments).
+    Trtllm,
 }
 
 /// `--dispatch`: how a (token, expert) pair picks among the expert's
@@ -225,7 +259,7 @@ impl Dispatch {
 #[derive(Args)]
 pub struct PlanArgs {
     #[command(flatten)]
-    pub trace: TraceArgs,
+    pub trace: MultiTraceArgs,
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// Planner (`moeplan planners` lists them with their options).
@@ -239,7 +273,7 @@ pub struct PlanArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "moeplan")]
     pub format: PlanFormat,
-    /// For formats with one expert count per GPU (sglang, vllm, vllm-ascend):
+    /// For formats with one expert count per GPU (sglang, vllm, vllm-ascend, trtllm):
     /// pad a plan whose slot counts vary to the closest one that fits.
     #[arg(long)]
     pub pad: bool,
@@ -311,6 +345,10 @@ pub struct EvalArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Options of a per-batch planner (Libra), which re-plans on the
+    /// evaluated batches when the plan file names it; others ignore them.
+    #[command(flatten)]
+    pub planner: PlannerArgs<false>,
 }
 
 #[derive(Args)]
@@ -329,6 +367,28 @@ pub struct CompareArgs {
     pub dispatch: Dispatch,
     /// Model preset whose hidden size gives traffic in bytes (default: the
     /// trace's model, else DeepSeek-V3).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct CrossArgs {
+    /// Trace files or folders (at least two, same layers × experts): every
+    /// plan is made on each and judged on every one.
+    #[arg(long = "trace", required = true, num_args = 1)]
+    pub traces: Vec<PathBuf>,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// EPLB's budget, CRAFT's R, groups, CRAFT's options (`--objective`
+    /// applies to the plans made on one trace; the robust row is always shown).
+    #[command(flatten)]
+    pub planner: PlannerArgs<true>,
+    /// The model (a preset) placing traces of MoE rows only in the model.
     #[arg(long)]
     pub model: Option<String>,
     /// Print JSON instead of a table.
@@ -355,7 +415,23 @@ fn algo_parser() -> impl TypedValueParser<Value = PlannerId> {
 #[derive(Clone, Debug, Default)]
 pub struct PlannerArgs<const BUDGETS: bool> {
     pub settings: Settings,
+    /// `--objective robust`: a word of the command line, not of CRAFT's
+    /// options — the worst case over several traces (`plan` with several
+    /// `--trace`); on one trace it is CRAFT's mean.
+    pub robust: bool,
 }
+
+/// Words the command line adds to a planner option's choices, handled by
+/// the commands themselves (not passed to the planner).
+fn extra_words(name: &str) -> &'static [&'static str] {
+    match name {
+        "objective" => &[ROBUST],
+        _ => &[],
+    }
+}
+
+/// `--objective robust`.
+pub const ROBUST: &str = "robust";
 
 fn specs(budgets: bool) -> impl Iterator<Item = &'static OptionSpec> {
     planners::all_options()
@@ -410,13 +486,30 @@ fn arg_of(o: &'static OptionSpec) -> Arg {
         Kind::Flag => arg
             .action(ArgAction::SetTrue)
             .help(format!("{} [{takers}; off by default]", o.about)),
-        Kind::Choice(words) => arg
-            .value_name("WORD")
-            .help(format!("{} [{takers}; default: {}]", o.about, o.default))
-            .value_parser(
-                PossibleValuesParser::new(words.iter().copied())
-                    .try_map(move |s| Value::parse(kind, &s)),
-            ),
+        Kind::Choice(words) => {
+            let extra = extra_words(o.name);
+            let about = if extra.is_empty() {
+                o.about.to_string()
+            } else {
+                format!(
+                    "{}; robust (plan with several --trace): the worst case over the traces",
+                    o.about
+                )
+            };
+            arg.value_name("WORD")
+                .help(format!("{about} [{takers}; default: {}]", o.default))
+                .value_parser(
+                    PossibleValuesParser::new(words.iter().chain(extra).copied()).try_map(
+                        move |s| {
+                            if extra.contains(&s.as_str()) {
+                                Ok(Value::Word(s.into()))
+                            } else {
+                                Value::parse(kind, &s)
+                            }
+                        },
+                    ),
+                )
+        }
         Kind::Budget(_) | Kind::Count => arg
             .value_name(if kind == Kind::Count { "N" } else { "N|auto" })
             .help(format!("{} [{takers}; default: {}]", o.about, o.default))
@@ -438,6 +531,7 @@ impl<const BUDGETS: bool> FromArgMatches for PlannerArgs<BUDGETS> {
         let invalid =
             |e: moeplan::Error| clap::Error::raw(clap::error::ErrorKind::ValueValidation, e);
         let mut settings = Settings::new();
+        let mut robust = false;
         for o in specs(BUDGETS) {
             let value = match o.kind {
                 Kind::Flag => match m.try_get_one::<bool>(o.name) {
@@ -446,11 +540,17 @@ impl<const BUDGETS: bool> FromArgMatches for PlannerArgs<BUDGETS> {
                 },
                 _ => m.try_get_one::<Value>(o.name).ok().flatten().cloned(),
             };
+            if let Some(Value::Word(w)) = &value {
+                if extra_words(o.name).contains(&w.as_ref()) {
+                    robust |= w == ROBUST;
+                    continue;
+                }
+            }
             if let Some(v) = value {
                 settings.set(o.name, v).map_err(invalid)?;
             }
         }
-        Ok(PlannerArgs { settings })
+        Ok(PlannerArgs { settings, robust })
     }
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
         *self = Self::from_arg_matches(m)?;

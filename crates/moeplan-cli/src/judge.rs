@@ -4,6 +4,7 @@
 //! `even` the simulator's figures equal the evaluator's to the bit, so the
 //! default reports what moeplan always reported.
 
+use moeplan::planners::{Prepared, Schedule};
 use moeplan::sim::{CostModel, Messages, Report, Rule, Strategy, Workload, simulate};
 use moeplan::{EvalReport, LoadTrace, Plan, evaluate_with_progress, model};
 use serde_json::{Value, json};
@@ -66,6 +67,11 @@ pub struct Judged {
     pub report: EvalReport,
     /// Everything the simulator measured.
     pub sim: Report,
+    /// A per-batch planner's schedule (Libra), when the plan was served
+    /// through one: `report` is then the base's with the schedule's balance.
+    pub schedule: Option<Schedule>,
+    /// Bytes of one expert's weights (the cost model's).
+    pub expert_bytes: u64,
 }
 
 /// Judges `plan` on `work` under `rule`; `progress(done, total)` follows
@@ -86,7 +92,53 @@ pub fn judge(
         .per_layer_imbalance_ratio
         .clone_from(&sim.per_layer_imbalance_ratio);
     report.gap = report.bound - report.balancedness;
-    Ok(Judged { report, sim })
+    Ok(Judged {
+        report,
+        sim,
+        schedule: None,
+        expert_bytes: cost.model.expert_bytes,
+    })
+}
+
+/// `base` as its prepared planner serves it on `work`: a per-batch planner
+/// (Libra) through its schedule under the schedule's own rule (`rule` does
+/// not apply: its dispatch is part of the method), any other under `rule`.
+pub fn judge_prepared(
+    work: &Workload,
+    ready: &dyn Prepared,
+    base: &Plan,
+    rule: Rule,
+    cost: &Cost,
+) -> Result<Judged, moeplan::Error> {
+    match ready.schedule(base, work)? {
+        Some(s) => judge_schedule(work, base, s, cost),
+        None => judge_quietly(work, base, rule, cost),
+    }
+}
+
+/// `base` served through `schedule`: the evaluator's report of the base
+/// (what an engine loads) with balance from the schedule's replay.
+pub fn judge_schedule(
+    work: &Workload,
+    base: &Plan,
+    schedule: Schedule,
+    cost: &Cost,
+) -> Result<Judged, moeplan::Error> {
+    let mut report = evaluate_with_progress(work.trace(), base, |_, _| {})?;
+    let sim = simulate(work, &schedule.strategy, &cost.model)?;
+    report.balancedness = sim.balancedness;
+    report.imbalance_ratio = sim.imbalance_ratio;
+    report.per_layer.clone_from(&sim.per_layer);
+    report
+        .per_layer_imbalance_ratio
+        .clone_from(&sim.per_layer_imbalance_ratio);
+    report.gap = report.bound - report.balancedness;
+    Ok(Judged {
+        report,
+        sim,
+        schedule: Some(schedule),
+        expert_bytes: cost.model.expert_bytes,
+    })
 }
 
 /// [`judge`] with no progress shown.
@@ -120,7 +172,39 @@ impl Judged {
             "messages": t.messages,
         });
         v["per_batch_imbalance_ratio"] = json!(self.sim.per_batch_imbalance_ratio);
+        v["per_batch_balancedness"] = json!(self.sim.per_batch);
+        v["per_batch_bytes_moved"] = json!(self.per_batch_bytes_moved());
+        v["bytes_moved"] = json!(self.sim.bytes_moved);
+        v["schedule"] = match &self.schedule {
+            // What Libra copies: every layer of every batch refills its
+            // buffers, more than the slots that differ between batches
+            // (`per_batch_bytes_moved`).
+            Some(s) => json!({
+                "about": s.about,
+                "rule": s.strategy.rule.name(),
+                "extra_slots_per_gpu": s.extra_slots_per_gpu,
+                "per_batch_copies": s.copies_per_batch,
+                "per_batch_bytes_copied": s
+                    .copies_per_batch
+                    .iter()
+                    .map(|&c| c as u64 * self.expert_bytes)
+                    .collect::<Vec<u64>>(),
+            }),
+            None => Value::Null,
+        };
         v
+    }
+
+    /// Expert bytes the placement moves before each batch (the simulator's
+    /// moves between consecutive plans; all zero for a static plan).
+    pub fn per_batch_bytes_moved(&self) -> Vec<u64> {
+        let mut out = vec![0; self.sim.batches];
+        for m in &self.sim.moves {
+            if let Some(b) = out.get_mut(m.at_batch) {
+                *b += m.bytes;
+            }
+        }
+        out
     }
 
     /// Share of pairs served on their own GPU, in percent.

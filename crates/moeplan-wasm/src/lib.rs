@@ -21,7 +21,7 @@
 use moeplan::formats::{self, plan_json};
 use moeplan::generator::{GenConfig, generate};
 use moeplan::planners::{self, PlannerId, Settings, craft};
-use moeplan::sim::Workload;
+use moeplan::sim::{CostModel, Workload, simulate};
 use moeplan::workspace::{Cluster, Workspace};
 use moeplan::{LoadTrace, Topology, evaluate, model};
 use serde::{Deserialize, Serialize};
@@ -146,7 +146,10 @@ fn camel_case(name: &str) -> String {
 /// `plan` is the project's plan JSON as an object, `report` the in-sample
 /// evaluation and `budget` the planner's budget used (`auto` resolved; absent
 /// for planners without one). Defaults are the registry's, the same as the
-/// CLI's and the page's.
+/// CLI's and the page's. A per-batch planner (`algorithm: "libra"`) also
+/// gives `schedule`: its per-batch replay (`per_batch_imbalance_ratio`,
+/// `per_batch_copies`, …) — `plan` and `report` are then its static base;
+/// `schedule` is `null` for the others.
 #[wasm_bindgen]
 pub fn plan(trace: &[u8], config: JsValue) -> Result<JsValue, js_sys::Error> {
     let text: String = js_sys::JSON::stringify(&config)
@@ -156,12 +159,55 @@ pub fn plan(trace: &[u8], config: JsValue) -> Result<JsValue, js_sys::Error> {
     let trace = formats::read_trace(trace, &read_options()).map_err(js_error)?;
     let planner = algorithm.planner().map_err(js_error)?;
     let work = Workload::new(trace);
-    let planned = planners::plan(planner, &work, topology, &settings).map_err(js_error)?;
+    let budget = match planner.budget() {
+        Some(spec) => settings.budget(spec).map_err(js_error)?,
+        None => None,
+    };
+    let ready = planners::prepare(planner, &work, topology, &settings).map_err(js_error)?;
+    let planned = ready.plan(budget).map_err(js_error)?;
     let (plan, budget) = (planned.plan, planned.budget);
     let report = evaluate(work.trace(), &plan).map_err(js_error)?;
+    let schedule = match ready.schedule(&plan, &work).map_err(js_error)? {
+        Some(s) => schedule_json(&work, &s).map_err(js_error)?,
+        None => serde_json::Value::Null,
+    };
     let json = plan_json::write(&plan, &Default::default());
     let plan_value: serde_json::Value = serde_json::from_str(&json).map_err(js_error)?;
-    to_js(&serde_json::json!({ "plan": plan_value, "report": report, "budget": budget }))
+    to_js(&serde_json::json!({
+        "plan": plan_value,
+        "report": report,
+        "budget": budget,
+        "schedule": schedule,
+    }))
+}
+
+/// A per-batch planner's (Libra's) schedule replayed in-sample: `plan` is
+/// then only its static base, and these are the figures it serves with.
+fn schedule_json(
+    work: &Workload,
+    s: &planners::Schedule,
+) -> Result<serde_json::Value, moeplan::Error> {
+    let cost = work
+        .trace()
+        .model()
+        .and_then(|m| model::preset(m).ok())
+        .map_or_else(CostModel::default, CostModel::for_model);
+    let r = simulate(work, &s.strategy, &cost)?;
+    Ok(serde_json::json!({
+        "about": s.about,
+        "rule": r.rule,
+        "balancedness": r.balancedness,
+        "imbalance_ratio": r.imbalance_ratio,
+        "per_batch_balancedness": r.per_batch,
+        "per_batch_imbalance_ratio": r.per_batch_imbalance_ratio,
+        "per_batch_copies": s.copies_per_batch,
+        "per_batch_bytes_copied": s
+            .copies_per_batch
+            .iter()
+            .map(|&c| c as u64 * cost.expert_bytes)
+            .collect::<Vec<u64>>(),
+        "extra_slots_per_gpu": s.extra_slots_per_gpu,
+    }))
 }
 
 /// Every registered planner with its options (camelCase names, kinds,

@@ -16,7 +16,7 @@
 //! | [`planners::eplb`](mod@planners::eplb) | DeepSeek's EPLB, exact port: replicate the highest load per copy, balanced packing, hierarchical over nodes | deepseek-ai/EPLB `eplb.py` |
 //! | [`planners::craft`](mod@planners::craft) | CRAFT: per-layer replica budget by measured benefit (knapsack), equal memory on every GPU, capacity-aware placement | CRAFT paper, §4.2 and appendix A (Algorithms 1–3) |
 //! | [`planners::grace`](mod@planners::grace) | GRACE-MoE: experts grouped by co-activation affinity (spectral clustering, hierarchical over nodes, controlled non-uniform sizes at the `(S, U)` knee), the heaviest group's hot experts replicated by load skew; load-only grouping without token routes | GRACE-MoE paper, §4.1–4.2, appendix A.2 (Algorithms 1–2, Eqs. 1–3) |
-//! | [`planners::libra`](mod@planners::libra) | Libra: per-batch prefetch of up to N copies per GPU from a predicted next-layer routing (Algorithm 1) and the token rebalancer as the dispatch rule `libra-rebalance` (Algorithm 2); a per-batch schedule, not in the registry | Libra paper, §3, appendices B–C |
+//! | [`planners::libra`](mod@planners::libra) | Libra: per-batch prefetch of up to N copies per GPU from a predicted next-layer routing (Algorithm 1) and the token rebalancer as the dispatch rule `libra-rebalance` (Algorithm 2); registered as a per-batch planner: its plan is a contiguous base, its copies a schedule ([`planners::Prepared::schedule`]) front ends replay | Libra paper, §3, appendices B–C |
 //!
 //! Every planner is registered once in [`planners::PLANNERS`]; the CLI, the
 //! JavaScript API and the [`workspace`] list planners from there. Shared by
@@ -57,6 +57,7 @@
 //! | module | what it does | source |
 //! | --- | --- | --- |
 //! | [`sim`] | replays a workload against a plan or a schedule under engines' real dispatch rules (even, vLLM, SGLang static / dynamic, local-first, optimal min-max); balance, local / intra / cross-node traffic, bytes moved | vLLM and SGLang dispatch code, design brief "one simulator for every planner" |
+//! | [`across`] | plans across workloads: several traces as one mix (EPLB on the weighted sum, CRAFT on the weighted mean over batches, a robust CRAFT by multiplicative weights over the traces) and the cross-workload matrix | issue 16; CRAFT paper §4.2 |
 //! | [`variation`] | batch-to-batch variation of any trace: per-expert CV of its share, load-weighted and median CV, lag-1 autocorrelation, CV by load (how the generator is calibrated against real per-batch data) | HarMoEny per-batch Qwen1.5-MoE data, `shared/data` |
 //! | [`token_generator`] | seeded token-level traces (per-token top-k routes, source ranks) with planted co-activation: per-layer expert topics, per-rank topic skew, cross-layer persistence | calibrated on ESFT's DeepSeek-V2-Lite token routing, `shared/data` |
 #![deny(unsafe_code)] // deny, not forbid: ndarray's s! macro carries a local allow
@@ -75,6 +76,7 @@
     )
 )]
 
+pub mod across;
 pub mod bound;
 pub mod budget;
 pub mod error;

@@ -32,7 +32,7 @@ use crate::formats::sglang;
 use crate::model;
 use crate::plan::Plan;
 use crate::planners::eplb::GROUPS;
-use crate::planners::grace::{self, Grace, GraceOptions, affinity::affinity};
+use crate::planners::grace::{self, Grace, GraceAnalysis, GraceOptions, affinity::affinity};
 use crate::planners::registry::{
     CurvePoint, Needs, Planner, PlannerId, Prepared, Settings, Unit, Value, prepare, registry,
 };
@@ -71,10 +71,21 @@ pub struct Workspace {
     /// GRACE as prepared, when it grouped by affinity (token routes): the
     /// page's GRACE views read its groups and curves.
     grace: Option<Arc<Grace>>,
+    /// GRACE's cluster-independent part (affinity, spectral embeddings),
+    /// handed on to the next cluster's workspace by
+    /// [`Workspace::of_workload_reusing`].
+    grace_analysis: Option<Arc<GraceAnalysis>>,
     /// The last layer's [`GroupingView`]: a budget change asks for the same
     /// layer again, and the affinity is O(T · k²) to count.
     grouping: Arc<Mutex<Option<(usize, GroupingView)>>>,
+    /// The budgeted plans' imbalance per batch under `even`, by planner and
+    /// budget, last computed: a replay a budget change does not pay
+    /// ([`Workspace::view_with_batches`] fills it).
+    batches: Arc<Mutex<Vec<KeptSeries>>>,
 }
+
+/// A budgeted planner's per-batch series at one budget.
+type KeptSeries = (PlannerId, Option<usize>, Vec<f64>);
 
 /// The dispatch rules the page offers, in its order: `even` (the
 /// evaluator's split, the default) first.
@@ -128,6 +139,8 @@ enum State {
     Fixed(Box<Fixed>),
     /// Moves with the view's budget.
     Slider(Arc<dyn Prepared>),
+    /// Re-places per batch (Libra): its schedule replayed once.
+    Scheduled(Box<Scheduled>),
 }
 
 /// A plan the budget does not move: its replay under `even`, and its
@@ -138,7 +151,25 @@ struct Fixed {
     budget: Option<usize>,
     plan: Plan,
     report: EvalReport,
+    /// Imbalance ratio of each batch under `even`, once a view asked for
+    /// it (a replay a cluster change does not pay).
+    per_batch: Arc<Mutex<Option<Vec<f64>>>>,
     under: Arc<Mutex<Option<(Rule, Measured)>>>,
+}
+
+/// A per-batch planner's schedule ([`Prepared::schedule`]) replayed under
+/// its own rule — whatever the view's: the rule is part of the method
+/// (Libra's rebalancer) — once per trace, cluster and its options.
+#[derive(Debug, Clone)]
+struct Scheduled {
+    /// `per batch, libra-rebalance, …`.
+    about: String,
+    report: crate::sim::Report,
+    /// Expert bytes copied in each batch (copies × bytes per expert).
+    bytes_per_batch: Vec<f64>,
+    /// Mean copies per batch in each layer.
+    copies_per_layer: Vec<usize>,
+    extra_slots_per_gpu: usize,
 }
 
 /// What a plan's replay under a rule measured.
@@ -147,6 +178,7 @@ struct Measured {
     balancedness: f64,
     imbalance_ratio: f64,
     per_layer: Vec<f64>,
+    per_batch: Vec<f64>,
     traffic: PairTraffic,
 }
 
@@ -188,6 +220,22 @@ pub struct PlanFigures {
     /// Where its (token, expert) pairs are served under the view's rule.
     #[serde(default)]
     pub traffic: PairTraffic,
+    /// Imbalance ratio of each batch (mean over layers) under the view's
+    /// rule — a per-batch planner's under its own.
+    #[serde(default)]
+    pub per_batch_imbalance: Vec<f64>,
+    /// Expert bytes a per-batch planner copies in each batch; empty for a
+    /// static plan (it moves nothing while serving).
+    #[serde(default)]
+    pub per_batch_bytes: Vec<f64>,
+    /// How a per-batch planner serves (`per batch, libra-rebalance,
+    /// previous-batch predictor (measured)`); `None` for a static plan.
+    #[serde(default)]
+    pub schedule: Option<String>,
+    /// The rule these figures are measured under when it is not the
+    /// view's: a per-batch plan's own (`libra-rebalance`).
+    #[serde(default)]
+    pub own_rule: Option<String>,
 }
 
 /// Where a plan's (token, expert) pairs are served, over all batches: the
@@ -363,8 +411,41 @@ impl Workspace {
     pub fn of_workload(
         work: Workload,
         cluster: Cluster,
+        phase: impl FnMut(&str),
+    ) -> Result<Workspace> {
+        Workspace::of_workload_reusing(work, cluster, None, phase)
+    }
+
+    /// [`Workspace::of_workload`] that keeps from `previous` what does not
+    /// depend on the cluster when it planned the same token routes: GRACE's
+    /// affinity and the spectral clusterings it has done
+    /// ([`GraceAnalysis`]), so a GPU or node change re-plans GRACE without
+    /// counting the affinity or decomposing the whole layer again. The
+    /// workspace is the same as [`Workspace::of_workload`]'s.
+    ///
+    /// ```
+    /// use moeplan::workspace::{Cluster, Workspace};
+    /// use moeplan::token_generator::{TokenGenConfig, generate_tokens};
+    /// use moeplan::{model, sim::Workload};
+    /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?;
+    /// let work = Workload::from_tokens(t, 128)?;
+    /// let c = |nodes, gpus_per_node| Cluster { nodes, gpus_per_node, groups: 1 };
+    /// let first = Workspace::of_workload(work.clone(), c(2, 4), |_| {})?;
+    /// let next = Workspace::of_workload_reusing(work.clone(), c(1, 8), Some(&first), |_| {})?;
+    /// let fresh = Workspace::of_workload(work, c(1, 8), |_| {})?;
+    /// assert_eq!(next.view(Some(2), 3)?, fresh.view(Some(2), 3)?);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn of_workload_reusing(
+        work: Workload,
+        cluster: Cluster,
+        previous: Option<&Workspace>,
         mut phase: impl FnMut(&str),
     ) -> Result<Workspace> {
+        // Reused only for the very same routes: the analysis is theirs.
+        let mut grace_analysis = previous
+            .filter(|p| p.work.tokens().is_some() && p.work.tokens() == work.tokens())
+            .and_then(|p| p.grace_analysis.clone());
         let trace = work.trace();
         let topology = Topology::new(cluster.nodes, cluster.gpus_per_node)?;
         if cluster.groups == 0 {
@@ -386,8 +467,17 @@ impl Workspace {
             let prepared = if planner.id() == grace::ID && work.tokens().is_some() {
                 // The registry's prepare, keeping GRACE's own type: its
                 // groups and curves are what the page's GRACE views draw.
-                GraceOptions::from_settings(&settings)
-                    .and_then(|o| Grace::prepare(&work, topology, &o))
+                let analysis = match &grace_analysis {
+                    Some(a) => Ok(Arc::clone(a)),
+                    None => GraceAnalysis::new(&work).map(Arc::new),
+                };
+                analysis
+                    .and_then(|a| {
+                        let o = GraceOptions::from_settings(&settings)?;
+                        let g = Grace::prepare_with(&work, &a, topology, &o);
+                        grace_analysis = Some(a);
+                        g
+                    })
                     .map(|g| {
                         let g = Arc::new(g);
                         grace_ready = Some(Arc::clone(&g));
@@ -409,18 +499,7 @@ impl Workspace {
                     }
                     State::Slider(Arc::from(ready))
                 }
-                Ok(ready) => match ready.plan(None).and_then(|p| {
-                    let report = evaluate(work.trace(), &p.plan)?;
-                    Ok(Fixed {
-                        budget: p.budget,
-                        plan: p.plan,
-                        report,
-                        under: Arc::default(),
-                    })
-                }) {
-                    Ok(fixed) => State::Fixed(Box::new(fixed)),
-                    Err(e) => State::Failed(e.to_string()),
-                },
+                Ok(ready) => settle(planner, ready.as_ref(), &work, topology, &cost),
                 // The budget's planner is what the page draws: without it
                 // there is nothing to show.
                 Err(e) if slider => return Err(e),
@@ -463,7 +542,9 @@ impl Workspace {
             cost,
             even_traffic,
             grace: grace_ready,
+            grace_analysis,
             grouping: Arc::default(),
+            batches: Arc::default(),
         })
     }
 
@@ -604,6 +685,45 @@ impl Workspace {
         layer: usize,
         rule: Rule,
     ) -> Result<View> {
+        self.view_inner(replicas_per_gpu, layer, rule, false)
+    }
+
+    /// [`Workspace::view_under`] with every plan's imbalance per batch
+    /// ([`PlanFigures::per_batch_imbalance`]). A view without it leaves a
+    /// plan's series out under `even` unless it was computed before (the
+    /// planners' own figures are per layer, and a series takes a replay:
+    /// about 7 ms natively for DeepSeek-V3's 64 batches on 64 GPUs, most of
+    /// a budget change), so the page asks for them after a new trace or
+    /// cluster and once the slider rests.
+    ///
+    /// ```
+    /// use moeplan::sim::Rule;
+    /// use moeplan::workspace::{Cluster, Workspace};
+    /// use moeplan::{generator, model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
+    /// let craft = |v: moeplan::workspace::View| v.plans.into_iter().find(|p| p.name == "craft").unwrap();
+    /// assert!(craft(ws.view(Some(3), 0)?).per_batch_imbalance.is_empty());
+    /// assert_eq!(craft(ws.view_with_batches(Some(3), 0, Rule::Even)?).per_batch_imbalance.len(), 4);
+    /// assert_eq!(craft(ws.view(Some(3), 0)?).per_batch_imbalance.len(), 4); // kept
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn view_with_batches(
+        &self,
+        replicas_per_gpu: Option<usize>,
+        layer: usize,
+        rule: Rule,
+    ) -> Result<View> {
+        self.view_inner(replicas_per_gpu, layer, rule, true)
+    }
+
+    fn view_inner(
+        &self,
+        replicas_per_gpu: Option<usize>,
+        layer: usize,
+        rule: Rule,
+        batches: bool,
+    ) -> Result<View> {
         let focus = self.focus()?.plan(replicas_per_gpu)?;
         let l = self.trace().num_layers();
         if layer >= l {
@@ -621,6 +741,7 @@ impl Workspace {
                 State::Failed(e) => notes.push(format!("{}: {e}", entry.display)),
                 State::Fixed(fixed) => {
                     let mut f = figures(planner, fixed.budget, &fixed.report, own);
+                    f.per_batch_imbalance = self.fixed_batches(fixed, batches)?;
                     match (rule, self.even_traffic) {
                         (Rule::Even, Some(t)) => f.traffic = t,
                         (Rule::Even, None) => f.traffic = self.fixed_under(fixed, rule)?.traffic,
@@ -628,12 +749,13 @@ impl Workspace {
                     }
                     plans.push(f);
                 }
+                State::Scheduled(s) => plans.push(s.figures(planner, own)),
                 State::Slider(_) if i == self.focus => {
-                    plans.push(self.slider_under(planner, &focus, own, rule)?);
+                    plans.push(self.slider_under(planner, &focus, own, rule, batches)?);
                 }
                 State::Slider(ready) => {
                     let planned = ready.plan(replicas_per_gpu)?;
-                    plans.push(self.slider_under(planner, &planned, own, rule)?);
+                    plans.push(self.slider_under(planner, &planned, own, rule, batches)?);
                 }
             }
         }
@@ -711,6 +833,7 @@ impl Workspace {
             balancedness: r.balancedness,
             imbalance_ratio: r.imbalance_ratio,
             per_layer: r.per_layer,
+            per_batch: r.per_batch_imbalance_ratio,
             traffic: PairTraffic::from(&r.traffic),
         })
     }
@@ -739,14 +862,160 @@ impl Workspace {
         planned: &crate::planners::Planned,
         own: usize,
         rule: Rule,
+        batches: bool,
     ) -> Result<PlanFigures> {
         let mut f = slider_figures(planner, planned, self.trace(), own)?;
         match (rule, self.even_traffic) {
-            (Rule::Even, Some(t)) => f.traffic = t,
-            (Rule::Even, None) => f.traffic = self.measure(&planned.plan, rule)?.traffic,
+            (Rule::Even, Some(t)) => {
+                f.traffic = t;
+                f.per_batch_imbalance = self.slider_batches(planner.id(), planned, batches)?;
+            }
+            (Rule::Even, None) => {
+                let m = self.measure(&planned.plan, rule)?;
+                f.traffic = m.traffic;
+                f.per_batch_imbalance = m.per_batch;
+            }
             _ => self.measure(&planned.plan, rule)?.apply(&mut f),
         }
         Ok(f)
+    }
+
+    /// A fixed plan's series under `even`: kept once computed, computed when
+    /// `compute`, else empty.
+    fn fixed_batches(&self, fixed: &Fixed, compute: bool) -> Result<Vec<f64>> {
+        if let Ok(kept) = fixed.per_batch.lock() {
+            if let Some(v) = kept.as_ref() {
+                return Ok(v.clone());
+            }
+        }
+        if !compute {
+            return Ok(Vec::new());
+        }
+        let v = self.per_batch_even(&fixed.plan)?;
+        if let Ok(mut kept) = fixed.per_batch.lock() {
+            *kept = Some(v.clone());
+        }
+        Ok(v)
+    }
+
+    /// A budgeted plan's series under `even`: the last one computed for
+    /// this planner and budget, else computed when `compute`, else empty.
+    fn slider_batches(
+        &self,
+        id: PlannerId,
+        planned: &crate::planners::Planned,
+        compute: bool,
+    ) -> Result<Vec<f64>> {
+        if let Ok(kept) = self.batches.lock() {
+            if let Some((_, _, v)) = kept
+                .iter()
+                .find(|(i, b, _)| *i == id && *b == planned.budget)
+            {
+                return Ok(v.clone());
+            }
+        }
+        if !compute {
+            return Ok(Vec::new());
+        }
+        let v = self.per_batch_even(&planned.plan)?;
+        if let Ok(mut kept) = self.batches.lock() {
+            kept.retain(|(i, _, _)| *i != id);
+            kept.push((id, planned.budget, v.clone()));
+        }
+        Ok(v)
+    }
+
+    /// A budgeted plan's imbalance ratio per batch under `even` (its
+    /// planner's own figures are per layer only), summed as the simulator
+    /// sums it (to the bit: a test holds it to [`simulate`]), without its
+    /// traffic: `B · L · slots`.
+    fn per_batch_even(&self, plan: &Plan) -> Result<Vec<f64>> {
+        let trace = self.trace();
+        plan.check_matches(trace)?;
+        let counts = trace.counts();
+        let (b_n, l_n, e_n) = counts.dim();
+        let mut out = vec![0.0; b_n];
+        let mut loads = vec![0.0; self.topology.num_gpus()];
+        let (mut experts, mut shares, mut starts) = (Vec::new(), Vec::new(), Vec::new());
+        for (l, lp) in plan.layers().iter().enumerate() {
+            let copies = lp.copies(e_n);
+            experts.clear();
+            shares.clear();
+            starts.clear();
+            starts.push(0);
+            for gpu in &lp.gpus {
+                for &e in gpu {
+                    let c = copies.get(e as usize).copied().unwrap_or(1).max(1);
+                    experts.push(e as usize);
+                    shares.push(1.0 / c as f64);
+                }
+                starts.push(experts.len());
+            }
+            for (b, sum) in out.iter_mut().enumerate() {
+                let row = counts.slice(ndarray::s![b, l, ..]);
+                for (load, w) in loads.iter_mut().zip(starts.windows(2)) {
+                    let (a, z) = (w[0], w[1]);
+                    *load = experts
+                        .get(a..z)
+                        .unwrap_or_default()
+                        .iter()
+                        .zip(shares.get(a..z).unwrap_or_default())
+                        .map(|(&e, &share)| row.get(e).copied().unwrap_or(0.0) * share)
+                        .sum();
+                }
+                *sum += crate::eval::balance_of(&loads).1;
+            }
+        }
+        for x in &mut out {
+            *x /= l_n.max(1) as f64;
+        }
+        Ok(out)
+    }
+
+    /// Re-plans the per-batch planners (Libra) with `settings` (their
+    /// options: Libra's `N`, predictor, …), leaving every other plan as it
+    /// is — the budget's planner is not touched. On an error (a path-table
+    /// predictor on counts) nothing changes.
+    ///
+    /// ```
+    /// use moeplan::planners::{Settings, Value};
+    /// use moeplan::workspace::{Cluster, Workspace};
+    /// use moeplan::{generator, model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+    /// let mut ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
+    /// let before = ws.view(None, 0)?.plans.into_iter().find(|p| p.name == "libra").unwrap();
+    /// ws.replan_scheduled(&Settings::new().with("extra_experts_per_gpu", Value::Count(1))?)?;
+    /// let after = ws.view(None, 0)?.plans.into_iter().find(|p| p.name == "libra").unwrap();
+    /// assert!(after.imbalance_ratio > before.imbalance_ratio); // fewer copies
+    /// let path = Settings::new().with("predictor", Value::Word("path-table".into()))?;
+    /// assert!(ws.replan_scheduled(&path).is_err()); // counts only: no token paths
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn replan_scheduled(&mut self, settings: &Settings) -> Result<()> {
+        let settings = settings
+            .clone()
+            .with(GROUPS.name, Value::Count(self.cluster.groups))?;
+        let mut next = Vec::new();
+        for (i, entry) in self.entries.iter().enumerate() {
+            let planner = entry.id.planner()?;
+            if !planner.per_batch() || too_large_per_batch(&self.work, self.topology).is_some() {
+                continue;
+            }
+            let ready = prepare(planner, &self.work, self.topology, &settings)?;
+            let planned = ready.plan(None)?;
+            let Some(s) = ready.schedule(&planned.plan, &self.work)? else {
+                continue;
+            };
+            let state = State::Scheduled(Box::new(Scheduled::replay(s, &self.work, &self.cost)?));
+            next.push((i, state, ready.notes()));
+        }
+        for (i, state, notes) in next {
+            if let Some(entry) = self.entries.get_mut(i) {
+                entry.state = state;
+                entry.notes = notes;
+            }
+        }
+        Ok(())
     }
 
     fn heat(&self, plan: &Plan) -> Vec<Vec<f64>> {
@@ -798,7 +1067,16 @@ impl Workspace {
         let Some(lg) = grace.layers().get(layer) else {
             return Ok(None);
         };
-        let a = affinity(tokens, layer)?;
+        // The analysis holds it already; only a layer without co-activation
+        // (all zeros) is counted again.
+        let counted;
+        let a = match self.grace_analysis.as_ref().and_then(|g| g.affinity(layer)) {
+            Some(a) => a,
+            None => {
+                counted = affinity(tokens, layer)?;
+                &counted
+            }
+        };
         let order: Vec<u32> = lg.groups.iter().flatten().copied().collect();
         let top = a.iter().copied().fold(0.0, f64::max);
         let mut values = Vec::with_capacity(order.len() * order.len());
@@ -921,6 +1199,10 @@ fn figures(
         per_layer: r.per_layer.clone(),
         replicas_per_layer: r.replicas_per_layer.clone(),
         traffic: PairTraffic::default(),
+        per_batch_imbalance: Vec::new(),
+        per_batch_bytes: Vec::new(),
+        schedule: None,
+        own_rule: None,
     }
 }
 
@@ -953,7 +1235,137 @@ fn slider_figures(
         per_layer: pred.balancedness.clone(),
         replicas_per_layer: summary.replicas_per_layer,
         traffic: PairTraffic::default(),
+        per_batch_imbalance: Vec::new(),
+        per_batch_bytes: Vec::new(),
+        schedule: None,
+        own_rule: None,
     })
+}
+
+/// A prepared planner that the budget does not move, planned at its
+/// default: a static plan replayed once under `even`, or a per-batch
+/// planner's schedule (Libra) replayed under its own rule.
+fn settle(
+    planner: &dyn Planner,
+    ready: &dyn Prepared,
+    work: &Workload,
+    topology: Topology,
+    cost: &CostModel,
+) -> State {
+    if planner.per_batch() {
+        if let Some(why) = too_large_per_batch(work, topology) {
+            return State::Failed(why);
+        }
+    }
+    let made = ready
+        .plan(None)
+        .and_then(|p| match ready.schedule(&p.plan, work)? {
+            Some(s) => Ok(State::Scheduled(Box::new(Scheduled::replay(
+                s, work, cost,
+            )?))),
+            None => {
+                let report = evaluate(work.trace(), &p.plan)?;
+                let per_batch = Arc::default();
+                Ok(State::Fixed(Box::new(Fixed {
+                    budget: p.budget,
+                    plan: p.plan,
+                    report,
+                    per_batch,
+                    under: Arc::default(),
+                })))
+            }
+        });
+    made.unwrap_or_else(|e| State::Failed(e.to_string()))
+}
+
+impl Scheduled {
+    fn replay(s: crate::planners::Schedule, work: &Workload, cost: &CostModel) -> Result<Self> {
+        let report = simulate(work, &s.strategy, cost)?;
+        let l_n = work.trace().num_layers();
+        let mut copies = vec![0usize; l_n];
+        let parts = match &s.strategy.placement {
+            crate::sim::Placement::Schedule(parts) => parts.len(),
+            crate::sim::Placement::Static(_) => 1,
+        };
+        if let crate::sim::Placement::Schedule(parts) = &s.strategy.placement {
+            for (_, plan) in parts {
+                for (c, r) in copies.iter_mut().zip(plan.summary().replicas_per_layer) {
+                    *c += r;
+                }
+            }
+        }
+        Ok(Scheduled {
+            about: s.about,
+            bytes_per_batch: s
+                .copies_per_batch
+                .iter()
+                .map(|&c| c as f64 * cost.expert_bytes as f64)
+                .collect(),
+            copies_per_layer: copies
+                .iter()
+                .map(|&c| (c as f64 / parts.max(1) as f64).round() as usize)
+                .collect(),
+            extra_slots_per_gpu: s.extra_slots_per_gpu,
+            report,
+        })
+    }
+
+    /// Its figures: the replay's balance and traffic; its replicas are the
+    /// mean copies per batch, its replica memory the `N` slots per GPU it
+    /// reserves, its bound the trivial 1 (copies change every batch).
+    fn figures(&self, planner: &dyn Planner, _own: usize) -> PlanFigures {
+        let r = &self.report;
+        PlanFigures {
+            name: planner.id().to_string(),
+            label: format!("{} ({})", planner.title(None), schedule_phrase(&r.rule)),
+            budget: None,
+            balancedness: r.balancedness,
+            imbalance_ratio: r.imbalance_ratio,
+            replicas: self.copies_per_layer.iter().sum(),
+            replica_slots_per_gpu: self.extra_slots_per_gpu,
+            bound: 1.0,
+            per_layer: r.per_layer.clone(),
+            replicas_per_layer: self.copies_per_layer.clone(),
+            traffic: PairTraffic::from(&r.traffic),
+            per_batch_imbalance: r.per_batch_imbalance_ratio.clone(),
+            per_batch_bytes: self.bytes_per_batch.clone(),
+            schedule: Some(self.about.clone()),
+            own_rule: Some(r.rule.clone()),
+        }
+    }
+}
+
+/// Batch × layer × GPU × expert cells above which a per-batch planner is not
+/// replayed in a workspace: Libra re-places every layer of every batch,
+/// about 75 ns a cell natively (the page's default, DeepSeek-V3's 64
+/// batches on 64 GPUs, 61 M cells: 4.3 s natively, 10 s in the page), and
+/// the page re-plans on every cluster change. The CLI has no such limit.
+pub const PER_BATCH_CELLS: usize = 4_000_000;
+
+/// Why a per-batch planner is not replayed on `work` and `topology`, if
+/// it is too large (see [`PER_BATCH_CELLS`]).
+fn too_large_per_batch(work: &Workload, topology: Topology) -> Option<String> {
+    let t = work.trace();
+    let cells = t
+        .num_batches()
+        .saturating_mul(t.num_layers())
+        .saturating_mul(topology.num_gpus())
+        .saturating_mul(t.num_experts());
+    (cells > PER_BATCH_CELLS).then(|| {
+        format!(
+            "re-placed every batch, not replayed here for {} batches × {} layers × {} GPUs × {} experts (over {} M cells: seconds per cluster change); fewer batches or GPUs, or the CLI (`moeplan compare`)",
+            t.num_batches(),
+            t.num_layers(),
+            topology.num_gpus(),
+            t.num_experts(),
+            PER_BATCH_CELLS / 1_000_000
+        )
+    })
+}
+
+/// `per batch, libra-rebalance`: what a per-batch plan's label says.
+fn schedule_phrase(rule: &str) -> String {
+    format!("per batch, {rule}")
 }
 
 impl Measured {
@@ -961,6 +1373,7 @@ impl Measured {
         f.balancedness = self.balancedness;
         f.imbalance_ratio = self.imbalance_ratio;
         f.per_layer = self.per_layer;
+        f.per_batch_imbalance = self.per_batch;
         f.traffic = self.traffic;
     }
 }
@@ -1006,5 +1419,68 @@ mod tests {
             assert!((x - y).abs() <= 1e-9 * y.abs().max(1.0), "{x} vs {y}");
         }
         assert_eq!(v.rule, "even");
+    }
+
+    /// The per-batch series the page's timeline draws are the simulator's:
+    /// CRAFT's under `even` (summed without the simulator, to the bit),
+    /// the fixed plans' and Libra's schedule under libra-rebalance.
+    #[test]
+    fn per_batch_series_are_the_simulators() {
+        use crate::planners::libra::{LibraOptions, Predictor, libra_schedule};
+        let t = generator::generate(&generator::GenConfig::new(
+            model::preset("olmoe").unwrap(),
+            5,
+        ))
+        .unwrap();
+        let cluster = Cluster {
+            nodes: 2,
+            gpus_per_node: 4,
+            groups: 1,
+        };
+        let ws = Workspace::new(t.clone(), cluster).unwrap();
+        let v = ws.view_with_batches(Some(3), 0, Rule::Even).unwrap();
+        let plan = |name: &str| v.plans.iter().find(|p| p.name == name).unwrap();
+        let craft = ws.focus_plan(Some(3)).unwrap();
+        let sim = simulate(&ws.work, &Strategy::fixed(craft, Rule::Even), &ws.cost).unwrap();
+        assert_eq!(
+            plan("craft").per_batch_imbalance,
+            sim.per_batch_imbalance_ratio
+        );
+        let eplb = crate::planners::plan(
+            crate::planners::eplb::ID.planner().unwrap(),
+            &ws.work,
+            ws.topology,
+            &Settings::new(),
+        )
+        .unwrap();
+        let sim = simulate(&ws.work, &Strategy::fixed(eplb.plan, Rule::Even), &ws.cost).unwrap();
+        assert_eq!(
+            plan("eplb").per_batch_imbalance,
+            sim.per_batch_imbalance_ratio
+        );
+        let base = crate::planners::contiguous(&t, ws.topology).unwrap();
+        let s = libra_schedule(
+            &ws.work,
+            &base,
+            &Predictor::PreviousBatch,
+            &LibraOptions::default(),
+        )
+        .unwrap();
+        let sim = simulate(&ws.work, &s.strategy(), &ws.cost).unwrap();
+        let libra = plan("libra");
+        assert_eq!(libra.per_batch_imbalance, sim.per_batch_imbalance_ratio);
+        assert_eq!(libra.imbalance_ratio, sim.imbalance_ratio);
+        assert_eq!(libra.label, "LIBRA (per batch, libra-rebalance)");
+        let bytes: Vec<f64> = s
+            .copies
+            .iter()
+            .map(|&c| c as f64 * ws.cost.expert_bytes as f64)
+            .collect();
+        assert_eq!(libra.per_batch_bytes, bytes);
+        assert!(plan("eplb").per_batch_bytes.is_empty() && plan("eplb").schedule.is_none());
+        // Libra's figures do not follow the view's rule: its own is part of it.
+        let optimal = ws.view_under(Some(3), 0, Rule::Optimal).unwrap();
+        let again = optimal.plans.iter().find(|p| p.name == "libra").unwrap();
+        assert_eq!(again.imbalance_ratio, libra.imbalance_ratio);
     }
 }

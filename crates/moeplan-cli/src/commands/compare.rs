@@ -10,7 +10,7 @@ use super::plan_with;
 use crate::args::CompareArgs;
 use crate::error::CliError;
 use crate::io::{Loaded, emit, load, spinner, split};
-use crate::judge::{Cost, Judged, judge_quietly};
+use crate::judge::{Cost, Judged, judge_prepared, judge_quietly};
 use crate::report;
 
 pub fn run(args: CompareArgs) -> Result<(), CliError> {
@@ -24,6 +24,7 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
     let split = split(trace, &sources, args.holdout, topology, Some(rule))?;
     drop(sources);
     let (work, scope) = (split.judged(), &split.scope);
+    let layers = work.trace().num_layers();
     let bar = spinner("planning and replaying");
     let rows = rows(
         &split.planning,
@@ -62,8 +63,23 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
             .to_string(),
         );
     } else {
-        let judged: Vec<(String, Result<Judged, moeplan::Error>)> =
-            rows.into_iter().map(|r| (r.name, r.judged)).collect();
+        let mut notes = notes;
+        let judged: Vec<(String, Result<Judged, moeplan::Error>)> = rows
+            .into_iter()
+            .map(|r| match &r.judged {
+                // The table's columns are the base's; what the schedule
+                // adds is said under it.
+                Ok(j) => match &j.schedule {
+                    Some(s) => {
+                        let name = format!("{} (per batch)", r.name);
+                        notes.push(schedule_note(&name, j, s, layers));
+                        (name, r.judged)
+                    }
+                    None => (r.name, r.judged),
+                },
+                Err(_) => (r.name, r.judged),
+            })
+            .collect();
         emit(&report::compare(
             &judged,
             &notes,
@@ -75,6 +91,19 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
         ));
     }
     Ok(())
+}
+
+/// What a per-batch plan's row means: its rule, and what it copies.
+fn schedule_note(name: &str, j: &Judged, s: &moeplan::planners::Schedule, layers: usize) -> String {
+    let batches = s.copies_per_batch.len().max(1) as f64;
+    let copies = s.copies_per_batch.iter().sum::<usize>() as f64 / batches;
+    format!(
+        "{name}: {}, whatever --dispatch says; replicas and slots are its static base's, plus up to {} copies per GPU in every layer: {:.1} copies per layer per batch on average, {:.2} GB of expert weights copied per batch",
+        s.about,
+        s.extra_slots_per_gpu,
+        copies / layers.max(1) as f64,
+        copies * j.expert_bytes as f64 / 1e9
+    )
 }
 
 /// One registered planner's row: its plan's name, the plan judged, and
@@ -97,12 +126,18 @@ fn rows(
     registry()
         .iter()
         .map(|planner| {
-            let (name, planned, notes) = plan_with(*planner, planning, topology, settings);
-            let judged = planned.and_then(|p| judge_quietly(work, &p.plan, rule, cost));
+            let made = plan_with(*planner, planning, topology, settings);
+            // A per-batch planner (Libra) is judged by its schedule on the
+            // judged batches, under its own rule (it is online: it re-plans
+            // on whatever it serves); static plans under `rule`.
+            let judged = made.planned.and_then(|p| match &made.ready {
+                Some(ready) => judge_prepared(work, ready.as_ref(), &p.plan, rule, cost),
+                None => judge_quietly(work, &p.plan, rule, cost),
+            });
             Row {
-                name,
+                name: made.name,
                 judged,
-                notes,
+                notes: made.notes,
             }
         })
         .collect()

@@ -3,13 +3,15 @@
 
 use moeplan::formats::plan_any::{PlanContext, PlanFileFormat, detect_plan, read_any_plan};
 use moeplan::formats::plan_json::PlanMeta;
+use moeplan::plan::{Scope, fingerprint};
+use moeplan::planners;
 use moeplan::{LoadTrace, Plan};
 
 use super::place_in_model;
 use crate::args::EvalArgs;
 use crate::error::CliError;
-use crate::io::{Loaded, budget, emit, load, progress_bar, read_limited, spin, workload};
-use crate::judge::{Cost, judge};
+use crate::io::{Loaded, budget, emit, load, progress_bar, read_limited, spin, spinner, workload};
+use crate::judge::{Cost, judge, judge_prepared};
 use crate::report;
 
 pub fn run(args: EvalArgs) -> Result<(), CliError> {
@@ -45,41 +47,74 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
     let (plan, meta) = (file.plan, file.meta);
     let trace = placed_like(trace, &plan, &meta)?;
     let cost = Cost::choose(args.model.as_deref(), &trace)?;
+    // Where the figures come from is decided here, from what the plan
+    // records: its own trace (in-sample or held-out batches), another
+    // trace, or unknown (older plan JSON, engines' files). The plan's
+    // held-out fraction applies to its own trace only.
+    let judged_fp = fingerprint(&trace);
+    let provenance = plan.provenance();
+    let own = provenance.is_none_or(|p| p.traces.iter().any(|t| t.fingerprint == judged_fp));
     let holdout = if args.in_sample {
         None
     } else {
-        args.holdout.or(meta.holdout)
+        args.holdout.or(meta.holdout.filter(|_| own))
     };
     let all = trace.num_batches();
-    let (evaluated, batches, scope) = match holdout {
+    let (evaluated, batches) = match holdout {
         Some(h) => {
             let split = trace.holdout_split(h)?;
             let cut = split.plan.num_batches();
-            (
-                split.eval,
-                cut..all,
-                format!(
-                    "held-out: batches {cut}..{} (planned on 0..{cut})",
-                    trace.num_batches()
-                ),
-            )
+            (split.eval, cut..all)
         }
-        None => {
-            let scope = format!("in-sample: all {all} batch(es)");
-            (trace, 0..all, scope)
-        }
+        None => (trace, 0..all),
+    };
+    let scope = match provenance {
+        Some(p) => p.scope(&judged_fp, batches.clone()),
+        None => Scope::Unknown {
+            batches: batches.clone(),
+            holdout: holdout.is_some() && args.holdout.is_none(),
+        },
     };
     let rule = args.dispatch.rule();
-    let bar = progress_bar(evaluated.num_layers(), "replaying");
+    // A plan made by a per-batch planner (Libra) is its static base: the
+    // planner is online, so it is re-planned on the evaluated batches (its
+    // options from the flags) and replayed through its schedule.
+    let per_batch = planners::find(plan.algorithm())
+        .ok()
+        .filter(|p| p.per_batch() && format == PlanFileFormat::Moeplan);
     let work = workload(evaluated, &sources, batches, plan.topology())?;
-    let judged = judge(&work, &plan, rule, &cost, |done, total| {
-        bar.set_position(done as u64);
-        if done == total {
-            // the evaluator is done; the simulator runs next
-            spin(&bar, rule.name());
+    let judged = match per_batch {
+        Some(planner) => {
+            let bar = spinner("re-planning per batch");
+            let ready = planners::prepare(planner, &work, plan.topology(), &args.planner.settings)?;
+            let judged = judge_prepared(&work, ready.as_ref(), &plan, rule, &cost);
+            bar.finish_and_clear();
+            for note in ready.notes() {
+                eprintln!("note: {note}");
+            }
+            if let Ok(j) = &judged {
+                eprintln!(
+                    "{}: a {} plan holds only the base an engine loads; replayed per batch on the evaluated batches under {} (--dispatch does not apply)",
+                    args.plan.display(),
+                    planner.display(),
+                    j.sim.rule
+                );
+            }
+            judged
         }
-    });
-    bar.finish_and_clear();
+        None => {
+            let bar = progress_bar(work.trace().num_layers(), "replaying");
+            let judged = judge(&work, &plan, rule, &cost, |done, total| {
+                bar.set_position(done as u64);
+                if done == total {
+                    // the evaluator is done; the simulator runs next
+                    spin(&bar, rule.name());
+                }
+            });
+            bar.finish_and_clear();
+            judged
+        }
+    };
     let judged = judged.map_err(&in_plan)?;
     let mut algorithm = plan.algorithm().to_string();
     if format != PlanFileFormat::Moeplan {
@@ -87,13 +122,20 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
     }
     if args.json {
         let mut v = judged.json();
-        v["scope"] = scope.into();
+        v["scope"] = scope.to_string().into();
+        v["scope_kind"] = scope.kind().into();
         v["topology"] = serde_json::to_value(plan.topology()).unwrap_or_default();
         v["cost"] = cost.json();
         v["plan_format"] = format.name().into();
         emit(&v.to_string());
     } else {
-        emit(&report::eval(&judged, &algorithm, &plan, &scope, &cost));
+        emit(&report::eval(
+            &judged,
+            &algorithm,
+            &plan,
+            &scope.to_string(),
+            &cost,
+        ));
     }
     Ok(())
 }

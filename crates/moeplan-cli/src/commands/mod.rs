@@ -1,6 +1,7 @@
 //! One module per command; what several share lives here.
 
 mod compare;
+mod cross;
 mod eval;
 mod gen_trace;
 mod inspect;
@@ -9,7 +10,7 @@ mod sweep;
 
 use moeplan::LoadTrace;
 use moeplan::model::{self, ModelPreset};
-use moeplan::planners::{self, Planned, Planner, Settings};
+use moeplan::planners::{self, Planned, Planner, Prepared, Settings};
 use moeplan::sim::Workload;
 use moeplan::topology::Topology;
 
@@ -35,6 +36,7 @@ pub fn run(command: Command) -> Result<(), CliError> {
         Command::Eval(args) => eval::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Sweep(args) => sweep::run(args),
+        Command::Cross(args) => cross::run(args),
         Command::Presets => {
             emit(&report::presets());
             Ok(())
@@ -61,25 +63,47 @@ pub fn plan_with(
     work: &Workload,
     topology: Topology,
     settings: &Settings,
-) -> (String, Result<Planned, moeplan::Error>, Vec<String>) {
+) -> Made {
+    let failed = |name, e| Made {
+        name,
+        planned: Err(e),
+        notes: Vec::new(),
+        ready: None,
+    };
     let budget = match planner.budget().map(|spec| settings.budget(spec)) {
-        Some(Err(e)) => return (planner.label(None), Err(e), Vec::new()),
+        Some(Err(e)) => return failed(planner.label(None), e),
         Some(Ok(b)) => b,
         None => None,
     };
     let ready = match planners::prepare(planner, work, topology, settings) {
         Ok(r) => r,
-        Err(e) => return (planner.label(budget), Err(e), Vec::new()),
+        Err(e) => return failed(planner.label(budget), e),
     };
     let notes = ready.notes();
     let shown = match budget {
         Some(b) => Some(b),
         None => ready.auto_budget().ok().flatten(),
     };
-    match ready.plan(budget) {
-        Ok(p) => (planner.label(p.budget), Ok(p), notes),
-        Err(e) => (planner.label(shown), Err(e), notes),
+    let (name, planned) = match ready.plan(budget) {
+        Ok(p) => (planner.label(p.budget), Ok(p)),
+        Err(e) => (planner.label(shown), Err(e)),
+    };
+    Made {
+        name,
+        planned,
+        notes,
+        ready: Some(ready),
     }
+}
+
+/// What [`plan_with`] made: the plan's name in reports, the plan, the
+/// planner's notes, and the prepared planner (a per-batch planner's
+/// schedule comes from it: [`moeplan::planners::Prepared::schedule`]).
+pub struct Made {
+    pub name: String,
+    pub planned: Result<Planned, moeplan::Error>,
+    pub notes: Vec<String>,
+    pub ready: Option<Box<dyn Prepared>>,
 }
 
 /// Plan part and evaluation part of a trace, and a phrase saying which.

@@ -1,8 +1,11 @@
 //! `moeplan plan`: compute a plan and write it in the format an engine
 //! loads; with `--dispatch`, also say how it balances under that rule.
 
+use moeplan::across::{self, Mix};
 use moeplan::formats::plan_json::{self, PlanMeta};
 use moeplan::formats::{self, sglang};
+use moeplan::plan::{Provenance, TraceRef, fingerprint};
+use moeplan::planners::{Budget, CraftOptions, craft};
 use moeplan::sim::{Rule, Workload};
 use moeplan::{LoadTrace, Plan, Topology, model};
 
@@ -13,9 +16,18 @@ use crate::io::{Loaded, Split, load, spinner, split, write_file};
 use crate::judge::{Cost, judge_quietly};
 
 pub fn run(args: PlanArgs) -> Result<(), CliError> {
+    if args.trace.traces.len() > 1 {
+        return run_mix(args);
+    }
     // Sources kept: a planner may read them (GRACE's affinities come from
     // token routes), and `--dispatch` replays them.
-    let Loaded { trace, sources } = load(&args.trace)?;
+    let Loaded { trace, sources } = load(&args.trace.nth(0))?;
+    if args.trace.weights.is_some() {
+        return Err(moeplan::Error::Argument(
+            "--weights needs several --trace files (one weight per trace)".into(),
+        )
+        .into());
+    }
     let trace = place_in_model(trace, args.model.as_deref(), args.model_layers)?;
     if args.format == PlanFormat::Sglang && trace.known_model_layers().is_none() {
         // Refused before planning: the file needs it, and planning can take a while.
@@ -34,28 +46,193 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         .clone()
         .or_else(|| trace.model().map(str::to_string));
     let total_batches = trace.num_batches();
+    // The fingerprint of the whole trace, held-out batches included, so
+    // `eval` can tell this trace (and which of its batches were seen) from
+    // another one.
+    let whole = fingerprint(&trace);
     let rule = args.dispatch.map(|d| d.rule());
     let Split {
         planning, held_out, ..
     } = split(trace, &sources, args.holdout, topology, rule)?;
     drop(sources);
-    let planned_on = planning.trace();
+    let provenance = Provenance {
+        traces: vec![TraceRef {
+            fingerprint: whole,
+            batches: total_batches,
+            planned: [0, planning.trace().num_batches()],
+            weight: None,
+        }],
+    };
     let planner = args.algo.planner()?;
+    if args.planner.robust {
+        eprintln!(
+            "note: --objective robust maximises the worst case over several --trace files; on one trace it is CRAFT's mean objective"
+        );
+    }
     let bar = spinner("planning");
-    let (_, planned, notes) = plan_with(planner, &planning, topology, &args.planner.settings);
+    let made = plan_with(planner, &planning, topology, &args.planner.settings);
+    let (planned, notes) = (made.planned, made.notes);
     bar.finish_and_clear();
     for note in &notes {
         eprintln!("note: {note}");
     }
-    let plan = planned?.plan;
+    let plan = planned?.plan.with_provenance(Some(provenance));
+    finish(
+        args,
+        plan,
+        ToWrite {
+            planning,
+            held_out,
+            model_layers,
+            model_name,
+            total_batches,
+            topology,
+            cost,
+            rule,
+        },
+    )
+}
+
+/// What writing and reporting a plan needs besides the plan.
+struct ToWrite {
+    planning: Workload,
+    held_out: Option<Workload>,
+    model_layers: Option<usize>,
+    model_name: Option<String>,
+    total_batches: usize,
+    topology: Topology,
+    cost: Option<Cost>,
+    rule: Option<moeplan::sim::Rule>,
+}
+
+/// `plan` with several `--trace`: one plan for the mix ([`moeplan::across`]).
+/// EPLB and BASE read the weighted sum of the traces' loads (what an engine
+/// accumulates); CRAFT with `--objective robust` the worst case over the
+/// traces; every other planner the traces' batches weighted by repetition.
+fn run_mix(args: PlanArgs) -> Result<(), CliError> {
+    if args.holdout.is_some() {
+        return Err(moeplan::Error::Argument(
+            "--holdout takes one trace; with several --trace files, judge the plan on another trace with `eval` or `cross`".into(),
+        )
+        .into());
+    }
+    let mut traces = Vec::with_capacity(args.trace.traces.len());
+    for i in 0..args.trace.traces.len() {
+        let t = load(&args.trace.nth(i))?.trace;
+        traces.push(place_in_model(t, args.model.as_deref(), args.model_layers)?);
+    }
+    let mix = Mix::new(traces, args.trace.weights.as_deref())?;
+    let first = mix
+        .traces()
+        .first()
+        .ok_or_else(|| moeplan::Error::Argument("no trace".into()))?;
+    if args.format == PlanFormat::Sglang && first.known_model_layers().is_none() {
+        return Err(unknown_model_layers(first).into());
+    }
+    let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
+    let cost = match args.dispatch {
+        Some(_) => Some(Cost::choose(args.model.as_deref(), first)?),
+        None => None,
+    };
+    let model_layers = first.known_model_layers();
+    let model_name = args
+        .model
+        .clone()
+        .or_else(|| first.model().map(str::to_string));
+    let planner = args.algo.planner()?;
+    let id = planner.id().as_str();
+    let summed = matches!(id, "eplb" | "base");
+    if args.planner.robust && id != "craft" {
+        return Err(moeplan::Error::Argument(format!(
+            "--objective robust is CRAFT's (--algo craft), not {id}'s"
+        ))
+        .into());
+    }
+    let planning = Workload::new(if summed {
+        mix.weighted_sum()?
+    } else {
+        mix.combined()?
+    });
+    let shares = |w: &[f64]| {
+        w.iter()
+            .map(|x| format!("{x:.3}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let bar = spinner("planning on every trace");
+    let plan = if args.planner.robust {
+        let settings = &args.planner.settings;
+        let options = CraftOptions::from_settings(settings)?;
+        let budget = settings
+            .budget(&craft::REPLICAS_PER_GPU)?
+            .map_or(Budget::Auto, Budget::ReplicasPerGpu);
+        let robust = across::craft_robust(&mix, topology, &options, budget, across::ROBUST_ROUNDS)?;
+        bar.finish_and_clear();
+        for (k, r) in robust.rounds.iter().enumerate() {
+            eprintln!(
+                "robust round {k}: shares {} → balancedness {} (worst {:.4}){}",
+                shares(&r.weights),
+                shares(&r.balancedness),
+                r.worst(),
+                if k == robust.best { ", kept" } else { "" }
+            );
+        }
+        robust.plan
+    } else {
+        let made = plan_with(planner, &planning, topology, &args.planner.settings);
+        bar.finish_and_clear();
+        for note in &made.notes {
+            eprintln!("note: {note}");
+        }
+        if !summed {
+            eprintln!(
+                "planned on {} traces' batches, shares {} (asked {})",
+                mix.traces().len(),
+                shares(&mix.realised_weights()),
+                shares(mix.weights())
+            );
+        }
+        made.planned?.plan
+    };
+    let plan = plan.with_provenance(Some(mix.provenance()?));
+    let total_batches = planning.trace().num_batches();
+    finish(
+        args,
+        plan,
+        ToWrite {
+            planning,
+            held_out: None,
+            model_layers,
+            model_name,
+            total_batches,
+            topology,
+            cost,
+            rule: None,
+        },
+    )
+}
+
+/// Pads or fixes the plan for its format, writes it, and reports.
+fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
+    let ToWrite {
+        planning,
+        held_out,
+        model_layers,
+        model_name,
+        total_batches,
+        topology,
+        cost,
+        rule,
+    } = made;
+    let planned_on = planning.trace();
     let needs_uniform = matches!(
         args.format,
-        PlanFormat::Sglang | PlanFormat::Vllm | PlanFormat::VllmAscend
+        PlanFormat::Sglang | PlanFormat::Vllm | PlanFormat::VllmAscend | PlanFormat::Trtllm
     );
     let plan = if needs_uniform && plan.uniform_slots_per_gpu().is_none() {
         if !args.pad {
             return Err(moeplan::Error::Export {
-                format: "sglang/vllm/vllm-ascend",
+                format: "sglang/vllm/vllm-ascend/trtllm",
                 message: format!(
                     "this {} plan has different slot counts per GPU or layer, which the format cannot express; add --pad to write the closest plan that fits",
                     plan.algorithm()
@@ -93,6 +270,24 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         PlanFormat::Vllm => formats::vllm::write_physical_to_logical(&plan)?,
         PlanFormat::VllmAscend => formats::vllm::write_ascend_expert_map(&plan)?,
         PlanFormat::Csv => formats::csv::write_plan_csv(&plan),
+        PlanFormat::Trtllm => {
+            // Ids 0..L from a trace that does not know its model may be MoE
+            // positions (TensorRT-LLM's own dumps name model layers).
+            let positions = plan
+                .layers()
+                .iter()
+                .enumerate()
+                .all(|(i, l)| l.layer as usize == i);
+            if model_layers.is_none() && positions {
+                eprintln!(
+                    "note: TensorRT-LLM keys initial_global_assignments by model layer; the trace's \
+                     layer ids 0..{} are written as they are (name the model with --model if they \
+                     are MoE positions)",
+                    plan.layers().len().saturating_sub(1)
+                );
+            }
+            formats::trtllm::write_placement(&plan)?
+        }
     };
     write_file(&args.out, &text)?;
     let s = plan.summary();

@@ -26,8 +26,8 @@ pub use craft::{Budget, Craft, CraftOptions, craft};
 pub use eplb::{EplbConfig, base, eplb};
 pub use registry::{
     CurvePoint, Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerInfo, PlannerSpec,
-    Predicted, Prepared, Settings, Unit, Value, all_options, describe, find, option, plan, prepare,
-    registry,
+    Predicted, Prepared, Schedule, Settings, Unit, Value, all_options, describe, find, option,
+    plan, prepare, registry,
 };
 
 /// Every planner, in the order reports list them: the floor first, then by
@@ -38,4 +38,5 @@ pub static PLANNERS: &[&dyn Planner] = &[
     &eplb::EplbPlanner,
     &craft::CraftPlanner,
     &grace::GracePlanner,
+    &libra::LibraPlanner,
 ];

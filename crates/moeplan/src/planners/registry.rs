@@ -109,7 +109,7 @@ impl<'de> Deserialize<'de> for PlannerId {
 ///
 /// ```
 /// let ids: Vec<String> = moeplan::planners::registry().iter().map(|p| p.id().to_string()).collect();
-/// assert_eq!(ids, ["contiguous", "base", "eplb", "craft", "grace"]);
+/// assert_eq!(ids, ["contiguous", "base", "eplb", "craft", "grace", "libra"]);
 /// ```
 pub fn registry() -> &'static [&'static dyn Planner] {
     super::PLANNERS
@@ -119,7 +119,7 @@ pub fn registry() -> &'static [&'static dyn Planner] {
 ///
 /// ```
 /// let err = moeplan::planners::find("typo").unwrap_err().to_string();
-/// assert!(err.contains("contiguous, base, eplb, craft or grace"), "{err}");
+/// assert!(err.contains("contiguous, base, eplb, craft, grace or libra"), "{err}");
 /// ```
 pub fn find(name: &str) -> Result<&'static dyn Planner> {
     registry()
@@ -656,6 +656,36 @@ pub trait Prepared: fmt::Debug + Send + Sync {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// A planner that re-places experts batch by batch (Libra) serves
+    /// `served` starting from `base` (its [`Planned::plan`], what an engine
+    /// loads) with this [`Schedule`]; static planners, whose plan is all
+    /// they serve, return `None` (the default). `served` need not be the
+    /// workload prepared on: an online planner re-plans on whatever batches
+    /// it serves (`eval --plan`, a held-out split).
+    fn schedule(&self, base: &Plan, served: &Workload) -> Result<Option<Schedule>> {
+        let _ = (base, served);
+        Ok(None)
+    }
+}
+
+/// What a per-batch planner serves: one plan per batch and the dispatch
+/// rule over them ([`crate::sim::simulate`] replays it), with what it costs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    /// The per-batch placements ([`crate::sim::Placement::Schedule`]) and
+    /// their rule.
+    pub strategy: crate::sim::Strategy,
+    /// Expert copies made in each batch, over all layers: what the planner
+    /// transfers (Libra refills its buffers every layer, so this exceeds
+    /// the slots that differ between consecutive batches).
+    pub copies_per_batch: Vec<usize>,
+    /// Copies each GPU may hold on top of the base per layer: the memory
+    /// the schedule reserves.
+    pub extra_slots_per_gpu: usize,
+    /// One phrase for reports: `per batch, libra-rebalance, previous-batch
+    /// predictor (measured)`.
+    pub about: String,
 }
 
 /// What identifies a planner, as one constant in its file (the registry
@@ -707,6 +737,14 @@ pub trait Planner: Sync {
         topology: Topology,
         settings: &Settings,
     ) -> Result<Box<dyn Prepared>>;
+
+    /// Whether it re-places experts batch by batch: its prepared form
+    /// gives a [`Schedule`] ([`Prepared::schedule`]), front ends replay
+    /// that instead of its plan, and `eval --plan` re-plans it on the
+    /// evaluated batches. `false` (the default) for static planners.
+    fn per_batch(&self) -> bool {
+        false
+    }
 
     /// What a progress line says while it prepares.
     fn preparing(&self) -> String {

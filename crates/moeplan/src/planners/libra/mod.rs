@@ -20,12 +20,18 @@
 //! predictors and their accuracy (Table 1's metric). [`prefetch`]:
 //! Algorithm 1. The rebalancer lives in the simulator (`sim/rebalance.rs`).
 //!
-//! **Not registered.** [`Prepared::plan`](crate::planners::Prepared::plan)
-//! returns one [`Plan`]; a per-batch schedule does not fit it, so Libra is
-//! not in [`PLANNERS`](crate::planners::PLANNERS) and its options
-//! ([`EXTRA_EXPERTS_PER_GPU`], [`LOCAL_PERCENT`], [`TOLERANCE_PERCENT`],
-//! [`PREDICTOR`]) are declared for the registry to take up once it carries
-//! schedules.
+//! **In the registry.** [`LibraPlanner`] (`--algo libra`) plans a
+//! static *base* — contiguous placement, what an engine without a balancer
+//! loads, the paper's starting point (it builds on the serving engine's
+//! expert-parallel layout) and independent of the loads, so no budget moves
+//! it — and serves it per batch through
+//! [`Prepared::schedule`](crate::planners::Prepared::schedule): on whatever
+//! workload it serves (Libra is online), the predictor named by
+//! [`PREDICTOR`] is built on that workload and [`libra_schedule`] runs on
+//! it. Front ends show the base as the plan an engine loads and the
+//! schedule's replay as Libra's figures. It needs counts only; the
+//! path-table predictor needs token routes and says so when they are
+//! missing.
 //!
 //! Cost: per batch and layer, one prediction and one prefetch (see their
 //! files); memory `B` plans of `L · (E + D · N)` slots.
@@ -38,8 +44,12 @@ use std::borrow::Cow;
 
 use crate::error::{Error, Result};
 use crate::plan::Plan;
-use crate::planners::registry::{Kind, OptionSpec, PlannerId, Value};
+use crate::planners::registry::{
+    Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Schedule,
+    Settings, Value,
+};
 use crate::sim::{Placement, Rule, Strategy, Workload};
+use crate::topology::Topology;
 
 pub use predict::{
     Accuracy, DEFAULT_DEPTH, Noisy, PathTable, PredictedCounts, Predictor, accuracy,
@@ -238,4 +248,153 @@ pub fn libra_schedule(
         copies,
         predictor: (predictor.name(), predictor.label()),
     })
+}
+
+const OPTIONS: [OptionSpec; 4] = [
+    EXTRA_EXPERTS_PER_GPU,
+    LOCAL_PERCENT,
+    TOLERANCE_PERCENT,
+    PREDICTOR,
+];
+
+impl LibraOptions {
+    /// The options as the registry's [`Settings`] hold them (defaults for
+    /// those unset).
+    ///
+    /// ```
+    /// use moeplan::planners::libra::LibraOptions;
+    /// use moeplan::planners::{Settings, Value};
+    /// let s = Settings::new().with("extra_experts_per_gpu", Value::Count(2))?;
+    /// let o = LibraOptions::from_settings(&s)?;
+    /// assert_eq!((o.extra_per_gpu, o.local_fraction), (2, 0.5));
+    /// let bad = Settings::new().with("local_percent", Value::Count(150))?;
+    /// assert!(LibraOptions::from_settings(&bad).is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn from_settings(settings: &Settings) -> Result<LibraOptions> {
+        let local = settings.count(&LOCAL_PERCENT)?;
+        let tolerance = settings.count(&TOLERANCE_PERCENT)?;
+        let o = LibraOptions {
+            extra_per_gpu: settings.count(&EXTRA_EXPERTS_PER_GPU)?,
+            local_fraction: local as f64 / 100.0,
+            tolerance_percent: u16::try_from(tolerance)
+                .map_err(|_| Error::planner(NAME, format!("ε = {tolerance} % is too large")))?,
+        };
+        o.local_copies()?;
+        Ok(o)
+    }
+}
+
+/// The registry's Libra.
+#[derive(Debug, Clone, Copy)]
+pub struct LibraPlanner;
+
+const SPEC: PlannerSpec = PlannerSpec {
+    id: ID,
+    display: "LIBRA",
+    about: "Libra: per batch, the predicted hot experts copied onto a contiguous base (N per GPU, \
+            Algorithm 1) and remote tokens rebalanced over the copies (libra-rebalance, Algorithm 2); \
+            the file holds the base, the copies are made while serving",
+    needs: Needs::Counts,
+    options: &OPTIONS,
+};
+
+impl Planner for LibraPlanner {
+    fn spec(&self) -> &'static PlannerSpec {
+        &SPEC
+    }
+    fn preparing(&self) -> String {
+        "prefetching per batch (Libra)".into()
+    }
+    fn per_batch(&self) -> bool {
+        true
+    }
+    fn prepare(
+        &self,
+        work: &Workload,
+        topology: Topology,
+        settings: &Settings,
+    ) -> Result<Box<dyn Prepared>> {
+        let options = LibraOptions::from_settings(settings)?;
+        let predictor = settings.word(&PREDICTOR)?.to_string();
+        // Built once here so a predictor the workload cannot feed (the
+        // path table on counts) is refused when planning, not when serving.
+        let built = build_predictor(&predictor, work)?;
+        Ok(Box::new(Libra {
+            topology,
+            options,
+            label: (built.name(), built.label()),
+            predictor,
+            base: crate::planners::contiguous(work.trace(), topology)?,
+        }))
+    }
+}
+
+/// Libra prepared: its base and how it serves it.
+#[derive(Debug, Clone)]
+pub struct Libra {
+    topology: Topology,
+    options: LibraOptions,
+    predictor: String,
+    label: (&'static str, &'static str),
+    base: Plan,
+}
+
+impl Libra {
+    /// The static base every batch's copies go onto (contiguous, named
+    /// `libra` so a written plan says who made it).
+    ///
+    /// ```
+    /// use moeplan::planners::{self, Settings};
+    /// use moeplan::{generator, model, sim::Workload, Topology};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+    /// let p = planners::plan(planners::find("libra")?, &Workload::new(t), Topology::new(1, 8)?, &Settings::new())?;
+    /// assert_eq!((p.plan.algorithm(), p.plan.summary().replicas), ("libra", 0));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn base(&self) -> Result<Plan> {
+        Plan::new(
+            self.topology,
+            self.base.num_experts(),
+            self.base.layers().to_vec(),
+            NAME,
+        )
+    }
+}
+
+impl Prepared for Libra {
+    fn plan(&self, _budget: Option<usize>) -> Result<Planned> {
+        Ok(Planned {
+            plan: self.base()?,
+            budget: None,
+            predicted: None,
+        })
+    }
+
+    fn auto_budget(&self) -> Result<Option<usize>> {
+        Ok(None)
+    }
+
+    fn notes(&self) -> Vec<String> {
+        vec![format!(
+            "Libra copies up to N = {} experts per GPU every layer of every batch ({} predictor, {}) and serves them under libra-rebalance (ε = {} %); the plan an engine loads is its contiguous base only",
+            self.options.extra_per_gpu, self.label.0, self.label.1, self.options.tolerance_percent
+        )]
+    }
+
+    fn schedule(&self, base: &Plan, served: &Workload) -> Result<Option<Schedule>> {
+        let predictor = build_predictor(&self.predictor, served)?;
+        let s = libra_schedule(served, base, &predictor, &self.options)?;
+        Ok(Some(Schedule {
+            about: format!(
+                "per batch, {}, {} predictor ({})",
+                s.rule.name(),
+                s.predictor.0,
+                s.predictor.1
+            ),
+            strategy: s.strategy(),
+            copies_per_batch: s.copies,
+            extra_slots_per_gpu: self.options.extra_per_gpu,
+        }))
+    }
 }
