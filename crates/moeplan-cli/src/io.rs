@@ -51,6 +51,16 @@ pub enum Sources {
         batch_tokens: usize,
         meter: Meter,
     },
+    /// `base`, and a TensorRT-LLM dump's co-occurrence files (checked to
+    /// read to the trace's layers and experts): each workload gets the
+    /// affinity of its own batches' iterations (`iterations[b]` is batch
+    /// `b`'s), read through a copy of `meter`, so GRACE groups by it.
+    Cooccurrence {
+        base: Box<Sources>,
+        files: Vec<(String, Vec<u8>)>,
+        iterations: Vec<u64>,
+        meter: Meter,
+    },
 }
 
 impl Sources {
@@ -59,6 +69,7 @@ impl Sources {
     fn ranks(&self) -> Option<usize> {
         match self {
             Sources::Counts(a) => Some(a.dim().2),
+            Sources::Cooccurrence { base, .. } => base.ranks(),
             Sources::Even | Sources::Tokens { .. } => None,
         }
     }
@@ -113,6 +124,10 @@ pub fn workload(
     topology: Topology,
 ) -> Result<Workload, CliError> {
     match sources {
+        Sources::Cooccurrence { base, .. } => {
+            let work = workload(trace, base, batches.clone(), topology)?;
+            Ok(with_cooccurrence(work, sources, batches))
+        }
         Sources::Even => Ok(Workload::new(trace)),
         Sources::Counts(by_source) => counts_workload(trace, by_source, batches, topology),
         Sources::Tokens {
@@ -142,6 +157,10 @@ pub fn workload_on_cluster(
     topology: Topology,
     rule: Option<Rule>,
 ) -> Result<Workload, CliError> {
+    if let Sources::Cooccurrence { base, .. } = sources {
+        let work = workload_on_cluster(trace, base, batches.clone(), topology, rule)?;
+        return Ok(with_cooccurrence(work, sources, batches));
+    }
     let gpus = topology.num_gpus();
     match sources.ranks() {
         Some(ranks) if ranks > gpus && rule.is_none_or(|r| r == Rule::Even) => {
@@ -204,6 +223,39 @@ pub fn split(
             held_out: None,
             scope: format!("in-sample: {all} batch(es)"),
         }),
+    }
+}
+
+/// `work` with the co-occurrence counts of `batches` as its affinity when
+/// `sources` has them; without, and said on stderr, when those iterations'
+/// files do not read (the dump recorded fewer of them): only GRACE reads
+/// the affinity, so no other planner should fail for it.
+fn with_cooccurrence(work: Workload, sources: &Sources, batches: Range<usize>) -> Workload {
+    let Sources::Cooccurrence {
+        files,
+        iterations,
+        meter,
+        ..
+    } = sources
+    else {
+        return work;
+    };
+    let first = iterations.get(batches.start).copied();
+    let last = batches
+        .end
+        .checked_sub(1)
+        .and_then(|b| iterations.get(b))
+        .copied();
+    let (Some(first), Some(last)) = (first, last) else {
+        return work;
+    };
+    let read = formats::trtllm::read_cooccurrence_in(files, first..=last, &mut meter.clone());
+    match read.and_then(|c| work.clone().with_affinity(c.matrices)) {
+        Ok(with) => with,
+        Err(e) => {
+            eprintln!("the co-occurrence counts of iterations {first}..={last} are not used: {e}");
+            work
+        }
     }
 }
 
@@ -347,10 +399,16 @@ fn read_token_folder(dir: &Path, source: &SourceArgs) -> Result<Loaded, CliError
     let mut files = Vec::new();
     let mut rank_csvs = Vec::new();
     let mut trtllm = Vec::new();
+    let mut cooccurrence = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        // TensorRT-LLM's dump: only its counts and meta_info.json are read
-        // (co-occurrence and route files can be far larger).
+        // TensorRT-LLM's dump: its counts and meta_info.json are read, the
+        // co-occurrence files after them if the budget has room (they can
+        // be far larger), the route files never.
+        if formats::trtllm::file_kind(&name) == formats::trtllm::StatFile::Cooccurrence {
+            cooccurrence.push((name, entry.path()));
+            continue;
+        }
         if matches!(
             formats::trtllm::file_kind(&name),
             formats::trtllm::StatFile::Counts | formats::trtllm::StatFile::Meta
@@ -373,7 +431,15 @@ fn read_token_folder(dir: &Path, source: &SourceArgs) -> Result<Loaded, CliError
         }
     }
     if files.is_empty() && rank_csvs.is_empty() && !trtllm.is_empty() {
-        return read_trtllm_folder(dir, &trtllm, &mut meter);
+        let (loaded, iterations) = read_trtllm_folder(dir, &trtllm, &mut meter)?;
+        return Ok(with_cooccurrence_files(
+            dir,
+            loaded,
+            iterations,
+            cooccurrence,
+            source.max_trace_mib,
+            meter,
+        ));
     }
     if files.is_empty() && !rank_csvs.is_empty() {
         rank_csvs.sort();
@@ -419,12 +485,12 @@ fn read_token_folder(dir: &Path, source: &SourceArgs) -> Result<Loaded, CliError
 
 /// TensorRT-LLM's statistics folder: `rank<N>.safetensors` counts per
 /// iteration (the trace's batches), each rank kept as a source when the
-/// budget allows.
+/// budget allows; and the iterations, ascending (batch `b` is the `b`-th).
 fn read_trtllm_folder(
     dir: &Path,
     files: &[(String, Vec<u8>)],
     meter: &mut Meter,
-) -> Result<Loaded, CliError> {
+) -> Result<(Loaded, Vec<u64>), CliError> {
     let stats = formats::trtllm::read_statistics(files, meter).map_err(CliError::in_file(dir))?;
     let sources = match stats.by_source {
         Some(by_source) => Sources::Counts(by_source),
@@ -441,10 +507,83 @@ fn read_trtllm_folder(
             Sources::Even
         }
     };
-    Ok(Loaded {
-        trace: stats.trace,
-        sources,
-    })
+    Ok((
+        Loaded {
+            trace: stats.trace,
+            sources,
+        },
+        stats.iterations,
+    ))
+}
+
+/// A TensorRT-LLM dump's co-occurrence files kept with `loaded` as GRACE's
+/// affinity, when they fit the reading budget left and read to the trace's
+/// layers and experts; otherwise `loaded` as it is, with a line on stderr
+/// (only GRACE reads them).
+fn with_cooccurrence_files(
+    dir: &Path,
+    loaded: Loaded,
+    iterations: Vec<u64>,
+    paths: Vec<(String, std::path::PathBuf)>,
+    max_mib: u64,
+    mut meter: Meter,
+) -> Loaded {
+    if paths.is_empty() {
+        return loaded;
+    }
+    let skip = |why: String| {
+        eprintln!("{}: co-occurrence counts not used: {why}", dir.display());
+    };
+    let mut files = Vec::with_capacity(paths.len());
+    for (name, path) in paths {
+        let read = read_limited(&path, max_mib)
+            .map_err(|e| e.to_string())
+            .and_then(|b| {
+                meter
+                    .bytes(b.len() as u64, &name)
+                    .map(|()| b)
+                    .map_err(|e| e.to_string())
+            });
+        match read {
+            Ok(bytes) => files.push((name, bytes)),
+            Err(e) => {
+                skip(e);
+                return loaded;
+            }
+        }
+    }
+    let trace = &loaded.trace;
+    match formats::trtllm::read_cooccurrence(&files, &mut meter.clone()) {
+        Err(e) => {
+            skip(e.to_string());
+            return loaded;
+        }
+        Ok(c) if c.layer_ids != trace.layer_ids() => {
+            skip(format!(
+                "they are of layers {:?}, the counts of {:?}",
+                c.layer_ids,
+                trace.layer_ids()
+            ));
+            return loaded;
+        }
+        Ok(c) if c.matrices.first().map(|m| m.nrows()) != Some(trace.num_experts()) => {
+            skip(format!(
+                "they are not of the counts' {} experts",
+                trace.num_experts()
+            ));
+            return loaded;
+        }
+        Ok(_) => {}
+    }
+    Loaded {
+        trace: loaded.trace,
+        sources: Sources::Cooccurrence {
+            base: Box::new(loaded.sources),
+            files,
+            iterations,
+            meter,
+        },
+    }
 }
 
 pub fn read_file(path: &Path) -> Result<Vec<u8>, CliError> {

@@ -97,6 +97,14 @@ pub fn eval(j: &Judged, algorithm: &str, plan: &Plan, scope: &str, cost: &Cost) 
         r.slots_per_gpu_min,
         r.slots_per_gpu_max
     );
+    wl!(
+        o,
+        "bound            {:.4}   no plan with these replica counts per layer does better{}",
+        r.bound,
+        r.packing_bound
+            .map(|p| format!("; {p:.4} counting that slots are discrete"))
+            .unwrap_or_default()
+    );
     if r.same_gpu_duplicates > 0 {
         wl!(
             o,

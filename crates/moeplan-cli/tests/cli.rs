@@ -254,6 +254,16 @@ fn gen_plan_eval_round_trip() {
     assert_eq!(v["replicas"], 16 * 8);
     assert_eq!(v["slots_per_gpu_max"], 16 * 9);
     assert_eq!(v["per_layer"].as_array().unwrap().len(), 16);
+    // both bounds, the packing-aware one never looser, neither below the plan
+    let (bound, packing) = (
+        v["bound"].as_f64().unwrap(),
+        v["packing_bound"].as_f64().unwrap(),
+    );
+    assert!(
+        packing <= bound + 1e-12 && bal <= packing + 1e-12,
+        "{bal} {packing} {bound}"
+    );
+    assert_eq!(v["per_layer_packing_bound"].as_array().unwrap().len(), 16);
     // the plan recorded its holdout, so eval judged only the unseen batches
     assert_eq!(v["batches"], 2);
     assert!(v["scope"].as_str().unwrap().starts_with("held-out"));

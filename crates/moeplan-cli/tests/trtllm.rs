@@ -131,3 +131,59 @@ fn uneven_plans_need_pad() {
     .unwrap();
     assert_eq!(t.layer_ids(), &[1, 3]);
 }
+
+/// `plan --algo grace` on a dump with co-occurrence files groups by them:
+/// no load-only note, stderr names the co-occurrence counts as the
+/// affinity's source, and the plan is not the load-only one the counts
+/// alone give (the rank files copied to a folder of their own).
+#[test]
+fn grace_groups_by_the_dumps_cooccurrence() {
+    let plan = |trace: &str, out: &str| {
+        let o = moeplan(&[
+            "plan",
+            "--trace",
+            trace,
+            "--gpus-per-node",
+            "4",
+            "--algo",
+            "grace",
+            "--out",
+            out,
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+            formats::plan_json::read(&std::fs::read(out).unwrap())
+                .unwrap()
+                .0,
+        )
+    };
+    let (stderr, by_cooc) = plan(&dump(), &tmp("grace-cooc.json"));
+    assert!(!stderr.contains("no token routes"), "{stderr}");
+    assert!(
+        stderr.contains("affinity from co-occurrence counts"),
+        "{stderr}"
+    );
+    // the same dump without its co-occurrence files: load only, and said
+    let counts_only = common::tmp("trtllm", "counts-only");
+    std::fs::create_dir_all(&counts_only).unwrap();
+    for name in ["rank0.safetensors", "rank1.safetensors", "meta_info.json"] {
+        std::fs::copy(
+            fixtures().join("trtllm/dump").join(name),
+            counts_only.join(name),
+        )
+        .unwrap();
+    }
+    let (stderr, by_load) = plan(counts_only.to_str().unwrap(), &tmp("grace-load.json"));
+    assert!(stderr.contains("no token routes"), "{stderr}");
+    assert_ne!(by_cooc.layers(), by_load.layers());
+    // compare plans GRACE on the same affinity (its notes follow the table)
+    let o = moeplan(&["compare", "--trace", &dump(), "--gpus-per-node", "4"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let said = String::from_utf8_lossy(&o.stdout) + String::from_utf8_lossy(&o.stderr);
+    assert!(
+        said.contains("affinity from co-occurrence counts"),
+        "{said}"
+    );
+    assert!(!said.contains("no token routes"), "{said}");
+}

@@ -137,14 +137,15 @@ fn real(folder: &Path) -> Result<(), String> {
                 &before.plan(Budget::ReplicasPerGpu(r)).map_err(e)?.plan,
             )
             .map_err(e)?;
-            let a = evaluate(
-                &trace,
-                &after.plan(Budget::ReplicasPerGpu(r)).map_err(e)?.plan,
-            )
-            .map_err(e)?;
+            let after_plan = after.plan(Budget::ReplicasPerGpu(r)).map_err(e)?.plan;
+            let mut a = evaluate(&trace, &after_plan).map_err(e)?;
+            a.add_packing_bound(&trace, &after_plan).map_err(e)?;
             println!(
                 "| {stem} | {r} | {:.4} | {:.4} | {:.4} | {:.4} |",
-                b.balancedness, a.balancedness, a.bound, a.packing_bound
+                b.balancedness,
+                a.balancedness,
+                a.bound,
+                a.packing_bound.unwrap_or(f64::NAN)
             );
         }
         let config = EplbConfig {
@@ -153,11 +154,15 @@ fn real(folder: &Path) -> Result<(), String> {
         };
         let plan = eplb(&trace, topo, config).map_err(e)?;
         let fixed = repair(&plan, trace.summed().view()).map_err(e)?;
-        let p = evaluate(&trace, &plan).map_err(e)?;
+        let mut p = evaluate(&trace, &plan).map_err(e)?;
+        p.add_packing_bound(&trace, &plan).map_err(e)?;
         let f = evaluate(&trace, &fixed).map_err(e)?;
         eplb_rows.push(format!(
             "| {stem} | {:.4} | {:.4} | {:.4} | {:.4} |",
-            p.balancedness, f.balancedness, p.bound, p.packing_bound
+            p.balancedness,
+            f.balancedness,
+            p.bound,
+            p.packing_bound.unwrap_or(f64::NAN)
         ));
     }
     println!("\n### EPLB + repair at EPLB's memory (+64 per layer), 1 × 64 GPUs\n");

@@ -56,10 +56,47 @@ pub struct EvalReport {
     pub per_layer_bound: Vec<f64>,
     /// The packing-aware bound (see [`crate::bound::packing_peak`]): also
     /// counts that slots are discrete, so it is at most `bound` and binds
-    /// where few slots per GPU meet heavy experts.
-    pub packing_bound: f64,
-    /// The packing-aware bound of each layer.
-    pub per_layer_packing_bound: Vec<f64>,
+    /// where few slots per GPU meet heavy experts. `None` until
+    /// [`EvalReport::add_packing_bound`]: its bisection costs ten times the
+    /// replay, more than the page can spend on every re-plan.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packing_bound: Option<f64>,
+    /// The packing-aware bound of each layer (with `packing_bound`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_layer_packing_bound: Option<Vec<f64>>,
+}
+
+impl EvalReport {
+    /// Fills [`EvalReport::packing_bound`] for `plan` on `trace` (the ones
+    /// this report was made from).
+    ///
+    /// ```
+    /// use moeplan::{evaluate, planners::contiguous, LoadTrace, Topology};
+    /// use ndarray::Array3;
+    /// let mut c = Array3::from_elem((2, 1, 8), 10.0);
+    /// c[[0, 0, 0]] = 40.0;
+    /// let trace = LoadTrace::new(c, vec![0])?;
+    /// let plan = contiguous(&trace, Topology::new(1, 4)?)?;
+    /// let mut report = evaluate(&trace, &plan)?;
+    /// assert!(report.packing_bound.is_none());
+    /// report.add_packing_bound(&trace, &plan)?;
+    /// let packing = report.packing_bound.unwrap();
+    /// assert!(report.balancedness <= packing && packing <= report.bound);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn add_packing_bound(&mut self, trace: &LoadTrace, plan: &Plan) -> Result<()> {
+        plan.check_matches(trace)?;
+        let d = plan.topology().num_gpus();
+        let per_layer: Vec<f64> = self
+            .replicas_per_layer
+            .iter()
+            .enumerate()
+            .map(|(l, &r)| crate::bound::layer_packing_bound(trace, l, d, r))
+            .collect();
+        self.packing_bound = Some(mean(&per_layer));
+        self.per_layer_packing_bound = Some(per_layer);
+        Ok(())
+    }
 }
 
 /// Replays every batch of `trace` against `plan`.
@@ -90,7 +127,6 @@ pub fn evaluate_with_progress(
     let mut per_layer = Vec::with_capacity(layers.len());
     let mut per_layer_ir = Vec::with_capacity(layers.len());
     let mut per_layer_bound = Vec::with_capacity(layers.len());
-    let mut per_layer_packing = Vec::with_capacity(layers.len());
     let mut replay = Replay::default();
     let d = plan.topology().num_gpus();
     for (l, lp) in layers.iter().enumerate() {
@@ -99,12 +135,6 @@ pub fn evaluate_with_progress(
         per_layer.push(bal);
         per_layer_ir.push(ir);
         per_layer_bound.push(crate::bound::layer_bound(
-            trace,
-            l,
-            d,
-            summary.replicas_per_layer[l],
-        ));
-        per_layer_packing.push(crate::bound::layer_packing_bound(
             trace,
             l,
             d,
@@ -130,8 +160,8 @@ pub fn evaluate_with_progress(
         bound,
         gap: bound - balancedness,
         per_layer_bound,
-        packing_bound: mean(&per_layer_packing),
-        per_layer_packing_bound: per_layer_packing,
+        packing_bound: None,
+        per_layer_packing_bound: None,
     })
 }
 

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use moeplan::formats::plan_any::{PlanContext, PlanFileFormat, detect_plan, read_any_plan};
 use moeplan::formats::{ReadOptions, TraceFormat, detect, read_trace, sglang, trtllm};
 use moeplan::planners::grace::affinity::affinity_all;
+use moeplan::planners::grace::{Grace, GraceOptions};
+use moeplan::sim::Workload;
 use moeplan::{Budget, Error, LayerPlacement, LoadTrace, Meter, Plan, TokenTrace, Topology};
 use ndarray::{Array2, Array3, Axis};
 use proptest::prelude::*;
@@ -89,6 +91,15 @@ fn per_rank_counts_are_the_sglang_per_rank_csvs() {
 fn cooccurrence_is_graces_affinity_of_the_same_routes() {
     let a = trtllm::read_cooccurrence(&folder("trtllm/dump"), &mut meter()).unwrap();
     assert_eq!(a.layer_ids, [1, 3]);
+    let tokens = fixture_routes();
+    let want = affinity_all(&tokens).unwrap();
+    assert_eq!(a.matrices, want);
+    assert!(want[0].sum() > 0.0);
+}
+
+/// Every token's route of the dump (layers 1 and 3, 8 experts, top-2), as
+/// the generator wrote them beside the files; ranks are not needed here.
+fn fixture_routes() -> TokenTrace {
     let routes: std::collections::BTreeMap<String, Vec<Vec<u32>>> =
         serde_json::from_slice(&std::fs::read(fixtures("trtllm/routes.json")).unwrap()).unwrap();
     let arrays: Vec<Array2<u32>> = ["1", "3"]
@@ -99,10 +110,145 @@ fn cooccurrence_is_graces_affinity_of_the_same_routes() {
         })
         .collect();
     let n = arrays[0].nrows();
-    let tokens = TokenTrace::new(8, vec![1, 3], arrays, vec![0; n]).unwrap();
-    let want = affinity_all(&tokens).unwrap();
-    assert_eq!(a.matrices, want);
-    assert!(want[0].sum() > 0.0);
+    TokenTrace::new(8, vec![1, 3], arrays, vec![0; n]).unwrap()
+}
+
+/// GRACE on the dump's counts with its co-occurrence matrices as the
+/// workload's affinity groups as GRACE on the same tokens' routes: the
+/// matrices are the affinity the routes count to, and the summed loads the
+/// same, so every layer's groups, ratio and plan agree. Without the
+/// matrices it falls back to load only and says so; with them its note
+/// names the co-occurrence counts instead.
+#[test]
+fn grace_groups_by_the_cooccurrence_as_by_the_routes() {
+    let dump = folder("trtllm/dump");
+    let stats = trtllm::read_statistics(&dump, &mut meter()).unwrap();
+    let cooc = trtllm::read_cooccurrence(&dump, &mut meter()).unwrap();
+    assert_eq!(cooc.layer_ids, stats.trace.layer_ids());
+    let counts = Workload::new(stats.trace.clone())
+        .with_sources(stats.by_source.clone().unwrap())
+        .unwrap();
+    let recorded = counts.clone().with_affinity(cooc.matrices).unwrap();
+    assert_eq!(recorded.num_sources(), Some(2), "the sources are kept");
+    let tokens = fixture_routes();
+    let n = tokens.num_tokens();
+    let routed = Workload::from_tokens(tokens, n).unwrap();
+    assert_eq!(routed.trace().summed(), stats.trace.summed());
+    let o = GraceOptions::default();
+    for (nodes, gpus) in [(1, 2), (1, 4), (2, 2)] {
+        let t = Topology::new(nodes, gpus).unwrap();
+        let by_cooc = Grace::prepare(&recorded, t, &o).unwrap();
+        let by_routes = Grace::prepare(&routed, t, &o).unwrap();
+        assert!(by_cooc.layers().iter().all(|l| l.ratio.is_some()), "{t}");
+        assert_eq!(by_cooc.layers(), by_routes.layers(), "{t}");
+        assert_eq!(
+            by_cooc.plan().unwrap().layers(),
+            by_routes.plan().unwrap().layers()
+        );
+        assert!(
+            by_cooc
+                .notes()
+                .iter()
+                .all(|n| !n.contains("no token routes")),
+            "{:?}",
+            by_cooc.notes()
+        );
+        assert!(by_cooc.notes().iter().any(|n| n.contains("co-occurrence")));
+        assert!(
+            by_routes
+                .notes()
+                .iter()
+                .all(|n| !n.contains("co-occurrence"))
+        );
+        let load_only = Grace::prepare(&counts, t, &o).unwrap();
+        assert!(load_only.notes()[0].contains("no token routes"));
+        assert!(load_only.layers().iter().all(|l| l.ratio.is_none()));
+    }
+}
+
+/// Token routes win over a recorded affinity: a workload with both groups
+/// by the routes' affinity, not by the matrices it was handed.
+#[test]
+fn token_routes_take_precedence_over_a_recorded_affinity() {
+    let tokens = fixture_routes();
+    let n = tokens.num_tokens();
+    let routed = Workload::from_tokens(tokens, n).unwrap();
+    // the opposite of the routes: experts that never meet paired most
+    let cooc = trtllm::read_cooccurrence(&folder("trtllm/dump"), &mut meter()).unwrap();
+    let inverted: Vec<Array2<f64>> = cooc
+        .matrices
+        .iter()
+        .map(|m| m.mapv(|v| 100.0 - v))
+        .collect();
+    let both = routed.clone().with_affinity(inverted.clone()).unwrap();
+    let t = Topology::new(1, 4).unwrap();
+    let o = GraceOptions::default();
+    let want = Grace::prepare(&routed, t, &o).unwrap();
+    assert_eq!(
+        Grace::prepare(&both, t, &o).unwrap().layers(),
+        want.layers()
+    );
+    let other = Workload::new(routed.trace().clone())
+        .with_affinity(inverted)
+        .unwrap();
+    assert_ne!(
+        Grace::prepare(&other, t, &o).unwrap().layers(),
+        want.layers(),
+        "the inverted matrices group differently, or this test shows nothing"
+    );
+}
+
+/// Matrices that do not fit the trace, or are no pair counts, are refused
+/// with typed errors.
+#[test]
+fn a_recorded_affinity_must_fit_the_trace() {
+    let stats = trtllm::read_statistics(&folder("trtllm/dump"), &mut meter()).unwrap();
+    let work = || Workload::new(stats.trace.clone());
+    let zeros = || Array2::<f64>::zeros((8, 8));
+    let e = work().with_affinity(vec![zeros()]).unwrap_err();
+    assert!(matches!(e, Error::Mismatch(_)), "{e}");
+    let e = work()
+        .with_affinity(vec![zeros(), Array2::zeros((7, 7))])
+        .unwrap_err();
+    assert!(matches!(e, Error::Mismatch(_)), "{e}");
+    let mut lopsided = zeros();
+    lopsided[[0, 1]] = 1.0;
+    let e = work().with_affinity(vec![zeros(), lopsided]).unwrap_err();
+    assert!(matches!(e, Error::Trace(_)), "{e}");
+    let mut negative = zeros();
+    negative[[2, 2]] = -1.0;
+    let e = work().with_affinity(vec![negative, zeros()]).unwrap_err();
+    assert!(matches!(e, Error::Trace(_)), "{e}");
+    let mut nan = zeros();
+    nan[[3, 4]] = f64::NAN;
+    nan[[4, 3]] = f64::NAN;
+    let e = work().with_affinity(vec![zeros(), nan]).unwrap_err();
+    assert!(matches!(e, Error::Trace(_)), "{e}");
+    // no pair at all: load only, named per layer
+    let none = work().with_affinity(vec![zeros(), zeros()]).unwrap();
+    let g = Grace::prepare(
+        &none,
+        Topology::new(1, 4).unwrap(),
+        &GraceOptions::default(),
+    )
+    .unwrap();
+    assert!(g.layers().iter().all(|l| l.ratio.is_none()));
+}
+
+/// The iterations a plan is made on give their own affinity, and the
+/// parts add up to the whole: held-out batches stay out of the grouping.
+#[test]
+fn cooccurrence_of_some_iterations_adds_up() {
+    let dump = folder("trtllm/dump");
+    let whole = trtllm::read_cooccurrence(&dump, &mut meter()).unwrap();
+    let first = trtllm::read_cooccurrence_in(&dump, 10..=11, &mut meter()).unwrap();
+    let last = trtllm::read_cooccurrence_in(&dump, 12..=12, &mut meter()).unwrap();
+    for l in 0..2 {
+        assert_eq!(&first.matrices[l] + &last.matrices[l], whole.matrices[l]);
+        assert!(last.matrices[l].sum() > 0.0 && last.matrices[l] != whole.matrices[l]);
+    }
+    let e = trtllm::read_cooccurrence_in(&dump, 13..=20, &mut meter()).unwrap_err();
+    assert!(matches!(e, Error::Parse { .. }), "{e}");
 }
 
 /// What the reader does not hold is no affinity: counts files alone.

@@ -115,7 +115,13 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
             judged
         }
     };
-    let judged = judged.map_err(&in_plan)?;
+    let mut judged = judged.map_err(&in_plan)?;
+    // eval reports one plan, so it can afford the packing-aware bound that
+    // compare, sweep and the page leave out
+    judged
+        .report
+        .add_packing_bound(work.trace(), &plan)
+        .map_err(&in_plan)?;
     let mut algorithm = plan.algorithm().to_string();
     if format != PlanFileFormat::Moeplan {
         algorithm = format!("{algorithm} ({})", format.name());

@@ -490,6 +490,31 @@ pub fn read_cooccurrence<N: AsRef<str>, B: AsRef<[u8]>>(
     files: &[(N, B)],
     meter: &mut crate::Meter,
 ) -> Result<Cooccurrence> {
+    read_cooccurrence_in(files, 0..=u64::MAX, meter)
+}
+
+/// [`read_cooccurrence`] of the iterations in `iterations` only (the
+/// others' tensors are skipped unread): the affinity of the batches a plan
+/// is made on, not of those held out to judge it.
+///
+/// ```
+/// use moeplan::formats::trtllm::read_cooccurrence_in;
+/// // iteration 7, layer 0: one token chose experts {0, 1}
+/// let header = br#"{"7_0":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}}"#;
+/// let mut file = (header.len() as u64).to_le_bytes().to_vec();
+/// file.extend_from_slice(header);
+/// for c in [1i32, 1, 1, 1] { file.extend_from_slice(&c.to_le_bytes()); }
+/// let files = [("cooccurrence_rank0.safetensors", &file)];
+/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// assert_eq!(read_cooccurrence_in(&files, 5..=7, &mut meter)?.matrices[0][[0, 1]], 1.0);
+/// assert!(read_cooccurrence_in(&files, 0..=6, &mut meter).is_err()); // none left
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn read_cooccurrence_in<N: AsRef<str>, B: AsRef<[u8]>>(
+    files: &[(N, B)],
+    iterations: std::ops::RangeInclusive<u64>,
+    meter: &mut crate::Meter,
+) -> Result<Cooccurrence> {
     let mut sums: BTreeMap<u32, Array2<f64>> = BTreeMap::new();
     let mut experts: Option<usize> = None;
     for (name, bytes) in files {
@@ -499,7 +524,10 @@ pub fn read_cooccurrence<N: AsRef<str>, B: AsRef<[u8]>>(
         }
         let st = open(name, bytes, meter)?;
         for (key, view) in st.tensors() {
-            let (_, layer) = parse_key(name, &key)?;
+            let (iteration, layer) = parse_key(name, &key)?;
+            if !iterations.contains(&iteration) {
+                continue;
+            }
             let e = match view.shape() {
                 [a, b] if a == b => *a,
                 shape => {
@@ -541,9 +569,18 @@ pub fn read_cooccurrence<N: AsRef<str>, B: AsRef<[u8]>>(
         }
     }
     if sums.is_empty() {
+        let within = if iterations == (0..=u64::MAX) {
+            String::new()
+        } else {
+            format!(
+                " of iterations {}..={}",
+                iterations.start(),
+                iterations.end()
+            )
+        };
         return Err(Error::parse(
             STATISTICS,
-            "no cooccurrence_rank<N>.safetensors among the files",
+            format!("no cooccurrence_rank<N>.safetensors counts{within} among the files"),
         ));
     }
     let mut layer_ids = Vec::with_capacity(sums.len());

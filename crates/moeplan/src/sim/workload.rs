@@ -8,13 +8,19 @@
 //! are assumed to arrive evenly from every rank), counts per source rank
 //! `B × L × S × E`, or token routes (a [`TokenTrace`] cut into batches of
 //! consecutive tokens, each token with its rank) — the only level at which
-//! vLLM's position-based rule is exact.
+//! vLLM's position-based rule is exact. Apart from the sources, a workload
+//! may carry every layer's expert affinity as recorded by the engine
+//! (TensorRT-LLM's co-occurrence counts): what GRACE-MoE groups by when
+//! there are no token routes to count it from.
 //!
 //! Source: the design brief's `Workload` (../shared/docs/DESIGN.md, "Next
 //! shape"). Cost: O(B · L · S · E) to check per-source counts; reading one
-//! (batch, layer) of them O(S · E), of token routes O(tokens · top-k + S · E).
+//! (batch, layer) of them O(S · E), of token routes O(tokens · top-k + S · E);
+//! checking affinity matrices O(L · E²).
 
-use ndarray::{Array4, Axis, s};
+use std::sync::Arc;
+
+use ndarray::{Array2, Array4, Axis, s};
 
 use crate::error::{Error, Result};
 use crate::trace::{LoadTrace, TokenTrace};
@@ -24,6 +30,9 @@ use crate::trace::{LoadTrace, TokenTrace};
 pub struct Workload {
     trace: LoadTrace,
     sources: Sources,
+    /// Per layer index, `E × E` pair counts with a zero diagonal; shared,
+    /// as clones of a workload are frequent and the matrices `L · E²`.
+    affinity: Option<Arc<[Array2<f64>]>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +61,7 @@ impl Workload {
         Workload {
             trace,
             sources: Sources::Even,
+            affinity: None,
         }
     }
 
@@ -99,6 +109,7 @@ impl Workload {
         Ok(Workload {
             trace: self.trace,
             sources: Sources::Counts(by_source),
+            affinity: self.affinity,
         })
     }
 
@@ -128,6 +139,7 @@ impl Workload {
                 batch_tokens,
                 ranks,
             },
+            affinity: None,
         })
     }
 
@@ -195,6 +207,84 @@ impl Workload {
             Sources::Tokens { tokens, .. } => Some(tokens),
             _ => None,
         }
+    }
+
+    /// Adds every layer's expert affinity, `affinity[l][[i, j]]`: tokens of
+    /// layer index `l` that chose both `i` and `j` — as an engine recorded
+    /// it (TensorRT-LLM's co-occurrence counts,
+    /// [`crate::formats::trtllm::read_cooccurrence`]), for planners that
+    /// group by affinity when the workload has no token routes (routes,
+    /// where present, take precedence). One `E × E` matrix per layer of the
+    /// trace, symmetric, finite and non-negative; the diagonal (an expert
+    /// with itself, which engines count) is cleared. The sources are kept.
+    ///
+    /// ```
+    /// use moeplan::{sim::Workload, Error, LoadTrace};
+    /// use ndarray::{array, Array3};
+    /// let trace = LoadTrace::new(Array3::from_elem((1, 1, 2), 3.0), vec![0])?;
+    /// let w = Workload::new(trace.clone()).with_affinity(vec![array![[3.0, 2.0], [2.0, 3.0]]])?;
+    /// assert_eq!(w.affinity().map(|a| a[0].clone()), Some(array![[0.0, 2.0], [2.0, 0.0]]));
+    /// let wrong = Workload::new(trace).with_affinity(vec![array![[0.0, 1.0], [2.0, 0.0]]]);
+    /// assert!(matches!(wrong, Err(Error::Trace(_))));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn with_affinity(self, affinity: Vec<Array2<f64>>) -> Result<Self> {
+        let (layers, experts) = (self.trace.num_layers(), self.trace.num_experts());
+        if affinity.len() != layers {
+            return Err(Error::Mismatch(format!(
+                "{} affinity matrices for a trace of {layers} layers",
+                affinity.len()
+            )));
+        }
+        if experts > crate::planners::grace::affinity::MAX_AFFINITY_EXPERTS {
+            return Err(Error::Limit(format!(
+                "an affinity matrix of {experts} × {experts} experts (at most {})",
+                crate::planners::grace::affinity::MAX_AFFINITY_EXPERTS
+            )));
+        }
+        let mut checked = Vec::with_capacity(layers);
+        for (l, mut m) in affinity.into_iter().enumerate() {
+            if m.dim() != (experts, experts) {
+                return Err(Error::Mismatch(format!(
+                    "the affinity of layer index {l} is {:?}, the trace has {experts} experts",
+                    m.dim()
+                )));
+            }
+            if let Some(((i, j), v)) = m.indexed_iter().find(|(_, v)| !v.is_finite() || **v < 0.0) {
+                return Err(Error::Trace(format!(
+                    "affinity {v} of experts {i} and {j} in layer index {l}: pair counts must be finite and non-negative"
+                )));
+            }
+            if let Some(((i, j), v)) = m.indexed_iter().find(|((i, j), v)| {
+                m.get((*j, *i))
+                    .is_none_or(|w| (*v - w).abs() > 1e-9 * v.abs().max(1.0))
+            }) {
+                return Err(Error::Trace(format!(
+                    "affinity of experts {i} and {j} in layer index {l} is {v} one way and {} the other: it must be symmetric",
+                    m.get((j, i)).copied().unwrap_or(f64::NAN)
+                )));
+            }
+            m.diag_mut().fill(0.0);
+            checked.push(m);
+        }
+        Ok(Workload {
+            affinity: Some(checked.into()),
+            ..self
+        })
+    }
+
+    /// Every layer's affinity as added by [`Workload::with_affinity`]
+    /// (`None` otherwise, token routes included: GRACE counts those).
+    ///
+    /// ```
+    /// use moeplan::{sim::Workload, LoadTrace};
+    /// use ndarray::Array3;
+    /// let w = Workload::new(LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![0])?);
+    /// assert!(w.affinity().is_none());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn affinity(&self) -> Option<&[Array2<f64>]> {
+        self.affinity.as_deref()
     }
 
     pub(crate) fn source_kind(&self) -> &Sources {

@@ -1,5 +1,6 @@
 //! What GRACE-MoE computes from a workload before it knows the cluster
-//! (§4.1): every layer's affinity `A` from the token routes, and — filled in
+//! (§4.1): every layer's affinity `A` from the token routes (or as the
+//! workload recorded it: co-occurrence counts), and — filled in
 //! as plans ask for them — the spectral embedding of `A` restricted to any
 //! set of experts and its k-means labels for any group count. A
 //! [`GraceAnalysis`] is built once per workload and shared (`Arc`) by every
@@ -46,14 +47,16 @@ struct Memo {
 /// The cluster-independent part of GRACE for one workload.
 #[derive(Debug)]
 pub struct GraceAnalysis {
-    /// Empty without token routes.
+    /// Empty without token routes or a recorded affinity.
     layers: Vec<LayerAnalysis>,
     num_layers: usize,
     num_experts: usize,
 }
 
 impl GraceAnalysis {
-    /// Counts every layer's affinity (nothing without token routes).
+    /// Counts every layer's affinity from the token routes, or takes the
+    /// workload's recorded affinity ([`Workload::with_affinity`]) when it
+    /// has no routes (nothing without either).
     ///
     /// ```
     /// use moeplan::planners::grace::analysis::GraceAnalysis;
@@ -74,7 +77,17 @@ impl GraceAnalysis {
                     memo: Mutex::default(),
                 })
             })?,
-            None => Vec::new(),
+            // Recorded by the engine (co-occurrence counts): already the
+            // affinity, checked by `Workload::with_affinity`.
+            None => work
+                .affinity()
+                .unwrap_or_default()
+                .iter()
+                .map(|a| LayerAnalysis {
+                    affinity: a.iter().any(|&v| v > 0.0).then(|| Arc::new(a.clone())),
+                    memo: Mutex::default(),
+                })
+                .collect(),
         };
         Ok(GraceAnalysis {
             layers,
@@ -83,8 +96,9 @@ impl GraceAnalysis {
         })
     }
 
-    /// Layer index `layer`'s affinity; `None` without token routes or when
-    /// no two of its experts are ever chosen together.
+    /// Layer index `layer`'s affinity; `None` without token routes or a
+    /// recorded affinity, or when no two of its experts are ever chosen
+    /// together.
     ///
     /// ```
     /// use moeplan::planners::grace::analysis::GraceAnalysis;
@@ -97,8 +111,9 @@ impl GraceAnalysis {
         self.layers.get(layer)?.affinity.as_deref()
     }
 
-    /// Whether this analysis was made from token routes.
-    pub(super) fn has_tokens(&self) -> bool {
+    /// Whether this analysis was made from token routes or a recorded
+    /// affinity.
+    pub(super) fn has_affinity(&self) -> bool {
         !self.layers.is_empty()
     }
 

@@ -20,10 +20,16 @@
 //! [`REPLICATION`] is on: cheap. GRACE has no replica budget — Eq. 2
 //! decides — so its plans have none and the page's slider leaves it be.
 //!
+//! **Recorded affinity.** Without token routes, a workload may carry the
+//! affinity as the engine counted it ([`Workload::with_affinity`]:
+//! TensorRT-LLM's co-occurrence counts, the same matrices step 1 counts);
+//! step 1 is then skipped and [`Prepared::notes`] says where `A` came from.
+//!
 //! **Counts only.** Per-batch counts say how many tokens chose each expert,
 //! not which experts chose together, so they carry no affinity. With counts
-//! only (and in a layer with no co-activation at all: top-1 routing, or with
-//! fewer experts than GPUs) the grouping falls back to load only —
+//! only — no token routes, no recorded affinity — (and in a layer with no
+//! co-activation at all: top-1 routing, or with fewer experts than GPUs)
+//! the grouping falls back to load only —
 //! [`load_grouping`](grouping::load_grouping): heaviest expert first to the
 //! lightest GPU with room, `⌊n / D⌋` or `⌈n / D⌉` experts each — and
 //! replication still follows Eq. 2. [`Prepared::notes`] says so, for the
@@ -232,7 +238,7 @@ fn group_layer(
 
 impl Grace {
     /// Groups every layer (affinity and spectral clustering when `work` has
-    /// token routes, load only otherwise) and decides its replication.
+    /// token routes or a recorded affinity, load only otherwise) and decides its replication.
     /// Re-run when the workload or the cluster changes.
     ///
     /// ```
@@ -293,11 +299,12 @@ impl Grace {
             ));
         }
         let summed = trace.summed();
-        let grouped_by_affinity = work.tokens().is_some() && n >= d;
-        if grouped_by_affinity && !analysis.has_tokens() {
+        let has_affinity = work.tokens().is_some() || work.affinity().is_some();
+        let grouped_by_affinity = has_affinity && n >= d;
+        if grouped_by_affinity && !analysis.has_affinity() {
             return Err(Error::planner(
                 NAME,
-                "the affinity analysis has no token routes but the workload has",
+                "the affinity analysis has no affinity but the workload has",
             ));
         }
         let layer_ids = trace.layer_ids();
@@ -338,7 +345,14 @@ impl Grace {
             });
         }
         let mut notes = Vec::new();
-        if work.tokens().is_none() {
+        if grouped_by_affinity && work.tokens().is_none() {
+            notes.push(
+                "GRACE: affinity from co-occurrence counts recorded with the trace \
+                 (an engine's pair counts), in place of token routes"
+                    .to_string(),
+            );
+        }
+        if !has_affinity {
             notes.push(format!(
                 "GRACE: this workload has {}, no token routes, so no expert affinity: \
                  grouped by load only (heaviest expert to the lightest GPU with room); \
