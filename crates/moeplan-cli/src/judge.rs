@@ -85,13 +85,7 @@ pub fn judge(
 ) -> Result<Judged, moeplan::Error> {
     let mut report = evaluate_with_progress(work.trace(), plan, progress)?;
     let sim = simulate(work, &Strategy::fixed(plan.clone(), rule), &cost.model)?;
-    report.balancedness = sim.balancedness;
-    report.imbalance_ratio = sim.imbalance_ratio;
-    report.per_layer.clone_from(&sim.per_layer);
-    report
-        .per_layer_imbalance_ratio
-        .clone_from(&sim.per_layer_imbalance_ratio);
-    report.gap = report.bound - report.balancedness;
+    take_balance(&mut report, &sim);
     Ok(Judged {
         report,
         sim,
@@ -126,13 +120,7 @@ pub fn judge_schedule(
 ) -> Result<Judged, moeplan::Error> {
     let mut report = evaluate_with_progress(work.trace(), base, |_, _| {})?;
     let sim = simulate(work, &schedule.strategy, &cost.model)?;
-    report.balancedness = sim.balancedness;
-    report.imbalance_ratio = sim.imbalance_ratio;
-    report.per_layer.clone_from(&sim.per_layer);
-    report
-        .per_layer_imbalance_ratio
-        .clone_from(&sim.per_layer_imbalance_ratio);
-    report.gap = report.bound - report.balancedness;
+    take_balance(&mut report, &sim);
     Ok(Judged {
         report,
         sim,
@@ -234,4 +222,16 @@ fn pct(part: f64, whole: f64) -> f64 {
     } else {
         0.0
     }
+}
+
+/// The evaluator's report with the simulator's balance: the rule decides
+/// balance, the evaluator keeps memory and the bound.
+fn take_balance(report: &mut EvalReport, sim: &Report) {
+    report.balancedness = sim.balancedness;
+    report.imbalance_ratio = sim.imbalance_ratio;
+    report.per_layer.clone_from(&sim.per_layer);
+    report
+        .per_layer_imbalance_ratio
+        .clone_from(&sim.per_layer_imbalance_ratio);
+    report.gap = report.bound - report.balancedness;
 }
