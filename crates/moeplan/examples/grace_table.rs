@@ -14,17 +14,19 @@
 //! Run with `cargo run --release -p moeplan --features parallel --example
 //! grace_table -- ../shared/data`; prints Markdown.
 
-use std::path::{Path, PathBuf};
+#[path = "common/mod.rs"]
+mod common;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use moeplan::formats::esft::read_esft;
 use moeplan::model::{ModelPreset, preset};
 use moeplan::planners::grace::{self, Grace, GraceOptions};
 use moeplan::planners::{self, Settings, Value, eplb};
 use moeplan::sim::{CostModel, Report, Rule, SglangVersion, Strategy, Workload, simulate};
 use moeplan::token_generator::{TokenGenConfig, generate_tokens};
-use moeplan::{Budget, Meter, Plan, TokenTrace, Topology};
+use moeplan::{Plan, TokenTrace, Topology};
 
 /// The CLI's `--batch-tokens` default (`crates/moeplan-cli/src/args.rs`).
 const BATCH_TOKENS: usize = 1024;
@@ -96,7 +98,7 @@ fn run() -> Result<(), String> {
     let mut cases = Vec::new();
     for task in ["intent", "summary"] {
         let t = Instant::now();
-        let tokens = read_folder(&data.join("esft-deepseek-v2-lite").join(task), v2)?;
+        let tokens = common::read_esft_folder(&data.join("esft-deepseek-v2-lite").join(task), v2)?;
         for (nodes, gpn) in [(2, 2), (1, 8)] {
             let topology = Topology::new(nodes, gpn).map_err(|e| e.to_string())?;
             let work = Workload::from_tokens(
@@ -124,28 +126,6 @@ fn run() -> Result<(), String> {
     eprintln!("generated: {:.1} s", t.elapsed().as_secs_f64());
     print!("{}", markdown(&cases, &cfg, long));
     Ok(())
-}
-
-/// An ESFT folder's `expert_weights_<layer>.txt` files, as the CLI reads
-/// them.
-fn read_folder(dir: &Path, model: &ModelPreset) -> Result<TokenTrace, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| {
-        format!(
-            "cannot read {}: {e} (pass the shared data folder)",
-            dir.display()
-        )
-    })?;
-    let mut files = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("expert_weights_") && name.ends_with(".txt") {
-            let bytes = std::fs::read(entry.path()).map_err(|e| format!("{name}: {e}"))?;
-            files.push((name, bytes));
-        }
-    }
-    let mut meter = Meter::new(Budget::default());
-    read_esft(&files, model.experts, model.top_k, &mut meter)
-        .map_err(|e| format!("{}: {e}", dir.display()))
 }
 
 fn replicas(plan: &Plan) -> usize {

@@ -21,16 +21,18 @@
 //! Run with `cargo run --release -p moeplan --example libra_accuracy --
 //! ../shared/data`; prints Markdown.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use moeplan::formats::esft::read_esft;
+use moeplan::LoadTrace;
 use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::model::preset;
 use moeplan::planners::libra::{Noisy, Predictor, accuracy, build_predictor};
 use moeplan::sim::Workload;
-use moeplan::{Budget, LoadTrace, Meter, TokenTrace};
 
 const BATCH_TOKENS: usize = 1024;
 const RANKS: usize = 8;
@@ -46,29 +48,6 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// An ESFT folder's `expert_weights_<layer>.txt` files, as the CLI reads
-/// them.
-pub fn read_folder(dir: &Path) -> Result<TokenTrace, String> {
-    let v2 = preset("deepseek-v2-lite").map_err(|e| e.to_string())?;
-    let entries = std::fs::read_dir(dir).map_err(|e| {
-        format!(
-            "cannot read {}: {e} (pass the shared data folder)",
-            dir.display()
-        )
-    })?;
-    let mut files = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("expert_weights_") && name.ends_with(".txt") {
-            let bytes = std::fs::read(entry.path()).map_err(|e| format!("{name}: {e}"))?;
-            files.push((name, bytes));
-        }
-    }
-    let mut meter = Meter::new(Budget::default());
-    read_esft(&files, v2.experts, v2.top_k, &mut meter)
-        .map_err(|e| format!("{}: {e}", dir.display()))
 }
 
 /// Previous-batch accuracy from counts alone over `batches` (from 1),
@@ -104,9 +83,12 @@ fn run(data: &Path) -> Result<(), String> {
     );
     println!("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for task in ["intent", "summary"] {
-        let tokens = read_folder(&data.join("esft-deepseek-v2-lite").join(task))?
-            .with_sequences_on_ranks(RANKS)
-            .map_err(e)?;
+        let tokens = common::read_esft_folder(
+            &data.join("esft-deepseek-v2-lite").join(task),
+            preset("deepseek-v2-lite").map_err(|e| e.to_string())?,
+        )?
+        .with_sequences_on_ranks(RANKS)
+        .map_err(e)?;
         let n = tokens.num_tokens();
         let work = Workload::from_tokens(tokens, BATCH_TOKENS).map_err(e)?;
         let b_n = work.trace().num_batches();

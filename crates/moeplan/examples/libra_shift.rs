@@ -35,18 +35,20 @@
 //! Run with `cargo run --release -p moeplan --example libra_shift --
 //! ../shared/data`; prints Markdown.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use moeplan::formats::esft::read_esft;
 use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::model::{ModelPreset, preset};
 use moeplan::planners::libra::{DEFAULT_DEPTH, LibraOptions, PathTable, Predictor, libra_schedule};
 use moeplan::planners::{self, Settings, Value, eplb, grace};
 use moeplan::sim::{CostModel, Report, Rule, Strategy, Workload, simulate};
 use moeplan::token_generator::{TokenGenConfig, generate_tokens};
-use moeplan::{Budget, LoadTrace, Meter, Plan, TokenTrace, Topology};
+use moeplan::{LoadTrace, Plan, TokenTrace, Topology};
 use ndarray::{Array2, Axis, s};
 
 const BATCH_TOKENS: usize = 1024;
@@ -89,26 +91,6 @@ struct Row {
     report: Report,
     /// Libra: mean bytes copied per layer per batch.
     bytes_per_layer: Option<f64>,
-}
-
-fn read_folder(dir: &Path, model: &ModelPreset) -> Res<TokenTrace> {
-    let entries = std::fs::read_dir(dir).map_err(|e| {
-        format!(
-            "cannot read {}: {e} (pass the shared data folder)",
-            dir.display()
-        )
-    })?;
-    let mut files = Vec::new();
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("expert_weights_") && name.ends_with(".txt") {
-            let bytes = std::fs::read(entry.path()).map_err(|e| format!("{name}: {e}"))?;
-            files.push((name, bytes));
-        }
-    }
-    let mut meter = Meter::new(Budget::default());
-    read_esft(&files, model.experts, model.top_k, &mut meter)
-        .map_err(|e| format!("{}: {e}", dir.display()))
 }
 
 /// Tokens `0..n` of each trace, concatenated in order.
@@ -174,7 +156,7 @@ fn esft(data: &Path) -> Res<Scenario> {
     let n = SEGMENT_BATCHES * BATCH_TOKENS;
     let mut parts = Vec::new();
     for task in ["intent", "summary"] {
-        let t = read_folder(&data.join("esft-deepseek-v2-lite").join(task), v2)?
+        let t = common::read_esft_folder(&data.join("esft-deepseek-v2-lite").join(task), v2)?
             .with_sequences_on_ranks(GPUS)
             .map_err(err)?;
         if t.num_tokens() < n {
