@@ -293,6 +293,15 @@ impl Replay {
         }
         (bal / b as f64, ir / b as f64)
     }
+
+    /// Adds layer `l`'s imbalance ratio of each batch to `out[batch]`.
+    pub(crate) fn add_batch_imbalance(&mut self, trace: &LoadTrace, l: usize, out: &mut [f64]) {
+        let counts = trace.counts();
+        for (bi, sum) in out.iter_mut().enumerate().take(trace.num_batches()) {
+            self.fill_loads_view(counts.slice(ndarray::s![bi, l, ..]));
+            *sum += balance_of(&self.loads).1;
+        }
+    }
 }
 
 /// (mean / max, max / mean) of per-GPU loads; an idle layer is balanced.

@@ -932,39 +932,12 @@ impl Workspace {
     fn per_batch_even(&self, plan: &Plan) -> Result<Vec<f64>> {
         let trace = self.trace();
         plan.check_matches(trace)?;
-        let counts = trace.counts();
-        let (b_n, l_n, e_n) = counts.dim();
-        let mut out = vec![0.0; b_n];
-        let mut loads = vec![0.0; self.topology.num_gpus()];
-        let (mut experts, mut shares, mut starts) = (Vec::new(), Vec::new(), Vec::new());
+        let l_n = trace.num_layers();
+        let mut out = vec![0.0; trace.num_batches()];
+        let mut replay = crate::eval::Replay::default();
         for (l, lp) in plan.layers().iter().enumerate() {
-            let copies = lp.copies(e_n);
-            experts.clear();
-            shares.clear();
-            starts.clear();
-            starts.push(0);
-            for gpu in &lp.gpus {
-                for &e in gpu {
-                    let c = copies.get(e as usize).copied().unwrap_or(1).max(1);
-                    experts.push(e as usize);
-                    shares.push(1.0 / c as f64);
-                }
-                starts.push(experts.len());
-            }
-            for (b, sum) in out.iter_mut().enumerate() {
-                let row = counts.slice(ndarray::s![b, l, ..]);
-                for (load, w) in loads.iter_mut().zip(starts.windows(2)) {
-                    let (a, z) = (w[0], w[1]);
-                    *load = experts
-                        .get(a..z)
-                        .unwrap_or_default()
-                        .iter()
-                        .zip(shares.get(a..z).unwrap_or_default())
-                        .map(|(&e, &share)| row.get(e).copied().unwrap_or(0.0) * share)
-                        .sum();
-                }
-                *sum += crate::eval::balance_of(&loads).1;
-            }
+            replay.prepare(&lp.gpus, trace.num_experts());
+            replay.add_batch_imbalance(trace, l, &mut out);
         }
         for x in &mut out {
             *x /= l_n.max(1) as f64;
