@@ -5,7 +5,7 @@
 //! cell's scope comes from the plan's provenance, as `eval` decides it.
 
 use moeplan::across::{self, Mix};
-use moeplan::plan::{Provenance, fingerprint};
+use moeplan::plan::Provenance;
 use moeplan::planners::{self, Budget, CraftOptions, Planner};
 use moeplan::sim::Workload;
 use moeplan::{LoadTrace, Plan, Topology, evaluate};
@@ -47,6 +47,16 @@ pub fn run(args: CrossArgs) -> Result<(), CliError> {
     // Same layers × experts, or a typed error naming the two shapes.
     let mix = Mix::new(traces.clone(), None)?;
     let settings = &args.planner.settings;
+    // Fingerprinting hashes every count: once per trace, not per cell.
+    let own = traces
+        .iter()
+        .map(|t| Provenance::of(t, 0..t.num_batches()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let prints: Vec<String> = own
+        .iter()
+        .map(|p| p.traces[0].fingerprint.clone())
+        .collect();
+    let of_mix = mix.provenance()?;
     let bar = spinner("planning on every trace and judging on every trace");
     let mut rows = Vec::new();
     for id in ["base", "eplb", "craft"] {
@@ -54,8 +64,8 @@ pub fn run(args: CrossArgs) -> Result<(), CliError> {
         for (i, t) in traces.iter().enumerate() {
             let made = plan_with(planner, &Workload::new(t.clone()), topology, settings);
             let plan = made.planned?.plan;
-            let plan = plan.with_provenance(Some(Provenance::of(t, 0..t.num_batches())?));
-            rows.push(judged(made.name, id, Some(i), plan, &traces)?);
+            let plan = plan.with_provenance(Some(own[i].clone()));
+            rows.push(judged(made.name, id, Some(i), plan, &traces, &prints)?);
         }
     }
     // Made on all: EPLB on the weighted sum (what an engine accumulates),
@@ -67,26 +77,27 @@ pub fn run(args: CrossArgs) -> Result<(), CliError> {
         topology,
         settings,
     );
-    let plan = made.planned?.plan.with_provenance(Some(mix.provenance()?));
-    rows.push(judged(made.name, "eplb", None, plan, &traces)?);
+    let plan = made.planned?.plan.with_provenance(Some(of_mix.clone()));
+    rows.push(judged(made.name, "eplb", None, plan, &traces, &prints)?);
     let craft: &dyn Planner = planners::find("craft")?;
     let made = plan_with(craft, &Workload::new(mix.combined()?), topology, settings);
     let mean_budget = made.planned.as_ref().ok().and_then(|p| p.budget);
-    let plan = made.planned?.plan.with_provenance(Some(mix.provenance()?));
+    let plan = made.planned?.plan.with_provenance(Some(of_mix.clone()));
     rows.push(judged(
         format!("{} mean", made.name),
         "craft",
         None,
         plan,
         &traces,
+        &prints,
     )?);
     let options = CraftOptions::from_settings(settings)?;
     // The robust plan at the mean plan's R: the same memory.
     let budget = mean_budget.map_or(Budget::Auto, Budget::ReplicasPerGpu);
     let robust = across::craft_robust(&mix, topology, &options, budget, across::ROBUST_ROUNDS)?;
     let name = format!("{} robust", craft.label(Some(robust.replicas_per_gpu)));
-    let plan = robust.plan.with_provenance(Some(mix.provenance()?));
-    rows.push(judged(name, "craft-robust", None, plan, &traces)?);
+    let plan = robust.plan.with_provenance(Some(of_mix));
+    rows.push(judged(name, "craft-robust", None, plan, &traces, &prints)?);
     bar.finish_and_clear();
     let names: Vec<String> = args
         .traces
@@ -94,7 +105,7 @@ pub fn run(args: CrossArgs) -> Result<(), CliError> {
         .map(|p| p.display().to_string())
         .collect();
     if args.json {
-        emit(&to_json(&rows, &names, &traces, topology).to_string());
+        emit(&to_json(&rows, &names, &traces, &prints, topology).to_string());
     } else {
         emit(&table(&rows, &names, topology));
     }
@@ -107,15 +118,17 @@ fn judged(
     made_on: Option<usize>,
     plan: Plan,
     traces: &[LoadTrace],
+    prints: &[String],
 ) -> Result<Row, CliError> {
     let provenance = plan.provenance().cloned();
     let cells = traces
         .iter()
-        .map(|t| {
+        .zip(prints)
+        .map(|(t, print)| {
             let r = evaluate(t, &plan)?;
             let batches = 0..t.num_batches();
             let scope = match &provenance {
-                Some(p) => p.scope(&fingerprint(t), batches),
+                Some(p) => p.scope(print, batches),
                 None => moeplan::plan::Scope::Unknown {
                     batches,
                     holdout: false,
@@ -169,12 +182,13 @@ fn to_json(
     rows: &[Row],
     names: &[String],
     traces: &[LoadTrace],
+    prints: &[String],
     topology: Topology,
 ) -> serde_json::Value {
     let traces: Vec<serde_json::Value> = names
         .iter()
-        .zip(traces)
-        .map(|(n, t)| json!({"path": n, "fingerprint": fingerprint(t), "batches": t.num_batches()}))
+        .zip(traces.iter().zip(prints))
+        .map(|(n, (t, print))| json!({"path": n, "fingerprint": print, "batches": t.num_batches()}))
         .collect();
     let plans: Vec<serde_json::Value> = rows
         .iter()
