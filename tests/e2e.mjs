@@ -41,8 +41,7 @@
 //    And a worker that does not answer: a page whose read deadline is set
 //    short (globalThis.moeplanReadDeadlineMs, before it loads).
 
-import { chromium } from "playwright-core";
-import http from "node:http";
+import { check, finish, launch, section, serve } from "./lib.mjs";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -61,56 +60,12 @@ const shared = path.resolve(root, "..", "shared", "data");
 const fixtures = path.join(root, "crates", "moeplan", "tests", "fixtures");
 const brokenDir = path.join(fixtures, "broken");
 
-const types = {
-  ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm",
-  ".css": "text/css", ".json": "application/json", ".png": "image/png", ".svg": "image/svg+xml",
-};
-
-function serve(dir) {
-  const server = http.createServer((req, res) => {
-    const url = new URL(req.url, "http://localhost");
-    let file = path.join(dir, decodeURIComponent(url.pathname));
-    if (!file.startsWith(dir)) { res.writeHead(403).end(); return; }
-    if (fs.existsSync(file) && fs.statSync(file).isDirectory()) file = path.join(file, "index.html");
-    fs.readFile(file, (err, data) => {
-      if (err) { res.writeHead(404).end("not found"); return; }
-      res.writeHead(200, { "content-type": types[path.extname(file)] ?? "application/octet-stream" });
-      res.end(data);
-    });
-  });
-  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
-}
-
-let passed = 0;
-let failed = 0;
-function check(name, ok, detail = "") {
-  if (ok) { passed++; console.log(`ok   ${name}${detail ? ` — ${detail}` : ""}`); }
-  else { failed++; console.log(`FAIL ${name}${detail ? ` — ${detail}` : ""}`); }
-  return ok;
-}
-
-/// Runs one section; an exception (a wait that ran out, above all) fails it.
-async function section(name, fn) {
-  try {
-    await fn();
-  } catch (e) {
-    check(name, false, String(e?.message ?? e).split("\n")[0]);
-  }
-}
-
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   const n = s.length;
   return n === 0 ? NaN : n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 };
 const round = (x, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
-
-const launchArgs = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"];
-const launch = (extra = []) => chromium.launch({
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  args: [...launchArgs, ...extra],
-});
 
 /// A page that records requests off localhost and uncaught page errors.
 async function openPage(browser, origin, hash = "", init = undefined) {
@@ -720,8 +675,7 @@ async function main() {
   const out = argValue("--timings");
   if (out) fs.writeFileSync(out, JSON.stringify(timings, null, 2));
   console.log(`timings: ${JSON.stringify(timings)}`);
-  console.log(`${passed} passed, ${failed} failed`);
-  process.exit(failed === 0 ? 0 : 1);
+  finish();
 }
 
 main();

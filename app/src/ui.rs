@@ -258,6 +258,16 @@ fn replace_hash(hash: &str) {
 }
 
 /// The read deadline: [`READ_DEADLINE_MS`], or a test's shorter one.
+/// Where the worker's loader is: `globalThis.moeplanWorkerUrl` when a host
+/// sets it (the one-file page's `blob:` URL, an embed served from another
+/// folder), else beside the page.
+fn worker_url() -> String {
+    js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str("moeplanWorkerUrl"))
+        .ok()
+        .and_then(|v| v.as_string())
+        .unwrap_or_else(|| "./worker_loader.js".into())
+}
+
 fn read_deadline_ms() -> f64 {
     js_sys::Reflect::get(
         &js_sys::global(),
@@ -327,7 +337,7 @@ impl Ctx {
 
     /// Starts a worker, replacing the one (if any) the page had.
     fn start_worker(self) {
-        let worker = match Worker::new("./worker_loader.js") {
+        let worker = match Worker::new(&worker_url()) {
             Ok(w) => w,
             Err(_) => {
                 self.status.set(Status::Error(

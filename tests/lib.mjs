@@ -1,0 +1,58 @@
+// What every browser test of the built artefacts shares: a static server
+// for a folder (no request leaves it), the pass/fail tally, sections whose
+// exceptions fail them, and Debian's Chromium launched through
+// playwright-core (never a downloaded browser).
+
+import { chromium } from "playwright-core";
+import http from "node:http";
+import fs from "node:fs";
+import path from "node:path";
+
+export const types = {
+  ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm",
+  ".css": "text/css", ".json": "application/json", ".png": "image/png", ".svg": "image/svg+xml",
+};
+
+export function serve(dir) {
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url, "http://localhost");
+    let file = path.join(dir, decodeURIComponent(url.pathname));
+    if (!file.startsWith(dir)) { res.writeHead(403).end(); return; }
+    if (fs.existsSync(file) && fs.statSync(file).isDirectory()) file = path.join(file, "index.html");
+    fs.readFile(file, (err, data) => {
+      if (err) { res.writeHead(404).end("not found"); return; }
+      res.writeHead(200, { "content-type": types[path.extname(file)] ?? "application/octet-stream" });
+      res.end(data);
+    });
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+export const tally = { passed: 0, failed: 0 };
+export function check(name, ok, detail = "") {
+  if (ok) { tally.passed++; console.log(`ok   ${name}${detail ? ` — ${detail}` : ""}`); }
+  else { tally.failed++; console.log(`FAIL ${name}${detail ? ` — ${detail}` : ""}`); }
+  return ok;
+}
+
+/// Runs one section; an exception (a wait that ran out, above all) fails it.
+export async function section(name, fn) {
+  try {
+    await fn();
+  } catch (e) {
+    check(name, false, String(e?.message ?? e).split("\n")[0]);
+  }
+}
+
+export const launchArgs = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"];
+export const launch = (extra = []) => chromium.launch({
+  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+  args: [...launchArgs, ...extra],
+});
+
+/// Prints the tally's last line and exits with its verdict.
+export function finish() {
+  console.log(`${tally.passed} passed, ${tally.failed} failed`);
+  process.exit(tally.failed === 0 ? 0 : 1);
+}
