@@ -488,6 +488,173 @@ pub fn cross_matrix(plans: &[Plan], traces: &[LoadTrace]) -> Result<Vec<Vec<f64>
         .collect()
 }
 
+/// One row of [`cross_table`]: a plan and its figures on every trace.
+#[derive(Debug, Clone)]
+pub struct CrossRow {
+    /// The plan's name in reports (`EPLB (+64)`, `CRAFT (R = 8) mean`).
+    pub name: String,
+    /// The registry id of the planner that made it; `craft-robust` for
+    /// [`craft_robust`].
+    pub planner: &'static str,
+    /// Index of the trace it was made on; `None`: made on all of them.
+    pub made_on: Option<usize>,
+    /// The plan, its provenance recorded.
+    pub plan: Plan,
+    /// Per judged trace, in the traces' order.
+    pub cells: Vec<CrossCell>,
+}
+
+impl CrossRow {
+    /// The lowest balancedness over the judged traces.
+    pub fn worst(&self) -> f64 {
+        self.cells
+            .iter()
+            .map(|c| c.balancedness)
+            .fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// A plan judged on one trace (even split over copies).
+#[derive(Debug, Clone)]
+pub struct CrossCell {
+    /// Mean balancedness over the trace's batches and layers.
+    pub balancedness: f64,
+    /// Mean max / mean GPU load.
+    pub imbalance_ratio: f64,
+    /// Where the figure comes from, relative to the plan's data.
+    pub scope: crate::plan::Scope,
+}
+
+/// Plans across workloads, as `moeplan cross` and the page show them: BASE,
+/// EPLB and CRAFT made on each trace, then EPLB on the weighted sum, CRAFT
+/// mean and CRAFT robust (at the mean plan's `R`: the same memory) made on
+/// all of them (equal weights), every plan judged on every trace. Options
+/// (budgets, groups) come from `settings`, as for one trace. Needs at least
+/// two traces of one model.
+///
+/// Cost: `3 · T + 2` plannings (the robust one [`ROBUST_ROUNDS`] times
+/// CRAFT on all batches) and `(3 · T + 3) · T` evaluations, for `T` traces.
+///
+/// ```
+/// use moeplan::across::cross_table;
+/// use moeplan::planners::Settings;
+/// use moeplan::{generator, model, Topology};
+/// let make = |seed| generator::generate(&generator::GenConfig { seed, ..generator::GenConfig::new(model::preset("olmoe")?, 4) });
+/// let rows = cross_table(&[make(1)?, make(2)?], Topology::new(1, 8)?, &Settings::new())?;
+/// assert_eq!(rows.len(), 3 * 2 + 3);
+/// let craft_on_first = &rows[4];
+/// assert_eq!((craft_on_first.planner, craft_on_first.made_on), ("craft", Some(0)));
+/// assert_eq!(craft_on_first.cells[0].scope.kind(), "in-sample");
+/// assert_eq!(craft_on_first.cells[1].scope.kind(), "another-trace");
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn cross_table(
+    traces: &[LoadTrace],
+    topology: Topology,
+    settings: &crate::planners::Settings,
+) -> Result<Vec<CrossRow>> {
+    use crate::planners::{self, Planner};
+    use crate::sim::Workload;
+    if traces.len() < 2 {
+        return Err(Error::Argument(
+            "plans across workloads need at least two traces".into(),
+        ));
+    }
+    // Same layers × experts, or a typed error naming the two shapes.
+    let mix = Mix::new(traces.to_vec(), None)?;
+    // Fingerprinting hashes every count: once per trace, not per cell.
+    let own = traces
+        .iter()
+        .map(|t| Provenance::of(t, 0..t.num_batches()))
+        .collect::<Result<Vec<_>>>()?;
+    let prints: Vec<String> = own
+        .iter()
+        .map(|p| {
+            p.traces
+                .first()
+                .map(|r| r.fingerprint.clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    let of_mix = mix.provenance()?;
+    let made = |planner: &dyn Planner, trace: LoadTrace| -> Result<(String, Plan, Option<usize>)> {
+        let budget = match planner.budget() {
+            Some(spec) => settings.budget(spec)?,
+            None => None,
+        };
+        let planned =
+            planners::prepare(planner, &Workload::new(trace), topology, settings)?.plan(budget)?;
+        Ok((planner.label(planned.budget), planned.plan, planned.budget))
+    };
+    let judged = |name: String, planner: &'static str, made_on, plan: Plan| -> Result<CrossRow> {
+        let provenance = plan.provenance().cloned();
+        let cells = traces
+            .iter()
+            .zip(&prints)
+            .map(|(t, print)| {
+                let r = evaluate(t, &plan)?;
+                let batches = 0..t.num_batches();
+                let scope = match &provenance {
+                    Some(p) => p.scope(print, batches),
+                    None => crate::plan::Scope::Unknown {
+                        batches,
+                        holdout: false,
+                    },
+                };
+                Ok(CrossCell {
+                    balancedness: r.balancedness,
+                    imbalance_ratio: r.imbalance_ratio,
+                    scope,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(CrossRow {
+            name,
+            planner,
+            made_on,
+            plan,
+            cells,
+        })
+    };
+    let mut rows = Vec::with_capacity(3 * traces.len() + 3);
+    for id in ["base", "eplb", "craft"] {
+        let planner = planners::find(id)?;
+        for (i, (t, p)) in traces.iter().zip(&own).enumerate() {
+            let (name, plan, _) = made(planner, t.clone())?;
+            let plan = plan.with_provenance(Some(p.clone()));
+            rows.push(judged(name, planner.id().as_str(), Some(i), plan)?);
+        }
+    }
+    // Made on all: EPLB on the weighted sum (what an engine accumulates),
+    // CRAFT on the traces' batches (the mean), CRAFT robust (the worst case).
+    let (name, plan, _) = made(planners::find("eplb")?, mix.weighted_sum()?)?;
+    rows.push(judged(
+        name,
+        "eplb",
+        None,
+        plan.with_provenance(Some(of_mix.clone())),
+    )?);
+    let craft = planners::find("craft")?;
+    let (name, plan, mean_budget) = made(craft, mix.combined()?)?;
+    rows.push(judged(
+        format!("{name} mean"),
+        "craft",
+        None,
+        plan.with_provenance(Some(of_mix.clone())),
+    )?);
+    let options = CraftOptions::from_settings(settings)?;
+    let budget = mean_budget.map_or(Budget::Auto, Budget::ReplicasPerGpu);
+    let robust = craft_robust(&mix, topology, &options, budget, ROBUST_ROUNDS)?;
+    let name = format!("{} robust", craft.label(Some(robust.replicas_per_gpu)));
+    rows.push(judged(
+        name,
+        "craft-robust",
+        None,
+        robust.plan.with_provenance(Some(of_mix)),
+    )?);
+    Ok(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
