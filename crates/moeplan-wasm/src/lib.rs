@@ -17,15 +17,29 @@
 //!
 //! User input never panics the module: a bad trace or setting is a thrown
 //! `Error` with one clear message, and a [`Planner`] keeps its previous trace.
+//!
+//! The `.d.ts` is generated, none of it kept by hand: the settings types
+//! (`PlanSettings`, `PlanOptions`, `Algorithm`) by `build.rs` from the
+//! core's planner registry, the returned objects (`PlanResult`, `View`,
+//! `TraceStats`, `EvalReport`, `PlanFile`, …) by `tsify` from the Rust types
+//! that serialise them (the core's `typescript` feature), and each function
+//! names them through `unchecked_param_type` / `unchecked_return_type`.
 
 use moeplan::formats::{self, plan_json};
 use moeplan::generator::{GenConfig, generate};
 use moeplan::planners::{self, PlannerId, Settings, craft};
 use moeplan::sim::{CostModel, Workload, simulate};
 use moeplan::workspace::{Cluster, Workspace};
-use moeplan::{LoadTrace, Topology, evaluate, model};
+use moeplan::{EvalReport, LoadTrace, Topology, evaluate, model};
 use serde::{Deserialize, Serialize};
+use tsify::Tsify;
 use wasm_bindgen::prelude::*;
+
+mod names;
+use names::{camel_case, snake_case};
+
+#[wasm_bindgen(typescript_custom_section)]
+const SETTINGS_TS: &str = include_str!(concat!(env!("OUT_DIR"), "/api.d.ts"));
 
 /// Installs the panic hook so a bug shows a Rust message in the console.
 #[wasm_bindgen(start)]
@@ -111,37 +125,6 @@ fn one() -> usize {
     1
 }
 
-/// `replicasPerGpu` → `replicas_per_gpu` (the registry's names).
-fn snake_case(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 4);
-    for c in name.chars() {
-        if c.is_ascii_uppercase() {
-            out.push('_');
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// `replicas_per_gpu` → `replicasPerGpu`.
-fn camel_case(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut up = false;
-    for c in name.chars() {
-        match c {
-            '_' => up = true,
-            c if up => {
-                out.push(c.to_ascii_uppercase());
-                up = false;
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// Plans a trace in one call: returns `{ plan, report, budget }` where
 /// `plan` is the project's plan JSON as an object, `report` the in-sample
 /// evaluation and `budget` the planner's budget used (`auto` resolved; absent
@@ -150,8 +133,11 @@ fn camel_case(name: &str) -> String {
 /// gives `schedule`: its per-batch replay (`per_batch_imbalance_ratio`,
 /// `per_batch_copies`, …) — `plan` and `report` are then its static base;
 /// `schedule` is `null` for the others.
-#[wasm_bindgen]
-pub fn plan(trace: &[u8], config: JsValue) -> Result<JsValue, js_sys::Error> {
+#[wasm_bindgen(unchecked_return_type = "PlanResult")]
+pub fn plan(
+    trace: &[u8],
+    #[wasm_bindgen(unchecked_param_type = "PlanSettings")] config: JsValue,
+) -> Result<JsValue, js_sys::Error> {
     let text: String = js_sys::JSON::stringify(&config)
         .map_err(|_| js_error("settings must be a plain object"))?
         .into();
@@ -168,52 +154,91 @@ pub fn plan(trace: &[u8], config: JsValue) -> Result<JsValue, js_sys::Error> {
     let (plan, budget) = (planned.plan, planned.budget);
     let report = evaluate(work.trace(), &plan).map_err(js_error)?;
     let schedule = match ready.schedule(&plan, &work).map_err(js_error)? {
-        Some(s) => schedule_json(&work, &s).map_err(js_error)?,
-        None => serde_json::Value::Null,
+        Some(s) => Some(schedule_replay(&work, &s).map_err(js_error)?),
+        None => None,
     };
     let json = plan_json::write(&plan, &Default::default());
-    let plan_value: serde_json::Value = serde_json::from_str(&json).map_err(js_error)?;
-    to_js(&serde_json::json!({
-        "plan": plan_value,
-        "report": report,
-        "budget": budget,
-        "schedule": schedule,
-    }))
+    let plan: serde_json::Value = serde_json::from_str(&json).map_err(js_error)?;
+    to_js(&PlanResult {
+        plan,
+        report,
+        budget,
+        schedule,
+    })
+}
+
+/// What [`plan`] returns.
+#[derive(Serialize, Tsify)]
+pub struct PlanResult {
+    /// The plan as the project's plan JSON (`moeplan plan`'s file).
+    #[tsify(type = "PlanFile")]
+    pub plan: serde_json::Value,
+    /// The plan replayed on the trace it was made on.
+    pub report: EvalReport,
+    /// The budget used, in the planner's unit (`auto` resolved); `null` for
+    /// planners without one.
+    pub budget: Option<usize>,
+    /// A per-batch planner's schedule replayed (`plan` and `report` are then
+    /// its static base); `null` for the others.
+    pub schedule: Option<ScheduleReplay>,
+}
+
+/// A per-batch planner's (Libra's) schedule replayed in-sample.
+#[derive(Serialize, Tsify)]
+pub struct ScheduleReplay {
+    /// How it serves (`per batch, libra-rebalance, …`).
+    pub about: String,
+    /// The dispatch rule it is replayed under (its own).
+    pub rule: String,
+    /// Mean over batches, then layers, of mean / max GPU load.
+    pub balancedness: f64,
+    /// Mean of max / mean GPU load.
+    pub imbalance_ratio: f64,
+    /// Balancedness of each batch.
+    pub per_batch_balancedness: Vec<f64>,
+    /// Imbalance ratio of each batch.
+    pub per_batch_imbalance_ratio: Vec<f64>,
+    /// Expert copies made before each batch.
+    pub per_batch_copies: Vec<usize>,
+    /// Expert bytes those copies move.
+    pub per_batch_bytes_copied: Vec<u64>,
+    /// Slots each GPU reserves for the copies.
+    pub extra_slots_per_gpu: usize,
 }
 
 /// A per-batch planner's (Libra's) schedule replayed in-sample: `plan` is
 /// then only its static base, and these are the figures it serves with.
-fn schedule_json(
+fn schedule_replay(
     work: &Workload,
     s: &planners::Schedule,
-) -> Result<serde_json::Value, moeplan::Error> {
+) -> Result<ScheduleReplay, moeplan::Error> {
     let cost = work
         .trace()
         .model()
         .and_then(|m| model::preset(m).ok())
         .map_or_else(CostModel::default, CostModel::for_model);
     let r = simulate(work, &s.strategy, &cost)?;
-    Ok(serde_json::json!({
-        "about": s.about,
-        "rule": r.rule,
-        "balancedness": r.balancedness,
-        "imbalance_ratio": r.imbalance_ratio,
-        "per_batch_balancedness": r.per_batch,
-        "per_batch_imbalance_ratio": r.per_batch_imbalance_ratio,
-        "per_batch_copies": s.copies_per_batch,
-        "per_batch_bytes_copied": s
+    Ok(ScheduleReplay {
+        about: s.about.clone(),
+        rule: r.rule,
+        balancedness: r.balancedness,
+        imbalance_ratio: r.imbalance_ratio,
+        per_batch_balancedness: r.per_batch,
+        per_batch_imbalance_ratio: r.per_batch_imbalance_ratio,
+        per_batch_copies: s.copies_per_batch.clone(),
+        per_batch_bytes_copied: s
             .copies_per_batch
             .iter()
             .map(|&c| c as u64 * cost.expert_bytes)
-            .collect::<Vec<u64>>(),
-        "extra_slots_per_gpu": s.extra_slots_per_gpu,
-    }))
+            .collect(),
+        extra_slots_per_gpu: s.extra_slots_per_gpu,
+    })
 }
 
 /// Every registered planner with its options (camelCase names, kinds,
 /// defaults — `auto` for a budget the planner chooses), in the order the
 /// CLI's `compare` and the page list them.
-#[wasm_bindgen]
+#[wasm_bindgen(unchecked_return_type = "PlannerInfo[]")]
 pub fn planners() -> Result<JsValue, js_sys::Error> {
     to_js(&planner_list())
 }
@@ -235,19 +260,54 @@ fn planner_list() -> serde_json::Value {
 }
 
 /// The built-in model shapes (name, layers, experts, top-k, bytes per expert).
-#[wasm_bindgen]
+#[wasm_bindgen(unchecked_return_type = "Preset[]")]
 pub fn presets() -> Result<JsValue, js_sys::Error> {
-    let v: Vec<serde_json::Value> = model::PRESETS
+    let v: Vec<Preset> = model::PRESETS
         .iter()
-        .map(|p| {
-            serde_json::json!({
-                "name": p.name, "display": p.display, "moeLayers": p.moe_layers(),
-                "experts": p.experts, "topK": p.top_k, "groups": p.groups,
-                "expertBytes": p.expert_bytes(),
-            })
+        .map(|p| Preset {
+            name: p.name,
+            display: p.display,
+            moe_layers: p.moe_layers(),
+            experts: p.experts,
+            top_k: p.top_k,
+            groups: p.groups,
+            expert_bytes: p.expert_bytes(),
         })
         .collect();
     to_js(&v)
+}
+
+/// A built-in model shape, as [`presets`] lists it.
+#[derive(Serialize, Tsify)]
+#[serde(rename_all = "camelCase")]
+pub struct Preset {
+    /// What [`Planner::generate`] takes (`deepseek-v3`).
+    pub name: &'static str,
+    /// How it is printed.
+    pub display: &'static str,
+    /// MoE layers.
+    pub moe_layers: usize,
+    /// Routed experts per MoE layer.
+    pub experts: usize,
+    /// Experts each token is routed to.
+    pub top_k: usize,
+    /// Router expert groups.
+    pub groups: usize,
+    /// Bytes of one expert's weights.
+    pub expert_bytes: u64,
+}
+
+/// What [`Planner::configure`] reads: the cluster to plan on.
+#[derive(Deserialize, Tsify)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterSettings {
+    /// Nodes (at least 1).
+    pub nodes: usize,
+    /// GPUs per node (at least 1).
+    pub gpus_per_node: usize,
+    /// Router expert groups for EPLB's hierarchical policy (default 1).
+    #[serde(default = "one")]
+    pub groups: usize,
 }
 
 /// A trace and its plans, kept between calls so a budget change is cheap.
@@ -268,13 +328,14 @@ impl Planner {
 
     /// Reads a trace (any supported format, detected by content) and returns
     /// its statistics. On error the previous trace stays.
-    #[wasm_bindgen(js_name = loadTrace)]
+    #[wasm_bindgen(js_name = loadTrace, unchecked_return_type = "TraceStats")]
     pub fn load_trace(&mut self, bytes: &[u8]) -> Result<JsValue, js_sys::Error> {
         let trace = formats::read_trace(bytes, &read_options()).map_err(js_error)?;
         self.set_trace(trace)
     }
 
     /// Generates a trace with a model preset's shape.
+    #[wasm_bindgen(unchecked_return_type = "TraceStats")]
     pub fn generate(
         &mut self,
         preset: &str,
@@ -300,20 +361,13 @@ impl Planner {
     /// Plans the current trace on `{ nodes, gpusPerNode, groups }` (the
     /// expensive step) and returns the view for `replicasPerGpu` (`undefined`
     /// = automatic).
+    #[wasm_bindgen(unchecked_return_type = "View")]
     pub fn configure(
         &mut self,
-        cluster: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ClusterSettings")] cluster: JsValue,
         replicas_per_gpu: Option<usize>,
     ) -> Result<JsValue, js_sys::Error> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase", deny_unknown_fields)]
-        struct C {
-            nodes: usize,
-            gpus_per_node: usize,
-            #[serde(default = "one")]
-            groups: usize,
-        }
-        let c: C = from_js(cluster)?;
+        let c: ClusterSettings = from_js(cluster)?;
         let trace = self
             .trace
             .clone()
@@ -333,6 +387,7 @@ impl Planner {
     }
 
     /// The view for a budget and a layer index (cheap).
+    #[wasm_bindgen(unchecked_return_type = "View")]
     pub fn view(
         &self,
         replicas_per_gpu: Option<usize>,

@@ -22,6 +22,7 @@ use crate::trace::LoadTrace;
 
 /// Everything a user reads off one evaluation.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct EvalReport {
     /// The planner that made the plan.
     pub algorithm: String,

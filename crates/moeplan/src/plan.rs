@@ -17,6 +17,7 @@ pub const MAX_SLOTS_PER_LAYER: usize = 1 << 20;
 
 /// Where the copies of one layer's experts live.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct LayerPlacement {
     /// The model's layer id.
     pub layer: u32,
@@ -513,6 +514,7 @@ fn id_list(ids: &[u32]) -> String {
 
 /// Memory accounting of a plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct PlanSummary {
     /// Copies beyond the first, over all layers.
     pub replicas: usize,
@@ -577,6 +579,7 @@ pub fn fingerprint(trace: &LoadTrace) -> String {
 
 /// One trace a plan was made on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct TraceRef {
     /// [`fingerprint`] of the whole trace (every batch, held-out ones too).
     pub fingerprint: String,
@@ -591,6 +594,7 @@ pub struct TraceRef {
 
 /// What a plan was made on: one trace (or part of it) or several traces.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct Provenance {
     /// Every trace planned on, in the order given.
     pub traces: Vec<TraceRef>,

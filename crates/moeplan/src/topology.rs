@@ -14,6 +14,7 @@ pub const MAX_GPUS: usize = 1 << 16;
 /// private so an invalid topology cannot exist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "RawTopology", into = "RawTopology")]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct Topology {
     nodes: usize,
     gpus_per_node: usize,

@@ -405,6 +405,7 @@ pub struct HoldoutSplit {
 
 /// Summary of a trace, as `moeplan inspect` prints it.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct TraceStats {
     /// Model name, when known.
     pub model: Option<String>,
@@ -424,6 +425,7 @@ pub struct TraceStats {
 
 /// Skew of one MoE layer.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct LayerStats {
     /// The model's layer id.
     pub layer: u32,

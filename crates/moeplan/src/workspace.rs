@@ -193,6 +193,7 @@ pub struct Export {
 
 /// Headline figures of one plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct PlanFigures {
     /// The planner's id: `base`, `eplb` or `craft`.
     pub name: String,
@@ -242,6 +243,7 @@ pub struct PlanFigures {
 /// pair counts of [`Traffic`] (the busiest GPU's ingress and egress are the
 /// simulator's, not the view's).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct PairTraffic {
     /// Pairs in all.
     pub pairs: f64,
@@ -271,6 +273,7 @@ impl From<&Traffic> for PairTraffic {
 /// fell back or what the workload lacks (GRACE with counts only groups by
 /// load, having no affinity).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct PlannerNote {
     /// The planner's id (`grace`).
     pub name: String,
@@ -280,6 +283,7 @@ pub struct PlannerNote {
 
 /// One point of GRACE's `(S(r), U(r))` curve (Eq. 1).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct RatioPoint {
     /// The non-uniformity ratio `r`.
     pub ratio: f64,
@@ -292,6 +296,7 @@ pub struct RatioPoint {
 /// One layer as GRACE grouped it by affinity: its `(S, U)` curve with the
 /// chosen `r`, and its affinity matrix with the experts in group order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct GroupingView {
     /// The model's layer id.
     pub layer: u32,
@@ -310,6 +315,7 @@ pub struct GroupingView {
 
 /// One layer's placement: every GPU's experts, replicas marked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct LayerView {
     /// The model's layer id.
     pub layer: u32,
@@ -320,6 +326,7 @@ pub struct LayerView {
 
 /// Everything the page draws for one budget.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct View {
     /// The cluster.
     pub topology: Topology,

@@ -42,7 +42,13 @@ pub struct PlanMeta {
     pub holdout: Option<f64>,
 }
 
+/// A plan file (`moeplan plan`'s JSON; schema in `schemas/`).
 #[derive(Serialize)]
+#[cfg_attr(
+    feature = "typescript",
+    derive(tsify::Tsify),
+    tsify(rename = "PlanFile")
+)]
 struct PlanOut<'a> {
     format: &'static str,
     version: u32,

@@ -173,6 +173,7 @@ pub fn all_options() -> Vec<&'static OptionSpec> {
 /// What a planner reads from the workload, from least to most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub enum Needs {
     /// Only the shape (experts, layers): it ignores the loads.
     Shape,
@@ -223,6 +224,7 @@ impl Needs {
 /// What a budget counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub enum Unit {
     /// Replicas per GPU summed over all layers (`R`; `R · D` in all) — the
     /// unit of the page's slider.
@@ -594,6 +596,7 @@ fn mistyped(spec: &OptionSpec, v: &Value) -> Error {
 /// One point of the replication-factor curve (the CRAFT paper's Figure 5):
 /// what a planner with a budget in replicas per GPU predicts at `R`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct CurvePoint {
     /// Replicas per GPU, summed over layers (`R`).
     pub replicas_per_gpu: usize,
@@ -849,6 +852,7 @@ pub fn plan(
 /// A planner described for listings (`moeplan planners`, the JavaScript
 /// API's `planners()`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct PlannerInfo {
     /// Its name.
     pub id: PlannerId,
@@ -864,6 +868,7 @@ pub struct PlannerInfo {
 
 /// An option described for listings.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct OptionInfo {
     /// `snake_case` name.
     pub name: &'static str,
