@@ -76,7 +76,7 @@ fn main() -> Result<(), moeplan::Error> {
     let t0 = Instant::now();
     let analysis = GraceAnalysis::new(&work)?;
     eprintln!("GraceAnalysis::new: {:.0} ms", ms(t0.elapsed()));
-    for (nodes, g) in [(8, 8), (8, 4), (4, 8), (8, 4), (4, 8), (1, 64)] {
+    for (nodes, g) in [(8, 8), (8, 4), (4, 4), (4, 8), (8, 4), (4, 8), (1, 64)] {
         let t0 = Instant::now();
         Grace::prepare_with(
             &work,

@@ -2,7 +2,10 @@
 //! (§4.1): every layer's affinity `A` from the token routes (or as the
 //! workload recorded it: co-occurrence counts), and — filled in
 //! as plans ask for them — the spectral embedding of `A` restricted to any
-//! set of experts and its k-means labels for any group count. A
+//! set of experts and its k-means labels for any group count, and
+//! Algorithm 2's groupings (over nodes per node count, GPUs per node and GPU
+//! capacity; within a node per its members and bounds), so a cluster seen
+//! before costs only the `(S, U)` curve. A
 //! [`GraceAnalysis`] is built once per workload and shared (`Arc`) by every
 //! [`Grace::prepare_with`](super::Grace::prepare_with), so a GPU or node
 //! change in the page re-runs only Algorithm 2, the `(S, U)` curve and the
@@ -23,10 +26,12 @@ use std::sync::{Arc, Mutex};
 use ndarray::Array2;
 
 use super::affinity::affinity;
+use super::grouping::{NodeKey, NodeMemo};
 use super::spectral::SpectralEmbedding;
 use super::{SEED, map_layers};
 use crate::error::Result;
 use crate::sim::Workload;
+use crate::topology::Topology;
 
 /// One layer's affinity and the clusterings done on it so far.
 #[derive(Debug)]
@@ -36,12 +41,21 @@ struct LayerAnalysis {
     memo: Mutex<Memo>,
 }
 
+/// Experts per group (node or GPU).
+type Groups = Vec<Vec<usize>>;
+
 /// Keyed by the expert set (ascending global ids; the whole layer is
 /// `0..n`).
 #[derive(Debug, Default)]
 struct Memo {
     embeddings: HashMap<Vec<usize>, Arc<SpectralEmbedding>>,
     labels: HashMap<(Vec<usize>, usize), Vec<usize>>,
+    /// The experts of each node by (nodes, GPUs per node, GPU capacity):
+    /// Algorithm 2 over nodes, which depends on nothing else.
+    nodes: HashMap<(usize, usize, usize), Arc<Groups>>,
+    /// A node's GPU groups (local indices) by its members, `G` and
+    /// Algorithm 2's bounds.
+    within: HashMap<NodeKey, Vec<Vec<usize>>>,
 }
 
 /// The cluster-independent part of GRACE for one workload.
@@ -122,49 +136,117 @@ impl GraceAnalysis {
         (self.num_layers, self.num_experts) == (layers, experts)
     }
 
+    /// Runs `f` on layer index `layer`'s memo (`None` for a layer out of
+    /// range).
+    fn with_memo<T>(&self, layer: usize, f: impl FnOnce(&mut Memo) -> T) -> Option<T> {
+        let la = self.layers.get(layer)?;
+        // A poisoned lock only means another thread panicked mid-insert;
+        // the maps hold finished values only, so they are still sound.
+        Some(match la.memo.lock() {
+            Ok(mut m) => f(&mut m),
+            Err(p) => f(&mut p.into_inner()),
+        })
+    }
+
     /// Labels `0..k` of `members` (ascending ids of layer index `layer`)
-    /// by spectral clustering of their affinity sub-matrix `sub`; as
-    /// [`spectral_clusters`](super::spectral::spectral_clusters) of `sub`,
-    /// remembered. `sub` must be the validated layer affinity restricted to
-    /// `members`.
+    /// by spectral clustering of their affinity sub-matrix `sub()`; as
+    /// [`spectral_clusters`](super::spectral::spectral_clusters) of it,
+    /// remembered. `sub()` must be the validated layer affinity restricted
+    /// to `members`; it is built only when no embedding of `members` is
+    /// kept.
     pub(super) fn clusters(
         &self,
         layer: usize,
         members: &[usize],
-        sub: &Array2<f64>,
+        sub: &dyn Fn() -> Array2<f64>,
         k: usize,
     ) -> Result<Vec<usize>> {
         let key = (members.to_vec(), k);
-        let Some(la) = self.layers.get(layer) else {
-            return SpectralEmbedding::new(sub)?.clusters(k, SEED);
+        let Some(hit) = self.with_memo(layer, |m| m.labels.get(&key).cloned()) else {
+            return SpectralEmbedding::new(&sub())?.clusters(k, SEED);
         };
-        // A poisoned lock only means another thread panicked mid-insert;
-        // the maps hold finished values only, so they are still sound.
-        let memo = |f: &mut dyn FnMut(&mut Memo)| match la.memo.lock() {
-            Ok(mut m) => f(&mut m),
-            Err(p) => f(&mut p.into_inner()),
-        };
-        let mut hit = None;
-        memo(&mut |m| hit = m.labels.get(&key).cloned());
         if let Some(labels) = hit {
             return Ok(labels);
         }
-        let mut embedding = None;
-        memo(&mut |m| embedding = m.embeddings.get(members).cloned());
-        let embedding = match embedding {
+        let embedding = match self
+            .with_memo(layer, |m| m.embeddings.get(members).cloned())
+            .flatten()
+        {
             Some(e) => e,
             None => {
-                let e = Arc::new(SpectralEmbedding::new(sub)?);
-                memo(&mut |m| {
+                let e = Arc::new(SpectralEmbedding::new(&sub())?);
+                self.with_memo(layer, |m| {
                     m.embeddings.insert(members.to_vec(), Arc::clone(&e));
                 });
                 e
             }
         };
         let labels = embedding.clusters(k, SEED)?;
-        memo(&mut |m| {
-            m.labels.insert(key.clone(), labels.clone());
+        self.with_memo(layer, |m| {
+            m.labels.insert(key, labels.clone());
         });
         Ok(labels)
+    }
+
+    /// The experts of each node of `topology` at GPU capacity `cap` in layer
+    /// index `layer`: `compute()` (Algorithm 2 over nodes) the first time,
+    /// remembered.
+    pub(super) fn node_grouping(
+        &self,
+        layer: usize,
+        topology: Topology,
+        cap: usize,
+        compute: impl FnOnce() -> Result<Vec<Vec<usize>>>,
+    ) -> Result<Arc<Groups>> {
+        let key = (topology.nodes(), topology.gpus_per_node(), cap);
+        if let Some(nodes) = self
+            .with_memo(layer, |m| m.nodes.get(&key).cloned())
+            .flatten()
+        {
+            return Ok(nodes);
+        }
+        let nodes = Arc::new(compute()?);
+        self.with_memo(layer, |m| {
+            m.nodes.insert(key, Arc::clone(&nodes));
+        });
+        Ok(nodes)
+    }
+
+    /// Layer index `layer`'s store of within-node GPU groups, for
+    /// [`within_nodes`](super::grouping::within_nodes).
+    pub(super) fn node_memo(&self, layer: usize) -> LayerNodeMemo<'_> {
+        LayerNodeMemo {
+            analysis: self,
+            layer,
+        }
+    }
+}
+
+/// [`GraceAnalysis::node_memo`]: within-node groups kept in the analysis,
+/// so a later cluster whose nodes hold the same experts reuses them.
+pub(super) struct LayerNodeMemo<'a> {
+    analysis: &'a GraceAnalysis,
+    layer: usize,
+}
+
+impl NodeMemo for LayerNodeMemo<'_> {
+    fn get(
+        &mut self,
+        members: &[usize],
+        g: usize,
+        min: usize,
+        max: usize,
+    ) -> Option<Vec<Vec<usize>>> {
+        let key = (members.to_vec(), g, min, max);
+        self.analysis
+            .with_memo(self.layer, |m| m.within.get(&key).cloned())
+            .flatten()
+    }
+
+    fn put(&mut self, members: &[usize], g: usize, min: usize, max: usize, groups: &[Vec<usize>]) {
+        self.analysis.with_memo(self.layer, |m| {
+            m.within
+                .insert((members.to_vec(), g, min, max), groups.to_vec());
+        });
     }
 }

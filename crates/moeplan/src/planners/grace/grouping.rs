@@ -44,7 +44,7 @@
 //! curve and the knee are O(P) over `P` ratios; [`hierarchical_grouping`]
 //! adds one clustering per node (the caller's).
 
-use ndarray::{Array2, Axis};
+use ndarray::Array2;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -161,41 +161,52 @@ pub fn bounded_grouping(
     min: usize,
     max: usize,
 ) -> Result<Vec<Vec<usize>>> {
-    check_affinity(a)?;
-    bounded_unchecked(a, &symmetrised(a), labels, k, min, max)
+    let n = check_affinity(a)?;
+    bounded_unchecked(&symmetrised(a), n, labels, k, min, max)
 }
 
 /// `sym[j · n + e] = A[e][j] + A[j][e]`: e's tie to j both ways, row by
-/// row, so Algorithm 2's sums run over contiguous memory.
-fn symmetrised(a: &Array2<f64>) -> Vec<f64> {
+/// row, so Algorithm 2's sums run over contiguous memory. Each pair is
+/// added once (`0 + A[i][j] + A[j][i]`, the same bits in either order) and
+/// written to both places.
+pub(super) fn symmetrised(a: &Array2<f64>) -> Vec<f64> {
     let n = a.nrows().min(a.ncols());
     let mut sym = vec![0.0; n * n];
-    for (i, row) in a.outer_iter().enumerate().take(n) {
-        for (j, &v) in row.iter().enumerate().take(n) {
-            sym[i * n + j] += v;
-            sym[j * n + i] += v;
+    for i in 0..n {
+        for j in i..n {
+            let (Some(&x), Some(&y)) = (a.get((i, j)), a.get((j, i))) else {
+                continue;
+            };
+            let v = 0.0 + x + y;
+            if let Some(s) = sym.get_mut(i * n + j) {
+                *s = v;
+            }
+            if let Some(s) = sym.get_mut(j * n + i) {
+                *s = v;
+            }
         }
     }
     sym
 }
 
-/// [`symmetrised`] of a matrix known to be symmetric exactly (counted
-/// affinity): `v + v` is `A[e][j] + A[j][e]` to the bit, in one pass.
-pub(super) fn symmetrised_exact(a: &Array2<f64>) -> Vec<f64> {
-    a.iter().map(|&v| v + v).collect()
-}
-
-/// [`bounded_grouping`] of a square, finite, non-negative `a` (a sub-matrix
-/// of a checked one): every other check, not the O(n²) scan of values.
+/// [`bounded_grouping`] of the `n × n` [`symmetrised`] `sym` of a square,
+/// finite, non-negative matrix (a sub-matrix of a checked one): every other
+/// check, not the O(n²) scan of values. Reads only `sym`: `sym[i · n + j]`
+/// is `A[i][j] + A[j][i]` to the bit, the sum line 8 ranks by.
 fn bounded_unchecked(
-    a: &Array2<f64>,
     sym: &[f64],
+    n: usize,
     labels: &[usize],
     k: usize,
     min: usize,
     max: usize,
 ) -> Result<Vec<Vec<usize>>> {
-    let n = a.nrows().min(a.ncols());
+    if sym.len() != n * n {
+        return Err(Error::planner(
+            NAME,
+            format!("{} affinities for {n} experts", sym.len()),
+        ));
+    }
     if labels.len() != n {
         return Err(Error::planner(
             NAME,
@@ -225,7 +236,11 @@ fn bounded_unchecked(
         if c.len() > max {
             let mut scored: Vec<(f64, usize)> = c
                 .iter()
-                .map(|&i| (c.iter().map(|&j| a[[i, j]] + a[[j, i]]).sum(), i))
+                .map(|&i| {
+                    let row = sym.get(i * n..(i + 1) * n).unwrap_or(&[]);
+                    let tie: f64 = c.iter().filter_map(|&j| row.get(j)).sum();
+                    (tie, i)
+                })
                 .collect();
             scored.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
             let (keep, rest) = scored.split_at(max);
@@ -240,18 +255,23 @@ fn bounded_unchecked(
     // directions (IntraScore's gain when e joins g). Kept current as
     // experts move.
     let mut pull = vec![0.0; k * n];
-    // Adds (or takes) x's ties to every expert but x itself to group g's row.
+    // Adds (or takes) x's ties to every expert but x itself to group g's
+    // row: the entries before x and after it, so the loops have no branch.
     let add = |pull: &mut [f64], g: usize, x: usize, sign: f64| {
         let row = tie(x);
         if let Some(p) = pull.get_mut(g * n..(g + 1) * n) {
-            for (e, (p, &w)) in p.iter_mut().zip(row).enumerate() {
-                if e != x {
-                    if sign > 0.0 {
-                        *p += w;
-                    } else {
-                        *p -= w;
-                    }
-                }
+            let (p_lo, p_hi) = p.split_at_mut(x.min(n));
+            let (w_lo, w_hi) = row.split_at(x.min(row.len()));
+            let (p_hi, w_hi) = (
+                p_hi.get_mut(1..).unwrap_or(&mut []),
+                w_hi.get(1..).unwrap_or(&[]),
+            );
+            if sign > 0.0 {
+                p_lo.iter_mut().zip(w_lo).for_each(|(p, &w)| *p += w);
+                p_hi.iter_mut().zip(w_hi).for_each(|(p, &w)| *p += w);
+            } else {
+                p_lo.iter_mut().zip(w_lo).for_each(|(p, &w)| *p -= w);
+                p_hi.iter_mut().zip(w_hi).for_each(|(p, &w)| *p -= w);
             }
         }
     };
@@ -506,18 +526,45 @@ pub fn hierarchical_grouping(
     node_labels: &[usize],
     cluster: &mut Clusterer<'_>,
 ) -> Result<Vec<Vec<usize>>> {
-    check_affinity(a)?;
-    let cap = gpu_capacity(a.nrows(), topology, ratio)?;
-    let nodes = node_grouping(a, &symmetrised(a), topology, cap, node_labels)?;
+    let n = check_affinity(a)?;
+    let sym = symmetrised(a);
+    let cap = gpu_capacity(n, topology, ratio)?;
+    let nodes = node_grouping(&sym, n, topology, cap, node_labels)?;
+    let mut by_matrix =
+        |members: &[usize], _: &[f64], g: usize| cluster(members, &gather(a, members), g);
     within_nodes(
-        a,
+        &sym,
+        n,
         topology,
         ratio,
         cap,
         &nodes,
-        cluster,
-        &mut NodeMemo::new(),
+        &mut by_matrix,
+        &mut std::collections::HashMap::new(),
     )
+}
+
+/// `a` restricted to `members` (rows and columns), by direct indexing:
+/// ndarray's `select` twice costs several times more.
+pub(super) fn gather(a: &Array2<f64>, members: &[usize]) -> Array2<f64> {
+    let m = members.len();
+    let mut values = Vec::with_capacity(m * m);
+    for &i in members {
+        for &j in members {
+            values.push(a.get((i, j)).copied().unwrap_or(0.0));
+        }
+    }
+    Array2::from_shape_vec((m, m), values).unwrap_or_else(|_| Array2::zeros((m, m)))
+}
+
+/// The rows and columns `members` of the `n × n` row-major `sym`.
+fn gather_flat(sym: &[f64], n: usize, members: &[usize]) -> Vec<f64> {
+    let mut values = Vec::with_capacity(members.len() * members.len());
+    for &i in members {
+        let row = sym.get(i * n..(i + 1) * n).unwrap_or(&[]);
+        values.extend(members.iter().map(|&j| row.get(j).copied().unwrap_or(0.0)));
+    }
+    values
 }
 
 /// The most primary experts a GPU holds at `ratio` (`E + δ`), after
@@ -534,39 +581,75 @@ pub(super) fn gpu_capacity(n: usize, topology: Topology, ratio: f64) -> Result<u
 }
 
 /// The first level of [`hierarchical_grouping`]: the experts of each node,
-/// each node holding `G` to `G · cap` of them. `a` must be checked. Depends
-/// on the ratio only through `cap`, so callers trying several ratios can
-/// keep it per `cap`.
+/// each node holding `G` to `G · cap` of them; `sym` is [`symmetrised`] of
+/// the checked `n × n` affinity. Depends on the ratio only through `cap`,
+/// so callers trying several ratios can keep it per `cap`.
 pub(super) fn node_grouping(
-    a: &Array2<f64>,
     sym: &[f64],
+    n: usize,
     topology: Topology,
     cap: usize,
     node_labels: &[usize],
 ) -> Result<Vec<Vec<usize>>> {
-    let n = a.nrows();
     let (nodes, g) = (topology.nodes(), topology.gpus_per_node());
     if nodes == 1 {
         Ok(vec![(0..n).collect::<Vec<_>>()])
     } else {
-        bounded_unchecked(a, sym, node_labels, nodes, g, g.saturating_mul(cap))
+        bounded_unchecked(sym, n, node_labels, nodes, g, g.saturating_mul(cap))
     }
 }
 
-/// A node's GPU groups by its members and Algorithm 2's bounds: ratios
-/// with the same bounds share them.
-pub(super) type NodeMemo = std::collections::HashMap<(Vec<usize>, usize, usize), Vec<Vec<usize>>>;
+/// Clusters a node's experts over its GPUs inside [`within_nodes`]: called
+/// with the node's experts, their [`symmetrised`] affinity (row-major,
+/// `m × m`) and `G`; returns labels `0..G`.
+pub(super) type NodeClusterer<'a> = dyn FnMut(&[usize], &[f64], usize) -> Result<Vec<usize>> + 'a;
+
+/// Where [`within_nodes`] keeps a node's GPU groups (local indices) by its
+/// members, `G` and Algorithm 2's bounds: ratios with the same bounds, and
+/// later clusters, share them.
+pub(super) trait NodeMemo {
+    /// The groups kept for this node, if any.
+    fn get(
+        &mut self,
+        members: &[usize],
+        g: usize,
+        min: usize,
+        max: usize,
+    ) -> Option<Vec<Vec<usize>>>;
+    /// Keeps `groups` for this node.
+    fn put(&mut self, members: &[usize], g: usize, min: usize, max: usize, groups: &[Vec<usize>]);
+}
+
+/// A node's members, `G`, and Algorithm 2's minimum and maximum.
+pub(super) type NodeKey = (Vec<usize>, usize, usize, usize);
+
+impl NodeMemo for std::collections::HashMap<NodeKey, Vec<Vec<usize>>> {
+    fn get(
+        &mut self,
+        members: &[usize],
+        g: usize,
+        min: usize,
+        max: usize,
+    ) -> Option<Vec<Vec<usize>>> {
+        std::collections::HashMap::get(self, &(members.to_vec(), g, min, max)).cloned()
+    }
+    fn put(&mut self, members: &[usize], g: usize, min: usize, max: usize, groups: &[Vec<usize>]) {
+        self.insert((members.to_vec(), g, min, max), groups.to_vec());
+    }
+}
 
 /// The second level of [`hierarchical_grouping`]: each node's experts
-/// over its GPUs. `a` must be checked.
+/// over its GPUs; `sym` as for [`node_grouping`].
+#[allow(clippy::too_many_arguments)]
 pub(super) fn within_nodes(
-    a: &Array2<f64>,
+    sym: &[f64],
+    n: usize,
     topology: Topology,
     ratio: f64,
     cap: usize,
     node_groups: &[Vec<usize>],
-    cluster: &mut Clusterer<'_>,
-    memo: &mut NodeMemo,
+    cluster: &mut NodeClusterer<'_>,
+    memo: &mut dyn NodeMemo,
 ) -> Result<Vec<Vec<usize>>> {
     let g = topology.gpus_per_node();
     let mut out = Vec::with_capacity(topology.num_gpus());
@@ -574,11 +657,10 @@ pub(super) fn within_nodes(
         let m = members.len();
         let local = size_bounds(m, g, ratio)?;
         let (min, max) = (local.min, local.max.min(cap));
-        let key = (members.clone(), min, max);
-        let groups = match memo.get(&key) {
-            Some(groups) => groups.clone(),
+        let groups = match memo.get(members, g, min, max) {
+            Some(groups) => groups,
             None => {
-                let sub = a.select(Axis(0), members).select(Axis(1), members);
+                let sub = gather_flat(sym, n, members);
                 let labels = if g == 1 {
                     vec![0; m]
                 } else if m == g {
@@ -586,16 +668,16 @@ pub(super) fn within_nodes(
                 } else {
                     cluster(members, &sub, g)?
                 };
-                let groups = bounded_unchecked(&sub, &symmetrised(&sub), &labels, g, min, max)?;
-                memo.insert(key, groups.clone());
+                let groups = bounded_unchecked(&sub, m, &labels, g, min, max)?;
+                memo.put(members, g, min, max, &groups);
                 groups
             }
         };
-        out.extend(
-            groups
-                .into_iter()
-                .map(|grp| grp.into_iter().map(|i| members[i]).collect::<Vec<_>>()),
-        );
+        out.extend(groups.into_iter().map(|grp| {
+            grp.into_iter()
+                .filter_map(|i| members.get(i).copied())
+                .collect::<Vec<_>>()
+        }));
     }
     Ok(out)
 }

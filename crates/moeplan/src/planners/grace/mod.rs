@@ -41,7 +41,6 @@ pub mod grouping;
 pub mod replication;
 pub mod spectral;
 
-use ndarray::Array2;
 use serde::Serialize;
 use std::borrow::Cow;
 
@@ -164,19 +163,23 @@ fn group_layer(
     let nodes = topology.nodes();
     let node_labels = if nodes > 1 {
         let all: Vec<usize> = (0..n).collect();
-        analysis.clusters(l, &all, a, nodes)?
+        analysis.clusters(l, &all, &|| a.clone(), nodes)?
     } else {
         Vec::new()
     };
+    // Algorithm 2 reads A + Aᵀ only; computed once per layer, not per
+    // ratio, as is Eq. 1's denominator: both are O(n²).
+    let sym = grouping::symmetrised(a);
+    let total = grouping::pair_total(a);
     // A node's GPU-level clustering depends on its members and G only: the
     // analysis keeps it for the other ratios and for later clusters.
-    let mut cluster = |members: &[usize], sub: &Array2<f64>, k: usize| -> Result<Vec<usize>> {
+    let mut cluster = |members: &[usize], sub: &[f64], k: usize| -> Result<Vec<usize>> {
         // No affinity inside the node: nothing for spectral clustering to
         // find, so even runs of experts (Algorithm 2 then fits the sizes).
         if sub.iter().all(|&v| v <= 0.0) {
             return Ok((0..members.len()).map(|i| i * k / members.len()).collect());
         }
-        analysis.clusters(l, members, sub, k)
+        analysis.clusters(l, members, &|| grouping::gather(a, members), k)
     };
     let mut ratios = RATIOS.to_vec();
     if let Ratio::Fixed(r) = ratio {
@@ -186,29 +189,19 @@ fn group_layer(
         }
     }
     let d = topology.num_gpus();
-    let mut by_cap: Vec<(usize, Vec<Vec<usize>>)> = Vec::new();
-    let mut memo = grouping::NodeMemo::new();
-    // Computed once per layer, not per ratio: both are O(n²).
-    let sym = grouping::symmetrised_exact(a);
-    let total = grouping::pair_total(a);
+    let mut memo = analysis.node_memo(l);
     let mut curve = Vec::with_capacity(ratios.len());
     let mut candidates = Vec::with_capacity(ratios.len());
     for &r in &ratios {
         // Algorithm 2 over nodes sees r only through the GPU capacity, which
-        // several ratios share. The analysis' affinity is counts: no check.
+        // several ratios share (and later clusters of the same shape: the
+        // analysis keeps it). The analysis' affinity is counts: no check.
         let cap = grouping::gpu_capacity(n, topology, r)?;
-        let nodes = match by_cap.iter().find(|(c, _)| *c == cap) {
-            Some((_, nodes)) => nodes,
-            None => {
-                let nodes = grouping::node_grouping(a, &sym, topology, cap, &node_labels)?;
-                by_cap.push((cap, nodes));
-                by_cap
-                    .last()
-                    .map(|(_, g)| g)
-                    .ok_or_else(|| Error::planner(NAME, "no nodes"))?
-            }
-        };
-        let groups = grouping::within_nodes(a, topology, r, cap, nodes, &mut cluster, &mut memo)?;
+        let nodes = analysis.node_grouping(l, topology, cap, || {
+            grouping::node_grouping(&sym, n, topology, cap, &node_labels)
+        })?;
+        let groups =
+            grouping::within_nodes(&sym, n, topology, r, cap, &nodes, &mut cluster, &mut memo)?;
         curve.push(RatioPoint {
             ratio: r,
             delta: size_bounds(n, d, r)?.delta,
