@@ -5,10 +5,20 @@
 //!   target, wasm-bindgen-cli 0.2.130 and trunk 0.21.14 (built from
 //!   crates.io, never downloaded prebuilt), Debian's chromium and
 //!   chromium-driver, and the browser tests' npm packages (playwright-core,
-//!   which never downloads a browser).
+//!   which never downloads a browser, and typescript).
 //! - `test`  — setup, then formatting, lints, every native test, the wasm
-//!   surface's tests in headless Chromium, the page built with trunk
-//!   (offline) and its end-to-end test. This is what CI runs.
+//!   surface's tests in headless Chromium, `dist`, the browser tests of what
+//!   it built (`tests/e2e.mjs` the page, `embed.mjs` the docs embed,
+//!   `onefile.mjs` the one-file page from `file://`, `present.mjs` the
+//!   presenter's features) and the JavaScript package's type check. This is
+//!   what CI runs.
+//! - `dist [--out DIR]` — the one build of everything a user hosts, into
+//!   DIR (default `dist/`), offline: the page (trunk, unhashed names and
+//!   relative URLs, so it works from any folder), the docs example with its
+//!   module in `DIR/embed/`, the one-file page `DIR/moeplan.html` (CSS, JS,
+//!   both wasm binaries and the worker inlined: opens from `file://`), and
+//!   the JavaScript package in `DIR/pkg/`; then each file's size and gzip
+//!   size.
 //! - `run`   — the main job: build the planner page and serve it on
 //!   http://127.0.0.1:8080 (it opens on a generated DeepSeek-V3 trace).
 //! - `cli`   — the same job headless: plan the generated default with every
@@ -22,6 +32,9 @@
 //!
 //! Plain `std::process::Command`: no dependencies, so it builds in seconds.
 
+mod onefile;
+mod pkg;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -30,6 +43,10 @@ fn main() -> ExitCode {
     let result = match task.as_str() {
         "setup" => setup(),
         "test" => setup().and_then(|_| test()),
+        "dist" => match out_arg() {
+            Ok(out) => setup().and_then(|_| dist(&out)),
+            Err(e) => Err(e),
+        },
         "run" => setup().and_then(|_| serve()),
         "cli" => setup().and_then(|_| run_cli_job()),
         "bench" => bench(),
@@ -40,7 +57,9 @@ fn main() -> ExitCode {
                 .unwrap_or(60),
         ),
         _ => {
-            eprintln!("usage: cargo xtask <setup|test|run|cli|bench|fuzz [seconds]>");
+            eprintln!(
+                "usage: cargo xtask <setup|test|dist [--out DIR]|run|cli|bench|fuzz [seconds]>"
+            );
             return ExitCode::from(2);
         }
     };
@@ -141,8 +160,9 @@ fn setup() -> Result {
             &[("DEBIAN_FRONTEND", "noninteractive")],
         )?;
     }
-    if root().join("tests/node_modules/playwright-core").exists() {
-        eprintln!("setup: playwright-core present");
+    let modules = root().join("tests/node_modules");
+    if modules.join("playwright-core").exists() && modules.join("typescript").exists() {
+        eprintln!("setup: playwright-core and typescript present");
     } else {
         sh(
             "npm",
@@ -191,10 +211,185 @@ fn test() -> Result {
         ],
         &[("CHROMEDRIVER", CHROMEDRIVER)],
     )?;
-    // The page, built as a user would, with no network.
-    sh("trunk", &["build", "--release", "--offline"])?;
-    sh("node", &["tests/e2e.mjs"])?;
+    // Everything a user hosts, built as a user would, with no network, and
+    // each artefact in a browser.
+    let out = root().join("dist");
+    dist(&out)?;
+    let dir = out.to_string_lossy();
+    for test in BROWSER_TESTS {
+        if root().join(test).exists() {
+            sh("node", &[test, "--dist", &dir])?;
+        } else {
+            eprintln!("SKIP {test}: not written");
+        }
+    }
+    pkg::typecheck(&root())
+}
+
+/// The browser tests of `dist`'s artefacts, each taking `--dist DIR`.
+const BROWSER_TESTS: &[&str] = &[
+    "tests/e2e.mjs",
+    "tests/embed.mjs",
+    "tests/onefile.mjs",
+    "tests/present.mjs",
+];
+
+/// `--out DIR` after the task, else `dist` in the repository root.
+fn out_arg() -> Result<PathBuf> {
+    let args: Vec<String> = std::env::args().skip(2).collect();
+    match args.as_slice() {
+        [] => Ok(root().join("dist")),
+        [flag, dir] if flag == "--out" => {
+            let dir = PathBuf::from(dir);
+            // Relative to where the command was typed, as a user expects;
+            // trunk and the copies run from the repository root.
+            Ok(if dir.is_absolute() {
+                dir
+            } else {
+                std::env::current_dir()
+                    .map_err(|e| format!("no current directory: {e}"))?
+                    .join(dir)
+            })
+        }
+        _ => Err(format!(
+            "unexpected arguments {args:?}; usage: cargo xtask dist [--out DIR]"
+        )),
+    }
+}
+
+/// Builds everything a user hosts into `out` (see the module doc).
+fn dist(out: &Path) -> Result {
+    check_out(out)?;
+    let dir = out.to_string_lossy();
+    // 1. The page: unhashed names and relative URLs, so the same files
+    // work from any folder, the embed copy and the inliner.
+    sh(
+        "trunk",
+        &[
+            "build",
+            "--release",
+            "--offline",
+            "--filehash",
+            "false",
+            "--public-url",
+            "./",
+            "--dist",
+            &dir,
+        ],
+    )?;
+    // 2. The docs embed: the page's artefacts beside the example and its
+    // module.
+    let embed = out.join("embed");
+    std::fs::create_dir_all(&embed)
+        .map_err(|e| format!("cannot create {}: {e}", embed.display()))?;
+    for entry in files_in(out)? {
+        // Step 1's files only (not a one-file page of an earlier run).
+        if entry
+            .file_name()
+            .is_some_and(|n| n != "index.html" && n != onefile::FILE_NAME)
+        {
+            copy_into(&entry, &embed)?;
+        }
+    }
+    let www_embed = root().join("www/embed");
+    if www_embed.is_dir() {
+        for entry in files_in(&www_embed)? {
+            copy_into(&entry, &embed)?;
+        }
+    }
+    // 3. The one-file page.
+    let one = onefile::build(out)?;
+    eprintln!("dist: wrote {}", one.display());
+    // 4. The JavaScript package.
+    pkg::build(&root(), &out.join("pkg"))?;
+    report_sizes(out)
+}
+
+/// Trunk replaces its output folder whole: refuse one that holds the
+/// repository or anything but an earlier build.
+fn check_out(out: &Path) -> Result {
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if canonical(&root()).starts_with(canonical(out)) {
+        return Err(format!(
+            "--out {} holds the repository, which the build would replace",
+            out.display()
+        ));
+    }
+    let empty = std::fs::read_dir(out).map_or(true, |mut d| d.next().is_none());
+    if !empty && !out.join("index.html").is_file() {
+        return Err(format!(
+            "--out {} is not empty and holds no earlier build (index.html): \
+             the build replaces the folder whole, so give a new or dist folder",
+            out.display()
+        ));
+    }
     Ok(())
+}
+
+/// The plain files directly in `dir`, sorted.
+fn files_in(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn copy_into(file: &Path, dir: &Path) -> Result {
+    let name = file
+        .file_name()
+        .ok_or_else(|| format!("{} has no name", file.display()))?;
+    std::fs::copy(file, dir.join(name))
+        .map(|_| ())
+        .map_err(|e| format!("cannot copy {} to {}: {e}", file.display(), dir.display()))
+}
+
+/// Prints every file under `out` with its size and its `gzip -9` size (what
+/// a server sending gzip would transfer).
+fn report_sizes(out: &Path) -> Result {
+    let mut files = Vec::new();
+    let mut dirs = vec![out.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir)
+            .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+            .flatten()
+        {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.is_file() {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut gzip_missing = false;
+    eprintln!("dist: {} ({} files)", out.display(), files.len());
+    eprintln!("{:>12} {:>12}  file", "bytes", "gzip -9");
+    for file in &files {
+        let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+        let gz = if gzip_missing { None } else { gzip_size(file) };
+        gzip_missing |= gz.is_none();
+        let gz = gz.map_or_else(|| "-".to_string(), |n| n.to_string());
+        let name = file.strip_prefix(out).unwrap_or(file).display();
+        eprintln!("{size:>12} {gz:>12}  {name}");
+    }
+    if gzip_missing {
+        eprintln!("dist: gzip did not run, so gzip sizes are missing");
+    }
+    Ok(())
+}
+
+fn gzip_size(file: &Path) -> Option<u64> {
+    let out = Command::new("gzip")
+        .args(["-9", "-c"])
+        .arg(file)
+        .output()
+        .ok()?;
+    out.status.success().then_some(out.stdout.len() as u64)
 }
 
 fn serve() -> Result {

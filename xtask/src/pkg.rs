@@ -126,12 +126,10 @@ fn toml_string(toml: &str, table: &str, key: &str) -> Option<String> {
     for line in toml.lines().map(str::trim) {
         if line.starts_with('[') {
             inside = line == header;
-        } else if inside {
-            if let Some((k, v)) = line.split_once('=') {
-                let v = v.trim();
-                if k.trim() == key && v.len() >= 2 && v.starts_with('"') && v.ends_with('"') {
-                    return Some(v[1..v.len() - 1].to_string());
-                }
+        } else if let Some((k, v)) = line.split_once('=').filter(|_| inside) {
+            let v = v.trim();
+            if k.trim() == key && v.len() >= 2 && v.starts_with('"') && v.ends_with('"') {
+                return Some(v[1..v.len() - 1].to_string());
             }
         }
     }
