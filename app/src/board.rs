@@ -6,7 +6,7 @@
 
 use leptos::prelude::*;
 
-use crate::protocol::{self, Figures, Frame, Grouping, Heat, Placement};
+use crate::protocol::{self, CrossTable, Figures, Frame, Grouping, Heat, Placement};
 
 /// The page's figures, as signals (a `Copy` handle).
 #[derive(Clone, Copy)]
@@ -25,6 +25,8 @@ pub struct Board {
     pub placement: RwSignal<Placement>,
     /// The chosen layer as GRACE grouped it (`None`: no token routes).
     pub grouping: RwSignal<Option<Grouping>>,
+    /// Plans across several loaded traces (`None`: fewer than two loaded).
+    pub cross: RwSignal<Option<CrossTable>>,
 }
 
 impl Default for Board {
@@ -44,6 +46,7 @@ impl Board {
             heat: RwSignal::new(Heat::default()),
             placement: RwSignal::new(Placement::default()),
             grouping: RwSignal::new(None),
+            cross: RwSignal::new(None),
         }
     }
 

@@ -88,6 +88,54 @@ pub struct Request {
     /// asks again once the slider rests.
     #[serde(default)]
     pub batches: bool,
+    /// Plans across workloads: the matrix of every plan made on each of
+    /// several traces judged on every other, at this request's cluster and
+    /// budget. Answered with [`Response::Cross`]; the main trace and its
+    /// plans are untouched.
+    #[serde(default)]
+    pub cross: Option<CrossAsk>,
+}
+
+/// Which traces to judge plans across.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrossAsk {
+    /// The files' names, in order; their bytes travel beside the JSON one
+    /// after another, `sizes` long each. Empty: the traces the worker
+    /// already holds, judged again (after a cluster or budget change).
+    pub names: Vec<String>,
+    /// Bytes of each file.
+    pub sizes: Vec<usize>,
+}
+
+/// The cross-workload matrix: rows are plans (made on one trace, or on
+/// all), columns the traces they are judged on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrossTable {
+    /// The traces' names (columns), in the order loaded.
+    pub traces: Vec<String>,
+    /// Batches in each trace.
+    pub batches: Vec<usize>,
+    /// The cluster it was planned on (`1 node(s) × 64 GPU(s)`).
+    pub cluster: String,
+    /// The rows, in `moeplan::across::cross_table`'s order.
+    pub rows: Vec<CrossLine>,
+}
+
+/// One plan of the [`CrossTable`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CrossLine {
+    /// Its name in reports (`CRAFT (R = 8) robust`).
+    pub name: String,
+    /// Registry id of its planner (`craft-robust` for the robust variant).
+    pub planner: String,
+    /// Index of the trace it was made on; `None`: all of them.
+    pub made_on: Option<usize>,
+    /// Replicas it holds.
+    pub replicas: usize,
+    /// Balancedness on each trace.
+    pub balancedness: Vec<f64>,
+    /// Whether each figure is in-sample (judged on data it was made on).
+    pub in_sample: Vec<bool>,
 }
 
 /// What the worker answers.
@@ -131,6 +179,15 @@ pub enum Response {
         text: String,
         /// What had to change to fit the format.
         note: Option<String>,
+    },
+    /// Plans across the workloads of a [`CrossAsk`].
+    Cross {
+        /// Request it answers.
+        id: u64,
+        /// The matrix.
+        table: CrossTable,
+        /// Milliseconds the worker spent.
+        worker_ms: f64,
     },
     /// Something was wrong with the input; the previous state is kept.
     Error {

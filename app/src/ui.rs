@@ -39,11 +39,11 @@ use web_sys::{MessageEvent, Worker};
 
 use crate::board::Board;
 use crate::charts::{
-    self, AffinityMap, CurveChart, GraceCurve, HeatMap, LayersChart, PlacementChart, ReplicasChart,
-    TimelineChart,
+    self, AffinityMap, CrossMatrix, CurveChart, GraceCurve, HeatMap, LayersChart, PlacementChart,
+    ReplicasChart, TimelineChart,
 };
 use crate::figures::{Scope, Summary, TrafficPanel};
-use crate::protocol::{Request, Response, Source, TraceStatsLite, decode};
+use crate::protocol::{CrossAsk, Request, Response, Source, TraceStatsLite, decode};
 use crate::settings::Settings;
 use crate::worker::{READING_PHASE, too_large};
 
@@ -92,6 +92,10 @@ enum Kind {
     /// cluster and once the budget rests (replays the budget path and a
     /// cluster change do not pay).
     Timeline,
+    /// Plans across several traces (the cross-workload matrix): new files,
+    /// or the ones the worker holds judged again after a cluster change or
+    /// once the budget rests.
+    Cross,
 }
 
 /// Milliseconds from a change to its plan on screen, last of each kind.
@@ -310,9 +314,10 @@ fn cluster_of(s: &Settings) -> Cluster {
 }
 
 /// The page's state and its worker, as one `Copy` handle the event
-/// handlers share.
+/// handlers share. The page has one; each docs embed ([`crate::embed`]) has
+/// its own, with its own worker.
 #[derive(Clone, Copy)]
-struct Ctx {
+pub(crate) struct Ctx {
     settings: RwSignal<Settings>,
     board: Board,
     stats: RwSignal<Option<TraceStatsLite>>,
@@ -328,15 +333,82 @@ struct Ctx {
     /// ([`Pending::undo`]).
     undo: StoredValue<Option<(usize, String)>>,
     read_deadline_ms: f64,
+    /// The timer that asks for the budgeted plan's per-batch series once
+    /// the budget rests ([`TIMELINE_DELAY_MS`]).
+    timeline_timer: StoredValue<Option<i32>>,
+    /// The planners shown, by id (an embed's `planners`); `None`: all.
+    only: StoredValue<Option<Vec<String>>>,
 }
 
 impl Ctx {
+    /// Fresh state for `settings`, showing only the planners in `only`
+    /// (all with `None`). No worker yet: [`Ctx::start_worker`].
+    pub(crate) fn new(settings: Settings, only: Option<Vec<String>>) -> Ctx {
+        Ctx {
+            settings: RwSignal::new(settings),
+            board: Board::new(),
+            stats: RwSignal::new(None),
+            status: RwSignal::new(Status::Busy("starting the planner".into())),
+            timings: RwSignal::new(Timings::default()),
+            restarts: RwSignal::new(0),
+            pending: StoredValue::new_local(HashMap::new()),
+            next_id: StoredValue::new(1),
+            conn: StoredValue::new_local(Conn::default()),
+            good: StoredValue::new_local(Good::default()),
+            undo: StoredValue::new(None),
+            read_deadline_ms: read_deadline_ms(),
+            timeline_timer: StoredValue::new(None),
+            only: StoredValue::new(only),
+        }
+    }
+
+    /// Shows the error `message` in the status line.
+    pub(crate) fn error(self, message: String) {
+        self.status.set(Status::Error(message));
+    }
+
+    /// Sets the budget (`None`: automatic) and re-plans; the budgeted plan's
+    /// per-batch series follows once the budget rests.
+    pub(crate) fn set_budget(self, r: Option<usize>) {
+        self.settings.update(|s| s.replicas_per_gpu = r);
+        self.send(Kind::Budget, None, None, None, None);
+        if let Some(t) = self.timeline_timer.get_value() {
+            clear_timer(t);
+        }
+        self.timeline_timer
+            .set_value(set_timer(TIMELINE_DELAY_MS, move || {
+                self.timeline_timer.set_value(None);
+                self.send(Kind::Timeline, None, None, None, None);
+                self.refresh_cross();
+            }));
+    }
+
+    /// Shows the layer with index `layer` in the placement view.
+    pub(crate) fn set_layer(self, layer: usize) {
+        self.settings.update(|s| s.layer = layer);
+        self.send(Kind::Layer, None, None, None, None);
+    }
+
+    /// Leaves out of `u` the plans this context does not show.
+    fn keep_shown(self, u: &mut crate::protocol::Update) {
+        self.only.with_value(|only| {
+            let Some(only) = only else { return };
+            let shown = |name: &str| only.iter().any(|o| o == name);
+            u.plans.retain(|p| shown(&p.name));
+            if let Some(f) = &mut u.frame {
+                f.plans.retain(|p| shown(p));
+                f.planner_notes.retain(|n| shown(&n.name));
+            }
+        });
+    }
     fn generation(self) -> u32 {
         self.conn.with_value(|c| c.generation)
     }
 
     /// Starts a worker, replacing the one (if any) the page had.
-    fn start_worker(self) {
+    pub(crate) fn start_worker(self) {
+        // The matrix's traces lived in the worker being replaced.
+        self.board.cross.set(None);
         let worker = match Worker::new(&worker_url()) {
             Ok(w) => w,
             Err(_) => {
@@ -459,6 +531,19 @@ impl Ctx {
         export: Option<String>,
         bytes: Option<js_sys::Uint8Array>,
     ) -> Option<u64> {
+        self.send_with(kind, source, cluster, export, bytes, None)
+    }
+
+    /// [`Ctx::send`], for the cross-workload matrix too.
+    fn send_with(
+        self,
+        kind: Kind,
+        source: Option<Kept>,
+        cluster: Option<Cluster>,
+        export: Option<String>,
+        bytes: Option<js_sys::Uint8Array>,
+        cross: Option<CrossAsk>,
+    ) -> Option<u64> {
         let s = self.settings.get_untracked();
         let id = self.next_id.get_value();
         self.next_id.set_value(id + 1);
@@ -474,6 +559,7 @@ impl Ctx {
             // ones asked for: a budget change costs nothing more.
             per_batch: Some(s.per_batch()),
             batches: kind == Kind::Timeline,
+            cross,
         };
         let json = serde_json::to_string(&req).ok()?;
         let reading = matches!(source, Some(Kept::File(..)));
@@ -491,6 +577,11 @@ impl Ctx {
         });
         if matches!(kind, Kind::Trace | Kind::Cluster | Kind::Export) {
             self.status.set(Status::Busy("planning".into()));
+        }
+        if kind == Kind::Cross {
+            self.status.set(Status::Busy(
+                "planning on every trace and judging on every trace".into(),
+            ));
         }
         if kind == Kind::PerBatch {
             self.status
@@ -630,6 +721,8 @@ impl Ctx {
                 // they arrive in order (one worker, `postMessage`): every
                 // one is applied, in turn.
                 let r = update.replicas_per_gpu;
+                let mut update = update;
+                self.keep_shown(&mut update);
                 self.board.apply(*update);
                 // A new trace or cluster is drawn first; the timeline's
                 // series (a replay per plan) follow in a second answer.
@@ -638,6 +731,9 @@ impl Ctx {
                     .is_some_and(|p| matches!(p.kind, Kind::Trace | Kind::Cluster | Kind::Restore))
                 {
                     self.send(Kind::Timeline, None, None, None, None);
+                }
+                if started.as_ref().is_some_and(|p| p.kind == Kind::Cluster) {
+                    self.refresh_cross();
                 }
                 let status = match restored {
                     Some(r) => Some(Status::Error(format!(
@@ -705,7 +801,8 @@ impl Ctx {
                             | Kind::Export
                             | Kind::Restore
                             | Kind::PerBatch
-                            | Kind::Timeline => {}
+                            | Kind::Timeline
+                            | Kind::Cross => {}
                         });
                     });
                     if let Some(w) = web_sys::window() {
@@ -727,6 +824,14 @@ impl Ctx {
                     Some(n) => Status::Info(format!("saved {file_name} — {n}")),
                     None => Status::Ready,
                 });
+            }
+            Response::Cross { id, table, .. } => {
+                self.disarm_watchdog(id);
+                self.pending.update_value(|p| {
+                    p.remove(&id);
+                });
+                self.board.cross.set(Some(table));
+                self.status.set(Status::Ready);
             }
             Response::Error { id, message } => {
                 self.disarm_watchdog(id);
@@ -898,7 +1003,7 @@ impl Ctx {
     }
 
     /// Generates a trace with the current settings and plans it.
-    fn generate(self) {
+    pub(crate) fn generate(self) {
         let s = self.settings.get_untracked();
         self.send(
             Kind::Trace,
@@ -914,8 +1019,59 @@ impl Ctx {
         );
     }
 
+    /// Reads the files the user chose to judge plans across and sends them
+    /// to the worker, one after another in one buffer.
+    fn load_cross(self, files: Vec<web_sys::File>) {
+        let total: f64 = files.iter().map(|f| f.size()).sum();
+        if let Some(message) = too_large("these files together", total) {
+            self.status.set(Status::Error(message));
+            return;
+        }
+        self.status
+            .set(Status::Busy(format!("reading {} files", files.len())));
+        wasm_bindgen_futures::spawn_local(async move {
+            let mut names = Vec::with_capacity(files.len());
+            let mut sizes = Vec::with_capacity(files.len());
+            let mut parts = Vec::with_capacity(files.len());
+            for file in &files {
+                let Ok(buf) = wasm_bindgen_futures::JsFuture::from(file.array_buffer()).await
+                else {
+                    self.status.set(Status::Error(format!(
+                        "{}: the browser could not read the file",
+                        file.name()
+                    )));
+                    return;
+                };
+                let part = js_sys::Uint8Array::new(&buf);
+                names.push(file.name());
+                sizes.push(part.length() as usize);
+                parts.push(part);
+            }
+            let all = js_sys::Uint8Array::new_with_length(sizes.iter().sum::<usize>() as u32);
+            let mut at = 0u32;
+            for part in &parts {
+                all.set(part, at);
+                at += part.length();
+            }
+            let ask = CrossAsk { names, sizes };
+            self.send_with(Kind::Cross, None, None, None, Some(all), Some(ask));
+        });
+    }
+
+    /// Judges the traces the worker holds for the matrix again (the cluster
+    /// or the budget changed), when a matrix is shown.
+    fn refresh_cross(self) {
+        if self.board.cross.with_untracked(Option::is_some) {
+            let again = CrossAsk {
+                names: Vec::new(),
+                sizes: Vec::new(),
+            };
+            self.send_with(Kind::Cross, None, None, None, None, Some(again));
+        }
+    }
+
     /// Reads a file the user chose and sends it to the worker.
-    fn load_file(self, file: web_sys::File) {
+    pub(crate) fn load_file(self, file: web_sys::File) {
         let name = file.name();
         if let Some(message) = too_large(&name, file.size()) {
             self.status.set(Status::Error(message));
@@ -946,26 +1102,16 @@ impl Ctx {
 /// The page.
 #[component]
 pub fn App() -> impl IntoView {
-    let settings = RwSignal::new(Settings::from_hash(&location_hash()));
-    let board = Board::new();
-    let stats: RwSignal<Option<TraceStatsLite>> = RwSignal::new(None);
-    let status = RwSignal::new(Status::Busy("starting the planner".into()));
-    let timings = RwSignal::new(Timings::default());
-    let restarts = RwSignal::new(0u32);
-    let ctx = Ctx {
+    let ctx = Ctx::new(Settings::from_hash(&location_hash()), None);
+    let Ctx {
         settings,
         board,
         stats,
         status,
         timings,
         restarts,
-        pending: StoredValue::new_local(HashMap::new()),
-        next_id: StoredValue::new(1),
-        conn: StoredValue::new_local(Conn::default()),
-        good: StoredValue::new_local(Good::default()),
-        undo: StoredValue::new(None),
-        read_deadline_ms: read_deadline_ms(),
-    };
+        ..
+    } = ctx;
     ctx.start_worker();
     // The default view: the built-in generator, planned at once.
     ctx.generate();
@@ -1014,7 +1160,6 @@ pub fn App() -> impl IntoView {
         moeplan::planners::Kind::Choice(words) => words,
         _ => &[],
     };
-    let auto_budget = Memo::new(move |_| settings.with(|s| s.replicas_per_gpu.is_none()));
 
     let on_file = move |ev: leptos::ev::Event| {
         let input: web_sys::HtmlInputElement = event_target(&ev);
@@ -1056,32 +1201,25 @@ pub fn App() -> impl IntoView {
         }
     };
 
-    let max_r = move || {
-        board
-            .frame
-            .with(|f| {
-                f.as_ref()
-                    .and_then(|f| f.curve.last().map(|p| p.replicas_per_gpu))
-            })
-            .unwrap_or(64)
-    };
-    // The timeline's series of the budgeted plan follows once the budget
-    // rests (TIMELINE_DELAY_MS).
-    let timeline_timer = StoredValue::new(None::<i32>);
-    let set_budget = move |r: Option<usize>| {
-        settings.update(|s| s.replicas_per_gpu = r);
-        ctx.send(Kind::Budget, None, None, None, None);
-        if let Some(t) = timeline_timer.get_value() {
-            clear_timer(t);
-        }
-        timeline_timer.set_value(set_timer(TIMELINE_DELAY_MS, move || {
-            timeline_timer.set_value(None);
-            ctx.send(Kind::Timeline, None, None, None, None);
-        }));
-    };
-    let shown_r = move || board.replicas_per_gpu.get().to_string();
     // The registry's name for the planner the budget moves (CRAFT).
     let focus = charts::focus_title();
+    // The presenter's scenarios and keys take the page's own paths.
+    let present_actions = crate::present::Actions {
+        set_budget: Callback::new(move |r| ctx.set_budget(r)),
+        cluster_changed: Callback::new(move |()| {
+            ctx.send(
+                Kind::Cluster,
+                None,
+                Some(cluster_of(&settings.get_untracked())),
+                None,
+                None,
+            );
+        }),
+        apply: Callback::new(move |s| {
+            settings.set(s);
+            ctx.generate();
+        }),
+    };
 
     view! {
         <header>
@@ -1090,6 +1228,7 @@ pub fn App() -> impl IntoView {
         </header>
         <main>
             <aside class="controls">
+                <crate::present::Present settings board actions=present_actions/>
                 <section>
                     <h2>"Trace"</h2>
                     <div class="drop" on:dragover=|ev: leptos::ev::DragEvent| ev.prevent_default() on:drop=on_drop>
@@ -1141,31 +1280,7 @@ pub fn App() -> impl IntoView {
                 <section>
                     <h2>{format!("{focus} budget")}</h2>
                     <p class="hint">"R: replicas per GPU, summed over all layers"</p>
-                    <input id="budget" type="range" min="0" prop:max=move || max_r().to_string()
-                        prop:value=shown_r
-                        on:input=move |ev| {
-                            if let Ok(r) = event_target_value(&ev).parse::<usize>() {
-                                set_budget(Some(r))
-                            }
-                        }/>
-                    <input id="budget-number" type="number" min="0"
-                        prop:value=shown_r
-                        on:change=move |ev| {
-                            match event_target_value(&ev).trim().parse::<usize>() {
-                                Ok(r) if r <= 1 << 16 => set_budget(Some(r)),
-                                _ => status.set(Status::Error("Budget: a whole number of replicas per GPU".into())),
-                            }
-                        }/>
-                    <label class="inline"><input id="budget-auto" type="checkbox"
-                        prop:checked=auto_budget
-                        on:change=move |ev| {
-                            let auto = event_target_checked(&ev);
-                            let current = match board.frame.with_untracked(Option::is_some) {
-                                true => board.replicas_per_gpu.get_untracked(),
-                                false => 8,
-                            };
-                            set_budget(if auto { None } else { Some(current) })
-                        }/>" automatic (knee of the curve)"</label>
+                    {budget_inputs(ctx)}
                     <label for="mem">"Expert size of"</label>
                     <select id="mem" on:change=move |ev| settings.update(|s| s.memory_model = event_target_value(&ev))>
                         {PRESETS.iter().map(|p| view! {
@@ -1188,6 +1303,19 @@ pub fn App() -> impl IntoView {
                         }).collect_view()}
                     </select>
                     <p class="hint">"even: split over copies (the planners' own measure); the others replay each plan through the simulator"</p>
+                </section>
+                <section id="cross-controls">
+                    <h2>"Across workloads"</h2>
+                    <p class="hint">"Load two or more traces of one model (yesterday's and today's, prefill and decode): every plan made on each, and on all of them, is judged on every one"</p>
+                    <input id="cross-files" type="file" multiple accept=".json,.csv,.txt,.pt,.npy,.npz,.safetensors"
+                        on:change=move |ev: leptos::ev::Event| {
+                            let input: web_sys::HtmlInputElement = event_target(&ev);
+                            let files: Vec<web_sys::File> = input.files()
+                                .map(|l| (0..l.length()).filter_map(|i| l.get(i)).collect())
+                                .unwrap_or_default();
+                            input.set_value("");
+                            ctx.load_cross(files);
+                        }/>
                 </section>
                 <section id="libra-controls">
                     <h2>"Libra, per batch"</h2>
@@ -1216,12 +1344,8 @@ pub fn App() -> impl IntoView {
                 </section>
                 <p id="status" role="status" aria-live="polite"
                     data-restarts=move || restarts.get().to_string()
-                    class=move || match status.get() { Status::Error(_) => "status error", Status::Busy(_) => "status busy", Status::Ready | Status::Info(_) => "status ready" }>
-                    {move || match status.get() {
-                        Status::Ready => "ready".to_string(),
-                        Status::Busy(p) => format!("working: {p}…"),
-                        Status::Info(m) | Status::Error(m) => m,
-                    }}
+                    class=move || status.with(Status::class)>
+                    {move || status.with(Status::text)}
                 </p>
                 <p id="timings" class="timings"
                     data-budget-ms=move || timings.with(|t| t.budget.map(|x| format!("{x:.2}")).unwrap_or_default())
@@ -1250,40 +1374,14 @@ pub fn App() -> impl IntoView {
                     <Scope board/>
                     <TrafficPanel board/>
                     <div class="grid">
-                        <figure><figcaption>{format!("Balancedness against {focus}'s budget (predicted, rule: even)")}</figcaption>
-                            <CurveChart board/></figure>
-                        <figure><figcaption id="layers-caption">{move || format!("Balancedness per layer (rule: {})", board.rule.get())}</figcaption>
-                            <LayersChart board/></figure>
-                        <figure><figcaption>{move || board.references().with(|r| {
-                            let lines: Vec<&str> = r.iter().map(|p| charts::label(&p.name)).collect();
-                            let lines = if lines.is_empty() { String::new() } else { format!(", line: {}", lines.join(", ")) };
-                            format!("Replicas per layer (bars: {focus}{lines})")
-                        })}</figcaption>
-                            <ReplicasChart board/></figure>
-                        <figure><figcaption>{format!("{focus}: GPU × layer load, rule: even (red: above the layer's mean, blue: below)")}</figcaption>
-                            <HeatMap board/></figure>
+                        {curve_figure(ctx)}
+                        {layers_figure(ctx)}
+                        {replicas_figure(ctx)}
+                        {heat_figure(ctx)}
                     </div>
-                    <figure id="timeline-figure">
-                        <figcaption id="timeline-caption">{move || format!(
-                            "Imbalance ratio per batch (max / mean GPU load, mean over layers; rule: {}, a per-batch plan under its own) and the expert bytes a per-batch plan copies in each batch",
-                            board.rule.get())}</figcaption>
-                        <TimelineChart board/>
-                    </figure>
-                    <figure class="wide">
-                        <figcaption>
-                            {move || board.placement.with(|p| format!("{focus}'s placement of layer {} ", p.layer))}
-                            <input id="layer" type="range" min="0"
-                                prop:max=move || board.frame.with(|f| f.as_ref().map_or(0, |f| f.layer_ids.len().saturating_sub(1))).to_string()
-                                prop:value=field(|s| s.layer.to_string())
-                                on:input=move |ev| {
-                                    if let Ok(l) = event_target_value(&ev).parse::<usize>() {
-                                        settings.update(|s| s.layer = l);
-                                        ctx.send(Kind::Layer, None, None, None, None);
-                                    }
-                                }/>
-                        </figcaption>
-                        <PlacementChart board/>
-                    </figure>
+                    {timeline_figure(ctx)}
+                    {placement_figure(ctx, true)}
+                    <CrossMatrix board/>
                     // GRACE's views need affinity: token routes only.
                     <Show when=move || board.grouping.with(Option::is_some)>
                         <div class="grid" id="grace-views">
@@ -1302,4 +1400,178 @@ pub fn App() -> impl IntoView {
         </main>
         <footer>"All planning runs in this page (WebAssembly, in a worker); nothing leaves your machine."</footer>
     }
+}
+
+impl Status {
+    /// The status line's classes.
+    fn class(&self) -> &'static str {
+        match self {
+            Status::Error(_) => "status error",
+            Status::Busy(_) => "status busy",
+            Status::Ready | Status::Info(_) => "status ready",
+        }
+    }
+
+    /// The status line's words.
+    fn text(&self) -> String {
+        match self {
+            Status::Ready => "ready".to_string(),
+            Status::Busy(p) => format!("working: {p}…"),
+            Status::Info(m) | Status::Error(m) => m.clone(),
+        }
+    }
+}
+
+/// An embed's status line (the page's carries an id and its timings).
+pub(crate) fn status_line(ctx: Ctx) -> impl IntoView {
+    let status = ctx.status;
+    view! {
+        <p class=move || status.with(Status::class) role="status" aria-live="polite"
+            data-restarts=move || ctx.restarts.get().to_string()>
+            {move || status.with(Status::text)}
+        </p>
+    }
+}
+
+/// The focus plan's budget: a slider, the number, and "automatic".
+pub(crate) fn budget_inputs(ctx: Ctx) -> impl IntoView {
+    let (settings, board) = (ctx.settings, ctx.board);
+    let max_r = move || {
+        board
+            .frame
+            .with(|f| {
+                f.as_ref()
+                    .and_then(|f| f.curve.last().map(|p| p.replicas_per_gpu))
+            })
+            .unwrap_or(64)
+    };
+    let shown_r = move || board.replicas_per_gpu.get().to_string();
+    let auto_budget = Memo::new(move |_| settings.with(|s| s.replicas_per_gpu.is_none()));
+    view! {
+        <input id="budget" type="range" min="0" prop:max=move || max_r().to_string()
+            prop:value=shown_r
+            on:input=move |ev| {
+                if let Ok(r) = event_target_value(&ev).parse::<usize>() {
+                    ctx.set_budget(Some(r))
+                }
+            }/>
+        <input id="budget-number" type="number" min="0"
+            prop:value=shown_r
+            on:change=move |ev| {
+                match event_target_value(&ev).trim().parse::<usize>() {
+                    Ok(r) if r <= 1 << 16 => ctx.set_budget(Some(r)),
+                    _ => ctx.error("Budget: a whole number of replicas per GPU".into()),
+                }
+            }/>
+        <label class="inline"><input id="budget-auto" type="checkbox"
+            prop:checked=auto_budget
+            on:change=move |ev| {
+                let auto = event_target_checked(&ev);
+                let current = match board.frame.with_untracked(Option::is_some) {
+                    true => board.replicas_per_gpu.get_untracked(),
+                    false => 8,
+                };
+                ctx.set_budget(if auto { None } else { Some(current) })
+            }/>" automatic (knee of the curve)"</label>
+    }
+}
+
+/// The focus plan's balancedness against its budget.
+pub(crate) fn curve_figure(ctx: Ctx) -> impl IntoView {
+    let (board, focus) = (ctx.board, charts::focus_title());
+    view! {
+        <figure><figcaption>{format!("Balancedness against {focus}'s budget (predicted, rule: even)")}</figcaption>
+            <CurveChart board/></figure>
+    }
+}
+
+/// Every plan's balancedness per layer.
+pub(crate) fn layers_figure(ctx: Ctx) -> impl IntoView {
+    let board = ctx.board;
+    view! {
+        <figure><figcaption id="layers-caption">{move || format!("Balancedness per layer (rule: {})", board.rule.get())}</figcaption>
+            <LayersChart board/></figure>
+    }
+}
+
+/// Replicas per layer: the focus plan's bars, the others' lines.
+pub(crate) fn replicas_figure(ctx: Ctx) -> impl IntoView {
+    let (board, focus) = (ctx.board, charts::focus_title());
+    view! {
+        <figure><figcaption>{move || board.references().with(|r| {
+            let lines: Vec<&str> = r.iter().map(|p| charts::label(&p.name)).collect();
+            let lines = if lines.is_empty() { String::new() } else { format!(", line: {}", lines.join(", ")) };
+            format!("Replicas per layer (bars: {focus}{lines})")
+        })}</figcaption>
+            <ReplicasChart board/></figure>
+    }
+}
+
+/// The focus plan's GPU × layer load map.
+pub(crate) fn heat_figure(ctx: Ctx) -> impl IntoView {
+    let (board, focus) = (ctx.board, charts::focus_title());
+    view! {
+        <figure><figcaption>{format!("{focus}: GPU × layer load, rule: even (red: above the layer's mean, blue: below)")}</figcaption>
+            <HeatMap board/></figure>
+    }
+}
+
+/// Every plan's imbalance per batch.
+pub(crate) fn timeline_figure(ctx: Ctx) -> impl IntoView {
+    let board = ctx.board;
+    view! {
+        <figure id="timeline-figure">
+            <figcaption id="timeline-caption">{move || format!(
+                "Imbalance ratio per batch (max / mean GPU load, mean over layers; rule: {}, a per-batch plan under its own) and the expert bytes a per-batch plan copies in each batch",
+                board.rule.get())}</figcaption>
+            <TimelineChart board/>
+        </figure>
+    }
+}
+
+/// One layer's placement under the focus plan, with a layer slider when
+/// `slider`.
+pub(crate) fn placement_figure(ctx: Ctx, slider: bool) -> impl IntoView {
+    let (board, settings, focus) = (ctx.board, ctx.settings, charts::focus_title());
+    let layer = Memo::new(move |_| settings.with(|s| s.layer.to_string()));
+    view! {
+        <figure class="wide">
+            <figcaption>
+                {move || board.placement.with(|p| format!("{focus}'s placement of layer {} ", p.layer))}
+                {slider.then(|| view! {
+                    <input id="layer" type="range" min="0"
+                        prop:max=move || board.frame.with(|f| f.as_ref().map_or(0, |f| f.layer_ids.len().saturating_sub(1))).to_string()
+                        prop:value=layer
+                        on:input=move |ev| {
+                            if let Ok(l) = event_target_value(&ev).parse::<usize>() {
+                                ctx.set_layer(l);
+                            }
+                        }/>
+                })}
+            </figcaption>
+            <PlacementChart board/>
+        </figure>
+    }
+}
+
+/// The summary table of every plan shown.
+pub(crate) fn summary_table(ctx: Ctx) -> impl IntoView {
+    let (board, settings) = (ctx.board, ctx.settings);
+    view! { <Summary board settings/> }
+}
+
+/// Where each plan's dispatch traffic goes.
+pub(crate) fn traffic_panel(ctx: Ctx) -> impl IntoView {
+    let board = ctx.board;
+    view! { <TrafficPanel board/> }
+}
+
+/// Whether the status line shows an error.
+pub(crate) fn is_error(ctx: Ctx) -> bool {
+    ctx.status.with(|s| matches!(s, Status::Error(_)))
+}
+
+/// Whether the first answer has arrived (the charts have something to draw).
+pub(crate) fn has_frame(ctx: Ctx) -> bool {
+    ctx.board.frame.with(Option::is_some)
 }

@@ -13,8 +13,8 @@ use moeplan::workspace::{View, Workspace, dispatch_rule};
 use moeplan::{Budget, LoadTrace, model};
 
 use crate::protocol::{
-    CurvePoint, Figures, Frame, Grouping, Heat, Placement, Request, Response, Slot, Source,
-    TOKENS_PER_BATCH, TraceStatsLite, Update,
+    CrossAsk, CrossLine, CrossTable, CurvePoint, Figures, Frame, Grouping, Heat, Placement,
+    Request, Response, Slot, Source, TOKENS_PER_BATCH, TraceStatsLite, Update,
 };
 
 /// The page's reading limit in MiB: a file larger than this on disk is
@@ -76,7 +76,14 @@ pub struct WorkerState {
     /// Why the per-batch planners show their defaults (the options asked
     /// for did not fit the trace), kept in every view's notes.
     per_batch_note: Option<String>,
+    /// The traces of the last cross-workload matrix ([`Request::cross`]),
+    /// with their names, judged again after a cluster or budget change.
+    cross: Option<(Vec<String>, Vec<LoadTrace>)>,
 }
+
+/// Most traces the page judges plans across: the matrix costs `3 · T + 2`
+/// plannings and `(3 · T + 3) · T` evaluations.
+pub const MAX_CROSS_TRACES: usize = 8;
 
 /// Every figure of one view, in the page's form ([`Update`] with every part).
 #[derive(Debug, Clone, PartialEq)]
@@ -235,6 +242,19 @@ impl WorkerState {
         mut progress: impl FnMut(&str),
     ) -> Response {
         let start = now_ms();
+        if let Some(ask) = &req.cross {
+            return match self.cross(req, ask, bytes, &mut progress) {
+                Ok(table) => Response::Cross {
+                    id: req.id,
+                    table,
+                    worker_ms: now_ms() - start,
+                },
+                Err(message) => Response::Error {
+                    id: req.id,
+                    message,
+                },
+            };
+        }
         match self.try_handle(req, bytes, &mut progress) {
             Ok(Answer::View(update, stats)) => Response::View {
                 id: req.id,
@@ -381,6 +401,119 @@ impl WorkerState {
             None => answer,
         })
     }
+}
+
+impl WorkerState {
+    /// Plans across the workloads `ask` names (read from `bytes`, each file
+    /// within its share of the page's reading budget) or, when it names
+    /// none, the ones held; at the request's cluster (else the workspace's)
+    /// and budget. The traces are kept only when the matrix is made.
+    fn cross(
+        &mut self,
+        req: &Request,
+        ask: &CrossAsk,
+        bytes: Option<&[u8]>,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<CrossTable, String> {
+        let cluster = req
+            .cluster
+            .or_else(|| self.workspace.as_ref().map(Workspace::cluster))
+            .ok_or("no cluster given yet")?;
+        let fresh = if ask.names.is_empty() {
+            None
+        } else {
+            Some(read_cross(ask, bytes.unwrap_or_default(), progress)?)
+        };
+        let (names, traces) = match (&fresh, &self.cross) {
+            (Some((n, t)), _) | (None, Some((n, t))) => (n, t),
+            (None, None) => return Err("no traces loaded to judge plans across".into()),
+        };
+        progress("planning on every trace and judging on every trace");
+        let topology = moeplan::Topology::new(cluster.nodes, cluster.gpus_per_node)
+            .map_err(|e| e.to_string())?;
+        let settings = cross_settings(cluster.groups, req.replicas_per_gpu)?;
+        let rows =
+            moeplan::across::cross_table(traces, topology, &settings).map_err(|e| e.to_string())?;
+        let table = CrossTable {
+            traces: names.clone(),
+            batches: traces.iter().map(LoadTrace::num_batches).collect(),
+            cluster: topology.to_string(),
+            rows: rows
+                .iter()
+                .map(|r| CrossLine {
+                    name: r.name.clone(),
+                    planner: r.planner.to_string(),
+                    made_on: r.made_on,
+                    replicas: r.plan.summary().replicas,
+                    balancedness: r.cells.iter().map(|c| c.balancedness).collect(),
+                    in_sample: r
+                        .cells
+                        .iter()
+                        .map(|c| c.scope.kind() == "in-sample")
+                        .collect(),
+                })
+                .collect(),
+        };
+        if let Some(f) = fresh {
+            self.cross = Some(f);
+        }
+        Ok(table)
+    }
+}
+
+/// EPLB's router groups and CRAFT's budget as the page's other plans get
+/// them.
+fn cross_settings(groups: usize, replicas_per_gpu: Option<usize>) -> Result<Settings, String> {
+    use moeplan::planners::Value;
+    let budget = replicas_per_gpu.map_or(Value::Auto, Value::Count);
+    Settings::new()
+        .with("groups", Value::Count(groups))
+        .and_then(|s| s.with("replicas_per_gpu", budget))
+        .map_err(|e| e.to_string())
+}
+
+/// Splits `bytes` into the files `ask` names and reads each, the page's
+/// reading budget shared out among them.
+fn read_cross(
+    ask: &CrossAsk,
+    bytes: &[u8],
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Vec<String>, Vec<LoadTrace>), String> {
+    let n = ask.names.len();
+    if n < 2 {
+        return Err("plans across workloads need at least two traces: choose several files".into());
+    }
+    if n > MAX_CROSS_TRACES {
+        return Err(format!(
+            "{n} traces: the page judges plans across at most {MAX_CROSS_TRACES} (use `moeplan cross` for more)"
+        ));
+    }
+    if ask.sizes.len() != n || ask.sizes.iter().sum::<usize>() != bytes.len() {
+        return Err("the files' bytes did not arrive whole".into());
+    }
+    let total: usize = ask.sizes.iter().sum();
+    if let Some(message) = too_large("these files together", total as f64) {
+        return Err(message);
+    }
+    progress(READING_PHASE);
+    let options = ReadOptions {
+        budget: Budget::mib(MAX_TRACE_MIB / n as u64).with_hint(BUDGET_HINT),
+        ..ReadOptions::default()
+    };
+    let mut rest = bytes;
+    let mut traces = Vec::with_capacity(n);
+    let mut names = Vec::with_capacity(n);
+    for (name, &size) in ask.names.iter().zip(&ask.sizes) {
+        let (file, after) = rest
+            .split_at_checked(size)
+            .ok_or("the files' bytes did not arrive whole")?;
+        rest = after;
+        let t = formats::read_trace(file, &options).map_err(|e| format!("{name}: {e}"))?;
+        let (t, shown) = placed_in_model(t, name);
+        traces.push(t);
+        names.push(shown);
+    }
+    Ok((names, traces))
 }
 
 fn view(ws: &Workspace, req: &Request) -> Result<View, String> {
@@ -537,6 +670,7 @@ mod tests {
             export: None,
             per_batch: None,
             batches: false,
+            cross: None,
         }
     }
 
@@ -1014,5 +1148,191 @@ mod tests {
             }
             assert_eq!(summary(&mut s), before, "{name}");
         }
+    }
+
+    /// Two generated OLMoE traces (different seeds) as trace JSON bytes,
+    /// the way the page sends several files: one after another.
+    fn two_files() -> (CrossAsk, Vec<u8>) {
+        let file = |seed| {
+            let cfg = GenConfig {
+                seed,
+                ..GenConfig::new(model::preset("olmoe").unwrap(), 4)
+            };
+            formats::trace_json::write(&generate(&cfg).unwrap()).into_bytes()
+        };
+        let (a, b) = (file(1), file(2));
+        let ask = CrossAsk {
+            names: vec!["a.json".into(), "b.json".into()],
+            sizes: vec![a.len(), b.len()],
+        };
+        (ask, [a, b].concat())
+    }
+
+    fn cross_req(id: u64, ask: CrossAsk, cluster: Cluster, r: Option<usize>) -> Request {
+        Request {
+            cross: Some(ask),
+            ..req(id, None, Some(cluster), r)
+        }
+    }
+
+    fn table(r: Response) -> CrossTable {
+        match r {
+            Response::Cross { table, .. } => table,
+            other => panic!("expected a cross table, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn cross_judges_every_plan_on_every_trace_and_keeps_the_main_trace() {
+        let mut s = WorkerState::default();
+        let cluster = Cluster {
+            nodes: 1,
+            gpus_per_node: 8,
+            groups: 1,
+        };
+        s.handle(
+            &req(1, Some(gen_source()), Some(cluster), Some(2)),
+            None,
+            || 0.0,
+            |_| {},
+        );
+        let before = summary(&mut s);
+        let (ask, bytes) = two_files();
+        let t = table(s.handle(
+            &cross_req(2, ask.clone(), cluster, Some(2)),
+            Some(&bytes),
+            || 0.0,
+            |_| {},
+        ));
+        assert_eq!(t.traces, ask.names);
+        assert_eq!(t.rows.len(), 3 * 2 + 3);
+        // The core's matrix, cell for cell.
+        let traces: Vec<LoadTrace> = [1, 2]
+            .map(|seed| {
+                generate(&GenConfig {
+                    seed,
+                    ..GenConfig::new(model::preset("olmoe").unwrap(), 4)
+                })
+                .unwrap()
+            })
+            .into();
+        let core = moeplan::across::cross_table(
+            &traces,
+            moeplan::Topology::new(1, 8).unwrap(),
+            &cross_settings(1, Some(2)).unwrap(),
+        )
+        .unwrap();
+        for (line, row) in t.rows.iter().zip(&core) {
+            assert_eq!(line.name, row.name);
+            let b: Vec<f64> = row.cells.iter().map(|c| c.balancedness).collect();
+            assert_eq!(line.balancedness, b, "{}", line.name);
+            // In-sample exactly where the plan was made on the judged trace.
+            for (j, &own) in line.in_sample.iter().enumerate() {
+                assert_eq!(
+                    own,
+                    line.made_on.is_none_or(|i| i == j),
+                    "{} on T{j}",
+                    line.name
+                );
+            }
+        }
+        assert_eq!(
+            summary(&mut s),
+            before,
+            "the main trace and its plans are untouched"
+        );
+        // A cluster change re-judges the traces held, with no bytes.
+        let wider = Cluster {
+            gpus_per_node: 4,
+            ..cluster
+        };
+        let again = CrossAsk {
+            names: vec![],
+            sizes: vec![],
+        };
+        let t4 = table(s.handle(&cross_req(3, again, wider, Some(2)), None, || 0.0, |_| {}));
+        assert_eq!(t4.cluster, "1 node(s) × 4 GPU(s)");
+        assert_eq!(t4.traces, t.traces);
+        assert_ne!(t4.rows[0].balancedness, t.rows[0].balancedness);
+    }
+
+    #[test]
+    fn a_bad_cross_request_is_one_error_and_keeps_the_traces_held() {
+        let mut s = WorkerState::default();
+        let cluster = Cluster {
+            nodes: 1,
+            gpus_per_node: 8,
+            groups: 1,
+        };
+        let (ask, bytes) = two_files();
+        let first = table(s.handle(
+            &cross_req(1, ask.clone(), cluster, None),
+            Some(&bytes),
+            || 0.0,
+            |_| {},
+        ));
+        let error = |r: Response| match r {
+            Response::Error { message, .. } => message,
+            other => panic!("expected an error, got {other:?}"),
+        };
+        // One file only.
+        let one = CrossAsk {
+            names: vec!["a.json".into()],
+            sizes: vec![ask.sizes[0]],
+        };
+        let m = error(s.handle(
+            &cross_req(2, one, cluster, None),
+            Some(&bytes[..ask.sizes[0]]),
+            || 0.0,
+            |_| {},
+        ));
+        assert!(m.contains("at least two traces"), "{m}");
+        // Sizes that do not add up to the bytes.
+        let short = CrossAsk {
+            sizes: vec![ask.sizes[0], ask.sizes[1] + 1],
+            ..ask.clone()
+        };
+        let m = error(s.handle(
+            &cross_req(3, short, cluster, None),
+            Some(&bytes),
+            || 0.0,
+            |_| {},
+        ));
+        assert!(m.contains("did not arrive whole"), "{m}");
+        // A broken second file names it.
+        let mut broken = bytes.clone();
+        broken.truncate(ask.sizes[0] + 10);
+        let cut = CrossAsk {
+            sizes: vec![ask.sizes[0], 10],
+            ..ask.clone()
+        };
+        let m = error(s.handle(
+            &cross_req(4, cut, cluster, None),
+            Some(&broken),
+            || 0.0,
+            |_| {},
+        ));
+        assert!(m.starts_with("b.json: "), "{m}");
+        // Too many files.
+        let many = CrossAsk {
+            names: vec!["x".into(); MAX_CROSS_TRACES + 1],
+            sizes: vec![0; MAX_CROSS_TRACES + 1],
+        };
+        let m = error(s.handle(
+            &cross_req(5, many, cluster, None),
+            Some(&[]),
+            || 0.0,
+            |_| {},
+        ));
+        assert!(m.contains("at most"), "{m}");
+        // The traces first loaded are still the ones judged.
+        let again = CrossAsk {
+            names: vec![],
+            sizes: vec![],
+        };
+        assert_eq!(
+            table(s.handle(&cross_req(6, again, cluster, None), None, || 0.0, |_| {})),
+            first
+        );
     }
 }

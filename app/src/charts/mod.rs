@@ -11,6 +11,7 @@
 //! bar, cell or box; details show in a line under a chart when the pointer
 //! is over it, worked out only then.
 
+pub mod cross;
 mod curve;
 mod grace;
 mod heat;
@@ -19,6 +20,7 @@ mod placement;
 mod replicas;
 mod timeline;
 
+pub use cross::CrossMatrix;
 pub use curve::CurveChart;
 pub use grace::{AffinityMap, GraceCurve};
 pub use heat::HeatMap;

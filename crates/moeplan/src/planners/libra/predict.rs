@@ -123,9 +123,9 @@ impl PredictedCounts {
     }
 
     fn add(&mut self, s: usize, e: usize, x: f64) {
-        if e < self.experts
-            && let Some(c) = self.counts.get_mut(s * self.experts + e)
-        {
+        // An expert past the row would land in the next source's row.
+        let at = (e < self.experts).then(|| s * self.experts + e);
+        if let Some(c) = at.and_then(|i| self.counts.get_mut(i)) {
             *c += x;
         }
     }
