@@ -41,21 +41,11 @@
 //    And a worker that does not answer: a page whose read deadline is set
 //    short (globalThis.moeplanReadDeadlineMs, before it loads).
 
-import { check, finish, launch, section, serve } from "./lib.mjs";
+import { argValue, check, dist, finish, launch, root, section, serve } from "./lib.mjs";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, "..");
-const args = process.argv.slice(2);
-const argValue = (flag) => {
-  const i = args.indexOf(flag);
-  return i >= 0 ? args[i + 1] : undefined;
-};
-// Another build (e.g. an older one, to compare timings) with --dist DIR.
-const dist = path.resolve(argValue("--dist") ?? path.join(root, "dist"));
 const shared = path.resolve(root, "..", "shared", "data");
 const fixtures = path.join(root, "crates", "moeplan", "tests", "fixtures");
 const brokenDir = path.join(fixtures, "broken");

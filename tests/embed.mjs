@@ -20,16 +20,10 @@
 //    trace file by URL (fetched from the page's origin), work too;
 //  - no request leaves the page's origin, no page error.
 
-import { check, finish, launch, section, serve } from "./lib.mjs";
+import { check, dist, finish, launch, root, section, serve } from "./lib.mjs";
 import path from "node:path";
 import fs from "node:fs";
-import { fileURLToPath } from "node:url";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, "..");
-const args = process.argv.slice(2);
-const at = args.indexOf("--dist");
-const dist = path.resolve(at >= 0 ? args[at + 1] : path.join(root, "dist"));
 const fixture = path.join(root, "crates", "moeplan", "tests", "fixtures", "torch", "sglang_stat.pt");
 
 if (!fs.existsSync(path.join(dist, "embed", "moeplan-embed.js"))) {

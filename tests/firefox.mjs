@@ -12,14 +12,9 @@
 import puppeteer from "puppeteer-core";
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
-import { check, finish, section } from "./lib.mjs";
+import { pathToFileURL } from "node:url";
+import { check, dist, finish, root, section } from "./lib.mjs";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, "..");
-const args = process.argv.slice(2);
-const i = args.indexOf("--dist");
-const dist = path.resolve(i >= 0 ? args[i + 1] : path.join(root, "dist"));
 const file = path.join(dist, "moeplan.html");
 const FIREFOX = process.env.FIREFOX ?? "/usr/bin/firefox-esr";
 const trace = path.join(root, "crates", "moeplan", "tests", "fixtures", "torch", "sglang_stat.pt");

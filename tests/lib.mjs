@@ -7,6 +7,20 @@ import { chromium } from "playwright-core";
 import http from "node:http";
 import fs from "node:fs";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+/// The repository's root (this file is in tests/).
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+/// The value after `flag` on the command line, if any.
+export const argValue = (flag) => {
+  const args = process.argv.slice(2);
+  const i = args.indexOf(flag);
+  return i >= 0 ? args[i + 1] : undefined;
+};
+
+/// The build under test: `--dist DIR`, else `dist/` in the repository.
+export const dist = path.resolve(argValue("--dist") ?? path.join(root, "dist"));
 
 export const types = {
   ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm",

@@ -8,17 +8,12 @@
 //
 // Prints one line per check and closes with "N passed, M failed".
 
-import { check, finish, launch, section } from "./lib.mjs";
+import { check, dist, finish, launch, root, section } from "./lib.mjs";
 import fs from "node:fs";
 import path from "node:path";
 import zlib from "node:zlib";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { pathToFileURL } from "node:url";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, "..");
-const args = process.argv.slice(2);
-const i = args.indexOf("--dist");
-const dist = path.resolve(i >= 0 ? args[i + 1] : path.join(root, "dist"));
 const file = path.join(dist, "moeplan.html");
 const fixtures = path.join(root, "crates", "moeplan", "tests", "fixtures");
 /// A broken file and the words its error must contain (from EXPECTED).

@@ -22,19 +22,10 @@
 //    window;
 //  - no request off localhost, no page errors.
 
-import { check, finish, launch, section, serve } from "./lib.mjs";
+import { argValue, check, dist, finish, launch, root, section, serve } from "./lib.mjs";
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, "..");
-const args = process.argv.slice(2);
-const argValue = (flag) => {
-  const i = args.indexOf(flag);
-  return i >= 0 ? args[i + 1] : undefined;
-};
-const dist = path.resolve(argValue("--dist") ?? path.join(root, "dist"));
 const screenshot = argValue("--screenshot");
 
 const server = await serve(dist);

@@ -745,15 +745,16 @@ fn view_box(svg: &web_sys::Element) -> Option<(f64, f64)> {
     }
 }
 
-fn blob(text: &str, mime: &str) -> Option<web_sys::Blob> {
+/// `text` as a blob of type `mime`.
+pub(crate) fn blob(text: &str, mime: &str) -> Option<web_sys::Blob> {
     let parts = js_sys::Array::of1(&JsValue::from_str(text));
     let opts = web_sys::BlobPropertyBag::new();
     opts.set_type(mime);
     web_sys::Blob::new_with_str_sequence_and_options(&parts, &opts).ok()
 }
 
-/// Offers `blob` as a download named `name`.
-fn download_blob(name: &str, blob: &web_sys::Blob) {
+/// Offers `blob` as a download named `name` (the page's exports too).
+pub(crate) fn download_blob(name: &str, blob: &web_sys::Blob) {
     let Ok(url) = web_sys::Url::create_object_url_with_blob(blob) else {
         return;
     };

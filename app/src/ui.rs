@@ -285,24 +285,9 @@ fn read_deadline_ms() -> f64 {
 
 /// Offers `text` as a download named `name`.
 fn download(name: &str, text: &str) {
-    let parts = js_sys::Array::of1(&JsValue::from_str(text));
-    let opts = web_sys::BlobPropertyBag::new();
-    opts.set_type("application/json");
-    let Ok(blob) = web_sys::Blob::new_with_str_sequence_and_options(&parts, &opts) else {
-        return;
-    };
-    let Ok(url) = web_sys::Url::create_object_url_with_blob(&blob) else {
-        return;
-    };
-    if let Some(doc) = web_sys::window().and_then(|w| w.document()) {
-        if let Ok(a) = doc.create_element("a") {
-            let a: web_sys::HtmlAnchorElement = a.unchecked_into();
-            a.set_href(&url);
-            a.set_download(name);
-            a.click();
-        }
+    if let Some(b) = crate::present::blob(text, "application/json") {
+        crate::present::download_blob(name, &b);
     }
-    let _ = web_sys::Url::revoke_object_url(&url);
 }
 
 fn cluster_of(s: &Settings) -> Cluster {

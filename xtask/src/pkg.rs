@@ -9,16 +9,14 @@
 //! [`typecheck`] holds them to `tests/ts/api.ts`, which uses every export.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The file stem wasm-bindgen gives the glue, the declarations and the wasm.
 const STEM: &str = "moeplan_wasm";
 
 /// Builds the npm-packable JavaScript API into `out` (emptied first).
 pub fn build(root: &Path, out: &Path) -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    run(
-        root,
+    let cargo = crate::cargo();
+    crate::sh(
         &cargo,
         &[
             "build",
@@ -39,8 +37,7 @@ pub fn build(root: &Path, out: &Path) -> Result<(), String> {
         std::fs::remove_dir_all(out).map_err(|e| format!("cannot empty {}: {e}", out.display()))?;
     }
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
-    run(
-        root,
+    crate::sh(
         "wasm-bindgen",
         &[
             "--target",
@@ -96,21 +93,7 @@ pub fn typecheck(root: &Path) -> Result<(), String> {
             pkg.display()
         ));
     }
-    run(root, &tsc.to_string_lossy(), &["--project", "tests/ts"])
-}
-
-fn run(root: &Path, program: &str, args: &[&str]) -> Result<(), String> {
-    eprintln!("$ {program} {}", args.join(" "));
-    let status = Command::new(program)
-        .args(args)
-        .current_dir(root)
-        .status()
-        .map_err(|e| format!("cannot start {program}: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("`{program} {}` failed ({status})", args.join(" ")))
-    }
+    crate::sh(&tsc.to_string_lossy(), &["--project", "tests/ts"])
 }
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
