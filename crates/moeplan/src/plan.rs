@@ -342,9 +342,14 @@ impl Plan {
     /// busiest GPU that create no second copy, for as long as one lowers it.
     /// On that trace (64 GPUs, 64 to 256 redundant experts) no layer's
     /// busiest GPU ends up busier, and balancedness rises where EPLB doubled
-    /// up most (0.9838 → 0.9853 at 192). Refused with the reason when
-    /// impossible: an expert with more copies than there are GPUs, or a GPU
-    /// with more slots than there are experts.
+    /// up most (0.9838 → 0.9853 at 192). Where no single swap can move a
+    /// second copy (every GPU lacking the expert holds only experts the
+    /// first GPU has), the layer is laid out again with its copy and slot
+    /// counts — Ryser's construction, heaviest experts first on the emptiest,
+    /// least-loaded GPUs — and then rebalanced the same way. Refused with the
+    /// reason when impossible: an expert with more copies than there are
+    /// GPUs, a GPU with more slots than there are experts, or (with unequal
+    /// slot counts) no 0-1 layout of these copy and slot counts at all.
     ///
     /// ```
     /// use moeplan::{LayerPlacement, Plan, Topology};
@@ -423,9 +428,22 @@ impl Plan {
                     }
                 }
                 let Some((_, b, j)) = best else {
-                    return Err(impossible(format!(
-                        "no GPU can take GPU {a}'s second copy of expert {x} in exchange for an expert GPU {a} lacks"
-                    )));
+                    // No single swap: every GPU lacking x holds only experts
+                    // GPU a has. Lay the layer out again, copy counts and
+                    // slot counts kept, then rebalance below.
+                    let slots: Vec<usize> = lp.gpus.iter().map(Vec::len).collect();
+                    lp.gpus = place_apart(&copies, &slots, &share).ok_or_else(|| {
+                        impossible(format!(
+                            "no placement of these copy counts in these slots keeps the copies of \
+                             every expert apart (GPU {a} holds expert {x} twice)"
+                        ))
+                    })?;
+                    load = lp
+                        .gpus
+                        .iter()
+                        .map(|s| s.iter().map(|&x| share[x as usize]).sum())
+                        .collect();
+                    break;
                 };
                 swap(&mut lp.gpus, &mut load, &share, (a, i), (b, j));
             }
@@ -436,6 +454,45 @@ impl Plan {
         Ok(Plan::new(self.topology, e, layers, self.algorithm.clone())?
             .with_provenance(self.provenance.clone()))
     }
+}
+
+/// A placement of `copies[x]` copies of each expert into GPUs of `slots`
+/// slots with no GPU holding an expert twice, or `None` when none exists.
+/// Experts with most copies first (heaviest share among equals), each on the
+/// GPUs with the most free slots (least loaded among equals): Ryser's
+/// construction of a 0-1 matrix with given row and column sums, which finds
+/// one whenever one exists. O(E · D log D).
+fn place_apart(copies: &[u32], slots: &[usize], share: &[f64]) -> Option<Vec<Vec<u32>>> {
+    let mut room = slots.to_vec();
+    let mut load = vec![0.0f64; slots.len()];
+    let mut gpus: Vec<Vec<u32>> = slots.iter().map(|&n| Vec::with_capacity(n)).collect();
+    let mut order: Vec<usize> = (0..copies.len()).collect();
+    order.sort_by(|&p, &q| {
+        copies[q]
+            .cmp(&copies[p])
+            .then(share[q].total_cmp(&share[p]))
+            .then(p.cmp(&q))
+    });
+    let mut by: Vec<usize> = (0..slots.len()).collect();
+    for x in order {
+        let c = copies[x] as usize;
+        by.sort_by(|&p, &q| {
+            room[q]
+                .cmp(&room[p])
+                .then(load[p].total_cmp(&load[q]))
+                .then(p.cmp(&q))
+        });
+        let chosen = by.get(..c)?;
+        if chosen.iter().any(|&g| room[g] == 0) {
+            return None;
+        }
+        for &g in chosen {
+            gpus[g].push(x as u32);
+            room[g] -= 1;
+            load[g] += share[x];
+        }
+    }
+    room.iter().all(|&r| r == 0).then_some(gpus)
 }
 
 /// Exchanges the experts of slot `i` of GPU `a` and slot `j` of GPU `b`,

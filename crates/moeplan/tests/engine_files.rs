@@ -801,6 +801,50 @@ fn random_trace(layers: usize, experts: usize, weights: &[u32]) -> LoadTrace {
     LoadTrace::new(counts, (0..layers as u32).collect()).unwrap()
 }
 
+/// The case proptest found: EPLB on 2 × 2 GPUs puts an expert twice on a
+/// GPU where every GPU lacking it holds only experts that GPU has, so no
+/// single swap moves the second copy; the layer is laid out again, and
+/// still loads in vllm-ascend with every slot and copy count kept.
+#[test]
+fn a_second_copy_no_single_swap_can_move_is_laid_out_again() {
+    let topo = Topology::new(2, 2).unwrap();
+    let trace = random_trace(1, 8, &[0, 189, 703, 568]);
+    let plan = eplb(
+        &trace,
+        topo,
+        EplbConfig {
+            redundant_experts: 12,
+            groups: 1,
+        },
+    )
+    .unwrap();
+    assert!(
+        plan.summary().same_gpu_duplicates > 0,
+        "{:?}",
+        plan.layers()[0].gpus
+    );
+    let fixed = plan
+        .without_same_gpu_duplicates(trace.summed().view())
+        .unwrap();
+    assert_eq!(
+        fixed.summary().same_gpu_duplicates,
+        0,
+        "{:?}",
+        fixed.layers()[0].gpus
+    );
+    assert_eq!(shape(&fixed), shape(&plan));
+    let eng = Engine {
+        model_layers: 1,
+        moe_layers: vec![0],
+        experts: 8,
+        gpus: 4,
+        physical: 20,
+    };
+    let text = vllm::write_ascend_expert_map(&fixed).unwrap();
+    let served = ascend_load(&text, &eng).unwrap();
+    check_serves_in_order(&fixed, &served, &eng, "vllm-ascend").unwrap();
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
     /// Any EPLB plan: the repair keeps every slot and copy count and loads
