@@ -101,7 +101,7 @@ pub struct Request {
 pub struct CrossAsk {
     /// The files' names, in order; their bytes travel beside the JSON one
     /// after another, `sizes` long each. Empty: the traces the worker
-    /// already holds, judged again (after a cluster or budget change).
+    /// already holds, judged again (after a cluster change).
     pub names: Vec<String>,
     /// Bytes of each file.
     pub sizes: Vec<usize>,

@@ -93,8 +93,9 @@ enum Kind {
     /// cluster change do not pay).
     Timeline,
     /// Plans across several traces (the cross-workload matrix): new files,
-    /// or the ones the worker holds judged again after a cluster change or
-    /// once the budget rests.
+    /// or the ones the worker holds judged again after a cluster change.
+    /// Not after a budget change: the matrix re-plans every trace (seconds
+    /// on large ones) and would hold up the budget path behind it.
     Cross,
 }
 
@@ -364,7 +365,6 @@ impl Ctx {
             .set_value(set_timer(TIMELINE_DELAY_MS, move || {
                 self.timeline_timer.set_value(None);
                 self.send(Kind::Timeline, None, None, None, None);
-                self.refresh_cross();
             }));
     }
 
@@ -1044,7 +1044,7 @@ impl Ctx {
     }
 
     /// Judges the traces the worker holds for the matrix again (the cluster
-    /// or the budget changed), when a matrix is shown.
+    /// changed), when a matrix is shown.
     fn refresh_cross(self) {
         if self.board.cross.with_untracked(Option::is_some) {
             let again = CrossAsk {

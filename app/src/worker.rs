@@ -77,7 +77,7 @@ pub struct WorkerState {
     /// for did not fit the trace), kept in every view's notes.
     per_batch_note: Option<String>,
     /// The traces of the last cross-workload matrix ([`Request::cross`]),
-    /// with their names, judged again after a cluster or budget change.
+    /// with their names, judged again after a cluster change.
     cross: Option<(Vec<String>, Vec<LoadTrace>)>,
 }
 

@@ -155,7 +155,7 @@ pub fn CrossMatrix(board: Board) -> impl IntoView {
                 view! {
                     <figure class="wide" id="cross-figure">
                         <figcaption id="cross-caption">{format!(
-                            "Plans across workloads on {}: balancedness (even split), rows made on, columns judged on; * in-sample; shade: the column's worst (white) to best (green)",
+                            "Plans across workloads on {}: balancedness (even split), rows made on, columns judged on; * in-sample; shade: the column's worst (white) to best (green); CRAFT at the budget when the files were loaded or the cluster last changed",
                             t.cluster)}</figcaption>
                         <table id="cross-matrix" class="cross">
                             <thead><tr><th>"plan"</th><th>"made on"</th><th>"replicas"</th>{head}<th>"worst"</th></tr></thead>
