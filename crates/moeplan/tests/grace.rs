@@ -6,7 +6,7 @@ mod common;
 
 use moeplan::planners::grace::grouping::{
     RatioPoint, bounded_grouping, controlled_grouping, hierarchical_grouping, intra_score, knee,
-    load_grouping, size_bounds, size_deviation, utilisation,
+    load_grouping, size_bounds, size_deviation, utilisation, widest_ratio,
 };
 use moeplan::planners::grace::replication::{
     hot_experts, predicted_loads, replica_count, replicate,
@@ -243,50 +243,53 @@ fn knee_is_where_affinity_stops_paying_for_size_deviation() {
     assert_eq!(knee(&[]), None);
 }
 
-/// The GPU's slots over nodes, 2 nodes × 2 GPUs, 16 experts, r = 0: E = 4,
-/// δ = 1, a GPU holds at most 5 primaries, a node 10. The node clustering
-/// put 12 experts on node 0: it keeps the 10 best tied (a clique of 0..9)
-/// and 10, 11 — tied to the clique by 1 each and to each other, and to 12
-/// by 3 — go to node 1, the only one with room.
+/// The GPU's slots over nodes, 3 nodes × 2 GPUs, 18 experts: E = 3, and
+/// at the widest ratio tried (r = 1) δ = 3, so a GPU holds at most 6
+/// primaries at every r, a node 12. The node clustering put 14 experts on
+/// node 0: it keeps the 12 best tied (a clique of 0..11), and 12, 13 — tied
+/// to the clique by 0.1 each, to each other by 1, to 14 and 15 by 3 and to
+/// 16 and 17 by 1 — go to node 1, the node with room they are most tied to.
 #[test]
 fn a_node_group_over_capacity_is_trimmed_to_the_best_tied() {
     let mut pairs = Vec::new();
-    for i in 0..10 {
-        for j in i + 1..10 {
+    for i in 0..12 {
+        for j in i + 1..12 {
             pairs.push((i, j, 4.0));
         }
-        pairs.push((i, 10, 0.1));
-        pairs.push((i, 11, 0.1));
+        pairs.push((i, 12, 0.1));
+        pairs.push((i, 13, 0.1));
     }
-    pairs.push((10, 11, 1.0));
-    pairs.push((10, 12, 3.0));
-    pairs.push((11, 12, 3.0));
-    for i in 12..16 {
-        for j in i + 1..16 {
-            pairs.push((i, j, 2.0));
-        }
+    pairs.push((12, 13, 1.0));
+    for x in [12, 13] {
+        pairs.extend([(x, 14, 3.0), (x, 15, 3.0), (x, 16, 1.0), (x, 17, 1.0)]);
     }
-    let a = affinity(16, &pairs);
-    let node_labels = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1];
-    let mut seen = Vec::new();
-    // Within a node: the first half of its members on GPU 0.
-    let mut halves = |members: &[usize], sub: &Array2<f64>, k: usize| -> Result<Vec<usize>> {
-        assert_eq!(sub.nrows(), members.len());
-        seen.push(members.to_vec());
-        Ok((0..members.len()).map(|i| i * k / members.len()).collect())
-    };
-    let topo = Topology::new(2, 2).unwrap();
-    let g = hierarchical_grouping(&a, topo, 0.0, &node_labels, &mut halves).unwrap();
-    assert_eq!(seen, vec![(0..10).collect::<Vec<_>>(), (10..16).collect()]);
-    assert_eq!(g.len(), 4);
-    assert!(is_partition(&g, 16));
-    let node0: Vec<usize> = g[0].iter().chain(&g[1]).copied().collect();
-    assert_eq!(node0.len(), 10);
-    assert!(node0.iter().all(|&e| e < 10));
-    // Node 1's 6 experts on 2 GPUs: 3 and 3, within [2, 4] and under 5.
-    assert_eq!(sizes(&g), vec![5, 5, 3, 3]);
-    let cap = size_bounds(16, 4, 0.0).unwrap().max;
-    assert!(sizes(&g).iter().all(|&s| (1..=cap).contains(&s)));
+    pairs.push((14, 15, 2.0));
+    pairs.push((16, 17, 2.0));
+    let a = affinity(18, &pairs);
+    let mut node_labels = vec![0; 14];
+    node_labels.extend([1, 1, 2, 2]);
+    let topo = Topology::new(3, 2).unwrap();
+    for r in [0.0, 0.5, 1.0] {
+        let mut seen = Vec::new();
+        // Within a node: the first half of its members on its first GPU.
+        let mut halves = |members: &[usize], sub: &Array2<f64>, k: usize| -> Result<Vec<usize>> {
+            assert_eq!(sub.nrows(), members.len());
+            seen.push(members.to_vec());
+            Ok((0..members.len()).map(|i| i * k / members.len()).collect())
+        };
+        let g = hierarchical_grouping(&a, topo, r, &node_labels, &mut halves).unwrap();
+        // Node 2's two experts, one per GPU, need no clustering.
+        assert_eq!(
+            seen,
+            vec![(0..12).collect::<Vec<_>>(), (12..16).collect()],
+            "r = {r}"
+        );
+        assert!(is_partition(&g, 18));
+        // Node 0's 12 on 2 GPUs: 6 and 6, at the slots; the others halved.
+        assert_eq!(sizes(&g), vec![6, 6, 2, 2, 1, 1], "r = {r}");
+    }
+    let slots = size_bounds(18, 6, 1.0).unwrap().max;
+    assert_eq!(slots, 6);
 }
 
 /// A node group below one expert per GPU takes the weakest-tied experts of
@@ -301,7 +304,7 @@ fn every_gpu_gets_an_expert_and_stays_within_its_slots() {
     };
     let topo = Topology::new(3, 2).unwrap();
     for r in moeplan::planners::grace::RATIOS {
-        let cap = size_bounds(12, 6, r).unwrap().max;
+        let cap = size_bounds(12, 6, widest_ratio(r)).unwrap().max;
         let mut labels = node_labels.to_vec();
         labels[10] = 2; // a third node cluster of one
         let g = hierarchical_grouping(&a, topo, r, &labels, &mut by_position).unwrap();
@@ -472,7 +475,7 @@ proptest! {
         prop_assert!(no_same_gpu_copies(&plan));
         for l in g.layers() {
             if let Some(r) = l.ratio {
-                let cap = size_bounds(n, topo.num_gpus(), r).unwrap().max;
+                let cap = size_bounds(n, topo.num_gpus(), widest_ratio(r)).unwrap().max;
                 prop_assert!(l.groups.iter().all(|grp| !grp.is_empty() && grp.len() <= cap));
             }
         }
@@ -640,7 +643,7 @@ fn esft_affinity_grouping_beats_load_only_on_utilisation() {
             u_load += utilisation(&a, &as_usize(&lc.groups)) / layers;
             u_contig += utilisation(&a, &contiguous) / layers;
             let r = lg.ratio.unwrap();
-            let cap = size_bounds(64, d, r).unwrap().max;
+            let cap = size_bounds(64, d, widest_ratio(r)).unwrap().max;
             assert!(
                 lg.groups
                     .iter()

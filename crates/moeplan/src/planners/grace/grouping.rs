@@ -29,14 +29,18 @@
 //! here; ties go to the smaller group, then the lower index.
 //!
 //! **Capacity over nodes** (the GPU's expert slots). A GPU holds at most
-//! `E + δ` primary experts (the global `E`, `δ` of `D = N · G` groups), a
-//! node `G · (E + δ)`. Node groups are spectral clusters with no bound but
-//! that one: a cluster larger than its node keeps its best-tied members by
+//! `E + δ` primary experts at the largest ratio tried (the global `E`, `δ`
+//! of `D = N · G` groups; `2E` at [`RATIOS`]' `r = 1`), a node `G` times
+//! that. Node groups are spectral clusters with no bound but that one —
+//! fully non-uniform, §4.1 — and, the slots being the same at every ratio,
+//! one node grouping serves the whole `(S, U)` curve: `r` shapes only the
+//! groups within a node, as the paper's "controlled within each node"
+//! says. A cluster larger than its node keeps its best-tied members by
 //! Algorithm 2's rule and the rest go to the node with room they are most
 //! tied to; a node with fewer than `G` experts takes the weakest-tied ones
 //! of other nodes, so every GPU holds at least one. Within a node of `m`
 //! experts, Algorithm 2 runs as printed with `Ne = m`, `D = G`, its maximum
-//! capped at `E + δ`.
+//! capped at the slots — always feasible, as `m ≤ G ·` slots.
 //!
 //! Complexity, `n` experts, `k` groups: Algorithm 2 is O(n² + n · k) — the
 //! trimming sorts each cluster by its row sums, every move of an expert
@@ -528,7 +532,7 @@ pub fn hierarchical_grouping(
 ) -> Result<Vec<Vec<usize>>> {
     let n = check_affinity(a)?;
     let sym = symmetrised(a);
-    let cap = gpu_capacity(n, topology, ratio)?;
+    let cap = gpu_capacity(n, topology, widest_ratio(ratio))?;
     let nodes = node_grouping(&sym, n, topology, cap, node_labels)?;
     let mut by_matrix =
         |members: &[usize], _: &[f64], g: usize| cluster(members, &gather(a, members), g);
@@ -567,6 +571,18 @@ fn gather_flat(sym: &[f64], n: usize, members: &[usize]) -> Vec<f64> {
     values
 }
 
+/// The largest ratio GRACE tries when asked for `ratio`: [`RATIOS`]' last
+/// or `ratio`, whichever is larger. A GPU's slots are those of this ratio.
+///
+/// ```
+/// use moeplan::planners::grace::grouping::widest_ratio;
+/// assert_eq!(widest_ratio(0.2), 1.0);
+/// assert_eq!(widest_ratio(1.5), 1.5);
+/// ```
+pub fn widest_ratio(ratio: f64) -> f64 {
+    RATIOS.iter().copied().fold(ratio, f64::max)
+}
+
 /// The most primary experts a GPU holds at `ratio` (`E + δ`), after
 /// checking that each of the `n` experts' GPUs can get one.
 pub(super) fn gpu_capacity(n: usize, topology: Topology, ratio: f64) -> Result<usize> {
@@ -582,8 +598,8 @@ pub(super) fn gpu_capacity(n: usize, topology: Topology, ratio: f64) -> Result<u
 
 /// The first level of [`hierarchical_grouping`]: the experts of each node,
 /// each node holding `G` to `G · cap` of them; `sym` is [`symmetrised`] of
-/// the checked `n × n` affinity. Depends on the ratio only through `cap`,
-/// so callers trying several ratios can keep it per `cap`.
+/// the checked `n × n` affinity; `cap` is a GPU's slots. The same for
+/// every ratio tried with those slots.
 pub(super) fn node_grouping(
     sym: &[f64],
     n: usize,

@@ -149,6 +149,14 @@ enum Grouped {
     NoAffinity,
 }
 
+/// The ratio asked for (0 for the knee: it adds nothing to [`RATIOS`]).
+fn ratio_asked(ratio: Ratio) -> f64 {
+    match ratio {
+        Ratio::Auto => 0.0,
+        Ratio::Fixed(r) => r,
+    }
+}
+
 /// Steps 1–3 for layer index `l`, the clusterings through `analysis`.
 fn group_layer(
     analysis: &GraceAnalysis,
@@ -189,19 +197,23 @@ fn group_layer(
         }
     }
     let d = topology.num_gpus();
+    // A GPU's expert slots are those of the largest ratio tried, so the
+    // node level — fully non-uniform up to those slots, §4.1 — is one
+    // grouping for every ratio: r shapes only the groups within a node.
+    // The analysis keeps it for later clusters with the same slots, and
+    // it holds the same experts after a GPU change whenever N · G divides
+    // the experts (the node's slots, G · 2E, stay 2 Ne / N).
+    let slots = grouping::gpu_capacity(n, topology, grouping::widest_ratio(ratio_asked(ratio)))?;
+    // The analysis' affinity is counts: no check.
+    let nodes = analysis.node_grouping(l, topology, slots, || {
+        grouping::node_grouping(&sym, n, topology, slots, &node_labels)
+    })?;
     let mut memo = analysis.node_memo(l);
     let mut curve = Vec::with_capacity(ratios.len());
     let mut candidates = Vec::with_capacity(ratios.len());
     for &r in &ratios {
-        // Algorithm 2 over nodes sees r only through the GPU capacity, which
-        // several ratios share (and later clusters of the same shape: the
-        // analysis keeps it). The analysis' affinity is counts: no check.
-        let cap = grouping::gpu_capacity(n, topology, r)?;
-        let nodes = analysis.node_grouping(l, topology, cap, || {
-            grouping::node_grouping(&sym, n, topology, cap, &node_labels)
-        })?;
         let groups =
-            grouping::within_nodes(&sym, n, topology, r, cap, &nodes, &mut cluster, &mut memo)?;
+            grouping::within_nodes(&sym, n, topology, r, slots, &nodes, &mut cluster, &mut memo)?;
         curve.push(RatioPoint {
             ratio: r,
             delta: size_bounds(n, d, r)?.delta,
