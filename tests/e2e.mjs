@@ -411,8 +411,9 @@ async function main() {
     // 2c'. GRACE with token routes on the page's default (DeepSeek-V3, 58
     // layers × 256 experts, 8 × 8 GPUs): a GPU change and a node change, as
     // the page times them (the worker keeps GRACE's affinity analysis across
-    // cluster changes). The issue aims at 300 ms; the figures are recorded,
-    // not checked against it (not reached on this machine, see README).
+    // cluster changes, and between requests prepares the neighbouring
+    // clusters). The issue aims at 300 ms; the figures are recorded, not
+    // checked against it (see README: it depends on the machine's load).
     await section("GRACE re-plans with token routes on the DeepSeek-V3 default", async () => {
       const pg = await openPage(browser, origin, "#routes=1");
       pages.push(pg);
@@ -431,7 +432,19 @@ async function main() {
       const node = await replan("#nodes", "4", 16);
       const nodeMap = await text(pg, "#affinity-caption");
       const back = await replan("#gpus", "8", 32);
-      timings.grace_v3_routes = { gpu_change_ms: gpu, node_change_ms: node, then_gpus_8_ms: back };
+      // Left alone, the worker prepares GRACE's clusterings for the
+      // neighbouring clusters (4 × 4, 4 × 16, 2 × 8, 8 × 8); a node change
+      // to one of them is then timed as the page times any change.
+      await pg.waitForFunction(() => document.querySelector("#timings")?.dataset.warmed?.includes("2 × 8"),
+        null, { timeout: 120000 });
+      const warmUp = Number(await pg.$eval("#timings", (el) => el.dataset.warmedMs));
+      const warmed = await replan("#nodes", "2", 16);
+      const warmedMap = await text(pg, "#affinity-caption");
+      timings.grace_v3_routes = { gpu_change_ms: gpu, node_change_ms: node, then_gpus_8_ms: back,
+        warm_up_ms: warmUp, warmed_node_change_ms: warmed };
+      check("DeepSeek-V3 with token routes: prepared ahead, 4 × 8 → 2 × 8 re-groups into 16",
+        /\(16 groups\)/.test(warmedMap) && warmed > 0 && warmUp > 0,
+        `${warmedMap} · ${warmed} ms after ${warmUp} ms of work ahead of time`);
       check("DeepSeek-V3 with token routes: a GPU change re-groups into 32, a node change into 16",
         /\(32 groups\)/.test(gpuMap) && /\(16 groups\)/.test(nodeMap), `${gpuMap} | ${nodeMap}`);
       check("DeepSeek-V3 with token routes: GPU and node changes timed",

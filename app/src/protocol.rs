@@ -189,6 +189,15 @@ pub enum Response {
         /// Milliseconds the worker spent.
         worker_ms: f64,
     },
+    /// Between requests the worker did GRACE's clusterings for the clusters
+    /// a person is likely to pick next ([`crate::worker::neighbours`]), so
+    /// changing to one of them re-plans GRACE from kept clusterings.
+    Warmed {
+        /// Those clusters, as `N × G`.
+        clusters: Vec<String>,
+        /// Milliseconds of work it took, in steps between requests.
+        worker_ms: f64,
+    },
     /// Something was wrong with the input; the previous state is kept.
     Error {
         /// Request it answers.

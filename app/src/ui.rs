@@ -121,6 +121,9 @@ struct Timings {
     budget_frame_seq: u64,
     /// The budget R of the last view timed.
     budget_r: Option<usize>,
+    /// The clusters GRACE last prepared ahead of time, and the worker's
+    /// milliseconds for them.
+    warmed: Option<(String, f64)>,
 }
 
 /// A trace source the page can send again, to a fresh worker.
@@ -818,6 +821,15 @@ impl Ctx {
                 self.board.cross.set(Some(table));
                 self.status.set(Status::Ready);
             }
+            // Nothing to show: the next change to one of these clusters is
+            // simply quicker. Kept for the timings (tests read it).
+            Response::Warmed {
+                clusters,
+                worker_ms,
+            } => {
+                self.timings
+                    .update(|t| t.warmed = Some((clusters.join(", "), worker_ms)));
+            }
             Response::Error { id, message } => {
                 self.disarm_watchdog(id);
                 let refused = self.pending.try_update_value(|p| p.remove(&id)).flatten();
@@ -1335,6 +1347,8 @@ pub fn App() -> impl IntoView {
                 <p id="timings" class="timings"
                     data-budget-ms=move || timings.with(|t| t.budget.map(|x| format!("{x:.2}")).unwrap_or_default())
                     data-cluster-ms=move || timings.with(|t| t.cluster.map(|x| format!("{x:.1}")).unwrap_or_default())
+                    data-warmed=move || timings.with(|t| t.warmed.as_ref().map(|w| w.0.clone()).unwrap_or_default())
+                    data-warmed-ms=move || timings.with(|t| t.warmed.as_ref().map(|w| format!("{:.0}", w.1)).unwrap_or_default())
                     data-trace-ms=move || timings.with(|t| t.trace.map(|x| format!("{x:.1}")).unwrap_or_default())
                     data-budget-dom-ms=move || timings.with(|t| t.budget_dom.map(|x| format!("{x:.2}")).unwrap_or_default())
                     data-budget-worker-ms=move || timings.with(|t| t.budget_parts.map(|x| format!("{:.2}", x.0)).unwrap_or_default())

@@ -9,7 +9,7 @@ use moeplan::generator::{GenConfig, generate};
 use moeplan::planners::Settings;
 use moeplan::sim::Workload;
 use moeplan::token_generator::{TokenGenConfig, generate_tokens};
-use moeplan::workspace::{View, Workspace, dispatch_rule};
+use moeplan::workspace::{Cluster, View, Workspace, dispatch_rule};
 use moeplan::{Budget, LoadTrace, model};
 
 use crate::protocol::{
@@ -79,6 +79,44 @@ pub struct WorkerState {
     /// The traces of the last cross-workload matrix ([`Request::cross`]),
     /// with their names, judged again after a cluster change.
     cross: Option<(Vec<String>, Vec<LoadTrace>)>,
+    /// GRACE's clusterings still to do ahead of time, one (cluster, layer)
+    /// per step, the next one last; set anew whenever the workspace changes
+    /// ([`WorkerState::warm_step`]).
+    warm: Vec<(Cluster, usize)>,
+    /// The clusters of `warm`, and the milliseconds spent on them so far.
+    warming: (Vec<Cluster>, f64),
+}
+
+/// The clusters a person is likely to try next from `c`, for GRACE's
+/// clusterings ahead of time: half and twice the GPUs per node first — they
+/// keep the node groupings as a rule, so they cost little — then half and
+/// twice the nodes; at most `experts` GPUs, none twice, not `c` itself.
+///
+/// ```
+/// use moeplan::workspace::Cluster;
+/// use moeplan_app::worker::neighbours;
+/// let c = |nodes, gpus_per_node| Cluster { nodes, gpus_per_node, groups: 8 };
+/// let n: Vec<_> = neighbours(c(8, 8), 256).iter().map(|c| (c.nodes, c.gpus_per_node)).collect();
+/// assert_eq!(n, vec![(8, 4), (8, 16), (4, 8), (16, 8)]);
+/// let n: Vec<_> = neighbours(c(1, 8), 8).iter().map(|c| (c.nodes, c.gpus_per_node)).collect();
+/// assert_eq!(n, vec![(1, 4)]);
+/// ```
+pub fn neighbours(c: Cluster, experts: usize) -> Vec<Cluster> {
+    let (n, g) = (c.nodes, c.gpus_per_node);
+    let mut out: Vec<Cluster> = Vec::new();
+    for (nodes, gpus_per_node) in [(n, g / 2), (n, g * 2), (n / 2, g), (n * 2, g)] {
+        let next = Cluster {
+            nodes,
+            gpus_per_node,
+            ..c
+        };
+        let fits =
+            nodes >= 1 && gpus_per_node >= 1 && nodes.saturating_mul(gpus_per_node) <= experts;
+        if fits && next != c && !out.contains(&next) {
+            out.push(next);
+        }
+    }
+    out
 }
 
 /// Most traces the page judges plans across: the matrix costs `3 · T + 2`
@@ -391,6 +429,7 @@ impl WorkerState {
         self.per_batch_note = fallback;
         Ok(match fresh {
             Some((ws, name, stats)) => {
+                self.warm_around(&ws);
                 self.workspace = Some(ws);
                 self.source = name;
                 match answer {
@@ -404,6 +443,60 @@ impl WorkerState {
 }
 
 impl WorkerState {
+    /// Queues GRACE's clusterings for `ws`'s [`neighbours`], every layer of
+    /// each, when `ws` groups by token routes (else nothing: a count-only
+    /// trace groups by load, which costs nothing to re-plan).
+    fn warm_around(&mut self, ws: &Workspace) {
+        self.warm.clear();
+        self.warming = (Vec::new(), 0.0);
+        if ws.workload().tokens().is_none() {
+            return;
+        }
+        let clusters = neighbours(ws.cluster(), ws.trace().num_experts());
+        let layers = ws.trace().num_layers();
+        // Popped from the end: the first neighbour's first layer last.
+        for &c in clusters.iter().rev() {
+            for layer in (0..layers).rev() {
+                self.warm.push((c, layer));
+            }
+        }
+        self.warming.0 = clusters;
+    }
+
+    /// One step of the work ahead of time: GRACE's clusterings of one layer
+    /// for one neighbouring cluster. Returns the clusters done when this
+    /// step finished the queue (with the milliseconds spent, by `now_ms`),
+    /// `None` while work remains or when there was none. The page's worker
+    /// runs steps only between requests, so they never delay an answer by
+    /// more than one step.
+    pub fn warm_step(&mut self, now_ms: impl Fn() -> f64) -> Option<(Vec<String>, f64)> {
+        let (Some(ws), Some((cluster, layer))) = (&self.workspace, self.warm.pop()) else {
+            return None;
+        };
+        let start = now_ms();
+        // A cluster that cannot be prepared (checked again when asked
+        // for) is left to be planned from scratch then.
+        if ws.warm_grace(cluster, layer).is_err() {
+            self.warm.retain(|(c, _)| *c != cluster);
+        }
+        self.warming.1 += now_ms() - start;
+        if !self.warm.is_empty() {
+            return None;
+        }
+        let done = self
+            .warming
+            .0
+            .iter()
+            .map(|c| format!("{} × {}", c.nodes, c.gpus_per_node))
+            .collect();
+        Some((done, self.warming.1))
+    }
+
+    /// Whether work ahead of time is queued.
+    pub fn warming(&self) -> bool {
+        !self.warm.is_empty()
+    }
+
     /// Plans across the workloads `ask` names (read from `bytes`, each file
     /// within its share of the page's reading budget) or, when it names
     /// none, the ones held; at the request's cluster (else the workspace's)
@@ -865,6 +958,67 @@ mod tests {
         let v5 = view_of(s.handle(&r, None, || 0.0, |_| {}));
         assert!(v5.frame.is_none() && v5.plans.is_empty() && v5.heat.is_none());
         assert!(v5.placement.is_some());
+    }
+
+    /// Work ahead of time: after a token-routes trace the worker queues
+    /// GRACE's clusterings for every layer of each neighbouring cluster, a
+    /// step at a time; the last step names them. A change to one of them
+    /// then answers exactly what a worker that never warmed answers, and
+    /// queues the new cluster's neighbours; a count-only trace queues
+    /// nothing.
+    #[test]
+    fn graces_clusterings_ahead_of_time_change_no_answer() {
+        let c = |nodes, gpus_per_node| Cluster {
+            nodes,
+            gpus_per_node,
+            groups: 1,
+        };
+        let routes = Source::Generate {
+            preset: "deepseek-v2-lite".into(),
+            batches: 2,
+            seed: 3,
+            routes: true,
+        };
+        let mut warm = WorkerState::default();
+        view_of(warm.handle(
+            &req(1, Some(routes.clone()), Some(c(2, 4)), Some(2)),
+            None,
+            || 0.0,
+            |_| {},
+        ));
+        let layers = 26;
+        assert_eq!(warm.warm.len(), 4 * layers, "2 × 2, 2 × 8, 1 × 4 and 4 × 4");
+        let mut steps = 1;
+        let done = loop {
+            if let Some(done) = warm.warm_step(|| 0.0) {
+                break done;
+            }
+            assert!(warm.warming(), "no answer yet, so work remains");
+            steps += 1;
+        };
+        assert_eq!(steps, 4 * layers);
+        assert_eq!(done.0, vec!["2 × 2", "2 × 8", "1 × 4", "4 × 4"]);
+        assert!(!warm.warming() && warm.warm_step(|| 0.0).is_none());
+        let mut cold = WorkerState::default();
+        view_of(cold.handle(
+            &req(1, Some(routes), Some(c(2, 4)), Some(2)),
+            None,
+            || 0.0,
+            |_| {},
+        ));
+        for (id, next) in [(2, c(1, 4)), (3, c(1, 8))] {
+            let w = view_of(warm.handle(&req(id, None, Some(next), Some(2)), None, || 0.0, |_| {}));
+            let f = view_of(cold.handle(&req(id, None, Some(next), Some(2)), None, || 0.0, |_| {}));
+            assert_eq!(w, f, "{next:?}");
+        }
+        assert_eq!(warm.warming.0, neighbours(c(1, 8), 64));
+        view_of(warm.handle(
+            &req(4, Some(gen_source()), Some(CLUSTER), Some(2)),
+            None,
+            || 0.0,
+            |_| {},
+        ));
+        assert!(!warm.warming(), "counts only: GRACE groups by load");
     }
 
     /// Generated token routes: GRACE groups by affinity and the view

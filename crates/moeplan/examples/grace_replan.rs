@@ -6,7 +6,8 @@
 //!
 //! `cargo run --release -p moeplan --example grace_replan [preset]`;
 //! `KMEANS=1` times k-means alone on cached embeddings of several sizes
-//! instead, `WARM_ONLY=1` only loops warm re-plans (for a profiler).
+//! instead, `WARM_ONLY=1` only loops warm re-plans (for a profiler),
+//! `NODE_SWEEP=1` times node changes to node counts not seen before.
 
 use std::time::Instant;
 
@@ -85,6 +86,20 @@ fn main() -> Result<(), moeplan::Error> {
             &GraceOptions::default(),
         )?;
         eprintln!("prepare_with {nodes} × {g}: {:.0} ms", ms(t0.elapsed()));
+    }
+    if std::env::var_os("NODE_SWEEP").is_some() {
+        // Node counts never seen before, each a node change from the last.
+        for nodes in [2, 3, 5, 6, 7, 9, 10, 12, 16] {
+            let t0 = Instant::now();
+            Grace::prepare_with(
+                &work,
+                &analysis,
+                Topology::new(nodes, 8)?,
+                &GraceOptions::default(),
+            )?;
+            eprintln!("node change to {nodes} × 8: {:.0} ms", ms(t0.elapsed()));
+        }
+        return Ok(());
     }
     if std::env::var_os("WARM_ONLY").is_some() {
         for _ in 0..10 {

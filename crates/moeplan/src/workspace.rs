@@ -580,6 +580,36 @@ impl Workspace {
         self.topology
     }
 
+    /// Does GRACE's clusterings of layer index `layer` for `cluster` ahead of
+    /// time, in the analysis this workspace shares with the workspaces made
+    /// from it ([`Workspace::of_workload_reusing`]), so a change to that
+    /// cluster later re-plans GRACE from kept clusterings. `Ok(false)` when
+    /// there is nothing to do: no token routes, a layer out of range or
+    /// without co-activation, more GPUs than experts.
+    ///
+    /// ```
+    /// use moeplan::workspace::{Cluster, Workspace};
+    /// use moeplan::token_generator::{TokenGenConfig, generate_tokens};
+    /// use moeplan::{model, sim::Workload};
+    /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?;
+    /// let work = Workload::from_tokens(t, 128)?;
+    /// let c = |nodes, gpus_per_node| Cluster { nodes, gpus_per_node, groups: 1 };
+    /// let first = Workspace::of_workload(work.clone(), c(2, 4), |_| {})?;
+    /// assert!(first.warm_grace(c(1, 8), 0)?);
+    /// let next = Workspace::of_workload_reusing(work.clone(), c(1, 8), Some(&first), |_| {})?;
+    /// let fresh = Workspace::of_workload(work, c(1, 8), |_| {})?;
+    /// assert_eq!(next.view(Some(2), 0)?, fresh.view(Some(2), 0)?);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn warm_grace(&self, cluster: Cluster, layer: usize) -> Result<bool> {
+        let Some(analysis) = &self.grace_analysis else {
+            return Ok(false);
+        };
+        let topology = Topology::new(cluster.nodes, cluster.gpus_per_node)?;
+        // The workspace plans GRACE with its defaults (no GRACE settings).
+        analysis.warm(layer, topology, &GraceOptions::default())
+    }
+
     /// The settings this workspace was built for.
     pub fn cluster(&self) -> Cluster {
         self.cluster

@@ -146,17 +146,24 @@ pub fn utilisation(a: &Array2<f64>, labels: &[usize]) -> Result<f64> {
             labels.len()
         )));
     }
+    Ok(utilisation_of_checked(a, labels))
+}
+
+/// [`utilisation`] of a matrix already checked square, finite and
+/// non-negative, with one label per row (spectral clustering judges each
+/// of its groupings by it: the O(n²) check once, not per grouping). Pairs
+/// are summed in the same order, so the value is the same to the bit.
+pub(super) fn utilisation_of_checked(a: &Array2<f64>, labels: &[usize]) -> f64 {
     let (mut inside, mut all) = (0.0, 0.0);
-    for (i, li) in labels.iter().enumerate() {
-        for (j, lj) in labels.iter().enumerate().skip(i + 1) {
-            let v = a[[i, j]];
+    for ((i, li), row) in labels.iter().enumerate().zip(a.outer_iter()) {
+        for (lj, &v) in labels.iter().zip(row.iter()).skip(i + 1) {
             all += v;
             if li == lj {
                 inside += v;
             }
         }
     }
-    Ok(if all > 0.0 { inside / all } else { 0.0 })
+    if all > 0.0 { inside / all } else { 0.0 }
 }
 
 /// How concentrated one layer's affinity is, on scales that do not depend

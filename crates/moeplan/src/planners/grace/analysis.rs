@@ -125,6 +125,43 @@ impl GraceAnalysis {
         self.layers.get(layer)?.affinity.as_deref()
     }
 
+    /// Does, for layer index `layer` on `topology`, the clusterings a
+    /// [`Grace::prepare_with`](super::Grace::prepare_with) there would do
+    /// and keeps them, so that plan later costs only what it has not seen:
+    /// work a front end can do while the person decides where to go next.
+    /// `Ok(false)` when there is nothing to do (no affinity in this layer,
+    /// a layer out of range, fewer experts than GPUs). Plans are unchanged.
+    ///
+    /// ```
+    /// use moeplan::planners::grace::{analysis::GraceAnalysis, Grace, GraceOptions};
+    /// use moeplan::token_generator::{TokenGenConfig, generate_tokens};
+    /// use moeplan::{model, sim::Workload, Topology};
+    /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?;
+    /// let work = Workload::from_tokens(t, 128)?;
+    /// let analysis = GraceAnalysis::new(&work)?;
+    /// let topology = Topology::new(2, 4)?;
+    /// for layer in 0..work.trace().num_layers() {
+    ///     assert!(analysis.warm(layer, topology, &GraceOptions::default())?);
+    /// }
+    /// assert!(!analysis.warm(99, topology, &GraceOptions::default())?);
+    /// let o = GraceOptions::default();
+    /// let warmed = Grace::prepare_with(&work, &analysis, topology, &o)?;
+    /// assert_eq!(warmed.plan()?, Grace::prepare(&work, topology, &o)?.plan()?);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn warm(
+        &self,
+        layer: usize,
+        topology: Topology,
+        options: &super::GraceOptions,
+    ) -> Result<bool> {
+        if self.affinity(layer).is_none() || self.num_experts < topology.num_gpus() {
+            return Ok(false);
+        }
+        super::group_layer(self, layer, topology, options.ratio)?;
+        Ok(true)
+    }
+
     /// Whether this analysis was made from token routes or a recorded
     /// affinity.
     pub(super) fn has_affinity(&self) -> bool {

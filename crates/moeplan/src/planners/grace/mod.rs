@@ -461,8 +461,9 @@ const RATIO_WORDS: [&str; 9] = ["auto", "0", "0.1", "0.2", "0.3", "0.4", "0.5", 
 /// [`GraceOptions::ratio`]: `auto` (the knee) or one of [`RATIOS`].
 pub const NONUNIFORMITY: OptionSpec = OptionSpec {
     name: "nonuniformity",
-    about: "GRACE's non-uniformity ratio r: GPU group sizes within E ± max(1, round(E·r)); auto: \
-            per layer, the knee of the (S(r), U(r)) curve",
+    about: "GRACE's non-uniformity ratio r: within a node of m experts, GPU group sizes within \
+            m/G ± max(1, round(m/G·r)), at most 2E (E = experts / GPUs); auto: per layer, the \
+            knee of the (S(r), U(r)) curve",
     kind: Kind::Choice(&RATIO_WORDS),
     default: Value::Word(Cow::Borrowed("auto")),
 };
@@ -512,8 +513,8 @@ pub struct GracePlanner;
 const SPEC: PlannerSpec = PlannerSpec {
     id: ID,
     display: "GRACE",
-    about: "GRACE-MoE: experts grouped by co-activation affinity (spectral, hierarchical over nodes, \
-            sizes within E ± δ), the heaviest group's hot experts replicated by load skew (load-only \
+    about: "GRACE-MoE: experts grouped by co-activation affinity (spectral, fully non-uniform over nodes, \
+            within a node sizes within E ± δ), the heaviest group's hot experts replicated by load skew (load-only \
             grouping without token routes)",
     needs: Needs::Counts,
     options: &OPTIONS,

@@ -20,7 +20,7 @@ use ndarray::Array2;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::affinity::utilisation;
+use super::affinity::utilisation_of_checked;
 use crate::error::{Error, Result};
 
 /// k-means restarts per embedding from fresh k-means++ seeds; the best
@@ -181,7 +181,8 @@ impl SpectralEmbedding {
             let labels = canonical(&fill_empty(points, labels, k));
             // The two embeddings are judged by what GRACE wants of them:
             // affinity kept inside groups (Eq. 1), the first on a tie.
-            let u = utilisation(&self.affinity, &labels)?;
+            // `new` checked the matrix; labels are one per row.
+            let u = utilisation_of_checked(&self.affinity, &labels);
             if best.as_ref().is_none_or(|(b, _)| u > *b) {
                 best = Some((u, labels));
             }
