@@ -7,7 +7,8 @@
 //! `cargo run --release -p moeplan --example grace_replan [preset]`;
 //! `KMEANS=1` times k-means alone on cached embeddings of several sizes
 //! instead, `WARM_ONLY=1` only loops warm re-plans (for a profiler),
-//! `NODE_SWEEP=1` times node changes to node counts not seen before.
+//! `NODE_SWEEP=1` times node changes to node counts not seen before,
+//! `WS_LOOP=1` loops whole re-plans of clusters seen before.
 
 use std::time::Instant;
 
@@ -122,6 +123,26 @@ fn main() -> Result<(), moeplan::Error> {
     let t0 = Instant::now();
     let first = Workspace::of_workload(work.clone(), cluster(8, 8), |_| {})?;
     eprintln!("workspace 8 × 8, cold: {:.0} ms", ms(t0.elapsed()));
+    if std::env::var_os("WS_LOOP").is_some() {
+        // Clusters seen before: what a re-plan costs besides GRACE's
+        // clusterings (for a profiler).
+        for _ in 0..10 {
+            for (nodes, g) in [(8, 4), (8, 8)] {
+                let t0 = Instant::now();
+                Workspace::of_workload_reusing(
+                    work.clone(),
+                    cluster(nodes, g),
+                    Some(&first),
+                    |_| {},
+                )?;
+                eprintln!(
+                    "workspace {nodes} × {g}, seen before: {:.0} ms",
+                    ms(t0.elapsed())
+                );
+            }
+        }
+        return Ok(());
+    }
     for (what, nodes, g) in [("GPU change", 8, 4), ("node change", 4, 8)] {
         let t0 = Instant::now();
         Workspace::of_workload(work.clone(), cluster(nodes, g), |_| {})?;

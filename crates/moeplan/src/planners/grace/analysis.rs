@@ -56,6 +56,8 @@ struct Memo {
     /// A node's GPU groups (local indices) by its members, `G` and
     /// Algorithm 2's bounds.
     within: HashMap<NodeKey, Vec<Vec<usize>>>,
+    /// Eq. 1's denominator, `Σ_{i<j} A[i][j]`.
+    total: Option<f64>,
 }
 
 /// The cluster-independent part of GRACE for one workload.
@@ -247,6 +249,19 @@ impl GraceAnalysis {
             m.nodes.insert(key, Arc::clone(&nodes));
         });
         Ok(nodes)
+    }
+
+    /// Eq. 1's denominator for layer index `layer` ([`pair_total`](super::grouping::pair_total)
+    /// of its affinity, counted once; 0 without one).
+    pub(super) fn pair_total(&self, layer: usize) -> f64 {
+        if let Some(Some(total)) = self.with_memo(layer, |m| m.total) {
+            return total;
+        }
+        let total = self
+            .affinity(layer)
+            .map_or(0.0, super::grouping::pair_total);
+        self.with_memo(layer, |m| m.total = Some(total));
+        total
     }
 
     /// Layer index `layer`'s store of within-node GPU groups, for

@@ -531,9 +531,9 @@ pub fn hierarchical_grouping(
     cluster: &mut Clusterer<'_>,
 ) -> Result<Vec<Vec<usize>>> {
     let n = check_affinity(a)?;
-    let sym = symmetrised(a);
+    let sym = LazySym::new(a);
     let cap = gpu_capacity(n, topology, widest_ratio(ratio))?;
-    let nodes = node_grouping(&sym, n, topology, cap, node_labels)?;
+    let nodes = node_grouping(sym.get(), n, topology, cap, node_labels)?;
     let mut by_matrix =
         |members: &[usize], _: &[f64], g: usize| cluster(members, &gather(a, members), g);
     within_nodes(
@@ -654,11 +654,32 @@ impl NodeMemo for std::collections::HashMap<NodeKey, Vec<Vec<usize>>> {
     }
 }
 
+/// [`symmetrised`] of a checked matrix, made on first use: a cluster whose
+/// groupings are all kept needs none of it (O(n²) per layer otherwise).
+pub(super) struct LazySym<'a> {
+    a: &'a Array2<f64>,
+    sym: std::cell::OnceCell<Vec<f64>>,
+}
+
+impl<'a> LazySym<'a> {
+    pub(super) fn new(a: &'a Array2<f64>) -> Self {
+        LazySym {
+            a,
+            sym: std::cell::OnceCell::new(),
+        }
+    }
+
+    pub(super) fn get(&self) -> &[f64] {
+        self.sym.get_or_init(|| symmetrised(self.a))
+    }
+}
+
 /// The second level of [`hierarchical_grouping`]: each node's experts
-/// over its GPUs; `sym` as for [`node_grouping`].
+/// over its GPUs; `sym` as for [`node_grouping`], read only for a node
+/// whose groups `memo` does not hold.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn within_nodes(
-    sym: &[f64],
+    sym: &LazySym<'_>,
     n: usize,
     topology: Topology,
     ratio: f64,
@@ -676,7 +697,7 @@ pub(super) fn within_nodes(
         let groups = match memo.get(members, g, min, max) {
             Some(groups) => groups,
             None => {
-                let sub = gather_flat(sym, n, members);
+                let sub = gather_flat(sym.get(), n, members);
                 let labels = if g == 1 {
                     vec![0; m]
                 } else if m == g {

@@ -175,10 +175,11 @@ fn group_layer(
     } else {
         Vec::new()
     };
-    // Algorithm 2 reads A + Aᵀ only; computed once per layer, not per
-    // ratio, as is Eq. 1's denominator: both are O(n²).
-    let sym = grouping::symmetrised(a);
-    let total = grouping::pair_total(a);
+    // Algorithm 2 reads A + Aᵀ only: made once per layer, not per ratio, and
+    // only when a grouping is not kept. Eq. 1's denominator is the
+    // analysis': both are O(n²).
+    let sym = grouping::LazySym::new(a);
+    let total = analysis.pair_total(l);
     // A node's GPU-level clustering depends on its members and G only: the
     // analysis keeps it for the other ratios and for later clusters.
     let mut cluster = |members: &[usize], sub: &[f64], k: usize| -> Result<Vec<usize>> {
@@ -206,7 +207,7 @@ fn group_layer(
     let slots = grouping::gpu_capacity(n, topology, grouping::widest_ratio(ratio_asked(ratio)))?;
     // The analysis' affinity is counts: no check.
     let nodes = analysis.node_grouping(l, topology, slots, || {
-        grouping::node_grouping(&sym, n, topology, slots, &node_labels)
+        grouping::node_grouping(sym.get(), n, topology, slots, &node_labels)
     })?;
     let mut memo = analysis.node_memo(l);
     let mut curve = Vec::with_capacity(ratios.len());
