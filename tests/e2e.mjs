@@ -425,8 +425,12 @@ async function main() {
         await pg.dispatchEvent(sel, "change");
         await pg.waitForFunction((g) => document.querySelector("#affinity-caption")?.textContent.includes(`(${g} groups)`)
           && document.querySelector("#status")?.classList.contains("ready"), groups, { timeout: 120000 });
-        return Number(await pg.$eval("#timings", (el) => el.dataset.clusterMs));
+        const t = await pg.$eval("#timings", (el) => [el.dataset.clusterMs, el.dataset.graceMs]);
+        graceMs.push(Number(t[1]));
+        return Number(t[0]);
       };
+      // GRACE's own share of each re-plan, as the worker times its phases.
+      const graceMs = [];
       const gpu = await replan("#gpus", "4", 32);
       const gpuMap = await text(pg, "#affinity-caption");
       const node = await replan("#nodes", "4", 16);
@@ -441,7 +445,8 @@ async function main() {
       const warmed = await replan("#nodes", "2", 16);
       const warmedMap = await text(pg, "#affinity-caption");
       timings.grace_v3_routes = { gpu_change_ms: gpu, node_change_ms: node, then_gpus_8_ms: back,
-        warm_up_ms: warmUp, warmed_node_change_ms: warmed };
+        warm_up_ms: warmUp, warmed_node_change_ms: warmed,
+        grace_share_ms: { gpu_change: graceMs[0], node_change: graceMs[1], then_gpus_8: graceMs[2], warmed_node_change: graceMs[3] } };
       check("DeepSeek-V3 with token routes: prepared ahead, 4 × 8 → 2 × 8 re-groups into 16",
         /\(16 groups\)/.test(warmedMap) && warmed > 0 && warmUp > 0,
         `${warmedMap} · ${warmed} ms after ${warmUp} ms of work ahead of time`);

@@ -168,6 +168,10 @@ pub enum Response {
         /// goes.
         #[serde(default)]
         span: (f64, f64),
+        /// The long phases of this answer (a new trace or cluster: each
+        /// planner's preparation) and their milliseconds, in order.
+        #[serde(default)]
+        phase_ms: Vec<(String, f64)>,
     },
     /// An exported plan.
     Export {
@@ -686,6 +690,7 @@ mod tests {
             }),
             worker_ms: 2.5,
             span: (1.0, 2.0),
+            phase_ms: vec![("grouping experts by affinity (GRACE)".into(), 12.5)],
         }
     }
 

@@ -121,6 +121,8 @@ struct Timings {
     budget_frame_seq: u64,
     /// The budget R of the last view timed.
     budget_r: Option<usize>,
+    /// GRACE's preparation in the last re-plan, in the worker.
+    grace: Option<f64>,
     /// The clusters GRACE last prepared ahead of time, and the worker's
     /// milliseconds for them.
     warmed: Option<(String, f64)>,
@@ -694,9 +696,15 @@ impl Ctx {
                 update,
                 worker_ms,
                 span,
+                phase_ms,
             } => {
                 self.disarm_watchdog(id);
                 let decoded = now();
+                // GRACE's own share of a re-plan (its phase names it).
+                if let Some((_, ms)) = phase_ms.iter().find(|(p, _)| p.contains("(GRACE)")) {
+                    let ms = *ms;
+                    self.timings.update(|t| t.grace = Some(ms));
+                }
                 let started = self.pending.try_update_value(|p| p.remove(&id)).flatten();
                 if let Some(p) = &started {
                     self.accepted(p);
@@ -1347,6 +1355,7 @@ pub fn App() -> impl IntoView {
                 <p id="timings" class="timings"
                     data-budget-ms=move || timings.with(|t| t.budget.map(|x| format!("{x:.2}")).unwrap_or_default())
                     data-cluster-ms=move || timings.with(|t| t.cluster.map(|x| format!("{x:.1}")).unwrap_or_default())
+                    data-grace-ms=move || timings.with(|t| t.grace.map(|x| format!("{x:.1}")).unwrap_or_default())
                     data-warmed=move || timings.with(|t| t.warmed.as_ref().map(|w| w.0.clone()).unwrap_or_default())
                     data-warmed-ms=move || timings.with(|t| t.warmed.as_ref().map(|w| format!("{:.0}", w.1)).unwrap_or_default())
                     data-trace-ms=move || timings.with(|t| t.trace.map(|x| format!("{x:.1}")).unwrap_or_default())

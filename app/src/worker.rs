@@ -87,6 +87,25 @@ pub struct WorkerState {
     warming: (Vec<Cluster>, f64),
 }
 
+/// Each phase's milliseconds: from its mark to the next one, the last to
+/// `end` (which includes drawing the view).
+///
+/// ```
+/// use moeplan_app::worker::phase_durations;
+/// let marks = vec![("a".to_string(), 10.0), ("b".to_string(), 15.0)];
+/// assert_eq!(phase_durations(&marks, 18.0), vec![("a".into(), 5.0), ("b".into(), 3.0)]);
+/// ```
+pub fn phase_durations(marks: &[(String, f64)], end: f64) -> Vec<(String, f64)> {
+    marks
+        .iter()
+        .enumerate()
+        .map(|(i, (phase, t))| {
+            let next = marks.get(i + 1).map_or(end, |m| m.1);
+            (phase.clone(), next - t)
+        })
+        .collect()
+}
+
 /// The clusters a person is likely to try next from `c`, for GRACE's
 /// clusterings ahead of time: half and twice the GPUs per node first — they
 /// keep the node groupings as a rule, so they cost little — then half and
@@ -293,13 +312,22 @@ impl WorkerState {
                 },
             };
         }
-        match self.try_handle(req, bytes, &mut progress) {
+        // When each long phase started: what a re-plan spent where.
+        let mut marks: Vec<(String, f64)> = Vec::new();
+        let mut marked = |phase: &str| {
+            marks.push((phase.to_string(), now_ms()));
+            progress(phase);
+        };
+        let answer = self.try_handle(req, bytes, &mut marked);
+        let end = now_ms();
+        match answer {
             Ok(Answer::View(update, stats)) => Response::View {
                 id: req.id,
                 stats,
                 update,
-                worker_ms: now_ms() - start,
+                worker_ms: end - start,
                 span: (0.0, 0.0),
+                phase_ms: phase_durations(&marks, end),
             },
             Ok(Answer::Export(file_name, text, note)) => Response::Export {
                 id: req.id,

@@ -129,14 +129,18 @@ fn main() -> Result<(), moeplan::Error> {
         for _ in 0..10 {
             for (nodes, g) in [(8, 4), (8, 8)] {
                 let t0 = Instant::now();
-                Workspace::of_workload_reusing(
+                let ws = Workspace::of_workload_reusing(
                     work.clone(),
                     cluster(nodes, g),
                     Some(&first),
                     |_| {},
                 )?;
+                let planned = t0.elapsed();
+                let t0 = Instant::now();
+                ws.view(None, 3)?;
                 eprintln!(
-                    "workspace {nodes} × {g}, seen before: {:.0} ms",
+                    "workspace {nodes} × {g}, seen before: {:.0} ms, its view {:.0} ms",
+                    ms(planned),
                     ms(t0.elapsed())
                 );
             }
