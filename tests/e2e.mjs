@@ -662,6 +662,28 @@ async function main() {
       check("GPU change timed", clusterMs.every((x) => x > 0), `median ${timings.cluster_ms_median} ms`);
     });
 
+    // 6b. The default (DeepSeek-V3, counts, 8 × 8): a GPU change and a node
+    // change, the whole re-plan and GRACE's share of it (by load: counts
+    // carry no affinity).
+    await section("default cluster changes", async () => {
+      const pd = await openPage(browser, origin, "");
+      pages.push(pd);
+      const change = async (sel, value, scope) => {
+        const before = await pd.$eval("#timings", (el) => el.dataset.clusterMs);
+        await pd.fill(sel, value);
+        await pd.dispatchEvent(sel, "change");
+        await pd.waitForFunction((b) => document.querySelector("#timings")?.dataset.clusterMs !== b
+          && document.querySelector("#status")?.classList.contains("ready"), before, { timeout: 60000 });
+        check(`${sel} ${value} re-plans`, scope.test(await text(pd, ".scope")), await text(pd, ".scope"));
+        return pd.$eval("#timings", (el) => [Number(el.dataset.clusterMs), Number(el.dataset.graceMs)]);
+      };
+      const [gpu, gpuGrace] = await change("#gpus", "4", /8 node\(s\) × 4 GPU/);
+      const [node, nodeGrace] = await change("#nodes", "4", /4 node\(s\) × 4 GPU/);
+      timings.default_changes = { gpu_change_ms: gpu, gpu_change_grace_ms: gpuGrace, node_change_ms: node, node_change_grace_ms: nodeGrace };
+      check("default: GPU and node changes timed", [gpu, node, gpuGrace, nodeGrace].every((x) => x > 0),
+        `8 × 8 → 8 × 4 ${gpu} ms (GRACE ${gpuGrace} ms), → 4 × 4 ${node} ms (GRACE ${nodeGrace} ms)`);
+    });
+
     // 7. A worker that does not answer while reading: a page whose read
     // deadline is 200 ms, and a file that takes longer to read.
     await section("read deadline", async () => {
