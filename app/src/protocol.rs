@@ -458,6 +458,7 @@ pub struct Placement {
 ///     }),
 ///     worker_ms: 1.5,
 ///     span: (0.0, 0.0),
+///     phase_ms: vec![],
 /// };
 /// let (json, numbers) = encode(&r).unwrap();
 /// assert_eq!(numbers.as_deref(), Some(&[2.0, 0.5, 0.75, 0.0, 0.0, 0.0][..]));

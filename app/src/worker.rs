@@ -988,6 +988,16 @@ mod tests {
         assert!(v5.placement.is_some());
     }
 
+    /// Generated DeepSeek-V2-Lite token routes, 2 batches.
+    fn v2lite_routes() -> Source {
+        Source::Generate {
+            preset: "deepseek-v2-lite".into(),
+            batches: 2,
+            seed: 3,
+            routes: true,
+        }
+    }
+
     /// Work ahead of time: after a token-routes trace the worker queues
     /// GRACE's clusterings for every layer of each neighbouring cluster, a
     /// step at a time; the last step names them. A change to one of them
@@ -1001,12 +1011,7 @@ mod tests {
             gpus_per_node,
             groups: 1,
         };
-        let routes = Source::Generate {
-            preset: "deepseek-v2-lite".into(),
-            batches: 2,
-            seed: 3,
-            routes: true,
-        };
+        let routes = v2lite_routes();
         let mut warm = WorkerState::default();
         view_of(warm.handle(
             &req(1, Some(routes.clone()), Some(c(2, 4)), Some(2)),
@@ -1059,12 +1064,7 @@ mod tests {
             gpus_per_node: 4,
             groups: 1,
         };
-        let routes = Source::Generate {
-            preset: "deepseek-v2-lite".into(),
-            batches: 2,
-            seed: 3,
-            routes: true,
-        };
+        let routes = v2lite_routes();
         let mut s = WorkerState::default();
         let v0 = view_of(s.handle(
             &req(1, Some(routes), Some(cluster), Some(2)),
