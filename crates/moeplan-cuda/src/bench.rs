@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::expert::ExpertShape;
 use crate::gpu::{Gpu, LayerBuffers};
 use crate::routing::{self, Routing};
-use crate::select::{DispatchRule, LayerSlots, Selector, select_cpu};
+use crate::select::{DispatchRule, LayerSlots, Selector, select_cpu, workload_loads};
 
 /// A planner as named on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,8 +208,14 @@ pub struct LayerResult {
     pub layer_ms: f64,
     /// Which rank was slowest.
     pub slowest: usize,
-    /// Replica selection, ms.
+    /// Replica selection on the device, ms: the selection kernel, or for
+    /// a host-made selection ([`Selector::on_host`]) the copy into place.
     pub select_ms: f64,
+    /// Whether the selection was made on the host (GRACE's, Libra's).
+    pub select_on_host: bool,
+    /// The CPU's selection of the same rows ([`select_cpu`], one thread),
+    /// ms: the host-side cost of GRACE's and Libra's rules.
+    pub host_select_ms: f64,
     /// Dispatch index (counts, scan, stable scatter), ms.
     pub index_ms: f64,
     /// Row gather, ms.
@@ -244,6 +250,8 @@ impl LayerResult {
             "layer_ms": self.layer_ms,
             "slowest_rank": self.slowest,
             "select_ms": self.select_ms,
+            "select_on_host": self.select_on_host,
+            "host_select_ms": self.host_select_ms,
             "dispatch_index_ms": self.index_ms,
             "gather_ms": self.gather_ms,
             "combine_ms": self.combine_ms,
@@ -280,12 +288,17 @@ impl LayerResult {
             s.push_str(&format!(" {ms:8.4}"));
         }
         s.push_str(&format!(
-            "\n    measured balancedness (mean/max time) {:.4} · max/mean {:.3} · layer time {:.4} ms (slowest rank {})\n    select {:.4} ms · dispatch index {:.4} ms · gather {:.4} ms · combine {:.4} ms",
+            "\n    measured balancedness (mean/max time) {:.4} · max/mean {:.3} · layer time {:.4} ms (slowest rank {})\n    select {:.4} ms{} · dispatch index {:.4} ms · gather {:.4} ms · combine {:.4} ms",
             self.measured,
             self.measured_imbalance(),
             self.layer_ms,
             self.slowest,
             self.select_ms,
+            if self.select_on_host {
+                format!(" (made on the host in {:.3} ms, copied into place)", self.host_select_ms)
+            } else {
+                String::new()
+            },
             self.index_ms,
             self.gather_ms,
             self.combine_ms
@@ -334,10 +347,16 @@ pub fn run(
     let weights = gpu.weights(cfg.shape, cfg.pool)?;
     let mut results = Vec::new();
     // One selection per (plan, layer): SGLang's tables come from the
-    // core's port of its map, walked over the whole plan once.
+    // core's port of its map, walked over the whole plan once; GRACE's
+    // fractions from the trace's loads, as the simulator takes them.
+    let loads = if cfg.rule.needs_loads() {
+        workload_loads(trace)
+    } else {
+        Vec::new()
+    };
     let selectors = plans
         .iter()
-        .map(|(_, p)| Selector::for_plan(cfg.rule, p))
+        .map(|(_, p)| Selector::for_plan(cfg.rule, p, &loads))
         .collect::<Result<Vec<_>>>()?;
     for &li in &cfg.layers {
         let routing = layer_routing(trace, cfg, li)?;
@@ -374,6 +393,8 @@ pub fn run(
                 layer_ms,
                 slowest,
                 select_ms: r.select_ms,
+                select_on_host: r.select_on_host,
+                host_select_ms: r.host_select_ms,
                 index_ms: r.index_ms,
                 gather_ms: r.gather_ms,
                 combine_ms: r.combine_ms,
@@ -389,6 +410,8 @@ struct OneRun {
     rows: Vec<u32>,
     rank_ms: Vec<f64>,
     select_ms: f64,
+    select_on_host: bool,
+    host_select_ms: f64,
     index_ms: f64,
     gather_ms: f64,
     combine_ms: f64,
@@ -406,7 +429,14 @@ fn run_one(
     cfg: &BenchConfig,
 ) -> Result<OneRun> {
     let slots = LayerSlots::from_plan(plan, li)?;
-    let tables = gpu.selection_tables(&slots, selector)?;
+    let started = std::time::Instant::now();
+    let selected = select_cpu(routing, &slots, selector)?;
+    let host_select_ms = started.elapsed().as_secs_f64() * 1e3;
+    let tables = if selector.on_host() {
+        gpu.host_selection_tables(&slots, &selected)?
+    } else {
+        gpu.selection_tables(&slots, selector)?
+    };
     let time = |f: &mut dyn FnMut() -> Result<()>| {
         if cfg.launch_gaps {
             gpu.time(f)
@@ -419,7 +449,7 @@ fn run_one(
     let gather_ms = time(&mut || gpu.gather(buf))?;
     let offsets = gpu.read(&buf.offsets, slots.num_slots() + 1)?;
     // The CPU reference must agree before anything is timed on these rows.
-    let reference = dispatch_cpu(&select_cpu(routing, &slots, selector)?, slots.num_slots())?;
+    let reference = dispatch_cpu(&selected, slots.num_slots())?;
     if offsets != reference.offsets {
         return Err(Error::Cuda(format!(
             "the GPU dispatch of layer index {li} disagrees with the CPU reference; run `moeplan-cuda check`"
@@ -445,6 +475,8 @@ fn run_one(
         rows: reference.rows_per_gpu(&slots),
         rank_ms: times.iter().map(|t| median(t)).collect(),
         select_ms,
+        select_on_host: selector.on_host(),
+        host_select_ms,
         index_ms,
         gather_ms,
         combine_ms,

@@ -275,6 +275,34 @@ pub fn cases() -> Result<Vec<Case>> {
             pool: 7,
             empty_gpu: true,
         },
+        Case {
+            name: "E grace-topology",
+            tokens: 1500,
+            top_k: 4,
+            experts: 32,
+            nodes: 2,
+            gpus_per_node: 4,
+            shape: ExpertShape::new(64, 32)?,
+            rule: DispatchRule::GraceTopology,
+            replicas: 12,
+            pool: 8,
+            empty_gpu: false,
+        },
+        Case {
+            name: "F libra",
+            tokens: 1500,
+            top_k: 4,
+            experts: 32,
+            nodes: 2,
+            gpus_per_node: 4,
+            shape: ExpertShape::new(64, 32)?,
+            rule: DispatchRule::Libra {
+                tolerance_percent: moeplan::sim::DEFAULT_TOLERANCE_PERCENT,
+            },
+            replicas: 12,
+            pool: 8,
+            empty_gpu: false,
+        },
     ])
 }
 
@@ -290,7 +318,7 @@ pub fn run_case(gpu: &Gpu, case: &Case, report: &mut dyn FnMut(&Outcome)) -> Res
     let placement = case_placement(case.experts, d, case.replicas, case.empty_gpu);
     let slots = LayerSlots::new(&placement, case.experts, case.gpus_per_node)?;
     let routing = routing::generate(&case_load(case.experts), case.tokens, k, 42)?;
-    let selector = Selector::single_layer(case.rule, &slots)?;
+    let selector = Selector::single_layer(case.rule, &slots, &case_load(case.experts))?;
 
     // CPU reference, end to end.
     let x = fill_uniform(0, case.tokens * h, seeds::X, 1.0);
@@ -306,7 +334,11 @@ pub fn run_case(gpu: &Gpu, case: &Case, report: &mut dyn FnMut(&Outcome)) -> Res
     gpu.fill_tokens(&mut buf)?;
     let w = gpu.weights(case.shape, case.pool)?;
     gpu.upload_routing(&mut buf, &routing)?;
-    let tables = gpu.selection_tables(&slots, &selector)?;
+    let tables = if selector.on_host() {
+        gpu.host_selection_tables(&slots, &phys)?
+    } else {
+        gpu.selection_tables(&slots, &selector)?
+    };
     gpu.select(&mut buf, &tables)?;
     gpu.dispatch(&mut buf, tables.num_slots)?;
     gpu.sync("select and dispatch")?;
@@ -501,7 +533,11 @@ pub fn run_full_size(
     gpu.fill_tokens(&mut buf)?;
     let w = gpu.weights(shape, pool)?;
     gpu.upload_routing(&mut buf, &routing)?;
-    let tables = gpu.selection_tables(&slots, &selector)?;
+    let tables = if selector.on_host() {
+        gpu.host_selection_tables(&slots, &phys)?
+    } else {
+        gpu.selection_tables(&slots, &selector)?
+    };
     gpu.select(&mut buf, &tables)?;
     gpu.dispatch(&mut buf, tables.num_slots)?;
     let rows = buf.rows();

@@ -113,8 +113,12 @@ struct BenchArgs {
     /// Experts per token (default: the trace's, else the model's).
     #[arg(long)]
     top_k: Option<usize>,
-    /// Replica selection rule: vllm, sglang-static or sglang-static-v0
-    /// (SGLang before `_find_nearest_expert`); the planner's own rules.
+    /// Replica selection rule, the planner's own: vllm, sglang-static,
+    /// sglang-static-v0 (SGLang before `_find_nearest_expert`),
+    /// grace-weighted, grace-topology (GRACE-MoE's Algorithms 3 and 4,
+    /// weighted by the trace's loads), libra or libra:P (Libra's
+    /// rebalancer, ε = P percent, default 5). GRACE's and Libra's are
+    /// realised in whole rows on the host and uploaded.
     #[arg(long, default_value = "vllm")]
     dispatch: String,
     /// Model whose expert sizes are used (default: the trace's model, else the preset).

@@ -99,7 +99,7 @@ pub fn run(gpu: &Gpu, cfg: &MicroConfig, out: &mut dyn FnMut(String)) -> Result<
         cfg.gpus
     ));
     for rule in [DispatchRule::Vllm, DispatchRule::SglangStatic] {
-        let tables = gpu.selection_tables(&slots, &Selector::single_layer(rule, &slots)?)?;
+        let tables = gpu.selection_tables(&slots, &Selector::single_layer(rule, &slots, &[])?)?;
         let sel = median_of(gpu, cfg.repeats, || gpu.select(&mut buf, &tables))?;
         out(format!(
             "    select ({rule}): {sel:.4} ms ({:.1} G rows/s)",

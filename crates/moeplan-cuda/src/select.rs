@@ -24,10 +24,39 @@
 //!   a layer therefore depends on the plan's layers before it:
 //!   [`Selector::for_plan`] and [`Selector::from_plan`] take the whole plan.
 //!
+//! - **`grace-weighted`** ([`Rule::GraceWeighted`], GRACE-MoE's Algorithm 3)
+//!   and **`grace-topology`** ([`Rule::GraceTopology`], its Algorithm 4):
+//!   each (source rank, expert) splits its rows over copies in fixed
+//!   fractions, weighted by `1 / predicted load` of the copy's GPU, within
+//!   locality tiers for the second. The fractions are the core's own
+//!   ([`moeplan::sim::RouteShares`]), from each layer's expert loads over
+//!   the whole workload, as the simulator takes them.
+//! - **`libra`** ([`Rule::Libra`], Libra's Algorithm 2): per batch, the
+//!   core's [`moeplan::sim::Rebalancer`] on this batch's (source rank,
+//!   expert) counts; a rank's rows of an expert it hosts stay home, the
+//!   others split over the GPUs serving the expert's remote rows in
+//!   proportion to what each serves
+//!   ([`moeplan::sim::Rebalancer::route_one`]).
+//!
+//! The simulator replays GRACE's and Libra's rules by their expectation,
+//! in fractions of a pair; an engine sends whole rows. [`select_cpu`]
+//! realises each (source rank, expert)'s `n` rows by **largest remainder**:
+//! the entry with share `x_i` gets `⌊x_i⌋` rows, and the `n − Σ⌊x_i⌋` rows
+//! left go one each to the largest remainders (ties to the earlier entry);
+//! the group's rows then fill the entries in token order. So every entry is
+//! within one row of the simulator's share, and a GPU within one row per
+//! (source, expert, copy) it serves. A GPU listed twice for a group (two
+//! copies there) fills its copies in slot order. These selections are
+//! computed on the host and uploaded ([`Selector::on_host`]): Libra's
+//! depends on the whole batch's counts, as in the paper's design, where
+//! the rebalancer runs beside the router before the all-to-all.
+//!
 //! Source ranks are the GPUs: token `t` of `n` comes from rank `⌊t·D/n⌋`.
 
-use moeplan::sim::{Rule, SglangVersion, sglang_dispatch_map};
-use moeplan::{LayerPlacement, Plan, Topology};
+use moeplan::sim::{
+    DEFAULT_TOLERANCE_PERCENT, Rebalancer, RouteShares, Rule, SglangVersion, sglang_dispatch_map,
+};
+use moeplan::{LayerPlacement, LoadTrace, Plan, Topology};
 
 use crate::error::{Error, Result};
 use crate::routing::{Routing, rank_first_token, source_rank};
@@ -199,6 +228,16 @@ pub enum DispatchRule {
     /// SGLang's static rule before `_find_nearest_expert` (commits 01fec5c2,
     /// 6270b014): a copy on the rank's own GPU, else the seeded fair draw.
     SglangStaticV0,
+    /// GRACE-MoE's weighted round-robin with load prediction (Algorithm 3).
+    GraceWeighted,
+    /// GRACE-MoE's topology-aware routing (Algorithm 4): own GPU, else own
+    /// node, else anywhere, weighted as `GraceWeighted` within a tier.
+    GraceTopology,
+    /// Libra's adaptive token rebalancer (Algorithm 2) with tolerance ε.
+    Libra {
+        /// ε in percent of the mean load.
+        tolerance_percent: u16,
+    },
 }
 
 impl DispatchRule {
@@ -214,22 +253,70 @@ impl DispatchRule {
             DispatchRule::Vllm => Rule::Vllm,
             DispatchRule::SglangStatic => Rule::SglangStatic(SglangVersion::Nearest),
             DispatchRule::SglangStaticV0 => Rule::SglangStatic(SglangVersion::SameGpu),
+            DispatchRule::GraceWeighted => Rule::GraceWeighted,
+            DispatchRule::GraceTopology => Rule::GraceTopology,
+            DispatchRule::Libra { tolerance_percent } => Rule::Libra { tolerance_percent },
         }
+    }
+
+    /// Every rule, Libra at the core's default ε.
+    pub const ALL: [DispatchRule; 6] = [
+        DispatchRule::Vllm,
+        DispatchRule::SglangStatic,
+        DispatchRule::SglangStaticV0,
+        DispatchRule::GraceWeighted,
+        DispatchRule::GraceTopology,
+        DispatchRule::Libra {
+            tolerance_percent: DEFAULT_TOLERANCE_PERCENT,
+        },
+    ];
+
+    /// Whether the rule weighs copies by the workload's predicted GPU loads
+    /// (a [`Selector`] for it needs each layer's expert loads).
+    pub fn needs_loads(self) -> bool {
+        matches!(
+            self,
+            DispatchRule::GraceWeighted | DispatchRule::GraceTopology
+        )
     }
 }
 
 impl std::str::FromStr for DispatchRule {
     type Err = Error;
     /// `vllm`, `sglang-static`, `sglang-static-v0` (also under the core's
-    /// name for it, `sglang-static-same-gpu`).
+    /// name for it, `sglang-static-same-gpu`), `grace-weighted`,
+    /// `grace-topology`, `libra` (also `libra-rebalance`, the core's name)
+    /// at the default ε, or `libra:P` with ε = P percent.
+    ///
+    /// ```
+    /// use moeplan_cuda::select::DispatchRule;
+    /// assert_eq!("libra:10".parse::<DispatchRule>()?, DispatchRule::Libra { tolerance_percent: 10 });
+    /// assert!("libra:x".parse::<DispatchRule>().is_err());
+    /// # Ok::<(), moeplan_cuda::Error>(())
+    /// ```
     fn from_str(s: &str) -> Result<Self> {
+        let unknown = || {
+            Error::Argument(format!(
+                "unknown dispatch rule {s:?}; known: vllm, sglang-static, sglang-static-v0, grace-weighted, grace-topology, libra, libra:P (ε = P percent, 0..=1000)"
+            ))
+        };
         match s {
             "vllm" => Ok(DispatchRule::Vllm),
             "sglang-static" => Ok(DispatchRule::SglangStatic),
             "sglang-static-v0" | "sglang-static-same-gpu" => Ok(DispatchRule::SglangStaticV0),
-            _ => Err(Error::Argument(format!(
-                "unknown dispatch rule {s:?}; known: vllm, sglang-static, sglang-static-v0"
-            ))),
+            "grace-weighted" => Ok(DispatchRule::GraceWeighted),
+            "grace-topology" => Ok(DispatchRule::GraceTopology),
+            "libra" | "libra-rebalance" => Ok(DispatchRule::Libra {
+                tolerance_percent: DEFAULT_TOLERANCE_PERCENT,
+            }),
+            _ => {
+                let p = s.strip_prefix("libra:").ok_or_else(unknown)?;
+                let tolerance_percent: u16 = p.parse().map_err(|_| unknown())?;
+                if tolerance_percent > 1000 {
+                    return Err(unknown());
+                }
+                Ok(DispatchRule::Libra { tolerance_percent })
+            }
         }
     }
 }
@@ -240,24 +327,119 @@ impl std::fmt::Display for DispatchRule {
             DispatchRule::Vllm => "vllm",
             DispatchRule::SglangStatic => "sglang-static",
             DispatchRule::SglangStaticV0 => "sglang-static-v0",
+            DispatchRule::GraceWeighted => "grace-weighted",
+            DispatchRule::GraceTopology => "grace-topology",
+            DispatchRule::Libra { tolerance_percent } => {
+                return write!(f, "libra:{tolerance_percent}");
+            }
         })
     }
 }
 
+/// Each layer's expert loads over the whole workload, `[layer][expert]`:
+/// the trace's counts summed over its batches, in batch order — what the
+/// simulator gives GRACE's rules to predict GPU loads from
+/// ([`moeplan::sim::predicted_loads`]).
+///
+/// ```
+/// use moeplan::{generator, model};
+/// use moeplan_cuda::select::workload_loads;
+/// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 3))?;
+/// let loads = workload_loads(&trace);
+/// assert_eq!((loads.len(), loads[0].len()), (trace.num_layers(), trace.num_experts()));
+/// let sum: f64 = (0..3).map(|b| trace.counts()[[b, 0, 5]]).sum();
+/// assert_eq!(loads[0][5], sum);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn workload_loads(trace: &LoadTrace) -> Vec<Vec<f64>> {
+    let c = trace.counts();
+    (0..trace.num_layers())
+        .map(|l| {
+            (0..trace.num_experts())
+                .map(|e| (0..trace.num_batches()).fold(0.0, |a, b| a + c[[b, l, e]]))
+                .collect()
+        })
+        .collect()
+}
+
 /// A rule made ready for one layer: what the selection kernels read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Selector {
     /// vLLM's rule needs only the copies ([`LayerSlots::copies`]).
     Vllm,
     /// A physical slot per (source rank, logical expert), `D × E` row-major.
     Table(Vec<u32>),
+    /// GRACE's rules: fixed fractions per (source rank, expert), realised
+    /// per batch in whole rows.
+    Shares(Shares),
+    /// Libra's rebalancer, solved per batch on the layer's placement.
+    Libra {
+        /// The layer's placement.
+        layer: LayerPlacement,
+        /// ε in percent of the mean load.
+        tolerance_percent: u16,
+    },
+}
+
+/// Fixed fractions per (source rank, expert): entry `i` of (r, e), in
+/// `start[r·E + e] .. start[r·E + e + 1]`, sends `frac[i]` of the group's
+/// rows to GPU `gpu[i]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shares {
+    /// Logical experts `E`.
+    pub num_experts: usize,
+    /// `D · E + 1` offsets.
+    pub start: Vec<u32>,
+    /// GPU of every entry.
+    pub gpu: Vec<u32>,
+    /// Fraction of every entry; each group's sum to 1.
+    pub frac: Vec<f64>,
+}
+
+impl Shares {
+    /// The core's [`RouteShares`] of `rule` for `slots` on `topology`,
+    /// flattened. `expert_loads` covers the layer's experts.
+    pub fn new(
+        rule: Rule,
+        layer: &LayerPlacement,
+        topology: Topology,
+        expert_loads: &[f64],
+    ) -> Result<Self> {
+        let table = RouteShares::new(rule, layer, topology, expert_loads)?;
+        let (d, e_n) = (table.num_sources(), table.num_experts());
+        let mut start = Vec::with_capacity(d * e_n + 1);
+        let (mut gpu, mut frac) = (Vec::new(), Vec::new());
+        start.push(0u32);
+        for r in 0..d {
+            for e in 0..e_n {
+                for (g, f) in table.shares(r, e) {
+                    gpu.push(g);
+                    frac.push(f);
+                }
+                start.push(gpu.len() as u32);
+            }
+        }
+        Ok(Shares {
+            num_experts: e_n,
+            start,
+            gpu,
+            frac,
+        })
+    }
+
+    fn entries(&self, r: usize, e: usize) -> std::ops::Range<usize> {
+        let i = r * self.num_experts + e;
+        self.start[i] as usize..self.start[i + 1] as usize
+    }
 }
 
 impl Selector {
     /// `rule` for every layer of `plan`, in the plan's layer order. For the
     /// SGLang rules this is the core's [`sglang_dispatch_map`], computed
     /// once for the whole plan (cost: one walk of SGLang's loop over the
-    /// model's layers).
+    /// model's layers). GRACE's rules need `loads[l]`, layer index `l`'s
+    /// expert loads over the workload ([`workload_loads`]); the other rules
+    /// ignore `loads` (pass `&[]`).
     ///
     /// ```
     /// use moeplan::{LayerPlacement, Plan, Topology};
@@ -265,24 +447,54 @@ impl Selector {
     /// // 2 nodes × 2 GPUs; expert 0 on GPUs 0 and 3, expert 1 on GPU 1
     /// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0], vec![1], vec![], vec![0]] };
     /// let plan = Plan::new(Topology::new(2, 2)?, 2, vec![layer], "by-hand")?;
-    /// let Selector::Table(t) = &Selector::for_plan(DispatchRule::SglangStatic, &plan)?[0] else { panic!() };
+    /// let Selector::Table(t) = &Selector::for_plan(DispatchRule::SglangStatic, &plan, &[])?[0] else { panic!() };
     /// let e0: Vec<u32> = (0..4).map(|r| t[r * 2]).collect();
     /// assert_eq!(e0, [0, 0, 2, 2]); // own GPU (slots 0 and 2), else same node
+    /// assert!(Selector::for_plan(DispatchRule::GraceTopology, &plan, &[]).is_err()); // no loads
+    /// assert!(Selector::for_plan(DispatchRule::GraceTopology, &plan, &[vec![3.0, 1.0]]).is_ok());
     /// # Ok::<(), moeplan_cuda::Error>(())
     /// ```
-    pub fn for_plan(rule: DispatchRule, plan: &Plan) -> Result<Vec<Selector>> {
-        Ok(match rule.sim_rule() {
-            Rule::SglangStatic(v) => sglang_dispatch_map(plan, v)?
-                .into_iter()
-                .map(Selector::Table)
+    pub fn for_plan(rule: DispatchRule, plan: &Plan, loads: &[Vec<f64>]) -> Result<Vec<Selector>> {
+        let layers = plan.layers();
+        if rule.needs_loads() && loads.len() != layers.len() {
+            return Err(Error::Argument(format!(
+                "dispatch rule {rule} needs the expert loads of each of the plan's {} layers, got {}",
+                layers.len(),
+                loads.len()
+            )));
+        }
+        Ok(match rule {
+            DispatchRule::Vllm => vec![Selector::Vllm; layers.len()],
+            DispatchRule::SglangStatic | DispatchRule::SglangStaticV0 => {
+                sglang_dispatch_map(plan, sglang_version(rule))?
+                    .into_iter()
+                    .map(Selector::Table)
+                    .collect()
+            }
+            DispatchRule::GraceWeighted | DispatchRule::GraceTopology => layers
+                .iter()
+                .zip(loads)
+                .map(|(lp, l)| grace_shares(rule, lp, plan, l))
+                .collect::<Result<_>>()?,
+            DispatchRule::Libra { tolerance_percent } => layers
+                .iter()
+                .map(|lp| Selector::Libra {
+                    layer: lp.clone(),
+                    tolerance_percent,
+                })
                 .collect(),
-            _ => vec![Selector::Vllm; plan.layers().len()],
         })
     }
 
     /// `rule` for layer index `layer` of `plan` (the SGLang table depends
-    /// on the layers before it, so the whole plan is needed).
-    pub fn from_plan(rule: DispatchRule, plan: &Plan, layer: usize) -> Result<Selector> {
+    /// on the layers before it, so the whole plan is needed); `loads` as
+    /// in [`Selector::for_plan`].
+    pub fn from_plan(
+        rule: DispatchRule,
+        plan: &Plan,
+        layer: usize,
+        loads: &[Vec<f64>],
+    ) -> Result<Selector> {
         let n = plan.layers().len();
         if layer >= n {
             return Err(Error::Argument(format!(
@@ -291,23 +503,76 @@ impl Selector {
         }
         Ok(match rule {
             DispatchRule::Vllm => Selector::Vllm,
-            _ => Selector::for_plan(rule, plan)?.swap_remove(layer),
+            DispatchRule::SglangStatic | DispatchRule::SglangStaticV0 => {
+                Selector::for_plan(rule, plan, loads)?.swap_remove(layer)
+            }
+            DispatchRule::GraceWeighted | DispatchRule::GraceTopology => {
+                if loads.len() != n {
+                    return Err(Error::Argument(format!(
+                        "dispatch rule {rule} needs the expert loads of each of the plan's {n} layers, got {}",
+                        loads.len()
+                    )));
+                }
+                grace_shares(rule, &plan.layers()[layer], plan, &loads[layer])?
+            }
+            DispatchRule::Libra { tolerance_percent } => Selector::Libra {
+                layer: plan.layers()[layer].clone(),
+                tolerance_percent,
+            },
         })
     }
 
     /// `rule` for `slots` taken as the only layer of a model (layer id 0,
     /// no layers before it): what [`Selector::from_plan`] gives for
-    /// [`LayerSlots::to_plan`].
-    pub fn single_layer(rule: DispatchRule, slots: &LayerSlots) -> Result<Selector> {
+    /// [`LayerSlots::to_plan`]. `loads`: the layer's expert loads, for
+    /// GRACE's rules (ignored by the others).
+    pub fn single_layer(rule: DispatchRule, slots: &LayerSlots, loads: &[f64]) -> Result<Selector> {
         match rule {
             DispatchRule::Vllm => Ok(Selector::Vllm),
-            _ => Selector::from_plan(rule, &slots.to_plan()?, 0),
+            _ => Selector::from_plan(rule, &slots.to_plan()?, 0, &[loads.to_vec()]),
         }
+    }
+
+    /// Whether the selection is realised on the host and uploaded
+    /// (GRACE's and Libra's: whole-row realisations of per-group
+    /// fractions), rather than computed by a selection kernel.
+    pub fn on_host(&self) -> bool {
+        matches!(self, Selector::Shares(_) | Selector::Libra { .. })
     }
 }
 
+fn sglang_version(rule: DispatchRule) -> SglangVersion {
+    match rule {
+        DispatchRule::SglangStaticV0 => SglangVersion::SameGpu,
+        _ => SglangVersion::Nearest,
+    }
+}
+
+fn grace_shares(
+    rule: DispatchRule,
+    layer: &LayerPlacement,
+    plan: &Plan,
+    loads: &[f64],
+) -> Result<Selector> {
+    if loads.len() != plan.num_experts() {
+        return Err(Error::Argument(format!(
+            "layer {}: {} expert loads for a plan of {} experts",
+            layer.layer,
+            loads.len(),
+            plan.num_experts()
+        )));
+    }
+    Ok(Selector::Shares(Shares::new(
+        rule.sim_rule(),
+        layer,
+        plan.topology(),
+        loads,
+    )?))
+}
+
 /// The physical slot of every (token, k) row: the CPU reference of the
-/// selection kernels.
+/// selection kernels, and for GRACE's and Libra's rules the host-side
+/// selection itself (see the module doc for the whole-row realisation).
 ///
 /// ```
 /// use moeplan_cuda::routing::Routing;
@@ -322,23 +587,57 @@ impl Selector {
 pub fn select_cpu(routing: &Routing, slots: &LayerSlots, selector: &Selector) -> Result<Vec<u32>> {
     let (n, k) = (routing.tokens, routing.top_k);
     let d = slots.num_gpus();
-    if let Some(&bad) = routing
-        .ids
-        .iter()
-        .find(|&&e| e as usize >= slots.num_experts)
-    {
+    let e_n = slots.num_experts;
+    if let Some(&bad) = routing.ids.iter().find(|&&e| e as usize >= e_n) {
         return Err(Error::Argument(format!(
-            "routing names expert {bad}, the layer has {}",
-            slots.num_experts
+            "routing names expert {bad}, the layer has {e_n}"
         )));
     }
+    match selector {
+        Selector::Vllm | Selector::Table(_) => {}
+        Selector::Shares(sh) => {
+            if sh.num_experts != e_n || sh.start.len() != d * e_n + 1 {
+                return Err(Error::Argument(format!(
+                    "GRACE shares for {} experts over {} groups, the layer has {d} ranks × {e_n} experts",
+                    sh.num_experts,
+                    sh.start.len().saturating_sub(1)
+                )));
+            }
+            return realise(routing, slots, |r, e, count, out| {
+                for i in sh.entries(r, e) {
+                    out.push((sh.gpu[i], count as f64 * sh.frac[i]));
+                }
+            });
+        }
+        Selector::Libra {
+            layer,
+            tolerance_percent,
+        } => {
+            let same = layer.gpus.len() == d
+                && (0..d).all(|g| layer.gpus[g][..] == slots.slot_expert[slots.gpu_slots(g)]);
+            if !same {
+                return Err(Error::Argument(format!(
+                    "Libra's selector is for layer {}, not this placement",
+                    layer.layer
+                )));
+            }
+            let mut rebalancer = Rebalancer::new(layer, e_n)?;
+            let mut src = vec![0.0f64; d * e_n];
+            for (i, &e) in routing.ids.iter().enumerate() {
+                src[source_rank(i / k, n, d) * e_n + e as usize] += 1.0;
+            }
+            rebalancer.solve(&src, f64::from(*tolerance_percent) / 100.0)?;
+            return realise(routing, slots, |r, e, count, out| {
+                rebalancer.route_one(r, e, count as f64, |g, x| out.push((g as u32, x)));
+            });
+        }
+    }
     if let Selector::Table(t) = selector {
-        if t.len() != d * slots.num_experts {
+        if t.len() != d * e_n {
             return Err(Error::Argument(format!(
-                "dispatch table has {} entries, {d} ranks × {} experts need {}",
+                "dispatch table has {} entries, {d} ranks × {e_n} experts need {}",
                 t.len(),
-                slots.num_experts,
-                d * slots.num_experts
+                d * e_n
             )));
         }
     }
@@ -349,13 +648,133 @@ pub fn select_cpu(routing: &Routing, slots: &LayerSlots, selector: &Selector) ->
         for kk in 0..k {
             let e = routing.ids[t * k + kk] as usize;
             let s = match selector {
-                Selector::Vllm => {
+                Selector::Table(table) => table[r * e_n + e],
+                _ => {
                     let c = slots.copies(e);
                     c[(local * k + kk) % c.len()]
                 }
-                Selector::Table(table) => table[r * slots.num_experts + e],
             };
             phys.push(s);
+        }
+    }
+    Ok(phys)
+}
+
+/// Whole rows for shares `x_i` of `n` rows: `⌊x_i⌋` each, then one more to
+/// each of the `n − Σ⌊x_i⌋` largest remainders (ties to the earlier
+/// entry). Always sums to `n`, whatever the shares (non-finite or negative
+/// ones count as 0; a deficit beyond one per entry goes round again).
+///
+/// ```
+/// use moeplan_cuda::select::largest_remainder;
+/// assert_eq!(largest_remainder(&[2.5, 1.25, 1.25], 5), [3, 1, 1]);
+/// assert_eq!(largest_remainder(&[1.5, 1.5], 3), [2, 1]); // tie: the earlier entry
+/// assert_eq!(largest_remainder(&[0.999_999_999_999_999_9, 2.000_000_000_000_000_4], 3), [1, 2]);
+/// ```
+pub fn largest_remainder(shares: &[f64], n: u64) -> Vec<u64> {
+    let clean = |x: f64| if x.is_finite() && x > 0.0 { x } else { 0.0 };
+    let mut rows: Vec<u64> = shares.iter().map(|&x| clean(x).floor() as u64).collect();
+    let mut total: u64 = rows.iter().fold(0u64, |a, &r| a.saturating_add(r));
+    // Only rounding far beyond f64's can overshoot; take from the end.
+    for r in rows.iter_mut().rev() {
+        if total <= n {
+            break;
+        }
+        let cut = (*r).min(total - n);
+        *r -= cut;
+        total -= cut;
+    }
+    if rows.is_empty() || total == n {
+        return rows;
+    }
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    let rem = |i: usize| clean(shares[i]) - clean(shares[i]).floor();
+    order.sort_by(|&a, &b| rem(b).total_cmp(&rem(a)).then(a.cmp(&b)));
+    let left = n - total;
+    let len = rows.len() as u64;
+    for (j, &i) in order.iter().enumerate() {
+        let j = j as u64;
+        rows[i] += left / len + u64::from(j < left % len);
+    }
+    rows
+}
+
+/// Realises per-(source rank, expert) shares in whole rows:
+/// `shares_of(r, e, rows, out)` lists (GPU, share of `rows`) for the
+/// group's `rows` rows; entries become slots (a GPU listed again takes its
+/// next copy of the expert, in slot order), [`largest_remainder`] sizes
+/// them, and the group's rows fill them in token order.
+fn realise(
+    routing: &Routing,
+    slots: &LayerSlots,
+    mut shares_of: impl FnMut(usize, usize, u64, &mut Vec<(u32, f64)>),
+) -> Result<Vec<u32>> {
+    let (n, k) = (routing.tokens, routing.top_k);
+    let (d, e_n) = (slots.num_gpus(), slots.num_experts);
+    let group = |i: usize| source_rank(i / k, n, d) * e_n + routing.ids[i] as usize;
+    let mut count = vec![0u64; d * e_n];
+    for i in 0..routing.ids.len() {
+        count[group(i)] += 1;
+    }
+    let mut q_start = Vec::with_capacity(d * e_n + 1);
+    let (mut q_slot, mut q_rows) = (Vec::new(), Vec::new());
+    let mut entries = Vec::new();
+    let mut on_gpu: Vec<u32> = Vec::new();
+    q_start.push(0usize);
+    for (gi, &c) in count.iter().enumerate() {
+        if c > 0 {
+            let (r, e) = (gi / e_n, gi % e_n);
+            entries.clear();
+            shares_of(r, e, c, &mut entries);
+            if entries.is_empty() {
+                return Err(Error::Argument(format!(
+                    "rank {r}'s rows of expert {e} have nowhere to go"
+                )));
+            }
+            let shares: Vec<f64> = entries.iter().map(|&(_, x)| x).collect();
+            let rows = largest_remainder(&shares, c);
+            on_gpu.clear();
+            for (j, &(g, _)) in entries.iter().enumerate() {
+                let nth = entries[..j].iter().filter(|&&(h, _)| h == g).count();
+                on_gpu.clear();
+                on_gpu.extend(
+                    slots
+                        .copies(e)
+                        .iter()
+                        .copied()
+                        .filter(|&s| slots.slot_gpu[s as usize] == g),
+                );
+                if on_gpu.is_empty() {
+                    return Err(Error::Argument(format!(
+                        "rank {r}'s rows of expert {e} are sent to GPU {g}, which holds no copy"
+                    )));
+                }
+                q_slot.push(on_gpu[nth % on_gpu.len()]);
+                q_rows.push(rows[j]);
+            }
+        }
+        q_start.push(q_slot.len());
+    }
+    // Per group: the entry being filled and the rows it has.
+    let mut cursor = vec![(0usize, 0u64); d * e_n];
+    let mut phys = Vec::with_capacity(routing.ids.len());
+    for i in 0..routing.ids.len() {
+        let gi = group(i);
+        let (entry, used) = &mut cursor[gi];
+        loop {
+            let at = q_start[gi] + *entry;
+            if at >= q_start[gi + 1] {
+                return Err(Error::Argument(format!(
+                    "the whole-row split of group {gi} ran out of rows (an internal error)"
+                )));
+            }
+            if *used < q_rows[at] {
+                *used += 1;
+                phys.push(q_slot[at]);
+                break;
+            }
+            *entry += 1;
+            *used = 0;
         }
     }
     Ok(phys)

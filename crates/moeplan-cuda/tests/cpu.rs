@@ -27,13 +27,17 @@ const RULES: [DispatchRule; 3] = [
 fn sample(rule: DispatchRule) -> Result<(LayerSlots, Routing, Vec<u32>), moeplan_cuda::Error> {
     let slots = LayerSlots::new(&case_placement(32, 8, 12, false), 32, 4)?;
     let r = routing::generate(&case_load(32), 777, 6, 9)?;
-    let phys = select_cpu(&r, &slots, &Selector::single_layer(rule, &slots)?)?;
+    let phys = select_cpu(
+        &r,
+        &slots,
+        &Selector::single_layer(rule, &slots, &case_load(32))?,
+    )?;
     Ok((slots, r, phys))
 }
 
 #[test]
 fn selection_picks_a_copy_of_the_routed_expert() -> R {
-    for rule in RULES {
+    for rule in DispatchRule::ALL {
         let (slots, r, phys) = sample(rule)?;
         for (i, &s) in phys.iter().enumerate() {
             assert_eq!(slots.slot_expert[s as usize], r.ids[i], "{rule}, row {i}");
@@ -44,7 +48,7 @@ fn selection_picks_a_copy_of_the_routed_expert() -> R {
 
 #[test]
 fn dispatch_conserves_tokens() -> R {
-    for rule in RULES {
+    for rule in DispatchRule::ALL {
         let (slots, r, phys) = sample(rule)?;
         let d = dispatch_cpu(&phys, slots.num_slots())?;
         assert_eq!(d.counts.iter().sum::<u32>() as usize, r.rows());
@@ -145,9 +149,9 @@ fn vllm_uses_the_position_in_the_source_rank() -> R {
 
 /// The SGLang table of a single layer (`D × E`, row-major).
 fn table(rule: DispatchRule, slots: &LayerSlots) -> Result<Vec<u32>, moeplan_cuda::Error> {
-    match Selector::single_layer(rule, slots)? {
+    match Selector::single_layer(rule, slots, &[])? {
         Selector::Table(t) => Ok(t),
-        Selector::Vllm => Err(moeplan_cuda::Error::Argument("not a table rule".into())),
+        _ => Err(moeplan_cuda::Error::Argument("not a table rule".into())),
     }
 }
 
@@ -237,7 +241,7 @@ fn sglang_tables_are_the_cores_map() -> R {
             ),
         ] {
             let want = sglang_dispatch_map(plan, version)?;
-            let got = Selector::for_plan(rule, plan)?;
+            let got = Selector::for_plan(rule, plan, &[])?;
             assert_eq!(got.len(), want.len());
             for (l, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(
@@ -248,9 +252,9 @@ fn sglang_tables_are_the_cores_map() -> R {
             }
             // one layer alone: the same table as in the whole plan
             let last = plan.layers().len() - 1;
-            assert_eq!(Selector::from_plan(rule, plan, last)?, got[last]);
+            assert_eq!(Selector::from_plan(rule, plan, last, &[])?, got[last]);
         }
-        assert!(Selector::from_plan(DispatchRule::Vllm, plan, 99).is_err());
+        assert!(Selector::from_plan(DispatchRule::Vllm, plan, 99, &[]).is_err());
     }
     Ok(())
 }
@@ -312,7 +316,7 @@ fn agree_with_simulator(
             &CostModel::default(),
         )?;
         assert_eq!(rep.sources, "token routes", "{at}");
-        let selectors = Selector::for_plan(rule, plan)?;
+        let selectors = Selector::for_plan(rule, plan, &[])?;
         let (mut local, mut intra, mut cross) = (0u64, 0u64, 0u64);
         let (mut max_in, mut max_out) = (0u64, 0u64);
         let mut batch_bal = 0.0;
@@ -614,6 +618,8 @@ fn bench_reports_read_well() {
         layer_ms: 1.0,
         slowest: 1,
         select_ms: 0.01,
+        select_on_host: false,
+        host_select_ms: 0.5,
         index_ms: 0.02,
         gather_ms: 0.03,
         combine_ms: 0.04,
@@ -625,6 +631,16 @@ fn bench_reports_read_well() {
     );
     assert!(t.contains("slots per rank: min 2 · max 3"), "{t}");
     assert!(t.contains("layer time 1.0000 ms (slowest rank 1)"), "{t}");
+    assert!(!t.contains("on the host"), "{t}");
+    let host = moeplan_cuda::bench::LayerResult {
+        select_on_host: true,
+        ..r.clone()
+    };
+    let t = host.to_text();
+    assert!(
+        t.contains("select 0.0100 ms (made on the host in 0.500 ms"),
+        "{t}"
+    );
     let j = r.to_json();
     assert_eq!(j["slots_per_rank"][0], 3);
     assert_eq!(j["measured_max_over_mean"], 1.0 / 0.75);

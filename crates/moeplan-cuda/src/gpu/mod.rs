@@ -543,8 +543,14 @@ impl Gpu {
             num_slots: to_u32(slots.num_slots(), "slots")?,
             copy_start: self.upload(&slots.copy_start)?,
             copy_slots: self.upload(&slots.copy_slots)?,
+            rows: None,
             table: match selector {
                 Selector::Vllm => None,
+                Selector::Shares(_) | Selector::Libra { .. } => {
+                    return Err(Error::Argument(
+                        "GRACE's and Libra's selections are realised on the host: use host_selection_tables".into(),
+                    ));
+                }
                 Selector::Table(t) => {
                     if t.len() != slots.num_gpus() * slots.num_experts
                         || t.iter().any(|&s| s as usize >= slots.num_slots())
@@ -559,8 +565,45 @@ impl Gpu {
         })
     }
 
+    /// Tables for a selection made on the host ([`Selector::on_host`]):
+    /// `phys`, one slot per row from [`crate::select::select_cpu`], which
+    /// [`Gpu::select`] then copies into place on the device.
+    pub fn host_selection_tables(
+        &self,
+        slots: &LayerSlots,
+        phys: &[u32],
+    ) -> Result<SelectionTables> {
+        if phys.iter().any(|&s| s as usize >= slots.num_slots()) {
+            return Err(Error::Argument(
+                "a host selection names a missing slot".into(),
+            ));
+        }
+        Ok(SelectionTables {
+            ranks: to_u32(slots.num_gpus(), "GPUs")?,
+            num_experts: to_u32(slots.num_experts, "experts")?,
+            num_slots: to_u32(slots.num_slots(), "slots")?,
+            copy_start: self.upload(&slots.copy_start)?,
+            copy_slots: self.upload(&slots.copy_slots)?,
+            table: None,
+            rows: Some((self.upload(phys)?, phys.len())),
+        })
+    }
+
     /// Replica selection: `buf.phys[i]` = the physical slot of row `i`.
     pub fn select(&self, buf: &mut LayerBuffers, t: &SelectionTables) -> Result<()> {
+        if let Some((rows, len)) = &t.rows {
+            if *len != buf.rows() {
+                return Err(Error::Argument(format!(
+                    "a host selection of {len} rows for a batch of {}",
+                    buf.rows()
+                )));
+            }
+            let mut dst = buf.phys.slice_mut(0..*len);
+            return self
+                .stream
+                .memcpy_dtod(&rows.slice(0..*len), &mut dst)
+                .map_err(cuda("copying a host selection into place"));
+        }
         if buf.experts_needed > t.num_experts {
             return Err(Error::Argument(format!(
                 "the routing names expert {}, the layer has {}",
@@ -909,6 +952,8 @@ pub struct SelectionTables {
     copy_start: CudaSlice<u32>,
     copy_slots: CudaSlice<u32>,
     table: Option<CudaSlice<u32>>,
+    /// A host-made selection and its row count.
+    rows: Option<(CudaSlice<u32>, usize)>,
 }
 
 /// Device buffers of one layer's batch.

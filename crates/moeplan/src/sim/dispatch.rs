@@ -320,6 +320,119 @@ pub fn predicted_loads(layer: &LayerPlacement, expert_loads: &[f64]) -> Result<V
     Ok(loads)
 }
 
+/// Where each source GPU's pairs of each expert go under a rule whose
+/// choice depends only on the layer's placement (and, for GRACE-MoE's
+/// rules, the predicted GPU loads): a list of (GPU, fraction) per (source,
+/// expert), the fractions summing to 1. This is the table the simulator
+/// replays such rules with — it simulates the random or round-robin
+/// choice by its expectation — so a runtime that realises these fractions
+/// in whole pairs (moeplan-cuda's replica selection) runs the planner's
+/// own model.
+///
+/// Rules: [`Rule::Even`], [`Rule::Vllm`] (its expectation under counts:
+/// the even split), [`Rule::SglangDynamic`], [`Rule::LocalFirst`],
+/// [`Rule::GraceWeighted`] and [`Rule::GraceTopology`]. The others are not
+/// a fixed split: [`Rule::SglangStatic`] is one copy per (rank, expert)
+/// from [`super::sglang_dispatch_map`], [`Rule::Optimal`] and
+/// [`Rule::Libra`] are solved per batch ([`super::optimal_split`],
+/// [`super::Rebalancer`]).
+///
+/// An entry lists a GPU once per copy it holds in the tier, in slot order
+/// (a GPU with two copies of an expert appears twice), except a source's
+/// own GPU taking all its pairs, which appears once.
+///
+/// ```
+/// use moeplan::sim::{predicted_loads, RouteShares, Rule};
+/// use moeplan::{LayerPlacement, Topology};
+/// // 1 node × 3 GPUs; expert 0 on GPUs 0 and 1
+/// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0, 1], vec![0, 2], vec![3]] };
+/// let loads = [6.0, 5.0, 1.0, 2.0];
+/// assert_eq!(predicted_loads(&layer, &loads)?, vec![8.0, 4.0, 2.0]);
+/// let topo = Topology::new(1, 3)?;
+/// let w = RouteShares::new(Rule::GraceWeighted, &layer, topo, &loads)?;
+/// // weights 1/8 and 1/4: GPU 1 takes two thirds of expert 0's pairs
+/// let from2: Vec<(u32, f64)> = w.shares(2, 0).collect();
+/// assert_eq!(from2.len(), 2);
+/// assert!((from2[1].1 - 2.0 / 3.0).abs() < 1e-12);
+/// let t = RouteShares::new(Rule::GraceTopology, &layer, topo, &loads)?;
+/// assert_eq!(t.shares(0, 0).collect::<Vec<_>>(), [(0, 1.0)]); // its own copy
+/// assert!(RouteShares::new(Rule::Optimal, &layer, topo, &loads).is_err());
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct RouteShares {
+    routes: Routes,
+    sources: usize,
+}
+
+impl RouteShares {
+    /// The table of `rule` for `layer` on `topology`, every GPU a source.
+    /// `expert_loads[e]` is expert `e`'s load over the whole workload, from
+    /// which GRACE's rules take [`predicted_loads`] (the simulator sums the
+    /// layer's counts over every batch); the other rules ignore it, but it
+    /// must still cover every hosted expert, which fixes the number of
+    /// experts.
+    ///
+    /// Errors when `rule` is not a fixed split (see above), the layer's
+    /// GPUs are not the topology's, or it hosts an expert the loads do not
+    /// cover.
+    pub fn new(
+        rule: Rule,
+        layer: &LayerPlacement,
+        topology: Topology,
+        expert_loads: &[f64],
+    ) -> Result<Self> {
+        match rule {
+            Rule::SglangStatic(_) | Rule::Optimal | Rule::Libra { .. } => {
+                return Err(Error::Argument(format!(
+                    "dispatch rule {} is not a fixed split over copies",
+                    rule.name()
+                )));
+            }
+            _ => {}
+        }
+        let d = topology.num_gpus();
+        if layer.gpus.len() != d {
+            return Err(Error::Mismatch(format!(
+                "layer {} places experts on {} GPUs, the topology has {d}",
+                layer.layer,
+                layer.gpus.len()
+            )));
+        }
+        let predicted = predicted_loads(layer, expert_loads)?;
+        let mut view = LayerView::default();
+        view.prepare(layer, expert_loads.len());
+        let mut routes = Routes::default();
+        routes.build(rule, &view, topology, d, None, &predicted);
+        Ok(RouteShares { routes, sources: d })
+    }
+
+    /// Source GPUs (the topology's GPUs).
+    pub fn num_sources(&self) -> usize {
+        self.sources
+    }
+
+    /// Logical experts.
+    pub fn num_experts(&self) -> usize {
+        self.routes.experts
+    }
+
+    /// Where source `s`'s pairs of expert `e` go: (GPU, fraction), the
+    /// fractions summing to 1 (empty for an expert with no copy, or `s`
+    /// or `e` out of range).
+    pub fn shares(&self, s: usize, e: usize) -> impl Iterator<Item = (u32, f64)> + '_ {
+        let range = if s < self.sources && e < self.routes.experts {
+            self.routes.entries(s, e)
+        } else {
+            0..0
+        };
+        self.routes.gpu[range.clone()]
+            .iter()
+            .copied()
+            .zip(self.routes.frac[range].iter().copied())
+    }
+}
+
 /// SGLang's `_find_nearest_expert` (or, for [`SglangVersion::SameGpu`],
 /// the same-GPU test that preceded it): the copy a rank is pinned to, if
 /// any. `cand` are the expert's slots in order.

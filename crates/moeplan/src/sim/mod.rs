@@ -73,7 +73,7 @@ use crate::error::{Error, Result};
 use crate::model::ModelPreset;
 use crate::plan::Plan;
 
-pub use dispatch::{Rule, SglangVersion, predicted_loads};
+pub use dispatch::{RouteShares, Rule, SglangVersion, predicted_loads};
 pub use optimal::{OptimalSplit, optimal_split};
 pub use rebalance::{DEFAULT_TOLERANCE_PERCENT, Rebalancer};
 pub use sglang::sglang_dispatch_map;

@@ -399,9 +399,25 @@ impl Rebalancer {
         }
     }
 
-    /// [`Rebalancer::route`] for source `s`'s `n` pairs of expert `e`:
-    /// calls `f(gpu, pairs)`.
-    pub(crate) fn route_one(&self, s: usize, e: usize, n: f64, mut f: impl FnMut(usize, f64)) {
+    /// Where source `s`'s `n` pairs of expert `e` go after the last
+    /// [`Rebalancer::solve`] (whose `src[s · E + e]` they should be): all
+    /// to `s` when it hosts the expert, else split over the GPUs serving
+    /// the expert's remote pairs in proportion to what each serves. Calls
+    /// `f(gpu, pairs)`; the pairs sum to `n`. Nothing for `n = 0` or `s`,
+    /// `e` out of range.
+    ///
+    /// ```
+    /// use moeplan::{sim::Rebalancer, LayerPlacement};
+    /// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0], vec![1, 0], vec![2]] };
+    /// let mut r = Rebalancer::new(&layer, 3)?;
+    /// let src = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 6.0, 0.0, 0.0];
+    /// r.solve(&src, 0.0)?;
+    /// let mut to = Vec::new();
+    /// r.route_one(2, 0, 6.0, |g, x| to.push((g, x)));
+    /// assert_eq!(to, [(0, 4.0), (1, 2.0)]);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn route_one(&self, s: usize, e: usize, n: f64, mut f: impl FnMut(usize, f64)) {
         if n == 0.0 || s >= self.d || e >= self.e_n {
             return;
         }
