@@ -182,9 +182,11 @@ pub struct BenchConfig {
     pub launch_gaps: bool,
 }
 
-/// One (layer, plan) measurement.
+/// What the planner's model says of one (layer, plan) before anything
+/// runs: three predictions, the rows the dispatch rule gives each rank, and
+/// the host's cost of selecting them. Needs no device.
 #[derive(Debug, Clone)]
-pub struct LayerResult {
+pub struct Prediction {
     /// Model layer id.
     pub layer: u32,
     /// Plan label.
@@ -200,6 +202,60 @@ pub struct LayerResult {
     /// Slots (hosted copies) per rank in this layer: each costs a weight
     /// read when it receives rows.
     pub slots_per_rank: Vec<u32>,
+    /// Whether the selection is made on the host (GRACE's, Libra's).
+    pub select_on_host: bool,
+    /// The CPU's selection of the batch's rows ([`select_cpu`], one
+    /// thread), ms: the host-side cost of GRACE's and Libra's rules.
+    pub host_select_ms: f64,
+}
+
+impl Prediction {
+    /// As JSON fields.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "layer": self.layer,
+            "plan": self.plan,
+            "predicted_trace_even_split": self.predicted_trace,
+            "predicted_batch_even_split": self.predicted_batch,
+            "predicted_integer_dispatch": self.predicted_dispatch,
+            "rows_per_rank": self.rows_per_rank,
+            "slots_per_rank": self.slots_per_rank,
+            "select_on_host": self.select_on_host,
+            "host_select_ms": self.host_select_ms,
+        })
+    }
+
+    /// The human-readable lines (plan, predictions, rows and slots).
+    pub fn to_text(&self) -> String {
+        let rows: Vec<f64> = self.rows_per_rank.iter().map(|&r| r as f64).collect();
+        let (rmin, rmax) = rows
+            .iter()
+            .fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
+        format!(
+            "  {}\n    predicted balancedness: trace even-split {:.4} · this batch even-split {:.4} · integer dispatch {:.4} (max/mean {:.3})\n    rows per rank: min {} · mean {:.1} · max {} · slots per rank: min {} · max {}",
+            self.plan,
+            self.predicted_trace,
+            self.predicted_batch,
+            self.predicted_dispatch,
+            if self.predicted_dispatch > 0.0 {
+                1.0 / self.predicted_dispatch
+            } else {
+                f64::INFINITY
+            },
+            rmin,
+            rows.iter().sum::<f64>() / rows.len().max(1) as f64,
+            rmax,
+            self.slots_per_rank.iter().min().copied().unwrap_or(0),
+            self.slots_per_rank.iter().max().copied().unwrap_or(0)
+        )
+    }
+}
+
+/// One (layer, plan) measurement.
+#[derive(Debug, Clone)]
+pub struct LayerResult {
+    /// What the planner predicted.
+    pub prediction: Prediction,
     /// Median expert time per rank, ms.
     pub rank_ms: Vec<f64>,
     /// Mean / max of `rank_ms`.
@@ -211,11 +267,6 @@ pub struct LayerResult {
     /// Replica selection on the device, ms: the selection kernel, or for
     /// a host-made selection ([`Selector::on_host`]) the copy into place.
     pub select_ms: f64,
-    /// Whether the selection was made on the host (GRACE's, Libra's).
-    pub select_on_host: bool,
-    /// The CPU's selection of the same rows ([`select_cpu`], one thread),
-    /// ms: the host-side cost of GRACE's and Libra's rules.
-    pub host_select_ms: f64,
     /// Dispatch index (counts, scan, stable scatter), ms.
     pub index_ms: f64,
     /// Row gather, ms.
@@ -236,51 +287,29 @@ impl LayerResult {
 
     /// As a JSON object.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "layer": self.layer,
-            "plan": self.plan,
-            "predicted_trace_even_split": self.predicted_trace,
-            "predicted_batch_even_split": self.predicted_batch,
-            "predicted_integer_dispatch": self.predicted_dispatch,
-            "rows_per_rank": self.rows_per_rank,
-            "slots_per_rank": self.slots_per_rank,
+        let mut j = self.prediction.to_json();
+        let more = serde_json::json!({
             "rank_ms": self.rank_ms,
             "measured_balancedness": self.measured,
             "measured_max_over_mean": self.measured_imbalance(),
             "layer_ms": self.layer_ms,
             "slowest_rank": self.slowest,
             "select_ms": self.select_ms,
-            "select_on_host": self.select_on_host,
-            "host_select_ms": self.host_select_ms,
             "dispatch_index_ms": self.index_ms,
             "gather_ms": self.gather_ms,
             "combine_ms": self.combine_ms,
-        })
+        });
+        if let (Some(o), serde_json::Value::Object(m)) = (j.as_object_mut(), more) {
+            o.extend(m);
+        }
+        j
     }
 
     /// The human-readable block.
     pub fn to_text(&self) -> String {
-        let rows: Vec<f64> = self.rows_per_rank.iter().map(|&r| r as f64).collect();
-        let (rmin, rmax) = rows
-            .iter()
-            .fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
-        let mut s = format!(
-            "  {}\n    predicted balancedness: trace even-split {:.4} · this batch even-split {:.4} · integer dispatch {:.4} (max/mean {:.3})\n    rows per rank: min {} · mean {:.1} · max {} · slots per rank: min {} · max {}\n    rank time, ms:",
-            self.plan,
-            self.predicted_trace,
-            self.predicted_batch,
-            self.predicted_dispatch,
-            if self.predicted_dispatch > 0.0 {
-                1.0 / self.predicted_dispatch
-            } else {
-                f64::INFINITY
-            },
-            rmin,
-            rows.iter().sum::<f64>() / rows.len().max(1) as f64,
-            rmax,
-            self.slots_per_rank.iter().min().copied().unwrap_or(0),
-            self.slots_per_rank.iter().max().copied().unwrap_or(0)
-        );
+        let p = &self.prediction;
+        let mut s = p.to_text();
+        s.push_str("\n    rank time, ms:");
         for (g, ms) in self.rank_ms.iter().enumerate() {
             if g % 8 == 0 {
                 s.push_str(&format!("\n      {g:>3}:"));
@@ -294,8 +323,11 @@ impl LayerResult {
             self.layer_ms,
             self.slowest,
             self.select_ms,
-            if self.select_on_host {
-                format!(" (made on the host in {:.3} ms, copied into place)", self.host_select_ms)
+            if p.select_on_host {
+                format!(
+                    " (made on the host in {:.3} ms, copied into place)",
+                    p.host_select_ms
+                )
             } else {
                 String::new()
             },
@@ -319,6 +351,118 @@ pub fn layer_routing(trace: &LoadTrace, cfg: &BenchConfig, layer: usize) -> Resu
     )
 }
 
+/// Everything a bench of `plans` needs before the device: each plan's
+/// [`evaluate`] report and one [`Selector`] per (plan, layer).
+struct Prepared {
+    reports: Vec<moeplan::EvalReport>,
+    selectors: Vec<Vec<Selector>>,
+}
+
+fn prepare(trace: &LoadTrace, plans: &[(String, Plan)], cfg: &BenchConfig) -> Result<Prepared> {
+    let reports = plans
+        .iter()
+        .map(|(_, p)| evaluate(trace, p))
+        .collect::<moeplan::Result<Vec<_>>>()?;
+    // One selection per (plan, layer): SGLang's tables come from the
+    // core's port of its map, walked over the whole plan once; GRACE's
+    // fractions from the trace's loads, as the simulator takes them.
+    let loads = if cfg.rule.needs_loads() {
+        workload_loads(trace)
+    } else {
+        Vec::new()
+    };
+    let selectors = plans
+        .iter()
+        .map(|(_, p)| Selector::for_plan(cfg.rule, p, &loads))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Prepared { reports, selectors })
+}
+
+/// The prediction of layer index `li` of plan `pi`, and the rows' slots.
+fn predict_one(
+    trace: &LoadTrace,
+    plans: &[(String, Plan)],
+    prep: &Prepared,
+    pi: usize,
+    li: usize,
+    routing: &Routing,
+    counts: &[u64],
+) -> Result<(Prediction, Vec<u32>)> {
+    let (label, plan) = &plans[pi];
+    let selector = prep.selectors[pi].get(li).ok_or_else(|| {
+        Error::Argument(format!(
+            "layer index {li} is outside plan {label}'s {} layers",
+            prep.selectors[pi].len()
+        ))
+    })?;
+    let predicted_trace = *prep.reports[pi]
+        .per_layer
+        .get(li)
+        .ok_or_else(|| Error::Argument(format!("layer index {li} is outside plan {label}")))?;
+    let slots = LayerSlots::from_plan(plan, li)?;
+    let started = std::time::Instant::now();
+    let selected = select_cpu(routing, &slots, selector)?;
+    let host_select_ms = started.elapsed().as_secs_f64() * 1e3;
+    let rows = dispatch_cpu(&selected, slots.num_slots())?.rows_per_gpu(&slots);
+    let rows_f: Vec<f64> = rows.iter().map(|&x| x as f64).collect();
+    let prediction = Prediction {
+        layer: trace.layer_ids()[li],
+        plan: label.clone(),
+        predicted_trace,
+        predicted_batch: balancedness(&even_split_loads(&slots, counts)),
+        predicted_dispatch: balancedness(&rows_f),
+        rows_per_rank: rows,
+        slots_per_rank: (0..slots.num_gpus())
+            .map(|g| slots.gpu_slots(g).len() as u32)
+            .collect(),
+        select_on_host: selector.on_host(),
+        host_select_ms,
+    };
+    Ok((prediction, selected))
+}
+
+/// The planner's side of a bench without a device: for every (layer,
+/// plan), the same routing, selection and predictions [`run`] sets beside
+/// its measurements. `on_result` sees each as it is made.
+///
+/// ```
+/// use moeplan::{generator, model, Topology};
+/// use moeplan_cuda::bench::{make_plans, predict, BenchConfig, PlanAlgo};
+/// use moeplan_cuda::expert::ExpertShape;
+/// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+/// let algos: Vec<PlanAlgo> = ["contiguous", "eplb:8"].iter().map(|s| s.parse()).collect::<Result<_, _>>()?;
+/// let plans = make_plans(&trace, Topology::new(1, 8)?, &algos, 1)?;
+/// let cfg = BenchConfig {
+///     tokens: 4096, top_k: 8, rule: "libra".parse()?, shape: ExpertShape::new(64, 32)?,
+///     layers: vec![0, 1], repeats: 1, warmup: 0, source_batch: None, seed: 1, pool: 1,
+///     launch_gaps: false,
+/// };
+/// let p = predict(&trace, &plans, &cfg, &mut |_| {})?;
+/// assert_eq!(p.len(), 4);
+/// assert_eq!(p[1].rows_per_rank.iter().sum::<u32>(), 4096 * 8);
+/// assert!(p[1].predicted_dispatch > p[0].predicted_dispatch); // replicas + Libra help
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn predict(
+    trace: &LoadTrace,
+    plans: &[(String, Plan)],
+    cfg: &BenchConfig,
+    on_result: &mut dyn FnMut(&Prediction),
+) -> Result<Vec<Prediction>> {
+    let prep = prepare(trace, plans, cfg)?;
+    let mut out = Vec::new();
+    for &li in &cfg.layers {
+        let routing = layer_routing(trace, cfg, li)?;
+        let counts = routing.expert_counts(trace.num_experts());
+        for pi in 0..plans.len() {
+            let (p, _) = predict_one(trace, plans, &prep, pi, li, &routing, &counts)?;
+            on_result(&p);
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
 /// Runs every (layer, plan); `on_result` sees each result as it is measured.
 pub fn run(
     gpu: &Gpu,
@@ -332,10 +476,7 @@ pub fn run(
             "at least one timed repeat is needed".into(),
         ));
     }
-    let reports = plans
-        .iter()
-        .map(|(_, p)| evaluate(trace, p))
-        .collect::<moeplan::Result<Vec<_>>>()?;
+    let prep = prepare(trace, plans, cfg)?;
     let max_slots = plans
         .iter()
         .flat_map(|(_, p)| cfg.layers.iter().filter_map(|&l| p.layers().get(l)))
@@ -346,32 +487,20 @@ pub fn run(
     gpu.fill_tokens(&mut buf)?;
     let weights = gpu.weights(cfg.shape, cfg.pool)?;
     let mut results = Vec::new();
-    // One selection per (plan, layer): SGLang's tables come from the
-    // core's port of its map, walked over the whole plan once; GRACE's
-    // fractions from the trace's loads, as the simulator takes them.
-    let loads = if cfg.rule.needs_loads() {
-        workload_loads(trace)
-    } else {
-        Vec::new()
-    };
-    let selectors = plans
-        .iter()
-        .map(|(_, p)| Selector::for_plan(cfg.rule, p, &loads))
-        .collect::<Result<Vec<_>>>()?;
     for &li in &cfg.layers {
         let routing = layer_routing(trace, cfg, li)?;
         gpu.upload_routing(&mut buf, &routing)?;
         let counts = routing.expert_counts(trace.num_experts());
-        for (((label, plan), report), sel) in plans.iter().zip(&reports).zip(&selectors) {
-            let selector = sel.get(li).ok_or_else(|| {
-                Error::Argument(format!(
-                    "layer index {li} is outside plan {label}'s {} layers",
-                    sel.len()
-                ))
-            })?;
-            let r = run_one(gpu, &mut buf, &weights, plan, li, selector, &routing, cfg)?;
-            let slots = LayerSlots::from_plan(plan, li)?;
-            let rows: Vec<f64> = r.rows.iter().map(|&x| x as f64).collect();
+        for (pi, (_, plan)) in plans.iter().enumerate() {
+            let (prediction, selected) =
+                predict_one(trace, plans, &prep, pi, li, &routing, &counts)?;
+            let selector = &prep.selectors[pi][li];
+            let r = run_one(gpu, &mut buf, &weights, plan, li, selector, &selected, cfg)?;
+            if r.rows != prediction.rows_per_rank {
+                return Err(Error::Cuda(format!(
+                    "the GPU's rows per rank in layer index {li} disagree with the prediction"
+                )));
+            }
             let (slowest, layer_ms) = r
                 .rank_ms
                 .iter()
@@ -379,22 +508,12 @@ pub fn run(
                 .enumerate()
                 .fold((0, 0.0f64), |a, (g, t)| if t > a.1 { (g, t) } else { a });
             let res = LayerResult {
-                layer: trace.layer_ids()[li],
-                plan: label.clone(),
-                predicted_trace: report.per_layer[li],
-                predicted_batch: balancedness(&even_split_loads(&slots, &counts)),
-                predicted_dispatch: balancedness(&rows),
-                rows_per_rank: r.rows,
-                slots_per_rank: (0..slots.num_gpus())
-                    .map(|g| slots.gpu_slots(g).len() as u32)
-                    .collect(),
+                prediction,
                 measured: balancedness(&r.rank_ms),
                 rank_ms: r.rank_ms,
                 layer_ms,
                 slowest,
                 select_ms: r.select_ms,
-                select_on_host: r.select_on_host,
-                host_select_ms: r.host_select_ms,
                 index_ms: r.index_ms,
                 gather_ms: r.gather_ms,
                 combine_ms: r.combine_ms,
@@ -410,8 +529,6 @@ struct OneRun {
     rows: Vec<u32>,
     rank_ms: Vec<f64>,
     select_ms: f64,
-    select_on_host: bool,
-    host_select_ms: f64,
     index_ms: f64,
     gather_ms: f64,
     combine_ms: f64,
@@ -425,15 +542,12 @@ fn run_one(
     plan: &Plan,
     li: usize,
     selector: &Selector,
-    routing: &Routing,
+    selected: &[u32],
     cfg: &BenchConfig,
 ) -> Result<OneRun> {
     let slots = LayerSlots::from_plan(plan, li)?;
-    let started = std::time::Instant::now();
-    let selected = select_cpu(routing, &slots, selector)?;
-    let host_select_ms = started.elapsed().as_secs_f64() * 1e3;
     let tables = if selector.on_host() {
-        gpu.host_selection_tables(&slots, &selected)?
+        gpu.host_selection_tables(&slots, selected)?
     } else {
         gpu.selection_tables(&slots, selector)?
     };
@@ -449,7 +563,7 @@ fn run_one(
     let gather_ms = time(&mut || gpu.gather(buf))?;
     let offsets = gpu.read(&buf.offsets, slots.num_slots() + 1)?;
     // The CPU reference must agree before anything is timed on these rows.
-    let reference = dispatch_cpu(&selected, slots.num_slots())?;
+    let reference = dispatch_cpu(selected, slots.num_slots())?;
     if offsets != reference.offsets {
         return Err(Error::Cuda(format!(
             "the GPU dispatch of layer index {li} disagrees with the CPU reference; run `moeplan-cuda check`"
@@ -475,8 +589,6 @@ fn run_one(
         rows: reference.rows_per_gpu(&slots),
         rank_ms: times.iter().map(|t| median(t)).collect(),
         select_ms,
-        select_on_host: selector.on_host(),
-        host_select_ms,
         index_ms,
         gather_ms,
         combine_ms,

@@ -88,13 +88,22 @@ struct BenchArgs {
     /// Seed of the generated trace.
     #[arg(long, default_value_t = 7)]
     seed: u64,
-    /// Plans: contiguous, base, eplb, eplb:K, craft:R, craft:auto (comma-separated).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "contiguous,eplb,craft:4,craft:8"
-    )]
-    plan_algos: Vec<String>,
+    /// Plans made here: contiguous, base, eplb, eplb:K, craft:R, craft:auto
+    /// (comma-separated). Default: contiguous,eplb,craft:4,craft:8, unless
+    /// --plan files are given.
+    #[arg(long, value_delimiter = ',')]
+    plan_algos: Option<Vec<String>>,
+    /// A plan file (any format `moeplan` reads: its plan JSON, SGLang's
+    /// --init-expert-location, vLLM's map, CSV, TensorRT-LLM's YAML) for
+    /// this trace's layers and the cluster given; repeat for several. This
+    /// is how GRACE-MoE's and Libra's plans (`moeplan plan --algo grace`)
+    /// reach the GPU.
+    #[arg(long = "plan")]
+    plans: Vec<PathBuf>,
+    /// Only the planner's side: routing, selection and the three
+    /// predictions per (layer, plan), on the CPU; no device needed.
+    #[arg(long)]
+    predict_only: bool,
     /// Nodes.
     #[arg(long, default_value_t = 1)]
     nodes: usize,
@@ -262,9 +271,9 @@ fn run_check(device: usize, a: &CheckArgs) -> Result<Outcome> {
 fn load_trace(a: &BenchArgs) -> Result<(LoadTrace, String)> {
     match &a.trace {
         Some(path) => {
-            let bytes = std::fs::read(path)
-                .map_err(|e| Error::Argument(format!("cannot read {}: {e}", path.display())))?;
-            let t = formats::read_trace(&bytes, &formats::ReadOptions::default())?;
+            let bytes = read_capped(path, "trace")?;
+            let t = formats::read_trace(&bytes, &formats::ReadOptions::default())
+                .map_err(|e| Error::Argument(format!("{}: {e}", path.display())))?;
             Ok((t, path.display().to_string()))
         }
         None => {
@@ -308,15 +317,76 @@ fn parse_layers(spec: Option<&str>, trace: &LoadTrace) -> Result<Vec<usize>> {
     }
 }
 
-fn run_bench(device: usize, a: &BenchArgs) -> Result<Outcome> {
-    let algos = a
-        .plan_algos
+/// The plans of a bench: files first, then those made here, labelled.
+fn bench_plans(
+    a: &BenchArgs,
+    trace: &LoadTrace,
+    topology: Topology,
+) -> Result<Vec<(String, moeplan::Plan)>> {
+    let mut plans = Vec::new();
+    for path in &a.plans {
+        let bytes = read_capped(path, "plan")?;
+        let ctx = formats::plan_any::PlanContext::for_trace(trace, Some(topology));
+        let file = formats::plan_any::read_any_plan(&bytes, &ctx)
+            .map_err(|e| Error::Argument(format!("{}: {e}", path.display())))?;
+        let plan = file.plan;
+        let ids: Vec<u32> = plan.layers().iter().map(|l| l.layer).collect();
+        if ids != trace.layer_ids() {
+            return Err(Error::Argument(format!(
+                "{}: the plan places layers {}, the trace has layers {}; a bench needs a plan for exactly the trace's layers",
+                path.display(),
+                id_range(&ids),
+                id_range(trace.layer_ids())
+            )));
+        }
+        let stem = path
+            .file_stem()
+            .map_or_else(|| "plan".into(), |s| s.to_string_lossy().into_owned());
+        plans.push((format!("{stem} ({})", plan.algorithm()), plan));
+    }
+    let default = ["contiguous", "eplb", "craft:4", "craft:8"].map(String::from);
+    let names: &[String] = match &a.plan_algos {
+        Some(v) => v,
+        None if a.plans.is_empty() => &default,
+        None => &[],
+    };
+    let algos = names
         .iter()
         .map(|s| s.parse::<PlanAlgo>())
         .collect::<Result<Vec<_>>>()?;
+    plans.extend(bench::make_plans(trace, topology, &algos, a.groups)?);
+    Ok(plans)
+}
+
+fn id_range(ids: &[u32]) -> String {
+    match (ids.first(), ids.last()) {
+        (Some(a), Some(b)) => format!("{a}..={b} ({} of them)", ids.len()),
+        _ => "none".into(),
+    }
+}
+
+/// Reads a user's file within the core's default byte budget, checked
+/// before the file is read.
+fn read_capped(path: &std::path::Path, what: &str) -> Result<Vec<u8>> {
+    let cap = moeplan::Budget::default().max_bytes;
+    let len = std::fs::metadata(path)
+        .map_err(|e| Error::Argument(format!("cannot read {what} {}: {e}", path.display())))?
+        .len();
+    if len > cap {
+        return Err(Error::Argument(format!(
+            "{what} {} is {len} bytes, more than the {cap} a {what} may have",
+            path.display()
+        )));
+    }
+    std::fs::read(path)
+        .map_err(|e| Error::Argument(format!("cannot read {what} {}: {e}", path.display())))
+}
+
+fn run_bench(device: usize, a: &BenchArgs) -> Result<Outcome> {
+    // Every input is read and checked before the device is opened, so a
+    // bad file says so on any machine.
     let rule: DispatchRule = a.dispatch.parse()?;
     let topology = Topology::new(a.nodes, a.gpus_per_node)?;
-    let gpu = Gpu::open(device)?;
     let (trace, source) = load_trace(a)?;
     let model_name = a
         .model
@@ -338,8 +408,101 @@ fn run_bench(device: usize, a: &BenchArgs) -> Result<Outcome> {
     )?;
     let top_k = a.top_k.or(trace.top_k()).unwrap_or(preset.top_k);
     let layers = parse_layers(a.layer.as_deref(), &trace)?;
-    let plans = bench::make_plans(&trace, topology, &algos, a.groups)?;
+    let plans = bench_plans(a, &trace, topology)?;
+    if plans.is_empty() {
+        return Err(Error::Argument(
+            "no plan to run: give --plan or --plan-algos".into(),
+        ));
+    }
+    let mut cfg = BenchConfig {
+        tokens: a.tokens,
+        top_k,
+        rule,
+        shape,
+        layers,
+        repeats: a.repeats,
+        warmup: a.warmup,
+        source_batch: a.source_batch,
+        seed: a.routing_seed,
+        pool: 1,
+        launch_gaps: a.launch_gaps,
+    };
+    let header = |device: &str, pool: usize| {
+        if a.json {
+            return;
+        }
+        println!("device: {device}");
+        println!(
+            "trace: {source} · {} layers × {} experts · {} batches",
+            trace.num_layers(),
+            trace.num_experts(),
+            trace.num_batches()
+        );
+        let from = a
+            .source_batch
+            .map_or("the trace's summed load".to_string(), |b| {
+                format!("batch {b}")
+            });
+        if a.predict_only {
+            println!(
+                "cluster: {topology} · {} tokens × top-{top_k} per layer from {from} · dispatch {rule}",
+                a.tokens
+            );
+            return;
+        }
+        println!(
+            "cluster: {topology} emulated on one GPU · {} tokens × top-{top_k} per layer from {from} · dispatch {rule} · expert {} × {} ({}) · {pool} distinct weight sets · median of {} after {} warm-up · {}",
+            a.tokens,
+            shape.hidden,
+            shape.inter,
+            preset.name,
+            a.repeats,
+            a.warmup,
+            if a.launch_gaps {
+                "host launch gaps included"
+            } else {
+                "GPU execution only (queued behind a spin)"
+            }
+        );
+    };
+    let mut last_layer = None;
+    let mut layer_line = |layer: u32| {
+        if !a.json && last_layer != Some(layer) {
+            println!("layer {layer}:");
+            last_layer = Some(layer);
+        }
+    };
+    if a.predict_only {
+        header("none (--predict-only: the planner's side only)", 0);
+        let predictions = bench::predict(&trace, &plans, &cfg, &mut |p| {
+            if a.json {
+                println!("{}", p.to_json());
+            } else {
+                layer_line(p.layer);
+                println!("{}", p.to_text());
+            }
+        })?;
+        if !a.json {
+            println!(
+                "\n{:>5}  {:<24} {:>11} {:>11} {:>11} {:>10}",
+                "layer", "plan", "pred trace", "pred batch", "pred rows", "select ms"
+            );
+            for p in &predictions {
+                println!(
+                    "{:>5}  {:<24} {:>11.4} {:>11.4} {:>11.4} {:>10.3}",
+                    p.layer,
+                    p.plan,
+                    p.predicted_trace,
+                    p.predicted_batch,
+                    p.predicted_dispatch,
+                    p.host_select_ms
+                );
+            }
+        }
+        return Ok(Outcome::Ok);
+    }
 
+    let gpu = Gpu::open(device)?;
     // Fit the weight pool into free memory beside the layer buffers.
     let rows = (a.tokens * top_k) as u64;
     let (h, i) = (shape.hidden as u64, shape.inter as u64);
@@ -356,67 +519,23 @@ fn run_bench(device: usize, a: &BenchArgs) -> Result<Outcome> {
             free as f64 / (1u64 << 30) as f64
         )));
     }
-    let pool = a
+    cfg.pool = a
         .weight_pool
         .clamp(1, trace.num_experts())
         .min(((room - buffers) / expert) as usize)
         .max(1);
-
-    let cfg = BenchConfig {
-        tokens: a.tokens,
-        top_k,
-        rule,
-        shape,
-        layers,
-        repeats: a.repeats,
-        warmup: a.warmup,
-        source_batch: a.source_batch,
-        seed: a.routing_seed,
-        pool,
-        launch_gaps: a.launch_gaps,
-    };
-    if !a.json {
-        println!("device: {}", gpu.info.describe());
-        println!(
-            "trace: {source} · {} layers × {} experts · {} batches",
-            trace.num_layers(),
-            trace.num_experts(),
-            trace.num_batches()
-        );
-        println!(
-            "cluster: {topology} emulated on one GPU · {} tokens × top-{top_k} per layer from {} · dispatch {rule} · expert {} × {} ({}) · {pool} distinct weight sets · median of {} after {} warm-up · {}",
-            a.tokens,
-            a.source_batch
-                .map_or("the trace's summed load".to_string(), |b| format!(
-                    "batch {b}"
-                )),
-            shape.hidden,
-            shape.inter,
-            preset.name,
-            a.repeats,
-            a.warmup,
-            if a.launch_gaps {
-                "host launch gaps included"
-            } else {
-                "GPU execution only (queued behind a spin)"
-            }
-        );
-    }
-    let mut last_layer = None;
+    header(&gpu.info.describe(), cfg.pool);
     let results = bench::run(&gpu, &trace, &plans, &cfg, &mut |r| {
         if a.json {
             println!("{}", r.to_json());
         } else {
-            if last_layer != Some(r.layer) {
-                println!("layer {}:", r.layer);
-                last_layer = Some(r.layer);
-            }
+            layer_line(r.prediction.layer);
             println!("{}", r.to_text());
         }
     })?;
     if !a.json {
         println!(
-            "\n{:>5}  {:<14} {:>11} {:>11} {:>11} {:>9} {:>9} {:>10}",
+            "\n{:>5}  {:<24} {:>11} {:>11} {:>11} {:>9} {:>9} {:>10}",
             "layer",
             "plan",
             "pred trace",
@@ -427,13 +546,14 @@ fn run_bench(device: usize, a: &BenchArgs) -> Result<Outcome> {
             "layer ms"
         );
         for r in &results {
+            let p = &r.prediction;
             println!(
-                "{:>5}  {:<14} {:>11.4} {:>11.4} {:>11.4} {:>9.4} {:>9.3} {:>10.4}",
-                r.layer,
-                r.plan,
-                r.predicted_trace,
-                r.predicted_batch,
-                r.predicted_dispatch,
+                "{:>5}  {:<24} {:>11.4} {:>11.4} {:>11.4} {:>9.4} {:>9.3} {:>10.4}",
+                p.layer,
+                p.plan,
+                p.predicted_trace,
+                p.predicted_batch,
+                p.predicted_dispatch,
                 r.measured,
                 r.measured_imbalance(),
                 r.layer_ms

@@ -606,20 +606,22 @@ fn plans_and_predictions() -> R {
 #[test]
 fn bench_reports_read_well() {
     let r = moeplan_cuda::bench::LayerResult {
-        layer: 3,
-        plan: "eplb:8".into(),
-        predicted_trace: 0.9,
-        predicted_batch: 0.8,
-        predicted_dispatch: 0.75,
-        rows_per_rank: vec![10, 20],
-        slots_per_rank: vec![3, 2],
+        prediction: moeplan_cuda::bench::Prediction {
+            layer: 3,
+            plan: "eplb:8".into(),
+            predicted_trace: 0.9,
+            predicted_batch: 0.8,
+            predicted_dispatch: 0.75,
+            rows_per_rank: vec![10, 20],
+            slots_per_rank: vec![3, 2],
+            select_on_host: false,
+            host_select_ms: 0.5,
+        },
         rank_ms: vec![0.5, 1.0],
         measured: 0.75,
         layer_ms: 1.0,
         slowest: 1,
         select_ms: 0.01,
-        select_on_host: false,
-        host_select_ms: 0.5,
         index_ms: 0.02,
         gather_ms: 0.03,
         combine_ms: 0.04,
@@ -632,10 +634,8 @@ fn bench_reports_read_well() {
     assert!(t.contains("slots per rank: min 2 · max 3"), "{t}");
     assert!(t.contains("layer time 1.0000 ms (slowest rank 1)"), "{t}");
     assert!(!t.contains("on the host"), "{t}");
-    let host = moeplan_cuda::bench::LayerResult {
-        select_on_host: true,
-        ..r.clone()
-    };
+    let mut host = r.clone();
+    host.prediction.select_on_host = true;
     let t = host.to_text();
     assert!(
         t.contains("select 0.0100 ms (made on the host in 0.500 ms"),
@@ -644,4 +644,6 @@ fn bench_reports_read_well() {
     let j = r.to_json();
     assert_eq!(j["slots_per_rank"][0], 3);
     assert_eq!(j["measured_max_over_mean"], 1.0 / 0.75);
+    assert_eq!(j["predicted_integer_dispatch"], 0.75);
+    assert_eq!(j["select_on_host"], false);
 }

@@ -80,11 +80,7 @@ fn bench_measures_every_rank() -> Result<(), Error> {
         .map(|s| s.parse())
         .collect::<Result<_, _>>()?;
     let plans = bench::make_plans(&trace, topo, &algos, 1)?;
-    for rule in [
-        DispatchRule::Vllm,
-        DispatchRule::SglangStatic,
-        DispatchRule::SglangStaticV0,
-    ] {
+    for rule in DispatchRule::ALL {
         let cfg = BenchConfig {
             tokens: 512,
             top_k: 8,
@@ -104,7 +100,7 @@ fn bench_measures_every_rank() -> Result<(), Error> {
         assert_eq!(res.len(), 6);
         for r in &res {
             assert_eq!(r.rank_ms.len(), 8);
-            assert_eq!(r.rows_per_rank.iter().sum::<u32>(), 512 * 8);
+            assert_eq!(r.prediction.rows_per_rank.iter().sum::<u32>(), 512 * 8);
             assert!(r.layer_ms > 0.0 && r.measured > 0.0 && r.measured <= 1.0);
         }
     }
