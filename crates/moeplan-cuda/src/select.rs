@@ -369,9 +369,9 @@ pub enum Selector {
     Vllm,
     /// A physical slot per (source rank, logical expert), `D × E` row-major.
     Table(Vec<u32>),
-    /// GRACE's rules: fixed fractions per (source rank, expert), realised
-    /// per batch in whole rows.
-    Shares(Shares),
+    /// GRACE's rules: the core's fixed fractions per (source rank,
+    /// expert), realised per batch in whole rows.
+    Shares(RouteShares),
     /// Libra's rebalancer, solved per batch on the layer's placement.
     Libra {
         /// The layer's placement.
@@ -379,58 +379,6 @@ pub enum Selector {
         /// ε in percent of the mean load.
         tolerance_percent: u16,
     },
-}
-
-/// Fixed fractions per (source rank, expert): entry `i` of (r, e), in
-/// `start[r·E + e] .. start[r·E + e + 1]`, sends `frac[i]` of the group's
-/// rows to GPU `gpu[i]`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Shares {
-    /// Logical experts `E`.
-    pub num_experts: usize,
-    /// `D · E + 1` offsets.
-    pub start: Vec<u32>,
-    /// GPU of every entry.
-    pub gpu: Vec<u32>,
-    /// Fraction of every entry; each group's sum to 1.
-    pub frac: Vec<f64>,
-}
-
-impl Shares {
-    /// The core's [`RouteShares`] of `rule` for `slots` on `topology`,
-    /// flattened. `expert_loads` covers the layer's experts.
-    pub fn new(
-        rule: Rule,
-        layer: &LayerPlacement,
-        topology: Topology,
-        expert_loads: &[f64],
-    ) -> Result<Self> {
-        let table = RouteShares::new(rule, layer, topology, expert_loads)?;
-        let (d, e_n) = (table.num_sources(), table.num_experts());
-        let mut start = Vec::with_capacity(d * e_n + 1);
-        let (mut gpu, mut frac) = (Vec::new(), Vec::new());
-        start.push(0u32);
-        for r in 0..d {
-            for e in 0..e_n {
-                for (g, f) in table.shares(r, e) {
-                    gpu.push(g);
-                    frac.push(f);
-                }
-                start.push(gpu.len() as u32);
-            }
-        }
-        Ok(Shares {
-            num_experts: e_n,
-            start,
-            gpu,
-            frac,
-        })
-    }
-
-    fn entries(&self, r: usize, e: usize) -> std::ops::Range<usize> {
-        let i = r * self.num_experts + e;
-        self.start[i] as usize..self.start[i + 1] as usize
-    }
 }
 
 impl Selector {
@@ -562,7 +510,7 @@ fn grace_shares(
             plan.num_experts()
         )));
     }
-    Ok(Selector::Shares(Shares::new(
+    Ok(Selector::Shares(RouteShares::new(
         rule.sim_rule(),
         layer,
         plan.topology(),
@@ -596,17 +544,15 @@ pub fn select_cpu(routing: &Routing, slots: &LayerSlots, selector: &Selector) ->
     match selector {
         Selector::Vllm | Selector::Table(_) => {}
         Selector::Shares(sh) => {
-            if sh.num_experts != e_n || sh.start.len() != d * e_n + 1 {
+            if sh.num_experts() != e_n || sh.num_sources() != d {
                 return Err(Error::Argument(format!(
-                    "GRACE shares for {} experts over {} groups, the layer has {d} ranks × {e_n} experts",
-                    sh.num_experts,
-                    sh.start.len().saturating_sub(1)
+                    "GRACE shares for {} ranks × {} experts, the layer has {d} × {e_n}",
+                    sh.num_sources(),
+                    sh.num_experts()
                 )));
             }
             return realise(routing, slots, |r, e, count, out| {
-                for i in sh.entries(r, e) {
-                    out.push((sh.gpu[i], count as f64 * sh.frac[i]));
-                }
+                out.extend(sh.shares(r, e).map(|(g, f)| (g, count as f64 * f)));
             });
         }
         Selector::Libra {

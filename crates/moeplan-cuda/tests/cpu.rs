@@ -1,11 +1,9 @@
 //! The CPU references — the specification the GPU kernels are checked
 //! against — on hand-worked cases and generated ones. No device needed.
 
-use moeplan::sim::{CostModel, Strategy, Workload, sglang_dispatch_map, simulate};
-use moeplan::{LayerPlacement, LoadTrace, Plan, TokenTrace, Topology};
-use moeplan_cuda::bench::{
-    BenchConfig, PlanAlgo, balancedness, even_split_loads, layer_routing, make_plans, median,
-};
+use moeplan::sim::{CostModel, Strategy, sglang_dispatch_map, simulate};
+use moeplan::{LayerPlacement, LoadTrace, Plan, Topology};
+use moeplan_cuda::bench::{PlanAlgo, balancedness, even_split_loads, make_plans, median};
 use moeplan_cuda::check::{case_load, case_placement, cases};
 use moeplan_cuda::combine::combine_cpu;
 use moeplan_cuda::dispatch::{dispatch_cpu, gather_cpu};
@@ -14,6 +12,8 @@ use moeplan_cuda::expert::{
 };
 use moeplan_cuda::routing::{self, Routing, rank_first_token, source_rank};
 use moeplan_cuda::select::{DispatchRule, LayerSlots, Selector, select_cpu};
+
+mod common;
 
 type R = Result<(), Box<dyn std::error::Error>>;
 
@@ -278,35 +278,7 @@ fn agree_with_simulator(
     let topo = plan.topology();
     let (d, gpn) = (topo.num_gpus(), topo.gpus_per_node());
     let top_k = trace.top_k().ok_or("trace without top-k")?;
-    let cfg = BenchConfig {
-        tokens,
-        top_k,
-        rule: DispatchRule::Vllm,
-        shape: ExpertShape::new(8, 8)?,
-        layers: layers.to_vec(),
-        repeats: 1,
-        warmup: 0,
-        source_batch: None,
-        seed: 11,
-        pool: 1,
-        launch_gaps: false,
-    };
-    let routings = layers
-        .iter()
-        .map(|&l| layer_routing(trace, &cfg, l))
-        .collect::<Result<Vec<_>, _>>()?;
-    let ranks: Vec<u32> = (0..tokens)
-        .map(|t| source_rank(t, tokens, d) as u32)
-        .collect();
-    let routes = routings
-        .iter()
-        .map(|r| ndarray::Array2::from_shape_vec((tokens, top_k), r.ids.clone()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let ids: Vec<u32> = layers.iter().map(|&l| trace.layer_ids()[l]).collect();
-    let work = Workload::from_tokens(
-        TokenTrace::new(trace.num_experts(), ids, routes, ranks)?,
-        tokens,
-    )?;
+    let (routings, work) = common::one_batch(trace, layers, tokens, d, 11)?;
     assert_eq!(work.trace().num_batches(), 1);
     for rule in RULES {
         let at = format!("{what}, {rule}");

@@ -5,16 +5,17 @@
 
 use moeplan::eval::balance_of;
 use moeplan::sim::{
-    CostModel, DEFAULT_TOLERANCE_PERCENT, Rebalancer, RouteShares, Strategy, Workload, simulate,
+    CostModel, DEFAULT_TOLERANCE_PERCENT, Rebalancer, RouteShares, Strategy, simulate,
 };
-use moeplan::{LayerPlacement, LoadTrace, Plan, TokenTrace, Topology};
-use moeplan_cuda::bench::{BenchConfig, PlanAlgo, layer_routing, make_plans};
+use moeplan::{LayerPlacement, LoadTrace, Plan, Topology};
+use moeplan_cuda::bench::{PlanAlgo, make_plans};
 use moeplan_cuda::dispatch::dispatch_cpu;
-use moeplan_cuda::expert::ExpertShape;
 use moeplan_cuda::routing::{Routing, source_rank};
 use moeplan_cuda::select::{
     DispatchRule, LayerSlots, Selector, largest_remainder, select_cpu, workload_loads,
 };
+
+mod common;
 
 type R = Result<(), Box<dyn std::error::Error>>;
 
@@ -201,34 +202,7 @@ fn agree_within_rounding(trace: &LoadTrace, plan: &Plan, tokens: usize, what: &s
     let (d, gpn, e_n) = (topo.num_gpus(), topo.gpus_per_node(), plan.num_experts());
     let top_k = trace.top_k().ok_or("trace without top-k")?;
     let layers: Vec<usize> = (0..trace.num_layers()).collect();
-    let cfg = BenchConfig {
-        tokens,
-        top_k,
-        rule: DispatchRule::Vllm,
-        shape: ExpertShape::new(8, 8)?,
-        layers: layers.clone(),
-        repeats: 1,
-        warmup: 0,
-        source_batch: None,
-        seed: 5,
-        pool: 1,
-        launch_gaps: false,
-    };
-    let routings = layers
-        .iter()
-        .map(|&l| layer_routing(trace, &cfg, l))
-        .collect::<Result<Vec<_>, _>>()?;
-    let ranks: Vec<u32> = (0..tokens)
-        .map(|t| source_rank(t, tokens, d) as u32)
-        .collect();
-    let routes = routings
-        .iter()
-        .map(|r| ndarray::Array2::from_shape_vec((tokens, top_k), r.ids.clone()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let work = Workload::from_tokens(
-        TokenTrace::new(e_n, trace.layer_ids().to_vec(), routes, ranks)?,
-        tokens,
-    )?;
+    let (routings, work) = common::one_batch(trace, &layers, tokens, d, 5)?;
     // what GRACE's rules weigh by: the workload's (this batch's) loads
     let loads = workload_loads(work.trace());
     for rule in [

@@ -538,12 +538,6 @@ impl Gpu {
         selector: &Selector,
     ) -> Result<SelectionTables> {
         Ok(SelectionTables {
-            ranks: to_u32(slots.num_gpus(), "GPUs")?,
-            num_experts: to_u32(slots.num_experts, "experts")?,
-            num_slots: to_u32(slots.num_slots(), "slots")?,
-            copy_start: self.upload(&slots.copy_start)?,
-            copy_slots: self.upload(&slots.copy_slots)?,
-            rows: None,
             table: match selector {
                 Selector::Vllm => None,
                 Selector::Shares(_) | Selector::Libra { .. } => {
@@ -562,6 +556,20 @@ impl Gpu {
                     Some(self.upload(t)?)
                 }
             },
+            ..self.copy_tables(slots)?
+        })
+    }
+
+    /// The layer's copy lists on the device, no table, no host rows.
+    fn copy_tables(&self, slots: &LayerSlots) -> Result<SelectionTables> {
+        Ok(SelectionTables {
+            ranks: to_u32(slots.num_gpus(), "GPUs")?,
+            num_experts: to_u32(slots.num_experts, "experts")?,
+            num_slots: to_u32(slots.num_slots(), "slots")?,
+            copy_start: self.upload(&slots.copy_start)?,
+            copy_slots: self.upload(&slots.copy_slots)?,
+            table: None,
+            rows: None,
         })
     }
 
@@ -579,13 +587,8 @@ impl Gpu {
             ));
         }
         Ok(SelectionTables {
-            ranks: to_u32(slots.num_gpus(), "GPUs")?,
-            num_experts: to_u32(slots.num_experts, "experts")?,
-            num_slots: to_u32(slots.num_slots(), "slots")?,
-            copy_start: self.upload(&slots.copy_start)?,
-            copy_slots: self.upload(&slots.copy_slots)?,
-            table: None,
             rows: Some((self.upload(phys)?, phys.len())),
+            ..self.copy_tables(slots)?
         })
     }
 

@@ -359,7 +359,7 @@ pub fn predicted_loads(layer: &LayerPlacement, expert_loads: &[f64]) -> Result<V
 /// assert!(RouteShares::new(Rule::Optimal, &layer, topo, &loads).is_err());
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RouteShares {
     routes: Routes,
     sources: usize,
@@ -464,7 +464,7 @@ pub(crate) fn nearest(
 
 /// For every (source rank, expert) of one layer, where its pairs go:
 /// a list of (GPU, fraction) summing to 1.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct Routes {
     pub experts: usize,
     /// (source `s`, expert `e`) owns entries `start[s·E + e] .. start[s·E + e + 1]`.
