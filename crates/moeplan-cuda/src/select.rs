@@ -679,7 +679,6 @@ fn realise(
             }
             let shares: Vec<f64> = entries.iter().map(|&(_, x)| x).collect();
             let rows = largest_remainder(&shares, c);
-            on_gpu.clear();
             for (j, &(g, _)) in entries.iter().enumerate() {
                 let nth = entries[..j].iter().filter(|&&(h, _)| h == g).count();
                 on_gpu.clear();
