@@ -22,7 +22,7 @@ use moeplan::planners::craft::{Craft, CraftOptions};
 use moeplan::planners::{Budget, EplbConfig, base, contiguous, eplb};
 use moeplan::{LoadTrace, Plan, Topology, evaluate};
 
-use crate::dispatch::dispatch_cpu;
+use crate::dispatch::{DispatchIndex, dispatch_cpu};
 use crate::error::{Error, Result};
 use crate::expert::ExpertShape;
 use crate::gpu::{Gpu, LayerBuffers};
@@ -378,7 +378,8 @@ fn prepare(trace: &LoadTrace, plans: &[(String, Plan)], cfg: &BenchConfig) -> Re
     Ok(Prepared { reports, selectors })
 }
 
-/// The prediction of layer index `li` of plan `pi`, and the rows' slots.
+/// The prediction of layer index `li` of plan `pi`, the rows' slots and
+/// their dispatch index (the reference the GPU's dispatch must equal).
 fn predict_one(
     trace: &LoadTrace,
     plans: &[(String, Plan)],
@@ -387,7 +388,7 @@ fn predict_one(
     li: usize,
     routing: &Routing,
     counts: &[u64],
-) -> Result<(Prediction, Vec<u32>)> {
+) -> Result<(Prediction, Vec<u32>, DispatchIndex)> {
     let (label, plan) = &plans[pi];
     let selector = prep.selectors[pi].get(li).ok_or_else(|| {
         Error::Argument(format!(
@@ -403,7 +404,8 @@ fn predict_one(
     let started = std::time::Instant::now();
     let selected = select_cpu(routing, &slots, selector)?;
     let host_select_ms = started.elapsed().as_secs_f64() * 1e3;
-    let rows = dispatch_cpu(&selected, slots.num_slots())?.rows_per_gpu(&slots);
+    let index = dispatch_cpu(&selected, slots.num_slots())?;
+    let rows = index.rows_per_gpu(&slots);
     let rows_f: Vec<f64> = rows.iter().map(|&x| x as f64).collect();
     let prediction = Prediction {
         layer: trace.layer_ids()[li],
@@ -418,7 +420,7 @@ fn predict_one(
         select_on_host: selector.on_host(),
         host_select_ms,
     };
-    Ok((prediction, selected))
+    Ok((prediction, selected, index))
 }
 
 /// The planner's side of a bench without a device: for every (layer,
@@ -455,7 +457,7 @@ pub fn predict(
         let routing = layer_routing(trace, cfg, li)?;
         let counts = routing.expert_counts(trace.num_experts());
         for pi in 0..plans.len() {
-            let (p, _) = predict_one(trace, plans, &prep, pi, li, &routing, &counts)?;
+            let (p, _, _) = predict_one(trace, plans, &prep, pi, li, &routing, &counts)?;
             on_result(&p);
             out.push(p);
         }
@@ -492,15 +494,15 @@ pub fn run(
         gpu.upload_routing(&mut buf, &routing)?;
         let counts = routing.expert_counts(trace.num_experts());
         for (pi, (_, plan)) in plans.iter().enumerate() {
-            let (prediction, selected) =
+            let (prediction, selected, reference) =
                 predict_one(trace, plans, &prep, pi, li, &routing, &counts)?;
             let selector = &prep.selectors[pi][li];
-            let r = run_one(gpu, &mut buf, &weights, plan, li, selector, &selected, cfg)?;
-            if r.rows != prediction.rows_per_rank {
-                return Err(Error::Cuda(format!(
-                    "the GPU's rows per rank in layer index {li} disagree with the prediction"
-                )));
-            }
+            let picked = Picked {
+                selector,
+                rows: &selected,
+                reference: &reference,
+            };
+            let r = run_one(gpu, &mut buf, &weights, plan, li, &picked, cfg)?;
             let (slowest, layer_ms) = r
                 .rank_ms
                 .iter()
@@ -525,8 +527,15 @@ pub fn run(
     Ok(results)
 }
 
+/// A layer's selection as the CPU made it: what the GPU run uploads (for
+/// host rules) and must reproduce.
+struct Picked<'a> {
+    selector: &'a Selector,
+    rows: &'a [u32],
+    reference: &'a DispatchIndex,
+}
+
 struct OneRun {
-    rows: Vec<u32>,
     rank_ms: Vec<f64>,
     select_ms: f64,
     index_ms: f64,
@@ -534,22 +543,20 @@ struct OneRun {
     combine_ms: f64,
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run_one(
     gpu: &Gpu,
     buf: &mut LayerBuffers,
     weights: &crate::gpu::DeviceWeights,
     plan: &Plan,
     li: usize,
-    selector: &Selector,
-    selected: &[u32],
+    picked: &Picked<'_>,
     cfg: &BenchConfig,
 ) -> Result<OneRun> {
     let slots = LayerSlots::from_plan(plan, li)?;
-    let tables = if selector.on_host() {
-        gpu.host_selection_tables(&slots, selected)?
+    let tables = if picked.selector.on_host() {
+        gpu.host_selection_tables(&slots, picked.rows)?
     } else {
-        gpu.selection_tables(&slots, selector)?
+        gpu.selection_tables(&slots, picked.selector)?
     };
     let time = |f: &mut dyn FnMut() -> Result<()>| {
         if cfg.launch_gaps {
@@ -563,8 +570,7 @@ fn run_one(
     let gather_ms = time(&mut || gpu.gather(buf))?;
     let offsets = gpu.read(&buf.offsets, slots.num_slots() + 1)?;
     // The CPU reference must agree before anything is timed on these rows.
-    let reference = dispatch_cpu(selected, slots.num_slots())?;
-    if offsets != reference.offsets {
+    if offsets != picked.reference.offsets {
         return Err(Error::Cuda(format!(
             "the GPU dispatch of layer index {li} disagrees with the CPU reference; run `moeplan-cuda check`"
         )));
@@ -586,7 +592,6 @@ fn run_one(
     let combine_ms = time(&mut || gpu.combine(buf))?;
     gpu.sync("the layer")?;
     Ok(OneRun {
-        rows: reference.rows_per_gpu(&slots),
         rank_ms: times.iter().map(|t| median(t)).collect(),
         select_ms,
         index_ms,

@@ -352,13 +352,12 @@ impl std::fmt::Display for DispatchRule {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn workload_loads(trace: &LoadTrace) -> Vec<Vec<f64>> {
-    let c = trace.counts();
-    (0..trace.num_layers())
-        .map(|l| {
-            (0..trace.num_experts())
-                .map(|e| (0..trace.num_batches()).fold(0.0, |a, b| a + c[[b, l, e]]))
-                .collect()
-        })
+    // The simulator's own sum (`sum_axis` over batches), so GRACE's
+    // weights here are its weights to the bit.
+    trace
+        .summed()
+        .outer_iter()
+        .map(|row| row.to_vec())
         .collect()
 }
 
@@ -404,13 +403,7 @@ impl Selector {
     /// ```
     pub fn for_plan(rule: DispatchRule, plan: &Plan, loads: &[Vec<f64>]) -> Result<Vec<Selector>> {
         let layers = plan.layers();
-        if rule.needs_loads() && loads.len() != layers.len() {
-            return Err(Error::Argument(format!(
-                "dispatch rule {rule} needs the expert loads of each of the plan's {} layers, got {}",
-                layers.len(),
-                loads.len()
-            )));
-        }
+        check_loads(rule, layers.len(), loads)?;
         Ok(match rule {
             DispatchRule::Vllm => vec![Selector::Vllm; layers.len()],
             DispatchRule::SglangStatic | DispatchRule::SglangStaticV0 => {
@@ -455,12 +448,7 @@ impl Selector {
                 Selector::for_plan(rule, plan, loads)?.swap_remove(layer)
             }
             DispatchRule::GraceWeighted | DispatchRule::GraceTopology => {
-                if loads.len() != n {
-                    return Err(Error::Argument(format!(
-                        "dispatch rule {rule} needs the expert loads of each of the plan's {n} layers, got {}",
-                        loads.len()
-                    )));
-                }
+                check_loads(rule, n, loads)?;
                 grace_shares(rule, &plan.layers()[layer], plan, &loads[layer])?
             }
             DispatchRule::Libra { tolerance_percent } => Selector::Libra {
@@ -487,6 +475,17 @@ impl Selector {
     pub fn on_host(&self) -> bool {
         matches!(self, Selector::Shares(_) | Selector::Libra { .. })
     }
+}
+
+/// GRACE's rules need one row of expert loads per layer of the plan.
+fn check_loads(rule: DispatchRule, layers: usize, loads: &[Vec<f64>]) -> Result<()> {
+    if rule.needs_loads() && loads.len() != layers {
+        return Err(Error::Argument(format!(
+            "dispatch rule {rule} needs the expert loads of each of the plan's {layers} layers, got {}",
+            loads.len()
+        )));
+    }
+    Ok(())
 }
 
 fn sglang_version(rule: DispatchRule) -> SglangVersion {
