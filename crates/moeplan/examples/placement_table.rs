@@ -75,6 +75,7 @@ fn flashlb() -> Result<(), String> {
     refine_placement(&w, &copies, &mut before);
     let craft = Craft::prepare(&trace, topo, &CraftOptions::default()).map_err(e)?;
     let after = craft.plan(Budget::ReplicasPerGpu(1)).map_err(e)?.plan;
+    let craft_repaired = repair(&after, trace.summed().view()).map_err(e)?;
     let joint = joint_layer(&w, &[2; 8], None, JointOptions::default()).map_err(e)?;
     let best = optimal_layer(&w, &[2; 8]).map_err(e)?;
     println!("### FlashLB's example (8 devices × 2 slots)\n");
@@ -90,6 +91,10 @@ fn flashlb() -> Result<(), String> {
     row(
         "CRAFT now (`--replicas-per-gpu 1`)",
         peak(&w, &after.layers()[0].gpus),
+    );
+    row(
+        "CRAFT + `--repair`",
+        peak(&w, &craft_repaired.layers()[0].gpus),
     );
     row("EPLB + `--repair`", peak(&w, &repaired.layers()[0].gpus));
     row("joint search alone", peak(&w, &joint));

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use moeplan::bound::{layer_bound, packing_balancedness};
 use moeplan::planners::craft::benefit::replication_order;
-use moeplan::planners::placement::joint::{JointOptions, joint_layer};
+use moeplan::planners::craft::{Budget, Craft, CraftOptions};
+use moeplan::planners::placement::joint::{JointOptions, joint_layer, repair};
 use moeplan::planners::placement::oracle::{optimal_layer_within, peak};
 use moeplan::planners::placement::{capacity_aware_placement, refine_placement};
 use moeplan::planners::{EplbConfig, eplb};
@@ -41,75 +42,187 @@ fn flashlb_example() {
         Err(moeplan::Error::Limit(m)) => eprintln!("oracle not proven in time: {m}"),
         Err(e) => panic!("{e}"),
     }
+    // Every start reaches the optimum (issue 23: from CRAFT's own plan the
+    // search ended at 202, 2.7 % off; it now also starts from EPLB's
+    // placement and the relaxation's counts).
     for start in [None, Some(eplb_gpus.as_slice())] {
         let gpus = joint_layer(&w, &[2; 8], start, JointOptions::default()).unwrap();
         let p = peak(&w, &gpus);
-        assert!(p <= 205.0, "{p}");
-        assert!(p >= hand - 1e-9);
+        assert!((p - hand).abs() < 1e-9, "{p}");
+    }
+    for r in [craft_repaired(&w, 8, 1), repaired_eplb(&w, 8, 8)] {
+        let p = peak(&w, &r);
+        assert!((p - hand).abs() < 1e-9, "{p}");
     }
 }
 
-use proptest::prelude::*;
+/// CRAFT's plan of one layer at `r` replicas per GPU on `d` GPUs, with
+/// `--repair`.
+fn craft_repaired(w: &[f64], d: usize, r: usize) -> Vec<Vec<u32>> {
+    let trace = one_layer(w);
+    let options = CraftOptions {
+        repair: true,
+        ..CraftOptions::default()
+    };
+    let craft = Craft::prepare(&trace, Topology::new(1, d).unwrap(), &options).unwrap();
+    let planned = craft.plan(Budget::ReplicasPerGpu(r)).unwrap();
+    planned.plan.layers()[0].gpus.clone()
+}
 
-/// A small layer: experts' loads (skewed like real routing), GPUs, slots
-/// per GPU (every expert fits once, no GPU needs two copies of one).
+/// EPLB's plan of one layer with `redundant` extra slots, with `--repair`.
+fn repaired_eplb(w: &[f64], d: usize, redundant: usize) -> Vec<Vec<u32>> {
+    let trace = one_layer(w);
+    let config = EplbConfig {
+        redundant_experts: redundant,
+        groups: 1,
+    };
+    let plan = eplb(&trace, Topology::new(1, d).unwrap(), config).unwrap();
+    let fixed = repair(&plan, trace.summed().view()).unwrap();
+    fixed.layers()[0].gpus.clone()
+}
+
+fn one_layer(w: &[f64]) -> LoadTrace {
+    LoadTrace::new(
+        Array3::from_shape_vec((1, 1, w.len()), w.to_vec()).unwrap(),
+        vec![0],
+    )
+    .unwrap()
+}
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+/// A small layer: experts' loads (skewed like real routing, or Zipf as
+/// real routing often is), GPUs, replicas per GPU (every expert fits once,
+/// no GPU needs two copies of one).
 fn small_layer() -> impl Strategy<Value = (Vec<f64>, usize, usize)> {
-    (
+    let random = (
         proptest::collection::vec(0.0f64..7.0, 2..=12),
         1usize..=4,
         0usize..=3,
     )
-        .prop_map(|(v, d, extra)| {
+        .prop_map(|(v, d, r)| {
             let w: Vec<f64> = v.into_iter().map(|x| (x.exp() * 10.0).round()).collect();
-            let lo = w.len().div_ceil(d);
-            let s = (lo + extra).min(w.len());
-            (w, d, s)
-        })
+            let r = r.min((w.len() * d - w.len()) / d);
+            (w, d, r)
+        });
+    // issue 23's shape: 8 experts on 4 GPUs × 4 slots, Zipf-skewed
+    let zipf = (0.5f64..2.0, any::<bool>()).prop_map(|(a, reversed)| {
+        let mut w: Vec<f64> = (1..=8)
+            .map(|i| (1000.0 / f64::from(i).powf(a)).round())
+            .collect();
+        if reversed {
+            w.reverse();
+        }
+        (w, 4, 2)
+    });
+    prop_oneof![3 => random, 1 => zipf]
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, max_shrink_iters: 16, ..ProptestConfig::default() })]
-
-    /// The joint search within 2 % of the exact optimum; the optimum never
-    /// beaten by a plan of ours (joint, CRAFT's counts-then-placement, EPLB
-    /// without same-GPU copies) and never above the packing-aware bound.
-    /// Layers the solver cannot prove within 5 s are skipped (a few per
-    /// run: symmetric GPUs make branch and bound slow).
-    #[test]
-    fn joint_within_two_percent_of_the_oracle((w, d, s) in small_layer()) {
-        let cap = vec![s; d];
+/// The joint search, and CRAFT and EPLB with `--repair`, within 2 % of the
+/// exact optimum wherever the oracle proves it; the optimum never beaten by
+/// a plan of ours (joint, CRAFT's counts-then-placement, EPLB without
+/// same-GPU copies) and never above the packing-aware bound.
+///
+/// A layer the solver cannot prove within 5 s asserts nothing about the 2 %,
+/// so the cases proven are counted and the test fails unless at least half
+/// of them were (a loaded machine once skipped every case and passed).
+#[test]
+fn repair_within_two_percent_of_the_oracle() {
+    const CASES: u32 = 32;
+    let proven = std::cell::Cell::new(0u32);
+    let mut runner = TestRunner::new(Config {
+        cases: CASES,
+        max_shrink_iters: 16,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&small_layer(), |(w, d, r)| {
+        let trace = one_layer(&w);
+        let craft = craft_repaired(&w, d, r);
+        let cap: Vec<usize> = craft.iter().map(Vec::len).collect();
         let best = match optimal_layer_within(&w, &cap, Duration::from_secs(5)) {
             Ok(b) => b,
             Err(moeplan::Error::Limit(m)) => {
-                eprintln!("SKIP (oracle not proven within 5 s, {} experts on {d} × {s}): {m}", w.len());
+                eprintln!(
+                    "not proven within 5 s ({} experts on {d} GPUs, {cap:?} slots): {m}",
+                    w.len()
+                );
                 return Ok(());
             }
             Err(e) => return Err(TestCaseError::fail(e.to_string())),
         };
-        let gpus = joint_layer(&w, &cap, None, JointOptions::default()).unwrap();
-        let mine = peak(&w, &gpus);
-        prop_assert!(best.max_load <= mine * (1.0 + 1e-9));
-        prop_assert!(best.max_load / mine >= 0.98, "joint {mine} vs optimum {}", best.max_load);
+        proven.set(proven.get() + 1);
+        let within = |name: &str, gpus: &[Vec<u32>]| -> Result<(), TestCaseError> {
+            let mine = peak(&w, gpus);
+            prop_assert!(
+                best.max_load <= mine * (1.0 + 1e-9),
+                "{name} {mine} beats the optimum {}",
+                best.max_load
+            );
+            prop_assert!(
+                best.max_load / mine >= 0.98,
+                "{name} {mine} vs optimum {} on {w:?}, {cap:?}",
+                best.max_load
+            );
+            Ok(())
+        };
+        within("CRAFT --repair", &craft)?;
+        within(
+            "joint",
+            &joint_layer(&w, &cap, None, JointOptions::default()).unwrap(),
+        )?;
+        let slots: usize = cap.iter().sum();
+        let uniform = cap.iter().all(|&c| c == cap[0]);
+        // (a layer the repair left with two copies of an expert on one GPU
+        // is outside the oracle's model: that GPU takes two shares)
+        if uniform {
+            let fixed = repaired_eplb(&w, d, slots - w.len());
+            if !fixed
+                .iter()
+                .any(|g| (1..g.len()).any(|i| g[..i].contains(&g[i])))
+            {
+                within("EPLB --repair", &fixed)?;
+            }
+        }
         // CRAFT's counts (highest load per copy) then its placement
-        let order = replication_order(&w, d * s - w.len(), d);
+        let order = replication_order(&w, slots - w.len(), d);
         let mut copies = vec![1u32; w.len()];
         order.iter().for_each(|&x| copies[x as usize] += 1);
         let mut craft = capacity_aware_placement(&w, &copies, &cap).unwrap();
         refine_placement(&w, &copies, &mut craft);
         prop_assert!(best.max_load <= peak(&w, &craft) * (1.0 + 1e-9));
         // EPLB, where it puts no two copies of an expert on one GPU
-        let trace = LoadTrace::new(Array3::from_shape_vec((1, 1, w.len()), w.clone()).unwrap(), vec![0]).unwrap();
-        let config = EplbConfig { redundant_experts: d * s - w.len(), groups: 1 };
-        let plan = eplb(&trace, Topology::new(1, d).unwrap(), config).unwrap();
-        if plan.summary().same_gpu_duplicates == 0 {
-            prop_assert!(best.max_load <= peak(&w, &plan.layers()[0].gpus) * (1.0 + 1e-9));
+        if uniform {
+            let config = EplbConfig {
+                redundant_experts: slots - w.len(),
+                groups: 1,
+            };
+            let plan = eplb(&trace, Topology::new(1, d).unwrap(), config).unwrap();
+            if plan.summary().same_gpu_duplicates == 0 {
+                prop_assert!(best.max_load <= peak(&w, &plan.layers()[0].gpus) * (1.0 + 1e-9));
+            }
         }
         // the packing-aware bound is a true bound, and never looser than the old
         let mean = w.iter().sum::<f64>() / d as f64;
-        let bound = packing_balancedness(&w, d, d * s);
-        prop_assert!(best.balancedness <= bound + 1e-9, "optimum {} above bound {bound}", best.balancedness);
-        let old = layer_bound(&trace, 0, d, d * s - w.len());
+        let bound = packing_balancedness(&w, d, slots);
+        prop_assert!(
+            best.balancedness <= bound + 1e-9,
+            "optimum {} above bound {bound}",
+            best.balancedness
+        );
+        let old = layer_bound(&trace, 0, d, slots - w.len());
         prop_assert!(bound <= old + 1e-6);
         prop_assert!(mean / best.max_load.max(1e-300) <= 1.0 + 1e-9);
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
     }
+    let proven = proven.get();
+    eprintln!("the oracle proved {proven} of {CASES} cases");
+    assert!(
+        2 * proven >= CASES,
+        "the oracle proved only {proven} of {CASES} layers: too few to check the 2 % claim"
+    );
 }

@@ -394,12 +394,12 @@ fn uneven_plans_are_refused_or_padded() {
         gpus: vec![vec![0, 1, 2], vec![3]],
     }];
     let plan = Plan::new(t, 4, layers, "by-hand").unwrap();
-    let e = trtllm::write_placement(&plan).unwrap_err();
+    let e = trtllm::write_placement(&plan, None).unwrap_err();
     assert!(matches!(e, Error::Export { .. }), "{e}");
     let padded = plan
         .padded_to_uniform(ndarray::array![[4.0, 3.0, 2.0, 1.0]].view())
         .unwrap();
-    let yaml = trtllm::write_placement(&padded).unwrap();
+    let yaml = trtllm::write_placement(&padded, None).unwrap();
     let trace = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![5]).unwrap();
     let back = read_any_plan(yaml.as_bytes(), &context(&trace, t)).unwrap();
     assert_eq!(back.plan.layers(), padded.layers());
@@ -453,7 +453,7 @@ proptest! {
     /// plan → YAML → plan gives the same placement, GPU by GPU, slot by slot.
     #[test]
     fn placement_yaml_round_trips(plan in uniform_plan()) {
-        let yaml = trtllm::write_placement(&plan).unwrap();
+        let yaml = trtllm::write_placement(&plan, None).unwrap();
         prop_assert_eq!(detect_plan(yaml.as_bytes()).unwrap(), PlanFileFormat::Trtllm);
         let ids: Vec<u32> = plan.layers().iter().map(|l| l.layer).collect();
         let trace = LoadTrace::new(

@@ -7,7 +7,7 @@ use moeplan::formats::{self, sglang};
 use moeplan::plan::{Provenance, TraceRef, fingerprint};
 use moeplan::planners::{Budget, CraftOptions, craft};
 use moeplan::sim::{Rule, Workload};
-use moeplan::{LoadTrace, Plan, Topology, model};
+use moeplan::{LoadTrace, Plan, Topology};
 
 use super::{place_in_model, plan_with};
 use crate::args::{PlanArgs, PlanFormat};
@@ -29,10 +29,8 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         .into());
     }
     let trace = place_in_model(trace, args.model.as_deref(), args.model_layers)?;
-    if args.format == PlanFormat::Sglang && trace.known_model_layers().is_none() {
-        // Refused before planning: the file needs it, and planning can take a while.
-        return Err(unknown_model_layers(&trace).into());
-    }
+    // Refused before planning: the file needs it, and planning can take a while.
+    needs_model_layers(args.format, &trace)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
     let cost = match args.dispatch {
         Some(_) => Some(Cost::choose(args.model.as_deref(), &trace)?),
@@ -126,9 +124,7 @@ fn run_mix(args: PlanArgs) -> Result<(), CliError> {
         .traces()
         .first()
         .ok_or_else(|| moeplan::Error::Argument("no trace".into()))?;
-    if args.format == PlanFormat::Sglang && first.known_model_layers().is_none() {
-        return Err(unknown_model_layers(first).into());
-    }
+    needs_model_layers(args.format, first)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
     let cost = match args.dispatch {
         Some(_) => Some(Cost::choose(args.model.as_deref(), first)?),
@@ -270,24 +266,7 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
         PlanFormat::Vllm => formats::vllm::write_physical_to_logical(&plan)?,
         PlanFormat::VllmAscend => formats::vllm::write_ascend_expert_map(&plan)?,
         PlanFormat::Csv => formats::csv::write_plan_csv(&plan),
-        PlanFormat::Trtllm => {
-            // Ids 0..L from a trace that does not know its model may be MoE
-            // positions (TensorRT-LLM's own dumps name model layers).
-            let positions = plan
-                .layers()
-                .iter()
-                .enumerate()
-                .all(|(i, l)| l.layer as usize == i);
-            if model_layers.is_none() && positions {
-                eprintln!(
-                    "note: TensorRT-LLM keys initial_global_assignments by model layer; the trace's \
-                     layer ids 0..{} are written as they are (name the model with --model if they \
-                     are MoE positions)",
-                    plan.layers().len().saturating_sub(1)
-                );
-            }
-            formats::trtllm::write_placement(&plan)?
-        }
+        PlanFormat::Trtllm => formats::trtllm::write_placement(&plan, model_layers)?,
     };
     write_file(&args.out, &text)?;
     let s = plan.summary();
@@ -333,22 +312,34 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Why `--format sglang` needs the model, and how to name it (the preset of
-/// the trace's shape when there is one).
-fn unknown_model_layers(trace: &LoadTrace) -> moeplan::Error {
-    let (l, e) = (trace.num_layers(), trace.num_experts());
-    let (name, total) = model::PRESETS
+/// SGLang's rows and TensorRT-LLM's keys are model layers: a trace that
+/// knows only its MoE layers (SGLang: any; TensorRT-LLM: ids `0..L`, which
+/// may be positions) is refused before planning, by the writer's own check
+/// on a plan of the trace's layers, so the message is the writer's.
+fn needs_model_layers(format: PlanFormat, trace: &LoadTrace) -> Result<(), CliError> {
+    let known = trace.known_model_layers();
+    let positions = trace
+        .layer_ids()
         .iter()
-        .find(|p| p.experts == e && p.moe_layers() == l)
-        .map_or(("deepseek-v3", 61), |p| (p.name, p.total_layers));
-    moeplan::Error::Export {
-        format: "SGLang --init-expert-location",
-        message: format!(
-            "the model's layer count is unknown: the trace holds only its {l} MoE layers, \
-             and SGLang indexes rows by model layer (a short file loads silently and serves every \
-             layer another layer's experts); name the model with --model {name}, or \
-             --model-layers {total} when the trace's layer ids are the model's"
-        ),
+        .enumerate()
+        .all(|(i, &l)| l as usize == i);
+    let refused = match format {
+        PlanFormat::Sglang => known.is_none(),
+        PlanFormat::Trtllm => known.is_none() && positions,
+        _ => false,
+    };
+    if !refused {
+        return Ok(());
+    }
+    // The writers say why; a contiguous plan of the trace is what they see.
+    let plan = moeplan::planners::contiguous(trace, Topology::new(1, 1)?)?;
+    let err = match format {
+        PlanFormat::Sglang => sglang::write_init_expert_location(&plan, None).err(),
+        _ => formats::trtllm::write_placement(&plan, None).err(),
+    };
+    match err {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
     }
 }
 

@@ -226,3 +226,31 @@ fn charge_text(format: TraceFormat, body: &[u8], meter: &mut crate::Meter) -> Re
         | TraceFormat::TrtllmStatistics => Ok(()),
     }
 }
+
+/// Whether a plan's layer ids may be positions among the MoE layers rather
+/// than model layer ids: exactly `0..L`. An engine file keyed by model
+/// layer then needs the model named (dense layers first, or none).
+pub(crate) fn ids_may_be_positions(plan: &crate::Plan) -> bool {
+    plan.layers()
+        .iter()
+        .enumerate()
+        .all(|(i, l)| l.layer as usize == i)
+}
+
+/// Why an engine file keyed by model layer cannot be written from a trace
+/// that knows only its MoE layers (`why`: what the engine does with a wrong
+/// key), and how to name the model: the preset of the plan's shape when
+/// there is one.
+pub(crate) fn unknown_model_layers(plan: &crate::Plan, why: &str) -> String {
+    let moe = plan.layers().len();
+    let (name, total) = crate::model::PRESETS
+        .iter()
+        .find(|p| p.experts == plan.num_experts() && p.moe_layers() == moe)
+        .map_or(("deepseek-v3", 61), |p| (p.name, p.total_layers));
+    format!(
+        "the model's layer count is unknown (the trace holds only its {moe} MoE layers, \
+         numbered 0..{}) and {why}; name the model with --model {name}, or --model-layers \
+         {total} when the trace's layer ids are the model's",
+        moe.saturating_sub(1)
+    )
+}

@@ -429,7 +429,7 @@ mod tests {
             (PlanFileFormat::Csv, csv::write_plan_csv(&plan), &plan),
             (
                 PlanFileFormat::Trtllm,
-                super::super::trtllm::write_placement(&plan).unwrap(),
+                super::super::trtllm::write_placement(&plan, Some(16)).unwrap(),
                 &plan,
             ),
         ];

@@ -186,7 +186,11 @@ pub fn write_init_expert_location(plan: &Plan, model_layers: Option<usize>) -> R
         message: m,
     };
     let Some(model_layers) = model_layers else {
-        return Err(export(unknown_layers_message(plan)));
+        return Err(export(super::unknown_model_layers(
+            plan,
+            "SGLang indexes rows by model layer: a short file loads silently and serves every \
+             layer another layer's experts",
+        )));
     };
     let per_gpu = plan.uniform_slots_per_gpu().ok_or_else(|| {
         export(
@@ -214,22 +218,6 @@ pub fn write_init_expert_location(plan: &Plan, model_layers: Option<usize>) -> R
         physical_to_logical_map: map,
     })
     .map_err(|x| export(x.to_string()))
-}
-
-/// Why a file cannot be written without the model's layer count, and how
-/// to give it: the preset of the same shape when there is one.
-fn unknown_layers_message(plan: &Plan) -> String {
-    let moe = plan.layers().len();
-    let (name, total) = crate::model::PRESETS
-        .iter()
-        .find(|p| p.experts == plan.num_experts() && p.moe_layers() == moe)
-        .map_or(("deepseek-v3", 61), |p| (p.name, p.total_layers));
-    format!(
-        "the model's layer count is unknown (the trace holds only its {moe} MoE layers) \
-         and SGLang indexes rows by model layer: a short file loads silently and serves every \
-         layer another layer's experts; name the model with --model {name}, or --model-layers \
-         {total} when the trace's layer ids are the model's"
-    )
 }
 
 #[derive(serde::Deserialize)]

@@ -612,12 +612,21 @@ pub fn read_cooccurrence_in<N: AsRef<str>, B: AsRef<[u8]>>(
 }
 
 /// Writes TensorRT-LLM's load-balancer YAML for `plan`: `num_slots`, every
-/// MoE layer's slots (keyed by the plan's layer ids, which TensorRT-LLM
-/// reads as its model layer index), rank-major, and
+/// MoE layer's slots keyed by the plan's layer ids, rank-major, and
 /// `layer_updates_per_iter: 0` (a static placement; the online balancer
 /// would move it). Needs the same slot count on every GPU in every layer
 /// (TensorRT-LLM has one `num_slots`, split evenly over the EP ranks):
 /// [`Plan::padded_to_uniform`] makes one that fits.
+///
+/// TensorRT-LLM looks every layer up by its decoder layer index
+/// (`WideEPMoE`'s `layer_idx`: DeepSeek-V3's MoE layers are 3..60), so the
+/// keys must be model layer ids. `model_layers` is the model's layer count
+/// when the trace knew it ([`crate::LoadTrace::known_model_layers`]); when
+/// it is `None` and the plan's ids are exactly `0..L` they may be positions
+/// among the MoE layers (a `.npy` of MoE rows): such a file would serve
+/// layers 3..57 the placements planned for 6..60 and stop the engine at
+/// layer 58, so it is refused with how to name the model. Ids that do not
+/// start at 0 were named by their source (TensorRT-LLM's own statistics).
 ///
 /// The lists are written inline, one line per layer, as TensorRT-LLM's own
 /// generator does; the text holds only integers, so it is written directly.
@@ -627,13 +636,39 @@ pub fn read_cooccurrence_in<N: AsRef<str>, B: AsRef<[u8]>>(
 /// // MoE layer 3 on two GPUs: experts 0 and 1 on GPU 0, 2 and 0 on GPU 1
 /// let layer = LayerPlacement { layer: 3, gpus: vec![vec![0, 1], vec![2, 0]] };
 /// let plan = Plan::new(Topology::new(1, 2)?, 3, vec![layer], "by-hand")?;
-/// let yaml = trtllm::write_placement(&plan)?;
+/// let yaml = trtllm::write_placement(&plan, None)?;
 /// assert!(yaml.contains("\n  3: [0, 1, 2, 0]\n"), "{yaml}");
 /// assert!(yaml.contains("num_slots: 4\n"));
+/// // MoE layer 0 of a trace that does not know its model: which layer is it?
+/// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0, 1], vec![2, 0]] };
+/// let plan = Plan::new(Topology::new(1, 2)?, 3, vec![layer], "by-hand")?;
+/// assert!(trtllm::write_placement(&plan, None).is_err());
+/// assert!(trtllm::write_placement(&plan, Some(1)).is_ok());
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn write_placement(plan: &Plan) -> Result<String> {
+pub fn write_placement(plan: &Plan, model_layers: Option<usize>) -> Result<String> {
     use std::fmt::Write;
+    let last = plan.layers().last().map_or(0, |l| l.layer as usize);
+    match model_layers {
+        None if super::ids_may_be_positions(plan) => {
+            return Err(Error::Export {
+                format: PLACEMENT,
+                message: super::unknown_model_layers(
+                    plan,
+                    "TensorRT-LLM looks layers up by decoder layer index: a file keyed by MoE \
+                     position gives each layer another layer's slots and stops the engine at the \
+                     first index past them",
+                ),
+            });
+        }
+        Some(n) if n <= last => {
+            return Err(Error::Export {
+                format: PLACEMENT,
+                message: format!("the plan has MoE layer {last} but the model only {n} layers"),
+            });
+        }
+        _ => {}
+    }
     let per_gpu = plan.uniform_slots_per_gpu().ok_or_else(|| Error::Export {
         format: PLACEMENT,
         message: "slot counts differ between GPUs or layers; TensorRT-LLM splits one num_slots \
@@ -756,7 +791,7 @@ pub fn read_placement_yaml(bytes: &[u8], meter: &mut crate::Meter) -> Result<Pla
 /// let trace = LoadTrace::new(Array3::from_elem((1, 2, 4), 1.0), vec![3, 5])?;
 /// let t = Topology::new(1, 2)?;
 /// let plan = eplb::base(&trace, t, 1)?;
-/// let yaml = write_placement(&plan)?;
+/// let yaml = write_placement(&plan, None)?;
 /// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
 /// let (read, assumed) = read_placement(yaml.as_bytes(), Some(t), &[3, 5], 4, &mut meter)?;
 /// assert_eq!((read.layers(), assumed), (plan.layers(), false));

@@ -24,10 +24,15 @@
 //! falls at every step. Slot counts per GPU never change (same memory),
 //! every expert keeps a copy, no GPU holds two copies of an expert.
 //!
-//! [`joint_layer`] runs the search from the placement it is given and from
-//! the usual start (copies to the highest load per copy, greedy placement,
-//! swaps), then from random kicks of the best so far (iterated local
-//! search, seeded), and keeps the best.
+//! [`joint_layer`] runs the search from several starts, each followed by
+//! random kicks of the best so far (iterated local search, seeded), and
+//! keeps the best: the placement it is given, DeepSeek's EPLB (its copy
+//! counts and balanced packing, where slots are uniform), the counts of the
+//! oracle's linear relaxation ([`super::oracle::relaxed_counts`], small
+//! layers), and the usual start (copies to the highest load per copy,
+//! greedy placement, swaps). A local search ends where it starts: on
+//! FlashLB's example CRAFT's own plan led to a peak of 202, EPLB's to the
+//! optimum 196.7 (issue 23), so no single start is trusted.
 //!
 //! Complexity per move, for `s` slots per GPU, `D` GPUs, `E` experts and
 //! `c` copies per expert: O(s² · D · c + s · E · c); at most
@@ -372,8 +377,9 @@ fn retarget(hosts: &mut [usize], from: usize, to: usize) {
 
 /// The best placement [`joint_search`] finds on GPUs with `capacity[g]`
 /// slots, each run followed by [`JointOptions::kicks`] random kicks and
-/// searches (iterated local search): from `start` (if any) and from the
-/// usual counts-then-placement start.
+/// searches (iterated local search): from `start` (if any), EPLB's
+/// placement (uniform slots), the oracle relaxation's counts (small layers)
+/// and the usual counts-then-placement start.
 ///
 /// ```
 /// use moeplan::planners::placement::joint::{joint_layer, JointOptions};
@@ -405,11 +411,18 @@ pub fn joint_layer(
             *best = Some((p, gpus));
         }
     };
+    let mut starts = Vec::with_capacity(2);
     if let Some(start) = start {
         if start.iter().map(Vec::len).ne(capacity.iter().copied()) {
             return Err(Error::planner(NAME, "the start's slot counts differ"));
         }
-        let mut gpus = start.to_vec();
+        starts.push(start.to_vec());
+    }
+    starts.extend(eplb_start(loads, capacity));
+    if let Some(counts) = super::oracle::relaxed_counts(loads, capacity) {
+        starts.push(place(loads, &counts, capacity, true, false)?);
+    }
+    for mut gpus in starts {
         joint_search(loads, &mut gpus, options)?;
         kicked(loads, &mut gpus, options)?;
         keep(gpus, &mut best);
@@ -424,6 +437,30 @@ pub fn joint_layer(
         return Err(Error::planner(NAME, "no start"));
     };
     Ok(best_gpus)
+}
+
+/// DeepSeek's EPLB on one layer: its copy counts (the highest load per
+/// copy) and its balanced packing, heaviest copy first onto the lightest
+/// GPU with room. Only where every GPU has the same slot count, as EPLB
+/// needs; its second copies on one GPU are refilled by [`joint_search`].
+fn eplb_start(loads: &[f64], capacity: &[usize]) -> Option<Vec<Vec<u32>>> {
+    let per_gpu = *capacity.first()?;
+    if per_gpu == 0 || capacity.iter().any(|&c| c != per_gpu) {
+        return None;
+    }
+    let weight: Vec<f32> = loads.iter().map(|&x| x as f32).collect();
+    let (phy2log, _, logcnt) =
+        crate::planners::eplb::replicate_experts(&weight, per_gpu * capacity.len());
+    let per_copy: Vec<f32> = phy2log
+        .iter()
+        .map(|&x| weight[x] / logcnt[x] as f32)
+        .collect();
+    let (pack, _) = crate::planners::eplb::balanced_packing(&per_copy, capacity.len());
+    let mut gpus = vec![Vec::with_capacity(per_gpu); capacity.len()];
+    for (&x, &g) in phy2log.iter().zip(&pack) {
+        gpus.get_mut(g)?.push(x as u32);
+    }
+    gpus.iter().all(|g| g.len() == per_gpu).then_some(gpus)
 }
 
 /// Iterated local search from `gpus` (already a local optimum of

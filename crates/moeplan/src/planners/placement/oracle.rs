@@ -121,19 +121,79 @@ pub fn optimal_layer_within(loads: &[f64], capacity: &[usize], limit: Duration) 
     if binaries > MAX_BINARIES {
         return Err(too_large(binaries, e, d, k_max));
     }
-    let mean = w.iter().sum::<f64>() / d as f64;
+    let Model { p, z, .. } = model(&w, capacity, &k_lo, ub, true);
+    let warm = warm_start(&w, capacity, &heuristic, &k_lo, &z);
+    let mut options = SolveOptions::default();
+    options.time_limit = Some(limit);
+    options.warm_start = Some(warm);
+    let outcome = p
+        .solve_with(options)
+        .map_err(|err| Error::planner(NAME, format!("the solver failed: {err}")))?;
+    if !outcome.is_optimal() {
+        return Err(Error::Limit(format!(
+            "the exact oracle proved no optimum within {} s",
+            limit.as_secs_f64()
+        )));
+    }
+    let sol = outcome
+        .solution()
+        .ok_or_else(|| Error::planner(NAME, "the solver returned no solution"))?;
+    let mut gpus: Vec<Vec<u32>> = vec![Vec::new(); d];
+    for (x, zx) in z.iter().enumerate() {
+        for zi in zx {
+            for (g, &v) in zi.iter().enumerate() {
+                if sol.var_value(v) > 0.5 {
+                    gpus[g].push(x as u32);
+                }
+            }
+        }
+    }
+    // The answer is read back off the placement, exactly, rather than off
+    // the solver's scaled objective; the heuristic stands if rounding made
+    // the solver's placement no better.
+    let solved_ok = gpus.iter().map(Vec::len).eq(capacity.iter().copied());
+    if !solved_ok || peak(loads, &gpus) > peak(loads, &heuristic) {
+        gpus = heuristic;
+    }
+    let max_load = peak(loads, &gpus);
+    let mean = loads.iter().sum::<f64>() / d as f64;
+    Ok(Optimum {
+        max_load,
+        balancedness: if max_load > 0.0 { mean / max_load } else { 1.0 },
+        gpus,
+    })
+}
 
+/// The oracle's programme: `T`, then `u[e][i]` and `z[e][i][g]` for
+/// `k = k_lo[e] + i` copies; binaries, or in `[0, 1]` for the relaxation.
+struct Model {
+    p: Problem,
+    u: Vec<Vec<Variable>>,
+    z: Vec<Vec<Vec<Variable>>>,
+}
+
+fn model(w: &[f64], capacity: &[usize], k_lo: &[usize], ub: f64, binary: bool) -> Model {
+    let (e, d) = (w.len(), capacity.len());
+    let k_max = d.min(capacity.iter().sum::<usize>() + 1 - e);
+    let mean = w.iter().sum::<f64>() / d as f64;
     let mut p = Problem::new(OptimizationDirection::Minimize);
     let t = p.add_var(1.0, (mean * (1.0 - 1e-9), ub));
+    let var = |p: &mut Problem| {
+        if binary {
+            p.add_binary_var(0.0)
+        } else {
+            p.add_var(0.0, (0.0, 1.0))
+        }
+    };
     // u[e][i], z[e][i][g] for k = k_lo[e] + i copies
     let mut u = Vec::with_capacity(e);
     let mut z = Vec::with_capacity(e);
-    for &lo in &k_lo {
+    for &lo in k_lo {
         let n = k_max + 1 - lo;
-        u.push((0..n).map(|_| p.add_binary_var(0.0)).collect::<Vec<_>>());
+        u.push((0..n).map(|_| var(&mut p)).collect::<Vec<_>>());
         z.push(
             (0..n)
-                .map(|_| (0..d).map(|_| p.add_binary_var(0.0)).collect::<Vec<_>>())
+                .map(|_| (0..d).map(|_| var(&mut p)).collect::<Vec<_>>())
                 .collect::<Vec<_>>(),
         );
     }
@@ -184,46 +244,77 @@ pub fn optimal_layer_within(loads: &[f64], capacity: &[usize], limit: Duration) 
             p.add_constraint(order, ComparisonOp::Ge, 0.0);
         }
     }
-    let warm = warm_start(&w, capacity, &heuristic, &k_lo, &z);
-    let mut options = SolveOptions::default();
-    options.time_limit = Some(limit);
-    options.warm_start = Some(warm);
-    let outcome = p
-        .solve_with(options)
-        .map_err(|err| Error::planner(NAME, format!("the solver failed: {err}")))?;
-    if !outcome.is_optimal() {
-        return Err(Error::Limit(format!(
-            "the exact oracle proved no optimum within {} s",
-            limit.as_secs_f64()
-        )));
+    Model { p, u, z }
+}
+
+/// Copy counts from the oracle's linear relaxation (every binary in
+/// `[0, 1]`): each expert's expected copy count `Σ k · u[e][k]`, rounded by
+/// largest remainder so the counts fill the slots, `1 ≤ c ≤ D`. A start for
+/// the joint search ([`joint_layer`]) that owes nothing to the greedy
+/// highest-load-per-copy order; `None` for a layer too large to model
+/// ([`MAX_BINARIES`]) or when the solver fails. Polynomial (simplex).
+///
+/// ```
+/// use moeplan::planners::placement::oracle::relaxed_counts;
+/// let w = [600.0, 560.0, 120.0, 120.0, 20.0, 10.0, 10.0, 10.0];
+/// let c = relaxed_counts(&w, &[2; 8]).unwrap();
+/// assert_eq!(c.iter().sum::<u32>(), 16);
+/// assert!(c[0] >= c[2] && c.iter().all(|&k| (1..=8).contains(&k)));
+/// ```
+pub fn relaxed_counts(loads: &[f64], capacity: &[usize]) -> Option<Vec<u32>> {
+    let e = loads.len();
+    let d = capacity.len();
+    let slots: usize = capacity.iter().sum();
+    if e == 0 || d == 0 || slots < e || slots > e * d || capacity.iter().any(|&c| c > e) {
+        return None;
     }
-    let sol = outcome
-        .solution()
-        .ok_or_else(|| Error::planner(NAME, "the solver returned no solution"))?;
-    let mut gpus: Vec<Vec<u32>> = vec![Vec::new(); d];
-    for (x, zx) in z.iter().enumerate() {
-        for zi in zx {
-            for (g, &v) in zi.iter().enumerate() {
-                if sol.var_value(v) > 0.5 {
-                    gpus[g].push(x as u32);
-                }
+    if loads.iter().any(|x| !x.is_finite() || *x < 0.0) {
+        return None;
+    }
+    let k_max = d.min(slots + 1 - e);
+    if e * k_max * (1 + d) > MAX_BINARIES {
+        return None;
+    }
+    let scale = loads.iter().copied().fold(0.0, f64::max);
+    if scale <= 0.0 {
+        return None;
+    }
+    let w: Vec<f64> = loads.iter().map(|x| x / scale).collect();
+    let Model { p, u, .. } = model(&w, capacity, &vec![1; e], 1.0, false);
+    let outcome = p.solve().ok()?;
+    let sol = outcome.solution()?;
+    let expected: Vec<f64> = u
+        .iter()
+        .map(|ux| {
+            ux.iter()
+                .enumerate()
+                .map(|(i, &v)| (i + 1) as f64 * sol.var_value(v).clamp(0.0, 1.0))
+                .sum::<f64>()
+                .clamp(1.0, k_max as f64)
+        })
+        .collect();
+    let mut counts: Vec<u32> = expected.iter().map(|&c| c.floor() as u32).collect();
+    let mut left = slots.checked_sub(counts.iter().map(|&c| c as usize).sum())?;
+    // largest remainder first, then the highest load per copy
+    let mut order: Vec<usize> = (0..e).collect();
+    order.sort_by(|&a, &b| {
+        (expected[b] - expected[b].floor())
+            .total_cmp(&(expected[a] - expected[a].floor()))
+            .then((w[b] / f64::from(counts[b])).total_cmp(&(w[a] / f64::from(counts[a]))))
+    });
+    while left > 0 {
+        let before = left;
+        for &x in &order {
+            if left > 0 && (counts[x] as usize) < k_max {
+                counts[x] += 1;
+                left -= 1;
             }
         }
+        if left == before {
+            return None;
+        }
     }
-    // The answer is read back off the placement, exactly, rather than off
-    // the solver's scaled objective; the heuristic stands if rounding made
-    // the solver's placement no better.
-    let solved_ok = gpus.iter().map(Vec::len).eq(capacity.iter().copied());
-    if !solved_ok || peak(loads, &gpus) > peak(loads, &heuristic) {
-        gpus = heuristic;
-    }
-    let max_load = peak(loads, &gpus);
-    let mean = loads.iter().sum::<f64>() / d as f64;
-    Ok(Optimum {
-        max_load,
-        balancedness: if max_load > 0.0 { mean / max_load } else { 1.0 },
-        gpus,
-    })
+    Some(counts)
 }
 
 fn too_large(binaries: usize, e: usize, d: usize, k_max: usize) -> Error {
