@@ -187,3 +187,63 @@ fn grace_groups_by_the_dumps_cooccurrence() {
     );
     assert!(!said.contains("no token routes"), "{said}");
 }
+
+/// A `rank<r>.safetensors` of int64 counts, one tensor per key.
+fn counts_file(tensors: &[(&str, &[i64])]) -> Vec<u8> {
+    let mut header = String::from("{");
+    let mut offset = 0;
+    for (i, (key, v)) in tensors.iter().enumerate() {
+        let end = offset + 8 * v.len();
+        header.push_str(&format!(
+            "{}\"{key}\":{{\"dtype\":\"I64\",\"shape\":[{}],\"data_offsets\":[{offset},{end}]}}",
+            if i == 0 { "" } else { "," },
+            v.len()
+        ));
+        offset = end;
+    }
+    header.push('}');
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(header.as_bytes());
+    for (_, v) in tensors {
+        v.iter().for_each(|x| bytes.extend_from_slice(&x.to_le_bytes()));
+    }
+    bytes
+}
+
+/// Issue 23: with TensorRT-LLM's load balancer on, `ExpertStatistic`
+/// counts slots (`maybe_add_info(self.num_slots, token_selected_slots)`),
+/// not experts. Where the tensors' length differs from `meta_info.json`'s
+/// `num_experts`, the dump is refused with one line that says so and how
+/// to take one without the balancer (it was refused before as a bare
+/// mismatch); where they coincide nothing can tell (the README says so).
+#[test]
+fn statistics_taken_with_the_balancer_on_are_refused_with_the_reason() {
+    let dir = PathBuf::from(tmp("balancer-on"));
+    std::fs::create_dir_all(&dir).unwrap();
+    // 4 experts, 6 slots: the balancer's two redundant slots
+    std::fs::write(
+        dir.join("rank0.safetensors"),
+        counts_file(&[("0_3", &[5, 1, 0, 2, 3, 1]), ("0_4", &[1, 1, 1, 1, 4, 4])]),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("meta_info.json"),
+        r#"{"num_experts": 4, "num_experts_per_token": 2}"#,
+    )
+    .unwrap();
+    let o = moeplan(&["inspect", dir.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    for needle in ["load balancer", "6 slots", "4 experts", "moe_config.load_balancer"] {
+        assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+    }
+    // the same counts, slots = experts: read as experts
+    std::fs::write(
+        dir.join("meta_info.json"),
+        r#"{"num_experts": 6, "num_experts_per_token": 2}"#,
+    )
+    .unwrap();
+    let v = json_of(&["inspect", dir.to_str().unwrap(), "--json"]);
+    assert_eq!(v["experts"], 6);
+}

@@ -372,9 +372,23 @@ pub fn read_statistics<N: AsRef<str>, B: AsRef<[u8]>>(
         num_experts_per_token: None,
     });
     if let Some(m) = meta.num_experts.filter(|&m| m != e) {
+        let at = experts.map(|(_, at)| at).unwrap_or_default();
+        // With the load balancer on, TensorRT-LLM's `ExpertStatistic` is fed
+        // `maybe_add_info(self.num_slots, token_selected_slots)`: one count
+        // per slot (num_slots ≥ num_experts), which no expert count can be
+        // recovered from without the slot map of every iteration.
         return Err(Error::parse(
             STATISTICS,
-            format!("meta_info.json says {m} experts, the counts have {e}"),
+            if e > m {
+                format!(
+                    "{at} counts {e} entries but meta_info.json says {m} experts: the dump was \
+                     taken with TensorRT-LLM's MoE load balancer on, which records its {e} slots, \
+                     not experts; take the statistics again with the balancer off (no \
+                     moe_config.load_balancer in the LLM API options, EXPERT_STATISTIC_PATH set as before)"
+                )
+            } else {
+                format!("{at} counts {e} entries, fewer than the {m} experts meta_info.json says")
+            },
         ));
     }
     let cells: BTreeSet<(u64, u32)> = entries.iter().map(|x| x.at).collect();
