@@ -205,7 +205,8 @@ fn counts_file(tensors: &[(&str, &[i64])]) -> Vec<u8> {
     let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
     bytes.extend_from_slice(header.as_bytes());
     for (_, v) in tensors {
-        v.iter().for_each(|x| bytes.extend_from_slice(&x.to_le_bytes()));
+        v.iter()
+            .for_each(|x| bytes.extend_from_slice(&x.to_le_bytes()));
     }
     bytes
 }
@@ -235,7 +236,12 @@ fn statistics_taken_with_the_balancer_on_are_refused_with_the_reason() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    for needle in ["load balancer", "6 slots", "4 experts", "moe_config.load_balancer"] {
+    for needle in [
+        "load balancer",
+        "6 slots",
+        "4 experts",
+        "moe_config.load_balancer",
+    ] {
         assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
     }
     // the same counts, slots = experts: read as experts
@@ -246,4 +252,38 @@ fn statistics_taken_with_the_balancer_on_are_refused_with_the_reason() {
     .unwrap();
     let v = json_of(&["inspect", dir.to_str().unwrap(), "--json"]);
     assert_eq!(v["experts"], 6);
+}
+
+/// Issue 23: a 400 KB TensorRT-LLM YAML of nested `[` took 74 s before it
+/// was refused (libyaml's time grows with tokens × depth); the nesting is
+/// now charged before the parser runs, and the file refused in one line.
+#[test]
+fn a_bracket_nested_yaml_plan_is_refused_at_once() {
+    let trace = tmp("nested-trace.json");
+    std::fs::write(&trace, r#"{"logical_count": [[0, 0, 0, 0], [5, 3, 1, 1]]}"#).unwrap();
+    let n = 200_000;
+    let yaml = tmp("nested.yaml");
+    let text = format!(
+        "num_slots: 8\ninitial_global_assignments:\n  1: {}{}\n",
+        "[".repeat(n),
+        "]".repeat(n)
+    );
+    std::fs::write(&yaml, text).unwrap();
+    let t = std::time::Instant::now();
+    let o = moeplan(&[
+        "eval",
+        "--trace",
+        &trace,
+        "--plan",
+        &yaml,
+        "--gpus-per-node",
+        "2",
+    ]);
+    let took = t.elapsed();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("nests deeper than 64"), "{stderr}");
+    // the process start and the trace are most of it (debug build)
+    assert!(took < std::time::Duration::from_secs(2), "{took:?}");
 }

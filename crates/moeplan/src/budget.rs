@@ -223,6 +223,18 @@ impl Meter {
 /// assert_eq!(moeplan::budget::json_shape(br#"{"a": [[1, 2.5e3], [-3]], "s": "[1,2]"}"#), (3, 3));
 /// ```
 pub fn json_shape(bytes: &[u8]) -> (u64, u32) {
+    json_shape_within(bytes, u32::MAX)
+}
+
+/// [`json_shape`] that stops as soon as the nesting passes `stop_above`:
+/// a file nested too deep is refused after its first levels, not after a
+/// scan of all of it (the numbers are then those seen so far).
+///
+/// ```
+/// let deep = vec![b'['; 1 << 20];
+/// assert_eq!(moeplan::budget::json_shape_within(&deep, 64).1, 65);
+/// ```
+pub fn json_shape_within(bytes: &[u8], stop_above: u32) -> (u64, u32) {
     let (mut numbers, mut depth, mut deepest) = (0u64, 0u32, 0u32);
     let (mut in_string, mut escaped, mut in_number) = (false, false, false);
     for &b in bytes {
@@ -246,6 +258,9 @@ pub fn json_shape(bytes: &[u8]) -> (u64, u32) {
             b'[' | b'{' => {
                 depth += 1;
                 deepest = deepest.max(depth);
+                if deepest > stop_above {
+                    break;
+                }
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
@@ -254,11 +269,89 @@ pub fn json_shape(bytes: &[u8]) -> (u64, u32) {
     (numbers, deepest)
 }
 
+/// An upper bound on the flow-collection nesting (`[`, `{`) that a YAML
+/// parser meets in `bytes`, found without parsing, stopping as soon as it
+/// passes `stop_above` (a hostile file is refused after its first levels,
+/// not after a scan of all of it).
+///
+/// libyaml's scanner (serde_yaml_ng's) keeps one simple-key slot per flow
+/// level and walks them at every token, so its time grows with tokens ×
+/// depth: a 200 KB file of nested `[` took 19 s. Whether a quote opens a
+/// quoted scalar depends on where it stands (a plain scalar may hold one),
+/// and a bracket inside quotes nests nothing, so the scan follows both
+/// readings of every quote — still outside quotes, and inside — keeping the
+/// deepest level of each; every step is monotone in the depth, so the
+/// result bounds every reading, the parser's included. Comments (`#` after
+/// a blank or at a line's start, outside quotes) are skipped. Block
+/// nesting (indentation, `- `) is not counted: the parser handles it in
+/// linear time and its deserializer stops at 128 levels. O(n).
+///
+/// ```
+/// use moeplan::budget::yaml_flow_depth;
+/// assert_eq!(yaml_flow_depth(b"a: [[1, 2], [3]]\n# [[[[ not counted\n", 64), 2);
+/// assert_eq!(yaml_flow_depth(br#"a: ["]]]", [[1]]]"#, 64), 3); // quoted brackets close nothing
+/// assert_eq!(yaml_flow_depth(&[b'['; 1 << 20], 64), 65); // stops at the first level too deep
+/// ```
+pub fn yaml_flow_depth(bytes: &[u8], stop_above: u32) -> u32 {
+    // The deepest level of each reading, `None` when no reading is there:
+    // outside quotes, in a comment, inside "…" (and just after its `\`),
+    // inside '…'.
+    let [mut plain, mut comment, mut dq, mut dq_escaped, mut sq]: [Option<u32>; 5] =
+        [Some(0), None, None, None, None];
+    let join = |a: Option<u32>, b: Option<u32>| match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, None) | (None, x) => x,
+    };
+    let mut deepest = 0u32;
+    let mut blank_before = true;
+    for (i, &b) in bytes.iter().enumerate() {
+        let mut out = None;
+        // inside "…"
+        let was_escaped = dq_escaped.take();
+        match b {
+            b'\\' => dq_escaped = dq.take(),
+            b'"' => out = dq.take(),
+            _ => {}
+        }
+        dq = join(dq, was_escaped);
+        // inside '…': `''` is a quote inside, so both readings go on
+        if b == b'\'' && sq.is_some() {
+            out = join(out, sq);
+            if bytes.get(i + 1) != Some(&b'\'') {
+                sq = None;
+            }
+        }
+        // a comment ends with its line
+        if b == b'\n' {
+            out = join(out, comment.take());
+        }
+        if let Some(d) = plain.as_mut() {
+            match b {
+                b'[' | b'{' => {
+                    *d += 1;
+                    deepest = deepest.max(*d);
+                    if deepest > stop_above {
+                        return deepest;
+                    }
+                }
+                b']' | b'}' => *d = d.saturating_sub(1),
+                b'#' if blank_before => comment = join(comment, plain.take()),
+                b'"' => dq = join(dq, Some(*d)),
+                b'\'' => sq = join(sq, Some(*d)),
+                _ => {}
+            }
+        }
+        plain = join(plain, out);
+        blank_before = matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    }
+    deepest
+}
+
 /// Charges what parsing `bytes` as JSON into `serde_json::Value`s will
 /// build: every number as one `Value`, and the nesting. Call before
 /// `serde_json::from_slice`.
 pub(crate) fn charge_json(meter: &mut Meter, bytes: &[u8], what: &str) -> Result<()> {
-    let (numbers, depth) = json_shape(bytes);
+    let (numbers, depth) = json_shape_within(bytes, meter.budget().max_depth);
     meter.depth(depth, what)?;
     meter.values(
         numbers,
@@ -267,14 +360,27 @@ pub(crate) fn charge_json(meter: &mut Meter, bytes: &[u8], what: &str) -> Result
     )
 }
 
-/// Counts the fields of delimited text (commas, tabs and line ends), an
-/// upper bound on the numbers a CSV or ESFT file can hold.
-pub(crate) fn delimited_fields(bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .filter(|&&b| matches!(b, b',' | b'\t' | b'\n'))
-        .count() as u64
-        + 1
+/// Charges `meter` for the fields of delimited text (commas, tabs and line
+/// ends: an upper bound on the numbers a CSV or ESFT file can hold), `each`
+/// bytes apiece, counting no further than the budget can hold: a file of
+/// commas as large as the limit is refused at once, not after a pass over
+/// all of it.
+pub(crate) fn charge_fields(meter: &mut Meter, bytes: &[u8], each: u64, what: &str) -> Result<()> {
+    let fit = meter
+        .budget
+        .max_values
+        .saturating_sub(meter.values)
+        .min(meter.bytes_left() / each.max(1));
+    let mut n = 1u64;
+    for &b in bytes {
+        if matches!(b, b',' | b'\t' | b'\n') {
+            n += 1;
+            if n > fit {
+                break;
+            }
+        }
+    }
+    meter.values(n, each, what)
 }
 
 #[cfg(test)]

@@ -135,15 +135,17 @@ pub fn detect(bytes: &[u8]) -> Result<TraceFormat> {
                     "trace",
                     "binary data, not a JSON or CSV trace",
                 ))
+            } else if line.starts_with(b"layer_id,expert_id,count") {
+                Ok(TraceFormat::SglangRankCsv)
+            } else if line.contains(&b',') {
+                // (a CSV is told by its header line before any pass over the
+                // whole text)
+                Ok(TraceFormat::WideCsv)
             } else if trtllm::is_placement(body) {
                 Err(Error::parse(
                     "trace",
                     "this is a TensorRT-LLM load-balancer placement (a plan), not an expert-load trace",
                 ))
-            } else if line.starts_with(b"layer_id,expert_id,count") {
-                Ok(TraceFormat::SglangRankCsv)
-            } else if line.contains(&b',') {
-                Ok(TraceFormat::WideCsv)
             } else {
                 Err(Error::parse(
                     "trace",
@@ -182,6 +184,15 @@ pub fn read_trace(bytes: &[u8], options: &ReadOptions) -> Result<LoadTrace> {
     let mut meter = crate::Meter::new(options.budget);
     meter.bytes(bytes.len() as u64, "the file")?;
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    if matches!(
+        body.iter().find(|b| !b.is_ascii_whitespace()),
+        Some(b'{' | b'[')
+    ) {
+        // JSON's nesting before any pass over the whole text (detection
+        // included): the scan stops at the first level too deep.
+        let (_, depth) = crate::budget::json_shape_within(body, meter.budget().max_depth);
+        meter.depth(depth, "the JSON")?;
+    }
     let format = detect(body)?;
     charge_text(format, body, &mut meter)?;
     match format {
@@ -218,7 +229,7 @@ fn charge_text(format: TraceFormat, body: &[u8], meter: &mut crate::Meter) -> Re
             crate::budget::charge_json(meter, body, "the JSON")
         }
         TraceFormat::WideCsv | TraceFormat::SglangRankCsv => {
-            meter.values(crate::budget::delimited_fields(body), 8, "the CSV")
+            crate::budget::charge_fields(meter, body, 8, "the CSV")
         }
         TraceFormat::Npy
         | TraceFormat::Npz

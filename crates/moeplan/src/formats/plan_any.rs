@@ -203,8 +203,9 @@ pub fn detect_plan(bytes: &[u8]) -> Result<PlanFileFormat> {
                 ))
             }
         }
-        Some(_) if super::trtllm::is_placement(body) => Ok(PlanFileFormat::Trtllm),
         Some(_) => {
+            // A CSV is told by its header line, before any pass over the
+            // whole text.
             let head = &body[..body.len().min(4096)];
             let line = head.split(|&b| b == b'\n').next().unwrap_or(head);
             let line = String::from_utf8_lossy(line);
@@ -215,6 +216,8 @@ pub fn detect_plan(bytes: &[u8]) -> Result<PlanFileFormat> {
                 || fields.contains(&"layer_idx")
             {
                 Err(trace_not_plan("an expert-count CSV"))
+            } else if super::trtllm::is_placement(body) {
+                Ok(PlanFileFormat::Trtllm)
             } else {
                 Err(Error::parse(
                     "plan",
@@ -258,9 +261,19 @@ pub fn read_any_plan(bytes: &[u8], ctx: &PlanContext<'_>) -> Result<PlanFile> {
     let mut meter = crate::Meter::new(ctx.budget);
     meter.bytes(bytes.len() as u64, "the plan file")?;
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    if matches!(
+        body.iter().find(|b| !b.is_ascii_whitespace()),
+        Some(b'{' | b'[')
+    ) {
+        // JSON's nesting before any pass over the whole text (detection
+        // included): the scan stops at the first level too deep. (YAML's is
+        // charged first thing by its reader, a CSV has none.)
+        let (_, depth) = crate::budget::json_shape_within(body, meter.budget().max_depth);
+        meter.depth(depth, "the plan JSON")?;
+    }
     let format = detect_plan(body)?;
     if format == PlanFileFormat::Csv {
-        meter.values(crate::budget::delimited_fields(body), 8, "the plan CSV")?;
+        crate::budget::charge_fields(&mut meter, body, 8, "the plan CSV")?;
     } else if format == PlanFileFormat::Trtllm {
         // charged by its reader, number by number
     } else {

@@ -751,6 +751,11 @@ pub struct Placement {
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 pub fn read_placement_yaml(bytes: &[u8], meter: &mut crate::Meter) -> Result<Placement> {
+    // Flow nesting is charged before the parser runs (first: the scan stops
+    // at the first level too deep): libyaml's time grows with tokens ×
+    // depth (a 400 KB file of nested `[` took 74 s).
+    let depth = crate::budget::yaml_flow_depth(bytes, meter.budget().max_depth);
+    meter.depth(depth, "the placement YAML's [ ] and { } nesting")?;
     // Every number of the text is a run of digits: an upper bound on what a
     // parse without aliases builds.
     let numbers = bytes
