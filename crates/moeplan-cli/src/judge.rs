@@ -121,6 +121,11 @@ pub fn judge_schedule(
     let mut report = evaluate_with_progress(work.trace(), base, |_, _| {})?;
     let sim = simulate(work, &schedule.strategy, &cost.model)?;
     take_balance(&mut report, &sim);
+    // The base's bound is for static plans; the schedule's copies are
+    // counted batch by batch.
+    if let moeplan::sim::Placement::Schedule(plans) = &schedule.strategy.placement {
+        report.bound_per_batch(work.trace(), plans);
+    }
     Ok(Judged {
         report,
         sim,

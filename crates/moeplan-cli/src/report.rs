@@ -97,14 +97,21 @@ pub fn eval(j: &Judged, algorithm: &str, plan: &Plan, scope: &str, cost: &Cost) 
         r.slots_per_gpu_min,
         r.slots_per_gpu_max
     );
-    wl!(
-        o,
-        "bound            {:.4}   no plan with these replica counts per layer does better{}",
-        r.bound,
-        r.packing_bound
-            .map(|p| format!("; {p:.4} counting that slots are discrete"))
-            .unwrap_or_default()
-    );
+    match r.bound_counts {
+        moeplan::BoundCounts::ReplicasPerLayer => wl!(
+            o,
+            "bound            {:.4}   no plan with these replica counts per layer does better{}",
+            r.bound,
+            r.packing_bound
+                .map(|p| format!("; {p:.4} counting that slots are discrete"))
+                .unwrap_or_default()
+        ),
+        moeplan::BoundCounts::CopiesPerBatch => wl!(
+            o,
+            "bound            {:.4}   no plan with the schedule's copies in each batch and layer does better (copies counted per batch)",
+            r.bound
+        ),
+    }
     if r.same_gpu_duplicates > 0 {
         wl!(
             o,

@@ -240,3 +240,172 @@ fn compare_has_a_libra_row_judged_by_its_schedule() {
         want.imbalance_ratio
     );
 }
+
+/// Issue 23: a Libra plan file did not record Libra's options, so `eval`
+/// re-planned it with the defaults (previous batch, N = 8) unless every
+/// flag was repeated. The file now records them; `eval` re-makes the plan
+/// with them, and a flag given to `eval` overrides one and says so.
+#[test]
+fn eval_remakes_libra_with_the_options_its_file_records() {
+    let (t, core_trace) = trace("options.json", 6);
+    let out = tmp("options-plan.json");
+    let out = out.to_str().unwrap();
+    let topo = ["--nodes", "1", "--gpus-per-node", "8"];
+    let mut args = vec!["plan", "--algo", "libra", "--trace", &t, "--out", out];
+    args.extend(topo);
+    args.extend(["--predictor", "oracle", "--extra-experts-per-gpu", "2"]);
+    let o = moeplan(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let file: serde_json::Value = serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap();
+    assert_eq!(file["options"]["predictor"], "oracle");
+    assert_eq!(file["options"]["extra_experts_per_gpu"], 2);
+    assert_eq!(file["options"]["local_percent"], 50);
+    let eval = |extra: &[&str]| {
+        let mut args = vec!["eval", "--json", "--trace", &t, "--plan", out];
+        args.extend(topo);
+        args.extend(extra);
+        let o = moeplan(&args);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{err}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (v["imbalance_ratio"].as_f64().unwrap(), err)
+    };
+    // no flags: the recorded options (the core's Libra with the oracle, N = 2)
+    let (ir, err) = eval(&[]);
+    let work = Workload::new(core_trace.clone());
+    let base = planners::contiguous(&core_trace, Topology::new(1, 8).unwrap()).unwrap();
+    let options = LibraOptions {
+        extra_per_gpu: 2,
+        ..LibraOptions::default()
+    };
+    let s = libra_schedule(&work, &base, &Predictor::Oracle, &options).unwrap();
+    let cost = CostModel::for_model(model::preset("olmoe").unwrap());
+    let want = simulate(&work, &s.strategy(), &cost).unwrap();
+    assert!(
+        close(ir, want.imbalance_ratio),
+        "{ir} vs {}",
+        want.imbalance_ratio
+    );
+    assert!(!err.contains("overrides"), "{err}");
+    // the same flags repeated: the same figures, nothing overridden
+    let (same, err) = eval(&["--predictor", "oracle", "--extra-experts-per-gpu", "2"]);
+    assert!(close(same, ir) && !err.contains("overrides"), "{err}");
+    // a flag given to eval wins, and says so
+    let (other, err) = eval(&["--extra-experts-per-gpu", "6"]);
+    assert!(
+        err.contains("note: --extra-experts-per-gpu 6 overrides the plan file's 2"),
+        "{err}"
+    );
+    let want6 = core_libra_with(&core_trace, 6, &Predictor::Oracle);
+    assert!(close(other, want6), "{other} vs {want6}");
+    // an older file without options: the flags and defaults, said so
+    let mut older = file.clone();
+    older.as_object_mut().unwrap().remove("options");
+    let older_path = tmp("options-older.json");
+    std::fs::write(&older_path, older.to_string()).unwrap();
+    let mut args = vec![
+        "eval",
+        "--json",
+        "--trace",
+        &t,
+        "--plan",
+        older_path.to_str().unwrap(),
+    ];
+    args.extend(topo);
+    let o = moeplan(&args);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("records no planner options"));
+}
+
+/// Libra's mean imbalance on `t` (1 × 8) with `n` copies and `predictor`.
+fn core_libra_with(t: &LoadTrace, n: usize, predictor: &Predictor) -> f64 {
+    let topology = Topology::new(1, 8).unwrap();
+    let base = planners::contiguous(t, topology).unwrap();
+    let work = Workload::new(t.clone());
+    let options = LibraOptions {
+        extra_per_gpu: n,
+        ..LibraOptions::default()
+    };
+    let s = libra_schedule(&work, &base, predictor, &options).unwrap();
+    let cost = CostModel::for_model(model::preset("olmoe").unwrap());
+    simulate(&work, &s.strategy(), &cost)
+        .unwrap()
+        .imbalance_ratio
+}
+
+/// Issue 23: `eval` of a Libra plan printed the bound of static plans with
+/// the base's replica counts (none) — on HarMoEny's wikitext batches at
+/// 1 × 16 GPUs 0.433, under Libra's own 0.777 — as "no plan with these
+/// replica counts does better". A schedule's bound now counts its copies
+/// batch by batch, and says so, in `eval` and in `compare`'s Libra row.
+#[test]
+fn a_schedules_bound_counts_its_copies_per_batch() {
+    let Some(csv) = common::shared("harmoeny-qwen1.5-moe/expert_freq_qwen_datasets.csv") else {
+        return;
+    };
+    let csv = csv.to_str().unwrap();
+    let data = [
+        "--trace",
+        csv,
+        "--dataset",
+        "wikitext",
+        "--gpus-per-node",
+        "16",
+    ];
+    let out = tmp("bound-libra.json");
+    let out = out.to_str().unwrap();
+    let mut args = vec![
+        "plan",
+        "--algo",
+        "libra",
+        "--out",
+        out,
+        "--extra-experts-per-gpu",
+        "2",
+    ];
+    args.extend(data);
+    assert!(moeplan(&args).status.success());
+    let mut args = vec!["eval", "--json", "--plan", out];
+    args.extend(data);
+    let libra = json_of(&args);
+    let contiguous = tmp("bound-contiguous.json");
+    let contiguous = contiguous.to_str().unwrap();
+    let mut args = vec!["plan", "--algo", "contiguous", "--out", contiguous];
+    args.extend(data);
+    assert!(moeplan(&args).status.success());
+    let mut args = vec!["eval", "--json", "--plan", contiguous];
+    args.extend(data);
+    let base = json_of(&args);
+    let (bal, bound) = (
+        libra["balancedness"].as_f64().unwrap(),
+        libra["bound"].as_f64().unwrap(),
+    );
+    // what the line used to print: the static bound, under Libra's balance
+    let static_bound = base["bound"].as_f64().unwrap();
+    assert!(static_bound < bal, "{static_bound} vs {bal}");
+    assert!(
+        bound >= bal - 1e-12,
+        "the schedule's bound {bound} under its {bal}"
+    );
+    assert_eq!(libra["bound_counts"], "copies_per_batch");
+    assert!(libra["packing_bound"].is_null());
+    assert_eq!(base["bound_counts"], "replicas_per_layer");
+    let mut args = vec!["eval", "--plan", out];
+    args.extend(data);
+    let o = moeplan(&args);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = text.lines().find(|l| l.starts_with("bound")).unwrap();
+    assert!(line.contains("copies counted per batch"), "{line}");
+    // compare's Libra row: the same bound
+    let mut args = vec!["compare", "--json", "--extra-experts-per-gpu", "2"];
+    args.extend(data);
+    let v = json_of(&args);
+    let row = v["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "libra")
+        .unwrap();
+    let r = &row["report"];
+    assert_eq!(r["bound_counts"], "copies_per_batch");
+    assert!(r["bound"].as_f64().unwrap() >= r["balancedness"].as_f64().unwrap() - 1e-12);
+}

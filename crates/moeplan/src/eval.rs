@@ -65,9 +65,54 @@ pub struct EvalReport {
     /// The packing-aware bound of each layer (with `packing_bound`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_layer_packing_bound: Option<Vec<f64>>,
+    /// What `bound` counts: the plan's replicas per layer, or — for a
+    /// per-batch schedule ([`EvalReport::bound_per_batch`]) — each batch's
+    /// own copies.
+    pub bound_counts: BoundCounts,
+}
+
+/// What an [`EvalReport`]'s bound is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[serde(rename_all = "snake_case")]
+pub enum BoundCounts {
+    /// Any plan with the report's replica counts per layer, fixed for all
+    /// batches (or not: each batch may pick its own copy vector of that
+    /// size).
+    ReplicasPerLayer,
+    /// Any plan, batch by batch, with as many replicas in each layer as the
+    /// schedule had in that batch (Libra's copies counted per batch).
+    CopiesPerBatch,
 }
 
 impl EvalReport {
+    /// Replaces the bound by the one that holds for a per-batch schedule
+    /// ([`crate::bound::per_batch_bound`]): the base's replica counts bound
+    /// static plans, and a schedule that copies experts every batch beats
+    /// them (Libra's 0.897 above a static bound of 0.861 on issue 23's
+    /// trace). The packing-aware bound, which counts copies of an even
+    /// split, is dropped.
+    ///
+    /// ```
+    /// use moeplan::{evaluate, planners::contiguous, BoundCounts, LoadTrace, Topology};
+    /// use ndarray::Array3;
+    /// let t = LoadTrace::new(Array3::from_shape_vec((1, 1, 2), vec![3.0, 1.0])?, vec![0])?;
+    /// let base = contiguous(&t, Topology::new(1, 2)?)?;
+    /// let mut report = evaluate(&t, &base)?;
+    /// assert_eq!(report.bound, 2.0 / 3.0);
+    /// report.bound_per_batch(&t, &[(0..1, base)]);
+    /// assert_eq!((report.bound, report.bound_counts), (2.0 / 3.0, BoundCounts::CopiesPerBatch));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn bound_per_batch(&mut self, trace: &LoadTrace, plans: &[(std::ops::Range<usize>, Plan)]) {
+        self.per_layer_bound = crate::bound::per_batch_bound(trace, plans);
+        self.bound = mean(&self.per_layer_bound);
+        self.gap = self.bound - self.balancedness;
+        self.packing_bound = None;
+        self.per_layer_packing_bound = None;
+        self.bound_counts = BoundCounts::CopiesPerBatch;
+    }
+
     /// Fills [`EvalReport::packing_bound`] for `plan` on `trace` (the ones
     /// this report was made from).
     ///
@@ -164,6 +209,7 @@ pub fn evaluate_with_progress(
         per_layer_bound,
         packing_bound: None,
         per_layer_packing_bound: None,
+        bound_counts: BoundCounts::ReplicasPerLayer,
     })
 }
 

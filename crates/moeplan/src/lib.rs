@@ -96,7 +96,7 @@ pub mod workspace;
 
 pub use budget::{Budget, Meter};
 pub use error::{Error, Result};
-pub use eval::{EvalReport, evaluate, evaluate_with_progress, gpu_loads};
+pub use eval::{BoundCounts, EvalReport, evaluate, evaluate_with_progress, gpu_loads};
 pub use plan::{LayerPlacement, Plan, PlanSummary};
 pub use topology::Topology;
 pub use trace::{HoldoutSplit, LayerStats, LoadTrace, TokenTrace, TraceStats};

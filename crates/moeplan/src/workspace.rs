@@ -170,6 +170,8 @@ struct Scheduled {
     /// Mean copies per batch in each layer.
     copies_per_layer: Vec<usize>,
     extra_slots_per_gpu: usize,
+    /// The bound with the schedule's copies counted batch by batch.
+    bound: f64,
 }
 
 /// What a plan's replay under a rule measured.
@@ -834,6 +836,7 @@ impl Workspace {
                         model_layers: Some(self.trace().model_layers()),
                         model: self.trace().model().map(str::to_string),
                         holdout: None,
+                        options: self.focus_options(replicas_per_gpu),
                     },
                 ),
                 note: None,
@@ -862,6 +865,19 @@ impl Workspace {
                 "unknown export format {other:?}: moeplan or sglang"
             ))),
         }
+    }
+
+    /// The focus planner's options for a budget (the rest at their
+    /// defaults, as the workspace plans it), as a plan file records them.
+    fn focus_options(&self, replicas_per_gpu: Option<usize>) -> Option<Settings> {
+        let spec = focus_planner()?.spec();
+        let budget = spec
+            .options
+            .iter()
+            .find(|o| matches!(o.kind, crate::planners::Kind::Budget(_)))?;
+        let value = replicas_per_gpu.map_or(Value::Auto, Value::Count);
+        let set = Settings::new().with(budget.name, value).ok()?;
+        Some(set.resolved_for(spec))
     }
 
     fn measure(&self, plan: &Plan, rule: Rule) -> Result<Measured> {
@@ -1304,7 +1320,16 @@ impl Scheduled {
                 }
             }
         }
+        // The bound of a schedule counts its copies batch by batch (the
+        // base's would bound only static plans).
+        let bound = match &s.strategy.placement {
+            crate::sim::Placement::Schedule(parts) => {
+                mean(&crate::bound::per_batch_bound(work.trace(), parts))
+            }
+            crate::sim::Placement::Static(_) => 1.0,
+        };
         Ok(Scheduled {
+            bound,
             about: s.about,
             bytes_per_batch: s
                 .copies_per_batch
@@ -1322,7 +1347,8 @@ impl Scheduled {
 
     /// Its figures: the replay's balance and traffic; its replicas are the
     /// mean copies per batch, its replica memory the `N` slots per GPU it
-    /// reserves, its bound the trivial 1 (copies change every batch).
+    /// reserves, its bound that of its copies counted batch by batch
+    /// ([`crate::bound::per_batch_bound`]).
     fn figures(&self, planner: &dyn Planner, _own: usize) -> PlanFigures {
         let r = &self.report;
         PlanFigures {
@@ -1333,7 +1359,7 @@ impl Scheduled {
             imbalance_ratio: r.imbalance_ratio,
             replicas: self.copies_per_layer.iter().sum(),
             replica_slots_per_gpu: self.extra_slots_per_gpu,
-            bound: 1.0,
+            bound: self.bound,
             per_layer: r.per_layer.clone(),
             replicas_per_layer: self.copies_per_layer.clone(),
             traffic: PairTraffic::from(&r.traffic),

@@ -242,6 +242,10 @@ fn plan_json_round_trips_and_is_readable_from_layers_alone() {
         model_layers: Some(10),
         model: Some("x".into()),
         holdout: Some(0.5),
+        options: Some(
+            moeplan::planners::Settings::new()
+                .resolved_for(moeplan::planners::find("eplb").unwrap().spec()),
+        ),
     };
     let (back, back_meta) = plan_json::read(plan_json::write(&plan, &meta).as_bytes()).unwrap();
     assert_eq!(back, plan);
@@ -346,6 +350,10 @@ fn plan_schema_matches_the_writer() {
         model_layers: Some(3),
         model: Some("m".into()),
         holdout: Some(0.5),
+        options: Some(
+            moeplan::planners::Settings::new()
+                .resolved_for(moeplan::planners::find("libra").unwrap().spec()),
+        ),
     };
     let written: serde_json::Value = serde_json::from_str(&plan_json::write(&plan, &meta)).unwrap();
     let props = schema["properties"].as_object().unwrap();

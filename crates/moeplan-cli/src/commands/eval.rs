@@ -4,7 +4,7 @@
 use moeplan::formats::plan_any::{PlanContext, PlanFileFormat, detect_plan, read_any_plan};
 use moeplan::formats::plan_json::PlanMeta;
 use moeplan::plan::{Scope, fingerprint};
-use moeplan::planners;
+use moeplan::planners::{self, Settings};
 use moeplan::{LoadTrace, Plan};
 
 use super::place_in_model;
@@ -85,8 +85,9 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
     let work = workload(evaluated, &sources, batches, plan.topology())?;
     let judged = match per_batch {
         Some(planner) => {
+            let settings = remade_with(planner, &meta, &args.planner.settings, &args.plan)?;
             let bar = spinner("re-planning per batch");
-            let ready = planners::prepare(planner, &work, plan.topology(), &args.planner.settings)?;
+            let ready = planners::prepare(planner, &work, plan.topology(), &settings)?;
             let judged = judge_prepared(&work, ready.as_ref(), &plan, rule, &cost);
             bar.finish_and_clear();
             for note in ready.notes() {
@@ -117,11 +118,14 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
     };
     let mut judged = judged.map_err(&in_plan)?;
     // eval reports one plan, so it can afford the packing-aware bound that
-    // compare, sweep and the page leave out
-    judged
-        .report
-        .add_packing_bound(work.trace(), &plan)
-        .map_err(&in_plan)?;
+    // compare, sweep and the page leave out (a schedule's bound counts its
+    // copies per batch instead)
+    if judged.report.bound_counts == moeplan::BoundCounts::ReplicasPerLayer {
+        judged
+            .report
+            .add_packing_bound(work.trace(), &plan)
+            .map_err(&in_plan)?;
+    }
     let mut algorithm = plan.algorithm().to_string();
     if format != PlanFileFormat::Moeplan {
         algorithm = format!("{algorithm} ({})", format.name());
@@ -144,6 +148,48 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
         ));
     }
     Ok(())
+}
+
+/// The options a plan is re-made with: those its file records (every
+/// option of the planner as it ran), each flag given to `eval` overriding
+/// one — and saying so; an older file that records none is re-made with
+/// the flags and the defaults, and that is said too.
+fn remade_with(
+    planner: &dyn planners::Planner,
+    meta: &PlanMeta,
+    flags: &Settings,
+    file: &std::path::Path,
+) -> Result<Settings, CliError> {
+    let spec = planner.spec();
+    let Some(recorded) = &meta.options else {
+        eprintln!(
+            "note: {} records no planner options (written before they were kept): {} is re-planned with the flags given and its defaults",
+            file.display(),
+            spec.display
+        );
+        return Ok(flags.clone());
+    };
+    let mut settings = recorded.clone();
+    for o in spec.options {
+        let Some(given) = flags.get(o.name) else {
+            continue;
+        };
+        let was = recorded.value(o);
+        if given != was {
+            let flag = crate::args::flag_for(o.name);
+            match o.kind {
+                planners::Kind::Flag => {
+                    eprintln!(
+                        "note: --{flag} overrides the plan file's {} = {was}",
+                        o.name
+                    )
+                }
+                _ => eprintln!("note: --{flag} {given} overrides the plan file's {was}"),
+            }
+        }
+        settings.set(o.name, given.clone())?;
+    }
+    Ok(settings)
 }
 
 /// A plan made with `--model` from a trace without dense-layer information

@@ -260,6 +260,13 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
                 model_layers,
                 model: model_name,
                 holdout: args.holdout,
+                // every option of the planner as it ran, so `eval` can
+                // re-make a per-batch plan as it was made
+                options: args
+                    .algo
+                    .planner()
+                    .ok()
+                    .map(|p| args.planner.settings.resolved_for(p.spec())),
             },
         ),
         PlanFormat::Sglang => sglang::write_init_expert_location(&plan, model_layers)?,

@@ -17,12 +17,16 @@
 //! `num_experts` means the highest expert id + 1. `provenance` (optional,
 //! absent from older files) records the traces the plan was made on
 //! ([`crate::plan::Provenance`]), so `eval` can tell in-sample figures from
-//! figures on another trace.
+//! figures on another trace. `options` (optional) records the planner's
+//! options as it ran (`{"extra_experts_per_gpu": 4, "predictor": "noisy",
+//! …}`), so a plan `eval` re-makes (Libra's per-batch copies) is re-made as
+//! it was made.
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::plan::{LayerPlacement, Plan, PlanSummary, Provenance};
+use crate::planners::Settings;
 use crate::topology::Topology;
 
 const FORMAT: &str = "moeplan plan JSON";
@@ -40,6 +44,10 @@ pub struct PlanMeta {
     pub model: Option<String>,
     /// Fraction of the trace's last batches the planner did not see.
     pub holdout: Option<f64>,
+    /// The planner's options as it ran, every one of its options at its
+    /// value ([`Settings::resolved_for`]): `eval` re-makes a per-batch
+    /// planner's plan (Libra's copies) with them. `None` in older files.
+    pub options: Option<Settings>,
 }
 
 /// A plan file (`moeplan plan`'s JSON; schema in `schemas/`).
@@ -63,6 +71,12 @@ struct PlanOut<'a> {
     holdout: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     provenance: Option<&'a Provenance>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "typescript",
+        tsify(optional, type = "Record<string, unknown>")
+    )]
+    options: Option<serde_json::Value>,
     summary: PlanSummary,
     layers: &'a [LayerPlacement],
 }
@@ -79,6 +93,8 @@ struct PlanIn {
     holdout: Option<f64>,
     #[serde(default)]
     provenance: Option<Provenance>,
+    #[serde(default)]
+    options: Option<serde_json::Value>,
     layers: Vec<LayerPlacement>,
 }
 
@@ -105,6 +121,7 @@ pub fn write(plan: &Plan, meta: &PlanMeta) -> String {
         model: meta.model.as_deref(),
         holdout: meta.holdout,
         provenance: plan.provenance(),
+        options: meta.options.as_ref().map(Settings::to_json),
         summary: plan.summary(),
         layers: plan.layers(),
     };
@@ -153,6 +170,12 @@ pub fn read(bytes: &[u8]) -> Result<(Plan, PlanMeta)> {
         p.validate()
             .map_err(|e| Error::parse(FORMAT, e.to_string()))?;
     }
+    let options = raw
+        .options
+        .as_ref()
+        .map(Settings::from_json)
+        .transpose()
+        .map_err(|e| Error::parse(FORMAT, format!("options: {e}")))?;
     let plan = Plan::new(
         topology,
         num_experts,
@@ -166,6 +189,7 @@ pub fn read(bytes: &[u8]) -> Result<(Plan, PlanMeta)> {
             model_layers: raw.model_layers,
             model: raw.model,
             holdout: raw.holdout,
+            options,
         },
     ))
 }

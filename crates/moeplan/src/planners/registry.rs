@@ -492,6 +492,76 @@ impl Settings {
         self.set(name, v)
     }
 
+    /// The options set, by name (those left at their defaults are absent).
+    ///
+    /// ```
+    /// use moeplan::planners::{Settings, Value};
+    /// let s = Settings::new().with("groups", Value::Count(8))?;
+    /// assert_eq!(s.iter().collect::<Vec<_>>(), [("groups", &Value::Count(8))]);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &Value)> {
+        self.values.iter().map(|(k, v)| (*k, v))
+    }
+
+    /// Every option of `planner`, each at its value here or its default:
+    /// what a plan file records, so the planner can be run again as it ran.
+    ///
+    /// ```
+    /// use moeplan::planners::{self, Settings, Value};
+    /// let libra = planners::find("libra")?.spec();
+    /// let s = Settings::new().with("extra_experts_per_gpu", Value::Count(4))?;
+    /// let all = s.resolved_for(libra);
+    /// assert_eq!(all.get("extra_experts_per_gpu"), Some(&Value::Count(4)));
+    /// assert_eq!(all.get("predictor"), Some(&Value::Word("previous-batch".into())));
+    /// assert_eq!(all.get("groups"), None); // not Libra's
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn resolved_for(&self, planner: &PlannerSpec) -> Settings {
+        Settings {
+            values: planner
+                .options
+                .iter()
+                .map(|o| (o.name, self.value(o).clone()))
+                .collect(),
+        }
+    }
+
+    /// The settings as a JSON object (what a plan file's `options` holds).
+    ///
+    /// ```
+    /// use moeplan::planners::{Settings, Value};
+    /// let s = Settings::new().with("predictor", Value::Word("noisy".into()))?;
+    /// assert_eq!(s.to_json(), serde_json::json!({"predictor": "noisy"}));
+    /// assert_eq!(Settings::from_json(&s.to_json())?, s);
+    /// assert!(Settings::from_json(&serde_json::json!({"typo": 1})).is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::Value::Object(
+            self.values
+                .iter()
+                .map(|(k, v)| {
+                    let v = serde_json::to_value(v).unwrap_or(serde_json::Value::Null);
+                    ((*k).to_string(), v)
+                })
+                .collect(),
+        )
+    }
+
+    /// Reads [`Settings::to_json`]'s object back, every option checked
+    /// against the registry.
+    pub fn from_json(v: &serde_json::Value) -> Result<Settings> {
+        let object = v
+            .as_object()
+            .ok_or_else(|| Error::Argument(format!("options must be an object, not {v}")))?;
+        let mut s = Settings::new();
+        for (name, value) in object {
+            s.set_json(name, value)?;
+        }
+        Ok(s)
+    }
+
     /// The value set for `name`, if any.
     ///
     /// ```
