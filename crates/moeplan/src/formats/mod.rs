@@ -254,14 +254,27 @@ pub(crate) fn ids_may_be_positions(plan: &crate::Plan) -> bool {
 /// there is one.
 pub(crate) fn unknown_model_layers(plan: &crate::Plan, why: &str) -> String {
     let moe = plan.layers().len();
-    let (name, total) = crate::model::PRESETS
+    let (first, last) = (
+        plan.layers().first().map_or(0, |l| l.layer),
+        plan.layers().last().map_or(0, |l| l.layer),
+    );
+    let name = crate::model::PRESETS
         .iter()
         .find(|p| p.experts == plan.num_experts() && p.moe_layers() == moe)
-        .map_or(("deepseek-v3", 61), |p| (p.name, p.total_layers));
+        .map_or("deepseek-v3", |p| p.name);
+    // Ids 0..L may be positions (dense layers somewhere else) or the
+    // model's own ids (no dense layer among them); other ids are the model's.
+    let ids_are_the_models = if ids_may_be_positions(plan) {
+        format!("--model-layers {moe} if ids 0..{last} are already the model's layer ids")
+    } else {
+        format!(
+            "--model-layers N (at least {}) for a model of N layers",
+            last + 1
+        )
+    };
     format!(
         "the model's layer count is unknown (the trace holds only its {moe} MoE layers, \
-         numbered 0..{}) and {why}; name the model with --model {name}, or --model-layers \
-         {total} when the trace's layer ids are the model's",
-        moe.saturating_sub(1)
+         numbered {first}..{last}) and {why}; name the model with --model {name} (it says \
+         where the dense layers are), or {ids_are_the_models}"
     )
 }
