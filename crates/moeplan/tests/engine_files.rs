@@ -28,6 +28,15 @@
 //!   adaptor reads it from one layer, the redundant count from device 0): a
 //!   device holding an expert twice is short a slot and its second copy is
 //!   never routed to. Every expert must sit on some device (`valid_cnts.all()`).
+//! - TensorRT-LLM, `tensorrt_llm/llmapi/llm_args.py`
+//!   (`validate_moe_load_balancer` loads the YAML) and the fused MoE
+//!   (`WideEPMoE`, `get_layer_initial_global_assignments(layer_idx)`): every
+//!   MoE layer looks up its own decoder layer index (DeepSeek-V3: 3..60) in
+//!   `initial_global_assignments` — a missing key stops start-up
+//!   (`KeyError: layer_idx … not found`) —, its list holds `num_slots`
+//!   entries, `num_slots` splits evenly over the EP ranks and is at least
+//!   the expert count, every expert appears, and rank `r` owns slots
+//!   `r·S .. (r+1)·S`.
 //! - plan CSV and moeplan JSON: a tool reading `layer,gpu,slot,expert` rows,
 //!   or only `layers` of the JSON.
 //!
@@ -38,7 +47,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use moeplan::formats::{self, csv as plan_csv, plan_json, sglang, vllm};
+use moeplan::formats::{self, csv as plan_csv, plan_json, sglang, trtllm, vllm};
 use moeplan::planners::{EplbConfig, eplb};
 use moeplan::{LoadTrace, Plan, Topology};
 use ndarray::Array3;
@@ -155,6 +164,32 @@ fn vllm_load(json: &str, eng: &Engine) -> Result<Vec<Served>, String> {
     map.iter()
         .zip(&eng.moe_layers)
         .map(|(r, &l)| split_row(r, eng, l))
+        .collect()
+}
+
+/// TensorRT-LLM's load-balancer YAML: per MoE layer, looked up by its
+/// decoder layer index (model id).
+fn trtllm_load(yaml: &str, eng: &Engine) -> Result<BTreeMap<u32, Served>, String> {
+    #[derive(serde::Deserialize)]
+    struct Config {
+        num_slots: usize,
+        initial_global_assignments: BTreeMap<u32, Vec<u64>>,
+    }
+    let c: Config = serde_yaml_ng::from_str(yaml).map_err(|e| e.to_string())?;
+    if c.num_slots != eng.physical || c.num_slots % eng.gpus != 0 || c.num_slots < eng.experts {
+        return Err(format!(
+            "num_slots {} for {} physical slots on {} ranks",
+            c.num_slots, eng.physical, eng.gpus
+        ));
+    }
+    eng.moe_layers
+        .iter()
+        .map(|&l| {
+            let row = c.initial_global_assignments.get(&l).ok_or(format!(
+                "KeyError: layer_idx {l} not found in initial_global_assignments"
+            ))?;
+            Ok((l, split_row(row, eng, l)?))
+        })
         .collect()
 }
 
@@ -477,6 +512,8 @@ fn check_every_writer(trace: &LoadTrace, plan: &Plan, eng: &Engine) {
             assert!(ascend_file(plan, trace).is_err());
         }
     }
+    let text = trtllm::write_placement(plan, trace.known_model_layers()).unwrap();
+    check_serves(plan, &trtllm_load(&text, eng).unwrap(), "trtllm").unwrap();
     let text = plan_csv::write_plan_csv(plan);
     check_serves(plan, &csv_load(&text).unwrap(), "csv").unwrap();
     let text = plan_json::write(plan, &Default::default());
@@ -542,8 +579,9 @@ fn sglang_file_from_a_58_row_npy_of_deepseek_v3() {
     match sglang_file(&plan, &npy) {
         Err(e) => {
             let m = e.to_string();
+            // (ids 0..57 are the model's own only in a 58-layer model)
             assert!(
-                m.contains("--model deepseek-v3") && m.contains("--model-layers 61"),
+                m.contains("--model deepseek-v3") && m.contains("--model-layers 58"),
                 "{m}"
             );
         }
@@ -554,6 +592,31 @@ fn sglang_file_from_a_58_row_npy_of_deepseek_v3() {
         )
         .unwrap(),
     }
+}
+
+/// Issue 23: TensorRT-LLM's YAML from the 58 MoE rows of DeepSeek-V3 was
+/// keyed 0..57: TensorRT-LLM served layers 3..57 the slots planned for
+/// 6..60 and stopped at layer 58. Refused now; placed by the preset, the
+/// file loads in the engine's model and serves the dump's plan.
+#[test]
+fn trtllm_file_from_a_58_row_npy_of_deepseek_v3() {
+    let Some(full) = common::read_shared_trace("sglang-deepseek-v3/prefill_in4096.json") else {
+        return;
+    };
+    let npy = as_moe_only_npy(&full);
+    let eng = Engine::deepseek_v3(64, 64);
+    let plan = eplb_plan(&npy, 64, 64);
+    let e = trtllm::write_placement(&plan, npy.known_model_layers()).unwrap_err();
+    assert!(e.to_string().contains("--model deepseek-v3"), "{e}");
+    // what the old file did in the engine: a missing key at layer 58
+    let positions = trtllm::write_placement(&plan, Some(61)).unwrap();
+    let err = trtllm_load(&positions, &eng).unwrap_err();
+    assert!(err.contains("layer_idx 58 not found"), "{err}");
+    let placed = npy.in_model(61, Some(3)).unwrap();
+    let plan = eplb_plan(&placed, 64, 64);
+    let text = trtllm::write_placement(&plan, placed.known_model_layers()).unwrap();
+    let served = trtllm_load(&text, &eng).unwrap();
+    check_serves(&eplb_plan(&full, 64, 64), &served, "trtllm").unwrap();
 }
 
 // ---------------------------------------------------------------------------
