@@ -104,7 +104,8 @@ pub struct LibraOptions {
 }
 
 impl Default for LibraOptions {
-    /// The paper's evaluation: `N = 8`, `α = 0.5`; ε = 5 %.
+    /// The paper's evaluation setting (§5): `N = 8`, `α = 0.5`; ε = 5 % is
+    /// moeplan's choice (the paper gives only ε ∈ (0, 1)).
     fn default() -> Self {
         LibraOptions {
             extra_per_gpu: 8,
