@@ -418,7 +418,24 @@ pub fn joint_layer(
         }
         starts.push(start.to_vec());
     }
-    starts.extend(eplb_start(loads, capacity));
+    // (EPLB's own plan is its start already, up to the GPUs' order: not
+    // searched twice)
+    let same = |a: &[Vec<u32>], b: &[Vec<u32>]| {
+        let canonical = |p: &[Vec<u32>]| {
+            let mut gpus: Vec<Vec<u32>> = p
+                .iter()
+                .map(|g| {
+                    let mut g = g.clone();
+                    g.sort_unstable();
+                    g
+                })
+                .collect();
+            gpus.sort_unstable();
+            gpus
+        };
+        canonical(a) == canonical(b)
+    };
+    starts.extend(eplb_start(loads, capacity).filter(|e| start.is_none_or(|s| !same(s, e))));
     if let Some(counts) = super::oracle::relaxed_counts(loads, capacity) {
         starts.push(place(loads, &counts, capacity, true, false)?);
     }
