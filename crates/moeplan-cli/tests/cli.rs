@@ -530,15 +530,13 @@ fn moe_only_npy(name: &str) -> String {
     p.to_string_lossy().into_owned()
 }
 
-#[test]
-fn sglang_export_needs_the_models_layer_count() {
-    let npy = moe_only_npy("moe-only.npy");
-    let out = tmp("moe-only-sglang.json");
-    let out = out.to_str().unwrap();
-    let base = [
+/// `moeplan plan` of a MoE-rows-only trace on 1 × 8 GPUs, EPLB +8, to
+/// `out`, with `extra` arguments.
+fn moe_only_plan<'a>(npy: &'a str, out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec![
         "plan",
         "--trace",
-        &npy,
+        npy,
         "--gpus-per-node",
         "8",
         "--redundant-experts",
@@ -546,11 +544,16 @@ fn sglang_export_needs_the_models_layer_count() {
         "--out",
         out,
     ];
-    let with = |extra: &[&'static str]| {
-        let mut a = base.to_vec();
-        a.extend_from_slice(extra);
-        a
-    };
+    a.extend_from_slice(extra);
+    a
+}
+
+#[test]
+fn sglang_export_needs_the_models_layer_count() {
+    let npy = moe_only_npy("moe-only.npy");
+    let out = tmp("moe-only-sglang.json");
+    let out = out.to_str().unwrap();
+    let with = |extra: &[&'static str]| moe_only_plan(&npy, out, extra);
     // a short file would load silently in SGLang and misalign every layer
     check_fails(&with(&["--format", "sglang"]), "--model deepseek-v3");
     // (the ids 0..57 may be the model's own: then it has 58 layers; 61
@@ -1083,35 +1086,25 @@ fn moe_only_traces_are_placed_or_refused_for_every_engine() {
     let npy = moe_only_npy("moe-only-engines.npy");
     let out = tmp("moe-only-engine-file");
     let out = out.to_str().unwrap();
-    let run = |format: &str, extra: &[&str]| {
-        let mut a = vec![
-            "plan",
-            "--trace",
-            &npy,
-            "--gpus-per-node",
-            "8",
-            "--redundant-experts",
-            "8",
-            "--format",
-            format,
-            "--out",
-            out,
-        ];
-        a.extend_from_slice(extra);
-        let o = moeplan(&a);
-        (a.iter().map(|s| s.to_string()).collect::<Vec<_>>(), o)
+    let run = |format: &'static str, extra: &[&'static str]| {
+        let mut e = vec!["--format", format];
+        e.extend_from_slice(extra);
+        let a = moe_only_plan(&npy, out, &e);
+        (moeplan(&a), a.join(" "))
     };
     for format in ["sglang", "trtllm"] {
-        let (a, o) = run(format, &[]);
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        check_failed(o, &a, "--model deepseek-v3");
+        let mut e = vec!["--format", format];
+        check_fails(&moe_only_plan(&npy, out, &e), "--model deepseek-v3");
         // a layer count alone cannot say which layers are dense
-        let (a, o) = run(format, &["--model-layers", "61"]);
-        let a: Vec<&str> = a.iter().map(String::as_str).collect();
-        check_failed(o, &a, "--model");
+        e.extend(["--model-layers", "61"]);
+        check_fails(&moe_only_plan(&npy, out, &e), "--model");
     }
-    let (_, o) = run("trtllm", &["--model", "deepseek-v3"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (o, a) = run("trtllm", &["--model", "deepseek-v3"]);
+    assert!(
+        o.status.success(),
+        "{a}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let yaml = std::fs::read_to_string(out).unwrap();
     let keys: Vec<u32> = yaml
         .lines()
@@ -1120,13 +1113,21 @@ fn moe_only_traces_are_placed_or_refused_for_every_engine() {
     assert_eq!(keys, (3..=60).collect::<Vec<u32>>(), "{yaml}");
     // vLLM and vllm-ascend read their rows by MoE position
     for extra in [&[][..], &["--model", "deepseek-v3"][..]] {
-        let (_, o) = run("vllm", extra);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let (o, a) = run("vllm", extra);
+        assert!(
+            o.status.success(),
+            "{a}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
         assert_eq!(v.as_array().map(Vec::len), Some(58), "vllm {extra:?}");
-        let (_, o) = run("vllm-ascend", extra);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let (o, a) = run("vllm-ascend", extra);
+        assert!(
+            o.status.success(),
+            "{a}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
         let ids: Vec<u64> = v["layer_list"]

@@ -33,13 +33,23 @@ fn trace(name: &str, batches: usize) -> (String, LoadTrace) {
 /// Libra's schedule on `t` as the core computes it, with `n` copies per
 /// GPU and the default predictor (previous batch), replayed.
 fn core_libra(t: &LoadTrace, topology: Topology, n: usize) -> moeplan::sim::Report {
+    core_libra_by(t, topology, n, &Predictor::PreviousBatch)
+}
+
+/// [`core_libra`] with another predictor.
+fn core_libra_by(
+    t: &LoadTrace,
+    topology: Topology,
+    n: usize,
+    predictor: &Predictor,
+) -> moeplan::sim::Report {
     let base = planners::contiguous(t, topology).unwrap();
     let work = Workload::new(t.clone());
     let options = LibraOptions {
         extra_per_gpu: n,
         ..LibraOptions::default()
     };
-    let s = libra_schedule(&work, &base, &Predictor::PreviousBatch, &options).unwrap();
+    let s = libra_schedule(&work, &base, predictor, &options).unwrap();
     let cost = CostModel::for_model(model::preset("olmoe").unwrap());
     simulate(&work, &s.strategy(), &cost).unwrap()
 }
@@ -272,20 +282,9 @@ fn eval_remakes_libra_with_the_options_its_file_records() {
     };
     // no flags: the recorded options (the core's Libra with the oracle, N = 2)
     let (ir, err) = eval(&[]);
-    let work = Workload::new(core_trace.clone());
-    let base = planners::contiguous(&core_trace, Topology::new(1, 8).unwrap()).unwrap();
-    let options = LibraOptions {
-        extra_per_gpu: 2,
-        ..LibraOptions::default()
-    };
-    let s = libra_schedule(&work, &base, &Predictor::Oracle, &options).unwrap();
-    let cost = CostModel::for_model(model::preset("olmoe").unwrap());
-    let want = simulate(&work, &s.strategy(), &cost).unwrap();
-    assert!(
-        close(ir, want.imbalance_ratio),
-        "{ir} vs {}",
-        want.imbalance_ratio
-    );
+    let one_node = Topology::new(1, 8).unwrap();
+    let want = core_libra_by(&core_trace, one_node, 2, &Predictor::Oracle).imbalance_ratio;
+    assert!(close(ir, want), "{ir} vs {want}");
     assert!(!err.contains("overrides"), "{err}");
     // the same flags repeated: the same figures, nothing overridden
     let (same, err) = eval(&["--predictor", "oracle", "--extra-experts-per-gpu", "2"]);
@@ -296,7 +295,7 @@ fn eval_remakes_libra_with_the_options_its_file_records() {
         err.contains("note: --extra-experts-per-gpu 6 overrides the plan file's 2"),
         "{err}"
     );
-    let want6 = core_libra_with(&core_trace, 6, &Predictor::Oracle);
+    let want6 = core_libra_by(&core_trace, one_node, 6, &Predictor::Oracle).imbalance_ratio;
     assert!(close(other, want6), "{other} vs {want6}");
     // an older file without options: the flags and defaults, said so
     let mut older = file.clone();
@@ -314,22 +313,6 @@ fn eval_remakes_libra_with_the_options_its_file_records() {
     args.extend(topo);
     let o = moeplan(&args);
     assert!(String::from_utf8_lossy(&o.stderr).contains("records no planner options"));
-}
-
-/// Libra's mean imbalance on `t` (1 × 8) with `n` copies and `predictor`.
-fn core_libra_with(t: &LoadTrace, n: usize, predictor: &Predictor) -> f64 {
-    let topology = Topology::new(1, 8).unwrap();
-    let base = planners::contiguous(t, topology).unwrap();
-    let work = Workload::new(t.clone());
-    let options = LibraOptions {
-        extra_per_gpu: n,
-        ..LibraOptions::default()
-    };
-    let s = libra_schedule(&work, &base, predictor, &options).unwrap();
-    let cost = CostModel::for_model(model::preset("olmoe").unwrap());
-    simulate(&work, &s.strategy(), &cost)
-        .unwrap()
-        .imbalance_ratio
 }
 
 /// Issue 23: `eval` of a Libra plan printed the bound of static plans with
