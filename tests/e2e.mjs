@@ -672,8 +672,13 @@ async function main() {
         const before = await pd.$eval("#timings", (el) => el.dataset.clusterMs);
         await pd.fill(sel, value);
         await pd.dispatchEvent(sel, "change");
-        await pd.waitForFunction((b) => document.querySelector("#timings")?.dataset.clusterMs !== b
-          && document.querySelector("#status")?.classList.contains("ready"), before, { timeout: 60000 });
+        // (the scope is waited for too: a timing that lands late from the
+        // previous change can flip clusterMs before this one is answered —
+        // seen once in CI, the node change checked against 8 × 4)
+        await pd.waitForFunction(([b, re]) => document.querySelector("#timings")?.dataset.clusterMs !== b
+          && document.querySelector("#status")?.classList.contains("ready")
+          && new RegExp(re).test(document.querySelector(".scope")?.textContent ?? ""),
+        [before, scope.source], { timeout: 60000 }).catch(() => {});
         check(`${sel} ${value} re-plans`, scope.test(await text(pd, ".scope")), await text(pd, ".scope"));
         return pd.$eval("#timings", (el) => [Number(el.dataset.clusterMs), Number(el.dataset.graceMs)]);
       };
