@@ -1112,24 +1112,19 @@ fn moe_only_traces_are_placed_or_refused_for_every_engine() {
         .collect();
     assert_eq!(keys, (3..=60).collect::<Vec<u32>>(), "{yaml}");
     // vLLM and vllm-ascend read their rows by MoE position
+    let written = |format: &'static str, extra: &[&'static str]| -> serde_json::Value {
+        let (o, a) = run(format, extra);
+        assert!(
+            o.status.success(),
+            "{a}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap()
+    };
     for extra in [&[][..], &["--model", "deepseek-v3"][..]] {
-        let (o, a) = run("vllm", extra);
-        assert!(
-            o.status.success(),
-            "{a}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+        let v = written("vllm", extra);
         assert_eq!(v.as_array().map(Vec::len), Some(58), "vllm {extra:?}");
-        let (o, a) = run("vllm-ascend", extra);
-        assert!(
-            o.status.success(),
-            "{a}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+        let v = written("vllm-ascend", extra);
         let ids: Vec<u64> = v["layer_list"]
             .as_array()
             .unwrap()
