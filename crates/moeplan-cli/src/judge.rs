@@ -123,9 +123,7 @@ pub fn judge_schedule(
     take_balance(&mut report, &sim);
     // The base's bound is for static plans; the schedule's copies are
     // counted batch by batch.
-    if let moeplan::sim::Placement::Schedule(plans) = &schedule.strategy.placement {
-        report.bound_per_batch(work.trace(), plans);
-    }
+    report.bound_per_batch(work.trace(), &schedule.strategy.placement)?;
     Ok(Judged {
         report,
         sim,

@@ -60,21 +60,22 @@ pub fn layer_bound(trace: &LoadTrace, layer: usize, gpus: usize, r: usize) -> f6
 /// The bound under a per-batch schedule (Libra's): every batch is bounded
 /// with the replica count its own plan has in each layer (the base's
 /// copies plus those the schedule made for that batch), per layer averaged
-/// over batches. `plans` cover consecutive batch ranges of `trace`
-/// ([`crate::sim::Placement::Schedule`]); a batch no plan covers, or a plan
-/// of other layers, is skipped. The even-split argument needs only that
-/// some copy of `e` carries `w_e / c_e` or more, so it holds for any split
-/// over the copies, Libra's rebalancing included.
+/// over batches; a static placement gets [`layer_bound`]'s figures. The
+/// even-split argument needs only that some copy of `e` carries `w_e / c_e`
+/// or more, so it holds for any split over the copies, Libra's
+/// rebalancing included. Errors where the placement does not cover the
+/// trace's batches and layers, as [`crate::sim::simulate`] does.
 ///
 /// ```
 /// use moeplan::bound::{layer_bound, per_batch_bound};
+/// use moeplan::sim::Placement;
 /// use moeplan::{planners::contiguous, LayerPlacement, LoadTrace, Plan, Topology};
 /// use ndarray::Array3;
 /// // batch 0: one hot expert; batch 1: the same, with a copy of it planned
 /// let t = LoadTrace::new(Array3::from_shape_vec((2, 1, 4), vec![6., 1., 1., 0., 6., 1., 1., 0.])?, vec![0])?;
 /// let base = contiguous(&t, Topology::new(1, 2)?)?;
 /// let copy = Plan::new(Topology::new(1, 2)?, 4, vec![LayerPlacement { layer: 0, gpus: vec![vec![0, 1], vec![2, 3, 0]] }], "x")?;
-/// let b = per_batch_bound(&t, &[(0..1, base), (1..2, copy)]);
+/// let b = per_batch_bound(&t, &Placement::Schedule(vec![(0..1, base), (1..2, copy)]))?;
 /// // batch 0 at 0 replicas: 4 / 6; batch 1 at 1 replica: 4 / 4
 /// assert!((b[0] - (4.0 / 6.0 + 1.0) / 2.0).abs() < 1e-12);
 /// assert!(b[0] > layer_bound(&t, 0, 2, 0));
@@ -82,19 +83,16 @@ pub fn layer_bound(trace: &LoadTrace, layer: usize, gpus: usize, r: usize) -> f6
 /// ```
 pub fn per_batch_bound(
     trace: &LoadTrace,
-    plans: &[(std::ops::Range<usize>, crate::Plan)],
-) -> Vec<f64> {
+    placement: &crate::sim::Placement,
+) -> crate::Result<Vec<f64>> {
     let (b_n, l_n) = (trace.num_batches(), trace.num_layers());
     let mut sum = vec![0.0; l_n];
-    let mut seen = vec![0usize; l_n];
     let mut heap = BinaryHeap::new();
-    for (range, plan) in plans {
-        if plan.layers().len() != l_n {
-            continue;
-        }
+    for (range, plan) in crate::sim::segments(placement, b_n)? {
+        plan.check_matches(trace)?;
         let d = plan.topology().num_gpus();
         let replicas = plan.summary().replicas_per_layer;
-        for b in range.clone().filter(|&b| b < b_n) {
+        for b in range {
             for (l, &r) in replicas.iter().enumerate() {
                 let row = trace.counts().slice(ndarray::s![b, l, ..]);
                 let mut at_r = 1.0;
@@ -110,14 +108,10 @@ pub fn per_batch_bound(
                     r,
                 );
                 sum[l] += at_r;
-                seen[l] += 1;
             }
         }
     }
-    sum.iter()
-        .zip(&seen)
-        .map(|(&s, &n)| if n > 0 { s / n as f64 } else { 1.0 })
-        .collect()
+    Ok(sum.iter().map(|&s| s / b_n.max(1) as f64).collect())
 }
 
 #[derive(PartialEq)]

@@ -351,13 +351,41 @@ pub fn yaml_flow_depth(bytes: &[u8], stop_above: u32) -> u32 {
 /// build: every number as one `Value`, and the nesting. Call before
 /// `serde_json::from_slice`.
 pub(crate) fn charge_json(meter: &mut Meter, bytes: &[u8], what: &str) -> Result<()> {
-    let (numbers, depth) = json_shape_within(bytes, meter.budget().max_depth);
+    charge_json_shape(meter, bytes, None, what)
+}
+
+/// [`charge_json`] with the shape [`json_first`] already scanned, when it
+/// did (one pass over a large file, not two).
+pub(crate) fn charge_json_shape(
+    meter: &mut Meter,
+    bytes: &[u8],
+    shape: Option<(u64, u32)>,
+    what: &str,
+) -> Result<()> {
+    let (numbers, depth) =
+        shape.unwrap_or_else(|| json_shape_within(bytes, meter.budget().max_depth));
     meter.depth(depth, what)?;
     meter.values(
         numbers,
         std::mem::size_of::<serde_json::Value>() as u64,
         what,
     )
+}
+
+/// For text that opens like JSON (`{` or `[`): its shape, scanned before
+/// anything else looks at the whole text (detection included), and its
+/// nesting checked — the scan stops at the first level too deep. `None`
+/// for other text.
+pub(crate) fn json_first(meter: &Meter, body: &[u8], what: &str) -> Result<Option<(u64, u32)>> {
+    if !matches!(
+        body.iter().find(|b| !b.is_ascii_whitespace()),
+        Some(b'{' | b'[')
+    ) {
+        return Ok(None);
+    }
+    let shape = json_shape_within(body, meter.budget().max_depth);
+    meter.depth(shape.1, what)?;
+    Ok(Some(shape))
 }
 
 /// Charges `meter` for the fields of delimited text (commas, tabs and line

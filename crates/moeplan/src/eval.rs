@@ -100,17 +100,22 @@ impl EvalReport {
     /// let base = contiguous(&t, Topology::new(1, 2)?)?;
     /// let mut report = evaluate(&t, &base)?;
     /// assert_eq!(report.bound, 2.0 / 3.0);
-    /// report.bound_per_batch(&t, &[(0..1, base)]);
+    /// report.bound_per_batch(&t, &moeplan::sim::Placement::Schedule(vec![(0..1, base)]))?;
     /// assert_eq!((report.bound, report.bound_counts), (2.0 / 3.0, BoundCounts::CopiesPerBatch));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn bound_per_batch(&mut self, trace: &LoadTrace, plans: &[(std::ops::Range<usize>, Plan)]) {
-        self.per_layer_bound = crate::bound::per_batch_bound(trace, plans);
+    pub fn bound_per_batch(
+        &mut self,
+        trace: &LoadTrace,
+        placement: &crate::sim::Placement,
+    ) -> Result<()> {
+        self.per_layer_bound = crate::bound::per_batch_bound(trace, placement)?;
         self.bound = mean(&self.per_layer_bound);
         self.gap = self.bound - self.balancedness;
         self.packing_bound = None;
         self.per_layer_packing_bound = None;
         self.bound_counts = BoundCounts::CopiesPerBatch;
+        Ok(())
     }
 
     /// Fills [`EvalReport::packing_bound`] for `plan` on `trace` (the ones

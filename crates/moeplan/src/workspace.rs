@@ -1322,12 +1322,10 @@ impl Scheduled {
         }
         // The bound of a schedule counts its copies batch by batch (the
         // base's would bound only static plans).
-        let bound = match &s.strategy.placement {
-            crate::sim::Placement::Schedule(parts) => {
-                mean(&crate::bound::per_batch_bound(work.trace(), parts))
-            }
-            crate::sim::Placement::Static(_) => 1.0,
-        };
+        let bound = mean(&crate::bound::per_batch_bound(
+            work.trace(),
+            &s.strategy.placement,
+        )?);
         Ok(Scheduled {
             bound,
             about: s.about,

@@ -320,34 +320,21 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
 }
 
 /// SGLang's rows and TensorRT-LLM's keys are model layers: a trace that
-/// knows only its MoE layers (SGLang: any; TensorRT-LLM: ids `0..L`, which
-/// may be positions) is refused before planning, by the writer's own check
-/// on a plan of the trace's layers, so the message is the writer's.
+/// does not know its model is refused before planning, by the writers' own
+/// check ([`formats::check_model_layers`]).
 fn needs_model_layers(format: PlanFormat, trace: &LoadTrace) -> Result<(), CliError> {
-    let known = trace.known_model_layers();
-    let positions = trace
-        .layer_ids()
-        .iter()
-        .enumerate()
-        .all(|(i, &l)| l as usize == i);
-    let refused = match format {
-        PlanFormat::Sglang => known.is_none(),
-        PlanFormat::Trtllm => known.is_none() && positions,
-        _ => false,
+    let file = match format {
+        PlanFormat::Sglang => formats::ModelKeyed::Rows,
+        PlanFormat::Trtllm => formats::ModelKeyed::Keys,
+        _ => return Ok(()),
     };
-    if !refused {
-        return Ok(());
-    }
-    // The writers say why; a contiguous plan of the trace is what they see.
-    let plan = moeplan::planners::contiguous(trace, Topology::new(1, 1)?)?;
-    let err = match format {
-        PlanFormat::Sglang => sglang::write_init_expert_location(&plan, None).err(),
-        _ => formats::trtllm::write_placement(&plan, None).err(),
-    };
-    match err {
-        Some(e) => Err(e.into()),
-        None => Ok(()),
-    }
+    formats::check_model_layers(
+        file,
+        trace.layer_ids(),
+        trace.num_experts(),
+        trace.known_model_layers(),
+    )?;
+    Ok(())
 }
 
 /// vllm-ascend gives each expert one slot per device: second copies on one

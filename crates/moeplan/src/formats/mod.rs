@@ -184,17 +184,9 @@ pub fn read_trace(bytes: &[u8], options: &ReadOptions) -> Result<LoadTrace> {
     let mut meter = crate::Meter::new(options.budget);
     meter.bytes(bytes.len() as u64, "the file")?;
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    if matches!(
-        body.iter().find(|b| !b.is_ascii_whitespace()),
-        Some(b'{' | b'[')
-    ) {
-        // JSON's nesting before any pass over the whole text (detection
-        // included): the scan stops at the first level too deep.
-        let (_, depth) = crate::budget::json_shape_within(body, meter.budget().max_depth);
-        meter.depth(depth, "the JSON")?;
-    }
+    let json = crate::budget::json_first(&meter, body, "the JSON")?;
     let format = detect(body)?;
-    charge_text(format, body, &mut meter)?;
+    charge_text(format, body, json, &mut meter)?;
     match format {
         TraceFormat::SglangJson => {
             if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
@@ -223,10 +215,15 @@ pub fn read_trace(bytes: &[u8], options: &ReadOptions) -> Result<LoadTrace> {
 /// Text formats are parsed into values whose number the text itself bounds:
 /// charge that bound (and the nesting) before parsing, so a reader never
 /// builds more than the budget allows.
-fn charge_text(format: TraceFormat, body: &[u8], meter: &mut crate::Meter) -> Result<()> {
+fn charge_text(
+    format: TraceFormat,
+    body: &[u8],
+    json: Option<(u64, u32)>,
+    meter: &mut crate::Meter,
+) -> Result<()> {
     match format {
         TraceFormat::SglangJson | TraceFormat::MoeplanTrace | TraceFormat::VllmLoadWindow => {
-            crate::budget::charge_json(meter, body, "the JSON")
+            crate::budget::charge_json_shape(meter, body, json, "the JSON")
         }
         TraceFormat::WideCsv | TraceFormat::SglangRankCsv => {
             crate::budget::charge_fields(meter, body, 8, "the CSV")
@@ -238,33 +235,70 @@ fn charge_text(format: TraceFormat, body: &[u8], meter: &mut crate::Meter) -> Re
     }
 }
 
-/// Whether a plan's layer ids may be positions among the MoE layers rather
-/// than model layer ids: exactly `0..L`. An engine file keyed by model
-/// layer then needs the model named (dense layers first, or none).
-pub(crate) fn ids_may_be_positions(plan: &crate::Plan) -> bool {
-    plan.layers()
-        .iter()
-        .enumerate()
-        .all(|(i, l)| l.layer as usize == i)
+/// An engine file that names layers by model (decoder) layer id, not by
+/// MoE position (vLLM's and vllm-ascend's rows are positions and need no
+/// check).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelKeyed {
+    /// SGLang's `--init-expert-location`: a row per model layer, dense ones
+    /// included, so the model's layer count must be known.
+    Rows,
+    /// TensorRT-LLM's YAML: keys are decoder layer indices, so ids `0..L` of
+    /// a trace that does not know its model (they may be positions) are
+    /// refused; ids that do not start at 0 were named by their source.
+    Keys,
 }
 
-/// Why an engine file keyed by model layer cannot be written from a trace
-/// that knows only its MoE layers (`why`: what the engine does with a wrong
-/// key), and how to name the model: the preset of the plan's shape when
-/// there is one.
-pub(crate) fn unknown_model_layers(plan: &crate::Plan, why: &str) -> String {
-    let moe = plan.layers().len();
+/// Whether a `file` keyed by model layer can be written for MoE layers
+/// `layer_ids` of `num_experts` experts when the model's layer count is
+/// `model_layers` (`None`: the trace knows only its MoE layers): the one
+/// check every writer of such a file and the CLI (before planning) share.
+/// The refusal says what the engine would do with a wrong key and how to
+/// name the model.
+///
+/// ```
+/// use moeplan::formats::{check_model_layers, ModelKeyed};
+/// assert!(check_model_layers(ModelKeyed::Keys, &[3, 4], 8, None).is_ok());
+/// assert!(check_model_layers(ModelKeyed::Keys, &[0, 1], 8, None).is_err());
+/// assert!(check_model_layers(ModelKeyed::Rows, &[3, 4], 8, None).is_err());
+/// assert!(check_model_layers(ModelKeyed::Rows, &[0, 1], 8, Some(2)).is_ok());
+/// ```
+pub fn check_model_layers(
+    file: ModelKeyed,
+    layer_ids: &[u32],
+    num_experts: usize,
+    model_layers: Option<usize>,
+) -> Result<()> {
+    let positions = layer_ids.iter().enumerate().all(|(i, &l)| l as usize == i);
+    let (format, why) = match file {
+        ModelKeyed::Rows => (
+            "SGLang --init-expert-location",
+            "SGLang indexes rows by model layer: a short file loads silently and serves every \
+             layer another layer's experts",
+        ),
+        ModelKeyed::Keys => (
+            trtllm::PLACEMENT,
+            "TensorRT-LLM looks layers up by decoder layer index: a file keyed by MoE position \
+             gives each layer another layer's slots and stops the engine at the first index \
+             past them",
+        ),
+    };
+    let refused = model_layers.is_none() && (file == ModelKeyed::Rows || positions);
+    if !refused {
+        return Ok(());
+    }
+    let moe = layer_ids.len();
     let (first, last) = (
-        plan.layers().first().map_or(0, |l| l.layer),
-        plan.layers().last().map_or(0, |l| l.layer),
+        layer_ids.first().copied().unwrap_or(0),
+        layer_ids.last().copied().unwrap_or(0),
     );
     let name = crate::model::PRESETS
         .iter()
-        .find(|p| p.experts == plan.num_experts() && p.moe_layers() == moe)
+        .find(|p| p.experts == num_experts && p.moe_layers() == moe)
         .map_or("deepseek-v3", |p| p.name);
     // Ids 0..L may be positions (dense layers somewhere else) or the
     // model's own ids (no dense layer among them); other ids are the model's.
-    let ids_are_the_models = if ids_may_be_positions(plan) {
+    let ids_are_the_models = if positions {
         format!("--model-layers {moe} if ids 0..{last} are already the model's layer ids")
     } else {
         format!(
@@ -272,9 +306,12 @@ pub(crate) fn unknown_model_layers(plan: &crate::Plan, why: &str) -> String {
             last + 1
         )
     };
-    format!(
-        "the model's layer count is unknown (the trace holds only its {moe} MoE layers, \
-         numbered {first}..{last}) and {why}; name the model with --model {name} (it says \
-         where the dense layers are), or {ids_are_the_models}"
-    )
+    Err(Error::Export {
+        format,
+        message: format!(
+            "the model's layer count is unknown (the trace holds only its {moe} MoE layers, \
+             numbered {first}..{last}) and {why}; name the model with --model {name} (it says \
+             where the dense layers are), or {ids_are_the_models}"
+        ),
+    })
 }

@@ -261,23 +261,15 @@ pub fn read_any_plan(bytes: &[u8], ctx: &PlanContext<'_>) -> Result<PlanFile> {
     let mut meter = crate::Meter::new(ctx.budget);
     meter.bytes(bytes.len() as u64, "the plan file")?;
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    if matches!(
-        body.iter().find(|b| !b.is_ascii_whitespace()),
-        Some(b'{' | b'[')
-    ) {
-        // JSON's nesting before any pass over the whole text (detection
-        // included): the scan stops at the first level too deep. (YAML's is
-        // charged first thing by its reader, a CSV has none.)
-        let (_, depth) = crate::budget::json_shape_within(body, meter.budget().max_depth);
-        meter.depth(depth, "the plan JSON")?;
-    }
+    // (YAML's nesting is charged first thing by its reader, a CSV has none)
+    let json = crate::budget::json_first(&meter, body, "the plan JSON")?;
     let format = detect_plan(body)?;
     if format == PlanFileFormat::Csv {
         crate::budget::charge_fields(&mut meter, body, 8, "the plan CSV")?;
     } else if format == PlanFileFormat::Trtllm {
         // charged by its reader, number by number
     } else {
-        crate::budget::charge_json(&mut meter, body, "the plan JSON")?;
+        crate::budget::charge_json_shape(&mut meter, body, json, "the plan JSON")?;
     }
     let needs_topology = || {
         ctx.topology.ok_or_else(|| {

@@ -662,26 +662,19 @@ pub fn read_cooccurrence_in<N: AsRef<str>, B: AsRef<[u8]>>(
 /// ```
 pub fn write_placement(plan: &Plan, model_layers: Option<usize>) -> Result<String> {
     use std::fmt::Write;
-    let last = plan.layers().last().map_or(0, |l| l.layer as usize);
-    match model_layers {
-        None if super::ids_may_be_positions(plan) => {
-            return Err(Error::Export {
-                format: PLACEMENT,
-                message: super::unknown_model_layers(
-                    plan,
-                    "TensorRT-LLM looks layers up by decoder layer index: a file keyed by MoE \
-                     position gives each layer another layer's slots and stops the engine at the \
-                     first index past them",
-                ),
-            });
-        }
-        Some(n) if n <= last => {
-            return Err(Error::Export {
-                format: PLACEMENT,
-                message: format!("the plan has MoE layer {last} but the model only {n} layers"),
-            });
-        }
-        _ => {}
+    let ids: Vec<u32> = plan.layers().iter().map(|l| l.layer).collect();
+    super::check_model_layers(
+        super::ModelKeyed::Keys,
+        &ids,
+        plan.num_experts(),
+        model_layers,
+    )?;
+    let last = ids.last().map_or(0, |&l| l as usize);
+    if let Some(n) = model_layers.filter(|&n| n <= last) {
+        return Err(Error::Export {
+            format: PLACEMENT,
+            message: format!("the plan has MoE layer {last} but the model only {n} layers"),
+        });
     }
     let per_gpu = plan.uniform_slots_per_gpu().ok_or_else(|| Error::Export {
         format: PLACEMENT,

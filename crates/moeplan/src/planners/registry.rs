@@ -492,18 +492,6 @@ impl Settings {
         self.set(name, v)
     }
 
-    /// The options set, by name (those left at their defaults are absent).
-    ///
-    /// ```
-    /// use moeplan::planners::{Settings, Value};
-    /// let s = Settings::new().with("groups", Value::Count(8))?;
-    /// assert_eq!(s.iter().collect::<Vec<_>>(), [("groups", &Value::Count(8))]);
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &Value)> {
-        self.values.iter().map(|(k, v)| (*k, v))
-    }
-
     /// Every option of `planner`, each at its value here or its default:
     /// what a plan file records, so the planner can be run again as it ran.
     ///

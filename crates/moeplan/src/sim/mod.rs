@@ -352,7 +352,10 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
 
 /// The placement as (batch range, plan) pieces covering `0..batches` in
 /// order.
-fn segments(placement: &Placement, batches: usize) -> Result<Vec<(Range<usize>, &Plan)>> {
+pub(crate) fn segments(
+    placement: &Placement,
+    batches: usize,
+) -> Result<Vec<(Range<usize>, &Plan)>> {
     match placement {
         Placement::Static(plan) => Ok(vec![(0..batches, plan)]),
         Placement::Schedule(parts) => {

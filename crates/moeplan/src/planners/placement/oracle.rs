@@ -174,7 +174,7 @@ struct Model {
 
 fn model(w: &[f64], capacity: &[usize], k_lo: &[usize], ub: f64, binary: bool) -> Model {
     let (e, d) = (w.len(), capacity.len());
-    let k_max = d.min(capacity.iter().sum::<usize>() + 1 - e);
+    let k_max = d.min((capacity.iter().sum::<usize>() + 1).saturating_sub(e));
     let mean = w.iter().sum::<f64>() / d as f64;
     let mut p = Problem::new(OptimizationDirection::Minimize);
     let t = p.add_var(1.0, (mean * (1.0 - 1e-9), ub));
