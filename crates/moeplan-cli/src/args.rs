@@ -110,6 +110,14 @@ pub struct SourceArgs {
     /// For token-level traces (an ESFT folder): tokens per batch.
     #[arg(long, default_value_t = 1024)]
     pub batch_tokens: usize,
+    /// For token-level traces: how tokens go to the GPUs as source ranks.
+    /// even: each batch's tokens in equal contiguous shares (a scheduler
+    /// balancing tokens over data-parallel ranks); sequences: whole
+    /// sequences round-robin (a rank with a long one holds several times
+    /// the mean).
+    #[arg(long, default_value = "even",
+          value_parser = clap::builder::PossibleValuesParser::new(moeplan::Deal::ALL.map(moeplan::Deal::name)))]
+    pub deal: String,
     /// For token-level traces: the model preset giving experts and top-k.
     #[arg(long, default_value = "deepseek-v2-lite")]
     pub token_model: String,
@@ -250,6 +258,7 @@ impl Dispatch {
             Dispatch::GraceTopology => Rule::GraceTopology,
             Dispatch::LibraRebalance => Rule::Libra {
                 tolerance_percent: moeplan::sim::DEFAULT_TOLERANCE_PERCENT,
+                start: moeplan::sim::RemoteStart::Even,
             },
             Dispatch::Optimal => Rule::Optimal,
         }

@@ -49,6 +49,8 @@ pub enum Sources {
     Tokens {
         tokens: TokenTrace,
         batch_tokens: usize,
+        /// How tokens go to ranks (`--deal`).
+        deal: moeplan::Deal,
         meter: Meter,
     },
     /// `base`, and a TensorRT-LLM dump's co-occurrence files (checked to
@@ -114,9 +116,10 @@ pub fn load(args: &TraceArgs) -> Result<Loaded, CliError> {
 /// layer ids renamed, counts as read — or its batches `batches`) with the
 /// sources read for those batches. Every source rank is a GPU: per-rank
 /// counts with ranks past `topology`'s GPUs are an error, named before
-/// simulating; ESFT sequences are dealt round-robin to the GPUs
-/// ([`TokenTrace::with_sequences_on_ranks`]), in the same batches as the
-/// trace's, so the counts (and every figure under `even`) stay the trace's.
+/// simulating; ESFT tokens are dealt to the GPUs by `--deal`
+/// ([`TokenTrace::dealt`]: each batch in equal shares by default), in the
+/// same batches as the trace's, so the counts (and every figure under
+/// `even`) stay the trace's.
 pub fn workload(
     trace: LoadTrace,
     sources: &Sources,
@@ -133,11 +136,12 @@ pub fn workload(
         Sources::Tokens {
             tokens,
             batch_tokens,
+            deal,
             meter,
         } => token_workload(
             &trace,
             tokens,
-            *batch_tokens,
+            (*batch_tokens, *deal),
             batches,
             topology,
             &mut meter.clone(),
@@ -301,7 +305,7 @@ fn check_batches(batches: &Range<usize>, of: usize) -> Result<(), CliError> {
 fn token_workload(
     trace: &LoadTrace,
     tokens: &TokenTrace,
-    batch_tokens: usize,
+    (batch_tokens, deal): (usize, moeplan::Deal),
     batches: Range<usize>,
     topology: Topology,
     meter: &mut Meter,
@@ -338,7 +342,7 @@ fn token_workload(
         routes,
         sequences,
     )?
-    .with_sequences_on_ranks(topology.num_gpus())?;
+    .dealt(deal, topology.num_gpus(), batch_tokens)?;
     let work = Workload::from_tokens(part, batch_tokens)?;
     if work.trace().counts() != trace.counts() {
         return Err(moeplan::Error::Mismatch(
@@ -478,6 +482,7 @@ fn read_token_folder(dir: &Path, source: &SourceArgs) -> Result<Loaded, CliError
         sources: Sources::Tokens {
             tokens,
             batch_tokens: source.batch_tokens,
+            deal: moeplan::Deal::from_name(&source.deal)?,
             meter,
         },
     })
@@ -664,6 +669,7 @@ mod tests {
         Sources::Tokens {
             tokens,
             batch_tokens: 2,
+            deal: moeplan::Deal::Sequences,
             meter: Meter::new(budget),
         }
     }

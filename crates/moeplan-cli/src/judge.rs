@@ -144,6 +144,7 @@ pub fn judge_quietly(
 
 impl Judged {
     /// The report as JSON: the evaluator's keys, plus `dispatch`, `sources`,
+    /// `predictions` (GRACE's rules: what they predict loads from),
     /// `traffic` (with `messages`, null without token routes) and
     /// `per_batch_imbalance_ratio`.
     pub fn json(&self) -> Value {
@@ -151,6 +152,9 @@ impl Judged {
         let t = &self.sim.traffic;
         v["dispatch"] = self.sim.rule.clone().into();
         v["sources"] = self.sim.sources.clone().into();
+        if let Some(p) = &self.sim.predictions {
+            v["predictions"] = p.clone().into();
+        }
         v["traffic"] = json!({
             "local": t.local,
             "intra_node": t.intra_node,

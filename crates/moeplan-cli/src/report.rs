@@ -79,6 +79,9 @@ pub fn eval(j: &Judged, algorithm: &str, plan: &Plan, scope: &str, cost: &Cost) 
         j.sim.rule,
         j.sim.sources
     );
+    if let Some(p) = &j.sim.predictions {
+        wl!(o, "predictions      from {p}");
+    }
     wl!(
         o,
         "balancedness     {:.4}   mean GPU load / max, mean over batches then layers (1.0 is perfect)",
@@ -91,9 +94,11 @@ pub fn eval(j: &Judged, algorithm: &str, plan: &Plan, scope: &str, cost: &Cost) 
     );
     wl!(
         o,
-        "replicas         {}   over {} layers; slots per GPU {}..{}",
+        "replicas         {}   over {} layers; on the fullest GPU {} (of its {} slots; per GPU {}..{})",
         r.replicas,
         r.layer_ids.len(),
+        r.replica_slots_fullest_gpu,
+        r.slots_per_gpu_max,
         r.slots_per_gpu_min,
         r.slots_per_gpu_max
     );
@@ -178,6 +183,10 @@ pub fn compare(
     wl!(o, "{topology} · {scope}");
     wl!(o, "dispatch: {rule} · sources: {sources}");
     wl!(o, "cross-node GB: over all batches, at {}", cost.describe());
+    wl!(
+        o,
+        "fullest GPU +: replica slots on the fullest GPU, all layers, beyond an even share without replicas (what limits its KV cache)"
+    );
     // Token routes say which pairs share a token: then one more column,
     // the messages a dispatch sending each token once per node moves.
     let messages = rows
@@ -195,7 +204,7 @@ pub fn compare(
         "balancedness",
         "imbalance",
         "replicas",
-        "slots/GPU max",
+        "fullest GPU +",
         "local %",
         "cross-node %",
         "cross-node GB"
@@ -213,7 +222,7 @@ pub fn compare(
                     j.report.balancedness,
                     j.report.imbalance_ratio,
                     j.report.replicas,
-                    j.report.slots_per_gpu_max,
+                    j.report.replica_slots_fullest_gpu,
                     j.local_pct(),
                     j.cross_node_pct(),
                     j.cross_node_gb()

@@ -96,7 +96,8 @@ fn flags_exist_and_are_validated() {
             "extra_experts_per_gpu",
             "local_percent",
             "tolerance_percent",
-            "predictor"
+            "predictor",
+            "remote_start"
         ]
     );
     let help = String::from_utf8_lossy(&moeplan(&["plan", "--help"]).stdout).into_owned();
@@ -105,6 +106,7 @@ fn flags_exist_and_are_validated() {
         "--local-percent",
         "--tolerance-percent",
         "--predictor",
+        "--remote-start",
     ] {
         assert!(help.contains(flag), "{flag} in plan --help");
     }
@@ -118,6 +120,7 @@ fn flags_exist_and_are_validated() {
     fails_with(&with(&["--predictor", "crystal-ball"]), "crystal-ball");
     fails_with(&with(&["--extra-experts-per-gpu", "-1"]), "-1");
     fails_with(&with(&["--local-percent", "150"]), "outside 0..=1");
+    fails_with(&with(&["--remote-start", "home"]), "home");
     // A count-only trace has no token paths: refused, said plainly.
     fails_with(&with(&["--predictor", "path-table"]), "token routes");
 }

@@ -34,6 +34,10 @@ fn plan(trace: &Path, algo: &str, nodes: &str, out: &Path) {
 }
 
 fn eval(trace: &Path, plan: &Path, rule: &str) -> serde_json::Value {
+    eval_dealt(trace, plan, rule, "even")
+}
+
+fn eval_dealt(trace: &Path, plan: &Path, rule: &str, deal: &str) -> serde_json::Value {
     json_of(&[
         "eval",
         "--trace",
@@ -42,6 +46,8 @@ fn eval(trace: &Path, plan: &Path, rule: &str) -> serde_json::Value {
         plan.to_str().unwrap(),
         "--dispatch",
         rule,
+        "--deal",
+        deal,
         "--json",
     ])
 }
@@ -85,9 +91,10 @@ fn hosts(plan: &Path) -> Vec<(u64, Vec<usize>)> {
 /// On the ESFT intent folder, a plan with one copy per expert on 2 × 4
 /// GPUs: the pairs served on their source GPU are counted here straight
 /// from the files (the ids before a line's empty field are its tokens'
-/// experts; the line is the sequence, on GPU `line mod 8`), and `eval`
-/// must report exactly that under `local-first` — not the `1/8` of all
-/// pairs that even arrival gives such a plan.
+/// experts; dealt evenly, the default, token `i` of a batch of `n` is on
+/// GPU `⌊i · 8 / n⌋`; dealt by sequences, the line is the sequence, on GPU
+/// `line mod 8`), and `eval` must report exactly that under `local-first`
+/// — not the `1/8` of all pairs that even arrival gives such a plan.
 #[test]
 fn esft_folder_is_replayed_as_token_routes() {
     let Some(dir) = shared("esft-deepseek-v2-lite/intent") else {
@@ -95,33 +102,56 @@ fn esft_folder_is_replayed_as_token_routes() {
     };
     let plan_file = tmp("esft-contiguous.json");
     plan(&dir, "contiguous", "2", &plan_file);
+    for deal in ["even", "sequences"] {
+        check_esft_replay(&dir, &plan_file, deal);
+    }
+}
+
+fn check_esft_replay(dir: &Path, plan_file: &Path, deal: &str) {
     let gpus = 8;
+    let batch = 1024;
+    let tokens_in_all: usize = std::fs::read_to_string(dir.join("expert_weights_1.txt"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.split('\t').take_while(|f| !f.is_empty()).count() / 6)
+        .sum();
+    let source_of = |line: usize, token: usize| -> usize {
+        if deal == "sequences" {
+            return line % gpus;
+        }
+        let start = token / batch * batch;
+        let len = batch.min(tokens_in_all - start);
+        (token - start) * gpus / len
+    };
     let mut local = 0u64;
     let mut intra = 0u64;
     let mut pairs = 0u64;
     // token messages: each token (6 consecutive ids, DeepSeek-V2-Lite's
     // top-6) once per other GPU / other node hosting one of its experts
     let (mut gpu_msgs, mut node_msgs) = (0u64, 0u64);
-    for (layer, gpu_of) in hosts(&plan_file) {
+    for (layer, gpu_of) in hosts(plan_file) {
         let text =
             std::fs::read_to_string(dir.join(format!("expert_weights_{layer}.txt"))).unwrap();
+        let mut next_token = 0;
         for (line, row) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
-            let source = line % gpus;
             let ids: Vec<usize> = row
                 .split('\t')
                 .take_while(|f| !f.is_empty())
                 .map(|id| id.trim().parse::<usize>().unwrap())
                 .collect();
-            for &id in &ids {
-                let gpu = gpu_of[id];
-                pairs += 1;
-                if gpu == source {
-                    local += 1;
-                } else if gpu / 4 == source / 4 {
-                    intra += 1;
-                }
-            }
             for token in ids.chunks(6) {
+                let source = source_of(line, next_token);
+                next_token += 1;
+                for &id in token {
+                    let gpu = gpu_of[id];
+                    pairs += 1;
+                    if gpu == source {
+                        local += 1;
+                    } else if gpu / 4 == source / 4 {
+                        intra += 1;
+                    }
+                }
                 let mut to: Vec<usize> = token.iter().map(|&e| gpu_of[e]).collect();
                 to.sort_unstable();
                 to.dedup();
@@ -132,7 +162,7 @@ fn esft_folder_is_replayed_as_token_routes() {
             }
         }
     }
-    let v = eval(&dir, &plan_file, "local-first");
+    let v = eval_dealt(dir, plan_file, "local-first", deal);
     assert_eq!(v["sources"], "token routes");
     assert_eq!(v["dispatch"], "local-first");
     let t = &v["traffic"];
@@ -150,6 +180,9 @@ fn esft_folder_is_replayed_as_token_routes() {
     // its own copy's.
     let even_local = pairs as f64 / gpus as f64;
     assert_ne!(t["local"].as_f64().unwrap(), even_local);
+    if deal != "even" {
+        return;
+    }
     let text = String::from_utf8_lossy(
         &moeplan(&[
             "eval",

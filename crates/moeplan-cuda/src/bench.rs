@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::expert::ExpertShape;
 use crate::gpu::{Gpu, LayerBuffers};
 use crate::routing::{self, Routing};
-use crate::select::{DispatchRule, LayerSlots, Selector, select_cpu, workload_loads};
+use crate::select::{DispatchRule, LayerSlots, Selector, plan_loads, select_cpu};
 
 /// A planner as named on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -366,14 +366,16 @@ fn prepare(trace: &LoadTrace, plans: &[(String, Plan)], cfg: &BenchConfig) -> Re
     // One selection per (plan, layer): SGLang's tables come from the
     // core's port of its map, walked over the whole plan once; GRACE's
     // fractions from the trace's loads, as the simulator takes them.
-    let loads = if cfg.rule.needs_loads() {
-        workload_loads(trace)
-    } else {
-        Vec::new()
-    };
     let selectors = plans
         .iter()
-        .map(|(_, p)| Selector::for_plan(cfg.rule, p, &loads))
+        .map(|(_, p)| {
+            let loads = if cfg.rule.needs_loads() {
+                plan_loads(p, trace)
+            } else {
+                Vec::new()
+            };
+            Selector::for_plan(cfg.rule, p, &loads)
+        })
         .collect::<Result<Vec<_>>>()?;
     Ok(Prepared { reports, selectors })
 }

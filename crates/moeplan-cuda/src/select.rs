@@ -255,7 +255,10 @@ impl DispatchRule {
             DispatchRule::SglangStaticV0 => Rule::SglangStatic(SglangVersion::SameGpu),
             DispatchRule::GraceWeighted => Rule::GraceWeighted,
             DispatchRule::GraceTopology => Rule::GraceTopology,
-            DispatchRule::Libra { tolerance_percent } => Rule::Libra { tolerance_percent },
+            DispatchRule::Libra { tolerance_percent } => Rule::Libra {
+                tolerance_percent,
+                start: moeplan::sim::RemoteStart::Even,
+            },
         }
     }
 
@@ -359,6 +362,16 @@ pub fn workload_loads(trace: &LoadTrace) -> Vec<Vec<f64>> {
         .outer_iter()
         .map(|row| row.to_vec())
         .collect()
+}
+
+/// What the simulator gives GRACE's rules for `plan` replaying `trace`:
+/// the loads the plan was planned on ([`Plan::profile`]) when it records
+/// them, else the trace's own ([`workload_loads`]).
+pub fn plan_loads(plan: &Plan, trace: &LoadTrace) -> Vec<Vec<f64>> {
+    match plan.profile() {
+        Some(p) => p.outer_iter().map(|row| row.to_vec()).collect(),
+        None => workload_loads(trace),
+    }
 }
 
 /// A rule made ready for one layer: what the selection kernels read.

@@ -83,18 +83,20 @@ fn libra_moves_remote_rows_to_the_idle_copy() -> R {
     let (slots, _) = three_gpus()?;
     let sel = Selector::single_layer(LIBRA, &slots, &[])?;
     // rank 0: expert 1, its own; rank 1: expert 3, on GPU 2; rank 2:
-    // expert 0, remote, first on its primary copy (GPU 0): loads 18, 0, 9.
-    // Algorithm 2 moves those 9 rows to GPU 1, up to the mean 9.
+    // expert 0, remote, starting split evenly over its two copies (GPUs 0
+    // and 1): loads 13.5, 4.5, 9. Algorithm 2 moves GPU 0's 4.5 to GPU 1,
+    // up to the mean 9: all 9 rows end on GPU 1.
     let r = top1(&[vec![1; 9], vec![3; 9], vec![0; 9]])?;
     let phys = select_cpu(&r, &slots, &sel)?;
     let mut want = vec![1u32; 9];
     want.extend([4; 9]);
     want.extend([3; 9]);
     assert_eq!(phys, want);
-    // ε = 100 %: 18 ≤ 2 × 9, nothing moves
+    // ε = 100 %: 13.5 ≤ 2 × 9, nothing moves from the even start: the
+    // rows stay split over slot 0 (GPU 0) and slot 3 (GPU 1)
     let lazy = Selector::single_layer("libra:100".parse()?, &slots, &[])?;
     let phys = select_cpu(&r, &slots, &lazy)?;
-    assert_eq!(&phys[18..], &[0; 9]);
+    assert_eq!(&phys[18..], &[0, 0, 0, 0, 0, 3, 3, 3, 3]);
     Ok(())
 }
 

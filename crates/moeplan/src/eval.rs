@@ -36,6 +36,10 @@ pub struct EvalReport {
     pub replicas: usize,
     /// Largest total slot count on any GPU, over all layers.
     pub slots_per_gpu_max: usize,
+    /// The fullest GPU's replica memory in expert slots
+    /// ([`crate::plan::PlanSummary::replica_slots_fullest_gpu`]): what
+    /// "equal memory" compares.
+    pub replica_slots_fullest_gpu: usize,
     /// Smallest total slot count on any GPU.
     pub slots_per_gpu_min: usize,
     /// Slots holding a second copy of an expert on the same GPU.
@@ -203,6 +207,7 @@ pub fn evaluate_with_progress(
         imbalance_ratio: mean(&per_layer_ir),
         replicas: summary.replicas,
         slots_per_gpu_max: summary.slots_per_gpu_max,
+        replica_slots_fullest_gpu: summary.replica_slots_fullest_gpu,
         slots_per_gpu_min: summary.slots_per_gpu_min,
         same_gpu_duplicates: summary.same_gpu_duplicates,
         layer_ids: layers.iter().map(|l| l.layer).collect(),

@@ -99,4 +99,4 @@ pub use error::{Error, Result};
 pub use eval::{BoundCounts, EvalReport, evaluate, evaluate_with_progress, gpu_loads};
 pub use plan::{LayerPlacement, Plan, PlanSummary};
 pub use topology::Topology;
-pub use trace::{HoldoutSplit, LayerStats, LoadTrace, TokenTrace, TraceStats};
+pub use trace::{Deal, HoldoutSplit, LayerStats, LoadTrace, TokenTrace, TraceStats};

@@ -6,6 +6,7 @@
 //! promised. [`Plan::new`] checks every invariant, so a `Plan` value is always
 //! servable: every expert has a copy in every layer and every id is in range.
 
+use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -64,6 +65,10 @@ pub struct Plan {
     layers: Vec<LayerPlacement>,
     algorithm: String,
     provenance: Option<Provenance>,
+    /// Per MoE layer and logical expert, the load the plan was planned on
+    /// (summed over its planning batches): the offline profile GRACE's
+    /// routing rules weigh copies by (Eq. 3). `layers × num_experts`.
+    profile: Option<Array2<f64>>,
 }
 
 impl Plan {
@@ -92,6 +97,7 @@ impl Plan {
             layers,
             algorithm: algorithm.into(),
             provenance: None,
+            profile: None,
         };
         plan.validate()?;
         Ok(plan)
@@ -162,9 +168,12 @@ impl Plan {
             replicas_per_layer.push(lp.total_slots().saturating_sub(self.num_experts));
             same_gpu_duplicates += lp.same_gpu_duplicates();
         }
+        let fullest = slots_per_gpu.iter().copied().max().unwrap_or(0);
         PlanSummary {
             replicas: replicas_per_layer.iter().sum(),
-            slots_per_gpu_max: slots_per_gpu.iter().copied().max().unwrap_or(0),
+            replica_slots_fullest_gpu: fullest
+                .saturating_sub((self.num_experts * self.layers.len()).div_ceil(d.max(1))),
+            slots_per_gpu_max: fullest,
             slots_per_gpu_min: slots_per_gpu.iter().copied().min().unwrap_or(0),
             slots_per_gpu,
             replicas_per_layer,
@@ -212,6 +221,51 @@ impl Plan {
     /// What the plan was planned on, when it records it.
     pub fn provenance(&self) -> Option<&Provenance> {
         self.provenance.as_ref()
+    }
+
+    /// The same plan recording `profile`: per MoE layer and logical expert,
+    /// the load it was planned on (summed over its planning batches) —
+    /// what a router that profiled those batches knows, and all GRACE's
+    /// routing rules may predict from when the plan serves other batches.
+    /// `None` clears it. Errors unless `layers × num_experts`, finite and
+    /// non-negative.
+    ///
+    /// ```
+    /// use moeplan::{planners::contiguous, LoadTrace, Topology};
+    /// use ndarray::{array, Array3};
+    /// let trace = LoadTrace::new(Array3::from_elem((2, 1, 2), 3.0), vec![0])?;
+    /// let plan = contiguous(&trace, Topology::new(1, 2)?)?;
+    /// let p = plan.clone().with_profile(Some(array![[6.0, 6.0]]))?;
+    /// assert_eq!(p.profile().map(|a| a.row(0).to_vec()), Some(vec![6.0, 6.0]));
+    /// assert!(plan.with_profile(Some(array![[1.0, -1.0]])).is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn with_profile(mut self, profile: Option<Array2<f64>>) -> Result<Plan> {
+        if let Some(p) = &profile {
+            let want = (self.layers.len(), self.num_experts);
+            if p.dim() != want {
+                return Err(Error::Plan(format!(
+                    "the load profile is {} × {}, the plan has {} layers × {} experts",
+                    p.dim().0,
+                    p.dim().1,
+                    want.0,
+                    want.1
+                )));
+            }
+            if let Some(bad) = p.iter().find(|x| !(x.is_finite() && **x >= 0.0)) {
+                return Err(Error::Plan(format!(
+                    "the load profile holds {bad}: loads must be finite and non-negative"
+                )));
+            }
+        }
+        self.profile = profile;
+        Ok(self)
+    }
+
+    /// The loads the plan was planned on, per layer and expert, when it
+    /// records them ([`Plan::with_profile`]).
+    pub fn profile(&self) -> Option<ndarray::ArrayView2<'_, f64>> {
+        self.profile.as_ref().map(|p| p.view())
     }
 
     /// Checks that this plan was made for `trace`: same experts per layer and
@@ -315,13 +369,14 @@ impl Plan {
                 }
             }
         }
-        Ok(Plan::new(
+        Plan::new(
             self.topology,
             self.num_experts,
             layers,
             self.algorithm.clone(),
         )?
-        .with_provenance(self.provenance.clone()))
+        .with_provenance(self.provenance.clone())
+        .with_profile(self.profile.clone())
     }
 }
 
@@ -451,8 +506,9 @@ impl Plan {
                 relieve_busiest(&mut lp.gpus, &mut load, &share);
             }
         }
-        Ok(Plan::new(self.topology, e, layers, self.algorithm.clone())?
-            .with_provenance(self.provenance.clone()))
+        Plan::new(self.topology, e, layers, self.algorithm.clone())?
+            .with_provenance(self.provenance.clone())
+            .with_profile(self.profile.clone())
     }
 }
 
@@ -582,6 +638,13 @@ pub struct PlanSummary {
     pub slots_per_gpu: Vec<usize>,
     /// The largest entry of `slots_per_gpu`: what sizes the KV-cache budget.
     pub slots_per_gpu_max: usize,
+    /// The fullest GPU's replica memory: `slots_per_gpu_max` beyond an even
+    /// share of the experts without replicas (`⌈E · L / D⌉`), in units of
+    /// one expert. Plans compared "at equal memory" are compared by this,
+    /// not by `replicas` (the total): a plan with uneven groups can hold
+    /// fewer replicas in all and still leave its fullest GPU less room for
+    /// the KV cache.
+    pub replica_slots_fullest_gpu: usize,
     /// The smallest entry of `slots_per_gpu`.
     pub slots_per_gpu_min: usize,
     /// Slots holding a second copy of an expert already on the same GPU.

@@ -588,6 +588,55 @@ impl TokenTrace {
         Ok(self)
     }
 
+    /// Deals each batch's tokens to `ranks` data-parallel ranks in equal
+    /// shares: the tokens of a batch of `batch_tokens` (in file order; the
+    /// last batch may be shorter) are cut into `ranks` contiguous slices,
+    /// slice `r` on rank `r`, so every rank holds within one token of the
+    /// batch's mean. This is what a scheduler that balances tokens over
+    /// data-parallel ranks gives (SGLang's DP attention with chunked
+    /// prefill fills each rank to its token budget): a sequence may span two
+    /// ranks, and one rank's tokens come from one or a few consecutive
+    /// sequences. [`TokenTrace::with_sequences_on_ranks`] is the other
+    /// rule, whole sequences round-robin.
+    ///
+    /// ```
+    /// use moeplan::TokenTrace;
+    /// use ndarray::array;
+    /// // 5 tokens of sequences 0, 0, 0, 0, 1 in batches of 4 on 2 ranks
+    /// let t = TokenTrace::new(4, vec![1], vec![array![[0], [1], [2], [3], [0]]], vec![0, 0, 0, 0, 1])?;
+    /// assert_eq!(t.with_tokens_dealt_evenly(2, 4)?.source_rank(), &[0, 0, 1, 1, 0]);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn with_tokens_dealt_evenly(mut self, ranks: usize, batch_tokens: usize) -> Result<Self> {
+        if ranks == 0 || ranks > u32::MAX as usize {
+            return Err(Error::Argument(format!("{ranks} ranks: need at least one")));
+        }
+        if batch_tokens == 0 {
+            return Err(Error::Argument(
+                "batch size must be at least one token".into(),
+            ));
+        }
+        for chunk in self.source_rank.chunks_mut(batch_tokens) {
+            let len = chunk.len();
+            for (i, r) in chunk.iter_mut().enumerate() {
+                // floor(i · ranks / len): slices differ by at most one token.
+                *r = ((i as u128 * ranks as u128) / len as u128) as u32;
+            }
+        }
+        Ok(self)
+    }
+
+    /// Deals tokens to `ranks` ranks by `deal` (batches of
+    /// `batch_tokens`): [`Deal::Even`] is
+    /// [`TokenTrace::with_tokens_dealt_evenly`], [`Deal::Sequences`]
+    /// [`TokenTrace::with_sequences_on_ranks`].
+    pub fn dealt(self, deal: Deal, ranks: usize, batch_tokens: usize) -> Result<Self> {
+        match deal {
+            Deal::Even => self.with_tokens_dealt_evenly(ranks, batch_tokens),
+            Deal::Sequences => self.with_sequences_on_ranks(ranks),
+        }
+    }
+
     /// Groups consecutive tokens into batches of `batch_tokens` (the last
     /// batch may be shorter) and counts expert assignments.
     pub fn to_load_trace(&self, batch_tokens: usize) -> Result<LoadTrace> {
@@ -637,5 +686,61 @@ impl TokenTrace {
             }
         }
         Ok(LoadTrace::new(counts, self.layer_ids.clone())?.with_top_k(self.top_k()))
+    }
+}
+
+/// How a trace without recorded ranks (an ESFT folder: one line per
+/// sequence) gives its tokens to data-parallel ranks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Deal {
+    /// Each batch's tokens in equal contiguous shares, one per rank
+    /// ([`TokenTrace::with_tokens_dealt_evenly`]): what a scheduler that
+    /// balances tokens over ranks gives. The default.
+    #[default]
+    Even,
+    /// Whole sequences round-robin, sequence `i` on rank `i mod ranks`
+    /// ([`TokenTrace::with_sequences_on_ranks`]): a rank holding a long
+    /// sequence holds several times the mean.
+    Sequences,
+}
+
+impl Deal {
+    /// Both rules, the default first.
+    pub const ALL: [Deal; 2] = [Deal::Even, Deal::Sequences];
+
+    /// Its name in flags and reports: `even`, `sequences`.
+    ///
+    /// ```
+    /// use moeplan::Deal;
+    /// assert_eq!(Deal::default().name(), "even");
+    /// assert_eq!(Deal::from_name("sequences")?, Deal::Sequences);
+    /// assert!(Deal::from_name("random").is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            Deal::Even => "even",
+            Deal::Sequences => "sequences",
+        }
+    }
+
+    /// The rule named `name`.
+    pub fn from_name(name: &str) -> Result<Deal> {
+        Deal::ALL
+            .into_iter()
+            .find(|d| d.name() == name)
+            .ok_or_else(|| {
+                Error::Argument(format!(
+                    "unknown dealing {name:?}: even (each rank an equal share of every batch) or sequences (whole sequences round-robin)"
+                ))
+            })
+    }
+
+    /// One phrase for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Deal::Even => "each batch's tokens dealt to ranks in equal contiguous shares",
+            Deal::Sequences => "whole sequences dealt to ranks round-robin",
+        }
     }
 }

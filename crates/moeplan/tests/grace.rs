@@ -736,3 +736,117 @@ fn a_workspace_reuses_the_analysis_only_for_its_routes() {
         }
     }
 }
+
+/// Issue 24, item 2: dealt evenly (the default), every rank of every
+/// 1,024-token batch holds within 10 % of the batch's mean on both ESFT
+/// folders, on 4 and 8 ranks; only the last, short batch (a few dozen
+/// tokens) cannot, and it holds within one token. Whole sequences dealt
+/// round-robin (the old rule) do worse, and on summary (13 sequences of
+/// 273–1,402 tokens) put more than twice the mean on one rank.
+#[test]
+fn esft_tokens_dealt_evenly_keep_every_rank_near_the_mean() {
+    const BATCH: usize = 1024;
+    let mut checked = 0;
+    for task in ["intent", "summary"] {
+        let Some(tokens) = common::esft_tokens(&format!("esft-deepseek-v2-lite/{task}")) else {
+            return;
+        };
+        for ranks in [4, 8] {
+            let spread = |deal: moeplan::Deal| -> (f64, usize) {
+                let t = tokens.clone().dealt(deal, ranks, BATCH).unwrap();
+                let mut worst: f64 = 0.0;
+                let mut tail_off = 0;
+                for (b, batch) in t.source_rank().chunks(BATCH).enumerate() {
+                    let mut per = vec![0usize; ranks];
+                    for &r in batch {
+                        per[r as usize] += 1;
+                    }
+                    let mean = batch.len() as f64 / ranks as f64;
+                    if batch.len() == BATCH {
+                        for &n in &per {
+                            worst = worst.max((n as f64 - mean).abs() / mean);
+                        }
+                    } else {
+                        let (lo, hi) = (per.iter().min().unwrap(), per.iter().max().unwrap());
+                        tail_off = tail_off.max(hi - lo);
+                        assert!(b + 1 == t.source_rank().len().div_ceil(BATCH));
+                    }
+                }
+                (worst, tail_off)
+            };
+            let (even, tail) = spread(moeplan::Deal::Even);
+            let (seq, _) = spread(moeplan::Deal::Sequences);
+            eprintln!(
+                "{task}, {ranks} ranks: busiest rank off the mean by {:.1} % dealt evenly, {:.0} % by sequences",
+                even * 100.0,
+                seq * 100.0
+            );
+            assert!(even <= 0.10, "{task}, {ranks} ranks: {even}");
+            assert!(
+                tail <= 1,
+                "{task}, {ranks} ranks: the short batch is off by {tail} tokens"
+            );
+            assert!(
+                seq > even,
+                "{task}, {ranks} ranks: sequences dealt round-robin gave {seq}"
+            );
+            if task == "summary" {
+                // 13 sequences of 273–1,402 tokens: a rank holds 2× the mean or more
+                assert!(
+                    seq > 1.0,
+                    "{task}, {ranks} ranks: sequences dealt round-robin gave {seq}"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 4);
+}
+
+/// Issue 24, item 4: memory is what the fullest GPU holds. On ESFT intent
+/// at 2 × 2 (batches of 1,024 tokens, dealt evenly), GRACE's uneven groups
+/// plus its replicas fill its fullest GPU past EPLB's +8 per layer, though
+/// EPLB holds more replicas in all: totals would call GRACE the smaller.
+#[test]
+fn grace_fullest_gpu_outgrows_eplb_with_fewer_replicas() {
+    let Some(tokens) = common::esft_tokens("esft-deepseek-v2-lite/intent") else {
+        return;
+    };
+    let topo = Topology::new(2, 2).unwrap();
+    let work =
+        Workload::from_tokens(tokens.with_tokens_dealt_evenly(4, 1024).unwrap(), 1024).unwrap();
+    let grace = planners::plan(
+        planners::find("grace").unwrap(),
+        &work,
+        topo,
+        &Settings::new(),
+    )
+    .unwrap()
+    .plan
+    .summary();
+    let eplb = planners::plan(
+        planners::find("eplb").unwrap(),
+        &work,
+        topo,
+        &Settings::new()
+            .with("redundant_experts", Value::Count(8))
+            .unwrap(),
+    )
+    .unwrap()
+    .plan
+    .summary();
+    eprintln!(
+        "GRACE: {} replicas, fullest GPU {} slots (+{}); EPLB +8: {} replicas, fullest GPU {} slots (+{})",
+        grace.replicas,
+        grace.slots_per_gpu_max,
+        grace.replica_slots_fullest_gpu,
+        eplb.replicas,
+        eplb.slots_per_gpu_max,
+        eplb.replica_slots_fullest_gpu
+    );
+    // 64 experts × 26 layers over 4 GPUs: 416 slots each without replicas
+    assert_eq!(eplb.slots_per_gpu_max - eplb.replica_slots_fullest_gpu, 416);
+    assert_eq!(eplb.replica_slots_fullest_gpu, 8 * 26 / 4);
+    assert!(grace.replicas < eplb.replicas);
+    assert!(grace.replica_slots_fullest_gpu > eplb.replica_slots_fullest_gpu);
+}

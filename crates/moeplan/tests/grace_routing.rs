@@ -445,3 +445,70 @@ fn esft_routes_under_grace_rules() {
     let (weighted, topology) = (got[2], got[3]);
     assert!(topology.local >= weighted.local && topology.cross_node <= weighted.cross_node);
 }
+
+/// Issue 24, item 1: GRACE's router knows only what it profiled. A plan
+/// made through the registry on batches 0..4 records their loads, and
+/// judged on held-out batches its routing weights are the same whatever
+/// those batches hold: batches 4 and 5 score the same whether batch 6 (a
+/// batch that piles onto one expert) is judged with them or not. A plan
+/// without its profile falls back to the judged batches' loads — and
+/// then batch 6 does move them, which is what the profile prevents.
+#[test]
+fn held_out_routing_weights_come_from_the_planning_batches() {
+    use moeplan::planners::{self, Settings};
+    use moeplan::sim::{PREDICTED_FROM_PROFILE, PREDICTED_IN_SAMPLE};
+    let mut cfg = moeplan::generator::GenConfig::new(moeplan::model::preset("olmoe").unwrap(), 7);
+    cfg.seed = 4;
+    let mut trace = moeplan::generator::generate(&cfg).unwrap();
+    // batch 6: every layer's tokens moved onto expert 3
+    let (_, l_n, e_n) = trace.counts().dim();
+    let mut counts = trace.counts().clone();
+    for l in 0..l_n {
+        let total: f64 = (0..e_n).map(|e| counts[[6, l, e]]).sum();
+        for e in 0..e_n {
+            counts[[6, l, e]] = if e == 3 { total } else { 0.0 };
+        }
+    }
+    trace = LoadTrace::new(counts, trace.layer_ids().to_vec()).unwrap();
+    let topo = Topology::new(2, 4).unwrap();
+    let planning = Workload::new(trace.slice_batches(0..4).unwrap());
+    let settings = Settings::new()
+        .with("redundant_experts", moeplan::planners::Value::Count(16))
+        .unwrap();
+    let plan = planners::plan(planners::find("eplb").unwrap(), &planning, topo, &settings)
+        .unwrap()
+        .plan;
+    let profile = plan
+        .profile()
+        .expect("the registry records the profile")
+        .to_owned();
+    assert_eq!(profile, planning.trace().counts().sum_axis(Axis(0)));
+    let short = Workload::new(trace.slice_batches(4..6).unwrap());
+    let long = Workload::new(trace.slice_batches(4..7).unwrap());
+    let mut checked = 0;
+    for rule in [Rule::GraceWeighted, Rule::GraceTopology] {
+        let (a, b) = (run(&short, &plan, rule), run(&long, &plan, rule));
+        assert_eq!(a.predictions.as_deref(), Some(PREDICTED_FROM_PROFILE));
+        for i in 0..2 {
+            assert_eq!(
+                a.per_batch[i],
+                b.per_batch[i],
+                "{}: batch {}",
+                rule.name(),
+                4 + i
+            );
+            checked += 1;
+        }
+        // without the profile, the judged batches leak into the weights
+        let bare = plan.clone().with_profile(None).unwrap();
+        let (a, b) = (run(&short, &bare, rule), run(&long, &bare, rule));
+        assert_eq!(a.predictions.as_deref(), Some(PREDICTED_IN_SAMPLE));
+        assert!(
+            (0..2).any(|i| a.per_batch[i] != b.per_batch[i]),
+            "{}: batch 6 should move the in-sample weights",
+            rule.name()
+        );
+    }
+    assert_eq!(checked, 4);
+    assert!(run(&short, &plan, Rule::Even).predictions.is_none());
+}

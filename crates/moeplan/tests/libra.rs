@@ -8,7 +8,8 @@ use moeplan::planners::libra::{
     LibraOptions, Noisy, PathTable, PredictedCounts, Predictor, accuracy, libra_schedule, prefetch,
 };
 use moeplan::sim::{
-    CostModel, Placement, Rebalancer, Rule, Strategy, Workload, optimal_split, simulate,
+    CostModel, Placement, Rebalancer, RemoteStart, Rule, Strategy, Workload, optimal_split,
+    simulate,
 };
 use moeplan::{LayerPlacement, TokenTrace, Topology, generator, model, planners};
 use ndarray::Array2;
@@ -328,4 +329,82 @@ fn esft_predictor_accuracy() {
         );
         assert!(r.imbalance_ratio <= fixed.imbalance_ratio + 1e-9, "{word}");
     }
+}
+
+/// Libra's rule on a plan with replicas of its own (EPLB's), judged as
+/// `libra-rebalance` would serve it: `(even, primary, even-rule)`
+/// balancedness.
+fn starts_on_eplb(trace: &moeplan::LoadTrace, topo: Topology, k: usize) -> (f64, f64, f64) {
+    let cfg = planners::EplbConfig {
+        redundant_experts: k,
+        groups: 1,
+    };
+    let plan = planners::eplb(trace, topo, cfg).unwrap();
+    let work = Workload::new(trace.clone());
+    let cost = CostModel::default();
+    let run = |rule| {
+        simulate(&work, &Strategy::fixed(plan.clone(), rule), &cost)
+            .unwrap()
+            .balancedness
+    };
+    let libra = |start| Rule::Libra {
+        tolerance_percent: moeplan::sim::DEFAULT_TOLERANCE_PERCENT,
+        start,
+    };
+    let default = Rule::from_name("libra-rebalance").unwrap();
+    assert_eq!(
+        default,
+        libra(RemoteStart::Even),
+        "the even start is the default"
+    );
+    (
+        run(default),
+        run(libra(RemoteStart::Primary)),
+        run(Rule::Even),
+    )
+}
+
+/// Issue 24, item 3: started on the primary copy, Algorithm 2 stalls on
+/// EPLB's replicas (a copy that starts full cannot take pairs from a busier
+/// one); started where the engines' even split puts them, it ends at least
+/// as balanced as that split. Generated DeepSeek-V3 on 2 × 8 GPUs, EPLB +32.
+#[test]
+fn remote_pairs_start_on_the_even_split_and_do_not_stall() {
+    let mut cfg = generator::GenConfig::new(model::preset("deepseek-v3").unwrap(), 4);
+    cfg.seed = 5;
+    let trace = generator::generate(&cfg).unwrap();
+    let (even, primary, rule) = starts_on_eplb(&trace, Topology::new(2, 8).unwrap(), 32);
+    eprintln!(
+        "EPLB +32, 2 x 8: libra even start {even:.4}, primary start {primary:.4}, even rule {rule:.4}"
+    );
+    assert!(
+        even >= rule - 0.005,
+        "even start {even} below the even rule {rule}"
+    );
+    assert!(
+        even > primary + 0.05,
+        "even start {even} vs primary {primary}"
+    );
+}
+
+/// The same on the real SGLang dump (`prefill_in4096.json`, DeepSeek-V3,
+/// 8 × 8 GPUs, EPLB +64): issue 24 measured 0.730 with the primary start
+/// against 0.984 with the even one (even rule 0.985).
+#[test]
+fn remote_start_on_real_prefill_dump() {
+    let Some(trace) = common::read_shared_trace("sglang-deepseek-v3/prefill_in4096.json") else {
+        return;
+    };
+    let (even, primary, rule) = starts_on_eplb(&trace, Topology::new(8, 8).unwrap(), 64);
+    eprintln!(
+        "prefill_in4096, EPLB +64, 8 x 8: libra even start {even:.4}, primary start {primary:.4}, even rule {rule:.4}"
+    );
+    assert!(
+        even >= rule - 0.005,
+        "even start {even} below the even rule {rule}"
+    );
+    assert!(
+        primary < 0.8,
+        "primary start {primary}: the stall this test is about"
+    );
 }

@@ -65,6 +65,7 @@ fn tiny(first_copy: bool) -> (Workload, Plan, LibraSchedule) {
         placement: Placement::Schedule(vec![(0..1, next)]),
         rule: Rule::Libra {
             tolerance_percent: 0,
+            start: moeplan::sim::RemoteStart::Even,
         },
         copies: vec![1 + usize::from(first_copy)],
         predictor: ("oracle", "upper bound"),

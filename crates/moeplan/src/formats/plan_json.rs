@@ -77,6 +77,8 @@ struct PlanOut<'a> {
         tsify(optional, type = "Record<string, unknown>")
     )]
     options: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profile: Option<Vec<Vec<f64>>>,
     summary: PlanSummary,
     layers: &'a [LayerPlacement],
 }
@@ -95,6 +97,8 @@ struct PlanIn {
     provenance: Option<Provenance>,
     #[serde(default)]
     options: Option<serde_json::Value>,
+    #[serde(default)]
+    profile: Option<Vec<Vec<f64>>>,
     layers: Vec<LayerPlacement>,
 }
 
@@ -122,6 +126,9 @@ pub fn write(plan: &Plan, meta: &PlanMeta) -> String {
         holdout: meta.holdout,
         provenance: plan.provenance(),
         options: meta.options.as_ref().map(Settings::to_json),
+        profile: plan
+            .profile()
+            .map(|p| p.outer_iter().map(|r| r.to_vec()).collect()),
         summary: plan.summary(),
         layers: plan.layers(),
     };
@@ -176,13 +183,31 @@ pub fn read(bytes: &[u8]) -> Result<(Plan, PlanMeta)> {
         .map(Settings::from_json)
         .transpose()
         .map_err(|e| Error::parse(FORMAT, format!("options: {e}")))?;
+    let layers = raw.layers.len();
+    let profile = raw
+        .profile
+        .map(|rows| {
+            if rows.len() != layers || rows.iter().any(|r| r.len() != num_experts) {
+                return Err(Error::parse(
+                    FORMAT,
+                    format!(
+                        "profile: expected {layers} rows of {num_experts} loads, one per MoE layer"
+                    ),
+                ));
+            }
+            ndarray::Array2::from_shape_vec((layers, num_experts), rows.concat())
+                .map_err(|e| Error::parse(FORMAT, format!("profile: {e}")))
+        })
+        .transpose()?;
     let plan = Plan::new(
         topology,
         num_experts,
         raw.layers,
         raw.algorithm.unwrap_or_else(|| "imported".into()),
     )?
-    .with_provenance(raw.provenance);
+    .with_provenance(raw.provenance)
+    .with_profile(profile)
+    .map_err(|e| Error::parse(FORMAT, e.to_string()))?;
     Ok((
         plan,
         PlanMeta {
@@ -244,6 +269,31 @@ mod tests {
             v["provenance"] = bad.clone();
             let err = read(v.to_string().as_bytes()).unwrap_err().to_string();
             assert!(err.contains("provenance"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn profile_round_trips_and_a_wrong_shape_is_refused() {
+        let (plan, trace) = plan_and_trace();
+        let profile = trace.counts().sum_axis(ndarray::Axis(0));
+        let plan = plan.with_profile(Some(profile)).unwrap();
+        let json = write(&plan, &PlanMeta::default());
+        let (back, _) = read(json.as_bytes()).unwrap();
+        assert_eq!(back, plan);
+        assert_eq!(back.profile().unwrap()[[0, 2]], 4.0);
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../schemas/moeplan.plan.schema.json"))
+                .unwrap();
+        assert!(schema["properties"].get("profile").is_some());
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        for bad in [
+            serde_json::json!([[1.0, 1.0, 1.0]]),
+            serde_json::json!([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]),
+            serde_json::json!([[1.0, -1.0, 1.0, 1.0]]),
+        ] {
+            v["profile"] = bad.clone();
+            let err = read(v.to_string().as_bytes()).unwrap_err().to_string();
+            assert!(err.contains("profile"), "{bad}: {err}");
         }
     }
 }

@@ -879,7 +879,39 @@ pub fn prepare(
             work.sources()
         )));
     }
-    planner.prepare(work, topology, settings)
+    let inner = planner.prepare(work, topology, settings)?;
+    let profile = work.trace().counts().sum_axis(ndarray::Axis(0));
+    Ok(Box::new(Profiled { inner, profile }))
+}
+
+/// A prepared planner whose plans record the loads they were planned on
+/// ([`Plan::with_profile`]): one place, so every front end's plans carry
+/// the profile GRACE's routing rules predict from, and judging them on
+/// other batches cannot read those batches' loads.
+#[derive(Debug)]
+struct Profiled {
+    inner: Box<dyn Prepared>,
+    profile: ndarray::Array2<f64>,
+}
+
+impl Prepared for Profiled {
+    fn plan(&self, budget: Option<usize>) -> Result<Planned> {
+        let mut p = self.inner.plan(budget)?;
+        p.plan = p.plan.with_profile(Some(self.profile.clone()))?;
+        Ok(p)
+    }
+    fn auto_budget(&self) -> Result<Option<usize>> {
+        self.inner.auto_budget()
+    }
+    fn curve(&self) -> Option<Vec<CurvePoint>> {
+        self.inner.curve()
+    }
+    fn notes(&self) -> Vec<String> {
+        self.inner.notes()
+    }
+    fn schedule(&self, base: &Plan, served: &Workload) -> Result<Option<Schedule>> {
+        self.inner.schedule(base, served)
+    }
 }
 
 /// Prepares and plans in one call, the budget taken from `settings` (its

@@ -103,10 +103,14 @@ pub enum Rule {
     /// of replicated experts move from the busiest GPU to the least-loaded
     /// GPU holding a copy until the busiest is within `(1 + ε)` of the mean
     /// or no move helps. ε is `tolerance_percent / 100`
-    /// ([`super::DEFAULT_TOLERANCE_PERCENT`] in [`Rule::ALL`]).
+    /// ([`super::DEFAULT_TOLERANCE_PERCENT`] in [`Rule::ALL`]); the remote
+    /// pairs start where `start` puts them ([`super::RemoteStart::Even`],
+    /// the engines' split, in [`Rule::ALL`]).
     Libra {
         /// ε in percent of the mean load.
         tolerance_percent: u16,
+        /// Where remote pairs start before the first transfer.
+        start: super::RemoteStart,
     },
 }
 
@@ -155,6 +159,7 @@ impl Rule {
         Rule::GraceTopology,
         Rule::Libra {
             tolerance_percent: super::rebalance::DEFAULT_TOLERANCE_PERCENT,
+            start: super::RemoteStart::Even,
         },
         Rule::Optimal,
     ];

@@ -23,10 +23,13 @@
 //!   expectation for split ones; without them `Traffic::messages` is
 //!   `None` and nothing extra runs.
 //! - GRACE-MoE's rules ([`Rule::GraceWeighted`], [`Rule::GraceTopology`])
-//!   weigh copies by [`predicted_loads`] from each layer's counts summed
-//!   over the whole workload (every batch, whatever the schedule): the
-//!   offline profile of the paper, here taken from the replayed workload
-//!   itself.
+//!   weigh copies by [`predicted_loads`] from the loads the plan was
+//!   planned on ([`Plan::profile`], which the registry records in every
+//!   plan): the paper's offline profile, so judged on held-out batches the
+//!   router knows only what it profiled. A plan without a profile (read
+//!   from an engine's file, or built by hand) falls back to the replayed
+//!   workload's own summed counts — in-sample knowledge —, and
+//!   [`Report::predictions`] says which.
 //! - A [`Placement::Schedule`] re-places experts between batch ranges;
 //!   each change moves the (GPU, expert) slots the new plan has and the old
 //!   lacks, times the bytes of one expert.
@@ -75,7 +78,7 @@ use crate::plan::Plan;
 
 pub use dispatch::{RouteShares, Rule, SglangVersion, predicted_loads};
 pub use optimal::{OptimalSplit, optimal_split};
-pub use rebalance::{DEFAULT_TOLERANCE_PERCENT, Rebalancer};
+pub use rebalance::{DEFAULT_TOLERANCE_PERCENT, Rebalancer, RemoteStart};
 pub use sglang::sglang_dispatch_map;
 pub use traffic::{Messages, Traffic};
 pub(crate) use workload::Sources;
@@ -181,6 +184,11 @@ pub struct Report {
     pub rule: String,
     /// Where the tokens came from ([`Workload::sources`]).
     pub sources: String,
+    /// GRACE's rules only: where their load predictions came from — the
+    /// plan's planning batches (its profile) or, for a plan without one,
+    /// the replayed batches themselves (in-sample).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predictions: Option<String>,
     /// The planner(s) that made the plans, in schedule order.
     pub algorithm: String,
     /// Batches replayed.
@@ -208,6 +216,12 @@ pub struct Report {
     /// Expert bytes moved by all re-placements.
     pub bytes_moved: u64,
 }
+
+/// [`Report::predictions`] when every plan records its profile.
+pub const PREDICTED_FROM_PROFILE: &str = "the plan's planning batches (its recorded profile)";
+/// [`Report::predictions`] when a plan records none.
+pub const PREDICTED_IN_SAMPLE: &str =
+    "the replayed batches themselves (the plan records no profile: in-sample knowledge)";
 
 /// Replays `workload` under `strategy`.
 ///
@@ -273,7 +287,11 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
         let (mut bal, mut ir) = (0.0, 0.0);
         for ((range, plan), map) in segments.iter().zip(&maps) {
             let map = map.as_ref().and_then(|m| m.get(l)).map(Vec::as_slice);
-            engine.prepare(&plan.layers()[l], l, map);
+            let profile = plan
+                .profile()
+                .map(|p| p.index_axis_move(ndarray::Axis(0), l))
+                .and_then(|r| r.to_slice());
+            engine.prepare(&plan.layers()[l], l, map, profile);
             for b in range.clone() {
                 let step = engine.step(workload, b, l);
                 bal += step.balancedness;
@@ -331,9 +349,17 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
             algorithm.push(plan.algorithm());
         }
     }
+    let predictions = rule.is_grace().then(|| {
+        if segments.iter().all(|(_, p)| p.profile().is_some()) {
+            PREDICTED_FROM_PROFILE.to_string()
+        } else {
+            PREDICTED_IN_SAMPLE.to_string()
+        }
+    });
     Ok(Report {
         rule: rule.name().to_string(),
         sources: workload.sources().to_string(),
+        predictions,
         algorithm: algorithm.join(" → "),
         batches: b_n,
         layer_ids: trace.layer_ids().to_vec(),

@@ -2,8 +2,10 @@
 //! Algorithm 2): the dispatch of [`super::Rule::Libra`].
 //!
 //! Tokens whose source GPU hosts their expert stay there (Libra's
-//! `MoE_local`). Every other (remote) pair of an expert starts on the
-//! expert's *primary* copy; then, while the busiest GPU exceeds
+//! `MoE_local`). Every other (remote) pair of an expert starts where
+//! [`RemoteStart`] puts it — by default split evenly over the expert's
+//! copies, as the engine's own dispatch would send it before any
+//! rebalancing, or all on the expert's *primary* copy; then, while the busiest GPU exceeds
 //! `(1 + ε) · B` (`B` the mean load), the busiest GPU above `B` hands
 //! remote pairs of its hottest replicated expert to the least-loaded other
 //! GPU holding a copy, at most up to `B` there; after each transfer the
@@ -11,6 +13,13 @@
 //! no transfer is possible.
 //!
 //! Conventions the paper leaves open, stated:
+//! - where remote pairs start: Algorithm 2 takes the remote loads as an
+//!   input and never says on which copy they begin. [`RemoteStart::Even`]
+//!   (the default) starts them where the engines' even split over copies
+//!   puts them (`Rule::Even`, a GPU holding two copies taking two shares);
+//!   [`RemoteStart::Primary`] starts them all on the primary copy, which
+//!   stalls on a base with replicas of its own (a copy that starts full
+//!   cannot take pairs from a busier one above the mean);
 //! - the primary copy of an expert is its copy at the smallest position in
 //!   its GPU's slot list, ties to the lower GPU: a base plan's own experts
 //!   come first on each GPU, and Libra's prefetcher appends its copies, so
@@ -37,6 +46,60 @@ use crate::plan::LayerPlacement;
 
 use super::dispatch::LayerView;
 
+/// Where Algorithm 2's remote pairs of a replicated expert start, before
+/// any transfer (the paper leaves it open; see the module documentation).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RemoteStart {
+    /// Split evenly over the expert's copies, as the engines' own rule
+    /// sends them (a GPU with two copies takes two shares).
+    #[default]
+    Even,
+    /// All on the expert's primary copy (its home GPU).
+    Primary,
+}
+
+impl RemoteStart {
+    /// Both starts, the default first: the one list front ends offer.
+    pub const ALL: [RemoteStart; 2] = [RemoteStart::Even, RemoteStart::Primary];
+
+    /// Its name in options and reports: `even`, `primary`.
+    ///
+    /// ```
+    /// use moeplan::sim::RemoteStart;
+    /// assert_eq!(RemoteStart::default().name(), "even");
+    /// assert_eq!(RemoteStart::from_name("primary")?, RemoteStart::Primary);
+    /// assert!(RemoteStart::from_name("home").is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            RemoteStart::Even => "even",
+            RemoteStart::Primary => "primary",
+        }
+    }
+
+    /// The start named `name`.
+    pub fn from_name(name: &str) -> Result<RemoteStart> {
+        RemoteStart::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| {
+                Error::Argument(format!(
+                    "unknown remote start {name:?}: even (the engines' split) or primary"
+                ))
+            })
+    }
+
+    /// One phrase for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RemoteStart::Even => "remote pairs start evenly split over copies",
+            RemoteStart::Primary => "remote pairs start on the primary copy",
+        }
+    }
+}
+
 /// The paper's ε when none is given: the loop stops once the busiest GPU
 /// is within 5 % of the mean.
 pub const DEFAULT_TOLERANCE_PERCENT: u16 = 5;
@@ -47,14 +110,15 @@ pub const DEFAULT_TOLERANCE_PERCENT: u16 = 5;
 /// ```
 /// use moeplan::sim::Rebalancer;
 /// use moeplan::LayerPlacement;
-/// // expert 0 on GPUs 0 and 1; GPU 2's 8 pairs of it start on GPU 0
+/// // expert 0 on GPUs 0 and 1: GPU 2's 8 pairs of it start 4 and 4;
+/// // expert 1 only on GPU 0: GPU 1's 4 pairs of it go there
 /// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0, 1], vec![2, 0], vec![3]] };
 /// let mut r = Rebalancer::new(&layer, 4)?;
-/// let src = [0.0, 0.0, 0.0, 0.0, /* GPU 1 */ 0.0, 0.0, 0.0, 0.0, /* GPU 2 */ 8.0, 0.0, 0.0, 1.0];
+/// let src = [0.0, 0.0, 0.0, 0.0, /* GPU 1 */ 0.0, 4.0, 0.0, 0.0, /* GPU 2 */ 8.0, 0.0, 0.0, 3.0];
 /// let max = r.solve(&src, 0.05)?;
-/// // GPU 1 takes 3, up to the mean 3; GPU 2 holds no copy, so 5 stay
-/// assert_eq!(r.gpu_loads(), &[5.0, 3.0, 1.0]);
-/// assert_eq!((max, r.initial_max(), r.transfers()), (5.0, 8.0, 1));
+/// // GPU 0 starts at 8, the mean is 5: GPU 1 takes 1 of expert 0, up to the mean
+/// assert_eq!(r.gpu_loads(), &[7.0, 5.0, 3.0]);
+/// assert_eq!((max, r.initial_max(), r.transfers()), (7.0, 8.0, 1));
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 #[derive(Debug, Default, Clone)]
@@ -71,6 +135,10 @@ pub struct Rebalancer {
     /// Flex expert `f`'s distinct GPUs: `flex_gpu[flex_start[f] .. flex_start[f + 1]]`.
     flex_start: Vec<usize>,
     flex_gpu: Vec<u32>,
+    /// Copies of the flex expert on each of `flex_gpu`'s GPUs.
+    flex_mult: Vec<u32>,
+    /// Where remote pairs start.
+    start: RemoteStart,
     /// Per call: GPU loads, local pairs, remote pairs per (GPU, flex expert).
     loads: Vec<f64>,
     local: Vec<f64>,
@@ -116,6 +184,32 @@ impl Rebalancer {
         Ok(r)
     }
 
+    /// The same rebalancer with remote pairs starting by `start`
+    /// ([`RemoteStart::Even`] unless set).
+    ///
+    /// ```
+    /// use moeplan::sim::{Rebalancer, RemoteStart};
+    /// use moeplan::LayerPlacement;
+    /// // expert 0 on GPUs 0 and 1 (GPU 1 also holds expert 1); GPU 2 sends 8 pairs of expert 0
+    /// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0], vec![1, 0], vec![2]] };
+    /// let src = [0.0, 0.0, 0.0, /* GPU 1 */ 0.0, 0.0, 0.0, /* GPU 2 */ 8.0, 0.0, 1.0];
+    /// let mut even = Rebalancer::new(&layer, 3)?;
+    /// even.solve(&src, 0.05)?;
+    /// assert_eq!(even.gpu_loads(), &[4.0, 4.0, 1.0]); // half each, nothing above the mean of 3 can move
+    /// let mut primary = Rebalancer::new(&layer, 3)?.with_start(RemoteStart::Primary);
+    /// primary.solve(&src, 0.05)?;
+    /// assert_eq!(primary.gpu_loads(), &[5.0, 3.0, 1.0]); // all on GPU 0, then 3 to GPU 1
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn with_start(mut self, start: RemoteStart) -> Self {
+        self.start = start;
+        self
+    }
+
+    pub(crate) fn set_start(&mut self, start: RemoteStart) {
+        self.start = start;
+    }
+
     pub(crate) fn prepare(&mut self, view: &LayerView) {
         let d = view.num_gpus();
         let e_n = view.copy_start.len().saturating_sub(1);
@@ -133,6 +227,7 @@ impl Rebalancer {
         self.flex_index.clear();
         self.flex_start.clear();
         self.flex_gpu.clear();
+        self.flex_mult.clear();
         self.flex_start.push(0);
         for e in 0..e_n {
             let cand = view.copies(e);
@@ -160,7 +255,10 @@ impl Rebalancer {
                     let g = view.slot_gpu[c as usize];
                     if g != last {
                         self.flex_gpu.push(g);
+                        self.flex_mult.push(1);
                         last = g;
+                    } else if let Some(m) = self.flex_mult.last_mut() {
+                        *m += 1;
                     }
                 }
                 self.flex_start.push(self.flex_gpu.len());
@@ -229,16 +327,39 @@ impl Rebalancer {
                 }
                 if h {
                     self.local[s] += n;
-                } else if let Some(&p) = self.primary.get(e)
-                    && (p as usize) < d
-                {
-                    self.loads[p as usize] += n;
-                    match self.flex_index.get(e) {
-                        Some(&f) if f != NONE => {
-                            self.remote[p as usize * f_n + f as usize] += n;
-                            self.remote_total[f as usize] += n;
+                    continue;
+                }
+                match self.flex_index.get(e) {
+                    Some(&f) if f != NONE => {
+                        let f = f as usize;
+                        self.remote_total[f] += n;
+                        let span = self.flex_start[f]..self.flex_start[f + 1];
+                        match self.start {
+                            RemoteStart::Even => {
+                                let copies: u32 = self.flex_mult[span.clone()].iter().sum();
+                                for (&g, &m) in self.flex_gpu[span.clone()]
+                                    .iter()
+                                    .zip(&self.flex_mult[span])
+                                {
+                                    let x = n * f64::from(m) / f64::from(copies.max(1));
+                                    self.loads[g as usize] += x;
+                                    self.remote[g as usize * f_n + f] += x;
+                                }
+                            }
+                            RemoteStart::Primary => {
+                                let p = self.primary[e] as usize;
+                                self.loads[p] += n;
+                                self.remote[p * f_n + f] += n;
+                            }
                         }
-                        _ => self.fixed_remote[e] += n,
+                    }
+                    _ => {
+                        if let Some(&p) = self.primary.get(e)
+                            && (p as usize) < d
+                        {
+                            self.loads[p as usize] += n;
+                            self.fixed_remote[e] += n;
+                        }
                     }
                 }
             }
@@ -323,8 +444,8 @@ impl Rebalancer {
         &self.local
     }
 
-    /// The busiest GPU's load before any transfer (every remote pair on
-    /// its expert's primary copy) in the last solve.
+    /// The busiest GPU's load before any transfer (every remote pair where
+    /// [`RemoteStart`] put it) in the last solve.
     pub fn initial_max(&self) -> f64 {
         self.initial_max
     }
@@ -336,9 +457,13 @@ impl Rebalancer {
     /// use moeplan::{sim::Rebalancer, LayerPlacement};
     /// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0], vec![1, 0], vec![2]] };
     /// let mut r = Rebalancer::new(&layer, 3)?;
-    /// // GPU 2 sends 6 pairs to expert 0: GPU 1 takes 2, up to the mean
+    /// // GPU 2 sends 6 pairs to expert 0: they start 3 and 3 over its two
+    /// // copies; with the primary start, GPU 1 takes 2 of them, up to the mean
     /// r.solve(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 6.0, 0.0, 0.0], 0.0)?;
-    /// assert_eq!(r.assignment(), vec![(0, 0, 4.0), (0, 1, 2.0)]);
+    /// assert_eq!(r.assignment(), vec![(0, 0, 3.0), (0, 1, 3.0)]);
+    /// let mut p = Rebalancer::new(&layer, 3)?.with_start(moeplan::sim::RemoteStart::Primary);
+    /// p.solve(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 6.0, 0.0, 0.0], 0.0)?;
+    /// assert_eq!(p.assignment(), vec![(0, 0, 4.0), (0, 1, 2.0)]);
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn assignment(&self) -> Vec<(u32, u32, f64)> {
@@ -409,7 +534,7 @@ impl Rebalancer {
     /// ```
     /// use moeplan::{sim::Rebalancer, LayerPlacement};
     /// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0], vec![1, 0], vec![2]] };
-    /// let mut r = Rebalancer::new(&layer, 3)?;
+    /// let mut r = Rebalancer::new(&layer, 3)?.with_start(moeplan::sim::RemoteStart::Primary);
     /// let src = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 6.0, 0.0, 0.0];
     /// r.solve(&src, 0.0)?;
     /// let mut to = Vec::new();

@@ -20,8 +20,9 @@
 //! With token routes, every mode also counts token messages
 //! (`super::traffic::MessageTally`) from the same choices: O(tokens ·
 //! top-k · copies) more per (batch, layer).
-//! GRACE's rules add O(B · L · E) once, to sum each layer's expert loads
-//! over the workload, and O(slots) per layer for the predicted GPU loads.
+//! GRACE's rules add O(slots) per layer for the predicted GPU loads, from
+//! the plan's recorded profile, or (a plan without one) O(B · L · E) once
+//! to sum each layer's expert loads over the workload.
 
 use ndarray::{ArrayView2, Axis, s};
 
@@ -78,7 +79,8 @@ pub(crate) struct Engine {
     row_buf: Vec<f64>,
     token_index: Vec<usize>,
     /// GRACE's rules only: each layer's expert loads over the whole
-    /// workload, `L × E` row-major (empty for the other rules).
+    /// workload, `L × E` row-major (empty for the other rules) — what they
+    /// predict from for a plan that records no profile.
     totals: Vec<f64>,
     /// GRACE's predicted load of each GPU in the prepared layer.
     predicted: Vec<f64>,
@@ -127,7 +129,9 @@ impl Engine {
             solver: MinMax::default(),
             rebalancer: Rebalancer::default(),
             epsilon: match rule {
-                Rule::Libra { tolerance_percent } => f64::from(tolerance_percent) / 100.0,
+                Rule::Libra {
+                    tolerance_percent, ..
+                } => f64::from(tolerance_percent) / 100.0,
                 _ => 0.0,
             },
             loads: vec![0.0; d],
@@ -151,15 +155,27 @@ impl Engine {
     }
 
     /// Loads the placement of layer index `l`; `map` is its SGLang static
-    /// map.
-    pub fn prepare(&mut self, layer: &LayerPlacement, l: usize, map: Option<&[u32]>) {
+    /// map, `profile` the layer's expert loads the plan was planned on
+    /// (GRACE's rules predict from them; without them, from the whole
+    /// workload's loads).
+    pub fn prepare(
+        &mut self,
+        layer: &LayerPlacement,
+        l: usize,
+        map: Option<&[u32]>,
+        profile: Option<&[f64]>,
+    ) {
         self.view.prepare(layer, self.experts);
         let d = self.topology.num_gpus();
         self.predicted.clear();
         let e_n = self.experts;
-        if let Some(row) = self.totals.get(l * e_n..(l + 1) * e_n) {
+        let loads = match profile {
+            Some(p) if self.rule.is_grace() => Some(p),
+            _ => self.totals.get(l * e_n..(l + 1) * e_n),
+        };
+        if let Some(row) = loads {
             // Once per layer: Eq. 3's prediction is the even split of the
-            // whole workload's loads.
+            // profiled loads.
             self.predicted.resize(d, 0.0);
             self.view.even_loads(row, &mut self.predicted);
         }
@@ -180,7 +196,12 @@ impl Engine {
                 self.even.build(&self.routes, self.topology);
             }
             Mode::OptimalEven | Mode::OptimalSources => self.solver.prepare(&self.view),
-            Mode::Libra => self.rebalancer.prepare(&self.view),
+            Mode::Libra => {
+                if let Rule::Libra { start, .. } = self.rule {
+                    self.rebalancer.set_start(start);
+                }
+                self.rebalancer.prepare(&self.view);
+            }
         }
     }
 

@@ -48,7 +48,7 @@ use crate::planners::registry::{
     Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Schedule,
     Settings, Value,
 };
-use crate::sim::{Placement, Rule, Strategy, Workload};
+use crate::sim::{Placement, RemoteStart, Rule, Strategy, Workload};
 use crate::topology::Topology;
 
 pub use predict::{
@@ -84,6 +84,14 @@ pub const TOLERANCE_PERCENT: OptionSpec = OptionSpec {
     default: Value::Count(crate::sim::DEFAULT_TOLERANCE_PERCENT as usize),
 };
 
+/// Where Algorithm 2's remote pairs start (the paper leaves it open).
+pub const REMOTE_START: OptionSpec = OptionSpec {
+    name: "remote_start",
+    about: "where the rebalancer's remote pairs start: even (split over copies, as engines send them) or primary (all on the expert's home copy)",
+    kind: Kind::Choice(&["even", "primary"]),
+    default: Value::Word(Cow::Borrowed("even")),
+};
+
 /// Which predictor feeds the prefetcher.
 pub const PREDICTOR: OptionSpec = OptionSpec {
     name: "predictor",
@@ -101,16 +109,21 @@ pub struct LibraOptions {
     pub local_fraction: f64,
     /// `ε` in percent for [`Rule::Libra`].
     pub tolerance_percent: u16,
+    /// Where [`Rule::Libra`]'s remote pairs start.
+    pub start: RemoteStart,
 }
 
 impl Default for LibraOptions {
     /// The paper's evaluation setting (§5): `N = 8`, `α = 0.5`; ε = 5 % is
-    /// moeplan's choice (the paper gives only ε ∈ (0, 1)).
+    /// moeplan's choice (the paper gives only ε ∈ (0, 1)), and so is the
+    /// even start of remote pairs (the paper does not say where they
+    /// start).
     fn default() -> Self {
         LibraOptions {
             extra_per_gpu: 8,
             local_fraction: 0.5,
             tolerance_percent: crate::sim::DEFAULT_TOLERANCE_PERCENT,
+            start: RemoteStart::Even,
         }
     }
 }
@@ -138,9 +151,11 @@ impl LibraOptions {
 }
 
 /// Builds the predictor named `word` (see [`PREDICTOR`]) for `work`: the
-/// path table of depth [`DEFAULT_DEPTH`] on the first 80 % of the tokens
-/// (the paper's build split, 1.6 M of 2 M), the noisy one at 80 % accuracy
-/// (the middle of Table 1's 70–90 %) with seed 0.
+/// path table of depth [`DEFAULT_DEPTH`] empty, to grow online as Libra
+/// serves (each batch predicted from the batches served before it, never
+/// from its own tokens; the first batch, with nothing learnt, uniform), the
+/// noisy one at 80 % accuracy (the middle of Table 1's 70–90 %) with
+/// seed 0.
 ///
 /// ```
 /// use moeplan::planners::libra::build_predictor;
@@ -160,11 +175,8 @@ pub fn build_predictor(word: &str, work: &Workload) -> Result<Predictor> {
             let tokens = work.tokens().ok_or_else(|| {
                 Error::planner(NAME, "the path-table predictor needs token routes")
             })?;
-            let n = tokens.num_tokens();
-            let build = ((n as f64 * 0.8) as usize).clamp(1, n.max(1));
-            Ok(Predictor::PathTable(PathTable::build(
+            Ok(Predictor::PathTable(PathTable::empty(
                 tokens,
-                0..build,
                 DEFAULT_DEPTH,
             )?))
         }
@@ -228,6 +240,8 @@ pub fn libra_schedule(
     let d = base.topology().num_gpus();
     let mut parts = Vec::with_capacity(trace.num_batches());
     let mut copies = Vec::with_capacity(trace.num_batches());
+    // A path table grows online: it learns each batch once served.
+    let mut predictor = predictor.clone();
     for b in 0..trace.num_batches() {
         let mut layers = Vec::with_capacity(base.layers().len());
         let mut made = 0;
@@ -237,6 +251,7 @@ pub fn libra_schedule(
             made += next.total_slots() - layer.total_slots();
             layers.push(next);
         }
+        predictor.learn_batch(work, b)?;
         copies.push(made);
         let plan = Plan::new(base.topology(), base.num_experts(), layers, NAME)?;
         parts.push((b..b + 1, plan));
@@ -245,17 +260,19 @@ pub fn libra_schedule(
         placement: Placement::Schedule(parts),
         rule: Rule::Libra {
             tolerance_percent: options.tolerance_percent,
+            start: options.start,
         },
         copies,
         predictor: (predictor.name(), predictor.label()),
     })
 }
 
-const OPTIONS: [OptionSpec; 4] = [
+const OPTIONS: [OptionSpec; 5] = [
     EXTRA_EXPERTS_PER_GPU,
     LOCAL_PERCENT,
     TOLERANCE_PERCENT,
     PREDICTOR,
+    REMOTE_START,
 ];
 
 impl LibraOptions {
@@ -280,6 +297,7 @@ impl LibraOptions {
             local_fraction: local as f64 / 100.0,
             tolerance_percent: u16::try_from(tolerance)
                 .map_err(|_| Error::planner(NAME, format!("ε = {tolerance} % is too large")))?,
+            start: RemoteStart::from_name(settings.word(&REMOTE_START)?)?,
         };
         o.local_copies()?;
         Ok(o)
@@ -378,8 +396,12 @@ impl Prepared for Libra {
 
     fn notes(&self) -> Vec<String> {
         vec![format!(
-            "Libra copies up to N = {} experts per GPU every layer of every batch ({} predictor, {}) and serves them under libra-rebalance (ε = {} %); the plan an engine loads is its contiguous base only",
-            self.options.extra_per_gpu, self.label.0, self.label.1, self.options.tolerance_percent
+            "Libra copies up to N = {} experts per GPU every layer of every batch ({} predictor, {}) and serves them under libra-rebalance (ε = {} %, {}); the plan an engine loads is its contiguous base only",
+            self.options.extra_per_gpu,
+            self.label.0,
+            self.label.1,
+            self.options.tolerance_percent,
+            self.options.start.describe()
         )]
     }
 
@@ -388,8 +410,9 @@ impl Prepared for Libra {
         let s = libra_schedule(served, base, &predictor, &self.options)?;
         Ok(Some(Schedule {
             about: format!(
-                "per batch, {}, {} predictor ({})",
+                "per batch, {} ({}), {} predictor ({})",
                 s.rule.name(),
+                self.options.start.describe(),
                 s.predictor.0,
                 s.predictor.1
             ),

@@ -330,7 +330,11 @@ pub fn time(
     model.validate()?;
     let trace = work.trace();
     base.check_matches(trace)?;
-    let Rule::Libra { tolerance_percent } = schedule.rule else {
+    let Rule::Libra {
+        tolerance_percent,
+        start,
+    } = schedule.rule
+    else {
         return Err(Error::planner(
             NAME,
             format!(
@@ -385,7 +389,7 @@ pub fn time(
             } else {
                 work.fill_source_counts(b, l, &mut src);
             }
-            let mut rebalancer = Rebalancer::new(nl, e_n)?;
+            let mut rebalancer = Rebalancer::new(nl, e_n)?.with_start(start);
             let max_load = rebalancer.solve(&src, epsilon)?;
             let (mut compute, mut local_max, mut exposed_rebalance) = (0.0f64, 0.0f64, false);
             for (&all, &local) in rebalancer.gpu_loads().iter().zip(rebalancer.local_loads()) {
