@@ -5,14 +5,20 @@
 //! Data: the ESFT token folders `intent` and `summary`
 //! (`DATA/esft-deepseek-v2-lite/`, DeepSeek-V2-Lite, 64 experts, top-6),
 //! read as the CLI reads a folder — batches of 1024 tokens (`--batch-tokens`'
-//! default), each sequence (a line of the files) dealt round-robin to the
-//! GPUs — on 2 × 2 and 1 × 8; and a generated DeepSeek-V3-shaped token trace
-//! (`token_generator`, 64 ranks) on 8 × 8. Every plan comes from the registry
-//! (`planners::prepare`), every figure from `sim::simulate` — token
-//! messages too (`Traffic::messages`); in-sample.
+//! default), each batch's tokens dealt to the GPUs in equal shares
+//! (`--deal`'s default; `--deal sequences` here deals whole sequences
+//! round-robin, the rule before issue 24) — on 2 × 2 and 1 × 8; and a
+//! generated DeepSeek-V3-shaped token trace (`token_generator`, 64 ranks,
+//! dealt the same way) on 8 × 8. Every plan comes from the registry
+//! (`planners::prepare`, which records the planning batches' loads in it:
+//! GRACE's rules predict from them), every figure from `sim::simulate` —
+//! token messages too (`Traffic::messages`); in-sample. Equal memory is
+//! judged on the fullest GPU (issue 24): EPLB and CRAFT get at most GRACE's
+//! fullest GPU's replica slots.
 //!
 //! Run with `cargo run --release -p moeplan --features parallel --example
-//! grace_table -- ../shared/data`; prints Markdown.
+//! grace_table -- ../shared/data [--deal sequences] [--long]`; prints
+//! Markdown.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -26,7 +32,7 @@ use moeplan::planners::grace::{self, Grace, GraceOptions};
 use moeplan::planners::{self, Settings, Value, eplb};
 use moeplan::sim::{CostModel, Report, Rule, SglangVersion, Strategy, Workload, simulate};
 use moeplan::token_generator::{TokenGenConfig, generate_tokens};
-use moeplan::{Plan, TokenTrace, Topology};
+use moeplan::{Deal, Plan, TokenTrace, Topology};
 
 /// The CLI's `--batch-tokens` default (`crates/moeplan-cli/src/args.rs`).
 const BATCH_TOKENS: usize = 1024;
@@ -57,6 +63,8 @@ struct Case {
 struct Row {
     plan: String,
     replicas: usize,
+    /// Replica slots on the fullest GPU, all layers.
+    fullest: usize,
     rule: Rule,
     report: Report,
 }
@@ -81,13 +89,19 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Result<(), String> {
-    let usage = "usage: grace_table DATA_FOLDER [--long] (DATA_FOLDER: the shared data folder \
-                 holding esft-deepseek-v2-lite/; --long: one row per plan and rule)";
+    let usage = "usage: grace_table DATA_FOLDER [--deal even|sequences] [--long] (DATA_FOLDER: \
+                 the shared data folder holding esft-deepseek-v2-lite/; --deal: how tokens go \
+                 to ranks; --long: one row per plan and rule)";
     let mut data = None;
     let mut long = false;
-    for a in std::env::args().skip(1) {
+    let mut deal = Deal::Even;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
         match a.as_str() {
             "--long" => long = true,
+            "--deal" => {
+                deal = Deal::from_name(&args.next().ok_or(usage)?).map_err(|e| e.to_string())?
+            }
             _ if data.is_none() && !a.starts_with('-') => data = Some(PathBuf::from(a)),
             _ => return Err(format!("unexpected argument {a:?}; {usage}")),
         }
@@ -104,7 +118,7 @@ fn run() -> Result<(), String> {
             let work = Workload::from_tokens(
                 tokens
                     .clone()
-                    .with_sequences_on_ranks(topology.num_gpus())
+                    .dealt(deal, topology.num_gpus(), BATCH_TOKENS)
                     .map_err(|e| e.to_string())?,
                 BATCH_TOKENS,
             )
@@ -118,13 +132,15 @@ fn run() -> Result<(), String> {
     let mut cfg = TokenGenConfig::new(v3, GEN_TOKENS);
     cfg.ranks = GEN_RANKS;
     cfg.seed = GEN_SEED;
-    let tokens = generate_tokens(&cfg).map_err(|e| e.to_string())?;
+    let tokens = generate_tokens(&cfg)
+        .and_then(|t| t.dealt(deal, GEN_RANKS, BATCH_TOKENS))
+        .map_err(|e| e.to_string())?;
     let work = Workload::from_tokens(tokens, BATCH_TOKENS).map_err(|e| e.to_string())?;
     let topology = Topology::new(8, 8).map_err(|e| e.to_string())?;
     let name = "generated DeepSeek-V3";
     cases.push(case(name, &work, topology, v3).map_err(|e| format!("{name}: {e}"))?);
     eprintln!("generated: {:.1} s", t.elapsed().as_secs_f64());
-    print!("{}", markdown(&cases, &cfg, long));
+    print!("{}", markdown(&cases, &cfg, deal, long));
     Ok(())
 }
 
@@ -132,17 +148,19 @@ fn replicas(plan: &Plan) -> usize {
     plan.summary().replicas
 }
 
-/// EPLB's redundant experts per layer for at least `total` replicas over
-/// `layers` layers: the smallest count ≥ ⌈total / L⌉ that keeps every GPU's
-/// slot count equal (0 when `total` is 0 and `D` divides `E`).
-fn eplb_budget(total: usize, layers: usize, experts: usize, gpus: usize) -> usize {
-    let want = total.div_ceil(layers.max(1));
-    if want == 0 && experts % gpus.max(1) == 0 {
-        return 0;
-    }
+fn fullest(plan: &Plan) -> usize {
+    plan.summary().replica_slots_fullest_gpu
+}
+
+/// EPLB's redundant experts per layer whose fullest GPU holds at most
+/// `slots` expert slots over `layers` layers: the largest count that keeps
+/// every GPU's slot count equal and fits (EPLB's GPUs are all equally full).
+fn eplb_budget(slots: usize, layers: usize, experts: usize, gpus: usize) -> usize {
+    let fits = |k: usize| layers * (experts + k) / gpus.max(1) <= slots;
     eplb::redundant_steps(experts, gpus)
-        .find(|&k| k >= want)
-        .unwrap_or(want)
+        .take_while(|&k| fits(k))
+        .last()
+        .unwrap_or(0)
 }
 
 fn case(
@@ -159,8 +177,10 @@ fn case(
     let off = Settings::new().with(grace::REPLICATION.name, Value::Flag(false))?;
     let grace_off = planners::prepare(grace, work, topology, &off)?.plan(None)?;
     let g = replicas(&grace_on.plan);
-    let k = eplb_budget(g, layers, experts, gpus);
-    let r = g.div_ceil(gpus);
+    let summary = grace_on.plan.summary();
+    let (g_max, g_plus) = (summary.slots_per_gpu_max, summary.replica_slots_fullest_gpu);
+    let k = eplb_budget(g_max, layers, experts, gpus);
+    let r = g_plus;
     let eplb_s = Settings::new().with(eplb::REDUNDANT_EXPERTS.name, Value::Count(k))?;
     let craft_s = Settings::new().with("replicas_per_gpu", Value::Count(r))?;
     let contiguous = planners::plan(
@@ -190,6 +210,7 @@ fn case(
             rows.push(Row {
                 plan: name.clone(),
                 replicas: replicas(plan),
+                fullest: fullest(plan),
                 rule,
                 report,
             });
@@ -203,8 +224,11 @@ fn case(
         rows,
         layers: layers_out,
         budgets: format!(
-            "GRACE's replicas: {g} in all; EPLB +{k} per layer ({} in all, the smallest \
-             equal-slot count ≥ ⌈{g} / {layers}⌉); CRAFT R = {r} (⌈{g} / {gpus}⌉, at most {} in all)",
+            "GRACE's replicas: {g} in all, its fullest GPU {g_max} slots, {g_plus} of them \
+             replica memory (beyond the even share of {} without replicas); at that memory on \
+             the fullest GPU: EPLB +{k} per layer ({} in all, the largest equal-slot count \
+             whose GPUs hold at most {g_max}), CRAFT R = {r} replicas per GPU (at most {} in all)",
+            g_max - g_plus,
             k * layers,
             r * gpus
         ),
@@ -263,16 +287,17 @@ fn mean(v: impl Iterator<Item = f64>) -> f64 {
 /// One row per (plan, rule): every figure.
 fn long_table(out: &mut String, c: &Case) {
     out.push_str(
-        "| plan | replicas | dispatch | balancedness | cross-GPU | cross-node | cross-node MB |\n\
+        "| plan | replicas · fullest GPU | dispatch | balancedness | cross-GPU | cross-node | cross-node MB |\n\
              | --- | ---: | --- | ---: | ---: | ---: | ---: |\n",
     );
     for r in &c.rows {
         let t = &r.report.traffic;
         let multi = c.cluster.nodes() > 1;
         out.push_str(&format!(
-            "| {} | {} | `{}` | {:.4} | {} | {} | {} |\n",
+            "| {} | {} · +{} | `{}` | {:.4} | {} | {} | {} |\n",
             r.plan,
             r.replicas,
+            r.fullest,
             r.rule,
             r.report.balancedness,
             pct(t.pairs - t.local, t.pairs),
@@ -314,7 +339,7 @@ fn compact_table(out: &mut String, c: &Case) {
             String::new()
         }
     ));
-    out.push_str("| plan | replicas |");
+    out.push_str("| plan | replicas · fullest GPU |");
     for rule in RULES {
         out.push_str(&format!(" `{rule}` |"));
     }
@@ -328,8 +353,9 @@ fn compact_table(out: &mut String, c: &Case) {
     for plan in plans {
         let rows: Vec<&Row> = c.rows.iter().filter(|r| r.plan == plan).collect();
         out.push_str(&format!(
-            "| {plan} | {} |",
-            rows.first().map_or(0, |r| r.replicas)
+            "| {plan} | {} · +{} |",
+            rows.first().map_or(0, |r| r.replicas),
+            rows.first().map_or(0, |r| r.fullest)
         ));
         for rule in RULES {
             match rows.iter().find(|r| r.rule == rule) {
@@ -419,22 +445,31 @@ fn messages_table(out: &mut String, c: &Case) {
     }
 }
 
-fn markdown(cases: &[Case], cfg: &TokenGenConfig, long: bool) -> String {
+fn markdown(cases: &[Case], cfg: &TokenGenConfig, deal: Deal, long: bool) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "In-sample (planned and judged on the same tokens). ESFT: \
+        "In-sample (planned and judged on the same tokens; GRACE's rules predict from the \
+         plan's recorded profile, here those same batches). ESFT: \
          `esft-deepseek-v2-lite/{{intent,summary}}/expert_weights_*.txt` (DeepSeek-V2-Lite, \
-         26 MoE layers, 64 experts, top-6), batches of {BATCH_TOKENS} tokens, sequence i on \
-         GPU i mod D — what the CLI does with a folder. Generated: `token_generator` preset \
+         26 MoE layers, 64 experts, top-6), batches of {BATCH_TOKENS} tokens, {} (`--deal {}`) \
+         — what the CLI does with a folder. Generated: `token_generator` preset \
          deepseek-v3 (58 MoE layers, 256 experts, top-8), {} tokens, {} ranks (sequences of {} \
-         tokens, rank = GPU), seed {}, the calibrated defaults ({} topics per layer). \
+         tokens, rank = GPU, dealt the same way), seed {}, the calibrated defaults ({} topics \
+         per layer). Memory: replicas in all · replica slots on the fullest GPU (all layers, \
+         beyond an even share without replicas). \
          Cross-GPU = share of (token, expert) pairs not served on their source GPU; \
          cross-node = share served on another node, and its bytes (pairs × hidden × 2, \
          10^6 bytes, dispatch only, not deduplicated per node). EPLB: global policy \
          (groups = 1). GRACE: auto r, replication on (Eq. 2) unless said; \
          \"GRACE load-only (counts)\" is GRACE planned on the same batches' counts alone \
          (no token routes: load-only grouping), judged on the tokens.\n\n",
-        cfg.tokens, cfg.ranks, cfg.sequence_tokens, cfg.seed, cfg.topics
+        deal.describe(),
+        deal.name(),
+        cfg.tokens,
+        cfg.ranks,
+        cfg.sequence_tokens,
+        cfg.seed,
+        cfg.topics
     ));
     for c in cases {
         out.push_str(&format!(

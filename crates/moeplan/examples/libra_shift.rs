@@ -9,23 +9,29 @@
 //! - (b) real token routes: ESFT intent → summary
 //!   (`DATA/esft-deepseek-v2-lite/{intent,summary}/`, DeepSeek-V2-Lite, 64
 //!   experts, top-6, 26 layers), each cut to its first 8 × 1024 tokens,
-//!   sequences on 8 ranks round-robin, concatenated;
+//!   each batch's tokens dealt to the 8 ranks in equal shares (`--deal
+//!   sequences`: whole sequences round-robin, the rule before issue 24),
+//!   concatenated;
 //! - (c) generated token routes: `token_generator` on the `qwen3-30b-a3b`
 //!   preset (128 experts, top-8, 48 layers), 8 × 1024 tokens from 8 ranks
-//!   for each of the seeds 1, 2, 3 (different planted topics), concatenated.
+//!   (dealt the same way) for each of the seeds 1, 2, 3 (different planted
+//!   topics), concatenated.
 //!
 //! Static EPLB, CRAFT and GRACE are planned on the first segment only (from
 //! the registry, at their defaults except the budget: EPLB the smallest
 //! equal-slot redundant count ≥ 8 per layer — about one replica per GPU
-//! per layer, the paper's EPLB setting —, CRAFT at the same memory
-//! (`R = ⌈EPLB's replicas / D⌉` per GPU over all layers), GRACE its own
-//! Eq. 2 count) and replayed on every batch under the
-//! `even` rule. Libra (N = 8, α = 0.5, ε = 5 %, on a contiguous base) is
-//! re-planned every batch and replayed under its own rule
-//! (`Rule::Libra`); its predictor is previous-batch (and oracle, an upper
-//! bound) on counts, path-table (built on the first segment's tokens),
-//! previous-batch and oracle on token routes. Every figure from
-//! `sim::simulate`.
+//! per layer, the paper's EPLB setting —, CRAFT at the same memory on the
+//! fullest GPU (`R` = EPLB's replica slots on its fullest GPU, over all
+//! layers), GRACE its own Eq. 2 count) and replayed on every batch under
+//! the `even` rule. Libra (N = 8, α = 0.5, ε = 5 %, remote pairs starting
+//! on the even split, on a contiguous base) is re-planned every batch and
+//! replayed under its own rule (`Rule::Libra`); its predictor is
+//! previous-batch (and oracle, an upper bound) on counts, path-table
+//! (grown online: each batch predicted from the batches before it, never
+//! its own), previous-batch and oracle on token routes; two more rows run
+//! previous-batch and oracle with the primary start, the rule before issue
+//! 24. Every
+//! figure from `sim::simulate`.
 //!
 //! Memory: a static plan's resident extra slots are its replicas over all
 //! layers; Libra's are its two copy buffers (double buffering, §4), 2 · N
@@ -33,7 +39,7 @@
 //! bytes every layer of every batch.
 //!
 //! Run with `cargo run --release -p moeplan --example libra_shift --
-//! ../shared/data`; prints Markdown.
+//! ../shared/data [--deal sequences]`; prints Markdown.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -46,9 +52,9 @@ use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::model::{ModelPreset, preset};
 use moeplan::planners::libra::{DEFAULT_DEPTH, LibraOptions, PathTable, Predictor, libra_schedule};
 use moeplan::planners::{self, Settings, Value, eplb, grace};
-use moeplan::sim::{CostModel, Report, Rule, Strategy, Workload, simulate};
+use moeplan::sim::{CostModel, RemoteStart, Report, Rule, Strategy, Workload, simulate};
 use moeplan::token_generator::{TokenGenConfig, generate_tokens};
-use moeplan::{LoadTrace, Plan, TokenTrace, Topology};
+use moeplan::{Deal, LoadTrace, Plan, TokenTrace, Topology};
 use ndarray::{Array2, Axis, s};
 
 const BATCH_TOKENS: usize = 1024;
@@ -62,10 +68,22 @@ fn err(e: moeplan::Error) -> String {
 }
 
 fn main() -> ExitCode {
-    let data = std::env::args()
-        .nth(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let deal = match args.iter().position(|a| a == "--deal") {
+        Some(i) => match args.get(i + 1).map(|w| Deal::from_name(w)) {
+            Some(Ok(d)) => d,
+            _ => {
+                eprintln!("libra_shift: error: --deal takes even or sequences");
+                return ExitCode::from(2);
+            }
+        },
+        None => Deal::Even,
+    };
+    let data = args
+        .iter()
+        .find(|a| !a.starts_with("--") && Deal::from_name(a).is_err())
         .map_or_else(|| PathBuf::from("../shared/data"), PathBuf::from);
-    match run(&data) {
+    match run(&data, deal) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("libra_shift: error: {e}");
@@ -79,8 +97,6 @@ struct Scenario {
     work: Workload,
     /// The first segment, what the static planners see.
     first: Workload,
-    /// Token count of the first segment (for the path table), 0 on counts.
-    first_tokens: usize,
     segments: Vec<(String, Range<usize>)>,
     model: &'static ModelPreset,
 }
@@ -145,19 +161,18 @@ fn harmoeny(data: &Path) -> Res<Scenario> {
         title: "(a) HarMoEny Qwen1.5-MoE, real counts: bookcorpus → wikitext → random (`harmoeny-qwen1.5-moe/expert_freq_qwen_datasets.csv`, 60 batches of 24,576 tokens, even arrival)".into(),
         work: Workload::new(all),
         first: Workload::new(traces[0].clone()),
-        first_tokens: 0,
         segments,
         model: preset("qwen1.5-moe-a2.7b").map_err(err)?,
     })
 }
 
-fn esft(data: &Path) -> Res<Scenario> {
+fn esft(data: &Path, deal: Deal) -> Res<Scenario> {
     let v2 = preset("deepseek-v2-lite").map_err(err)?;
     let n = SEGMENT_BATCHES * BATCH_TOKENS;
     let mut parts = Vec::new();
     for task in ["intent", "summary"] {
         let t = common::read_esft_folder(&data.join("esft-deepseek-v2-lite").join(task), v2)?
-            .with_sequences_on_ranks(GPUS)
+            .dealt(deal, GPUS, BATCH_TOKENS)
             .map_err(err)?;
         if t.num_tokens() < n {
             return Err(format!("ESFT {task} has fewer than {n} tokens"));
@@ -168,11 +183,11 @@ fn esft(data: &Path) -> Res<Scenario> {
     let first = concat_tokens(&[(&parts[0], n)])?;
     Ok(Scenario {
         title: format!(
-            "(b) ESFT DeepSeek-V2-Lite, real token routes: intent → summary (`esft-deepseek-v2-lite/{{intent,summary}}`, the first {n} tokens of each, batches of {BATCH_TOKENS})"
+            "(b) ESFT DeepSeek-V2-Lite, real token routes: intent → summary (`esft-deepseek-v2-lite/{{intent,summary}}`, the first {n} tokens of each, batches of {BATCH_TOKENS}, {})",
+            deal.describe()
         ),
         work: Workload::from_tokens(all, BATCH_TOKENS).map_err(err)?,
         first: Workload::from_tokens(first, BATCH_TOKENS).map_err(err)?,
-        first_tokens: n,
         segments: vec![
             ("intent".into(), 0..SEGMENT_BATCHES),
             ("summary".into(), SEGMENT_BATCHES..2 * SEGMENT_BATCHES),
@@ -181,7 +196,7 @@ fn esft(data: &Path) -> Res<Scenario> {
     })
 }
 
-fn generated() -> Res<Scenario> {
+fn generated(deal: Deal) -> Res<Scenario> {
     let p = preset("qwen3-30b-a3b").map_err(err)?;
     let n = SEGMENT_BATCHES * BATCH_TOKENS;
     let seeds = [1u64, 2, 3];
@@ -190,17 +205,21 @@ fn generated() -> Res<Scenario> {
         let mut cfg = TokenGenConfig::new(p, n);
         cfg.ranks = GPUS;
         cfg.seed = seed;
-        parts.push(generate_tokens(&cfg).map_err(err)?);
+        parts.push(
+            generate_tokens(&cfg)
+                .and_then(|t| t.dealt(deal, GPUS, BATCH_TOKENS))
+                .map_err(err)?,
+        );
     }
     let all = concat_tokens(&[(&parts[0], n), (&parts[1], n), (&parts[2], n)])?;
     let first = concat_tokens(&[(&parts[0], n)])?;
     Ok(Scenario {
         title: format!(
-            "(c) generated Qwen3-30B-A3B token routes (`token_generator`, calibrated defaults, 8 ranks): seed 1 → seed 2 → seed 3, {n} tokens each, batches of {BATCH_TOKENS}"
+            "(c) generated Qwen3-30B-A3B token routes (`token_generator`, calibrated defaults, 8 ranks): seed 1 → seed 2 → seed 3, {n} tokens each, batches of {BATCH_TOKENS}, {}",
+            deal.describe()
         ),
         work: Workload::from_tokens(all, BATCH_TOKENS).map_err(err)?,
         first: Workload::from_tokens(first, BATCH_TOKENS).map_err(err)?,
-        first_tokens: n,
         segments: seeds
             .iter()
             .enumerate()
@@ -229,16 +248,16 @@ fn rows(sc: &Scenario, topo: Topology) -> moeplan::Result<Vec<Row>> {
     let cost = CostModel::for_model(sc.model);
     let k = eplb_budget(d, e_n, d);
     let eplb_s = Settings::new().with(eplb::REDUNDANT_EXPERTS.name, Value::Count(k))?;
-    // CRAFT at EPLB's memory: its budget is replicas per GPU over all layers.
-    let r = (k * l_n).div_ceil(d);
+    let eplb_plan = planners::plan(planners::find("eplb")?, &sc.first, topo, &eplb_s)?.plan;
+    // CRAFT at EPLB's memory on the fullest GPU: its budget is replicas per
+    // GPU over all layers.
+    let r = eplb_plan.summary().replica_slots_fullest_gpu;
     let craft_s = Settings::new().with("replicas_per_gpu", Value::Count(r))?;
     let contiguous = planners::contiguous(trace, topo)?;
+    let own = contiguous.summary().slots_per_gpu_max;
     let statics: Vec<(String, Plan)> = vec![
         ("contiguous (Libra's base)".into(), contiguous.clone()),
-        (
-            format!("EPLB +{k}/layer"),
-            planners::plan(planners::find("eplb")?, &sc.first, topo, &eplb_s)?.plan,
-        ),
+        (format!("EPLB +{k}/layer"), eplb_plan),
         (
             format!("CRAFT R = {r}"),
             planners::plan(planners::find("craft")?, &sc.first, topo, &craft_s)?.plan,
@@ -262,35 +281,52 @@ fn rows(sc: &Scenario, topo: Topology) -> moeplan::Result<Vec<Row>> {
         out.push(Row {
             name: format!("{name}, `even`"),
             memory: format!(
-                "{} replicas ({:.1}/layer), resident",
+                "{} replicas ({:.1}/layer), fullest GPU +{}",
                 sum.replicas,
-                sum.replicas as f64 / l_n as f64
+                sum.replicas as f64 / l_n as f64,
+                sum.replica_slots_fullest_gpu
             ),
             report,
             bytes_per_layer: None,
         });
     }
     let opts = LibraOptions::default();
+    let primary = LibraOptions {
+        start: RemoteStart::Primary,
+        ..opts
+    };
     let mut predictors = Vec::new();
     if let Some(tokens) = sc.work.tokens() {
-        predictors.push(Predictor::PathTable(PathTable::build(
-            tokens,
-            0..sc.first_tokens,
-            DEFAULT_DEPTH,
-        )?));
+        predictors.push((
+            Predictor::PathTable(PathTable::empty(tokens, DEFAULT_DEPTH)?),
+            opts,
+        ));
     }
-    predictors.push(Predictor::PreviousBatch);
-    predictors.push(Predictor::Oracle);
-    for p in &predictors {
-        let s = libra_schedule(&sc.work, &contiguous, p, &opts)?;
+    predictors.push((Predictor::PreviousBatch, opts));
+    predictors.push((Predictor::Oracle, opts));
+    predictors.push((Predictor::PreviousBatch, primary));
+    predictors.push((Predictor::Oracle, primary));
+    for (p, opts) in &predictors {
+        let s = libra_schedule(&sc.work, &contiguous, p, opts)?;
         let report = simulate(&sc.work, &s.strategy(), &cost)?;
         let copies: usize = s.copies.iter().sum();
         let per_layer = copies as f64 / (s.copies.len().max(1) * l_n) as f64;
+        let online = if matches!(p, Predictor::PathTable(_)) {
+            ", online"
+        } else {
+            ""
+        };
         out.push(Row {
-            name: format!("Libra, {} ({}), `libra-rebalance`", p.name(), p.label()),
+            name: format!(
+                "Libra, {}{online} ({}), `libra-rebalance`, {} start",
+                p.name(),
+                p.label(),
+                opts.start.name()
+            ),
             memory: format!(
-                "2 · N · D = {} buffer slots; {per_layer:.1} copies/layer",
-                2 * opts.extra_per_gpu * d
+                "2 · N = {} buffer slots per GPU (fullest GPU +{}, {own} base slots); {per_layer:.1} copies/layer",
+                2 * opts.extra_per_gpu,
+                2 * opts.extra_per_gpu
             ),
             report,
             bytes_per_layer: Some(per_layer * cost.expert_bytes as f64),
@@ -341,15 +377,16 @@ fn print(sc: &Scenario, rows: &[Row]) {
     println!();
 }
 
-fn run(data: &Path) -> Res<()> {
+fn run(data: &Path, deal: Deal) -> Res<()> {
     let topo = Topology::new(1, GPUS).map_err(err)?;
     println!(
-        "Imbalance ratio (IR = max / mean GPU load, mean over layers) per batch on 1 × {GPUS} GPUs; statics planned on the first segment, replayed under `even`; Libra re-planned per batch under `libra-rebalance` (N = 8, α = 0.5, ε = 5 %).\n"
+        "Imbalance ratio (IR = max / mean GPU load, mean over layers) per batch on 1 × {GPUS} GPUs; statics planned on the first segment, replayed under `even`; Libra re-planned per batch under `libra-rebalance` (N = 8, α = 0.5, ε = 5 %, remote pairs starting as each row says). Token routes: {}.\n",
+        deal.describe()
     );
     for make in [
         &(|| harmoeny(data)) as &dyn Fn() -> Res<Scenario>,
-        &|| esft(data),
-        &generated,
+        &|| esft(data, deal),
+        &|| generated(deal),
     ] {
         let t = std::time::Instant::now();
         let sc = make()?;
