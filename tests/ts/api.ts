@@ -74,7 +74,7 @@ export async function run(trace: Uint8Array, wasm: BufferSource): Promise<string
   const schedule: ScheduleReplay | null = typed(result.schedule);
   if (schedule) {
     seen.push(schedule.about, schedule.rule, String(schedule.per_batch_copies.length));
-    seen.push(String(schedule.per_batch_bytes_copied[0]), String(schedule.extra_slots_per_gpu));
+    seen.push(String(schedule.per_batch_bytes_copied[0]), String(schedule.extra_slots_per_gpu), String(schedule.resident_slots_per_gpu));
   }
   const libra = plan(trace, { nodes: 1, gpusPerNode: 4, algorithm: "libra", extraExpertsPerGpu: 4 });
   seen.push(String(libra.schedule?.per_batch_imbalance_ratio.length));

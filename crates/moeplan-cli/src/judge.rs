@@ -178,6 +178,7 @@ impl Judged {
                 "about": s.about,
                 "rule": s.strategy.rule.name(),
                 "extra_slots_per_gpu": s.extra_slots_per_gpu,
+                "resident_slots_per_gpu": s.resident_slots_per_gpu,
                 "per_batch_copies": s.copies_per_batch,
                 "per_batch_bytes_copied": s
                     .copies_per_batch

@@ -202,8 +202,11 @@ pub struct ScheduleReplay {
     pub per_batch_copies: Vec<usize>,
     /// Expert bytes those copies move.
     pub per_batch_bytes_copied: Vec<u64>,
-    /// Slots each GPU reserves for the copies.
+    /// Copies each GPU may take per layer (Libra's N).
     pub extra_slots_per_gpu: usize,
+    /// Slots each GPU keeps for the copies over all layers (Libra's two
+    /// buffers, 2 · N): its replica memory on the fullest GPU.
+    pub resident_slots_per_gpu: usize,
 }
 
 /// A per-batch planner's (Libra's) schedule replayed in-sample: `plan` is
@@ -232,6 +235,7 @@ fn schedule_replay(
             .map(|&c| c as u64 * cost.expert_bytes)
             .collect(),
         extra_slots_per_gpu: s.extra_slots_per_gpu,
+        resident_slots_per_gpu: s.resident_slots_per_gpu,
     })
 }
 

@@ -34,7 +34,9 @@ use std::process::ExitCode;
 use moeplan::LoadTrace;
 use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::model::preset;
-use moeplan::planners::libra::{DEFAULT_DEPTH, Noisy, PathTable, Predictor, accuracy, build_predictor};
+use moeplan::planners::libra::{
+    DEFAULT_DEPTH, Noisy, PathTable, Predictor, accuracy, build_predictor,
+};
 use moeplan::sim::Workload;
 
 const BATCH_TOKENS: usize = 1024;
@@ -99,7 +101,10 @@ fn run(data: &Path) -> Result<(), String> {
         let all = 0..b_n;
         let after = build.div_ceil(BATCH_TOKENS)..b_n;
         let predictors = [
-            (Predictor::PathTable(seeded), build_predictor("path-table", &work).map_err(e)?),
+            (
+                Predictor::PathTable(seeded),
+                build_predictor("path-table", &work).map_err(e)?,
+            ),
             (Predictor::PreviousBatch, Predictor::PreviousBatch),
             (Predictor::Oracle, Predictor::Oracle),
             (

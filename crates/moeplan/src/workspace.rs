@@ -169,7 +169,8 @@ struct Scheduled {
     bytes_per_batch: Vec<f64>,
     /// Mean copies per batch in each layer.
     copies_per_layer: Vec<usize>,
-    extra_slots_per_gpu: usize,
+    /// Slots each GPU keeps for the copies (Libra: 2 · N buffers).
+    resident_slots_per_gpu: usize,
     /// The bound with the schedule's copies counted batch by batch.
     bound: f64,
 }
@@ -1338,14 +1339,14 @@ impl Scheduled {
                 .iter()
                 .map(|&c| (c as f64 / parts.max(1) as f64).round() as usize)
                 .collect(),
-            extra_slots_per_gpu: s.extra_slots_per_gpu,
+            resident_slots_per_gpu: s.resident_slots_per_gpu,
             report,
         })
     }
 
     /// Its figures: the replay's balance and traffic; its replicas are the
-    /// mean copies per batch, its replica memory the `N` slots per GPU it
-    /// reserves, its bound that of its copies counted batch by batch
+    /// mean copies per batch, its replica memory the slots per GPU it
+    /// keeps for copies (Libra's two buffers, 2 · N), its bound that of its copies counted batch by batch
     /// ([`crate::bound::per_batch_bound`]).
     fn figures(&self, planner: &dyn Planner, _own: usize) -> PlanFigures {
         let r = &self.report;
@@ -1356,7 +1357,7 @@ impl Scheduled {
             balancedness: r.balancedness,
             imbalance_ratio: r.imbalance_ratio,
             replicas: self.copies_per_layer.iter().sum(),
-            replica_slots_per_gpu: self.extra_slots_per_gpu,
+            replica_slots_per_gpu: self.resident_slots_per_gpu,
             bound: self.bound,
             per_layer: r.per_layer.clone(),
             replicas_per_layer: self.copies_per_layer.clone(),

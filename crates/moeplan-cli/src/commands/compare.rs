@@ -73,7 +73,13 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
                     Some(s) => {
                         let name = format!("{} (per batch)", r.name);
                         notes.push(schedule_note(&name, j, s, layers));
-                        (name, r.judged)
+                        // Its memory is the base's plus the copy buffers.
+                        let resident = s.resident_slots_per_gpu;
+                        let mut judged = r.judged;
+                        if let Ok(j) = &mut judged {
+                            j.report.replica_slots_fullest_gpu += resident;
+                        }
+                        (name, judged)
                     }
                     None => (r.name, r.judged),
                 },
@@ -98,9 +104,10 @@ fn schedule_note(name: &str, j: &Judged, s: &moeplan::planners::Schedule, layers
     let batches = s.copies_per_batch.len().max(1) as f64;
     let copies = s.copies_per_batch.iter().sum::<usize>() as f64 / batches;
     format!(
-        "{name}: {}, whatever --dispatch says; replicas and slots are its static base's, plus up to {} copies per GPU in every layer: {:.1} copies per layer per batch on average, {:.2} GB of expert weights copied per batch",
+        "{name}: {}, whatever --dispatch says; replicas are its static base's, plus up to {} copies per GPU in every layer ({} buffer slots per GPU, counted in its fullest GPU +): {:.1} copies per layer per batch on average, {:.2} GB of expert weights copied per batch",
         s.about,
         s.extra_slots_per_gpu,
+        s.resident_slots_per_gpu,
         copies / layers.max(1) as f64,
         copies * j.expert_bytes as f64 / 1e9
     )

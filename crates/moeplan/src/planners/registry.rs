@@ -741,9 +741,14 @@ pub struct Schedule {
     /// transfers (Libra refills its buffers every layer, so this exceeds
     /// the slots that differ between consecutive batches).
     pub copies_per_batch: Vec<usize>,
-    /// Copies each GPU may hold on top of the base per layer: the memory
-    /// the schedule reserves.
+    /// Copies each GPU may take on top of the base per layer (Libra's N).
     pub extra_slots_per_gpu: usize,
+    /// Expert slots each GPU keeps for the copies, over all layers: the
+    /// schedule's replica memory on the fullest GPU (Libra: its two copy
+    /// buffers, 2 · N, double buffering, §4 — one layer's copies fill while
+    /// the other's serve), what "equal memory" compares with a static
+    /// plan's [`crate::plan::PlanSummary::replica_slots_fullest_gpu`].
+    pub resident_slots_per_gpu: usize,
     /// One phrase for reports: `per batch, libra-rebalance, previous-batch
     /// predictor (measured)`.
     pub about: String,

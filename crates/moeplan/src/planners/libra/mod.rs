@@ -419,6 +419,7 @@ impl Prepared for Libra {
             strategy: s.strategy(),
             copies_per_batch: s.copies,
             extra_slots_per_gpu: self.options.extra_per_gpu,
+            resident_slots_per_gpu: 2 * self.options.extra_per_gpu,
         }))
     }
 }
