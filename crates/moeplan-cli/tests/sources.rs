@@ -391,3 +391,54 @@ fn ranks_past_the_cluster_are_dropped_under_even_only() {
     assert!(err.contains("rank 1") && err.contains("1 GPUs"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// Issue 24, item 1, through the CLI: a GRACE plan made on the first
+/// batches of the ESFT intent folder records their loads (`profile`), and
+/// `eval` on the held-out batches predicts GRACE's routing from them and
+/// says so; the same plan without its profile falls back to the judged
+/// batches' own loads, says that, and routes differently.
+#[test]
+fn grace_routing_on_held_out_batches_predicts_from_the_plan() {
+    let Some(dir) = shared("esft-deepseek-v2-lite/intent") else {
+        return;
+    };
+    let plan_file = tmp("grace-holdout.json");
+    let o = moeplan(&[
+        "plan",
+        "--trace",
+        dir.to_str().unwrap(),
+        "--algo",
+        "grace",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "2",
+        "--holdout",
+        "0.3",
+        "--out",
+        plan_file.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&plan_file).unwrap()).unwrap();
+    let rows = written["profile"]
+        .as_array()
+        .expect("the plan records its profile");
+    assert_eq!(rows.len(), 26);
+    assert!(rows.iter().all(|r| r.as_array().unwrap().len() == 64));
+    let judged = eval(&dir, &plan_file, "grace-weighted");
+    assert!(
+        judged["scope"].as_str().unwrap().starts_with("held-out"),
+        "{}",
+        judged["scope"]
+    );
+    assert_eq!(judged["predictions"], moeplan::sim::PREDICTED_FROM_PROFILE);
+    written.as_object_mut().unwrap().remove("profile");
+    let bare = tmp("grace-holdout-bare.json");
+    std::fs::write(&bare, written.to_string()).unwrap();
+    let leaked = eval(&dir, &bare, "grace-weighted");
+    assert_eq!(leaked["predictions"], moeplan::sim::PREDICTED_IN_SAMPLE);
+    assert_ne!(judged["balancedness"], leaked["balancedness"]);
+    // rules that predict nothing say nothing
+    assert!(eval(&dir, &plan_file, "even").get("predictions").is_none());
+}
