@@ -254,7 +254,7 @@ fn rows(sc: &Scenario, topo: Topology) -> moeplan::Result<Vec<Row>> {
     let r = eplb_plan.summary().replica_slots_fullest_gpu;
     let craft_s = Settings::new().with("replicas_per_gpu", Value::Count(r))?;
     let contiguous = planners::contiguous(trace, topo)?;
-    let own = contiguous.summary().slots_per_gpu_max;
+    let base_plus = contiguous.summary().replica_slots_fullest_gpu;
     let statics: Vec<(String, Plan)> = vec![
         ("contiguous (Libra's base)".into(), contiguous.clone()),
         (format!("EPLB +{k}/layer"), eplb_plan),
@@ -324,9 +324,9 @@ fn rows(sc: &Scenario, topo: Topology) -> moeplan::Result<Vec<Row>> {
                 opts.start.name()
             ),
             memory: format!(
-                "2 · N = {} buffer slots per GPU (fullest GPU +{}, {own} base slots); {per_layer:.1} copies/layer",
+                "2 · N = {} buffer slots per GPU; fullest GPU +{} (base +{base_plus}); {per_layer:.1} copies/layer",
                 2 * opts.extra_per_gpu,
-                2 * opts.extra_per_gpu
+                base_plus + 2 * opts.extra_per_gpu
             ),
             report,
             bytes_per_layer: Some(per_layer * cost.expert_bytes as f64),
