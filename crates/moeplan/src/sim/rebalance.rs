@@ -62,6 +62,9 @@ pub enum RemoteStart {
 impl RemoteStart {
     /// Both starts, the default first: the one list front ends offer.
     pub const ALL: [RemoteStart; 2] = [RemoteStart::Even, RemoteStart::Primary];
+    /// Their names, in [`RemoteStart::ALL`]'s order (what an option's
+    /// choices list).
+    pub const NAMES: [&'static str; 2] = ["even", "primary"];
 
     /// Its name in options and reports: `even`, `primary`.
     ///
@@ -73,10 +76,7 @@ impl RemoteStart {
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn name(self) -> &'static str {
-        match self {
-            RemoteStart::Even => "even",
-            RemoteStart::Primary => "primary",
-        }
+        Self::NAMES[self as usize]
     }
 
     /// The start named `name`.

@@ -88,7 +88,7 @@ pub const TOLERANCE_PERCENT: OptionSpec = OptionSpec {
 pub const REMOTE_START: OptionSpec = OptionSpec {
     name: "remote_start",
     about: "where the rebalancer's remote pairs start: even (split over copies, as engines send them) or primary (all on the expert's home copy)",
-    kind: Kind::Choice(&["even", "primary"]),
+    kind: Kind::Choice(&RemoteStart::NAMES),
     default: Value::Word(Cow::Borrowed("even")),
 };
 
