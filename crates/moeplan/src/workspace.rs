@@ -171,6 +171,8 @@ struct Scheduled {
     copies_per_layer: Vec<usize>,
     /// Slots each GPU keeps for the copies (Libra: 2 · N buffers).
     resident_slots_per_gpu: usize,
+    /// The base's fullest GPU, in slots over all layers.
+    base_slots_max: usize,
     /// The bound with the schedule's copies counted batch by batch.
     bound: f64,
 }
@@ -1033,7 +1035,12 @@ impl Workspace {
             let Some(s) = ready.schedule(&planned.plan, &self.work)? else {
                 continue;
             };
-            let state = State::Scheduled(Box::new(Scheduled::replay(s, &self.work, &self.cost)?));
+            let state = State::Scheduled(Box::new(Scheduled::replay(
+                s,
+                &self.work,
+                &self.cost,
+                planned.plan.summary().slots_per_gpu_max,
+            )?));
             next.push((i, state, ready.notes()));
         }
         for (i, state, notes) in next {
@@ -1288,7 +1295,10 @@ fn settle(
         .plan(None)
         .and_then(|p| match ready.schedule(&p.plan, work)? {
             Some(s) => Ok(State::Scheduled(Box::new(Scheduled::replay(
-                s, work, cost,
+                s,
+                work,
+                cost,
+                p.plan.summary().slots_per_gpu_max,
             )?))),
             None => {
                 let report = evaluate(work.trace(), &p.plan)?;
@@ -1306,7 +1316,12 @@ fn settle(
 }
 
 impl Scheduled {
-    fn replay(s: crate::planners::Schedule, work: &Workload, cost: &CostModel) -> Result<Self> {
+    fn replay(
+        s: crate::planners::Schedule,
+        work: &Workload,
+        cost: &CostModel,
+        base_slots_max: usize,
+    ) -> Result<Self> {
         let report = simulate(work, &s.strategy, cost)?;
         let l_n = work.trace().num_layers();
         let mut copies = vec![0usize; l_n];
@@ -1340,15 +1355,17 @@ impl Scheduled {
                 .map(|&c| (c as f64 / parts.max(1) as f64).round() as usize)
                 .collect(),
             resident_slots_per_gpu: s.resident_slots_per_gpu,
+            base_slots_max,
             report,
         })
     }
 
     /// Its figures: the replay's balance and traffic; its replicas are the
-    /// mean copies per batch, its replica memory the slots per GPU it
-    /// keeps for copies (Libra's two buffers, 2 · N), its bound that of its copies counted batch by batch
+    /// mean copies per batch, its replica memory on the fullest GPU the
+    /// base's beyond `own` plus the slots it keeps for copies (Libra's two
+    /// buffers, 2 · N), its bound that of its copies counted batch by batch
     /// ([`crate::bound::per_batch_bound`]).
-    fn figures(&self, planner: &dyn Planner, _own: usize) -> PlanFigures {
+    fn figures(&self, planner: &dyn Planner, own: usize) -> PlanFigures {
         let r = &self.report;
         PlanFigures {
             name: planner.id().to_string(),
@@ -1357,7 +1374,8 @@ impl Scheduled {
             balancedness: r.balancedness,
             imbalance_ratio: r.imbalance_ratio,
             replicas: self.copies_per_layer.iter().sum(),
-            replica_slots_per_gpu: self.resident_slots_per_gpu,
+            replica_slots_per_gpu: self.base_slots_max.saturating_sub(own)
+                + self.resident_slots_per_gpu,
             bound: self.bound,
             per_layer: r.per_layer.clone(),
             replicas_per_layer: self.copies_per_layer.clone(),
