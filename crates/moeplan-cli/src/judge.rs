@@ -111,7 +111,9 @@ pub fn judge_prepared(
 }
 
 /// `base` served through `schedule`: the evaluator's report of the base
-/// (what an engine loads) with balance from the schedule's replay.
+/// (what an engine loads) with balance from the schedule's replay, its
+/// bound counting the schedule's copies, and its fullest GPU holding the
+/// schedule's copy buffers too.
 pub fn judge_schedule(
     work: &Workload,
     base: &Plan,
@@ -124,6 +126,7 @@ pub fn judge_schedule(
     // The base's bound is for static plans; the schedule's copies are
     // counted batch by batch.
     report.bound_per_batch(work.trace(), &schedule.strategy.placement)?;
+    report.replica_slots_fullest_gpu += schedule.resident_slots_per_gpu;
     Ok(Judged {
         report,
         sim,

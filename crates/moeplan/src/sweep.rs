@@ -97,7 +97,6 @@ pub fn sweep_by(
     let d = topology.num_gpus();
     let l = plan_on.num_layers();
     let craft = Craft::prepare(plan_on, topology, options)?;
-    let own_slots = (plan_on.num_experts() * l).div_ceil(d);
     let mut rows = Vec::new();
     let mut push = |method, r: f64, plan: &Plan, predicted| -> Result<()> {
         let rep = judge(plan)?;
@@ -106,7 +105,7 @@ pub fn sweep_by(
             replicas_per_gpu: r,
             replicas: rep.replicas,
             slots_per_gpu_max: rep.slots_per_gpu_max,
-            replica_slots_per_gpu: rep.slots_per_gpu_max.saturating_sub(own_slots),
+            replica_slots_per_gpu: rep.replica_slots_fullest_gpu,
             balancedness: rep.balancedness,
             imbalance_ratio: rep.imbalance_ratio,
             bound: rep.bound,

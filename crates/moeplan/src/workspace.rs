@@ -171,8 +171,8 @@ struct Scheduled {
     copies_per_layer: Vec<usize>,
     /// Slots each GPU keeps for the copies (Libra: 2 · N buffers).
     resident_slots_per_gpu: usize,
-    /// The base's fullest GPU, in slots over all layers.
-    base_slots_max: usize,
+    /// The base's replica slots on its fullest GPU.
+    base_replica_slots: usize,
     /// The bound with the schedule's copies counted batch by batch.
     bound: f64,
 }
@@ -773,8 +773,6 @@ impl Workspace {
                 "layer index {layer} is outside 0..{l}"
             )));
         }
-        let d = self.topology.num_gpus();
-        let own = (self.trace().num_experts() * l).div_ceil(d);
         let mut plans = Vec::new();
         let mut notes = Vec::new();
         for (i, entry) in self.entries.iter().enumerate() {
@@ -782,7 +780,7 @@ impl Workspace {
             match &entry.state {
                 State::Failed(e) => notes.push(format!("{}: {e}", entry.display)),
                 State::Fixed(fixed) => {
-                    let mut f = figures(planner, fixed.budget, &fixed.report, own);
+                    let mut f = figures(planner, fixed.budget, &fixed.report);
                     f.per_batch_imbalance = self.fixed_batches(fixed, batches)?;
                     match (rule, self.even_traffic) {
                         (Rule::Even, Some(t)) => f.traffic = t,
@@ -791,13 +789,13 @@ impl Workspace {
                     }
                     plans.push(f);
                 }
-                State::Scheduled(s) => plans.push(s.figures(planner, own)),
+                State::Scheduled(s) => plans.push(s.figures(planner)),
                 State::Slider(_) if i == self.focus => {
-                    plans.push(self.slider_under(planner, &focus, own, rule, batches)?);
+                    plans.push(self.slider_under(planner, &focus, rule, batches)?);
                 }
                 State::Slider(ready) => {
                     let planned = ready.plan(replicas_per_gpu)?;
-                    plans.push(self.slider_under(planner, &planned, own, rule, batches)?);
+                    plans.push(self.slider_under(planner, &planned, rule, batches)?);
                 }
             }
         }
@@ -916,11 +914,10 @@ impl Workspace {
         &self,
         planner: &dyn Planner,
         planned: &crate::planners::Planned,
-        own: usize,
         rule: Rule,
         batches: bool,
     ) -> Result<PlanFigures> {
-        let mut f = slider_figures(planner, planned, self.trace(), own)?;
+        let mut f = slider_figures(planner, planned, self.trace())?;
         match (rule, self.even_traffic) {
             (Rule::Even, Some(t)) => {
                 f.traffic = t;
@@ -1039,7 +1036,7 @@ impl Workspace {
                 s,
                 &self.work,
                 &self.cost,
-                planned.plan.summary().slots_per_gpu_max,
+                planned.plan.summary().replica_slots_fullest_gpu,
             )?));
             next.push((i, state, ready.notes()));
         }
@@ -1215,12 +1212,7 @@ fn shown(planner: &dyn Planner, work: &Workload) -> bool {
     planner.needs() >= Needs::Counts && planner.needs().met_by(work)
 }
 
-fn figures(
-    planner: &dyn Planner,
-    budget: Option<usize>,
-    r: &EvalReport,
-    own: usize,
-) -> PlanFigures {
+fn figures(planner: &dyn Planner, budget: Option<usize>, r: &EvalReport) -> PlanFigures {
     PlanFigures {
         name: planner.id().to_string(),
         label: planner.title(budget),
@@ -1228,7 +1220,7 @@ fn figures(
         balancedness: r.balancedness,
         imbalance_ratio: r.imbalance_ratio,
         replicas: r.replicas,
-        replica_slots_per_gpu: r.slots_per_gpu_max.saturating_sub(own),
+        replica_slots_per_gpu: r.replica_slots_fullest_gpu,
         bound: r.bound,
         per_layer: r.per_layer.clone(),
         replicas_per_layer: r.replicas_per_layer.clone(),
@@ -1246,14 +1238,12 @@ fn slider_figures(
     planner: &dyn Planner,
     planned: &crate::planners::Planned,
     trace: &LoadTrace,
-    own: usize,
 ) -> Result<PlanFigures> {
     let Some(pred) = &planned.predicted else {
         return Ok(figures(
             planner,
             planned.budget,
             &evaluate(trace, &planned.plan)?,
-            own,
         ));
     };
     let summary = planned.plan.summary();
@@ -1264,7 +1254,7 @@ fn slider_figures(
         balancedness: mean(&pred.balancedness),
         imbalance_ratio: mean(&pred.imbalance),
         replicas: summary.replicas,
-        replica_slots_per_gpu: summary.slots_per_gpu_max.saturating_sub(own),
+        replica_slots_per_gpu: summary.replica_slots_fullest_gpu,
         bound: mean(&pred.bound),
         per_layer: pred.balancedness.clone(),
         replicas_per_layer: summary.replicas_per_layer,
@@ -1298,7 +1288,7 @@ fn settle(
                 s,
                 work,
                 cost,
-                p.plan.summary().slots_per_gpu_max,
+                p.plan.summary().replica_slots_fullest_gpu,
             )?))),
             None => {
                 let report = evaluate(work.trace(), &p.plan)?;
@@ -1320,7 +1310,7 @@ impl Scheduled {
         s: crate::planners::Schedule,
         work: &Workload,
         cost: &CostModel,
-        base_slots_max: usize,
+        base_replica_slots: usize,
     ) -> Result<Self> {
         let report = simulate(work, &s.strategy, cost)?;
         let l_n = work.trace().num_layers();
@@ -1355,17 +1345,17 @@ impl Scheduled {
                 .map(|&c| (c as f64 / parts.max(1) as f64).round() as usize)
                 .collect(),
             resident_slots_per_gpu: s.resident_slots_per_gpu,
-            base_slots_max,
+            base_replica_slots,
             report,
         })
     }
 
     /// Its figures: the replay's balance and traffic; its replicas are the
     /// mean copies per batch, its replica memory on the fullest GPU the
-    /// base's beyond `own` plus the slots it keeps for copies (Libra's two
-    /// buffers, 2 · N), its bound that of its copies counted batch by batch
+    /// base's plus the slots it keeps for copies (Libra's two buffers,
+    /// 2 · N), its bound that of its copies counted batch by batch
     /// ([`crate::bound::per_batch_bound`]).
-    fn figures(&self, planner: &dyn Planner, own: usize) -> PlanFigures {
+    fn figures(&self, planner: &dyn Planner) -> PlanFigures {
         let r = &self.report;
         PlanFigures {
             name: planner.id().to_string(),
@@ -1374,8 +1364,7 @@ impl Scheduled {
             balancedness: r.balancedness,
             imbalance_ratio: r.imbalance_ratio,
             replicas: self.copies_per_layer.iter().sum(),
-            replica_slots_per_gpu: self.base_slots_max.saturating_sub(own)
-                + self.resident_slots_per_gpu,
+            replica_slots_per_gpu: self.base_replica_slots + self.resident_slots_per_gpu,
             bound: self.bound,
             per_layer: r.per_layer.clone(),
             replicas_per_layer: self.copies_per_layer.clone(),

@@ -73,13 +73,7 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
                     Some(s) => {
                         let name = format!("{} (per batch)", r.name);
                         notes.push(schedule_note(&name, j, s, layers));
-                        // Its memory is the base's plus the copy buffers.
-                        let resident = s.resident_slots_per_gpu;
-                        let mut judged = r.judged;
-                        if let Ok(j) = &mut judged {
-                            j.report.replica_slots_fullest_gpu += resident;
-                        }
-                        (name, judged)
+                        (name, r.judged)
                     }
                     None => (r.name, r.judged),
                 },

@@ -249,6 +249,17 @@ pub enum ModelKeyed {
     Keys,
 }
 
+/// [`check_model_layers`] for `plan`'s layers and experts: what the writers
+/// call.
+pub(crate) fn check_plan_model_layers(
+    file: ModelKeyed,
+    plan: &crate::Plan,
+    model_layers: Option<usize>,
+) -> Result<()> {
+    let ids: Vec<u32> = plan.layers().iter().map(|l| l.layer).collect();
+    check_model_layers(file, &ids, plan.num_experts(), model_layers)
+}
+
 /// Whether a `file` keyed by model layer can be written for MoE layers
 /// `layer_ids` of `num_experts` experts when the model's layer count is
 /// `model_layers` (`None`: the trace knows only its MoE layers): the one

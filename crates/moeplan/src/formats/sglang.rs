@@ -185,13 +185,7 @@ pub fn write_init_expert_location(plan: &Plan, model_layers: Option<usize>) -> R
         format: "SGLang --init-expert-location",
         message: m,
     };
-    let ids: Vec<u32> = plan.layers().iter().map(|l| l.layer).collect();
-    super::check_model_layers(
-        super::ModelKeyed::Rows,
-        &ids,
-        plan.num_experts(),
-        model_layers,
-    )?;
+    super::check_plan_model_layers(super::ModelKeyed::Rows, plan, model_layers)?;
     // (known once the check passed; 0 would be refused below)
     let model_layers = model_layers.unwrap_or_default();
     let per_gpu = plan.uniform_slots_per_gpu().ok_or_else(|| {

@@ -662,14 +662,8 @@ pub fn read_cooccurrence_in<N: AsRef<str>, B: AsRef<[u8]>>(
 /// ```
 pub fn write_placement(plan: &Plan, model_layers: Option<usize>) -> Result<String> {
     use std::fmt::Write;
-    let ids: Vec<u32> = plan.layers().iter().map(|l| l.layer).collect();
-    super::check_model_layers(
-        super::ModelKeyed::Keys,
-        &ids,
-        plan.num_experts(),
-        model_layers,
-    )?;
-    let last = ids.last().map_or(0, |&l| l as usize);
+    super::check_plan_model_layers(super::ModelKeyed::Keys, plan, model_layers)?;
+    let last = plan.layers().last().map_or(0, |l| l.layer as usize);
     if let Some(n) = model_layers.filter(|&n| n <= last) {
         return Err(Error::Export {
             format: PLACEMENT,

@@ -275,7 +275,10 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
         .collect::<Result<Vec<_>>>()?;
     let moves = moves(&segments, cost);
 
-    let mut engine = replay::Engine::new(topology, rule, workload);
+    // GRACE's rules predict from each plan's profile; only a plan without
+    // one falls back to the workload's own loads.
+    let profiled = segments.iter().all(|(_, p)| p.profile().is_some());
+    let mut engine = replay::Engine::new(topology, rule, workload, profiled);
     let mut per_layer = Vec::with_capacity(l_n);
     let mut per_layer_ir = Vec::with_capacity(l_n);
     let mut per_batch = vec![0.0; b_n];
@@ -350,11 +353,12 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
         }
     }
     let predictions = rule.is_grace().then(|| {
-        if segments.iter().all(|(_, p)| p.profile().is_some()) {
-            PREDICTED_FROM_PROFILE.to_string()
+        if profiled {
+            PREDICTED_FROM_PROFILE
         } else {
-            PREDICTED_IN_SAMPLE.to_string()
+            PREDICTED_IN_SAMPLE
         }
+        .to_string()
     });
     Ok(Report {
         rule: rule.name().to_string(),

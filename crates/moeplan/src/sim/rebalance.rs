@@ -137,6 +137,8 @@ pub struct Rebalancer {
     flex_gpu: Vec<u32>,
     /// Copies of the flex expert on each of `flex_gpu`'s GPUs.
     flex_mult: Vec<u32>,
+    /// Flex expert `f`'s copies in all (the even start's denominator).
+    flex_copies: Vec<u32>,
     /// Where remote pairs start.
     start: RemoteStart,
     /// Per call: GPU loads, local pairs, remote pairs per (GPU, flex expert).
@@ -228,6 +230,7 @@ impl Rebalancer {
         self.flex_start.clear();
         self.flex_gpu.clear();
         self.flex_mult.clear();
+        self.flex_copies.clear();
         self.flex_start.push(0);
         for e in 0..e_n {
             let cand = view.copies(e);
@@ -261,6 +264,7 @@ impl Rebalancer {
                         *m += 1;
                     }
                 }
+                self.flex_copies.push(cand.len() as u32);
                 self.flex_start.push(self.flex_gpu.len());
             } else {
                 self.flex_index.push(NONE);
@@ -336,7 +340,7 @@ impl Rebalancer {
                         let span = self.flex_start[f]..self.flex_start[f + 1];
                         match self.start {
                             RemoteStart::Even => {
-                                let copies: u32 = self.flex_mult[span.clone()].iter().sum();
+                                let copies = self.flex_copies[f];
                                 for (&g, &m) in self.flex_gpu[span.clone()]
                                     .iter()
                                     .zip(&self.flex_mult[span])

@@ -78,9 +78,9 @@ pub(crate) struct Engine {
     sent: Vec<f64>,
     row_buf: Vec<f64>,
     token_index: Vec<usize>,
-    /// GRACE's rules only: each layer's expert loads over the whole
-    /// workload, `L × E` row-major (empty for the other rules) — what they
-    /// predict from for a plan that records no profile.
+    /// GRACE's rules only, when some plan records no profile: each layer's
+    /// expert loads over the whole workload, `L × E` row-major (empty
+    /// otherwise) — what they predict from for such a plan.
     totals: Vec<f64>,
     /// GRACE's predicted load of each GPU in the prepared layer.
     predicted: Vec<f64>,
@@ -92,7 +92,9 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
-    pub fn new(topology: Topology, rule: Rule, workload: &Workload) -> Self {
+    /// `profiled`: every plan to replay records its profile, so GRACE's
+    /// rules never need the workload's own loads (not summed then).
+    pub fn new(topology: Topology, rule: Rule, workload: &Workload, profiled: bool) -> Self {
         let even = matches!(workload.source_kind(), Sources::Even);
         let tokens = matches!(workload.source_kind(), Sources::Tokens { .. });
         let mode = match rule {
@@ -106,7 +108,7 @@ impl Engine {
             _ => Mode::RoutedSources,
         };
         let d = topology.num_gpus();
-        let totals = if rule.is_grace() {
+        let totals = if rule.is_grace() && !profiled {
             workload
                 .trace()
                 .counts()

@@ -39,8 +39,9 @@
 //! What the prefetcher receives from any of them is [`PredictedCounts`]:
 //! per (source GPU, expert), the pairs predicted for one batch and layer.
 //!
-//! Cost: building the path table O(T · L · depth · k²) time and
-//! O(L · depth · E²) memory; a prediction O(T_b · (depth · k² + E log E))
+//! Cost: learning T tokens O(T · L · depth · k²) time plus O(E) per row
+//! they touched (its fractions refreshed), O(L · depth · E²) memory (the
+//! counts and their fractions); a prediction O(T_b · (depth · k² + E log E))
 //! per batch and layer for `T_b` tokens, O(S · E) for the count-level
 //! predictors.
 
@@ -153,6 +154,9 @@ pub struct PathTable {
     counts: Vec<u32>,
     /// `row_sums[((l · depth) + j − 1) · E + x]`: the sum of that row.
     row_sums: Vec<u64>,
+    /// `counts` as fractions of their row's sum, refreshed for the rows a
+    /// [`PathTable::learn`] touched: what every prediction reads.
+    freq: Vec<f32>,
     /// `marginal[l · E + y]`: learnt pairs of `y` at layer `l`.
     marginal: Vec<f64>,
     /// The tokens learnt, one contiguous range (`0..0` when none).
@@ -190,6 +194,7 @@ impl PathTable {
             top_k: tokens.top_k(),
             counts: vec![0; l_n * depth * e_n * e_n],
             row_sums: vec![0; l_n * depth * e_n],
+            freq: vec![0.0; l_n * depth * e_n * e_n],
             marginal: vec![0.0; l_n * e_n],
             learnt: 0..0,
         })
@@ -240,6 +245,7 @@ impl PathTable {
         }
         let (e_n, depth) = (self.experts, self.depth);
         let e2 = e_n * e_n;
+        let mut touched = vec![false; self.row_sums.len()];
         for l in 0..self.layers {
             let now = tokens.routes(l);
             for t in range.clone() {
@@ -255,8 +261,19 @@ impl PathTable {
                             *c = c.saturating_add(1);
                         }
                         self.row_sums[row * e_n + x as usize] += now.row(t).len() as u64;
+                        touched[row * e_n + x as usize] = true;
                     }
                 }
+            }
+        }
+        for (r, _) in touched.iter().enumerate().filter(|(_, t)| **t) {
+            let sum = self.row_sums[r] as f32;
+            let (c, f) = (
+                &self.counts[r * e_n..(r + 1) * e_n],
+                &mut self.freq[r * e_n..(r + 1) * e_n],
+            );
+            for (fi, &ci) in f.iter_mut().zip(c) {
+                *fi = ci as f32 / sum;
             }
         }
         self.learnt = if self.learnt.is_empty() {
@@ -345,20 +362,10 @@ impl PathTable {
         for j in 1..=self.depth.min(l) {
             let row = (l * self.depth) + j - 1;
             for &x in tokens.routes(l - j).row(t) {
-                let sum = self
-                    .row_sums
-                    .get(row * e_n + x as usize)
-                    .copied()
-                    .unwrap_or(0);
-                if sum == 0 {
-                    continue;
-                }
                 let start = row * e2 + x as usize * e_n;
-                if let Some(c) = self.counts.get(start..start + e_n) {
-                    // The fraction of `x`'s followers that were `y`, in
-                    // f32 as the table stored it before it grew online.
-                    for (s, &n) in scores.iter_mut().zip(c) {
-                        *s += f64::from(n as f32 / sum as f32);
+                if let Some(f) = self.freq.get(start..start + e_n) {
+                    for (s, &p) in scores.iter_mut().zip(f) {
+                        *s += f64::from(p);
                     }
                 }
             }
