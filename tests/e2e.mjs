@@ -412,8 +412,8 @@ async function main() {
     // layers × 256 experts, 8 × 8 GPUs): a GPU change and a node change, as
     // the page times them (the worker keeps GRACE's affinity analysis across
     // cluster changes, and between requests prepares the neighbouring
-    // clusters). The issue aims at 300 ms; the figures are recorded, not
-    // checked against it (see README: it depends on the machine's load).
+    // clusters). The target is 300 ms; the figures are recorded, not
+    // checked against it (see docs/speed.md: it depends on the machine's load).
     await section("GRACE re-plans with token routes on the DeepSeek-V3 default", async () => {
       const pg = await openPage(browser, origin, "#routes=1");
       pages.push(pg);

@@ -10,8 +10,8 @@
 //! to the URL hash.
 
 use leptos::prelude::*;
-use moeplan::model;
-use moeplan::workspace::dispatch_rule;
+use moeplan::data::model;
+use moeplan_view::dispatch_rule;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 

@@ -23,7 +23,7 @@
 //! every one in turn.
 
 use moeplan::TraceStats;
-use moeplan::workspace::{Cluster, PlannerNote};
+use moeplan_view::{Cluster, PlannerNote};
 use serde::{Deserialize, Serialize};
 
 /// Where the trace comes from.
@@ -69,7 +69,7 @@ pub struct Request {
     /// Layer index whose placement to show.
     pub layer: usize,
     /// The dispatch rule the plans are measured under (a name of
-    /// `moeplan::workspace::DISPATCH_RULES`: `even`, `vllm`,
+    /// `moeplan_view::dispatch_rules`: `even`, `vllm`,
     /// `sglang-static`, `local-first`, `grace-weighted`, `grace-topology`,
     /// `optimal`; empty: `even`).
     #[serde(default)]
@@ -117,7 +117,7 @@ pub struct CrossTable {
     pub batches: Vec<usize>,
     /// The cluster it was planned on (`1 node(s) × 64 GPU(s)`).
     pub cluster: String,
-    /// The rows, in `moeplan::across::cross_table`'s order.
+    /// The rows, in `moeplan::studies::across::cross_table`'s order.
     pub rows: Vec<CrossLine>,
 }
 

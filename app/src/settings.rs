@@ -5,9 +5,9 @@
 //! defaults).
 //! Missing or unreadable keys fall back to the defaults.
 
-use moeplan::model;
+use moeplan::data::model;
 use moeplan::planners::{OptionSpec, Value, libra};
-use moeplan::workspace::dispatch_rule;
+use moeplan_view::dispatch_rule;
 
 /// Everything a user sets on the page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +32,7 @@ pub struct Settings {
     pub layer: usize,
     /// Model whose expert size prices replica memory.
     pub memory_model: String,
-    /// The dispatch rule the plans are measured under ([`moeplan::sim::Rule`]'s name).
+    /// The dispatch rule the plans are measured under ([`moeplan::judge::Rule`]'s name).
     pub rule: String,
     /// Libra's `N`: copies per GPU per layer and batch.
     pub libra_n: usize,

@@ -30,9 +30,9 @@
 use std::collections::HashMap;
 
 use leptos::prelude::*;
-use moeplan::model::PRESETS;
+use moeplan::data::model::PRESETS;
 use moeplan::planners::libra;
-use moeplan::workspace::{Cluster, DISPATCH_RULES};
+use moeplan_view::{Cluster, dispatch_rules};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use web_sys::{MessageEvent, Worker};
@@ -1302,7 +1302,7 @@ pub fn App() -> impl IntoView {
                         settings.update(|s| s.rule = event_target_value(&ev));
                         ctx.send(Kind::Rule, None, None, None, None);
                     }>
-                        {DISPATCH_RULES.iter().map(|r| {
+                        {dispatch_rules().map(|r| {
                             let name = r.name();
                             view! { <option value=name selected=move || rule.with(|x| x == name)>{name}</option> }
                         }).collect_view()}

@@ -4,13 +4,13 @@
 //! Invariant: a request that fails leaves the state as it was — a broken
 //! file never costs the user the trace they had.
 
+use moeplan::data::Workload;
 use moeplan::formats::{self, ReadOptions};
-use moeplan::generator::{GenConfig, generate};
 use moeplan::planners::Settings;
-use moeplan::sim::Workload;
-use moeplan::token_generator::{TokenGenConfig, generate_tokens};
-use moeplan::workspace::{Cluster, View, Workspace, dispatch_rule};
-use moeplan::{Budget, LoadTrace, model};
+use moeplan::synth::generator::{GenConfig, generate};
+use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+use moeplan::{Budget, LoadTrace, data::model};
+use moeplan_view::{Cluster, View, Workspace, dispatch_rule};
 
 use crate::protocol::{
     CrossAsk, CrossLine, CrossTable, CurvePoint, Figures, Frame, Grouping, Heat, Placement,
@@ -112,7 +112,7 @@ pub fn phase_durations(marks: &[(String, f64)], end: f64) -> Vec<(String, f64)> 
 /// twice the nodes; at most `experts` GPUs, none twice, not `c` itself.
 ///
 /// ```
-/// use moeplan::workspace::Cluster;
+/// use moeplan_view::Cluster;
 /// use moeplan_app::worker::neighbours;
 /// let c = |nodes, gpus_per_node| Cluster { nodes, gpus_per_node, groups: 8 };
 /// let n: Vec<_> = neighbours(c(8, 8), 256).iter().map(|c| (c.nodes, c.gpus_per_node)).collect();
@@ -245,8 +245,8 @@ impl Shown {
     ///
     /// ```
     /// use moeplan_app::worker::Shown;
-    /// use moeplan::workspace::{Cluster, Workspace};
-    /// use moeplan::{generator, model};
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::{synth::generator, data::model};
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
     /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
     /// let a = Shown::of(&ws.view(Some(2), 0)?)?;
@@ -553,8 +553,8 @@ impl WorkerState {
         let topology = moeplan::Topology::new(cluster.nodes, cluster.gpus_per_node)
             .map_err(|e| e.to_string())?;
         let settings = cross_settings(cluster.groups, req.replicas_per_gpu)?;
-        let rows =
-            moeplan::across::cross_table(traces, topology, &settings).map_err(|e| e.to_string())?;
+        let rows = moeplan::studies::across::cross_table(traces, topology, &settings)
+            .map_err(|e| e.to_string())?;
         let table = CrossTable {
             traces: names.clone(),
             batches: traces.iter().map(LoadTrace::num_batches).collect(),
@@ -668,7 +668,7 @@ fn replan(ws: &mut Workspace, settings: &Settings) -> Result<(), String> {
 }
 
 /// Local, intra-node and cross-node shares of a plan's pairs.
-fn shares(t: &moeplan::workspace::PairTraffic) -> [f64; 3] {
+fn shares(t: &moeplan_view::PairTraffic) -> [f64; 3] {
     let parts = [t.local, t.intra_node, t.cross_node];
     let sum: f64 = parts.iter().sum();
     if sum > 0.0 {
@@ -778,7 +778,7 @@ fn placed_in_model(t: LoadTrace, name: &str) -> (LoadTrace, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use moeplan::workspace::Cluster;
+    use moeplan_view::Cluster;
 
     fn req(id: u64, source: Option<Source>, cluster: Option<Cluster>, r: Option<usize>) -> Request {
         Request {
@@ -1398,7 +1398,7 @@ mod tests {
                 .unwrap()
             })
             .into();
-        let core = moeplan::across::cross_table(
+        let core = moeplan::studies::across::cross_table(
             &traces,
             moeplan::Topology::new(1, 8).unwrap(),
             &cross_settings(1, Some(2)).unwrap(),

@@ -4,7 +4,7 @@
 //   <moeplan-view preset="deepseek-v3" nodes="4" gpus-per-node="8" charts="curve"></moeplan-view>
 //
 // Defines <moeplan-view>, whose attributes configure one live embed (see
-// the README), and exports mount(element, options) for pages that build
+// docs/page.md), and exports mount(element, options) for pages that build
 // their own elements. Each embed renders the planner page's own charts
 // (the same wasm) inside its own shadow root, so element ids and styles
 // never meet another embed's or the docs page's, and plans in its own

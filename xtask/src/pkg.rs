@@ -182,7 +182,7 @@ fn package_json(p: &PackageInfo) -> String {
     )
 }
 
-/// The package's README (the repository's README documents the API in full).
+/// The package's README (docs/page.md documents the API in full).
 const README: &str = r#"# moeplan-wasm
 
 The moeplan planner (expert placement and replication for Mixture-of-Experts

@@ -5,8 +5,9 @@
 //! away from its own data), so each cell shows its balancedness, shaded from
 //! the column's worst (white) to its best (green), in-sample cells marked.
 //! Under the table, how much of each planner's in-sample gain over BASE
-//! survives on the other traces ([`kept_gain`]) — the figure the README
-//! reports for the real DeepSeek-V3 dumps.
+//! survives on the other traces ([`kept_gain`]) — the figure
+//! docs/results-eplb-craft.md reports for the real DeepSeek-V3 dumps
+//! ("Plans across workloads").
 
 use leptos::prelude::*;
 
@@ -37,8 +38,9 @@ fn column_range(rows: &[CrossLine], j: usize) -> (f64, f64) {
 /// For `planner`'s plans made on one trace: the mean share of their
 /// in-sample gain over BASE that survives on the other traces — `(plan −
 /// BASE) / (plan on its own trace − BASE on it)`, BASE made on the same
-/// trace as the plan and judged where it is (the README's "gain kept").
-/// `None` when the table has no such pair or the own gain is nil.
+/// trace as the plan and judged where it is ("gain kept" in
+/// docs/results-eplb-craft.md). `None` when the table has no such pair or
+/// the own gain is nil.
 ///
 /// ```
 /// use moeplan_app::charts::cross::kept_gain;

@@ -62,7 +62,7 @@ pub fn label(name: &str) -> &'static str {
 /// The display name of the planner the budget moves, from the registry
 /// (the workspace's focus: CRAFT), for the titles drawn before any answer.
 pub fn focus_title() -> &'static str {
-    moeplan::workspace::focus_planner().map_or("plan", |p| p.display())
+    moeplan_view::focus_planner().map_or("plan", |p| p.display())
 }
 
 /// The planners the page compares that take a budget (`EPLB, CRAFT`), in

@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 use moeplan::Topology;
+use moeplan::judge::Rule;
 use moeplan::planners::{self, Kind, OptionSpec, PlannerId, Settings, Value};
-use moeplan::sim::{Rule, SglangVersion};
 
 #[derive(Parser)]
 #[command(
@@ -213,56 +213,19 @@ pub enum PlanFormat {
     Trtllm,
 }
 
-/// `--dispatch`: how a (token, expert) pair picks among the expert's
-/// copies (`moeplan::sim::Rule`). Tokens are assumed to arrive evenly from
-/// every GPU.
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Dispatch {
-    /// Each expert's tokens split equally over its copies (moeplan's replay; the default).
-    Even,
-    /// vLLM: pair p of a rank's batch goes to copy p mod c of the expert's c copies.
-    Vllm,
-    /// SGLang static, since PR #9849 (Aug 2025): one copy per (rank, expert), own GPU, else own node, else a seeded fair draw.
-    SglangStatic,
-    /// SGLang static before PR #9849: own GPU, else a seeded fair draw over all copies.
-    #[value(alias = "sglang-static-v0")]
-    SglangStaticSameGpu,
-    /// SGLang dynamic, since PR #10874 (Oct 2025): the nearest copy when there is one, else a random copy per token.
-    SglangDynamic,
-    /// SGLang dynamic before PR #10874: a random copy per token.
-    #[value(alias = "sglang-dynamic-v0")]
-    SglangDynamicUniform,
-    /// Own GPU's copy, else the node's copies evenly, else all copies evenly.
-    LocalFirst,
-    /// GRACE-MoE's weighted round-robin: a copy drawn with weight 1 / its GPU's predicted load (expected split).
-    GraceWeighted,
-    /// GRACE-MoE's topology-aware routing: own GPU's copy, else the node's copies, else all, weighted as grace-weighted.
-    GraceTopology,
-    /// Libra's token rebalancer (Algorithm 2): local pairs stay, remote pairs of replicated experts move from the busiest GPU to the least-loaded copy until within 5 % of the mean.
-    LibraRebalance,
-    /// Per batch and layer the split that minimises the busiest GPU: no dispatch does better.
-    Optimal,
-}
-
-impl Dispatch {
-    pub fn rule(self) -> Rule {
-        match self {
-            Dispatch::Even => Rule::Even,
-            Dispatch::Vllm => Rule::Vllm,
-            Dispatch::SglangStatic => Rule::SglangStatic(SglangVersion::Nearest),
-            Dispatch::SglangStaticSameGpu => Rule::SglangStatic(SglangVersion::SameGpu),
-            Dispatch::SglangDynamic => Rule::SglangDynamic(SglangVersion::Nearest),
-            Dispatch::SglangDynamicUniform => Rule::SglangDynamic(SglangVersion::SameGpu),
-            Dispatch::LocalFirst => Rule::LocalFirst,
-            Dispatch::GraceWeighted => Rule::GraceWeighted,
-            Dispatch::GraceTopology => Rule::GraceTopology,
-            Dispatch::LibraRebalance => Rule::Libra {
-                tolerance_percent: moeplan::sim::DEFAULT_TOLERANCE_PERCENT,
-                start: moeplan::sim::RemoteStart::Even,
-            },
-            Dispatch::Optimal => Rule::Optimal,
-        }
-    }
+/// How plans are judged: the flags `eval`, `compare` and `sweep` share.
+#[derive(Args)]
+pub struct JudgeArgs {
+    /// How tokens pick among an expert's copies (tokens arrive evenly from every GPU).
+    #[arg(long, default_value = "even", value_parser = dispatch_parser())]
+    pub dispatch: Rule,
+    /// The model (a preset, see `moeplan presets`): its hidden size gives
+    /// traffic in bytes, its expert size the bytes a re-placement moves
+    /// (default: the trace's model, else DeepSeek-V3); `eval` also places a
+    /// trace of MoE rows only in the model by its dense layers (an SGLang
+    /// file has a row per model layer).
+    #[arg(long)]
+    pub model: Option<String>,
 }
 
 #[derive(Args)]
@@ -298,8 +261,8 @@ pub struct PlanArgs {
     #[arg(long)]
     pub model_layers: Option<usize>,
     /// Also report the written plan's balance and traffic under this dispatch rule.
-    #[arg(long, value_enum)]
-    pub dispatch: Option<Dispatch>,
+    #[arg(long, value_parser = dispatch_parser())]
+    pub dispatch: Option<Rule>,
     /// Where to write the plan.
     #[arg(long)]
     pub out: PathBuf,
@@ -314,14 +277,10 @@ pub struct SweepArgs {
     /// Plan on the first batches, evaluate on this last fraction.
     #[arg(long)]
     pub holdout: Option<f64>,
-    /// Model preset for bytes per expert (default: the trace's model, if known).
-    #[arg(long)]
-    pub model: Option<String>,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
     #[command(flatten)]
     pub planner: PlannerArgs<false>,
-    /// How tokens pick among an expert's copies when the plans are judged.
-    #[arg(long, value_enum, default_value = "even")]
-    pub dispatch: Dispatch,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -343,14 +302,8 @@ pub struct EvalArgs {
     /// Evaluate on every batch, even if the plan was made with a holdout.
     #[arg(long)]
     pub in_sample: bool,
-    /// How tokens pick among an expert's copies.
-    #[arg(long, value_enum, default_value = "even")]
-    pub dispatch: Dispatch,
-    /// The model (a preset): its hidden size gives traffic in bytes (default:
-    /// the trace's model, else DeepSeek-V3), and its dense layers place a
-    /// trace of MoE rows only in the model (an SGLang file has a row per model layer).
-    #[arg(long)]
-    pub model: Option<String>,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -371,13 +324,8 @@ pub struct CompareArgs {
     /// Plan on the first batches, evaluate on this last fraction.
     #[arg(long)]
     pub holdout: Option<f64>,
-    /// How tokens pick among an expert's copies.
-    #[arg(long, value_enum, default_value = "even")]
-    pub dispatch: Dispatch,
-    /// Model preset whose hidden size gives traffic in bytes (default: the
-    /// trace's model, else DeepSeek-V3).
-    #[arg(long)]
-    pub model: Option<String>,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -403,6 +351,17 @@ pub struct CrossArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--dispatch`: a rule of the core's one list (`Rule::ALL`), each listed
+/// with its help, legacy spellings as aliases.
+fn dispatch_parser() -> impl TypedValueParser<Value = Rule> {
+    PossibleValuesParser::new(Rule::ALL.iter().map(|r| {
+        PossibleValue::new(r.name())
+            .help(r.about())
+            .aliases(r.aliases().iter().copied())
+    }))
+    .try_map(|s| Rule::from_name(&s))
 }
 
 /// `--algo`: a registered planner's id, each listed with its help.
@@ -571,17 +530,26 @@ impl<const BUDGETS: bool> FromArgMatches for PlannerArgs<BUDGETS> {
 mod tests {
     use super::*;
 
-    /// `--dispatch` offers every rule of the core's list, under the name
-    /// reports carry, so a rule added to `Rule::ALL` must be added here.
+    /// `--dispatch` parses every rule of the core's list by its name and
+    /// aliases, and nothing else.
     #[test]
     fn dispatch_values_are_the_core_rules() {
-        let ours: Vec<(String, Rule)> = Dispatch::value_variants()
-            .iter()
-            .filter_map(|d| Some((d.to_possible_value()?.get_name().to_string(), d.rule())))
-            .collect();
-        assert_eq!(ours.len(), Rule::ALL.len());
+        let parse = |name: &str| {
+            let cmd = clap::Command::new("t").arg(
+                Arg::new("d")
+                    .long("dispatch")
+                    .value_parser(dispatch_parser()),
+            );
+            cmd.try_get_matches_from(["t", "--dispatch", name])
+                .ok()
+                .and_then(|m| m.get_one::<Rule>("d").copied())
+        };
         for rule in Rule::ALL {
-            assert!(ours.contains(&(rule.name().to_string(), rule)), "{rule}");
+            assert_eq!(parse(rule.name()), Some(rule), "{rule}");
+            for alias in rule.aliases() {
+                assert_eq!(parse(alias), Some(rule), "{alias}");
+            }
         }
+        assert_eq!(parse("round-robin"), None);
     }
 }

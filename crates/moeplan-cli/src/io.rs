@@ -6,11 +6,11 @@ use std::ops::Range;
 use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use moeplan::data::model;
+use moeplan::data::topology::Topology;
 use moeplan::formats::{self, ReadOptions};
-use moeplan::generator::{GenConfig, generate};
-use moeplan::model;
-use moeplan::sim::{Rule, Workload};
-use moeplan::topology::Topology;
+use moeplan::judge::{Rule, Workload};
+use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{LoadTrace, Meter, TokenTrace};
 use ndarray::{Array4, s};
 

@@ -1,12 +1,12 @@
 //! A plan judged on a trace under a dispatch rule: the evaluator's report
 //! (replicas, memory, the bound) with balance taken from the simulator
-//! (`moeplan::sim`) under the rule, plus the simulator's traffic. Under
+//! (`moeplan::judge`) under the rule, plus the simulator's traffic. Under
 //! `even` the simulator's figures equal the evaluator's to the bit, so the
 //! default reports what moeplan always reported.
 
+use moeplan::judge::{CostModel, Messages, Report, Rule, Strategy, Workload, simulate};
 use moeplan::planners::{Prepared, Schedule};
-use moeplan::sim::{CostModel, Messages, Report, Rule, Strategy, Workload, simulate};
-use moeplan::{EvalReport, LoadTrace, Plan, evaluate_with_progress, model};
+use moeplan::{EvalReport, LoadTrace, Plan, data::model, evaluate_with_progress};
 use serde_json::{Value, json};
 
 /// The sizes that turn pairs into bytes, and where they came from.

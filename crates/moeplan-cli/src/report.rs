@@ -8,10 +8,10 @@ macro_rules! wl {
     ($o:expr, $($t:tt)*) => {{ let _ = writeln!($o, $($t)*); }};
 }
 
-use moeplan::model::ModelPreset;
+use moeplan::data::model::ModelPreset;
 use moeplan::planners::{PlannerInfo, Value};
-use moeplan::sweep::Sweep;
-use moeplan::{Plan, Topology, TraceStats, model};
+use moeplan::studies::sweep::Sweep;
+use moeplan::{Plan, Topology, TraceStats, data::model};
 
 use crate::judge::{Cost, Judged};
 

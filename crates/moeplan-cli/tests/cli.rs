@@ -1038,7 +1038,7 @@ fn eval_maps_sglang_rows_to_moe_layers() {
     assert_eq!(got["cost"]["model"], "deepseek-v3");
 }
 
-/// Issue 23: `--repair` brought EPLB to FlashLB's optimum (vllm-ascend's
+/// `--repair` brought EPLB to FlashLB's optimum (vllm-ascend's
 /// published layer, 8 devices × 2 slots; peak 590 / 3) but left CRAFT at
 /// 202, 2.7 % off, because the search only started from the plan it was
 /// given. Both now end within 2 % of it (balancedness 181.25 / 196.67).
@@ -1073,7 +1073,7 @@ fn repair_reaches_flashlbs_optimum_from_craft_and_eplb() {
     }
 }
 
-/// Issue 23: a trace of DeepSeek-V3's 58 MoE rows only, written for
+/// A trace of DeepSeek-V3's 58 MoE rows only, written for
 /// TensorRT-LLM, was keyed 0..57 with only a note: TensorRT-LLM looks each
 /// layer up by its decoder index (3..60), so layers 3..57 got the slots
 /// planned for 6..60 and start-up failed at layer 58. Every engine writer

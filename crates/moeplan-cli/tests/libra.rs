@@ -7,9 +7,9 @@
 
 use std::path::PathBuf;
 
+use moeplan::judge::{CostModel, Rule, Strategy, Workload, simulate};
 use moeplan::planners::libra::{LibraOptions, Predictor, libra_schedule};
-use moeplan::sim::{CostModel, Rule, Strategy, Workload, simulate};
-use moeplan::{LoadTrace, Topology, formats, model, planners};
+use moeplan::{LoadTrace, Topology, data::model, formats, planners};
 
 mod common;
 use common::{json_of, moeplan};
@@ -32,7 +32,7 @@ fn trace(name: &str, batches: usize) -> (String, LoadTrace) {
 
 /// Libra's schedule on `t` as the core computes it, with `n` copies per
 /// GPU and the default predictor (previous batch), replayed.
-fn core_libra(t: &LoadTrace, topology: Topology, n: usize) -> moeplan::sim::Report {
+fn core_libra(t: &LoadTrace, topology: Topology, n: usize) -> moeplan::judge::Report {
     core_libra_by(t, topology, n, &Predictor::PreviousBatch)
 }
 
@@ -42,7 +42,7 @@ fn core_libra_by(
     topology: Topology,
     n: usize,
     predictor: &Predictor,
-) -> moeplan::sim::Report {
+) -> moeplan::judge::Report {
     let base = planners::contiguous(t, topology).unwrap();
     let work = Workload::new(t.clone());
     let options = LibraOptions {
@@ -254,7 +254,7 @@ fn compare_has_a_libra_row_judged_by_its_schedule() {
     );
 }
 
-/// Issue 23: a Libra plan file did not record Libra's options, so `eval`
+/// A Libra plan file did not record Libra's options, so `eval`
 /// re-planned it with the defaults (previous batch, N = 8) unless every
 /// flag was repeated. The file now records them; `eval` re-makes the plan
 /// with them, and a flag given to `eval` overrides one and says so.
@@ -318,7 +318,7 @@ fn eval_remakes_libra_with_the_options_its_file_records() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("records no planner options"));
 }
 
-/// Issue 23: `eval` of a Libra plan printed the bound of static plans with
+/// `eval` of a Libra plan printed the bound of static plans with
 /// the base's replica counts (none) — on HarMoEny's wikitext batches at
 /// 1 × 16 GPUs 0.433, under Libra's own 0.777 — as "no plan with these
 /// replica counts does better". A schedule's bound now counts its copies

@@ -392,7 +392,7 @@ fn ranks_past_the_cluster_are_dropped_under_even_only() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
 
-/// Issue 24, item 1, through the CLI: a GRACE plan made on the first
+/// GRACE's router through the CLI: a GRACE plan made on the first
 /// batches of the ESFT intent folder records their loads (`profile`), and
 /// `eval` on the held-out batches predicts GRACE's routing from them and
 /// says so; the same plan without its profile falls back to the judged
@@ -432,12 +432,15 @@ fn grace_routing_on_held_out_batches_predicts_from_the_plan() {
         "{}",
         judged["scope"]
     );
-    assert_eq!(judged["predictions"], moeplan::sim::PREDICTED_FROM_PROFILE);
+    assert_eq!(
+        judged["predictions"],
+        moeplan::judge::PREDICTED_FROM_PROFILE
+    );
     written.as_object_mut().unwrap().remove("profile");
     let bare = tmp("grace-holdout-bare.json");
     std::fs::write(&bare, written.to_string()).unwrap();
     let leaked = eval(&dir, &bare, "grace-weighted");
-    assert_eq!(leaked["predictions"], moeplan::sim::PREDICTED_IN_SAMPLE);
+    assert_eq!(leaked["predictions"], moeplan::judge::PREDICTED_IN_SAMPLE);
     assert_ne!(judged["balancedness"], leaked["balancedness"]);
     // rules that predict nothing say nothing
     assert!(eval(&dir, &plan_file, "even").get("predictions").is_none());

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use moeplan::model::preset;
-use moeplan::token_generator::{TokenGenConfig, generate_tokens};
+use moeplan::data::model::preset;
+use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 
 fn moeplan(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_moeplan"))

@@ -211,12 +211,12 @@ fn counts_file(tensors: &[(&str, &[i64])]) -> Vec<u8> {
     bytes
 }
 
-/// Issue 23: with TensorRT-LLM's load balancer on, `ExpertStatistic`
+/// With TensorRT-LLM's load balancer on, `ExpertStatistic`
 /// counts slots (`maybe_add_info(self.num_slots, token_selected_slots)`),
 /// not experts. Where the tensors' length differs from `meta_info.json`'s
 /// `num_experts`, the dump is refused with one line that says so and how
 /// to take one without the balancer (it was refused before as a bare
-/// mismatch); where they coincide nothing can tell (the README says so).
+/// mismatch); where they coincide nothing can tell (docs/formats.md says so).
 #[test]
 fn statistics_taken_with_the_balancer_on_are_refused_with_the_reason() {
     let dir = PathBuf::from(tmp("balancer-on"));
@@ -254,7 +254,7 @@ fn statistics_taken_with_the_balancer_on_are_refused_with_the_reason() {
     assert_eq!(v["experts"], 6);
 }
 
-/// Issue 23: a 400 KB TensorRT-LLM YAML of nested `[` took 74 s before it
+/// A 400 KB TensorRT-LLM YAML of nested `[` took 74 s before it
 /// was refused (libyaml's time grows with tokens × depth); the nesting is
 /// now charged before the parser runs, and the file refused in one line.
 #[test]

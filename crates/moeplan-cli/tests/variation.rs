@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+use moeplan::data::model::preset;
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::generator::{GenConfig, generate};
-use moeplan::model::preset;
-use moeplan::variation::VariationStats;
+use moeplan::studies::variation::VariationStats;
+use moeplan::synth::generator::{GenConfig, generate};
 use serde_json::Value;
 
 fn moeplan(args: &[&str]) -> Output {

@@ -73,7 +73,7 @@ impl std::str::FromStr for PlanAlgo {
 /// `groups` router groups), labelled.
 ///
 /// ```
-/// use moeplan::{generator, model, Topology};
+/// use moeplan::{synth::generator, data::model, Topology};
 /// use moeplan_cuda::bench::{make_plans, PlanAlgo};
 /// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
 /// let algos: Vec<PlanAlgo> = ["contiguous", "eplb", "craft:2"].iter().map(|s| s.parse()).collect::<Result<_, _>>()?;
@@ -430,7 +430,7 @@ fn predict_one(
 /// its measurements. `on_result` sees each as it is made.
 ///
 /// ```
-/// use moeplan::{generator, model, Topology};
+/// use moeplan::{synth::generator, data::model, Topology};
 /// use moeplan_cuda::bench::{make_plans, predict, BenchConfig, PlanAlgo};
 /// use moeplan_cuda::expert::ExpertShape;
 /// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;

@@ -297,7 +297,7 @@ pub fn cases() -> Result<Vec<Case>> {
             gpus_per_node: 4,
             shape: ExpertShape::new(64, 32)?,
             rule: DispatchRule::Libra {
-                tolerance_percent: moeplan::sim::DEFAULT_TOLERANCE_PERCENT,
+                tolerance_percent: moeplan::judge::DEFAULT_TOLERANCE_PERCENT,
             },
             replicas: 12,
             pool: 8,
@@ -507,7 +507,7 @@ pub fn run_case(gpu: &Gpu, case: &Case, report: &mut dyn FnMut(&Outcome)) -> Res
 /// and tokens spread over the batch.
 pub fn run_full_size(
     gpu: &Gpu,
-    preset: &moeplan::model::ModelPreset,
+    preset: &moeplan::data::model::ModelPreset,
     tokens: usize,
     samples: usize,
     report: &mut dyn FnMut(&Outcome),

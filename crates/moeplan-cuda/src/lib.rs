@@ -8,7 +8,7 @@
 //! | stage | CPU reference (the spec) | GPU |
 //! | --- | --- | --- |
 //! | token routing: each token's top-k experts, gate weights, source rank | [`routing`] | — (generated on the host, seeded) |
-//! | replica selection: (token, k) → physical copy by the planner's own rules ([`moeplan::sim`]): `vllm`, `sglang-static`, `sglang-static-v0`, and GRACE-MoE's `grace-weighted` / `grace-topology` and Libra's `libra`, whose fractional splits are realised in whole rows | [`select`] | [`gpu::Gpu::select`] (the GRACE and Libra selections are made on the host and copied into place) |
+//! | replica selection: (token, k) → physical copy by the planner's own rules ([`moeplan::judge`]): `vllm`, `sglang-static`, `sglang-static-v0`, and GRACE-MoE's `grace-weighted` / `grace-topology` and Libra's `libra`, whose fractional splits are realised in whole rows | [`select`] | [`gpu::Gpu::select`] (the GRACE and Libra selections are made on the host and copied into place) |
 //! | dispatch: per-copy counts, offsets, the stable permutation, the row gather | [`dispatch`] | [`gpu::Gpu::dispatch`] |
 //! | expert compute: gate/up GEMM, SiLU(gate)·up, down GEMM in bf16 (f32 accumulate) | [`expert`] | [`gpu::Gpu::experts_rank`] (cuBLAS) |
 //! | combine: gate-weighted sum back into token order | [`combine`] | [`gpu::Gpu::combine`] |

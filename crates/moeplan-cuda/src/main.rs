@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use moeplan::generator::{GenConfig, generate};
-use moeplan::{LoadTrace, Topology, formats, model};
+use moeplan::synth::generator::{GenConfig, generate};
+use moeplan::{LoadTrace, Topology, data::model, formats};
 use moeplan_cuda::bench::{self, BenchConfig, PlanAlgo};
 use moeplan_cuda::expert::ExpertShape;
 use moeplan_cuda::gpu::Gpu;

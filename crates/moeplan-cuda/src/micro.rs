@@ -16,7 +16,7 @@
 //! Every timing is GPU execution: the timed launches are queued behind a
 //! spin kernel ([`Gpu::time_queued`]), the median of `repeats`.
 
-use moeplan::model::ModelPreset;
+use moeplan::data::model::ModelPreset;
 
 use crate::check::{case_load, case_placement};
 use crate::error::Result;

@@ -4,7 +4,7 @@
 //! Physical slots are numbered GPU-major as in the plan ([`LayerSlots`]):
 //! GPU `g` owns slots `gpu_start[g] .. gpu_start[g + 1]`, so ordering rows by
 //! slot orders them by (GPU, slot). The rules are the planner's own
-//! ([`moeplan::sim::Rule`]), so the CPU reference here is the model the
+//! ([`moeplan::judge::Rule`]), so the CPU reference here is the model the
 //! planner's simulator replays:
 //!
 //! - **`vllm`** ([`Rule::Vllm`], vLLM's EPLB mapping): the row's flattened
@@ -13,12 +13,12 @@
 //!   (vLLM's `logical_to_physical_map`). The core replays the same rule on
 //!   token routes but exposes no per-pair function, so the definition is
 //!   shared through `tests/cpu.rs`, which checks this selection against
-//!   [`moeplan::sim::simulate`] integer for integer.
+//!   [`moeplan::judge::simulate`] integer for integer.
 //! - **`sglang-static`** ([`Rule::SglangStatic`] with
 //!   [`SglangVersion::Nearest`]) and **`sglang-static-v0`**
 //!   ([`SglangVersion::SameGpu`], SGLang before `_find_nearest_expert`):
 //!   one fixed copy per (source rank, logical expert), the table taken from
-//!   [`moeplan::sim::sglang_dispatch_map`] — the core's port of SGLang's
+//!   [`moeplan::judge::sglang_dispatch_map`] — the core's port of SGLang's
 //!   `compute_logical_to_rank_dispatch_physical_map`, with CPython's
 //!   `random.Random(42)` walked over every layer of the model. The table of
 //!   a layer therefore depends on the plan's layers before it:
@@ -29,14 +29,14 @@
 //!   each (source rank, expert) splits its rows over copies in fixed
 //!   fractions, weighted by `1 / predicted load` of the copy's GPU, within
 //!   locality tiers for the second. The fractions are the core's own
-//!   ([`moeplan::sim::RouteShares`]), from each layer's expert loads over
+//!   ([`moeplan::judge::RouteShares`]), from each layer's expert loads over
 //!   the whole workload, as the simulator takes them.
 //! - **`libra`** ([`Rule::Libra`], Libra's Algorithm 2): per batch, the
-//!   core's [`moeplan::sim::Rebalancer`] on this batch's (source rank,
+//!   core's [`moeplan::judge::Rebalancer`] on this batch's (source rank,
 //!   expert) counts; a rank's rows of an expert it hosts stay home, the
 //!   others split over the GPUs serving the expert's remote rows in
 //!   proportion to what each serves
-//!   ([`moeplan::sim::Rebalancer::route_one`]).
+//!   ([`moeplan::judge::Rebalancer::route_one`]).
 //!
 //! The simulator replays GRACE's and Libra's rules by their expectation,
 //! in fractions of a pair; an engine sends whole rows. [`select_cpu`]
@@ -53,7 +53,7 @@
 //!
 //! Source ranks are the GPUs: token `t` of `n` comes from rank `⌊t·D/n⌋`.
 
-use moeplan::sim::{
+use moeplan::judge::{
     DEFAULT_TOLERANCE_PERCENT, Rebalancer, RouteShares, Rule, SglangVersion, sglang_dispatch_map,
 };
 use moeplan::{LayerPlacement, LoadTrace, Plan, Topology};
@@ -244,7 +244,7 @@ impl DispatchRule {
     /// The simulator's rule: what the planner replays for this engine.
     ///
     /// ```
-    /// use moeplan::sim::{Rule, SglangVersion};
+    /// use moeplan::judge::{Rule, SglangVersion};
     /// use moeplan_cuda::select::DispatchRule;
     /// assert_eq!(DispatchRule::SglangStaticV0.sim_rule(), Rule::SglangStatic(SglangVersion::SameGpu));
     /// ```
@@ -257,7 +257,7 @@ impl DispatchRule {
             DispatchRule::GraceTopology => Rule::GraceTopology,
             DispatchRule::Libra { tolerance_percent } => Rule::Libra {
                 tolerance_percent,
-                start: moeplan::sim::RemoteStart::Even,
+                start: moeplan::judge::RemoteStart::Even,
             },
         }
     }
@@ -342,10 +342,10 @@ impl std::fmt::Display for DispatchRule {
 /// Each layer's expert loads over the whole workload, `[layer][expert]`:
 /// the trace's counts summed over its batches, in batch order — what the
 /// simulator gives GRACE's rules to predict GPU loads from
-/// ([`moeplan::sim::predicted_loads`]).
+/// ([`moeplan::judge::predicted_loads`]).
 ///
 /// ```
-/// use moeplan::{generator, model};
+/// use moeplan::{synth::generator, data::model};
 /// use moeplan_cuda::select::workload_loads;
 /// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 3))?;
 /// let loads = workload_loads(&trace);

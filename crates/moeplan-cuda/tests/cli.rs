@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use moeplan::formats::{plan_json, trace_json};
 use moeplan::planners::{EplbConfig, eplb};
-use moeplan::{Topology, generator, model};
+use moeplan::{Topology, data::model, synth::generator};
 
 type R = Result<(), Box<dyn std::error::Error>>;
 

@@ -1,7 +1,7 @@
 //! The CPU references — the specification the GPU kernels are checked
 //! against — on hand-worked cases and generated ones. No device needed.
 
-use moeplan::sim::{CostModel, Strategy, sglang_dispatch_map, simulate};
+use moeplan::judge::{CostModel, Strategy, sglang_dispatch_map, simulate};
 use moeplan::{LayerPlacement, LoadTrace, Plan, Topology};
 use moeplan_cuda::bench::{PlanAlgo, balancedness, even_split_loads, make_plans, median};
 use moeplan_cuda::check::{case_load, case_placement, cases};
@@ -219,8 +219,8 @@ fn sglang_static_spreads_evenly() -> R {
 
 #[test]
 fn sglang_tables_are_the_cores_map() -> R {
-    let trace = moeplan::generator::generate(&moeplan::generator::GenConfig::new(
-        moeplan::model::preset("deepseek-v2-lite")?,
+    let trace = moeplan::synth::generator::generate(&moeplan::synth::generator::GenConfig::new(
+        moeplan::data::model::preset("deepseek-v2-lite")?,
         2,
     ))?;
     let plans = make_plans(
@@ -233,11 +233,11 @@ fn sglang_tables_are_the_cores_map() -> R {
         for (rule, version) in [
             (
                 DispatchRule::SglangStatic,
-                moeplan::sim::SglangVersion::Nearest,
+                moeplan::judge::SglangVersion::Nearest,
             ),
             (
                 DispatchRule::SglangStaticV0,
-                moeplan::sim::SglangVersion::SameGpu,
+                moeplan::judge::SglangVersion::SameGpu,
             ),
         ] {
             let want = sglang_dispatch_map(plan, version)?;
@@ -301,7 +301,7 @@ fn agree_with_simulator(
                 .iter()
                 .map(|&x| x as f64)
                 .collect();
-            let (bal, ir) = moeplan::eval::balance_of(&rows);
+            let (bal, ir) = moeplan::judge::eval::balance_of(&rows);
             assert_eq!(rep.per_layer[l], bal, "{at}, layer index {l}: {rows:?}");
             assert_eq!(
                 rep.per_layer_imbalance_ratio[l], ir,
@@ -349,8 +349,8 @@ fn agree_with_simulator(
 
 #[test]
 fn cpu_dispatch_is_the_simulators_model() -> R {
-    let olmoe = moeplan::generator::generate(&moeplan::generator::GenConfig::new(
-        moeplan::model::preset("olmoe")?,
+    let olmoe = moeplan::synth::generator::generate(&moeplan::synth::generator::GenConfig::new(
+        moeplan::data::model::preset("olmoe")?,
         4,
     ))?;
     let algos: Vec<PlanAlgo> = ["contiguous", "eplb:8", "eplb:16", "craft:2"]
@@ -369,8 +369,8 @@ fn cpu_dispatch_is_the_simulators_model() -> R {
         }
     }
     // A model with a dense first layer (SGLang's map walks it too), top-6.
-    let lite = moeplan::generator::generate(&moeplan::generator::GenConfig::new(
-        moeplan::model::preset("deepseek-v2-lite")?,
+    let lite = moeplan::synth::generator::generate(&moeplan::synth::generator::GenConfig::new(
+        moeplan::data::model::preset("deepseek-v2-lite")?,
         2,
     ))?;
     assert_eq!(lite.layer_ids()[0], 1);
@@ -538,8 +538,8 @@ fn check_cases_are_valid_layers() -> R {
 
 #[test]
 fn plans_and_predictions() -> R {
-    let trace = moeplan::generator::generate(&moeplan::generator::GenConfig::new(
-        moeplan::model::preset("olmoe")?,
+    let trace = moeplan::synth::generator::generate(&moeplan::synth::generator::GenConfig::new(
+        moeplan::data::model::preset("olmoe")?,
         4,
     ))?;
     let algos: Vec<PlanAlgo> = ["contiguous", "base", "eplb:8", "craft:2", "craft:auto"]

@@ -59,7 +59,7 @@ fn full_size_rows_match_the_cpu() -> Result<(), Error> {
     let Some(gpu) = gpu_or_skip("full_size_rows_match_the_cpu") else {
         return Ok(());
     };
-    let preset = moeplan::model::preset("olmoe")?;
+    let preset = moeplan::data::model::preset("olmoe")?;
     let out = check::run_full_size(&gpu, preset, 300, 4, &mut |o| println!("{o}"))?;
     all_pass(&out);
     Ok(())
@@ -70,8 +70,8 @@ fn bench_measures_every_rank() -> Result<(), Error> {
     let Some(gpu) = gpu_or_skip("bench_measures_every_rank") else {
         return Ok(());
     };
-    let trace = moeplan::generator::generate(&moeplan::generator::GenConfig::new(
-        moeplan::model::preset("olmoe")?,
+    let trace = moeplan::synth::generator::generate(&moeplan::synth::generator::GenConfig::new(
+        moeplan::data::model::preset("olmoe")?,
         4,
     ))?;
     let topo = moeplan::Topology::new(1, 8)?;

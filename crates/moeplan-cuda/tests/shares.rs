@@ -3,8 +3,8 @@
 //! rule, and agreement with the core's simulator within that rounding on
 //! generated routings. No device needed.
 
-use moeplan::eval::balance_of;
-use moeplan::sim::{
+use moeplan::judge::eval::balance_of;
+use moeplan::judge::{
     CostModel, DEFAULT_TOLERANCE_PERCENT, Rebalancer, RouteShares, Strategy, simulate,
 };
 use moeplan::{LayerPlacement, LoadTrace, Plan, Topology};
@@ -321,8 +321,8 @@ fn agree_within_rounding(trace: &LoadTrace, plan: &Plan, tokens: usize, what: &s
 
 #[test]
 fn grace_and_libra_selection_is_the_simulators_model_in_whole_rows() -> R {
-    let olmoe = moeplan::generator::generate(&moeplan::generator::GenConfig::new(
-        moeplan::model::preset("olmoe")?,
+    let olmoe = moeplan::synth::generator::generate(&moeplan::synth::generator::GenConfig::new(
+        moeplan::data::model::preset("olmoe")?,
         2,
     ))?;
     let algos: Vec<PlanAlgo> = ["contiguous", "eplb:16", "craft:2"]

@@ -26,11 +26,11 @@
 //! names them through `unchecked_param_type` / `unchecked_return_type`.
 
 use moeplan::formats::{self, plan_json};
-use moeplan::generator::{GenConfig, generate};
+use moeplan::judge::{CostModel, Workload, simulate};
 use moeplan::planners::{self, PlannerId, Settings, craft};
-use moeplan::sim::{CostModel, Workload, simulate};
-use moeplan::workspace::{Cluster, Workspace};
-use moeplan::{EvalReport, LoadTrace, Topology, evaluate, model};
+use moeplan::synth::generator::{GenConfig, generate};
+use moeplan::{EvalReport, LoadTrace, Topology, data::model, evaluate};
+use moeplan_view::{Cluster, Workspace};
 use serde::{Deserialize, Serialize};
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;

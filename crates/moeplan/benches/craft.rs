@@ -7,9 +7,9 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use moeplan::generator::{GenConfig, generate};
-use moeplan::model::{ModelPreset, preset};
+use moeplan::data::model::{ModelPreset, preset};
 use moeplan::planners::craft::{Budget, Craft, CraftOptions};
+use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{LoadTrace, Topology};
 
 fn trace(p: &'static ModelPreset, batches: usize) -> LoadTrace {

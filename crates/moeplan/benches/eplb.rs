@@ -5,9 +5,9 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use moeplan::generator::{GenConfig, generate};
 use moeplan::planners::{EplbConfig, eplb};
-use moeplan::{LoadTrace, Topology, evaluate, formats, model};
+use moeplan::synth::generator::{GenConfig, generate};
+use moeplan::{LoadTrace, Topology, data::model, evaluate, formats};
 
 fn real_trace() -> Option<LoadTrace> {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

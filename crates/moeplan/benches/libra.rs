@@ -9,11 +9,11 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use moeplan::generator::{GenConfig, generate};
+use moeplan::judge::Rebalancer;
 use moeplan::planners::contiguous;
 use moeplan::planners::libra::{PredictedCounts, prefetch};
-use moeplan::sim::Rebalancer;
-use moeplan::{Topology, model};
+use moeplan::synth::generator::{GenConfig, generate};
+use moeplan::{Topology, data::model};
 
 fn bench(c: &mut Criterion) {
     let topo = Topology::new(1, 8).unwrap();

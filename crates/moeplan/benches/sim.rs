@@ -6,10 +6,10 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use moeplan::generator::{GenConfig, generate};
+use moeplan::judge::{CostModel, Rule, SglangVersion, Strategy, Workload, simulate};
 use moeplan::planners::{EplbConfig, eplb};
-use moeplan::sim::{CostModel, Rule, SglangVersion, Strategy, Workload, simulate};
-use moeplan::{Topology, model};
+use moeplan::synth::generator::{GenConfig, generate};
+use moeplan::{Topology, data::model};
 
 fn bench(c: &mut Criterion) {
     let trace = generate(&GenConfig::new(model::preset("deepseek-v3").unwrap(), 256)).unwrap();

@@ -5,10 +5,10 @@
 use std::time::Instant;
 
 use moeplan::Topology;
-use moeplan::bound::layer_bound_curve;
-use moeplan::generator::{GenConfig, generate};
-use moeplan::model::preset;
+use moeplan::data::model::preset;
+use moeplan::judge::bound::layer_bound_curve;
 use moeplan::planners::craft::{Budget, Craft, CraftOptions, ReplicaCounts, estimate_benefit};
+use moeplan::synth::generator::{GenConfig, generate};
 
 fn ms(s: Instant) -> f64 {
     s.elapsed().as_secs_f64() * 1e3

@@ -1,4 +1,4 @@
-//! The cross-workload tables of the README ("Plans across workloads"):
+//! The tables of docs/results-eplb-craft.md's "Plans across workloads":
 //! plans made on one real DeepSeek-V3 dump and judged on every other one,
 //! and plans made on five dumps (mean and robust CRAFT, EPLB on the summed
 //! loads) judged on the sixth. Real data: the six SGLang expert-distribution
@@ -18,9 +18,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use moeplan::across::{Mix, ROBUST_ROUNDS, craft_mean, craft_robust, cross_matrix, judge_each};
 use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::planners::{Budget, CraftOptions, EplbConfig, base, eplb};
+use moeplan::studies::across::{
+    Mix, ROBUST_ROUNDS, craft_mean, craft_robust, cross_matrix, judge_each,
+};
 use moeplan::{LoadTrace, Plan, Topology};
 
 const REDUNDANT: usize = 64;

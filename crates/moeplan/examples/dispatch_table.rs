@@ -7,14 +7,14 @@
 //! ```
 //!
 //! For every `*.json` dump in the folder, on 1 × 64 GPUs (1 expert group, as
-//! the README's other 1 × 64 tables) and on 8 × 8 GPUs (8 expert groups, so
-//! EPLB uses its hierarchical policy, as the CLI does when groups % nodes ==
-//! 0), it makes three plans — BASE (EPLB's placement, no replicas), EPLB with
-//! one redundant expert per GPU per layer (+64) and CRAFT at R = 8 — and
-//! simulates each under `even`, `sglang-static` (SGLang's current static
-//! dispatch, [`SglangVersion::Nearest`]), `vllm` and `optimal`. It also
-//! prints, on 8 × 8, SGLang's older own-GPU-only static rule next to the
-//! current one (what the node preference costs and saves), and each dump's
+//! the other 1 × 64 tables of docs/results-eplb-craft.md) and on 8 × 8 GPUs (8
+//! expert groups, so EPLB uses its hierarchical policy, as the CLI does when
+//! groups % nodes == 0), it makes three plans — BASE (EPLB's placement, no
+//! replicas), EPLB with one redundant expert per GPU per layer (+64) and CRAFT
+//! at R = 8 — and simulates each under `even`, `sglang-static` (SGLang's
+//! current static dispatch, [`SglangVersion::Nearest`]), `vllm` and `optimal`.
+//! It also prints, on 8 × 8, SGLang's older own-GPU-only static rule next to
+//! the current one (what the node preference costs and saves), and each dump's
 //! expert-group skew (the ceiling of EPLB's hierarchical plan on 8 × 8).
 //!
 //! Scope, said in the output too: each dump is one whole-run total, so the
@@ -32,11 +32,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use moeplan::data::model::{ModelPreset, preset};
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::model::{ModelPreset, preset};
+use moeplan::judge::{CostModel, Report, Rule, SglangVersion, Strategy, Workload, simulate};
 use moeplan::planners::craft::{Budget, Craft, CraftOptions};
 use moeplan::planners::{EplbConfig, base, eplb};
-use moeplan::sim::{CostModel, Report, Rule, SglangVersion, Strategy, Workload, simulate};
 use moeplan::{LoadTrace, Plan, Topology};
 
 /// A cluster the table covers: name, nodes, GPUs per node, expert groups.

@@ -1,19 +1,19 @@
 //! GRACE-MoE beside contiguous, EPLB and CRAFT, on both of GRACE's costs:
 //! cross-GPU / cross-node traffic and balancedness, under the same dispatch
-//! rules, at equal replica memory (issue 11's README figures).
+//! rules, at equal replica memory (the figures in docs/grace.md).
 //!
 //! Data: the ESFT token folders `intent` and `summary`
 //! (`DATA/esft-deepseek-v2-lite/`, DeepSeek-V2-Lite, 64 experts, top-6),
 //! read as the CLI reads a folder — batches of 1024 tokens (`--batch-tokens`'
 //! default), each batch's tokens dealt to the GPUs in equal shares
 //! (`--deal`'s default; `--deal sequences` here deals whole sequences
-//! round-robin, the rule before issue 24) — on 2 × 2 and 1 × 8; and a
+//! round-robin, the old rule) — on 2 × 2 and 1 × 8; and a
 //! generated DeepSeek-V3-shaped token trace (`token_generator`, 64 ranks,
 //! dealt the same way) on 8 × 8. Every plan comes from the registry
 //! (`planners::prepare`, which records the planning batches' loads in it:
-//! GRACE's rules predict from them), every figure from `sim::simulate` —
+//! GRACE's rules predict from them), every figure from `judge::simulate` —
 //! token messages too (`Traffic::messages`); in-sample. Equal memory is
-//! judged on the fullest GPU (issue 24): EPLB and CRAFT get at most GRACE's
+//! judged on the fullest GPU: EPLB and CRAFT get at most GRACE's
 //! fullest GPU's replica slots.
 //!
 //! Run with `cargo run --release -p moeplan --features parallel --example
@@ -27,11 +27,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use moeplan::model::{ModelPreset, preset};
+use moeplan::data::model::{ModelPreset, preset};
+use moeplan::judge::{CostModel, Report, Rule, SglangVersion, Strategy, Workload, simulate};
 use moeplan::planners::grace::{self, Grace, GraceOptions};
 use moeplan::planners::{self, Settings, Value, eplb};
-use moeplan::sim::{CostModel, Report, Rule, SglangVersion, Strategy, Workload, simulate};
-use moeplan::token_generator::{TokenGenConfig, generate_tokens};
+use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 use moeplan::{Deal, Plan, TokenTrace, Topology};
 
 /// The CLI's `--batch-tokens` default (`crates/moeplan-cli/src/args.rs`).

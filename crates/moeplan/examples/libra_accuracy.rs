@@ -32,12 +32,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use moeplan::LoadTrace;
+use moeplan::data::Workload;
+use moeplan::data::model::preset;
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::model::preset;
 use moeplan::planners::libra::{
     DEFAULT_DEPTH, Noisy, PathTable, Predictor, accuracy, build_predictor,
 };
-use moeplan::sim::Workload;
 
 const BATCH_TOKENS: usize = 1024;
 const RANKS: usize = 8;

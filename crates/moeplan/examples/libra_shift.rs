@@ -1,4 +1,4 @@
-//! Static plans against Libra on workloads that shift (issue 12, item 5).
+//! Static plans against Libra on workloads that shift.
 //!
 //! Scenarios, each on 1 node × 8 GPUs (the Libra paper's 8 H200):
 //! - (a) real counts: HarMoEny Qwen1.5-MoE
@@ -10,7 +10,7 @@
 //!   (`DATA/esft-deepseek-v2-lite/{intent,summary}/`, DeepSeek-V2-Lite, 64
 //!   experts, top-6, 26 layers), each cut to its first 8 × 1024 tokens,
 //!   each batch's tokens dealt to the 8 ranks in equal shares (`--deal
-//!   sequences`: whole sequences round-robin, the rule before issue 24),
+//!   sequences`: whole sequences round-robin, the old rule),
 //!   concatenated;
 //! - (c) generated token routes: `token_generator` on the `qwen3-30b-a3b`
 //!   preset (128 experts, top-8, 48 layers), 8 × 1024 tokens from 8 ranks
@@ -29,9 +29,9 @@
 //! previous-batch (and oracle, an upper bound) on counts, path-table
 //! (grown online: each batch predicted from the batches before it, never
 //! its own), previous-batch and oracle on token routes; two more rows run
-//! previous-batch and oracle with the primary start, the rule before issue
-//! 24. Every
-//! figure from `sim::simulate`.
+//! previous-batch and oracle with the primary start (all remote pairs on
+//! the expert's home GPU, the old rule). Every figure from
+//! `judge::simulate`.
 //!
 //! Memory: a static plan's resident extra slots are its replicas over all
 //! layers; Libra's are its two copy buffers (double buffering, §4), 2 · N
@@ -48,12 +48,12 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use moeplan::data::model::{ModelPreset, preset};
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::model::{ModelPreset, preset};
+use moeplan::judge::{CostModel, RemoteStart, Report, Rule, Strategy, Workload, simulate};
 use moeplan::planners::libra::{DEFAULT_DEPTH, LibraOptions, PathTable, Predictor, libra_schedule};
 use moeplan::planners::{self, Settings, Value, eplb, grace};
-use moeplan::sim::{CostModel, RemoteStart, Report, Rule, Strategy, Workload, simulate};
-use moeplan::token_generator::{TokenGenConfig, generate_tokens};
+use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 use moeplan::{Deal, LoadTrace, Plan, TokenTrace, Topology};
 use ndarray::{Array2, Axis, s};
 

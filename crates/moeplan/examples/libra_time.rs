@@ -1,4 +1,4 @@
-//! Libra's execution-time model's verdict (issue 12, item 4): does the copy
+//! Libra's execution-time model's verdict: does the copy
 //! of the next layer's experts hide under the current layer's compute, for
 //! DeepSeek-V3 and Qwen3-235B shapes, at NVLink 4, PCIe 5 and InfiniBand
 //! NDR bandwidths and several prefill batch sizes?
@@ -17,13 +17,13 @@
 
 use std::process::ExitCode;
 
-use moeplan::generator::{GenConfig, generate};
-use moeplan::model::{ModelPreset, preset};
+use moeplan::data::Workload;
+use moeplan::data::model::{ModelPreset, preset};
 use moeplan::planners::libra::time_model::{
     IB_NDR_GB_PER_S, NVLINK4_GB_PER_S, PCIE5_GB_PER_S, TimeModel, time,
 };
 use moeplan::planners::libra::{LibraOptions, Predictor, libra_schedule};
-use moeplan::sim::Workload;
+use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{Topology, planners};
 
 const BATCHES: usize = 8;

@@ -1,5 +1,5 @@
-//! Issue 13's tables: placement against the exact optimum, printed as
-//! Markdown.
+//! The tables of docs/results-eplb-craft.md's "Placement to the optimum":
+//! placement against the exact optimum, printed as Markdown.
 //!
 //! ```text
 //! cargo run --release -p moeplan --example placement_table -- ../shared/data/sglang-deepseek-v3
@@ -21,11 +21,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::planners::craft::benefit::replication_order;
 use moeplan::planners::craft::{Budget, Craft, CraftOptions};
-use moeplan::planners::placement::joint::{JointOptions, joint_layer, repair};
-use moeplan::planners::placement::oracle::{optimal_layer, peak};
-use moeplan::planners::placement::{capacity_aware_placement, refine_placement};
+use moeplan::planners::shared::joint::{JointOptions, joint_layer, repair};
+use moeplan::planners::shared::oracle::optimal_layer;
+use moeplan::planners::shared::order::replication_order;
+use moeplan::planners::shared::placement::peak_load;
+use moeplan::planners::shared::placement::{capacity_aware_placement, refine_placement};
 use moeplan::planners::{EplbConfig, eplb};
 use moeplan::{LoadTrace, Topology, evaluate};
 use ndarray::Array3;
@@ -66,8 +67,8 @@ fn flashlb() -> Result<(), String> {
     let eplb_plan = eplb(&trace, topo, config).map_err(e)?;
     let eplb_gpus = &eplb_plan.layers()[0].gpus;
     let repaired = repair(&eplb_plan, trace.summed().view()).map_err(e)?;
-    // CRAFT before issue 13: copies to the highest load per copy, greedy
-    // placement, swaps
+    // CRAFT before the joint search: copies to the highest load per copy,
+    // greedy placement, swaps
     let order = replication_order(&w, 8, 8);
     let mut copies = vec![1u32; 8];
     order.iter().for_each(|&x| copies[x as usize] += 1);
@@ -84,20 +85,26 @@ fn flashlb() -> Result<(), String> {
     let row = |name: &str, p: f64| println!("| {name} | {p:.1} | {:.3} |", mean / p);
     row(
         "EPLB (moeplan's port; vllm-ascend report 232)",
-        peak(&w, eplb_gpus),
+        peak_load(&w, eplb_gpus),
     );
     row("FlashLB (vllm-ascend's figure)", 205.0);
-    row("CRAFT before (counts first, then swaps)", peak(&w, &before));
+    row(
+        "CRAFT before (counts first, then swaps)",
+        peak_load(&w, &before),
+    );
     row(
         "CRAFT now (`--replicas-per-gpu 1`)",
-        peak(&w, &after.layers()[0].gpus),
+        peak_load(&w, &after.layers()[0].gpus),
     );
     row(
         "CRAFT + `--repair`",
-        peak(&w, &craft_repaired.layers()[0].gpus),
+        peak_load(&w, &craft_repaired.layers()[0].gpus),
     );
-    row("EPLB + `--repair`", peak(&w, &repaired.layers()[0].gpus));
-    row("joint search alone", peak(&w, &joint));
+    row(
+        "EPLB + `--repair`",
+        peak_load(&w, &repaired.layers()[0].gpus),
+    );
+    row("joint search alone", peak_load(&w, &joint));
     row("exact optimum (MILP oracle)", best.max_load);
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! How close the token generator's co-activation is to real token routing:
-//! the calibration table of [`moeplan::token_generator`], printed as
+//! the calibration table of [`moeplan::synth::token_generator`], printed as
 //! Markdown.
 //!
 //! ```text
@@ -31,8 +31,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use moeplan::model::preset;
-use moeplan::token_generator::{TokenGenConfig, generate_tokens};
+use moeplan::data::model::preset;
+use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 use token_stats::{Summary, read_esft_folder, summarise};
 
 const LAYERS: usize = 26;

@@ -1,12 +1,29 @@
 //! # moeplan — expert placement and replication for MoE serving
 //!
 //! The planning core: read an expert-load trace, compute where every expert
-//! and replica lives on a cluster of nodes × GPUs, and measure how balanced
-//! the result is. Pure Rust with no I/O beyond parsing bytes it is handed,
-//! so the same code runs in the CLI, in the browser (wasm) and in tests.
+//! and replica lives on a cluster of nodes × GPUs, and judge the result
+//! under the dispatch rules engines really use. Pure Rust with no I/O beyond
+//! parsing bytes it is handed, so the same code runs in the CLI, in the
+//! browser (wasm) and in tests.
 //!
-//! Data flows one way: bytes → [`formats`] → [`LoadTrace`] → planner →
-//! [`Plan`] → [`evaluate`] → [`EvalReport`].
+//! Data flows one way: bytes → [`formats`] → [`data`] ([`LoadTrace`],
+//! [`Workload`]) → [`planners`] → [`Plan`] → [`judge`] → a report.
+//!
+//! ## The house
+//! | folder | what it is for |
+//! | --- | --- |
+//! | [`data`] | the types: trace and token routes, topology, model, plan, workload |
+//! | [`judge`] | a plan or a schedule judged under a dispatch rule: balance, traffic, bytes moved, the bound |
+//! | [`planners`] | one folder or file per planner, the registry, and [`planners::shared`] |
+//! | [`formats`] | readers and writers of every engine's files, the reading limits |
+//! | [`synth`] | seeded generated traces: counts and token routes |
+//! | [`studies`] | across workloads, the budget sweep, batch-to-batch variation |
+//!
+//! Each folder reads only the ones above it in this table (`data` reads
+//! none but [`error`]): the judge knows no planner, a planner no file
+//! format, and `formats` reads the planners' option vocabulary only to
+//! record a plan's options. `tests/tidy.rs` checks the order and that no
+//! module imports another that imports it back.
 //!
 //! ## Planners
 //! | planner | what it does | source |
@@ -16,17 +33,22 @@
 //! | [`planners::eplb`](mod@planners::eplb) | DeepSeek's EPLB, exact port: replicate the highest load per copy, balanced packing, hierarchical over nodes | deepseek-ai/EPLB `eplb.py` |
 //! | [`planners::craft`](mod@planners::craft) | CRAFT: per-layer replica budget by measured benefit (knapsack), equal memory on every GPU, capacity-aware placement | CRAFT paper, §4.2 and appendix A (Algorithms 1–3) |
 //! | [`planners::grace`](mod@planners::grace) | GRACE-MoE: experts grouped by co-activation affinity (spectral clustering, hierarchical over nodes, controlled non-uniform sizes at the `(S, U)` knee), the heaviest group's hot experts replicated by load skew; load-only grouping without token routes | GRACE-MoE paper, §4.1–4.2, appendix A.2 (Algorithms 1–2, Eqs. 1–3) |
-//! | [`planners::libra`](mod@planners::libra) | Libra: per-batch prefetch of up to N copies per GPU from a predicted next-layer routing (Algorithm 1) and the token rebalancer as the dispatch rule `libra-rebalance` (Algorithm 2); registered as a per-batch planner: its plan is a contiguous base, its copies a schedule ([`planners::Prepared::schedule`]) front ends replay | Libra paper, §3, appendices B–C |
+//! | [`planners::libra`](mod@planners::libra) | Libra: per-batch prefetch of up to N copies per GPU from a predicted next-layer routing (Algorithm 1) and the token rebalancer as the dispatch rule `libra-rebalance` (Algorithm 2); a per-batch planner: its plan is a contiguous base, its copies a schedule ([`planners::Prepared::schedule`]) | Libra paper, §3, appendices B–C |
 //!
-//! Every planner is registered once in [`planners::PLANNERS`]; the CLI, the
-//! JavaScript API and the [`workspace`] list planners from there. Shared by
-//! planners:
+//! Every planner is registered once in [`planners::PLANNERS`], in the
+//! vocabulary of [`planners::registry`](mod@planners::registry); the CLI,
+//! the JavaScript API and the page list planners from there. Every dispatch
+//! rule is listed once in [`judge::Rule::ALL`].
 //!
-//! | module | what it does | source |
-//! | --- | --- | --- |
-//! | [`planners::registry`](mod@planners::registry) | the `Planner` trait, ids, options and defaults, the prepare / plan split | — |
-//! | [`planners::knapsack`] | multiple-choice knapsack over layers (CRAFT's Algorithm 2, its bound) | CRAFT paper, appendix A |
-//! | [`planners::placement`] | capacity-aware placement of copies on slots, swap refinement | CRAFT paper, §4.2 Step 5 |
+//! ## Entry points
+//! | to … | call |
+//! | --- | --- |
+//! | read a trace file | [`formats::read_trace`] (content-detected), or a format's own reader |
+//! | generate a trace | [`synth::generator::generate`], [`synth::token_generator::generate_tokens`] |
+//! | plan with any planner | [`planners::find`] then [`planners::plan`] (or [`planners::prepare`] to plan many budgets) |
+//! | judge a plan or a schedule under a rule | [`judge::simulate`]; [`evaluate`] is its fast path under even split |
+//! | the best any plan with those replica counts could do | [`judge::bound`] |
+//! | write a plan for an engine | [`formats::sglang`], [`formats::vllm`], [`formats::trtllm`], [`formats::plan_json`] |
 //!
 //! ## Reading hostile files
 //! Every reader in [`formats`] works within a [`Budget`] (bytes
@@ -38,12 +60,13 @@
 //! ## Metrics
 //! Balancedness = mean GPU load / max GPU load (CRAFT; 1.0 is perfect);
 //! imbalance ratio = max / mean (Libra). Overall figures are the mean over
-//! batches, then over layers. See [`eval`]. Every evaluation also reports
-//! the [`bound`]: the best balancedness any plan with the same replica counts
-//! could reach, and the plan's gap to it.
+//! batches, then over layers. Every evaluation also reports the bound: the
+//! best balancedness any plan with the same replica counts could reach, and
+//! the plan's gap to it.
 //!
 //! ```
-//! use moeplan::{evaluate, generator, model, planners, Topology};
+//! use moeplan::{evaluate, planners, Topology};
+//! use moeplan::{data::model, synth::generator};
 //! let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 8))?;
 //! let topo = Topology::new(1, 8)?;
 //! let base = evaluate(&trace, &planners::base(&trace, topo, 1)?)?;
@@ -52,14 +75,6 @@
 //! assert!(eplb.balancedness > base.balancedness);
 //! # Ok::<(), moeplan::Error>(())
 //! ```
-//!
-//! ## Simulation
-//! | module | what it does | source |
-//! | --- | --- | --- |
-//! | [`sim`] | replays a workload against a plan or a schedule under engines' real dispatch rules (even, vLLM, SGLang static / dynamic, local-first, optimal min-max); balance, local / intra / cross-node traffic, bytes moved | vLLM and SGLang dispatch code, design brief "one simulator for every planner" |
-//! | [`across`] | plans across workloads: several traces as one mix (EPLB on the weighted sum, CRAFT on the weighted mean over batches, a robust CRAFT by multiplicative weights over the traces) and the cross-workload matrix | issue 16; CRAFT paper §4.2 |
-//! | [`variation`] | batch-to-batch variation of any trace: per-expert CV of its share, load-weighted and median CV, lag-1 autocorrelation, CV by load (how the generator is calibrated against real per-batch data) | HarMoEny per-batch Qwen1.5-MoE data, `shared/data` |
-//! | [`token_generator`] | seeded token-level traces (per-token top-k routes, source ranks) with planted co-activation: per-layer expert topics, per-rank topic skew, cross-layer persistence | calibrated on ESFT's DeepSeek-V2-Lite token routing, `shared/data` |
 #![deny(unsafe_code)] // deny, not forbid: ndarray's s! macro carries a local allow
 #![warn(missing_docs)]
 // User input never panics the core: failures are `Error`s. Lints, not a
@@ -76,27 +91,18 @@
     )
 )]
 
-pub mod across;
-pub mod bound;
-pub mod budget;
+pub mod data;
 pub mod error;
-pub mod eval;
 pub mod formats;
-pub mod generator;
-pub mod model;
-pub mod plan;
+pub mod judge;
 pub mod planners;
-pub mod sim;
-pub mod sweep;
-pub mod token_generator;
-pub mod topology;
-pub mod trace;
-pub mod variation;
-pub mod workspace;
+pub mod studies;
+pub mod synth;
 
-pub use budget::{Budget, Meter};
+pub use data::plan::{LayerPlacement, Plan, PlanSummary};
+pub use data::topology::Topology;
+pub use data::trace::{Deal, HoldoutSplit, LayerStats, LoadTrace, TokenTrace, TraceStats};
+pub use data::workload::Workload;
 pub use error::{Error, Result};
-pub use eval::{BoundCounts, EvalReport, evaluate, evaluate_with_progress, gpu_loads};
-pub use plan::{LayerPlacement, Plan, PlanSummary};
-pub use topology::Topology;
-pub use trace::{Deal, HoldoutSplit, LayerStats, LoadTrace, TokenTrace, TraceStats};
+pub use formats::limits::{Budget, Meter};
+pub use judge::eval::{BoundCounts, EvalReport, evaluate, evaluate_with_progress, gpu_loads};

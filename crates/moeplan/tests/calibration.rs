@@ -3,8 +3,8 @@
 //! 24,576 tokens for each of bookcorpus, wikitext and random) and the
 //! generated `qwen1.5-moe-a2.7b` trace of the same shape.
 //!
-//! What is compared, and how close it must be (the README's "The generated
-//! default" prints the table; `cargo run --release -p moeplan --example
+//! What is compared, and how close it must be (docs/generated-default.md
+//! prints the table; `cargo run --release -p moeplan --example
 //! calibration`):
 //! - load-weighted CV of the shares: within ±20 % of real wikitext and of
 //!   every one of the three datasets' range widened by 20 %;
@@ -33,12 +33,12 @@
 
 mod common;
 
+use moeplan::data::model::preset;
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::generator::{GenConfig, generate};
-use moeplan::model::preset;
 use moeplan::planners::eplb::default_redundant_experts;
 use moeplan::planners::{EplbConfig, eplb};
-use moeplan::variation::VariationStats;
+use moeplan::studies::variation::VariationStats;
+use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{LoadTrace, Topology, evaluate};
 
 const DATA: &str = "harmoeny-qwen1.5-moe/expert_freq_qwen_datasets.csv";

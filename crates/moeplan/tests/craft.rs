@@ -232,9 +232,9 @@ fn contents(gpus: &[Vec<u32>]) -> Vec<Vec<u32>> {
 /// the swaps alone).
 #[test]
 fn zero_budget_is_placement_only() {
-    use moeplan::planners::placement::oracle::peak;
-    let t = moeplan::generator::generate(&moeplan::generator::GenConfig::new(
-        moeplan::model::preset("olmoe").unwrap(),
+    use moeplan::planners::shared::placement::peak_load;
+    let t = moeplan::synth::generator::generate(&moeplan::synth::generator::GenConfig::new(
+        moeplan::data::model::preset("olmoe").unwrap(),
         6,
     ))
     .unwrap();
@@ -263,7 +263,7 @@ fn zero_budget_is_placement_only() {
                 // depend on GPU order): never worse than the swaps alone
                 refine_placement(&w, &[1; 64], &mut expected);
                 assert!(
-                    peak(&w, &lp.gpus) <= peak(&w, &expected) * (1.0 + 1e-12),
+                    peak_load(&w, &lp.gpus) <= peak_load(&w, &expected) * (1.0 + 1e-12),
                     "layer {l}"
                 );
             } else {
@@ -281,8 +281,8 @@ fn zero_budget_is_placement_only() {
 
 #[test]
 fn a_larger_budget_never_predicts_worse() {
-    let t = moeplan::generator::generate(&moeplan::generator::GenConfig::new(
-        moeplan::model::preset("deepseek-v2-lite").unwrap(),
+    let t = moeplan::synth::generator::generate(&moeplan::synth::generator::GenConfig::new(
+        moeplan::data::model::preset("deepseek-v2-lite").unwrap(),
         8,
     ))
     .unwrap();

@@ -594,7 +594,7 @@ fn sglang_file_from_a_58_row_npy_of_deepseek_v3() {
     }
 }
 
-/// Issue 23: TensorRT-LLM's YAML from the 58 MoE rows of DeepSeek-V3 was
+/// TensorRT-LLM's YAML from the 58 MoE rows of DeepSeek-V3 was
 /// keyed 0..57: TensorRT-LLM served layers 3..57 the slots planned for
 /// 6..60 and stopped at layer 58. Refused now; placed by the preset, the
 /// file loads in the engine's model and serves the dump's plan.
@@ -714,8 +714,9 @@ fn placing_in_a_model_refuses_what_does_not_fit() {
 
 #[test]
 fn generated_traces_know_their_model() {
-    let p = moeplan::model::preset("deepseek-v3").unwrap();
-    let t = moeplan::generator::generate(&moeplan::generator::GenConfig::new(p, 2)).unwrap();
+    let p = moeplan::data::model::preset("deepseek-v3").unwrap();
+    let t = moeplan::synth::generator::generate(&moeplan::synth::generator::GenConfig::new(p, 2))
+        .unwrap();
     assert_eq!(t.known_model_layers(), Some(61));
     let plan = eplb_plan(&t, 8, 8);
     let text = sglang_file(&plan, &t).unwrap();

@@ -3,9 +3,8 @@
 
 mod common;
 
-use moeplan::planners::eplb::{
-    EplbConfig, balanced_packing, eplb, rebalance_experts, replicate_experts,
-};
+use moeplan::planners::eplb::{EplbConfig, eplb, rebalance_experts};
+use moeplan::planners::shared::packing::{balanced_packing, replicate_experts};
 use moeplan::{LoadTrace, Topology, evaluate};
 use ndarray::{Array2, Array3, array};
 use proptest::prelude::*;

@@ -208,8 +208,8 @@ fn esft_token_routing_reads_and_batches() {
 
 #[test]
 fn trace_json_round_trips() {
-    let t = moeplan::generator::generate(&moeplan::generator::GenConfig::new(
-        moeplan::model::preset("olmoe").unwrap(),
+    let t = moeplan::synth::generator::generate(&moeplan::synth::generator::GenConfig::new(
+        moeplan::data::model::preset("olmoe").unwrap(),
         3,
     ))
     .unwrap();

@@ -4,6 +4,7 @@
 
 mod common;
 
+use moeplan::data::Workload;
 use moeplan::planners::grace::grouping::{
     RatioPoint, bounded_grouping, controlled_grouping, hierarchical_grouping, intra_score, knee,
     load_grouping, size_bounds, size_deviation, utilisation, widest_ratio,
@@ -13,7 +14,6 @@ use moeplan::planners::grace::replication::{
 };
 use moeplan::planners::grace::{Grace, GraceOptions, Ratio};
 use moeplan::planners::{self, Settings, Value};
-use moeplan::sim::Workload;
 use moeplan::{LoadTrace, Result, TokenTrace, Topology};
 use ndarray::{Array2, Array3};
 use proptest::prelude::*;
@@ -559,8 +559,11 @@ fn registry_entry_and_count_only_fallback() {
     let p = planners::find("grace").unwrap();
     assert!(p.budget().is_none());
     assert_eq!(p.label(None), "grace");
-    let cfg = moeplan::generator::GenConfig::new(moeplan::model::preset("olmoe").unwrap(), 4);
-    let trace = moeplan::generator::generate(&cfg).unwrap();
+    let cfg = moeplan::synth::generator::GenConfig::new(
+        moeplan::data::model::preset("olmoe").unwrap(),
+        4,
+    );
+    let trace = moeplan::synth::generator::generate(&cfg).unwrap();
     let work = Workload::new(trace.clone());
     let topo = Topology::new(1, 6).unwrap(); // 64 experts on 6 GPUs: 10 or 11
     let ready = planners::prepare(p, &work, topo, &Settings::new()).unwrap();
@@ -662,10 +665,13 @@ fn esft_affinity_grouping_beats_load_only_on_utilisation() {
 
 /// Generated DeepSeek-V2-Lite-shaped routes (planted topics, rank skew).
 fn v2_lite_work(tokens: usize, seed: u64) -> Workload {
-    use moeplan::token_generator::{TokenGenConfig, generate_tokens};
+    use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
     let cfg = TokenGenConfig {
         seed,
-        ..TokenGenConfig::new(moeplan::model::preset("deepseek-v2-lite").unwrap(), tokens)
+        ..TokenGenConfig::new(
+            moeplan::data::model::preset("deepseek-v2-lite").unwrap(),
+            tokens,
+        )
     };
     Workload::from_tokens(generate_tokens(&cfg).unwrap(), 128).unwrap()
 }
@@ -710,34 +716,7 @@ fn a_reused_analysis_plans_as_a_fresh_one() {
     );
 }
 
-/// The workspace hands GRACE's analysis on only for the same routes: a
-/// workspace for other routes, built "reusing" one made from the first
-/// routes, is the fresh one.
-#[test]
-fn a_workspace_reuses_the_analysis_only_for_its_routes() {
-    use moeplan::workspace::{Cluster, Workspace};
-    let c = |nodes, gpus_per_node| Cluster {
-        nodes,
-        gpus_per_node,
-        groups: 1,
-    };
-    let work = |seed| Workload::from_tokens(random_tokens(64, 6, 512, seed), 128).unwrap();
-    let (a, b) = (work(1), work(2));
-    let first = Workspace::of_workload(a.clone(), c(2, 4), |_| {}).unwrap();
-    for (work, cluster) in [(a.clone(), c(1, 8)), (b.clone(), c(2, 4)), (a, c(2, 4))] {
-        let reused =
-            Workspace::of_workload_reusing(work.clone(), cluster, Some(&first), |_| {}).unwrap();
-        let fresh = Workspace::of_workload(work, cluster, |_| {}).unwrap();
-        for layer in [0, 1] {
-            assert_eq!(
-                reused.view(None, layer).unwrap(),
-                fresh.view(None, layer).unwrap()
-            );
-        }
-    }
-}
-
-/// Issue 24, item 2: dealt evenly (the default), every rank of every
+/// Dealt evenly (the default), every rank of every
 /// 1,024-token batch holds within 10 % of the batch's mean on both ESFT
 /// folders, on 4 and 8 ranks; only the last, short batch (a few dozen
 /// tokens) cannot, and it holds within one token. Whole sequences dealt
@@ -803,7 +782,7 @@ fn esft_tokens_dealt_evenly_keep_every_rank_near_the_mean() {
     assert_eq!(checked, 4);
 }
 
-/// Issue 24, item 4: memory is what the fullest GPU holds. On ESFT intent
+/// Memory is what the fullest GPU holds. On ESFT intent
 /// at 2 × 2 (batches of 1,024 tokens, dealt evenly), GRACE's uneven groups
 /// plus its replicas fill its fullest GPU past EPLB's +8 per layer, though
 /// EPLB holds more replicas in all: totals would call GRACE the smaller.

@@ -8,7 +8,7 @@
 mod common;
 use common::close;
 
-use moeplan::sim::{
+use moeplan::judge::{
     CostModel, Report, Rule, Strategy, Traffic, Workload, predicted_loads, simulate,
 };
 use moeplan::{LayerPlacement, LoadTrace, Plan, Topology};
@@ -446,7 +446,7 @@ fn esft_routes_under_grace_rules() {
     assert!(topology.local >= weighted.local && topology.cross_node <= weighted.cross_node);
 }
 
-/// Issue 24, item 1: GRACE's router knows only what it profiled. A plan
+/// GRACE's router knows only what it profiled. A plan
 /// made through the registry on batches 0..4 records their loads, and
 /// judged on held-out batches its routing weights are the same whatever
 /// those batches hold: batches 4 and 5 score the same whether batch 6 (a
@@ -455,11 +455,14 @@ fn esft_routes_under_grace_rules() {
 /// then batch 6 does move them, which is what the profile prevents.
 #[test]
 fn held_out_routing_weights_come_from_the_planning_batches() {
+    use moeplan::judge::{PREDICTED_FROM_PROFILE, PREDICTED_IN_SAMPLE};
     use moeplan::planners::{self, Settings};
-    use moeplan::sim::{PREDICTED_FROM_PROFILE, PREDICTED_IN_SAMPLE};
-    let mut cfg = moeplan::generator::GenConfig::new(moeplan::model::preset("olmoe").unwrap(), 7);
+    let mut cfg = moeplan::synth::generator::GenConfig::new(
+        moeplan::data::model::preset("olmoe").unwrap(),
+        7,
+    );
     cfg.seed = 4;
-    let mut trace = moeplan::generator::generate(&cfg).unwrap();
+    let mut trace = moeplan::synth::generator::generate(&cfg).unwrap();
     // batch 6: every layer's tokens moved onto expert 3
     let (_, l_n, e_n) = trace.counts().dim();
     let mut counts = trace.counts().clone();

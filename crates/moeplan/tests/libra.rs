@@ -4,14 +4,14 @@
 
 mod common;
 
-use moeplan::planners::libra::{
-    LibraOptions, Noisy, PathTable, PredictedCounts, Predictor, accuracy, libra_schedule, prefetch,
-};
-use moeplan::sim::{
+use moeplan::judge::{
     CostModel, Placement, Rebalancer, RemoteStart, Rule, Strategy, Workload, optimal_split,
     simulate,
 };
-use moeplan::{LayerPlacement, TokenTrace, Topology, generator, model, planners};
+use moeplan::planners::libra::{
+    LibraOptions, Noisy, PathTable, PredictedCounts, Predictor, accuracy, libra_schedule, prefetch,
+};
+use moeplan::{LayerPlacement, TokenTrace, Topology, data::model, planners, synth::generator};
 use ndarray::Array2;
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -348,7 +348,7 @@ fn starts_on_eplb(trace: &moeplan::LoadTrace, topo: Topology, k: usize) -> (f64,
             .balancedness
     };
     let libra = |start| Rule::Libra {
-        tolerance_percent: moeplan::sim::DEFAULT_TOLERANCE_PERCENT,
+        tolerance_percent: moeplan::judge::DEFAULT_TOLERANCE_PERCENT,
         start,
     };
     let default = Rule::from_name("libra-rebalance").unwrap();
@@ -364,7 +364,7 @@ fn starts_on_eplb(trace: &moeplan::LoadTrace, topo: Topology, k: usize) -> (f64,
     )
 }
 
-/// Issue 24, item 3: started on the primary copy, Algorithm 2 stalls on
+/// Started on the primary copy, Algorithm 2 stalls on
 /// EPLB's replicas (a copy that starts full cannot take pairs from a busier
 /// one); started where the engines' even split puts them, it ends at least
 /// as balanced as that split. Generated DeepSeek-V3 on 2 × 8 GPUs, EPLB +32.
@@ -388,7 +388,7 @@ fn remote_pairs_start_on_the_even_split_and_do_not_stall() {
 }
 
 /// The same on the real SGLang dump (`prefill_in4096.json`, DeepSeek-V3,
-/// 8 × 8 GPUs, EPLB +64): issue 24 measured 0.730 with the primary start
+/// 8 × 8 GPUs, EPLB +64): 0.730 was measured with the primary start
 /// against 0.984 with the even one (even rule 0.985).
 #[test]
 fn remote_start_on_real_prefill_dump() {

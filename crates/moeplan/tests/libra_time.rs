@@ -4,11 +4,11 @@
 
 mod common;
 
+use moeplan::judge::{CostModel, Placement, Rule, Strategy, Workload, simulate};
 use moeplan::planners::libra::time_model::{TimeModel, time};
 use moeplan::planners::libra::{LibraOptions, LibraSchedule, Predictor, libra_schedule};
-use moeplan::sim::{CostModel, Placement, Rule, Strategy, Workload, simulate};
-use moeplan::token_generator::{TokenGenConfig, generate_tokens};
-use moeplan::{LayerPlacement, LoadTrace, Plan, Topology, generator, model, planners};
+use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+use moeplan::{LayerPlacement, LoadTrace, Plan, Topology, data::model, planners, synth::generator};
 use ndarray::Array3;
 
 /// One pair = 1 s, one expert copy = 1 s at 1 GB/s, no rebalancer time:
@@ -65,7 +65,7 @@ fn tiny(first_copy: bool) -> (Workload, Plan, LibraSchedule) {
         placement: Placement::Schedule(vec![(0..1, next)]),
         rule: Rule::Libra {
             tolerance_percent: 0,
-            start: moeplan::sim::RemoteStart::Even,
+            start: moeplan::judge::RemoteStart::Even,
         },
         copies: vec![1 + usize::from(first_copy)],
         predictor: ("oracle", "upper bound"),

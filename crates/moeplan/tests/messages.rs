@@ -8,7 +8,7 @@
 mod common;
 use common::close;
 
-use moeplan::sim::{
+use moeplan::judge::{
     CostModel, Messages, Report, Rule, SglangVersion, Strategy, Workload, sglang_dispatch_map,
     simulate,
 };

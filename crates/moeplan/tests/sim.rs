@@ -1,4 +1,4 @@
-//! The simulator (`moeplan::sim`): `Even` reproduces `evaluate`, traffic
+//! The simulator (`moeplan::judge`): `Even` reproduces `evaluate`, traffic
 //! conserves pairs, `Optimal` is never beaten and equals enumeration,
 //! SGLang's static map equals SGLang's own rule, `LocalFirst` keeps pairs
 //! home, vLLM's token rule is `p mod c`, schedules count moved bytes.
@@ -6,12 +6,13 @@
 mod common;
 use common::close;
 
-use moeplan::sim::{
+use moeplan::judge::{
     CostModel, Placement, Report, Rule, SglangVersion, Strategy, Workload, optimal_split,
     sglang_dispatch_map, simulate,
 };
 use moeplan::{
-    LayerPlacement, LoadTrace, Plan, TokenTrace, Topology, evaluate, generator, model, planners,
+    LayerPlacement, LoadTrace, Plan, TokenTrace, Topology, data::model, evaluate, planners,
+    synth::generator,
 };
 use ndarray::{Array3, Array4, array};
 use proptest::prelude::*;
@@ -486,7 +487,7 @@ fn token_routes_agree_with_their_counts_for_count_level_rules() {
         // Only token routes tell which pairs share a token: messages are
         // theirs alone, every pair figure is the same.
         assert!(a.traffic.messages.is_some() && b.traffic.messages.is_none());
-        let pairs_only = moeplan::sim::Traffic {
+        let pairs_only = moeplan::judge::Traffic {
             messages: None,
             ..a.traffic
         };
@@ -856,15 +857,16 @@ fn per_rank_sources_past_the_cluster_are_refused() {
     assert!(e.contains("2 source ranks") && e.contains("1 GPUs"), "{e}");
 }
 
-/// `format!("{x:.4}")` must be the README's cell: figures are pinned to
-/// the precision they are printed at.
+/// `format!("{x:.4}")` must be the cell in docs/results-eplb-craft.md:
+/// figures are pinned to the tables there, at the precision printed.
 fn printed(what: &str, x: f64, cell: &str) {
     assert_eq!(format!("{x:.4}"), cell, "{what}: {x}");
 }
 
-/// The simulator under `Even` on `plan` (even arrival, as every README
-/// figure assumes) equals `evaluate` bit for bit, and both print as the
-/// README's cells `balancedness` and, where the table has one, `imbalance`.
+/// The simulator under `Even` on `plan` (even arrival, as every figure of
+/// docs/results-eplb-craft.md pinned here assumes) equals `evaluate` bit for
+/// bit, and both print as the cells `balancedness` and, where the table has
+/// one, `imbalance`.
 fn pinned(
     what: &str,
     trace: &LoadTrace,
@@ -897,12 +899,13 @@ fn craft_plan(trace: &LoadTrace, topo: Topology, refine: bool, r: usize) -> Plan
         .plan
 }
 
-/// README, "Results on real data", "CRAFT against EPLB on real data" and
-/// the `even` rows of "Under the engines' dispatch rules": the figures
-/// printed for `prefill_in4096.json` before the simulator existed, computed
-/// again through it. The cells below are copied from the README tables
-/// (an independent record: they were printed by `evaluate`, so a change to
-/// the replay, a planner or the reader that moves any of them fails here).
+/// docs/results-eplb-craft.md, "Results on real data", "CRAFT against EPLB
+/// on real data" and the `even` rows of "Under the engines' dispatch
+/// rules": the figures printed for `prefill_in4096.json` before the
+/// simulator existed, computed again through it. The cells below are copied
+/// from the tables in docs/results-eplb-craft.md (an independent record:
+/// they were printed by `evaluate`, so a change to the replay, a planner or
+/// the reader that moves any of them fails here).
 #[test]
 fn readme_prefill_in4096_figures_are_reproduced_under_even() {
     let Some(trace) = common::read_shared_trace("sglang-deepseek-v3/prefill_in4096.json") else {
@@ -998,10 +1001,11 @@ fn readme_prefill_in4096_figures_are_reproduced_under_even() {
     }
 }
 
-/// README, "Balancedness on all six dumps": the columns that need no
-/// dispatch rule — BASE (one copy per expert: every rule gives it the same)
-/// and EPLB +64 / CRAFT R = 8 under `vllm`, which under even arrival is
-/// the even split — pinned under `Even` and compared with `Vllm`.
+/// docs/results-eplb-craft.md, "Balancedness on all six dumps": the
+/// columns that need no dispatch rule — BASE (one copy per expert: every
+/// rule gives it the same) and EPLB +64 / CRAFT R = 8 under `vllm`, which
+/// under even arrival is the even split — pinned under `Even` and compared
+/// with `Vllm`.
 #[test]
 fn readme_six_dump_figures_are_reproduced_under_even() {
     let rows = [

@@ -83,3 +83,234 @@ fn ci_runs_the_readme_test_command() {
     assert!(readme.contains("cargo xtask test"));
     assert!(ci.lines().any(|l| l.trim() == "cargo xtask test"));
 }
+
+/// The core's folders in layer order: each reads only the folders before
+/// it (and `error`), as `lib.rs`'s table says.
+const LAYERS: &[&str] = &["data", "judge", "planners", "formats", "synth", "studies"];
+
+/// Every core module (`data::trace`, `planners::shared::joint`, …) with the
+/// modules its code names through `crate::…` or `super::…` paths. A
+/// module's paths into its own children (declarations, re-exports) are not
+/// counted; comments and `#[cfg(test)] mod tests` are skipped.
+fn module_imports() -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let module_of = |p: &Path| -> Vec<String> {
+        let rel = p.strip_prefix(&src).unwrap().with_extension("");
+        let mut segs: Vec<String> = rel
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        if matches!(segs.last().map(String::as_str), Some("mod" | "lib")) {
+            segs.pop();
+        }
+        segs
+    };
+    let files = core_sources();
+    let modules: BTreeSet<String> = files.iter().map(|p| module_of(p).join("::")).collect();
+    let mut out = BTreeMap::new();
+    for p in &files {
+        let here = module_of(p);
+        let name = here.join("::");
+        let text = std::fs::read_to_string(p).unwrap();
+        let text = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+        let code: String = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let mut targets = BTreeSet::new();
+        for path in paths_in(&code) {
+            let mut parts: Vec<&str> = path.split("::").collect();
+            let mut full: Vec<String> = if parts[0] == "crate" {
+                parts.remove(0);
+                Vec::new()
+            } else {
+                let mut base = here.clone();
+                while parts.first() == Some(&"super") {
+                    parts.remove(0);
+                    base.pop();
+                }
+                if parts.first() == Some(&"self") {
+                    parts.remove(0);
+                }
+                base
+            };
+            full.extend(parts.iter().map(|s| s.to_string()));
+            let target = (0..=full.len())
+                .rev()
+                .map(|k| full[..k].join("::"))
+                .find(|m| modules.contains(m))
+                .unwrap();
+            let into_child = name.is_empty() || target.starts_with(&format!("{name}::"));
+            if target != name && !into_child {
+                targets.insert(target);
+            }
+        }
+        out.insert(name, targets);
+    }
+    out
+}
+
+/// `crate::a::b` and `super::x` paths in `code`, brace groups expanded
+/// (`crate::a::{b, c::{d, e}}` gives `crate::a::b`, `crate::a::c::d` and
+/// `crate::a::c::e`).
+fn paths_in(code: &str) -> Vec<String> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let chars: Vec<char> = code.chars().collect();
+    // A use-tree at `at` under `prefix`: returns its paths and where it ends.
+    fn tree(chars: &[char], mut at: usize, prefix: &str, out: &mut Vec<String>) -> usize {
+        let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+        let start = at;
+        while at < chars.len() && ident(chars[at]) {
+            at += 1;
+        }
+        let path = format!("{prefix}{}", chars[start..at].iter().collect::<String>());
+        if chars.get(at) == Some(&'{') {
+            at += 1;
+            loop {
+                while chars
+                    .get(at)
+                    .is_some_and(|c| c.is_whitespace() || *c == ',')
+                {
+                    at += 1;
+                }
+                match chars.get(at) {
+                    Some('}') | None => return at + 1,
+                    Some(_) => {
+                        let before = at;
+                        at = tree(chars, at, &path, out);
+                        // skip `as name`, `self` and anything unexpected
+                        while chars.get(at).is_some_and(|c| !matches!(c, ',' | '}')) {
+                            at += 1;
+                        }
+                        if at == before {
+                            at += 1;
+                        }
+                    }
+                }
+            }
+        }
+        out.push(path.trim_end_matches(':').to_string());
+        at
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let starts = ["crate::", "super::"]
+            .iter()
+            .any(|w| chars[i..].iter().take(w.len()).copied().eq(w.chars()));
+        if starts && (i == 0 || !ident(chars[i - 1])) {
+            i = tree(&chars, i, "", &mut out);
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn the_core_has_no_import_circles() {
+    let graph = module_imports();
+    assert!(graph.len() > 40, "only {} modules read", graph.len());
+    // Depth-first search; a grey node met again closes a circle.
+    fn visit<'a>(
+        m: &'a str,
+        graph: &'a std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        state: &mut std::collections::BTreeMap<&'a str, bool>,
+        stack: &mut Vec<&'a str>,
+    ) {
+        state.insert(m, false);
+        stack.push(m);
+        for t in graph.get(m).into_iter().flatten() {
+            match state.get(t.as_str()) {
+                Some(false) => {
+                    let from = stack.iter().position(|s| s == t).unwrap();
+                    panic!("import circle: {} -> {t}", stack[from..].join(" -> "));
+                }
+                Some(true) => {}
+                None => visit(t, graph, state, stack),
+            }
+        }
+        stack.pop();
+        state.insert(m, true);
+    }
+    let mut state = std::collections::BTreeMap::new();
+    for m in graph.keys() {
+        if !state.contains_key(m.as_str()) {
+            visit(m, &graph, &mut state, &mut Vec::new());
+        }
+    }
+}
+
+#[test]
+fn every_folder_reads_only_the_layers_before_it() {
+    let graph = module_imports();
+    let rank = |m: &str| LAYERS.iter().position(|l| m.split("::").next() == Some(*l));
+    let mut checked = 0;
+    for (m, targets) in &graph {
+        let Some(from) = rank(m) else { continue };
+        for t in targets {
+            checked += 1;
+            if let Some(to) = rank(t) {
+                assert!(
+                    to <= from,
+                    "{m} imports {t}: {} sits below {} in lib.rs's layers",
+                    LAYERS[from],
+                    LAYERS[to]
+                );
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} imports checked");
+    // and the order is the one lib.rs states
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    let listed: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! | [`")?.split('`').next())
+        .filter(|f| LAYERS.contains(f))
+        .collect();
+    assert_eq!(listed, LAYERS, "lib.rs's table of folders, in layer order");
+}
+
+/// The paths reader sees through brace groups and `super`.
+#[test]
+fn paths_are_read_through_braces() {
+    let got = paths_in(
+        "use crate::{data::plan::Plan, error::{Error, Result}};\nsuper::x::y(); a::crate::no",
+    );
+    assert_eq!(
+        got,
+        [
+            "crate::data::plan::Plan",
+            "crate::error::Error",
+            "crate::error::Result",
+            "super::x::y"
+        ]
+    );
+}
+
+/// The README is a manual a newcomer reads through: results, speed and
+/// calibration live in `docs/`, one file per subject.
+#[test]
+fn the_readme_stays_a_manual() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 300,
+        "README.md has {lines} lines; move results to docs/"
+    );
+    // every docs/ file it points to exists
+    let mut linked = 0;
+    for part in readme.split("](docs/").skip(1) {
+        let file = part.split([')', '#']).next().unwrap();
+        assert!(
+            repo.join("docs").join(file).is_file(),
+            "README links docs/{file}, missing"
+        );
+        linked += 1;
+    }
+    assert!(linked >= 5, "README links only {linked} docs files");
+}

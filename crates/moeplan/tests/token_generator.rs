@@ -6,9 +6,9 @@ mod common;
 mod token_stats;
 
 use moeplan::TokenTrace;
-use moeplan::generator::{GenConfig, generate};
-use moeplan::model::preset;
-use moeplan::token_generator::{TokenGenConfig, generate_tokens, planted_topics};
+use moeplan::data::model::preset;
+use moeplan::synth::generator::{GenConfig, generate};
+use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens, planted_topics};
 use token_stats::{Summary, affinity, read_esft_folder, summarise};
 
 fn v2(tokens: usize) -> TokenGenConfig {

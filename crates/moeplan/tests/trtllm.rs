@@ -1,4 +1,4 @@
-//! TensorRT-LLM in and out (issue 16): the expert statistics written by the
+//! TensorRT-LLM in and out: the expert statistics written by the
 //! `safetensors` Python package (benchmarks/trtllm_stats.py) read to the
 //! same counts as SGLang dumps of the same numbers; the co-occurrence files
 //! to GRACE's affinity of the same routes; the placement YAML a plan writes
@@ -6,11 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
+use moeplan::data::Workload;
 use moeplan::formats::plan_any::{PlanContext, PlanFileFormat, detect_plan, read_any_plan};
 use moeplan::formats::{ReadOptions, TraceFormat, detect, read_trace, sglang, trtllm};
 use moeplan::planners::grace::affinity::affinity_all;
 use moeplan::planners::grace::{Grace, GraceOptions};
-use moeplan::sim::Workload;
 use moeplan::{Budget, Error, LayerPlacement, LoadTrace, Meter, Plan, TokenTrace, Topology};
 use ndarray::{Array2, Array3, Axis};
 use proptest::prelude::*;

@@ -3,8 +3,8 @@
 //! dispatch rule.
 
 use moeplan::Topology;
+use moeplan::judge::{Rule, Workload};
 use moeplan::planners::{Settings, registry};
-use moeplan::sim::{Rule, Workload};
 
 use super::plan_with;
 use crate::args::CompareArgs;
@@ -19,8 +19,8 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
     // and for the rule judging the plans.
     let Loaded { trace, sources } = load(&args.trace)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
-    let cost = Cost::choose(args.model.as_deref(), &trace)?;
-    let rule = args.dispatch.rule();
+    let cost = Cost::choose(args.judge.model.as_deref(), &trace)?;
+    let rule = args.judge.dispatch;
     let split = split(trace, &sources, args.holdout, topology, Some(rule))?;
     drop(sources);
     let (work, scope) = (split.judged(), &split.scope);
@@ -148,8 +148,8 @@ fn rows(
 mod tests {
     use super::*;
     use clap::Parser;
-    use moeplan::generator::{GenConfig, generate};
-    use moeplan::model;
+    use moeplan::data::model;
+    use moeplan::synth::generator::{GenConfig, generate};
 
     use crate::args::{Cli, Command};
 

@@ -1,10 +1,10 @@
 //! `moeplan cross`: plans across workloads. BASE, EPLB and CRAFT made on
 //! each of several traces, and EPLB, CRAFT (mean) and CRAFT (robust) made
-//! on all of them at once ([`moeplan::across`]), each judged on every
+//! on all of them at once ([`moeplan::studies::across`]), each judged on every
 //! trace (even split): a matrix, rows made on, columns judged on. Every
 //! cell's scope comes from the plan's provenance, as `eval` decides it.
 
-use moeplan::across::{self, CrossRow};
+use moeplan::studies::across::{self, CrossRow};
 use moeplan::{LoadTrace, Topology};
 use serde_json::json;
 

@@ -1,9 +1,9 @@
 //! `moeplan eval`: replay a trace against any plan file moeplan writes
 //! (detected by content) under a dispatch rule.
 
+use moeplan::data::plan::{Scope, fingerprint};
 use moeplan::formats::plan_any::{PlanContext, PlanFileFormat, detect_plan, read_any_plan};
 use moeplan::formats::plan_json::PlanMeta;
-use moeplan::plan::{Scope, fingerprint};
 use moeplan::planners::{self, Settings};
 use moeplan::{LoadTrace, Plan};
 
@@ -25,8 +25,9 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
     let format = detect_plan(&bytes).map_err(&in_plan)?;
     // SGLang's rows are model layers: a trace of MoE rows only is placed in
     // its model first (by --model, or the preset the trace names).
-    let trace = if args.model.is_some() || format == PlanFileFormat::SglangInitExpertLocation {
-        place_in_model(trace, args.model.as_deref(), None)?
+    let trace = if args.judge.model.is_some() || format == PlanFileFormat::SglangInitExpertLocation
+    {
+        place_in_model(trace, args.judge.model.as_deref(), None)?
     } else {
         trace
     };
@@ -46,7 +47,7 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
     }
     let (plan, meta) = (file.plan, file.meta);
     let trace = placed_like(trace, &plan, &meta)?;
-    let cost = Cost::choose(args.model.as_deref(), &trace)?;
+    let cost = Cost::choose(args.judge.model.as_deref(), &trace)?;
     // Where the figures come from is decided here, from what the plan
     // records: its own trace (in-sample or held-out batches), another
     // trace, or unknown (older plan JSON, engines' files). The plan's
@@ -75,7 +76,7 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
             holdout: holdout.is_some() && args.holdout.is_none(),
         },
     };
-    let rule = args.dispatch.rule();
+    let rule = args.judge.dispatch;
     // A plan made by a per-batch planner (Libra) is its static base: the
     // planner is online, so it is re-planned on the evaluated batches (its
     // options from the flags) and replayed through its schedule.

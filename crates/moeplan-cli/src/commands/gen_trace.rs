@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use moeplan::TokenTrace;
+use moeplan::data::model;
 use moeplan::formats::trace_json;
-use moeplan::model;
-use moeplan::token_generator::{TokenGenConfig, generate_tokens};
+use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 
 use crate::args::{GenArgs, TokenGenArgs};
 use crate::error::CliError;

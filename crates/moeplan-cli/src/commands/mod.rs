@@ -9,10 +9,10 @@ mod plan;
 mod sweep;
 
 use moeplan::LoadTrace;
-use moeplan::model::{self, ModelPreset};
+use moeplan::data::Workload;
+use moeplan::data::model::{self, ModelPreset};
+use moeplan::data::topology::Topology;
 use moeplan::planners::{self, Planned, Planner, Prepared, Settings};
-use moeplan::sim::Workload;
-use moeplan::topology::Topology;
 
 use crate::args::Command;
 use crate::error::CliError;

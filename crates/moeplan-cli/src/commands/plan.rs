@@ -1,12 +1,12 @@
 //! `moeplan plan`: compute a plan and write it in the format an engine
 //! loads; with `--dispatch`, also say how it balances under that rule.
 
-use moeplan::across::{self, Mix};
+use moeplan::data::plan::{Provenance, TraceRef, fingerprint};
 use moeplan::formats::plan_json::{self, PlanMeta};
 use moeplan::formats::{self, sglang};
-use moeplan::plan::{Provenance, TraceRef, fingerprint};
+use moeplan::judge::{Rule, Workload};
 use moeplan::planners::{Budget, CraftOptions, craft};
-use moeplan::sim::{Rule, Workload};
+use moeplan::studies::across::{self, Mix};
 use moeplan::{LoadTrace, Plan, Topology};
 
 use super::{place_in_model, plan_with};
@@ -48,7 +48,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
     // `eval` can tell this trace (and which of its batches were seen) from
     // another one.
     let whole = fingerprint(&trace);
-    let rule = args.dispatch.map(|d| d.rule());
+    let rule = args.dispatch;
     let Split {
         planning, held_out, ..
     } = split(trace, &sources, args.holdout, topology, rule)?;
@@ -100,10 +100,10 @@ struct ToWrite {
     total_batches: usize,
     topology: Topology,
     cost: Option<Cost>,
-    rule: Option<moeplan::sim::Rule>,
+    rule: Option<moeplan::judge::Rule>,
 }
 
-/// `plan` with several `--trace`: one plan for the mix ([`moeplan::across`]).
+/// `plan` with several `--trace`: one plan for the mix ([`moeplan::studies::across`]).
 /// EPLB and BASE read the weighted sum of the traces' loads (what an engine
 /// accumulates); CRAFT with `--objective robust` the worst case over the
 /// traces; every other planner the traces' batches weighted by repetition.

@@ -2,11 +2,11 @@
 //! (the CRAFT paper's Figure 5 / 9 as a table), judged under one dispatch
 //! rule.
 
+use moeplan::judge::{Rule, Workload};
 use moeplan::planners::CraftOptions;
 use moeplan::planners::eplb::GROUPS;
-use moeplan::sim::{Rule, Workload};
-use moeplan::sweep::{Sweep, sweep_by};
-use moeplan::{LoadTrace, Topology, model};
+use moeplan::studies::sweep::{Sweep, sweep_by};
+use moeplan::{LoadTrace, Topology, data::model};
 
 use super::split_for;
 use crate::args::SweepArgs;
@@ -21,12 +21,12 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
     let Loaded { trace, sources } = load(&args.trace)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
     let (planned_on, evaluated, scope) = split_for(&trace, args.holdout)?;
-    let preset = match args.model.as_deref().or(trace.model()) {
+    let preset = match args.judge.model.as_deref().or(trace.model()) {
         Some(name) => Some(model::preset(name)?),
         None => None,
     };
-    let rule = args.dispatch.rule();
-    let cost = Cost::choose(args.model.as_deref(), &trace)?;
+    let rule = args.judge.dispatch;
+    let cost = Cost::choose(args.judge.model.as_deref(), &trace)?;
     let all = trace.num_batches();
     drop(trace);
     let judged = all - evaluated.num_batches()..all;
@@ -37,7 +37,7 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
     let options = CraftOptions::from_settings(settings)?;
     let bar = spinner("sweeping budgets");
     let result = if rule == Rule::Even {
-        moeplan::sweep::sweep(&planned_on, work.trace(), topology, groups, &options)
+        moeplan::studies::sweep::sweep(&planned_on, work.trace(), topology, groups, &options)
     } else {
         sweep_under(&planned_on, &work, topology, groups, &options, rule, &cost)
     };
@@ -63,7 +63,7 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `moeplan::sweep::sweep` with every plan judged under `rule` (the
+/// `moeplan::studies::sweep::sweep` with every plan judged under `rule` (the
 /// simulator's balance; bound and memory as the sweep's). The same plans in
 /// the same order: a unit test holds it to the core's sweep under `even`.
 fn sweep_under(
@@ -83,7 +83,7 @@ fn sweep_under(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use moeplan::generator::{GenConfig, generate};
+    use moeplan::synth::generator::{GenConfig, generate};
 
     /// The CLI's sweep under a rule makes the core's plans in the core's
     /// order: under `even` its rows are the core's to the bit.
@@ -93,7 +93,7 @@ mod tests {
         let topology = Topology::new(2, 4).unwrap();
         let options = CraftOptions::default();
         let cost = Cost::choose(None, &t).unwrap();
-        let core = moeplan::sweep::sweep(&t, &t, topology, 1, &options).unwrap();
+        let core = moeplan::studies::sweep::sweep(&t, &t, topology, 1, &options).unwrap();
         let work = Workload::new(t.clone());
         let ours = sweep_under(&t, &work, topology, 1, &options, Rule::Even, &cost).unwrap();
         assert_eq!(

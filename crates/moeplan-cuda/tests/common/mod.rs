@@ -1,7 +1,7 @@
 //! What the CPU tests share: the bench's routings of a trace's layers as
 //! the core simulator's one-batch workload.
 
-use moeplan::sim::Workload;
+use moeplan::data::Workload;
 use moeplan::{LoadTrace, TokenTrace};
 use moeplan_cuda::bench::{BenchConfig, layer_routing};
 use moeplan_cuda::expert::ExpertShape;

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
+use moeplan::data::model::ModelPreset;
 use moeplan::formats::esft::read_esft;
-use moeplan::model::ModelPreset;
 use moeplan::{Budget, Meter, TokenTrace};
 
 /// An ESFT folder's `expert_weights_<layer>.txt` files, as the CLI reads

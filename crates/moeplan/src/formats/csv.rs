@@ -11,10 +11,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use ndarray::Array3;
 
+use crate::data::plan::{LayerPlacement, Plan};
+use crate::data::topology::Topology;
+use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
-use crate::plan::{LayerPlacement, Plan};
-use crate::topology::Topology;
-use crate::trace::LoadTrace;
 
 const FORMAT: &str = "wide per-batch CSV";
 

@@ -14,8 +14,8 @@
 
 use ndarray::Array2;
 
+use crate::data::trace::{MAX_EXPERTS, TokenTrace};
 use crate::error::{Error, Result};
-use crate::trace::{MAX_EXPERTS, TokenTrace};
 
 const FORMAT: &str = "ESFT expert_weights";
 
@@ -65,7 +65,7 @@ pub fn read_esft(
     let mut sequence_tokens: Option<Vec<usize>> = None;
     for &(layer, name, bytes) in &layers {
         // Every field may become one id (4 bytes) and one weight count.
-        crate::budget::charge_fields(meter, bytes, 8, name)?;
+        crate::formats::limits::charge_fields(meter, bytes, 8, name)?;
         let (ids, per_line) = parse_layer(name, bytes, num_experts, top_k)?;
         match &sequence_tokens {
             None => sequence_tokens = Some(per_line),

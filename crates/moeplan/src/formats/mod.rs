@@ -21,6 +21,7 @@
 
 pub mod csv;
 pub mod esft;
+pub mod limits;
 pub mod npy;
 pub mod plan_any;
 pub mod plan_json;
@@ -33,8 +34,8 @@ pub mod vllm;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
+use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
-use crate::trace::LoadTrace;
 
 /// The trace formats [`read_trace`] recognises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,7 +185,7 @@ pub fn read_trace(bytes: &[u8], options: &ReadOptions) -> Result<LoadTrace> {
     let mut meter = crate::Meter::new(options.budget);
     meter.bytes(bytes.len() as u64, "the file")?;
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let json = crate::budget::json_first(&meter, body, "the JSON")?;
+    let json = crate::formats::limits::json_first(&meter, body, "the JSON")?;
     let format = detect(body)?;
     charge_text(format, body, json, &mut meter)?;
     match format {
@@ -223,10 +224,10 @@ fn charge_text(
 ) -> Result<()> {
     match format {
         TraceFormat::SglangJson | TraceFormat::MoeplanTrace | TraceFormat::VllmLoadWindow => {
-            crate::budget::charge_json_shape(meter, body, json, "the JSON")
+            crate::formats::limits::charge_json_shape(meter, body, json, "the JSON")
         }
         TraceFormat::WideCsv | TraceFormat::SglangRankCsv => {
-            crate::budget::charge_fields(meter, body, 8, "the CSV")
+            crate::formats::limits::charge_fields(meter, body, 8, "the CSV")
         }
         TraceFormat::Npy
         | TraceFormat::Npz
@@ -303,7 +304,7 @@ pub fn check_model_layers(
         layer_ids.first().copied().unwrap_or(0),
         layer_ids.last().copied().unwrap_or(0),
     );
-    let name = crate::model::PRESETS
+    let name = crate::data::model::PRESETS
         .iter()
         .find(|p| p.experts == num_experts && p.moe_layers() == moe)
         .map_or("deepseek-v3", |p| p.name);

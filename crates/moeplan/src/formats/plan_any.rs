@@ -28,9 +28,9 @@
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
+use crate::data::plan::Plan;
+use crate::data::topology::Topology;
 use crate::error::{Error, Result};
-use crate::plan::Plan;
-use crate::topology::Topology;
 
 use super::plan_json::{self, PlanMeta};
 use super::{csv, sglang, vllm};
@@ -262,14 +262,14 @@ pub fn read_any_plan(bytes: &[u8], ctx: &PlanContext<'_>) -> Result<PlanFile> {
     meter.bytes(bytes.len() as u64, "the plan file")?;
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     // (YAML's nesting is charged first thing by its reader, a CSV has none)
-    let json = crate::budget::json_first(&meter, body, "the plan JSON")?;
+    let json = crate::formats::limits::json_first(&meter, body, "the plan JSON")?;
     let format = detect_plan(body)?;
     if format == PlanFileFormat::Csv {
-        crate::budget::charge_fields(&mut meter, body, 8, "the plan CSV")?;
+        crate::formats::limits::charge_fields(&mut meter, body, 8, "the plan CSV")?;
     } else if format == PlanFileFormat::Trtllm {
         // charged by its reader, number by number
     } else {
-        crate::budget::charge_json_shape(&mut meter, body, json, "the plan JSON")?;
+        crate::formats::limits::charge_json_shape(&mut meter, body, json, "the plan JSON")?;
     }
     let needs_topology = || {
         ctx.topology.ok_or_else(|| {
@@ -360,7 +360,7 @@ fn check_sglang_rows(rows: usize, ctx: &PlanContext<'_>) -> Result<()> {
         .enumerate()
         .all(|(i, &id)| id as usize == i);
     if positions && rows > l {
-        let name = crate::model::PRESETS
+        let name = crate::data::model::PRESETS
             .iter()
             .find(|p| p.experts == ctx.num_experts && p.total_layers == rows && p.moe_layers() == l)
             .map_or("PRESET".to_string(), |p| p.name.to_string());
@@ -379,7 +379,7 @@ fn check_sglang_rows(rows: usize, ctx: &PlanContext<'_>) -> Result<()> {
 mod tests {
     use super::*;
     use crate::planners::{EplbConfig, eplb};
-    use crate::{LoadTrace, generator, model};
+    use crate::{LoadTrace, data::model, synth::generator};
 
     fn olmoe() -> LoadTrace {
         generator::generate(&generator::GenConfig::new(

@@ -16,7 +16,7 @@
 //! a missing topology means one node holding every listed GPU, missing
 //! `num_experts` means the highest expert id + 1. `provenance` (optional,
 //! absent from older files) records the traces the plan was made on
-//! ([`crate::plan::Provenance`]), so `eval` can tell in-sample figures from
+//! ([`crate::data::plan::Provenance`]), so `eval` can tell in-sample figures from
 //! figures on another trace. `options` (optional) records the planner's
 //! options as it ran (`{"extra_experts_per_gpu": 4, "predictor": "noisy",
 //! …}`), so a plan `eval` re-makes (Libra's per-batch copies) is re-made as
@@ -24,10 +24,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::data::plan::{LayerPlacement, Plan, PlanSummary, Provenance};
+use crate::data::topology::Topology;
 use crate::error::{Error, Result};
-use crate::plan::{LayerPlacement, Plan, PlanSummary, Provenance};
 use crate::planners::Settings;
-use crate::topology::Topology;
 
 const FORMAT: &str = "moeplan plan JSON";
 /// Value of the `format` field.
@@ -222,8 +222,8 @@ pub fn read(bytes: &[u8]) -> Result<(Plan, PlanMeta)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::trace::LoadTrace;
     use crate::planners::contiguous;
-    use crate::trace::LoadTrace;
     use ndarray::Array3;
 
     fn plan_and_trace() -> (Plan, LoadTrace) {

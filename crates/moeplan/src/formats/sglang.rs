@@ -17,10 +17,10 @@ use ndarray::{Array3, Array4, Axis};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::data::Workload;
+use crate::data::plan::Plan;
+use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
-use crate::plan::Plan;
-use crate::sim::Workload;
-use crate::trace::LoadTrace;
 
 const FORMAT: &str = "SGLang expert-distribution JSON";
 
@@ -226,7 +226,7 @@ struct InitExpertLocationIn {
 /// `topology`'s GPUs.
 pub fn read_init_expert_location(
     bytes: &[u8],
-    topology: crate::topology::Topology,
+    topology: crate::data::topology::Topology,
     layer_ids: &[u32],
     num_experts: usize,
 ) -> Result<Plan> {
@@ -362,7 +362,7 @@ pub fn rank_from_file_name(name: &str) -> Option<u32> {
 /// SGLang's per-rank CSVs with each file's rank kept apart: the rank comes
 /// from the file's name ([`rank_from_file_name`]; a name that gives none is
 /// an error, so is a rank two files share, or one at or past
-/// [`crate::topology::MAX_GPUS`]). Counts within a file add up; the summed
+/// [`crate::data::topology::MAX_GPUS`]). Counts within a file add up; the summed
 /// trace is [`read_rank_csvs`]'s. Whether the ranks fit a cluster is the
 /// simulator's check (every source rank is a GPU).
 ///
@@ -401,12 +401,12 @@ pub fn read_rank_csvs_by_rank(
                 ),
             )
         })?;
-        if rank as usize >= crate::topology::MAX_GPUS {
+        if rank as usize >= crate::data::topology::MAX_GPUS {
             return Err(Error::parse(
                 RANK_CSV,
                 format!(
                     "{name}: rank {rank} is past the {} GPUs a cluster may have",
-                    crate::topology::MAX_GPUS
+                    crate::data::topology::MAX_GPUS
                 ),
             ));
         }
@@ -532,7 +532,7 @@ fn for_each_count(
             )
         })?;
         let (l, e) = (id(0)?, id(1)?);
-        if e as usize >= crate::trace::MAX_EXPERTS {
+        if e as usize >= crate::data::trace::MAX_EXPERTS {
             return Err(Error::parse(
                 F,
                 format!("{name}, line {}: expert {e} is out of range", i + 2),

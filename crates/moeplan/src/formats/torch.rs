@@ -55,9 +55,9 @@
 use std::collections::HashMap;
 use std::io::Cursor;
 
-use crate::budget::Meter;
+use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
-use crate::trace::LoadTrace;
+use crate::formats::limits::Meter;
 
 const FORMAT: &str = "PyTorch .pt";
 /// What limit errors call the unpickler's work.

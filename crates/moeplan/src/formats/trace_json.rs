@@ -11,8 +11,8 @@ use std::fmt::Write;
 use ndarray::Array3;
 use serde::Deserialize;
 
+use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
-use crate::trace::LoadTrace;
 
 const FORMAT: &str = "moeplan trace JSON";
 /// Value of the `format` field.

@@ -42,10 +42,10 @@ use ndarray::{Array2, Array3, Array4, Axis};
 use safetensors::{Dtype, SafeTensors};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use crate::data::plan::Plan;
+use crate::data::topology::Topology;
+use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
-use crate::plan::Plan;
-use crate::topology::Topology;
-use crate::trace::LoadTrace;
 
 /// The statistics format's name in messages.
 pub const STATISTICS: &str = "TensorRT-LLM expert statistics";
@@ -152,7 +152,7 @@ fn open<'a>(name: &str, bytes: &'a [u8], meter: &mut crate::Meter) -> Result<Saf
     }
     // `declared <= held`, so the range is inside `bytes`.
     let header = bytes.get(8..8 + declared as usize).unwrap_or_default();
-    crate::budget::charge_json(meter, header, "the safetensors header")?;
+    crate::formats::limits::charge_json(meter, header, "the safetensors header")?;
     SafeTensors::deserialize(bytes)
         .map_err(|e| fail(format!("not a readable safetensors file: {e}")))
 }
@@ -168,7 +168,7 @@ fn parse_key(name: &str, key: &str) -> Result<(u64, u32)> {
             format!("{name}: tensor {key:?} is not named \"<iteration>_<layer>\""),
         )
     })?;
-    if layer as usize >= crate::trace::MAX_LAYERS {
+    if layer as usize >= crate::data::trace::MAX_LAYERS {
         return Err(Error::parse(
             STATISTICS,
             format!("{name}: layer {layer} of tensor {key:?} is out of range"),
@@ -232,7 +232,7 @@ struct Meta {
 }
 
 fn read_meta(name: &str, bytes: &[u8], meter: &mut crate::Meter) -> Result<Meta> {
-    crate::budget::charge_json(meter, bytes, "meta_info.json")?;
+    crate::formats::limits::charge_json(meter, bytes, "meta_info.json")?;
     serde_json::from_slice(bytes).map_err(|e| Error::parse(STATISTICS, format!("{name}: {e}")))
 }
 
@@ -251,12 +251,12 @@ fn ranks_of(names: &[&str]) -> Result<Option<Vec<u32>>> {
         let Some(rank) = super::sglang::rank_from_file_name(name) else {
             return Ok(None);
         };
-        if rank as usize >= crate::topology::MAX_GPUS {
+        if rank as usize >= crate::data::topology::MAX_GPUS {
             return Err(Error::parse(
                 STATISTICS,
                 format!(
                     "{name}: rank {rank} is past the {} GPUs a cluster may have",
-                    crate::topology::MAX_GPUS
+                    crate::data::topology::MAX_GPUS
                 ),
             ));
         }
@@ -361,7 +361,7 @@ pub fn read_statistics<N: AsRef<str>, B: AsRef<[u8]>>(
     let Some((e, _)) = experts else {
         return Err(Error::parse(STATISTICS, "the files hold no tensors"));
     };
-    if e == 0 || e > crate::trace::MAX_EXPERTS {
+    if e == 0 || e > crate::data::trace::MAX_EXPERTS {
         return Err(Error::parse(
             STATISTICS,
             format!("{e} experts per layer is out of range"),
@@ -562,7 +562,7 @@ pub fn read_cooccurrence_in<N: AsRef<str>, B: AsRef<[u8]>>(
                     ),
                 ));
             }
-            if e == 0 || e > crate::planners::grace::affinity::MAX_AFFINITY_EXPERTS {
+            if e == 0 || e > crate::data::workload::MAX_AFFINITY_EXPERTS {
                 return Err(Error::parse(
                     STATISTICS,
                     format!("{name}: {e} experts is out of range for an affinity"),
@@ -741,7 +741,7 @@ pub fn read_placement_yaml(bytes: &[u8], meter: &mut crate::Meter) -> Result<Pla
     // Flow nesting is charged before the parser runs (first: the scan stops
     // at the first level too deep): libyaml's time grows with tokens ×
     // depth (a 400 KB file of nested `[` took 74 s).
-    let depth = crate::budget::yaml_flow_depth(bytes, meter.budget().max_depth);
+    let depth = crate::formats::limits::yaml_flow_depth(bytes, meter.budget().max_depth);
     meter.depth(depth, "the placement YAML's [ ] and { } nesting")?;
     // Every number of the text is a run of digits: an upper bound on what a
     // parse without aliases builds.
@@ -976,7 +976,7 @@ impl<'de> Visitor<'de> for AssignmentsSeed<'_> {
                     de::Error::custom(format!("layer key {s:?} is not a whole number"))
                 })?,
             };
-            if layer as usize >= crate::trace::MAX_LAYERS {
+            if layer as usize >= crate::data::trace::MAX_LAYERS {
                 return Err(de::Error::custom(format!("layer {layer} is out of range")));
             }
             let row = map.next_value_seed(SlotsSeed { left: self.left })?;

@@ -14,9 +14,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::data::plan::{LayerPlacement, Plan};
+use crate::data::topology::Topology;
 use crate::error::{Error, Result};
-use crate::plan::{LayerPlacement, Plan};
-use crate::topology::Topology;
 
 fn uniform(plan: &Plan, format: &'static str) -> Result<usize> {
     plan.uniform_slots_per_gpu().ok_or_else(|| Error::Export {
@@ -147,7 +147,7 @@ struct AscendDevice {
 pub fn write_ascend_expert_map(plan: &Plan) -> Result<String> {
     uniform(plan, "vllm-ascend expert map")?;
     for lp in plan.layers() {
-        if let Some((g, i)) = crate::plan::second_copy(&lp.gpus) {
+        if let Some((g, i)) = crate::data::plan::second_copy(&lp.gpus) {
             let x = lp.gpus[g][i];
             return Err(Error::Export {
                 format: "vllm-ascend expert map",
@@ -265,7 +265,10 @@ struct LoadWindowIn {
 /// assert_eq!(t.counts()[[0, 0, 0]], 8.0);
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn read_load_window(bytes: &[u8], meter: &mut crate::Meter) -> Result<crate::trace::LoadTrace> {
+pub fn read_load_window(
+    bytes: &[u8],
+    meter: &mut crate::Meter,
+) -> Result<crate::data::trace::LoadTrace> {
     const F: &str = "vLLM expert load window";
     let doc: LoadWindowIn =
         serde_json::from_slice(bytes).map_err(|e| Error::parse(F, e.to_string()))?;
@@ -288,7 +291,7 @@ pub(crate) fn physical_to_logical_counts(
     num_logical: Option<usize>,
     format: &'static str,
     meter: &mut crate::Meter,
-) -> Result<crate::trace::LoadTrace> {
+) -> Result<crate::data::trace::LoadTrace> {
     let l = map.len();
     let p = map.first().map_or(0, Vec::len);
     if l == 0 || p == 0 || window.is_empty() {
@@ -303,7 +306,7 @@ pub(crate) fn physical_to_logical_counts(
     if let Some(&bad) = map
         .iter()
         .flatten()
-        .find(|&&x| x < 0 || x > crate::trace::MAX_EXPERTS as i64)
+        .find(|&&x| x < 0 || x > crate::data::trace::MAX_EXPERTS as i64)
     {
         return Err(Error::parse(
             format,
@@ -350,5 +353,5 @@ pub(crate) fn physical_to_logical_counts(
         }
     }
     let ids = layer_ids.unwrap_or_else(|| (0..l as u32).collect());
-    crate::trace::LoadTrace::new(counts, ids)
+    crate::data::trace::LoadTrace::new(counts, ids)
 }

@@ -4,11 +4,11 @@
 //! planner is measured against. It ignores the loads. O(L · E).
 
 use super::registry::{Needs, Planned, Planner, PlannerId, PlannerSpec, Prepared, Settings};
+use crate::data::Workload;
+use crate::data::plan::{LayerPlacement, Plan};
+use crate::data::topology::Topology;
+use crate::data::trace::LoadTrace;
 use crate::error::Result;
-use crate::plan::{LayerPlacement, Plan};
-use crate::sim::Workload;
-use crate::topology::Topology;
-use crate::trace::LoadTrace;
 
 /// Its id in the registry.
 pub const ID: PlannerId = PlannerId::new("contiguous");

@@ -8,18 +8,16 @@
 //! API's `algorithm` and `planners()`, and the page's workspace pick it up
 //! from the list (ARCHITECTURE.md, "Adding a planner").
 //!
-//! Shared building blocks: [`registry`](mod@registry) (the vocabulary), [`knapsack`]
-//! (multiple-choice knapsack), [`placement`] (capacity-aware placement and
-//! its refinement).
+//! [`registry`](mod@registry) is the vocabulary every planner speaks;
+//! [`shared`] holds the building blocks more than one planner uses.
 
 pub mod contiguous;
 pub mod craft;
 pub mod eplb;
 pub mod grace;
-pub mod knapsack;
 pub mod libra;
-pub mod placement;
 pub mod registry;
+pub mod shared;
 
 pub use contiguous::contiguous;
 pub use craft::{Budget, Craft, CraftOptions, craft};

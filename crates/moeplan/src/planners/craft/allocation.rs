@@ -3,7 +3,7 @@
 //!
 //! One replica count per layer (0 or a count the benefit table measured),
 //! the total within the budget `r = R · D`, maximising the summed gain —
-//! a multiple-choice knapsack ([`crate::planners::knapsack`]). Among the
+//! a multiple-choice knapsack ([`crate::planners::shared::knapsack`]). Among the
 //! totals it reaches, one that keeps every GPU's slot count equal over all
 //! layers is preferred (`E · L + total` divisible by `D`). The paper's own
 //! objective (`r × T[r][ℓ]`) is [`Objective::PaperWeighted`].
@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::Objective;
 use super::benefit::BenefitTable;
-use crate::planners::knapsack::Knapsack;
+use crate::planners::shared::knapsack::Knapsack;
 
 /// Algorithm 2's result.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -4,12 +4,12 @@
 //! For replica counts 0 and each count `r` of a set (the paper's geometric
 //! `1, 2, 4, …, D`), every layer is given `r` replicas — the experts with
 //! the highest load per copy first ([`replication_order`]) —, placed with
-//! [`capacity_aware_placement`](crate::planners::placement::capacity_aware_placement)
+//! [`capacity_aware_placement`](crate::planners::shared::placement::capacity_aware_placement)
 //! on a layer-local slot layout (Algorithm 3 for one layer), and every
 //! batch is replayed: `T[r][ℓ]` is the mean balancedness gain over placement
 //! only. With `refine`, each placement is improved by swaps and then by the
 //! joint search over counts and places
-//! ([`joint_search`](crate::planners::placement::joint::joint_search)), so
+//! ([`joint_search`](crate::planners::shared::joint::joint_search)), so
 //! the counts the order gave are only a start. The placements are kept, so a budget change later only relabels
 //! them ([`Craft::plan`](super::Craft::plan)).
 //!
@@ -21,12 +21,13 @@ use ndarray::Array2;
 use serde::Serialize;
 
 use super::interleave::interleaved_assignment;
-use super::map_layers;
+use crate::data::topology::Topology;
+use crate::data::trace::LoadTrace;
 use crate::error::Result;
-use crate::eval::Replay;
-use crate::planners::placement::place;
-use crate::topology::Topology;
-use crate::trace::LoadTrace;
+use crate::judge::eval::Replay;
+use crate::planners::shared::joint::place;
+use crate::planners::shared::layers::map_layers;
+use crate::planners::shared::order::replication_order;
 
 /// Algorithm 1's output: per-layer balancedness gains over placement only.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -146,32 +147,6 @@ fn estimate_layer(
         .map(|&r| Ok(balancedness(r)? - base))
         .collect::<Result<Vec<f64>>>()?;
     Ok((base, gains, imbalance, placed))
-}
-
-/// The experts that receive replicas 1, 2, …, `r_max` in turn: the highest
-/// load per copy first (first index on ties, as EPLB), never more copies
-/// than GPUs. Shorter than `r_max` when every expert is on every GPU.
-///
-/// ```
-/// use moeplan::planners::craft::benefit::replication_order;
-/// assert_eq!(replication_order(&[9.0, 2.0, 5.0], 3, 4), vec![0, 2, 0]);
-/// assert_eq!(replication_order(&[9.0, 2.0], 5, 2), vec![0, 1]); // capped at 2 copies each
-/// ```
-pub fn replication_order(loads: &[f64], r_max: usize, d: usize) -> Vec<u32> {
-    let mut copies = vec![1usize; loads.len()];
-    let mut order = Vec::with_capacity(r_max);
-    for _ in 0..r_max {
-        let mut best: Option<usize> = None;
-        for (e, (&w, &c)) in loads.iter().zip(&copies).enumerate() {
-            if c < d && best.is_none_or(|b| w / c as f64 > loads[b] / copies[b] as f64) {
-                best = Some(e);
-            }
-        }
-        let Some(b) = best else { break };
-        copies[b] += 1;
-        order.push(b as u32);
-    }
-    order
 }
 
 /// Copies per expert after the first `r` entries of `order`.

@@ -11,8 +11,8 @@
 //! · D) for `L` layers on `D` GPUs (every per-layer count `0..=D`, every
 //! total up to `L · D`), once per preparation.
 
-use crate::planners::knapsack::Knapsack;
 use crate::planners::registry::CurvePoint;
+use crate::planners::shared::knapsack::Knapsack;
 
 /// The Kneedle knee of a curve over `log2 R` (see
 /// [`Craft::auto_replicas_per_gpu`](super::Craft::auto_replicas_per_gpu)).

@@ -1,6 +1,6 @@
 //! CRAFT — benefit-driven per-layer expert replication under a memory budget.
 //!
-//! From the CRAFT paper (`shared/seeds/000_…`, §4.2 and appendix A). Uniform
+//! From the CRAFT paper (§4.2 and appendix A). Uniform
 //! replication (EPLB: the same redundant slots in every layer) over-replicates:
 //! balancedness saturates after a few replicas in most layers while memory
 //! keeps growing. CRAFT spends a budget of `r = R · D` replicas (`R` per GPU,
@@ -24,9 +24,9 @@
 //!    with a free slot, never two copies of one expert on one GPU.
 //!    O(S log D) per layer for `S` slots. Beyond the paper (`refine`, on by
 //!    default): swaps, then the joint search over counts and places
-//!    ([`joint_search`](crate::planners::placement::joint::joint_search))
+//!    ([`joint_search`](crate::planners::shared::joint::joint_search))
 //!    for every (layer, replica count) of Algorithm 1; `repair` searches the
-//!    final plan again ([`repair`](crate::planners::placement::joint::repair)).
+//!    final plan again ([`repair`](crate::planners::shared::joint::repair)).
 //!
 //! Steps 1–2 live in [`Craft::prepare`]; a budget change re-runs only steps
 //! 3–5 in [`Craft::plan`] (the app's slider).
@@ -34,9 +34,9 @@
 //! **Files.** This one: the options, [`Craft`] (prepare / plan) and the
 //! registry entry [`CraftPlanner`] (budget [`REPLICAS_PER_GPU`], `auto` = the
 //! knee). [`benefit`]: Algorithm 1. [`allocation`]: Algorithm 2, on the
-//! shared [`knapsack`](crate::planners::knapsack). [`interleave`]:
+//! shared [`knapsack`](crate::planners::shared::knapsack). [`interleave`]:
 //! Algorithm 3. `curve.rs`: Step 2's knee and the bound per budget. Step 5
-//! is the shared [`placement`](crate::planners::placement).
+//! is the shared [`placement`](crate::planners::shared::placement).
 //!
 //! **The objective.** Algorithm 2 in the paper scores a choice as
 //! `r × T[r][ℓ]`. Mean balancedness over layers is `mean_ℓ(base_ℓ +
@@ -62,23 +62,24 @@ use serde::Serialize;
 use self::allocation::Allocation;
 use self::benefit::{LayerPlacements, estimate};
 use self::curve::{budget_bound, knee};
+use crate::data::Workload;
+use crate::data::plan::{LayerPlacement, Plan};
+use crate::data::topology::Topology;
+use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
-use crate::plan::{LayerPlacement, Plan};
-use crate::planners::placement::joint::{REPAIR, repair};
-use crate::planners::placement::relabel;
 use crate::planners::registry::{
     Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Predicted, Prepared,
     Settings, Unit, Value,
 };
-use crate::sim::Workload;
-use crate::topology::Topology;
-use crate::trace::LoadTrace;
+use crate::planners::shared::joint::{REPAIR, repair};
+use crate::planners::shared::layers::map_layers;
+use crate::planners::shared::placement::relabel;
 
 pub use self::allocation::solve_allocation;
-pub use self::benefit::{BenefitTable, estimate_benefit, replication_order};
+pub use self::benefit::{BenefitTable, estimate_benefit};
 pub use self::interleave::interleaved_assignment;
-pub use crate::planners::placement::{capacity_aware_placement, refine_placement};
 pub use crate::planners::registry::CurvePoint;
+pub use crate::planners::shared::placement::{capacity_aware_placement, refine_placement};
 
 const NAME: &str = "craft";
 
@@ -152,15 +153,15 @@ pub struct CraftOptions {
     pub objective: Objective,
     /// Follow the paper's greedy placement with [`refine_placement`]
     /// and the joint search over counts and places
-    /// ([`joint_search`](crate::planners::placement::joint::joint_search))
+    /// ([`joint_search`](crate::planners::shared::joint::joint_search))
     /// for every (layer, replica count) of the benefit table (beyond the
     /// paper; off reproduces it exactly).
     pub refine: bool,
     /// With `refine`: also the joint search (off: swaps only, CRAFT as it
-    /// was before issue 13 — for comparisons).
+    /// was before the joint search — for comparisons).
     pub joint: bool,
     /// After the plan for a budget is made, search each layer again with
-    /// random restarts ([`repair`](crate::planners::placement::joint::repair))
+    /// random restarts ([`repair`](crate::planners::shared::joint::repair))
     /// at the same memory. Costs time at every budget change; off by default.
     pub repair: bool,
 }
@@ -184,22 +185,6 @@ pub enum Budget {
     ReplicasPerGpu(usize),
     /// The `R` at the knee of the predicted curve (Step 2).
     Auto,
-}
-
-/// Runs `f` for every layer, on all cores with the `parallel` feature.
-fn map_layers<T: Send>(
-    layers: usize,
-    f: impl Fn(usize) -> Result<T> + Sync + Send,
-) -> Result<Vec<T>> {
-    #[cfg(feature = "parallel")]
-    {
-        use rayon::prelude::*;
-        (0..layers).into_par_iter().map(f).collect()
-    }
-    #[cfg(not(feature = "parallel"))]
-    {
-        (0..layers).map(f).collect()
-    }
 }
 
 /// CRAFT with its benefit table measured: ready to plan any budget cheaply.
@@ -241,7 +226,7 @@ impl Craft {
     ///
     /// ```
     /// use moeplan::planners::craft::{Budget, Craft, CraftOptions};
-    /// use moeplan::{generator, model, Topology};
+    /// use moeplan::{synth::generator, data::model, Topology};
     /// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
     /// let craft = Craft::prepare(&trace, Topology::new(1, 8)?, &CraftOptions::default())?;
     /// let p = craft.plan(Budget::ReplicasPerGpu(2))?;
@@ -254,7 +239,7 @@ impl Craft {
         let (table, placements) =
             estimate(trace, topology, &counts, options.refine, options.joint)?;
         let curves = map_layers(trace.num_layers(), |l| {
-            Ok(crate::bound::layer_bound_curve(trace, l, d, d))
+            Ok(crate::judge::bound::layer_bound_curve(trace, l, d, d))
         })?;
         Ok(Craft {
             topology,
@@ -466,7 +451,7 @@ impl Craft {
 ///
 /// ```
 /// use moeplan::planners::craft::{craft, Budget};
-/// use moeplan::{evaluate, generator, model, planners, Topology};
+/// use moeplan::{evaluate, synth::generator, data::model, planners, Topology};
 /// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 8))?;
 /// let topo = Topology::new(1, 8)?;
 /// let plan = craft(&trace, topo, Budget::ReplicasPerGpu(4))?;

@@ -11,12 +11,10 @@
 
 use ndarray::Array2;
 
+use crate::data::trace::TokenTrace;
 use crate::error::{Error, Result};
-use crate::trace::TokenTrace;
 
-/// Most experts an affinity matrix is built for: `E × E` doubles, 128 MiB at
-/// this size, far beyond any model's few hundred routed experts.
-pub const MAX_AFFINITY_EXPERTS: usize = 4096;
+use crate::data::workload::MAX_AFFINITY_EXPERTS;
 
 /// `A[i][j]`: tokens of MoE layer index `layer` (`0..tokens.num_layers()`)
 /// that chose both `i` and `j` (`i ≠ j`); the diagonal is zero and the matrix

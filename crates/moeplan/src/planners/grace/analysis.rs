@@ -25,13 +25,14 @@ use std::sync::{Arc, Mutex};
 
 use ndarray::Array2;
 
+use super::SEED;
 use super::affinity::affinity;
 use super::grouping::{NodeKey, NodeMemo};
 use super::spectral::SpectralEmbedding;
-use super::{SEED, map_layers};
+use crate::data::Workload;
+use crate::data::topology::Topology;
 use crate::error::Result;
-use crate::sim::Workload;
-use crate::topology::Topology;
+use crate::planners::shared::layers::map_layers;
 
 /// One layer's affinity and the clusterings done on it so far.
 #[derive(Debug)]
@@ -76,8 +77,8 @@ impl GraceAnalysis {
     ///
     /// ```
     /// use moeplan::planners::grace::analysis::GraceAnalysis;
-    /// use moeplan::token_generator::{TokenGenConfig, generate_tokens};
-    /// use moeplan::{model, sim::Workload};
+    /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+    /// use moeplan::{data::model, data::Workload};
     /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 256))?;
     /// let a = GraceAnalysis::new(&Workload::from_tokens(t, 128)?)?;
     /// assert_eq!(a.affinity(0).map(|m| m.nrows()), Some(64));
@@ -118,7 +119,7 @@ impl GraceAnalysis {
     ///
     /// ```
     /// use moeplan::planners::grace::analysis::GraceAnalysis;
-    /// use moeplan::{generator, model, sim::Workload};
+    /// use moeplan::{synth::generator, data::model, data::Workload};
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
     /// assert!(GraceAnalysis::new(&Workload::new(t))?.affinity(0).is_none());
     /// # Ok::<(), moeplan::Error>(())
@@ -136,8 +137,8 @@ impl GraceAnalysis {
     ///
     /// ```
     /// use moeplan::planners::grace::{analysis::GraceAnalysis, Grace, GraceOptions};
-    /// use moeplan::token_generator::{TokenGenConfig, generate_tokens};
-    /// use moeplan::{model, sim::Workload, Topology};
+    /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+    /// use moeplan::{data::model, data::Workload, Topology};
     /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?;
     /// let work = Workload::from_tokens(t, 128)?;
     /// let analysis = GraceAnalysis::new(&work)?;

@@ -51,8 +51,8 @@
 use ndarray::Array2;
 use serde::Serialize;
 
+use crate::data::topology::Topology;
 use crate::error::{Error, Result};
-use crate::topology::Topology;
 
 const NAME: &str = "grace";
 

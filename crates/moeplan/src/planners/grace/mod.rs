@@ -1,4 +1,4 @@
-//! GRACE-MoE (../shared/seeds/003_fb0469baf9896969.txt): affinity grouping
+//! GRACE-MoE (from the GRACE-MoE paper): affinity grouping
 //! (§4.1, Algorithms 1–2), skew-driven replication (§4.2, Eq. 2) and
 //! locality-aware routing (§4.3, Algorithms 3–4, as dispatch rules of the
 //! simulator, not here).
@@ -46,13 +46,14 @@ use std::borrow::Cow;
 
 use self::grouping::{RatioPoint, knee, load_grouping, size_bounds};
 use self::replication::{Replication, replicate};
+use crate::data::Workload;
+use crate::data::plan::{LayerPlacement, Plan};
+use crate::data::topology::Topology;
 use crate::error::{Error, Result};
-use crate::plan::{LayerPlacement, Plan};
 use crate::planners::registry::{
     Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Settings, Value,
 };
-use crate::sim::Workload;
-use crate::topology::Topology;
+use crate::planners::shared::layers::map_layers;
 
 pub use self::analysis::GraceAnalysis;
 pub use self::grouping::RATIOS;
@@ -119,22 +120,6 @@ pub struct Grace {
     layers: Vec<LayerGrouping>,
     replication: bool,
     notes: Vec<String>,
-}
-
-/// Runs `f` for every layer, on all cores with the `parallel` feature.
-fn map_layers<T: Send>(
-    layers: usize,
-    f: impl Fn(usize) -> Result<T> + Sync + Send,
-) -> Result<Vec<T>> {
-    #[cfg(feature = "parallel")]
-    {
-        use rayon::prelude::*;
-        (0..layers).into_par_iter().map(f).collect()
-    }
-    #[cfg(not(feature = "parallel"))]
-    {
-        (0..layers).map(f).collect()
-    }
 }
 
 /// How a layer was grouped, before replication.
@@ -249,7 +234,7 @@ impl Grace {
     ///
     /// ```
     /// use moeplan::planners::grace::{Grace, GraceOptions};
-    /// use moeplan::{generator, model, sim::Workload, Topology};
+    /// use moeplan::{synth::generator, data::model, data::Workload, Topology};
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
     /// let g = Grace::prepare(&Workload::new(t), Topology::new(1, 8)?, &GraceOptions::default())?;
     /// assert!(g.notes()[0].contains("no token routes"));
@@ -274,8 +259,8 @@ impl Grace {
     ///
     /// ```
     /// use moeplan::planners::grace::{analysis::GraceAnalysis, Grace, GraceOptions};
-    /// use moeplan::token_generator::{TokenGenConfig, generate_tokens};
-    /// use moeplan::{model, sim::Workload, Topology};
+    /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+    /// use moeplan::{data::model, data::Workload, Topology};
     /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?;
     /// let work = Workload::from_tokens(t, 128)?;
     /// let analysis = GraceAnalysis::new(&work)?;
@@ -389,7 +374,7 @@ impl Grace {
     ///
     /// ```
     /// use moeplan::planners::grace::{Grace, GraceOptions};
-    /// use moeplan::{generator, model, sim::Workload, Topology};
+    /// use moeplan::{synth::generator, data::model, data::Workload, Topology};
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
     /// let g = Grace::prepare(&Workload::new(t.clone()), Topology::new(1, 4)?, &GraceOptions::default())?;
     /// assert_eq!(g.layers().len(), t.num_layers());
@@ -404,7 +389,7 @@ impl Grace {
     ///
     /// ```
     /// use moeplan::planners::grace::{Grace, GraceOptions};
-    /// use moeplan::{generator, model, sim::Workload, Topology};
+    /// use moeplan::{synth::generator, data::model, data::Workload, Topology};
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
     /// let g = Grace::prepare(&Workload::new(t), Topology::new(1, 4)?, &GraceOptions::default())?;
     /// assert!(g.notes()[0].contains("grouped by load only"));
@@ -419,7 +404,7 @@ impl Grace {
     ///
     /// ```
     /// use moeplan::planners::grace::{Grace, GraceOptions};
-    /// use moeplan::{generator, model, sim::Workload, Topology};
+    /// use moeplan::{synth::generator, data::model, data::Workload, Topology};
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
     /// let g = Grace::prepare(&Workload::new(t), Topology::new(2, 4)?, &GraceOptions::default())?;
     /// let plan = g.plan()?;

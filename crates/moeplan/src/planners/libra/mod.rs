@@ -1,24 +1,24 @@
 //! Libra — per-batch expert prefetching and token rebalancing (Libra
-//! paper, `shared/seeds/004_…`: §3, appendices B and C).
+//! paper: §3, appendices B and C).
 //!
 //! Static plans (EPLB, CRAFT, GRACE) place experts once; Libra re-places
 //! every layer of every batch: while layer `i` runs it predicts layer
 //! `i + 1`'s routing ([`predict`]), copies up to `N` experts per GPU onto
 //! a static base ([`prefetch`], Algorithm 1), and shards the remote pairs
 //! of replicated experts over the copies on the CPU
-//! ([`crate::sim::Rebalancer`], Algorithm 2, the dispatch rule
+//! ([`crate::judge::Rebalancer`], Algorithm 2, the dispatch rule
 //! [`Rule::Libra`]).
 //!
 //! [`libra_schedule`] turns a workload, a base plan and a predictor into a
 //! [`Placement::Schedule`] of one plan per batch (each layer the base plus
-//! that batch's copies), which [`crate::sim::simulate`] replays under
+//! that batch's copies), which [`crate::judge::simulate`] replays under
 //! [`Rule::Libra`]; its `moves` count the slots that change between
 //! consecutive batches, and [`LibraSchedule::copies`] every copy Libra makes
 //! (it refills its buffers every layer of every batch).
 //!
 //! **Files.** This one: options and the schedule. [`predict`]: the
 //! predictors and their accuracy (Table 1's metric). [`prefetch`]:
-//! Algorithm 1. The rebalancer lives in the simulator (`sim/rebalance.rs`).
+//! Algorithm 1. The rebalancer lives in the judge (`judge/rebalance.rs`).
 //!
 //! **In the registry.** [`LibraPlanner`] (`--algo libra`) plans a
 //! static *base* — contiguous placement, what an engine without a balancer
@@ -42,14 +42,14 @@ pub mod time_model;
 
 use std::borrow::Cow;
 
+use crate::data::plan::Plan;
+use crate::data::topology::Topology;
 use crate::error::{Error, Result};
-use crate::plan::Plan;
+use crate::judge::{Placement, RemoteStart, Rule, Strategy, Workload};
 use crate::planners::registry::{
     Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Schedule,
     Settings, Value,
 };
-use crate::sim::{Placement, RemoteStart, Rule, Strategy, Workload};
-use crate::topology::Topology;
 
 pub use predict::{
     Accuracy, DEFAULT_DEPTH, Noisy, PathTable, PredictedCounts, Predictor, accuracy,
@@ -81,7 +81,7 @@ pub const TOLERANCE_PERCENT: OptionSpec = OptionSpec {
     name: "tolerance_percent",
     about: "Libra's ε in percent: the rebalancer stops within this of the mean load",
     kind: Kind::Count,
-    default: Value::Count(crate::sim::DEFAULT_TOLERANCE_PERCENT as usize),
+    default: Value::Count(crate::judge::DEFAULT_TOLERANCE_PERCENT as usize),
 };
 
 /// Where Algorithm 2's remote pairs start (the paper leaves it open).
@@ -122,7 +122,7 @@ impl Default for LibraOptions {
         LibraOptions {
             extra_per_gpu: 8,
             local_fraction: 0.5,
-            tolerance_percent: crate::sim::DEFAULT_TOLERANCE_PERCENT,
+            tolerance_percent: crate::judge::DEFAULT_TOLERANCE_PERCENT,
             start: RemoteStart::Even,
         }
     }
@@ -159,7 +159,7 @@ impl LibraOptions {
 ///
 /// ```
 /// use moeplan::planners::libra::build_predictor;
-/// use moeplan::{sim::Workload, LoadTrace};
+/// use moeplan::{data::Workload, LoadTrace};
 /// use ndarray::Array3;
 /// let w = Workload::new(LoadTrace::new(Array3::from_elem((2, 2, 4), 1.0), vec![0, 1])?);
 /// assert_eq!(build_predictor("oracle", &w)?.name(), "oracle");
@@ -203,7 +203,7 @@ pub struct LibraSchedule {
 }
 
 impl LibraSchedule {
-    /// The schedule under its rule, for [`crate::sim::simulate`].
+    /// The schedule under its rule, for [`crate::judge::simulate`].
     pub fn strategy(&self) -> Strategy {
         Strategy {
             placement: self.placement.clone(),
@@ -217,14 +217,14 @@ impl LibraSchedule {
 ///
 /// ```
 /// use moeplan::planners::libra::{libra_schedule, LibraOptions, Predictor};
-/// use moeplan::sim::{simulate, CostModel, Workload};
-/// use moeplan::{generator, model, planners, Topology};
+/// use moeplan::judge::{simulate, CostModel, Workload};
+/// use moeplan::{synth::generator, data::model, planners, Topology};
 /// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
 /// let base = planners::contiguous(&trace, Topology::new(1, 8)?)?;
 /// let work = Workload::new(trace);
 /// let s = libra_schedule(&work, &base, &Predictor::Oracle, &LibraOptions::default())?;
 /// let libra = simulate(&work, &s.strategy(), &CostModel::default())?;
-/// let fixed = simulate(&work, &moeplan::sim::Strategy::fixed(base, moeplan::sim::Rule::Even), &CostModel::default())?;
+/// let fixed = simulate(&work, &moeplan::judge::Strategy::fixed(base, moeplan::judge::Rule::Even), &CostModel::default())?;
 /// assert!(libra.imbalance_ratio < fixed.imbalance_ratio);
 /// # Ok::<(), moeplan::Error>(())
 /// ```
@@ -365,7 +365,7 @@ impl Libra {
     ///
     /// ```
     /// use moeplan::planners::{self, Settings};
-    /// use moeplan::{generator, model, sim::Workload, Topology};
+    /// use moeplan::{synth::generator, data::model, data::Workload, Topology};
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
     /// let p = planners::plan(planners::find("libra")?, &Workload::new(t), Topology::new(1, 8)?, &Settings::new())?;
     /// assert_eq!((p.plan.algorithm(), p.plan.summary().replicas), ("libra", 0));

@@ -49,10 +49,10 @@ use std::ops::Range;
 
 use serde::Serialize;
 
+use crate::data::Workload;
+use crate::data::trace::TokenTrace;
 use crate::error::{Error, Result};
-use crate::sim::Sources;
-use crate::sim::Workload;
-use crate::trace::TokenTrace;
+use crate::judge::Sources;
 
 const NAME: &str = "libra";
 
@@ -417,7 +417,7 @@ impl Noisy {
     /// workload's counts summed over batches, its draws seeded by `seed`.
     ///
     /// ```
-    /// use moeplan::{planners::libra::Noisy, sim::Workload, LoadTrace};
+    /// use moeplan::{planners::libra::Noisy, data::Workload, LoadTrace};
     /// use ndarray::Array3;
     /// let w = Workload::new(LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![0])?);
     /// assert!(Noisy::new(&w, 0.8, 7).is_ok());
@@ -590,7 +590,7 @@ impl Predictor {
     /// sending `1 / gpus` of every expert under even arrival).
     ///
     /// ```
-    /// use moeplan::{planners::libra::Predictor, sim::Workload, LoadTrace};
+    /// use moeplan::{planners::libra::Predictor, data::Workload, LoadTrace};
     /// use ndarray::Array3;
     /// let mut c = Array3::from_elem((2, 1, 2), 2.0);
     /// c[[1, 0, 0]] = 6.0;
@@ -815,7 +815,7 @@ pub struct Accuracy {
 ///
 /// ```
 /// use moeplan::planners::libra::{accuracy, Predictor};
-/// use moeplan::{sim::Workload, TokenTrace};
+/// use moeplan::{data::Workload, TokenTrace};
 /// use ndarray::array;
 /// let t = TokenTrace::new(4, vec![0, 1], vec![array![[0, 1], [2, 3]], array![[1, 2], [0, 3]]], vec![0, 1])?;
 /// let w = Workload::from_tokens(t, 1)?;

@@ -7,7 +7,7 @@
 //!   at least once), so those pairs become local (`MoE_local`).
 //! - Loads: pairs whose source holds the expert are local; the rest go to
 //!   the expert's primary copy (its smallest slot position on a GPU, ties
-//!   to the lower GPU: the base's own expert, as in [`crate::sim::Rebalancer`]).
+//!   to the lower GPU: the base's own expert, as in [`crate::judge::Rebalancer`]).
 //! - Phase 2 (balance): while some GPU is above the mean `B`, the most
 //!   loaded one's hottest remote expert is copied to the least-loaded GPU
 //!   that does not hold it and has fewer than `N` copies, if that keeps the
@@ -25,8 +25,8 @@
 //! slots. Cost: O(D · E log E) for phase 1, O(D + E) per phase-2 step, at
 //! most `D · N + D · E` steps.
 
+use crate::data::plan::LayerPlacement;
 use crate::error::{Error, Result};
-use crate::plan::LayerPlacement;
 
 use super::predict::PredictedCounts;
 

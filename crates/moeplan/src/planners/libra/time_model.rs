@@ -10,7 +10,7 @@
 //!   expert) pair takes: `2 · 3 · hidden · moe_intermediate` FLOPs (three
 //!   projections, a multiply-add is two FLOPs) over [`TimeModel::tflops`];
 //! - **remote compute** after Algorithm 2 (the simulator's rebalancer,
-//!   [`crate::sim::Rebalancer`]): `remote_g · t`, which cannot start before
+//!   [`crate::judge::Rebalancer`]): `remote_g · t`, which cannot start before
 //!   the CPU rebalancer's answer ([`TimeModel::rebalance_seconds`]), so
 //!   `g` finishes at `max(local_g · t, rebalance) + remote_g · t` (just
 //!   `local_g · t` when it serves no remote pair);
@@ -44,10 +44,10 @@
 
 use serde::Serialize;
 
+use crate::data::model::ModelPreset;
+use crate::data::plan::{LayerPlacement, Plan};
 use crate::error::{Error, Result};
-use crate::model::ModelPreset;
-use crate::plan::{LayerPlacement, Plan};
-use crate::sim::{Placement, Rebalancer, Rule, Sources, Workload};
+use crate::judge::{Placement, Rebalancer, Rule, Sources, Workload};
 
 use super::LibraSchedule;
 
@@ -81,8 +81,8 @@ pub const IB_NDR_GB_PER_S: f64 = 50.0;
 /// 60 % of H100 / H200 SXM's 989 dense BF16 TFLOPS. Erring fast is the
 /// conservative side: a faster GPU leaves a shorter window for the copy.
 pub const DEFAULT_TFLOPS: f64 = 600.0;
-/// The issue's target for Algorithm 2 per call (measured: 4.4 µs for 8
-/// GPUs × 128 experts, 8.5 µs for 8 × 256; README, "Speed").
+/// The target for Algorithm 2 per call (measured: 4.4 µs for 8
+/// GPUs × 128 experts, 8.5 µs for 8 × 256; docs/speed.md).
 pub const DEFAULT_REBALANCE_SECONDS: f64 = 10e-6;
 
 impl TimeModel {
@@ -90,7 +90,7 @@ impl TimeModel {
     /// [`DEFAULT_TFLOPS`], [`DEFAULT_REBALANCE_SECONDS`].
     ///
     /// ```
-    /// use moeplan::{model, planners::libra::time_model::TimeModel};
+    /// use moeplan::{data::model, planners::libra::time_model::TimeModel};
     /// let m = TimeModel::for_model(model::preset("deepseek-v3")?);
     /// assert_eq!(m.flops_per_pair, 2.0 * 3.0 * 7168.0 * 2048.0);
     /// assert_eq!(m.expert_bytes, 3 * 7168 * 2048);
@@ -310,7 +310,7 @@ fn copies_of(base: &LayerPlacement, next: &LayerPlacement, sent: &mut Vec<usize>
 ///
 /// ```
 /// use moeplan::planners::libra::{libra_schedule, time_model, LibraOptions, Predictor};
-/// use moeplan::{generator, model, planners, sim::Workload, Topology};
+/// use moeplan::{synth::generator, data::model, planners, data::Workload, Topology};
 /// let preset = model::preset("olmoe")?;
 /// let trace = generator::generate(&generator::GenConfig::new(preset, 2))?;
 /// let base = planners::contiguous(&trace, Topology::new(1, 8)?)?;

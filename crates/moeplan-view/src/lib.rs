@@ -1,0 +1,1365 @@
+//! One trace on one cluster, planned every way, ready to be drawn.
+//!
+//! The planner page and the JavaScript API show the same things: every
+//! registered planner that reads the loads side by side (BASE, EPLB, CRAFT
+//! — [`PLANNERS`](moeplan::planners::PLANNERS) in order), per-layer
+//! balancedness, the GPU × layer load map, the balancedness-vs-R curve and
+//! one layer's placement. Building a [`Workspace`] does the expensive part
+//! once per trace and cluster (each planner's [`Planner::prepare`] —
+//! CRAFT's benefit table —, the plans at their default budgets, the
+//! replays); [`Workspace::view`] answers a budget or layer change in about a
+//! millisecond. All figures are in-sample on the workspace's trace.
+//!
+//! The budget a view asks for moves the planners whose budget is in
+//! replicas per GPU (the slider's unit, [`Unit::ReplicasPerGpu`]: CRAFT);
+//! the others stay at their defaults (EPLB: one slot per GPU more than the
+//! experts need). The first planner with such a budget and a curve is the
+//! *focus*: the curve, the load map, the layer view and the export are its.
+//!
+//! This is the page's view model: pure computation over the core's public
+//! API, shared by the two front ends that draw it — the app's worker and
+//! the JavaScript facade. The core does not know it exists.
+
+mod grace;
+
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+pub use grace::{GroupingView, RatioPoint};
+use moeplan::data::model;
+use moeplan::data::plan::Plan;
+use moeplan::data::topology::Topology;
+use moeplan::data::trace::LoadTrace;
+use moeplan::error::{Error, Result};
+use moeplan::formats::plan_json::{self, PlanMeta};
+use moeplan::formats::sglang;
+use moeplan::judge::eval::{EvalReport, evaluate};
+use moeplan::judge::{CostModel, Rule, Strategy, Traffic, Workload, simulate};
+use moeplan::planners::eplb::GROUPS;
+use moeplan::planners::grace::{Grace, GraceAnalysis};
+use moeplan::planners::registry::{
+    CurvePoint, Needs, Planner, PlannerId, Prepared, Settings, Unit, Value, prepare, registry,
+};
+
+/// The cluster and planner settings that need a new [`Workspace`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cluster {
+    /// Nodes.
+    pub nodes: usize,
+    /// GPUs per node.
+    pub gpus_per_node: usize,
+    /// Router expert groups for EPLB's hierarchical policy.
+    pub groups: usize,
+}
+
+/// A trace planned on a cluster.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    work: Workload,
+    topology: Topology,
+    cluster: Cluster,
+    summed: ndarray::Array2<f64>,
+    /// Every planner shown, in registry order.
+    entries: Vec<Entry>,
+    /// Index in `entries` of the focus (CRAFT).
+    focus: usize,
+    curve: Vec<CurvePoint>,
+    auto_r: usize,
+    cost: CostModel,
+    /// Every plan's traffic under `even` when tokens arrive evenly (the
+    /// closed form: it does not depend on the plan).
+    even_traffic: Option<PairTraffic>,
+    /// GRACE as prepared, when it grouped by affinity (token routes): the
+    /// page's GRACE views read its groups and curves.
+    grace: Option<Arc<Grace>>,
+    /// GRACE's cluster-independent part (affinity, spectral embeddings),
+    /// handed on to the next cluster's workspace by
+    /// [`Workspace::of_workload_reusing`].
+    grace_analysis: Option<Arc<GraceAnalysis>>,
+    /// The last layer's [`GroupingView`]: a budget change asks for the same
+    /// layer again, and the affinity is O(T · k²) to count.
+    grouping: Arc<Mutex<Option<(usize, GroupingView)>>>,
+    /// The budgeted plans' imbalance per batch under `even`, by planner and
+    /// budget, last computed: a replay a budget change does not pay
+    /// ([`Workspace::view_with_batches`] fills it).
+    batches: Arc<Mutex<Vec<KeptSeries>>>,
+}
+
+/// A budgeted planner's per-batch series at one budget.
+type KeptSeries = (PlannerId, Option<usize>, Vec<f64>);
+
+/// Whether the page offers `rule`: every current engine rule of
+/// [`Rule::ALL`] and the optimum, in that list's order (`even`, the
+/// evaluator's split and the default, first). The legacy SGLang versions
+/// and SGLang's dynamic rule are the CLI's; Libra's rebalancer is judged
+/// with Libra's own schedule, not offered for every plan.
+pub fn offered(rule: &Rule) -> bool {
+    !rule.is_legacy() && !matches!(rule, Rule::SglangDynamic(_) | Rule::Libra { .. })
+}
+
+/// The dispatch rules the page offers ([`offered`]), in [`Rule::ALL`]'s order.
+pub fn dispatch_rules() -> impl Iterator<Item = Rule> {
+    Rule::ALL.into_iter().filter(offered)
+}
+
+/// The offered rule named `name` ([`Rule::name`]).
+///
+/// ```
+/// use moeplan_view::dispatch_rule;
+/// assert_eq!(dispatch_rule("sglang-static")?.name(), "sglang-static");
+/// assert!(dispatch_rule("bogus").is_err());
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn dispatch_rule(name: &str) -> Result<Rule> {
+    dispatch_rules().find(|r| r.name() == name).ok_or_else(|| {
+        let names: Vec<&str> = dispatch_rules().map(|r| r.name()).collect();
+        Error::Argument(format!(
+            "unknown dispatch rule {name:?}: one of {}",
+            names.join(", ")
+        ))
+    })
+}
+
+/// One planner of the workspace.
+#[derive(Debug, Clone)]
+struct Entry {
+    id: PlannerId,
+    display: &'static str,
+    state: State,
+    /// What the planner said when it prepared ([`Prepared::notes`]).
+    notes: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+enum State {
+    /// Could not plan on this cluster: why.
+    Failed(String),
+    /// Planned once at its default budget and replayed.
+    Fixed(Box<Fixed>),
+    /// Moves with the view's budget.
+    Slider(Arc<dyn Prepared>),
+    /// Re-places per batch (Libra): its schedule replayed once.
+    Scheduled(Box<Scheduled>),
+}
+
+/// A plan the budget does not move: its replay under `even`, and its
+/// figures under the last other rule asked for (a budget change under that
+/// rule does not replay it again).
+#[derive(Debug, Clone)]
+struct Fixed {
+    budget: Option<usize>,
+    plan: Plan,
+    report: EvalReport,
+    /// Imbalance ratio of each batch under `even`, once a view asked for
+    /// it (a replay a cluster change does not pay).
+    per_batch: Arc<Mutex<Option<Vec<f64>>>>,
+    under: Arc<Mutex<Option<(Rule, Measured)>>>,
+}
+
+/// A per-batch planner's schedule ([`Prepared::schedule`]) replayed under
+/// its own rule — whatever the view's: the rule is part of the method
+/// (Libra's rebalancer) — once per trace, cluster and its options.
+#[derive(Debug, Clone)]
+struct Scheduled {
+    /// `per batch, libra-rebalance, …`.
+    about: String,
+    report: moeplan::judge::Report,
+    /// Expert bytes copied in each batch (copies × bytes per expert).
+    bytes_per_batch: Vec<f64>,
+    /// Mean copies per batch in each layer.
+    copies_per_layer: Vec<usize>,
+    /// Slots each GPU keeps for the copies (Libra: 2 · N buffers).
+    resident_slots_per_gpu: usize,
+    /// The base's replica slots on its fullest GPU.
+    base_replica_slots: usize,
+    /// The bound with the schedule's copies counted batch by batch.
+    bound: f64,
+}
+
+/// What a plan's replay under a rule measured.
+#[derive(Debug, Clone)]
+struct Measured {
+    balancedness: f64,
+    imbalance_ratio: f64,
+    per_layer: Vec<f64>,
+    per_batch: Vec<f64>,
+    traffic: PairTraffic,
+}
+
+/// An exported plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Export {
+    /// The file's text.
+    pub text: String,
+    /// What had to change to fit the format, if anything.
+    pub note: Option<String>,
+}
+
+/// Headline figures of one plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+pub struct PlanFigures {
+    /// The planner's id: `base`, `eplb` or `craft`.
+    pub name: String,
+    /// Its title with its budget: `BASE`, `EPLB +64`, `CRAFT R = 8`.
+    #[serde(default)]
+    pub label: String,
+    /// The budget used in the planner's unit (EPLB: redundant experts per
+    /// layer, CRAFT: replicas per GPU); absent for planners without one.
+    #[serde(default)]
+    pub budget: Option<usize>,
+    /// Mean over batches, then layers, of mean / max GPU load.
+    pub balancedness: f64,
+    /// Mean of max / mean GPU load.
+    pub imbalance_ratio: f64,
+    /// Replicas in all.
+    pub replicas: usize,
+    /// Replica slots on the fullest GPU (its replica memory in experts).
+    pub replica_slots_per_gpu: usize,
+    /// Upper bound for these replica counts.
+    pub bound: f64,
+    /// Per-layer balancedness.
+    pub per_layer: Vec<f64>,
+    /// Replicas in each layer.
+    pub replicas_per_layer: Vec<usize>,
+    /// Where its (token, expert) pairs are served under the view's rule.
+    #[serde(default)]
+    pub traffic: PairTraffic,
+    /// Imbalance ratio of each batch (mean over layers) under the view's
+    /// rule — a per-batch planner's under its own.
+    #[serde(default)]
+    pub per_batch_imbalance: Vec<f64>,
+    /// Expert bytes a per-batch planner copies in each batch; empty for a
+    /// static plan (it moves nothing while serving).
+    #[serde(default)]
+    pub per_batch_bytes: Vec<f64>,
+    /// How a per-batch planner serves (`per batch, libra-rebalance,
+    /// previous-batch predictor (measured)`); `None` for a static plan.
+    #[serde(default)]
+    pub schedule: Option<String>,
+    /// The rule these figures are measured under when it is not the
+    /// view's: a per-batch plan's own (`libra-rebalance`).
+    #[serde(default)]
+    pub own_rule: Option<String>,
+}
+
+/// Where a plan's (token, expert) pairs are served, over all batches: the
+/// pair counts of [`Traffic`] (the busiest GPU's ingress and egress are the
+/// simulator's, not the view's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+pub struct PairTraffic {
+    /// Pairs in all.
+    pub pairs: f64,
+    /// Served on their source GPU.
+    pub local: f64,
+    /// Served on another GPU of the source's node.
+    pub intra_node: f64,
+    /// Served on another node.
+    pub cross_node: f64,
+    /// Cross-node pairs × hidden size × bytes per activation element.
+    pub cross_node_bytes: f64,
+}
+
+impl From<&Traffic> for PairTraffic {
+    fn from(t: &Traffic) -> Self {
+        PairTraffic {
+            pairs: t.pairs,
+            local: t.local,
+            intra_node: t.intra_node,
+            cross_node: t.cross_node,
+            cross_node_bytes: t.cross_node_bytes,
+        }
+    }
+}
+
+/// What one planner says beside its plans ([`Prepared::notes`]): how it
+/// fell back or what the workload lacks (GRACE with counts only groups by
+/// load, having no affinity).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+pub struct PlannerNote {
+    /// The planner's id (`grace`).
+    pub name: String,
+    /// What it says, one line.
+    pub text: String,
+}
+
+/// One layer's placement: every GPU's experts, replicas marked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+pub struct LayerView {
+    /// The model's layer id.
+    pub layer: u32,
+    /// Per GPU: (expert, copies of that expert in the layer, share of the
+    /// layer's tokens this copy receives).
+    pub gpus: Vec<Vec<(u32, u32, f64)>>,
+}
+
+/// Everything the page draws for one budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+pub struct View {
+    /// The cluster.
+    pub topology: Topology,
+    /// The MoE layers' model ids.
+    pub layer_ids: Vec<u32>,
+    /// Batches replayed.
+    pub batches: usize,
+    /// The dispatch rule the plans' balance and traffic are measured under
+    /// ([`Rule::name`]); the curve and the load map are always `even`.
+    #[serde(default)]
+    pub rule: String,
+    /// Every registered planner that reads the loads, in registry order
+    /// (BASE, EPLB at its default — one slot per GPU more than the experts
+    /// need —, CRAFT); a planner that cannot run on this cluster is absent
+    /// and explained in `notes`.
+    pub plans: Vec<PlanFigures>,
+    /// Why a planner is missing.
+    pub notes: Vec<String>,
+    /// What the planners shown say beside their plans, in their order
+    /// (they change with the trace and the cluster only).
+    #[serde(default)]
+    pub planner_notes: Vec<PlannerNote>,
+    /// The id of the focus planner (`craft`): the one the budget moves,
+    /// whose curve, load map and layer view these are.
+    #[serde(default)]
+    pub focus: String,
+    /// CRAFT's replication factor used.
+    pub replicas_per_gpu: usize,
+    /// CRAFT's automatic choice.
+    pub auto_replicas_per_gpu: usize,
+    /// CRAFT's balancedness-vs-R curve.
+    pub curve: Vec<CurvePoint>,
+    /// CRAFT's load per GPU and layer over all batches, relative to the
+    /// layer's mean GPU load (1.0 = average): `heat[layer][gpu]`.
+    pub heat: Vec<Vec<f64>>,
+    /// The chosen layer under CRAFT.
+    pub layer: LayerView,
+    /// The chosen layer as GRACE grouped it, when the workload has token
+    /// routes (without them there is no affinity to draw).
+    #[serde(default)]
+    pub grouping: Option<GroupingView>,
+}
+
+impl Workspace {
+    /// Plans `trace` on `cluster`: every shown planner's preparation, the
+    /// ones the budget does not move (BASE, EPLB) planned at their defaults
+    /// and replayed.
+    ///
+    /// ```
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::{synth::generator, data::model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
+    /// let v = ws.view(Some(2), 0)?;
+    /// assert_eq!((v.plans[2].name.as_str(), v.focus.as_str()), ("craft", "craft"));
+    /// assert_eq!(v.plans[1].label, "EPLB +8");
+    /// assert_eq!(v.heat.len(), 16);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn new(trace: LoadTrace, cluster: Cluster) -> Result<Workspace> {
+        Workspace::with_progress(trace, cluster, |_| {})
+    }
+
+    /// [`Workspace::new`], naming each phase as it starts.
+    pub fn with_progress(
+        trace: LoadTrace,
+        cluster: Cluster,
+        phase: impl FnMut(&str),
+    ) -> Result<Workspace> {
+        Workspace::of_workload(Workload::new(trace), cluster, phase)
+    }
+
+    /// [`Workspace::with_progress`] for any workload: with token routes
+    /// ([`Workload::from_tokens`]) GRACE groups by affinity, the view
+    /// carries its [`GroupingView`], and every plan's traffic is replayed
+    /// from the tokens' ranks (no closed form of even arrival).
+    ///
+    /// ```
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+    /// use moeplan::{data::model, data::Workload};
+    /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?;
+    /// let ws = Workspace::of_workload(Workload::from_tokens(t, 128)?, Cluster { nodes: 2, gpus_per_node: 4, groups: 1 }, |_| {})?;
+    /// let g = ws.view(Some(2), 3)?.grouping.unwrap();
+    /// assert_eq!((g.order.len(), g.sizes.iter().sum::<usize>()), (64, 64));
+    /// assert!(g.ratio.is_some() && !g.curve.is_empty());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn of_workload(
+        work: Workload,
+        cluster: Cluster,
+        phase: impl FnMut(&str),
+    ) -> Result<Workspace> {
+        Workspace::of_workload_reusing(work, cluster, None, phase)
+    }
+
+    /// [`Workspace::of_workload`] that keeps from `previous` what does not
+    /// depend on the cluster when it planned the same token routes: GRACE's
+    /// affinity and the spectral clusterings it has done
+    /// ([`GraceAnalysis`]), so a GPU or node change re-plans GRACE without
+    /// counting the affinity or decomposing the whole layer again. The
+    /// workspace is the same as [`Workspace::of_workload`]'s.
+    ///
+    /// ```
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+    /// use moeplan::{data::model, data::Workload};
+    /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?;
+    /// let work = Workload::from_tokens(t, 128)?;
+    /// let c = |nodes, gpus_per_node| Cluster { nodes, gpus_per_node, groups: 1 };
+    /// let first = Workspace::of_workload(work.clone(), c(2, 4), |_| {})?;
+    /// let next = Workspace::of_workload_reusing(work.clone(), c(1, 8), Some(&first), |_| {})?;
+    /// let fresh = Workspace::of_workload(work, c(1, 8), |_| {})?;
+    /// assert_eq!(next.view(Some(2), 3)?, fresh.view(Some(2), 3)?);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn of_workload_reusing(
+        work: Workload,
+        cluster: Cluster,
+        previous: Option<&Workspace>,
+        mut phase: impl FnMut(&str),
+    ) -> Result<Workspace> {
+        // Reused only for the very same routes: the analysis is theirs.
+        let mut grace_analysis = previous
+            .filter(|p| p.work.tokens().is_some() && p.work.tokens() == work.tokens())
+            .and_then(|p| p.grace_analysis.clone());
+        let trace = work.trace();
+        let topology = Topology::new(cluster.nodes, cluster.gpus_per_node)?;
+        if cluster.groups == 0 {
+            return Err(Error::Argument("expert groups must be at least 1".into()));
+        }
+        let settings = Settings::new().with(GROUPS.name, Value::Count(cluster.groups))?;
+        let cost = trace
+            .model()
+            .and_then(|m| model::preset(m).ok())
+            .map_or_else(CostModel::default, CostModel::for_model);
+        let mut entries = Vec::new();
+        let mut focus = None;
+        let mut curve = Vec::new();
+        let mut auto_r = 0;
+        let mut grace_ready = None;
+        for planner in registry().iter().copied().filter(|p| shown(*p, &work)) {
+            phase(&planner.preparing());
+            let slider = planner.budget_unit() == Some(Unit::ReplicasPerGpu);
+            let prepared = if planner.id() == grace::ID && work.tokens().is_some() {
+                grace::prepare(
+                    &work,
+                    topology,
+                    &settings,
+                    &mut grace_analysis,
+                    &mut grace_ready,
+                )
+            } else {
+                prepare(planner, &work, topology, &settings)
+            };
+            let notes = prepared.as_ref().map(|p| p.notes()).unwrap_or_default();
+            let state = match prepared {
+                Ok(ready) if slider => {
+                    if focus.is_none() {
+                        phase(&format!("tracing {}'s curve", planner.display()));
+                        if let Some(c) = ready.curve() {
+                            curve = c;
+                            auto_r = ready.auto_budget()?.unwrap_or(0);
+                            focus = Some(entries.len());
+                        }
+                    }
+                    State::Slider(Arc::from(ready))
+                }
+                Ok(ready) => settle(planner, ready.as_ref(), &work, topology, &cost),
+                // The budget's planner is what the page draws: without it
+                // there is nothing to show.
+                Err(e) if slider => return Err(e),
+                Err(e) => State::Failed(e.to_string()),
+            };
+            entries.push(Entry {
+                id: planner.id(),
+                display: planner.display(),
+                state,
+                notes,
+            });
+        }
+        let focus = focus.ok_or_else(|| {
+            Error::Argument("no registered planner takes a budget in replicas per GPU".into())
+        })?;
+        let summed = work.trace().summed();
+        // Even arrival under `even`: each of the D GPUs sends 1 / D of every
+        // expert's pairs, wherever its copies are (`moeplan::judge`, traffic.rs).
+        let even_traffic = work.num_sources().is_none().then(|| {
+            let (d, g) = (topology.num_gpus() as f64, topology.gpus_per_node() as f64);
+            let pairs = summed.sum();
+            let cross = pairs * (d - g) / d;
+            PairTraffic {
+                pairs,
+                local: pairs / d,
+                intra_node: pairs * (g - 1.0) / d,
+                cross_node: cross,
+                cross_node_bytes: cross * cost.hidden as f64 * cost.bytes_per_activation as f64,
+            }
+        });
+        Ok(Workspace {
+            summed,
+            work,
+            topology,
+            cluster,
+            entries,
+            focus,
+            curve,
+            auto_r,
+            cost,
+            even_traffic,
+            grace: grace_ready,
+            grace_analysis,
+            grouping: Arc::default(),
+            batches: Arc::default(),
+        })
+    }
+
+    /// The workload planned: the trace, and its token routes or sources
+    /// when it has them.
+    ///
+    /// ```
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::{synth::generator, data::model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
+    /// assert!(ws.workload().tokens().is_none());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn workload(&self) -> &Workload {
+        &self.work
+    }
+
+    /// The trace.
+    pub fn trace(&self) -> &LoadTrace {
+        self.work.trace()
+    }
+
+    /// The cluster's shape.
+    pub fn topology(&self) -> Topology {
+        self.topology
+    }
+
+    /// The settings this workspace was built for.
+    pub fn cluster(&self) -> Cluster {
+        self.cluster
+    }
+
+    /// The focus planner's (CRAFT's) plan for `replicas_per_gpu` (`None`:
+    /// automatic).
+    pub fn focus_plan(&self, replicas_per_gpu: Option<usize>) -> Result<Plan> {
+        Ok(self.focus()?.plan(replicas_per_gpu)?.plan)
+    }
+
+    /// The focus planner: the one the budget moves, whose plan
+    /// [`Workspace::focus_plan`] and [`Workspace::export`] give.
+    ///
+    /// ```
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::{synth::generator, data::model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
+    /// assert_eq!(ws.focus_id().map(|id| id.as_str()), Some("craft"));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn focus_id(&self) -> Option<PlannerId> {
+        self.entries.get(self.focus).map(|e| e.id)
+    }
+
+    /// The planners shown, in order, with why any of them could not plan.
+    ///
+    /// ```
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::{synth::generator, data::model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 6, groups: 1 })?;
+    /// let ids: Vec<String> = ws.planners().iter().map(|(id, _)| id.to_string()).collect();
+    /// assert_eq!(ids[..3], ["base", "eplb", "craft"]); // then any planner added after CRAFT
+    /// assert!(ws.planners()[0].1.is_some()); // 64 experts do not fill 6 GPUs evenly
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn planners(&self) -> Vec<(PlannerId, Option<&str>)> {
+        self.entries
+            .iter()
+            .map(|e| match &e.state {
+                State::Failed(why) => (e.id, Some(why.as_str())),
+                _ => (e.id, None),
+            })
+            .collect()
+    }
+
+    /// What the planners shown say beside their plans, in their order.
+    ///
+    /// ```
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::{synth::generator, data::model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
+    /// // Counts only: GRACE has no affinity to group by, and says so.
+    /// let grace = ws.planner_notes().into_iter().find(|n| n.name == "grace").unwrap();
+    /// assert!(grace.text.contains("no token routes"));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn planner_notes(&self) -> Vec<PlannerNote> {
+        self.entries
+            .iter()
+            .flat_map(|e| {
+                e.notes.iter().map(|text| PlannerNote {
+                    name: e.id.to_string(),
+                    text: text.clone(),
+                })
+            })
+            .collect()
+    }
+
+    fn focus(&self) -> Result<&Arc<dyn Prepared>> {
+        match self.entries.get(self.focus).map(|e| &e.state) {
+            Some(State::Slider(ready)) => Ok(ready),
+            _ => Err(Error::Argument(
+                "the workspace has no budgeted planner".into(),
+            )),
+        }
+    }
+
+    /// The figures for one budget and the placement of layer index `layer`,
+    /// under the evaluator's even split.
+    pub fn view(&self, replicas_per_gpu: Option<usize>, layer: usize) -> Result<View> {
+        self.view_under(replicas_per_gpu, layer, Rule::Even)
+    }
+
+    /// [`Workspace::view`] with every plan's balance and traffic measured by
+    /// [`simulate`] under `rule`. Under [`Rule::Even`] the figures are
+    /// exactly [`Workspace::view`]'s (CRAFT's from its preparation, the
+    /// others' from [`evaluate`]) and the traffic is the closed form of even
+    /// arrival (no replay: a budget change stays as cheap as before). A plan the
+    /// budget does not move is replayed once per rule asked for in a row.
+    ///
+    /// ```
+    /// use moeplan::judge::Rule;
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::{synth::generator, data::model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 2, gpus_per_node: 4, groups: 1 })?;
+    /// let v = ws.view_under(Some(2), 0, Rule::Optimal)?;
+    /// assert_eq!(v.rule, "optimal");
+    /// let t = &v.plans[2].traffic;
+    /// assert!((t.local + t.intra_node + t.cross_node - t.pairs).abs() < 1e-6 * t.pairs);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn view_under(
+        &self,
+        replicas_per_gpu: Option<usize>,
+        layer: usize,
+        rule: Rule,
+    ) -> Result<View> {
+        self.view_inner(replicas_per_gpu, layer, rule, false)
+    }
+
+    /// [`Workspace::view_under`] with every plan's imbalance per batch
+    /// ([`PlanFigures::per_batch_imbalance`]). A view without it leaves a
+    /// plan's series out under `even` unless it was computed before (the
+    /// planners' own figures are per layer, and a series takes a replay:
+    /// about 7 ms natively for DeepSeek-V3's 64 batches on 64 GPUs, most of
+    /// a budget change), so the page asks for them after a new trace or
+    /// cluster and once the slider rests.
+    ///
+    /// ```
+    /// use moeplan::judge::Rule;
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::{synth::generator, data::model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
+    /// let craft = |v: moeplan_view::View| v.plans.into_iter().find(|p| p.name == "craft").unwrap();
+    /// assert!(craft(ws.view(Some(3), 0)?).per_batch_imbalance.is_empty());
+    /// assert_eq!(craft(ws.view_with_batches(Some(3), 0, Rule::Even)?).per_batch_imbalance.len(), 4);
+    /// assert_eq!(craft(ws.view(Some(3), 0)?).per_batch_imbalance.len(), 4); // kept
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn view_with_batches(
+        &self,
+        replicas_per_gpu: Option<usize>,
+        layer: usize,
+        rule: Rule,
+    ) -> Result<View> {
+        self.view_inner(replicas_per_gpu, layer, rule, true)
+    }
+
+    fn view_inner(
+        &self,
+        replicas_per_gpu: Option<usize>,
+        layer: usize,
+        rule: Rule,
+        batches: bool,
+    ) -> Result<View> {
+        let focus = self.focus()?.plan(replicas_per_gpu)?;
+        let l = self.trace().num_layers();
+        if layer >= l {
+            return Err(Error::Argument(format!(
+                "layer index {layer} is outside 0..{l}"
+            )));
+        }
+        let mut plans = Vec::new();
+        let mut notes = Vec::new();
+        for (i, entry) in self.entries.iter().enumerate() {
+            let planner = entry.id.planner()?;
+            match &entry.state {
+                State::Failed(e) => notes.push(format!("{}: {e}", entry.display)),
+                State::Fixed(fixed) => {
+                    let mut f = figures(planner, fixed.budget, &fixed.report);
+                    f.per_batch_imbalance = self.fixed_batches(fixed, batches)?;
+                    match (rule, self.even_traffic) {
+                        (Rule::Even, Some(t)) => f.traffic = t,
+                        (Rule::Even, None) => f.traffic = self.fixed_under(fixed, rule)?.traffic,
+                        _ => self.fixed_under(fixed, rule)?.apply(&mut f),
+                    }
+                    plans.push(f);
+                }
+                State::Scheduled(s) => plans.push(s.figures(planner)),
+                State::Slider(_) if i == self.focus => {
+                    plans.push(self.slider_under(planner, &focus, rule, batches)?);
+                }
+                State::Slider(ready) => {
+                    let planned = ready.plan(replicas_per_gpu)?;
+                    plans.push(self.slider_under(planner, &planned, rule, batches)?);
+                }
+            }
+        }
+        Ok(View {
+            topology: self.topology,
+            layer_ids: self.trace().layer_ids().to_vec(),
+            batches: self.trace().num_batches(),
+            rule: rule.name().to_string(),
+            plans,
+            notes,
+            planner_notes: self.planner_notes(),
+            focus: self
+                .entries
+                .get(self.focus)
+                .map(|e| e.id.to_string())
+                .unwrap_or_default(),
+            replicas_per_gpu: focus.budget.unwrap_or(0),
+            auto_replicas_per_gpu: self.auto_r,
+            curve: self.curve.clone(),
+            heat: self.heat(&focus.plan),
+            layer: self.layer_view(&focus.plan, layer),
+            grouping: self.grouping_view(layer)?,
+        })
+    }
+
+    /// The focus planner's (CRAFT's) plan for a budget in the project's JSON
+    /// or SGLang's `--init-expert-location` JSON (`format`: `moeplan` or
+    /// `sglang`).
+    /// SGLang needs the same slot count on every GPU in every layer; a CRAFT
+    /// plan that varies is padded to the closest such plan
+    /// ([`Plan::padded_to_uniform`]) and the export says so.
+    pub fn export(&self, replicas_per_gpu: Option<usize>, format: &str) -> Result<Export> {
+        let plan = self.focus_plan(replicas_per_gpu)?;
+        match format {
+            "moeplan" => Ok(Export {
+                text: plan_json::write(
+                    &plan,
+                    &PlanMeta {
+                        model_layers: Some(self.trace().model_layers()),
+                        model: self.trace().model().map(str::to_string),
+                        holdout: None,
+                        options: self.focus_options(replicas_per_gpu),
+                    },
+                ),
+                note: None,
+            }),
+            "sglang" => {
+                let (plan, note) = if plan.uniform_slots_per_gpu().is_some() {
+                    (plan, None)
+                } else {
+                    let padded = plan.padded_to_uniform(self.summed.view())?;
+                    let added = padded.summary().replicas - plan.summary().replicas;
+                    let per_gpu = padded.uniform_slots_per_gpu().unwrap_or(0);
+                    let note = format!(
+                        "SGLang needs the same slot count on every GPU in every layer: padded to {per_gpu} slots per GPU with {added} more replicas (the hottest experts per copy)"
+                    );
+                    (padded, Some(note))
+                };
+                Ok(Export {
+                    text: sglang::write_init_expert_location(
+                        &plan,
+                        self.trace().known_model_layers(),
+                    )?,
+                    note,
+                })
+            }
+            other => Err(Error::Argument(format!(
+                "unknown export format {other:?}: moeplan or sglang"
+            ))),
+        }
+    }
+
+    /// The focus planner's options for a budget (the rest at their
+    /// defaults, as the workspace plans it), as a plan file records them.
+    fn focus_options(&self, replicas_per_gpu: Option<usize>) -> Option<Settings> {
+        let spec = focus_planner()?.spec();
+        let budget = spec
+            .options
+            .iter()
+            .find(|o| matches!(o.kind, moeplan::planners::Kind::Budget(_)))?;
+        let value = replicas_per_gpu.map_or(Value::Auto, Value::Count);
+        let set = Settings::new().with(budget.name, value).ok()?;
+        Some(set.resolved_for(spec))
+    }
+
+    fn measure(&self, plan: &Plan, rule: Rule) -> Result<Measured> {
+        let r = simulate(&self.work, &Strategy::fixed(plan.clone(), rule), &self.cost)?;
+        Ok(Measured {
+            balancedness: r.balancedness,
+            imbalance_ratio: r.imbalance_ratio,
+            per_layer: r.per_layer,
+            per_batch: r.per_batch_imbalance_ratio,
+            traffic: PairTraffic::from(&r.traffic),
+        })
+    }
+
+    /// A fixed plan under `rule`, replayed once while the rule stays.
+    fn fixed_under(&self, fixed: &Fixed, rule: Rule) -> Result<Measured> {
+        if let Ok(under) = fixed.under.lock() {
+            if let Some((r, m)) = under.as_ref() {
+                if *r == rule {
+                    return Ok(m.clone());
+                }
+            }
+        }
+        let m = self.measure(&fixed.plan, rule)?;
+        if let Ok(mut under) = fixed.under.lock() {
+            *under = Some((rule, m.clone()));
+        }
+        Ok(m)
+    }
+
+    /// A budgeted plan's figures under `rule` (under `even`: its planner's
+    /// own figures, and the closed form's traffic).
+    fn slider_under(
+        &self,
+        planner: &dyn Planner,
+        planned: &moeplan::planners::Planned,
+        rule: Rule,
+        batches: bool,
+    ) -> Result<PlanFigures> {
+        let mut f = slider_figures(planner, planned, self.trace())?;
+        match (rule, self.even_traffic) {
+            (Rule::Even, Some(t)) => {
+                f.traffic = t;
+                f.per_batch_imbalance = self.slider_batches(planner.id(), planned, batches)?;
+            }
+            (Rule::Even, None) => {
+                let m = self.measure(&planned.plan, rule)?;
+                f.traffic = m.traffic;
+                f.per_batch_imbalance = m.per_batch;
+            }
+            _ => self.measure(&planned.plan, rule)?.apply(&mut f),
+        }
+        Ok(f)
+    }
+
+    /// A fixed plan's series under `even`: kept once computed, computed when
+    /// `compute`, else empty.
+    fn fixed_batches(&self, fixed: &Fixed, compute: bool) -> Result<Vec<f64>> {
+        if let Ok(kept) = fixed.per_batch.lock() {
+            if let Some(v) = kept.as_ref() {
+                return Ok(v.clone());
+            }
+        }
+        if !compute {
+            return Ok(Vec::new());
+        }
+        let v = self.per_batch_even(&fixed.plan)?;
+        if let Ok(mut kept) = fixed.per_batch.lock() {
+            *kept = Some(v.clone());
+        }
+        Ok(v)
+    }
+
+    /// A budgeted plan's series under `even`: the last one computed for
+    /// this planner and budget, else computed when `compute`, else empty.
+    fn slider_batches(
+        &self,
+        id: PlannerId,
+        planned: &moeplan::planners::Planned,
+        compute: bool,
+    ) -> Result<Vec<f64>> {
+        if let Ok(kept) = self.batches.lock() {
+            if let Some((_, _, v)) = kept
+                .iter()
+                .find(|(i, b, _)| *i == id && *b == planned.budget)
+            {
+                return Ok(v.clone());
+            }
+        }
+        if !compute {
+            return Ok(Vec::new());
+        }
+        let v = self.per_batch_even(&planned.plan)?;
+        if let Ok(mut kept) = self.batches.lock() {
+            kept.retain(|(i, _, _)| *i != id);
+            kept.push((id, planned.budget, v.clone()));
+        }
+        Ok(v)
+    }
+
+    /// A budgeted plan's imbalance ratio per batch under `even` (its
+    /// planner's own figures are per layer only).
+    fn per_batch_even(&self, plan: &Plan) -> Result<Vec<f64>> {
+        moeplan::judge::eval::per_batch_imbalance(self.trace(), plan)
+    }
+
+    /// Re-plans the per-batch planners (Libra) with `settings` (their
+    /// options: Libra's `N`, predictor, …), leaving every other plan as it
+    /// is — the budget's planner is not touched. On an error (a path-table
+    /// predictor on counts) nothing changes.
+    ///
+    /// ```
+    /// use moeplan::planners::{Settings, Value};
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::{synth::generator, data::model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+    /// let mut ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
+    /// let before = ws.view(None, 0)?.plans.into_iter().find(|p| p.name == "libra").unwrap();
+    /// ws.replan_scheduled(&Settings::new().with("extra_experts_per_gpu", Value::Count(1))?)?;
+    /// let after = ws.view(None, 0)?.plans.into_iter().find(|p| p.name == "libra").unwrap();
+    /// assert!(after.imbalance_ratio > before.imbalance_ratio); // fewer copies
+    /// let path = Settings::new().with("predictor", Value::Word("path-table".into()))?;
+    /// assert!(ws.replan_scheduled(&path).is_err()); // counts only: no token paths
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn replan_scheduled(&mut self, settings: &Settings) -> Result<()> {
+        let settings = settings
+            .clone()
+            .with(GROUPS.name, Value::Count(self.cluster.groups))?;
+        let mut next = Vec::new();
+        for (i, entry) in self.entries.iter().enumerate() {
+            let planner = entry.id.planner()?;
+            if !planner.per_batch() || too_large_per_batch(&self.work, self.topology).is_some() {
+                continue;
+            }
+            let ready = prepare(planner, &self.work, self.topology, &settings)?;
+            let planned = ready.plan(None)?;
+            let Some(s) = ready.schedule(&planned.plan, &self.work)? else {
+                continue;
+            };
+            let state = State::Scheduled(Box::new(Scheduled::replay(
+                s,
+                &self.work,
+                &self.cost,
+                planned.plan.summary().replica_slots_fullest_gpu,
+            )?));
+            next.push((i, state, ready.notes()));
+        }
+        for (i, state, notes) in next {
+            if let Some(entry) = self.entries.get_mut(i) {
+                entry.state = state;
+                entry.notes = notes;
+            }
+        }
+        Ok(())
+    }
+
+    fn heat(&self, plan: &Plan) -> Vec<Vec<f64>> {
+        let e = self.trace().num_experts();
+        plan.layers()
+            .iter()
+            .enumerate()
+            .map(|(l, lp)| {
+                let w = self.summed.row(l);
+                let copies = lp.copies(e);
+                let loads: Vec<f64> = lp
+                    .gpus
+                    .iter()
+                    .map(|g| {
+                        g.iter()
+                            .map(|&x| w[x as usize] / copies[x as usize].max(1) as f64)
+                            .sum()
+                    })
+                    .collect();
+                let mean = loads.iter().sum::<f64>() / loads.len().max(1) as f64;
+                // Three decimals are all a colour can show; they keep the
+                // page's messages small.
+                loads
+                    .iter()
+                    .map(|&x| {
+                        if mean > 0.0 {
+                            (x / mean * 1e3).round() / 1e3
+                        } else {
+                            1.0
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn layer_view(&self, plan: &Plan, layer: usize) -> LayerView {
+        let lp = &plan.layers()[layer];
+        let e = self.trace().num_experts();
+        let w = self.summed.row(layer);
+        let total = w.sum();
+        let copies = lp.copies(e);
+        LayerView {
+            layer: lp.layer,
+            gpus: lp
+                .gpus
+                .iter()
+                .map(|g| {
+                    g.iter()
+                        .map(|&x| {
+                            let c = copies[x as usize].max(1);
+                            let share = if total > 0.0 {
+                                (w[x as usize] / c as f64 / total * 1e6).round() / 1e6
+                            } else {
+                                0.0
+                            };
+                            (x, c, share)
+                        })
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The planner a workspace will most likely centre on, from the registry
+/// alone (before any trace is planned): the first that reads the loads with
+/// a budget in replicas per GPU. A workspace takes the first such planner
+/// that also traces a curve ([`View::focus`] says which it took), so front
+/// ends title the budget's controls with this one until a view arrives.
+///
+/// ```
+/// let p = moeplan_view::focus_planner().unwrap();
+/// assert_eq!((p.id().as_str(), p.display()), ("craft", "CRAFT"));
+/// ```
+pub fn focus_planner() -> Option<&'static dyn Planner> {
+    registry()
+        .iter()
+        .copied()
+        .find(|p| p.needs() == Needs::Counts && p.budget_unit() == Some(Unit::ReplicasPerGpu))
+}
+
+/// The planners a workspace shows: those that read the loads (the page is
+/// about balancing them; contiguous placement, which ignores them, is
+/// `compare`'s floor) and whose needs this workload meets.
+fn shown(planner: &dyn Planner, work: &Workload) -> bool {
+    planner.needs() >= Needs::Counts && planner.needs().met_by(work)
+}
+
+fn figures(planner: &dyn Planner, budget: Option<usize>, r: &EvalReport) -> PlanFigures {
+    PlanFigures {
+        name: planner.id().to_string(),
+        label: planner.title(budget),
+        budget,
+        balancedness: r.balancedness,
+        imbalance_ratio: r.imbalance_ratio,
+        replicas: r.replicas,
+        replica_slots_per_gpu: r.replica_slots_fullest_gpu,
+        bound: r.bound,
+        per_layer: r.per_layer.clone(),
+        replicas_per_layer: r.replicas_per_layer.clone(),
+        traffic: PairTraffic::default(),
+        per_batch_imbalance: Vec::new(),
+        per_batch_bytes: Vec::new(),
+        schedule: None,
+        own_rule: None,
+    }
+}
+
+/// Figures of a plan the budget moves: what its planner measured when it
+/// prepared, else a replay.
+fn slider_figures(
+    planner: &dyn Planner,
+    planned: &moeplan::planners::Planned,
+    trace: &LoadTrace,
+) -> Result<PlanFigures> {
+    let Some(pred) = &planned.predicted else {
+        return Ok(figures(
+            planner,
+            planned.budget,
+            &evaluate(trace, &planned.plan)?,
+        ));
+    };
+    let summary = planned.plan.summary();
+    Ok(PlanFigures {
+        name: planner.id().to_string(),
+        label: planner.title(planned.budget),
+        budget: planned.budget,
+        balancedness: mean(&pred.balancedness),
+        imbalance_ratio: mean(&pred.imbalance),
+        replicas: summary.replicas,
+        replica_slots_per_gpu: summary.replica_slots_fullest_gpu,
+        bound: mean(&pred.bound),
+        per_layer: pred.balancedness.clone(),
+        replicas_per_layer: summary.replicas_per_layer,
+        traffic: PairTraffic::default(),
+        per_batch_imbalance: Vec::new(),
+        per_batch_bytes: Vec::new(),
+        schedule: None,
+        own_rule: None,
+    })
+}
+
+/// A prepared planner that the budget does not move, planned at its
+/// default: a static plan replayed once under `even`, or a per-batch
+/// planner's schedule (Libra) replayed under its own rule.
+fn settle(
+    planner: &dyn Planner,
+    ready: &dyn Prepared,
+    work: &Workload,
+    topology: Topology,
+    cost: &CostModel,
+) -> State {
+    if planner.per_batch() {
+        if let Some(why) = too_large_per_batch(work, topology) {
+            return State::Failed(why);
+        }
+    }
+    let made = ready
+        .plan(None)
+        .and_then(|p| match ready.schedule(&p.plan, work)? {
+            Some(s) => Ok(State::Scheduled(Box::new(Scheduled::replay(
+                s,
+                work,
+                cost,
+                p.plan.summary().replica_slots_fullest_gpu,
+            )?))),
+            None => {
+                let report = evaluate(work.trace(), &p.plan)?;
+                let per_batch = Arc::default();
+                Ok(State::Fixed(Box::new(Fixed {
+                    budget: p.budget,
+                    plan: p.plan,
+                    report,
+                    per_batch,
+                    under: Arc::default(),
+                })))
+            }
+        });
+    made.unwrap_or_else(|e| State::Failed(e.to_string()))
+}
+
+impl Scheduled {
+    fn replay(
+        s: moeplan::planners::Schedule,
+        work: &Workload,
+        cost: &CostModel,
+        base_replica_slots: usize,
+    ) -> Result<Self> {
+        let report = simulate(work, &s.strategy, cost)?;
+        let l_n = work.trace().num_layers();
+        let mut copies = vec![0usize; l_n];
+        let parts = match &s.strategy.placement {
+            moeplan::judge::Placement::Schedule(parts) => parts.len(),
+            moeplan::judge::Placement::Static(_) => 1,
+        };
+        if let moeplan::judge::Placement::Schedule(parts) = &s.strategy.placement {
+            for (_, plan) in parts {
+                for (c, r) in copies.iter_mut().zip(plan.summary().replicas_per_layer) {
+                    *c += r;
+                }
+            }
+        }
+        // The bound of a schedule counts its copies batch by batch (the
+        // base's would bound only static plans).
+        let bound = mean(&moeplan::judge::bound::per_batch_bound(
+            work.trace(),
+            &s.strategy.placement,
+        )?);
+        Ok(Scheduled {
+            bound,
+            about: s.about,
+            bytes_per_batch: s
+                .copies_per_batch
+                .iter()
+                .map(|&c| c as f64 * cost.expert_bytes as f64)
+                .collect(),
+            copies_per_layer: copies
+                .iter()
+                .map(|&c| (c as f64 / parts.max(1) as f64).round() as usize)
+                .collect(),
+            resident_slots_per_gpu: s.resident_slots_per_gpu,
+            base_replica_slots,
+            report,
+        })
+    }
+
+    /// Its figures: the replay's balance and traffic; its replicas are the
+    /// mean copies per batch, its replica memory on the fullest GPU the
+    /// base's plus the slots it keeps for copies (Libra's two buffers,
+    /// 2 · N), its bound that of its copies counted batch by batch
+    /// ([`moeplan::judge::bound::per_batch_bound`]).
+    fn figures(&self, planner: &dyn Planner) -> PlanFigures {
+        let r = &self.report;
+        PlanFigures {
+            name: planner.id().to_string(),
+            label: format!("{} ({})", planner.title(None), schedule_phrase(&r.rule)),
+            budget: None,
+            balancedness: r.balancedness,
+            imbalance_ratio: r.imbalance_ratio,
+            replicas: self.copies_per_layer.iter().sum(),
+            replica_slots_per_gpu: self.base_replica_slots + self.resident_slots_per_gpu,
+            bound: self.bound,
+            per_layer: r.per_layer.clone(),
+            replicas_per_layer: self.copies_per_layer.clone(),
+            traffic: PairTraffic::from(&r.traffic),
+            per_batch_imbalance: r.per_batch_imbalance_ratio.clone(),
+            per_batch_bytes: self.bytes_per_batch.clone(),
+            schedule: Some(self.about.clone()),
+            own_rule: Some(r.rule.clone()),
+        }
+    }
+}
+
+/// Batch × layer × GPU × expert cells above which a per-batch planner is not
+/// replayed in a workspace: Libra re-places every layer of every batch,
+/// about 75 ns a cell natively (the page's default, DeepSeek-V3's 64
+/// batches on 64 GPUs, 61 M cells: 4.3 s natively, 10 s in the page), and
+/// the page re-plans on every cluster change. The CLI has no such limit.
+pub const PER_BATCH_CELLS: usize = 4_000_000;
+
+/// Why a per-batch planner is not replayed on `work` and `topology`, if
+/// it is too large (see [`PER_BATCH_CELLS`]).
+fn too_large_per_batch(work: &Workload, topology: Topology) -> Option<String> {
+    let t = work.trace();
+    let cells = t
+        .num_batches()
+        .saturating_mul(t.num_layers())
+        .saturating_mul(topology.num_gpus())
+        .saturating_mul(t.num_experts());
+    (cells > PER_BATCH_CELLS).then(|| {
+        format!(
+            "re-placed every batch, not replayed here for {} batches × {} layers × {} GPUs × {} experts (over {} M cells: seconds per cluster change); fewer batches or GPUs, or the CLI (`moeplan compare`)",
+            t.num_batches(),
+            t.num_layers(),
+            topology.num_gpus(),
+            t.num_experts(),
+            PER_BATCH_CELLS / 1_000_000
+        )
+    })
+}
+
+/// `per batch, libra-rebalance`: what a per-batch plan's label says.
+fn schedule_phrase(rule: &str) -> String {
+    format!("per batch, {rule}")
+}
+
+impl Measured {
+    fn apply(self, f: &mut PlanFigures) {
+        f.balancedness = self.balancedness;
+        f.imbalance_ratio = self.imbalance_ratio;
+        f.per_layer = self.per_layer;
+        f.per_batch_imbalance = self.per_batch;
+        f.traffic = self.traffic;
+    }
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use moeplan::{data::model, synth::generator};
+
+    /// The closed form the view uses under `even` is the simulator's.
+    #[test]
+    fn even_traffic_is_the_simulators() {
+        let t = generator::generate(&generator::GenConfig::new(
+            model::preset("olmoe").unwrap(),
+            3,
+        ))
+        .unwrap();
+        let cluster = Cluster {
+            nodes: 2,
+            gpus_per_node: 4,
+            groups: 1,
+        };
+        let ws = Workspace::new(t, cluster).unwrap();
+        let v = ws.view(Some(3), 0).unwrap();
+        let plan = ws.focus_plan(Some(3)).unwrap();
+        let sim = simulate(&ws.work, &Strategy::fixed(plan, Rule::Even), &ws.cost).unwrap();
+        let (a, b) = (v.plans[2].traffic, PairTraffic::from(&sim.traffic));
+        for (x, y) in [
+            (a.pairs, b.pairs),
+            (a.local, b.local),
+            (a.intra_node, b.intra_node),
+            (a.cross_node, b.cross_node),
+            (a.cross_node_bytes, b.cross_node_bytes),
+        ] {
+            assert!((x - y).abs() <= 1e-9 * y.abs().max(1.0), "{x} vs {y}");
+        }
+        assert_eq!(v.rule, "even");
+    }
+
+    /// The per-batch series the page's timeline draws are the simulator's:
+    /// CRAFT's under `even` (summed without the simulator, to the bit),
+    /// the fixed plans' and Libra's schedule under libra-rebalance.
+    #[test]
+    fn per_batch_series_are_the_simulators() {
+        use moeplan::planners::libra::{LibraOptions, Predictor, libra_schedule};
+        let t = generator::generate(&generator::GenConfig::new(
+            model::preset("olmoe").unwrap(),
+            5,
+        ))
+        .unwrap();
+        let cluster = Cluster {
+            nodes: 2,
+            gpus_per_node: 4,
+            groups: 1,
+        };
+        let ws = Workspace::new(t.clone(), cluster).unwrap();
+        let v = ws.view_with_batches(Some(3), 0, Rule::Even).unwrap();
+        let plan = |name: &str| v.plans.iter().find(|p| p.name == name).unwrap();
+        let craft = ws.focus_plan(Some(3)).unwrap();
+        let sim = simulate(&ws.work, &Strategy::fixed(craft, Rule::Even), &ws.cost).unwrap();
+        assert_eq!(
+            plan("craft").per_batch_imbalance,
+            sim.per_batch_imbalance_ratio
+        );
+        let eplb = moeplan::planners::plan(
+            moeplan::planners::eplb::ID.planner().unwrap(),
+            &ws.work,
+            ws.topology,
+            &Settings::new(),
+        )
+        .unwrap();
+        let sim = simulate(&ws.work, &Strategy::fixed(eplb.plan, Rule::Even), &ws.cost).unwrap();
+        assert_eq!(
+            plan("eplb").per_batch_imbalance,
+            sim.per_batch_imbalance_ratio
+        );
+        let base = moeplan::planners::contiguous(&t, ws.topology).unwrap();
+        let s = libra_schedule(
+            &ws.work,
+            &base,
+            &Predictor::PreviousBatch,
+            &LibraOptions::default(),
+        )
+        .unwrap();
+        let sim = simulate(&ws.work, &s.strategy(), &ws.cost).unwrap();
+        let libra = plan("libra");
+        assert_eq!(libra.per_batch_imbalance, sim.per_batch_imbalance_ratio);
+        assert_eq!(libra.imbalance_ratio, sim.imbalance_ratio);
+        assert_eq!(libra.label, "LIBRA (per batch, libra-rebalance)");
+        let bytes: Vec<f64> = s
+            .copies
+            .iter()
+            .map(|&c| c as f64 * ws.cost.expert_bytes as f64)
+            .collect();
+        assert_eq!(libra.per_batch_bytes, bytes);
+        assert!(plan("eplb").per_batch_bytes.is_empty() && plan("eplb").schedule.is_none());
+        // Libra's figures do not follow the view's rule: its own is part of it.
+        let optimal = ws.view_under(Some(3), 0, Rule::Optimal).unwrap();
+        let again = optimal.plans.iter().find(|p| p.name == "libra").unwrap();
+        assert_eq!(again.imbalance_ratio, libra.imbalance_ratio);
+    }
+}

@@ -1,0 +1,11 @@
+//! What moeplan reasons about: a load trace (and token routes), the
+//! cluster, the model, a plan, and the workload a plan is judged on. No
+//! algorithm lives here, only the types, their checks and their summaries.
+
+pub mod model;
+pub mod plan;
+pub mod topology;
+pub mod trace;
+pub mod workload;
+
+pub use workload::Workload;

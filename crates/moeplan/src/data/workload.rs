@@ -1,0 +1,337 @@
+//! What the simulator replays: per-batch expert counts, and where the
+//! tokens come from.
+//!
+//! In expert-parallel serving every GPU is also a data-parallel rank that
+//! routes its own tokens, so a (token, expert) pair has a source GPU as well
+//! as a destination. A [`Workload`] knows the counts `B × L × E` (a
+//! [`LoadTrace`]) and, at one of three levels, the sources: none (tokens
+//! are assumed to arrive evenly from every rank), counts per source rank
+//! `B × L × S × E`, or token routes (a [`TokenTrace`] cut into batches of
+//! consecutive tokens, each token with its rank) — the only level at which
+//! vLLM's position-based rule is exact. Apart from the sources, a workload
+//! may carry every layer's expert affinity as recorded by the engine
+//! (TensorRT-LLM's co-occurrence counts): what GRACE-MoE groups by when
+//! there are no token routes to count it from.
+//!
+//! Source: the design brief's `Workload` (its section "Next
+//! shape"). Cost: O(B · L · S · E) to check per-source counts; reading one
+//! (batch, layer) of them O(S · E), of token routes O(tokens · top-k + S · E);
+//! checking affinity matrices O(L · E²).
+
+use std::sync::Arc;
+
+use ndarray::{Array2, Array4, Axis, s};
+
+use crate::data::trace::{LoadTrace, TokenTrace};
+use crate::error::{Error, Result};
+
+/// Most experts an affinity (co-activation) matrix is built for: `E × E`
+/// doubles, 128 MiB at this size, far beyond any model's few hundred routed
+/// experts.
+pub const MAX_AFFINITY_EXPERTS: usize = 4096;
+
+/// Tokens to replay and where they come from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    trace: LoadTrace,
+    sources: Sources,
+    /// Per layer index, `E × E` pair counts with a zero diagonal; shared,
+    /// as clones of a workload are frequent and the matrices `L · E²`.
+    affinity: Option<Arc<[Array2<f64>]>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Sources {
+    Even,
+    Counts(Array4<f64>),
+    Tokens {
+        tokens: TokenTrace,
+        batch_tokens: usize,
+        ranks: usize,
+    },
+}
+
+impl Workload {
+    /// Counts only: every rank is assumed to send `1 / D` of each expert's
+    /// tokens ("even arrival"), and reports say so.
+    ///
+    /// ```
+    /// use moeplan::{data::Workload, LoadTrace};
+    /// use ndarray::Array3;
+    /// let w = Workload::new(LoadTrace::new(Array3::from_elem((2, 1, 4), 1.0), vec![0])?);
+    /// assert_eq!(w.sources(), "even arrival (assumed)");
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn new(trace: LoadTrace) -> Self {
+        Workload {
+            trace,
+            sources: Sources::Even,
+            affinity: None,
+        }
+    }
+
+    /// Adds counts per source rank, `by_source[b][l][s][e]`, which must sum
+    /// over `s` to the trace's counts (within 1e-9 relative). Ranks beyond
+    /// `S` send nothing; `S` may not exceed the GPUs simulated.
+    ///
+    /// ```
+    /// use moeplan::{data::Workload, LoadTrace};
+    /// use ndarray::{Array3, Array4};
+    /// let trace = LoadTrace::new(Array3::from_elem((1, 1, 2), 4.0), vec![0])?;
+    /// let w = Workload::new(trace.clone()).with_sources(Array4::from_elem((1, 1, 2, 2), 2.0))?;
+    /// assert_eq!(w.num_sources(), Some(2));
+    /// assert!(Workload::new(trace).with_sources(Array4::from_elem((1, 1, 2, 2), 1.0)).is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn with_sources(self, by_source: Array4<f64>) -> Result<Self> {
+        let (b, l, s_n, e) = by_source.dim();
+        let want = self.trace.counts().dim();
+        if (b, l, e) != want || s_n == 0 {
+            return Err(Error::Mismatch(format!(
+                "per-source counts are {:?} (batches, layers, sources, experts), the trace {want:?} (batches, layers, experts) with at least one source",
+                by_source.dim()
+            )));
+        }
+        if let Some(((bi, li, si, ei), v)) = by_source
+            .indexed_iter()
+            .find(|(_, v)| !v.is_finite() || **v < 0.0)
+        {
+            return Err(Error::Trace(format!(
+                "per-source count {v} at batch {bi}, layer index {li}, source {si}, expert {ei}: counts must be finite and non-negative"
+            )));
+        }
+        let summed = by_source.sum_axis(Axis(2));
+        if let Some(((bi, li, ei), (x, y))) = summed
+            .indexed_iter()
+            .zip(self.trace.counts().iter())
+            .map(|((i, x), y)| (i, (*x, *y)))
+            .find(|(_, (x, y))| (x - y).abs() > 1e-9 * y.abs().max(1.0))
+        {
+            return Err(Error::Mismatch(format!(
+                "per-source counts sum to {x} at batch {bi}, layer index {li}, expert {ei}; the trace has {y}"
+            )));
+        }
+        Ok(Workload {
+            trace: self.trace,
+            sources: Sources::Counts(by_source),
+            affinity: self.affinity,
+        })
+    }
+
+    /// Token routes cut into batches of `batch_tokens` consecutive tokens
+    /// (the last may be shorter), each token from its recorded rank.
+    ///
+    /// ```
+    /// use moeplan::{data::Workload, TokenTrace};
+    /// use ndarray::array;
+    /// let t = TokenTrace::new(4, vec![0], vec![array![[0, 1], [2, 3], [1, 2]]], vec![0, 1, 1])?;
+    /// let w = Workload::from_tokens(t, 2)?;
+    /// assert_eq!((w.trace().num_batches(), w.num_sources()), (2, Some(2)));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn from_tokens(tokens: TokenTrace, batch_tokens: usize) -> Result<Self> {
+        let trace = tokens.to_load_trace(batch_tokens)?;
+        let ranks = tokens
+            .source_rank()
+            .iter()
+            .copied()
+            .max()
+            .map_or(1, |r| r as usize + 1);
+        Ok(Workload {
+            trace,
+            sources: Sources::Tokens {
+                tokens,
+                batch_tokens,
+                ranks,
+            },
+            affinity: None,
+        })
+    }
+
+    /// The counts `B × L × E`.
+    ///
+    /// ```
+    /// use moeplan::{data::Workload, LoadTrace};
+    /// use ndarray::Array3;
+    /// let w = Workload::new(LoadTrace::new(Array3::from_elem((3, 1, 4), 1.0), vec![0])?);
+    /// assert_eq!(w.trace().num_batches(), 3);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn trace(&self) -> &LoadTrace {
+        &self.trace
+    }
+
+    /// Source ranks known (`S`), `None` under even arrival.
+    ///
+    /// ```
+    /// use moeplan::{data::Workload, LoadTrace};
+    /// use ndarray::Array3;
+    /// let w = Workload::new(LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![0])?);
+    /// assert_eq!(w.num_sources(), None);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn num_sources(&self) -> Option<usize> {
+        match &self.sources {
+            Sources::Even => None,
+            Sources::Counts(a) => Some(a.dim().2),
+            Sources::Tokens { ranks, .. } => Some(*ranks),
+        }
+    }
+
+    /// Where the tokens come from, in words reports carry.
+    ///
+    /// ```
+    /// use moeplan::{data::Workload, TokenTrace};
+    /// use ndarray::array;
+    /// let t = TokenTrace::new(2, vec![0], vec![array![[0], [1]]], vec![0, 1])?;
+    /// assert_eq!(Workload::from_tokens(t, 2)?.sources(), "token routes");
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn sources(&self) -> &'static str {
+        match self.sources {
+            Sources::Even => "even arrival (assumed)",
+            Sources::Counts(_) => "per-source counts",
+            Sources::Tokens { .. } => "token routes",
+        }
+    }
+
+    /// The token routes, when the workload was built from them
+    /// ([`Workload::from_tokens`]); `None` for counts.
+    ///
+    /// ```
+    /// use moeplan::{data::Workload, TokenTrace};
+    /// use ndarray::array;
+    /// let t = TokenTrace::new(2, vec![0], vec![array![[0], [1]]], vec![0, 1])?;
+    /// let w = Workload::from_tokens(t, 2)?;
+    /// assert_eq!(w.tokens().map(|t| t.num_tokens()), Some(2));
+    /// assert!(Workload::new(w.trace().clone()).tokens().is_none());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn tokens(&self) -> Option<&TokenTrace> {
+        match &self.sources {
+            Sources::Tokens { tokens, .. } => Some(tokens),
+            _ => None,
+        }
+    }
+
+    /// Adds every layer's expert affinity, `affinity[l][[i, j]]`: tokens of
+    /// layer index `l` that chose both `i` and `j` — as an engine recorded
+    /// it (TensorRT-LLM's co-occurrence counts,
+    /// [`crate::formats::trtllm::read_cooccurrence`]), for planners that
+    /// group by affinity when the workload has no token routes (routes,
+    /// where present, take precedence). One `E × E` matrix per layer of the
+    /// trace, symmetric, finite and non-negative; the diagonal (an expert
+    /// with itself, which engines count) is cleared. The sources are kept.
+    ///
+    /// ```
+    /// use moeplan::{data::Workload, Error, LoadTrace};
+    /// use ndarray::{array, Array3};
+    /// let trace = LoadTrace::new(Array3::from_elem((1, 1, 2), 3.0), vec![0])?;
+    /// let w = Workload::new(trace.clone()).with_affinity(vec![array![[3.0, 2.0], [2.0, 3.0]]])?;
+    /// assert_eq!(w.affinity().map(|a| a[0].clone()), Some(array![[0.0, 2.0], [2.0, 0.0]]));
+    /// let wrong = Workload::new(trace).with_affinity(vec![array![[0.0, 1.0], [2.0, 0.0]]]);
+    /// assert!(matches!(wrong, Err(Error::Trace(_))));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn with_affinity(self, affinity: Vec<Array2<f64>>) -> Result<Self> {
+        let (layers, experts) = (self.trace.num_layers(), self.trace.num_experts());
+        if affinity.len() != layers {
+            return Err(Error::Mismatch(format!(
+                "{} affinity matrices for a trace of {layers} layers",
+                affinity.len()
+            )));
+        }
+        if experts > MAX_AFFINITY_EXPERTS {
+            return Err(Error::Limit(format!(
+                "an affinity matrix of {experts} × {experts} experts (at most {})",
+                MAX_AFFINITY_EXPERTS
+            )));
+        }
+        let mut checked = Vec::with_capacity(layers);
+        for (l, mut m) in affinity.into_iter().enumerate() {
+            if m.dim() != (experts, experts) {
+                return Err(Error::Mismatch(format!(
+                    "the affinity of layer index {l} is {:?}, the trace has {experts} experts",
+                    m.dim()
+                )));
+            }
+            if let Some(((i, j), v)) = m.indexed_iter().find(|(_, v)| !v.is_finite() || **v < 0.0) {
+                return Err(Error::Trace(format!(
+                    "affinity {v} of experts {i} and {j} in layer index {l}: pair counts must be finite and non-negative"
+                )));
+            }
+            if let Some(((i, j), v)) = m.indexed_iter().find(|((i, j), v)| {
+                m.get((*j, *i))
+                    .is_none_or(|w| (*v - w).abs() > 1e-9 * v.abs().max(1.0))
+            }) {
+                return Err(Error::Trace(format!(
+                    "affinity of experts {i} and {j} in layer index {l} is {v} one way and {} the other: it must be symmetric",
+                    m.get((j, i)).copied().unwrap_or(f64::NAN)
+                )));
+            }
+            m.diag_mut().fill(0.0);
+            checked.push(m);
+        }
+        Ok(Workload {
+            affinity: Some(checked.into()),
+            ..self
+        })
+    }
+
+    /// Every layer's affinity as added by [`Workload::with_affinity`]
+    /// (`None` otherwise, token routes included: GRACE counts those).
+    ///
+    /// ```
+    /// use moeplan::{data::Workload, LoadTrace};
+    /// use ndarray::Array3;
+    /// let w = Workload::new(LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![0])?);
+    /// assert!(w.affinity().is_none());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn affinity(&self) -> Option<&[Array2<f64>]> {
+        self.affinity.as_deref()
+    }
+
+    pub(crate) fn source_kind(&self) -> &Sources {
+        &self.sources
+    }
+
+    /// Counts of batch `b`, layer index `l` per (source, expert), `S × E`
+    /// row-major, in `scratch` (reused; no allocation once it is large
+    /// enough).
+    pub(crate) fn fill_source_counts(&self, b: usize, l: usize, scratch: &mut Vec<f64>) {
+        let e_n = self.trace.num_experts();
+        match &self.sources {
+            Sources::Even => scratch.clear(),
+            Sources::Counts(a) => {
+                scratch.clear();
+                scratch.extend(a.slice(s![b, l, .., ..]).iter().copied());
+            }
+            Sources::Tokens {
+                tokens,
+                batch_tokens,
+                ranks,
+            } => {
+                scratch.clear();
+                scratch.resize(ranks * e_n, 0.0);
+                let routes = tokens.routes(l);
+                let rank = tokens.source_rank();
+                for t in self.batch_range(b, *batch_tokens) {
+                    let s = rank[t] as usize;
+                    for &e in routes.row(t) {
+                        scratch[s * e_n + e as usize] += 1.0;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Token indices of batch `b`.
+    pub(crate) fn batch_range(&self, b: usize, batch_tokens: usize) -> std::ops::Range<usize> {
+        let n = match &self.sources {
+            Sources::Tokens { tokens, .. } => tokens.num_tokens(),
+            _ => 0,
+        };
+        (b * batch_tokens).min(n)..((b + 1) * batch_tokens).min(n)
+    }
+}

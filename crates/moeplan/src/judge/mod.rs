@@ -1,0 +1,457 @@
+//! One simulator for every planner: replay a [`Workload`] against a
+//! placement (one plan, or a schedule of plans over batch ranges) under an
+//! engine's real dispatch [`Rule`], and report balance, traffic and the
+//! expert bytes each re-placement moves.
+//!
+//! ```text
+//! Workload ──┐
+//! Strategy ──┼── simulate ──▶ Report { balance (overall, per layer, per batch),
+//! CostModel ─┘                          traffic (local / intra / cross-node, busiest
+//!                                       GPU's ingress and egress), bytes moved }
+//! ```
+//!
+//! - Balance is [`crate::judge::eval`]'s: per (batch, layer) the GPU loads the
+//!   rule produces, balancedness = mean / max and imbalance ratio = max /
+//!   mean; overall figures are the mean over batches, then over layers.
+//!   Under [`Rule::Even`] every figure equals [`crate::evaluate`]'s to the
+//!   last bit.
+//! - Sources: without them every GPU is assumed to send `1 / D` of each
+//!   expert's tokens, and [`Report::sources`] says so.
+//! - Traffic: see [`Traffic`] for the definitions. With token routes it
+//!   also counts token messages ([`Messages`]: a token sent once per
+//!   destination GPU / node), exact for deterministic choices and the
+//!   expectation for split ones; without them `Traffic::messages` is
+//!   `None` and nothing extra runs.
+//! - GRACE-MoE's rules ([`Rule::GraceWeighted`], [`Rule::GraceTopology`])
+//!   weigh copies by [`predicted_loads`] from the loads the plan was
+//!   planned on ([`Plan::profile`], which the registry records in every
+//!   plan): the paper's offline profile, so judged on held-out batches the
+//!   router knows only what it profiled. A plan without a profile (read
+//!   from an engine's file, or built by hand) falls back to the replayed
+//!   workload's own summed counts — in-sample knowledge —, and
+//!   [`Report::predictions`] says which.
+//! - A [`Placement::Schedule`] re-places experts between batch ranges;
+//!   each change moves the (GPU, expert) slots the new plan has and the old
+//!   lacks, times the bytes of one expert.
+//! - Figures are exact sums of the inputs where a rule is deterministic
+//!   and the sources are known (`SglangStatic` with per-source counts or
+//!   token routes, `Vllm` with token routes): integer counts give integer
+//!   loads and traffic. Even arrival divides by `D`.
+//!
+//! Source: the design brief, "Next shape: one simulator for every
+//! planner"; the rules' sources are listed in `judge/dispatch.rs`. Cost:
+//! O(B · L · (slots + D)) for even-split rules without sources (the bench:
+//! 256 batches × 58 layers × 256 experts on 64 GPUs); see `judge/replay.rs` for
+//! the rest, plus one SGLang map per plan for `SglangStatic`.
+//!
+//! ```
+//! use moeplan::judge::{simulate, CostModel, Rule, SglangVersion, Strategy, Workload};
+//! use moeplan::{synth::generator, data::model, planners, Topology};
+//! let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+//! let cfg = planners::EplbConfig { redundant_experts: 16, groups: 1 };
+//! let plan = planners::eplb(&trace, Topology::new(2, 4)?, cfg)?;
+//! let work = Workload::new(trace);
+//! let cost = CostModel::default();
+//! let vllm = simulate(&work, &Strategy::fixed(plan.clone(), Rule::Vllm), &cost)?;
+//! let best = simulate(&work, &Strategy::fixed(plan, Rule::Optimal), &cost)?;
+//! assert!(best.balancedness >= vllm.balancedness);
+//! assert_eq!(vllm.sources, "even arrival (assumed)");
+//! # Ok::<(), moeplan::Error>(())
+//! ```
+
+pub mod bound;
+mod dispatch;
+pub mod eval;
+mod optimal;
+mod pyrandom;
+mod rebalance;
+mod replay;
+mod sglang;
+mod slots;
+mod traffic;
+
+use std::ops::Range;
+
+use serde::Serialize;
+
+use crate::data::model::ModelPreset;
+use crate::data::plan::Plan;
+use crate::error::{Error, Result};
+
+pub(crate) use crate::data::workload::Sources;
+/// The simulator's input, re-exported where it is used.
+pub use crate::data::workload::Workload;
+pub use dispatch::{RouteShares, Rule, SglangVersion, predicted_loads};
+pub use optimal::{OptimalSplit, optimal_split};
+pub use rebalance::{DEFAULT_TOLERANCE_PERCENT, Rebalancer, RemoteStart};
+pub use sglang::sglang_dispatch_map;
+pub use traffic::{Messages, Traffic};
+
+/// Sizes that turn pair counts into bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CostModel {
+    /// Hidden size: elements of one token's activation.
+    pub hidden: usize,
+    /// Bytes per activation element sent (2 for bf16).
+    pub bytes_per_activation: usize,
+    /// Bytes of one expert's weights: what moving a copy costs.
+    pub expert_bytes: u64,
+}
+
+impl CostModel {
+    /// A model's sizes, activations sent in bf16.
+    ///
+    /// ```
+    /// use moeplan::{data::model, judge::CostModel};
+    /// let c = CostModel::for_model(model::preset("deepseek-v3")?);
+    /// assert_eq!((c.hidden, c.bytes_per_activation), (7168, 2));
+    /// assert_eq!(c, CostModel::default());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn for_model(preset: &ModelPreset) -> Self {
+        CostModel {
+            hidden: preset.hidden,
+            bytes_per_activation: 2,
+            expert_bytes: preset.expert_bytes(),
+        }
+    }
+}
+
+impl Default for CostModel {
+    /// DeepSeek-V3: hidden 7168, bf16 activations, FP8 experts of
+    /// 3 × 7168 × 2048 bytes.
+    fn default() -> Self {
+        CostModel {
+            hidden: 7168,
+            bytes_per_activation: 2,
+            expert_bytes: 3 * 7168 * 2048,
+        }
+    }
+}
+
+/// Where experts live while the batches run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Placement {
+    /// One plan for every batch.
+    Static(Plan),
+    /// Plans for consecutive batch ranges that together cover every batch
+    /// in order (`0..a`, `a..b`, …, `..B`).
+    Schedule(Vec<(Range<usize>, Plan)>),
+}
+
+/// A placement and the dispatch rule that serves it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Strategy {
+    /// Where experts live.
+    pub placement: Placement,
+    /// How a pair picks among copies.
+    pub rule: Rule,
+}
+
+impl Strategy {
+    /// One plan for every batch under `rule`.
+    ///
+    /// ```
+    /// use moeplan::judge::{Rule, Strategy};
+    /// use moeplan::{planners::contiguous, LoadTrace, Topology};
+    /// use ndarray::Array3;
+    /// let trace = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![0])?;
+    /// let s = Strategy::fixed(contiguous(&trace, Topology::new(1, 2)?)?, Rule::Even);
+    /// assert_eq!(s.rule, Rule::Even);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn fixed(plan: Plan, rule: Rule) -> Self {
+        Strategy {
+            placement: Placement::Static(plan),
+            rule,
+        }
+    }
+}
+
+/// One re-placement of a schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Move {
+    /// First batch served by the new plan.
+    pub at_batch: usize,
+    /// (GPU, expert) slots the new plan has that the old one lacks, over
+    /// all layers (a second copy on one GPU counts once more).
+    pub slots: usize,
+    /// `slots × expert_bytes`.
+    pub bytes: u64,
+}
+
+/// Everything one simulation measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The dispatch rule ([`Rule::name`]).
+    pub rule: String,
+    /// Where the tokens came from ([`Workload::sources`]).
+    pub sources: String,
+    /// GRACE's rules only: where their load predictions came from — the
+    /// plan's planning batches (its profile) or, for a plan without one,
+    /// the replayed batches themselves (in-sample).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predictions: Option<String>,
+    /// The planner(s) that made the plans, in schedule order.
+    pub algorithm: String,
+    /// Batches replayed.
+    pub batches: usize,
+    /// Model layer id of each MoE layer.
+    pub layer_ids: Vec<u32>,
+    /// Mean over batches, then layers, of mean / max GPU load.
+    pub balancedness: f64,
+    /// Mean over batches, then layers, of max / mean GPU load.
+    pub imbalance_ratio: f64,
+    /// Balancedness of each layer (mean over batches).
+    pub per_layer: Vec<f64>,
+    /// Imbalance ratio of each layer (mean over batches).
+    pub per_layer_imbalance_ratio: Vec<f64>,
+    /// Balancedness of each batch (mean over layers).
+    pub per_batch: Vec<f64>,
+    /// Imbalance ratio of each batch (mean over layers).
+    pub per_batch_imbalance_ratio: Vec<f64>,
+    /// Traffic over all batches (see [`Traffic`]).
+    pub traffic: Traffic,
+    /// Traffic of each batch.
+    pub per_batch_traffic: Vec<Traffic>,
+    /// Each re-placement of a schedule.
+    pub moves: Vec<Move>,
+    /// Expert bytes moved by all re-placements.
+    pub bytes_moved: u64,
+}
+
+/// [`Report::predictions`] when every plan records its profile.
+pub const PREDICTED_FROM_PROFILE: &str = "the plan's planning batches (its recorded profile)";
+/// [`Report::predictions`] when a plan records none.
+pub const PREDICTED_IN_SAMPLE: &str =
+    "the replayed batches themselves (the plan records no profile: in-sample knowledge)";
+
+/// Replays `workload` under `strategy`.
+///
+/// ```
+/// use moeplan::judge::{simulate, CostModel, Rule, Strategy, Workload};
+/// use moeplan::{evaluate, planners::contiguous, LoadTrace, Topology};
+/// use ndarray::Array3;
+/// let mut c = Array3::from_elem((2, 1, 4), 1.0);
+/// c[[0, 0, 3]] = 5.0;
+/// let trace = LoadTrace::new(c, vec![0])?;
+/// let plan = contiguous(&trace, Topology::new(1, 2)?)?;
+/// let r = simulate(&Workload::new(trace.clone()), &Strategy::fixed(plan.clone(), Rule::Even), &CostModel::default())?;
+/// assert_eq!(r.balancedness, evaluate(&trace, &plan)?.balancedness);
+/// assert_eq!(r.traffic.pairs, 12.0);
+/// assert_eq!(r.traffic.local, 6.0); // two GPUs, each sends half of every expert
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> Result<Report> {
+    let trace = workload.trace();
+    let (b_n, l_n) = (trace.num_batches(), trace.num_layers());
+    let segments = segments(&strategy.placement, b_n)?;
+    let Some(&(_, first)) = segments.first() else {
+        return Err(Error::Argument("a schedule needs at least one plan".into()));
+    };
+    let topology = first.topology();
+    for (_, plan) in &segments {
+        plan.check_matches(trace)?;
+        if plan.topology() != topology {
+            return Err(Error::Mismatch(format!(
+                "a schedule's plans must share one cluster: {} and {}",
+                topology,
+                plan.topology()
+            )));
+        }
+    }
+    if let Some(s) = workload.num_sources() {
+        if s > topology.num_gpus() {
+            return Err(Error::Mismatch(format!(
+                "the workload has {s} source ranks, the cluster {} GPUs",
+                topology.num_gpus()
+            )));
+        }
+    }
+    let rule = strategy.rule;
+    let maps = segments
+        .iter()
+        .map(|(_, plan)| match rule {
+            Rule::SglangStatic(v) => sglang_dispatch_map(plan, v).map(Some),
+            _ => Ok(None),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let moves = moves(&segments, cost);
+
+    // GRACE's rules predict from each plan's profile; only a plan without
+    // one falls back to the workload's own loads.
+    let profiled = segments.iter().all(|(_, p)| p.profile().is_some());
+    let mut engine = replay::Engine::new(topology, rule, workload, profiled);
+    let mut per_layer = Vec::with_capacity(l_n);
+    let mut per_layer_ir = Vec::with_capacity(l_n);
+    let mut per_batch = vec![0.0; b_n];
+    let mut per_batch_ir = vec![0.0; b_n];
+    let mut per_batch_traffic = vec![Traffic::default(); b_n];
+    for l in 0..l_n {
+        // Summed in batch order, as `evaluate` does, so `Even` matches it
+        // to the bit.
+        let (mut bal, mut ir) = (0.0, 0.0);
+        for ((range, plan), map) in segments.iter().zip(&maps) {
+            let map = map.as_ref().and_then(|m| m.get(l)).map(Vec::as_slice);
+            let profile = plan
+                .profile()
+                .map(|p| p.index_axis_move(ndarray::Axis(0), l))
+                .and_then(|r| r.to_slice());
+            engine.prepare(&plan.layers()[l], l, map, profile);
+            for b in range.clone() {
+                let step = engine.step(workload, b, l);
+                bal += step.balancedness;
+                ir += step.imbalance;
+                per_batch[b] += step.balancedness;
+                per_batch_ir[b] += step.imbalance;
+                let t = &mut per_batch_traffic[b];
+                let tally = &engine.tally;
+                t.pairs += step.pairs;
+                t.local += tally.local;
+                t.intra_node += tally.intra;
+                t.cross_node += tally.cross;
+                t.max_ingress += tally.max_ingress;
+                t.max_egress += tally.max_egress;
+                if engine.counts_messages() {
+                    t.messages
+                        .get_or_insert_with(Messages::default)
+                        .add(&engine.messages.counts);
+                }
+            }
+        }
+        per_layer.push(bal / b_n as f64);
+        per_layer_ir.push(ir / b_n as f64);
+    }
+    let bytes_per_pair = (cost.hidden as f64) * (cost.bytes_per_activation as f64);
+    let mut traffic = Traffic::default();
+    for b in 0..b_n {
+        per_batch[b] /= l_n as f64;
+        per_batch_ir[b] /= l_n as f64;
+        let t = &mut per_batch_traffic[b];
+        t.cross_node_bytes = t.cross_node * bytes_per_pair;
+        traffic.pairs += t.pairs;
+        traffic.local += t.local;
+        traffic.intra_node += t.intra_node;
+        traffic.cross_node += t.cross_node;
+        traffic.max_ingress += t.max_ingress;
+        traffic.max_egress += t.max_egress;
+        if let Some(m) = &mut t.messages {
+            m.finish(bytes_per_pair);
+            traffic
+                .messages
+                .get_or_insert_with(Messages::default)
+                .add(m);
+        }
+    }
+    if let Some(m) = &mut traffic.messages {
+        m.finish(bytes_per_pair);
+    }
+    traffic.cross_node_bytes = traffic.cross_node * bytes_per_pair;
+    traffic.max_ingress /= b_n as f64;
+    traffic.max_egress /= b_n as f64;
+    let mut algorithm: Vec<&str> = Vec::new();
+    for (_, plan) in &segments {
+        if algorithm.last() != Some(&plan.algorithm()) {
+            algorithm.push(plan.algorithm());
+        }
+    }
+    let predictions = rule.is_grace().then(|| {
+        if profiled {
+            PREDICTED_FROM_PROFILE
+        } else {
+            PREDICTED_IN_SAMPLE
+        }
+        .to_string()
+    });
+    Ok(Report {
+        rule: rule.name().to_string(),
+        sources: workload.sources().to_string(),
+        predictions,
+        algorithm: algorithm.join(" → "),
+        batches: b_n,
+        layer_ids: trace.layer_ids().to_vec(),
+        balancedness: mean(&per_layer),
+        imbalance_ratio: mean(&per_layer_ir),
+        per_layer,
+        per_layer_imbalance_ratio: per_layer_ir,
+        per_batch,
+        per_batch_imbalance_ratio: per_batch_ir,
+        traffic,
+        per_batch_traffic,
+        bytes_moved: moves.iter().map(|m| m.bytes).fold(0, u64::saturating_add),
+        moves,
+    })
+}
+
+/// The placement as (batch range, plan) pieces covering `0..batches` in
+/// order.
+pub(crate) fn segments(
+    placement: &Placement,
+    batches: usize,
+) -> Result<Vec<(Range<usize>, &Plan)>> {
+    match placement {
+        Placement::Static(plan) => Ok(vec![(0..batches, plan)]),
+        Placement::Schedule(parts) => {
+            let mut next = 0;
+            for (range, _) in parts {
+                if range.start != next || range.end <= range.start {
+                    return Err(Error::Argument(format!(
+                        "schedule range {}..{} should start at batch {next} and not be empty",
+                        range.start, range.end
+                    )));
+                }
+                next = range.end;
+            }
+            if next != batches {
+                return Err(Error::Argument(format!(
+                    "the schedule covers batches 0..{next}, the workload has {batches}"
+                )));
+            }
+            Ok(parts.iter().map(|(r, p)| (r.clone(), p)).collect())
+        }
+    }
+}
+
+/// Slots each re-placement adds, layer by layer and GPU by GPU.
+fn moves(segments: &[(Range<usize>, &Plan)], cost: &CostModel) -> Vec<Move> {
+    let mut count: Vec<i64> = Vec::new();
+    segments
+        .windows(2)
+        .map(|w| {
+            let (old, (range, new)) = (w[0].1, (&w[1].0, w[1].1));
+            count.clear();
+            count.resize(new.num_experts(), 0);
+            let mut slots = 0usize;
+            for (lo, ln) in old.layers().iter().zip(new.layers()) {
+                for (go, gn) in lo.gpus.iter().zip(&ln.gpus) {
+                    for &e in gn {
+                        count[e as usize] += 1;
+                    }
+                    for &e in go {
+                        count[e as usize] -= 1;
+                    }
+                    for &e in gn {
+                        slots += count[e as usize].max(0) as usize;
+                        count[e as usize] = 0;
+                    }
+                    for &e in go {
+                        count[e as usize] = 0;
+                    }
+                }
+            }
+            Move {
+                at_batch: range.start,
+                slots,
+                bytes: (slots as u64).saturating_mul(cost.expert_bytes),
+            }
+        })
+        .collect()
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}

@@ -1,0 +1,499 @@
+//! The replay of one (batch, layer) under a dispatch rule: GPU loads and
+//! traffic, with every buffer reused so the batch loop never allocates.
+//!
+//! Which computation runs depends on the rule and on what the workload
+//! knows of sources:
+//!
+//! | rule | even arrival | per-source counts / token routes |
+//! | --- | --- | --- |
+//! | `Even`, `Vllm`, `SglangDynamic(SameGpu)` | even-split loads, closed-form traffic | even-split loads; each source's pairs split over the copies |
+//! | `Vllm` with token routes | — | exact: pair `p = token·top_k + k` → copy `p mod c` |
+//! | `SglangStatic`, `SglangDynamic(Nearest)`, `LocalFirst`, `GraceWeighted`, `GraceTopology` | the per-source routes folded over sources, per GPU | per-source routes |
+//! | `Optimal` | min-max split; sources `n_e / D` matched to it | min-max split; recorded sources matched to it |
+//! | `Libra` | Algorithm 2 on sources `n_e / D` | Algorithm 2 on the recorded sources |
+//!
+//! Source: [`super::dispatch`] for the rules, [`super::traffic`] for the
+//! accounting. Cost per (batch, layer): O(slots + D) for even-split loads,
+//! O(table entries) for folded routes, O(S · E · copies) with sources,
+//! O(tokens · top-k) for vLLM's token rule, a few max-flows for `Optimal`,
+//! O(S · E · copies) plus the transfers for `Libra`.
+//! With token routes, every mode also counts token messages
+//! (`super::traffic::MessageTally`) from the same choices: O(tokens ·
+//! top-k · copies) more per (batch, layer).
+//! GRACE's rules add O(slots) per layer for the predicted GPU loads, from
+//! the plan's recorded profile, or (a plan without one) O(B · L · E) once
+//! to sum each layer's expert loads over the workload.
+
+use ndarray::{ArrayView2, Axis, s};
+
+use crate::data::plan::LayerPlacement;
+use crate::data::topology::Topology;
+use crate::judge::eval::balance_of;
+
+use super::dispatch::{EvenArrival, Routes, Rule};
+use super::optimal::MinMax;
+use super::rebalance::Rebalancer;
+use super::slots::SlotTable;
+use super::traffic::{Dests, MessageTally, Supply, Tally, match_split, optimal_dests};
+use crate::data::workload::{Sources, Workload};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    BlindEven,
+    BlindSources,
+    RoutedEven,
+    RoutedSources,
+    VllmTokens,
+    OptimalEven,
+    OptimalSources,
+    Libra,
+}
+
+/// What one (batch, layer) gave.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Step {
+    pub balancedness: f64,
+    pub imbalance: f64,
+    pub pairs: f64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Engine {
+    topology: Topology,
+    rule: Rule,
+    mode: Mode,
+    experts: usize,
+    /// Source ranks known (`D` under even arrival).
+    sources: usize,
+    view: SlotTable,
+    routes: Routes,
+    even: EvenArrival,
+    solver: MinMax,
+    rebalancer: Rebalancer,
+    /// Libra's ε (0 for the other rules).
+    epsilon: f64,
+    loads: Vec<f64>,
+    pub tally: Tally,
+    src: Vec<f64>,
+    node_sum: Vec<f64>,
+    sent: Vec<f64>,
+    row_buf: Vec<f64>,
+    token_index: Vec<usize>,
+    /// GRACE's rules only, when some plan records no profile: each layer's
+    /// expert loads over the whole workload, `L × E` row-major (empty
+    /// otherwise) — what they predict from for such a plan.
+    totals: Vec<f64>,
+    /// GRACE's predicted load of each GPU in the prepared layer.
+    predicted: Vec<f64>,
+    /// Token messages of the last step, counted only with token routes.
+    pub messages: MessageTally,
+    counts_messages: bool,
+    /// `Optimal`'s and `Libra`'s per-batch split, per (source, expert).
+    dests: Dests,
+}
+
+impl Engine {
+    /// `profiled`: every plan to replay records its profile, so GRACE's
+    /// rules never need the workload's own loads (not summed then).
+    pub fn new(topology: Topology, rule: Rule, workload: &Workload, profiled: bool) -> Self {
+        let even = matches!(workload.source_kind(), Sources::Even);
+        let tokens = matches!(workload.source_kind(), Sources::Tokens { .. });
+        let mode = match rule {
+            Rule::Optimal if even => Mode::OptimalEven,
+            Rule::Optimal => Mode::OptimalSources,
+            Rule::Libra { .. } => Mode::Libra,
+            Rule::Vllm if tokens => Mode::VllmTokens,
+            r if r.is_blind() && even => Mode::BlindEven,
+            r if r.is_blind() => Mode::BlindSources,
+            _ if even => Mode::RoutedEven,
+            _ => Mode::RoutedSources,
+        };
+        let d = topology.num_gpus();
+        let totals = if rule.is_grace() && !profiled {
+            workload
+                .trace()
+                .counts()
+                .sum_axis(Axis(0))
+                .iter()
+                .copied()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Engine {
+            topology,
+            rule,
+            mode,
+            experts: workload.trace().num_experts(),
+            sources: workload.num_sources().unwrap_or(d),
+            view: SlotTable::default(),
+            routes: Routes::default(),
+            even: EvenArrival::default(),
+            solver: MinMax::default(),
+            rebalancer: Rebalancer::default(),
+            epsilon: match rule {
+                Rule::Libra {
+                    tolerance_percent, ..
+                } => f64::from(tolerance_percent) / 100.0,
+                _ => 0.0,
+            },
+            loads: vec![0.0; d],
+            tally: Tally::default(),
+            src: Vec::new(),
+            node_sum: Vec::new(),
+            sent: Vec::new(),
+            row_buf: Vec::new(),
+            token_index: Vec::new(),
+            totals,
+            predicted: Vec::new(),
+            messages: MessageTally::default(),
+            counts_messages: tokens,
+            dests: Dests::default(),
+        }
+    }
+
+    /// Whether steps count token messages (the workload has token routes).
+    pub fn counts_messages(&self) -> bool {
+        self.counts_messages
+    }
+
+    /// Loads the placement of layer index `l`; `map` is its SGLang static
+    /// map, `profile` the layer's expert loads the plan was planned on
+    /// (GRACE's rules predict from them; without them, from the whole
+    /// workload's loads).
+    pub fn prepare(
+        &mut self,
+        layer: &LayerPlacement,
+        l: usize,
+        map: Option<&[u32]>,
+        profile: Option<&[f64]>,
+    ) {
+        self.view.prepare(layer, self.experts);
+        let d = self.topology.num_gpus();
+        self.predicted.clear();
+        let e_n = self.experts;
+        let loads = match profile {
+            Some(p) if self.rule.is_grace() => Some(p),
+            _ => self.totals.get(l * e_n..(l + 1) * e_n),
+        };
+        if let Some(row) = loads {
+            // Once per layer: Eq. 3's prediction is the even split of the
+            // profiled loads.
+            self.predicted.resize(d, 0.0);
+            self.view.even_loads(row, &mut self.predicted);
+        }
+        let predicted = self.predicted.as_slice();
+        match self.mode {
+            Mode::BlindEven | Mode::VllmTokens => {}
+            Mode::BlindSources | Mode::RoutedSources => self.routes.build(
+                self.rule,
+                &self.view,
+                self.topology,
+                self.sources,
+                map,
+                predicted,
+            ),
+            Mode::RoutedEven => {
+                self.routes
+                    .build(self.rule, &self.view, self.topology, d, map, predicted);
+                self.even.build(&self.routes, self.topology);
+            }
+            Mode::OptimalEven | Mode::OptimalSources => self.solver.prepare(&self.view),
+            Mode::Libra => {
+                if let Rule::Libra { start, .. } = self.rule {
+                    self.rebalancer.set_start(start);
+                }
+                self.rebalancer.prepare(&self.view);
+            }
+        }
+    }
+
+    /// Replays batch `b` of layer index `l` against the prepared layer.
+    pub fn step(&mut self, workload: &Workload, b: usize, l: usize) -> Step {
+        let counts = workload.trace().counts();
+        let row = counts.slice(s![b, l, ..]);
+        match row.to_slice() {
+            Some(r) => self.step_row(workload, b, l, r),
+            None => {
+                let mut buf = std::mem::take(&mut self.row_buf);
+                buf.clear();
+                buf.extend(row.iter().copied());
+                let out = self.step_row(workload, b, l, &buf);
+                self.row_buf = buf;
+                out
+            }
+        }
+    }
+
+    fn step_row(&mut self, workload: &Workload, b: usize, l: usize, row: &[f64]) -> Step {
+        let total: f64 = row.iter().sum();
+        let d = self.topology.num_gpus();
+        self.tally.reset(self.topology);
+        if self.counts_messages {
+            self.messages.reset(self.topology);
+        }
+        let mut optimum = None;
+        match self.mode {
+            Mode::BlindEven => {
+                self.view.even_loads(row, &mut self.loads);
+                self.tally.blind_even(total, &self.loads);
+            }
+            Mode::BlindSources => {
+                self.view.even_loads(row, &mut self.loads);
+                workload.fill_source_counts(b, l, &mut self.src);
+                self.route_sources(false);
+                self.tally.finish();
+            }
+            Mode::RoutedSources => {
+                workload.fill_source_counts(b, l, &mut self.src);
+                self.route_sources(true);
+                self.tally.finish();
+            }
+            Mode::RoutedEven => {
+                let per_source = total / d as f64;
+                let (mut intra, mut cross) = (0.0, 0.0);
+                for g in 0..d {
+                    let (mut load, mut local) = (0.0, 0.0);
+                    for i in self.even.gpu_start[g]..self.even.gpu_start[g + 1] {
+                        let n = row[self.even.expert[i] as usize];
+                        let w = self.even.weight[i];
+                        load += n * w[0];
+                        local += n * w[1];
+                        intra += n * w[2];
+                        cross += n * w[3];
+                    }
+                    self.loads[g] = load;
+                    self.tally.local += local;
+                    self.tally.ingress[g] = load - local;
+                    self.tally.egress[g] = per_source - local;
+                }
+                self.tally.intra = intra;
+                self.tally.cross = cross;
+                self.tally.finish();
+            }
+            Mode::VllmTokens => {
+                self.vllm_tokens(workload, b, l);
+                self.tally.finish();
+            }
+            Mode::OptimalEven => {
+                optimum = Some(self.solver.solve(row));
+                self.loads.copy_from_slice(&self.solver.loads);
+                match_split(
+                    &self.solver,
+                    row,
+                    &self.loads,
+                    &Supply::Even,
+                    self.topology,
+                    &mut self.tally,
+                );
+            }
+            Mode::OptimalSources => {
+                optimum = Some(self.solver.solve(row));
+                self.loads.copy_from_slice(&self.solver.loads);
+                workload.fill_source_counts(b, l, &mut self.src);
+                self.source_sums();
+                let supply = Supply::Sources {
+                    n: &self.src,
+                    node: &self.node_sum,
+                    sent: &self.sent,
+                };
+                match_split(
+                    &self.solver,
+                    row,
+                    &self.loads,
+                    &supply,
+                    self.topology,
+                    &mut self.tally,
+                );
+            }
+            Mode::Libra => {
+                if matches!(workload.source_kind(), Sources::Even) {
+                    // Even arrival: every GPU sends `n_e / D`.
+                    self.src.clear();
+                    for _ in 0..d {
+                        self.src.extend(row.iter().map(|&n| n / d as f64));
+                    }
+                } else {
+                    workload.fill_source_counts(b, l, &mut self.src);
+                }
+                self.rebalancer.run(&self.src, self.epsilon);
+                self.loads.copy_from_slice(self.rebalancer.gpu_loads());
+                let tally = &mut self.tally;
+                self.rebalancer
+                    .route(&self.src, |s, g, a| tally.pair(s, g, a));
+                self.tally.finish();
+            }
+        }
+        if self.counts_messages && self.mode != Mode::VllmTokens {
+            self.count_messages(workload, b, l, row);
+        }
+        let (balancedness, imbalance) = match optimum {
+            // The optimum is a set's exact ratio; the flow's loads only
+            // approach it to rounding.
+            Some(t) if t > 0.0 => {
+                let mean = total / d as f64;
+                (mean / t, t / mean)
+            }
+            Some(_) => (1.0, 1.0),
+            None => balance_of(&self.loads),
+        };
+        Step {
+            balancedness,
+            imbalance,
+            pairs: total,
+        }
+    }
+
+    /// Sends each source's pairs along the prepared routes.
+    fn route_sources(&mut self, with_loads: bool) {
+        let e_n = self.experts;
+        if with_loads {
+            self.loads.iter_mut().for_each(|x| *x = 0.0);
+        }
+        let sources = self.src.len() / e_n.max(1);
+        for s in 0..sources {
+            for e in 0..e_n {
+                let v = self.src[s * e_n + e];
+                if v == 0.0 {
+                    continue;
+                }
+                for i in self.routes.entries(s, e) {
+                    let g = self.routes.gpu[i] as usize;
+                    let a = v * self.routes.frac[i];
+                    if with_loads {
+                        self.loads[g] += a;
+                    }
+                    self.tally.pair(s, g, a);
+                }
+            }
+        }
+    }
+
+    /// Per-node sums and per-source totals of the source counts.
+    fn source_sums(&mut self) {
+        let e_n = self.experts;
+        let gpn = self.topology.gpus_per_node();
+        let nodes = self.topology.nodes();
+        let sources = self.src.len() / e_n.max(1);
+        self.node_sum.clear();
+        self.node_sum.resize(nodes * e_n, 0.0);
+        self.sent.clear();
+        self.sent.resize(sources, 0.0);
+        for s in 0..sources {
+            let nu = s / gpn;
+            for e in 0..e_n {
+                let v = self.src[s * e_n + e];
+                self.node_sum[nu * e_n + e] += v;
+                self.sent[s] += v;
+            }
+        }
+    }
+
+    /// vLLM's rule on token routes: the `i`-th token of source `s` in the
+    /// batch sends its `k`-th pair to copy `(i · top_k + k) mod c_e`.
+    fn vllm_tokens(&mut self, workload: &Workload, b: usize, l: usize) {
+        self.loads.iter_mut().for_each(|x| *x = 0.0);
+        let Sources::Tokens {
+            tokens,
+            batch_tokens,
+            ranks,
+        } = workload.source_kind()
+        else {
+            return;
+        };
+        self.token_index.clear();
+        self.token_index.resize(*ranks, 0);
+        let routes = tokens.routes(l);
+        let rank = tokens.source_rank();
+        let top_k = tokens.top_k();
+        for t in workload.batch_range(b, *batch_tokens) {
+            let s = rank[t] as usize;
+            let i = self.token_index[s];
+            self.token_index[s] += 1;
+            self.messages.begin();
+            for (k, &e) in routes.row(t).iter().enumerate() {
+                let cand = self.view.copies(e as usize);
+                if cand.is_empty() {
+                    continue;
+                }
+                let p = i * top_k + k;
+                let g = self.view.slot_gpu[cand[p % cand.len()] as usize] as usize;
+                self.loads[g] += 1.0;
+                self.tally.pair(s, g, 1.0);
+                self.messages.pair_to(g as u32);
+            }
+            self.messages.end(s);
+        }
+    }
+
+    /// Token messages of batch `b`, layer index `l`, for the rules whose
+    /// pairs follow a (source, expert) → (GPU, fraction) table: the
+    /// layer's routes, or the batch's split for `Optimal` and `Libra`.
+    fn count_messages(&mut self, workload: &Workload, b: usize, l: usize, row: &[f64]) {
+        let Sources::Tokens {
+            tokens,
+            batch_tokens,
+            ..
+        } = workload.source_kind()
+        else {
+            return;
+        };
+        match self.mode {
+            Mode::OptimalSources => {
+                optimal_dests(&self.solver, row, &self.src, self.topology, &mut self.dests);
+            }
+            Mode::Libra => {
+                let e_n = self.experts;
+                let sources = (self.src.len() / e_n.max(1)).min(self.topology.num_gpus());
+                self.dests.clear(sources);
+                for e in 0..e_n {
+                    for s in 0..sources {
+                        let n = self.src[s * e_n + e];
+                        let dests = &mut self.dests;
+                        self.rebalancer
+                            .route_one(s, e, n, |g, x| dests.push(g, x / n));
+                        self.dests.close();
+                    }
+                }
+            }
+            _ => {}
+        }
+        let range = workload.batch_range(b, *batch_tokens);
+        let (routes, rank) = (tokens.routes(l), tokens.source_rank());
+        let msg = &mut self.messages;
+        match self.mode {
+            Mode::OptimalSources | Mode::Libra => {
+                let dests = &self.dests;
+                tally_tokens(msg, routes, rank, range, |s, e| dests.entries(s, e));
+            }
+            Mode::BlindSources | Mode::RoutedSources => {
+                let r = &self.routes;
+                tally_tokens(msg, routes, rank, range, |s, e| {
+                    let i = r.entries(s, e);
+                    (&r.gpu[i.clone()], &r.frac[i])
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Feeds each token of `range` to `msg`, its pairs' destinations from
+/// `lookup(source, expert)`.
+fn tally_tokens<'a>(
+    msg: &mut MessageTally,
+    routes: ArrayView2<'_, u32>,
+    rank: &[u32],
+    range: std::ops::Range<usize>,
+    lookup: impl Fn(usize, usize) -> (&'a [u32], &'a [f64]),
+) {
+    for t in range {
+        let s = rank.get(t).map_or(0, |&r| r as usize);
+        msg.begin();
+        for &e in routes.row(t) {
+            let (g, f) = lookup(s, e as usize);
+            msg.pair(g, f);
+        }
+        msg.end(s);
+    }
+}

@@ -1,0 +1,14 @@
+//! Building blocks more than one planner (or the page's oracle) uses:
+//! the multiple-choice [`knapsack`] over layers, the replication
+//! [`order`], capacity-aware [`placement`] and its refinement, the
+//! [`joint`] search of copy counts and placement, the exact [`oracle`]
+//! and its programme ([`lp`]), and the per-layer map ([`layers`]).
+
+pub mod joint;
+pub mod knapsack;
+pub(crate) mod layers;
+pub mod lp;
+pub mod oracle;
+pub mod order;
+pub mod packing;
+pub mod placement;
