@@ -27,7 +27,8 @@ use crate::error::{Error, Result};
 use crate::expert::ExpertShape;
 use crate::gpu::{Gpu, LayerBuffers};
 use crate::routing::{self, Routing};
-use crate::select::{DispatchRule, LayerSlots, Selector, plan_loads, select_cpu};
+use crate::select::{self, LayerSlots, Selector, plan_loads, select_cpu};
+use moeplan::judge::Rule;
 
 /// A planner as named on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,7 +162,7 @@ pub struct BenchConfig {
     /// Experts per token.
     pub top_k: usize,
     /// Dispatch rule.
-    pub rule: DispatchRule,
+    pub rule: Rule,
     /// Expert sizes.
     pub shape: ExpertShape,
     /// Layer indices (into the trace) to run.
@@ -369,7 +370,7 @@ fn prepare(trace: &LoadTrace, plans: &[(String, Plan)], cfg: &BenchConfig) -> Re
     let selectors = plans
         .iter()
         .map(|(_, p)| {
-            let loads = if cfg.rule.needs_loads() {
+            let loads = if select::needs_loads(cfg.rule) {
                 plan_loads(p, trace)
             } else {
                 Vec::new()
@@ -437,7 +438,7 @@ fn predict_one(
 /// let algos: Vec<PlanAlgo> = ["contiguous", "eplb:8"].iter().map(|s| s.parse()).collect::<Result<_, _>>()?;
 /// let plans = make_plans(&trace, Topology::new(1, 8)?, &algos, 1)?;
 /// let cfg = BenchConfig {
-///     tokens: 4096, top_k: 8, rule: "libra".parse()?, shape: ExpertShape::new(64, 32)?,
+///     tokens: 4096, top_k: 8, rule: moeplan_cuda::select::parse_rule("libra")?, shape: ExpertShape::new(64, 32)?,
 ///     layers: vec![0, 1], repeats: 1, warmup: 0, source_batch: None, seed: 1, pool: 1,
 ///     launch_gaps: false,
 /// };

@@ -26,7 +26,8 @@ use crate::expert::{
 };
 use crate::gpu::Gpu;
 use crate::routing;
-use crate::select::{DispatchRule, LayerSlots, Selector, select_cpu};
+use crate::select::{self, LayerSlots, Selector, select_cpu};
+use moeplan::judge::{Rule, SglangVersion};
 
 /// One comparison's verdict.
 #[derive(Debug, Clone)]
@@ -180,7 +181,7 @@ pub struct Case {
     /// Expert sizes.
     pub shape: ExpertShape,
     /// Dispatch rule.
-    pub rule: DispatchRule,
+    pub rule: Rule,
     /// Replicas added to the contiguous placement.
     pub replicas: usize,
     /// Distinct weight sets.
@@ -231,7 +232,7 @@ pub fn cases() -> Result<Vec<Case>> {
             nodes: 2,
             gpus_per_node: 2,
             shape: ExpertShape::new(64, 32)?,
-            rule: DispatchRule::Vllm,
+            rule: Rule::Vllm,
             replicas: 6,
             pool: 16,
             empty_gpu: false,
@@ -244,7 +245,7 @@ pub fn cases() -> Result<Vec<Case>> {
             nodes: 2,
             gpus_per_node: 2,
             shape: ExpertShape::new(64, 32)?,
-            rule: DispatchRule::SglangStatic,
+            rule: Rule::SglangStatic(SglangVersion::Nearest),
             replicas: 6,
             pool: 16,
             empty_gpu: false,
@@ -257,7 +258,7 @@ pub fn cases() -> Result<Vec<Case>> {
             nodes: 2,
             gpus_per_node: 4,
             shape: ExpertShape::new(72, 48)?,
-            rule: DispatchRule::Vllm,
+            rule: Rule::Vllm,
             replicas: 24,
             pool: 64,
             empty_gpu: false,
@@ -270,7 +271,7 @@ pub fn cases() -> Result<Vec<Case>> {
             nodes: 1,
             gpus_per_node: 8,
             shape: ExpertShape::new(60, 40)?,
-            rule: DispatchRule::SglangStaticV0,
+            rule: Rule::SglangStatic(SglangVersion::SameGpu),
             replicas: 10,
             pool: 7,
             empty_gpu: true,
@@ -283,7 +284,7 @@ pub fn cases() -> Result<Vec<Case>> {
             nodes: 2,
             gpus_per_node: 4,
             shape: ExpertShape::new(64, 32)?,
-            rule: DispatchRule::GraceTopology,
+            rule: Rule::GraceTopology,
             replicas: 12,
             pool: 8,
             empty_gpu: false,
@@ -296,9 +297,7 @@ pub fn cases() -> Result<Vec<Case>> {
             nodes: 2,
             gpus_per_node: 4,
             shape: ExpertShape::new(64, 32)?,
-            rule: DispatchRule::Libra {
-                tolerance_percent: moeplan::judge::DEFAULT_TOLERANCE_PERCENT,
-            },
+            rule: select::libra(moeplan::judge::DEFAULT_TOLERANCE_PERCENT),
             replicas: 12,
             pool: 8,
             empty_gpu: false,
@@ -370,7 +369,7 @@ pub fn run_case(gpu: &Gpu, case: &Case, report: &mut dyn FnMut(&Outcome)) -> Res
     );
     push(
         exact(
-            &format!("select {}", case.rule),
+            &format!("select {}", select::label(case.rule)),
             &gpu.read(&buf.phys, rows)?,
             &phys,
             at_tk,

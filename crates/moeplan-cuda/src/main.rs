@@ -15,7 +15,7 @@ use moeplan::{LoadTrace, Topology, data::model, formats};
 use moeplan_cuda::bench::{self, BenchConfig, PlanAlgo};
 use moeplan_cuda::expert::ExpertShape;
 use moeplan_cuda::gpu::Gpu;
-use moeplan_cuda::select::DispatchRule;
+use moeplan_cuda::select;
 use moeplan_cuda::{Error, Result, check, micro};
 
 #[derive(Parser)]
@@ -385,7 +385,8 @@ fn read_capped(path: &std::path::Path, what: &str) -> Result<Vec<u8>> {
 fn run_bench(device: usize, a: &BenchArgs) -> Result<Outcome> {
     // Every input is read and checked before the device is opened, so a
     // bad file says so on any machine.
-    let rule: DispatchRule = a.dispatch.parse()?;
+    let rule = select::parse_rule(&a.dispatch)?;
+    let rule_label = select::label(rule);
     let topology = Topology::new(a.nodes, a.gpus_per_node)?;
     let (trace, source) = load_trace(a)?;
     let model_name = a
@@ -445,13 +446,13 @@ fn run_bench(device: usize, a: &BenchArgs) -> Result<Outcome> {
             });
         if a.predict_only {
             println!(
-                "cluster: {topology} · {} tokens × top-{top_k} per layer from {from} · dispatch {rule}",
+                "cluster: {topology} · {} tokens × top-{top_k} per layer from {from} · dispatch {rule_label}",
                 a.tokens
             );
             return;
         }
         println!(
-            "cluster: {topology} emulated on one GPU · {} tokens × top-{top_k} per layer from {from} · dispatch {rule} · expert {} × {} ({}) · {pool} distinct weight sets · median of {} after {} warm-up · {}",
+            "cluster: {topology} emulated on one GPU · {} tokens × top-{top_k} per layer from {from} · dispatch {rule_label} · expert {} × {} ({}) · {pool} distinct weight sets · median of {} after {} warm-up · {}",
             a.tokens,
             shape.hidden,
             shape.inter,

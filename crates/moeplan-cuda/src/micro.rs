@@ -23,7 +23,8 @@ use crate::error::Result;
 use crate::expert::ExpertShape;
 use crate::gpu::Gpu;
 use crate::routing;
-use crate::select::{DispatchRule, LayerSlots, Selector};
+use crate::select::{LayerSlots, Selector, label};
+use moeplan::judge::{Rule, SglangVersion};
 
 /// What `micro` runs.
 #[derive(Debug, Clone)]
@@ -98,11 +99,12 @@ pub fn run(gpu: &Gpu, cfg: &MicroConfig, out: &mut dyn FnMut(String)) -> Result<
         slots.num_slots(),
         cfg.gpus
     ));
-    for rule in [DispatchRule::Vllm, DispatchRule::SglangStatic] {
+    for rule in [Rule::Vllm, Rule::SglangStatic(SglangVersion::Nearest)] {
         let tables = gpu.selection_tables(&slots, &Selector::single_layer(rule, &slots, &[])?)?;
         let sel = median_of(gpu, cfg.repeats, || gpu.select(&mut buf, &tables))?;
         out(format!(
-            "    select ({rule}): {sel:.4} ms ({:.1} G rows/s)",
+            "    select ({}): {sel:.4} ms ({:.1} G rows/s)",
+            label(rule),
             rows as f64 / sel / 1e6
         ));
     }

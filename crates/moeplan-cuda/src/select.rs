@@ -54,7 +54,7 @@
 //! Source ranks are the GPUs: token `t` of `n` comes from rank `⌊t·D/n⌋`.
 
 use moeplan::judge::{
-    DEFAULT_TOLERANCE_PERCENT, Rebalancer, RouteShares, Rule, SglangVersion, sglang_dispatch_map,
+    Rebalancer, RemoteStart, RouteShares, Rule, SglangVersion, sglang_dispatch_map,
 };
 use moeplan::{LayerPlacement, LoadTrace, Plan, Topology};
 
@@ -217,126 +217,103 @@ impl LayerSlots {
     }
 }
 
-/// The engine rule that picks a copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DispatchRule {
-    /// vLLM: flattened position modulo copies.
-    Vllm,
-    /// SGLang's static rule, current versions (`_find_nearest_expert`):
-    /// one fixed copy per (source rank, expert), nearest first.
-    SglangStatic,
-    /// SGLang's static rule before `_find_nearest_expert` (commits 01fec5c2,
-    /// 6270b014): a copy on the rank's own GPU, else the seeded fair draw.
-    SglangStaticV0,
-    /// GRACE-MoE's weighted round-robin with load prediction (Algorithm 3).
-    GraceWeighted,
-    /// GRACE-MoE's topology-aware routing (Algorithm 4): own GPU, else own
-    /// node, else anywhere, weighted as `GraceWeighted` within a tier.
-    GraceTopology,
-    /// Libra's adaptive token rebalancer (Algorithm 2) with tolerance ε.
-    Libra {
-        /// ε in percent of the mean load.
-        tolerance_percent: u16,
-    },
-}
-
-impl DispatchRule {
-    /// The simulator's rule: what the planner replays for this engine.
-    ///
-    /// ```
-    /// use moeplan::judge::{Rule, SglangVersion};
-    /// use moeplan_cuda::select::DispatchRule;
-    /// assert_eq!(DispatchRule::SglangStaticV0.sim_rule(), Rule::SglangStatic(SglangVersion::SameGpu));
-    /// ```
-    pub fn sim_rule(self) -> Rule {
-        match self {
-            DispatchRule::Vllm => Rule::Vllm,
-            DispatchRule::SglangStatic => Rule::SglangStatic(SglangVersion::Nearest),
-            DispatchRule::SglangStaticV0 => Rule::SglangStatic(SglangVersion::SameGpu),
-            DispatchRule::GraceWeighted => Rule::GraceWeighted,
-            DispatchRule::GraceTopology => Rule::GraceTopology,
-            DispatchRule::Libra { tolerance_percent } => Rule::Libra {
-                tolerance_percent,
-                start: moeplan::judge::RemoteStart::Even,
-            },
-        }
-    }
-
-    /// Every rule, Libra at the core's default ε.
-    pub const ALL: [DispatchRule; 6] = [
-        DispatchRule::Vllm,
-        DispatchRule::SglangStatic,
-        DispatchRule::SglangStaticV0,
-        DispatchRule::GraceWeighted,
-        DispatchRule::GraceTopology,
-        DispatchRule::Libra {
-            tolerance_percent: DEFAULT_TOLERANCE_PERCENT,
-        },
-    ];
-
-    /// Whether the rule weighs copies by the workload's predicted GPU loads
-    /// (a [`Selector`] for it needs each layer's expert loads).
-    pub fn needs_loads(self) -> bool {
-        matches!(
-            self,
-            DispatchRule::GraceWeighted | DispatchRule::GraceTopology
-        )
-    }
-}
-
-impl std::str::FromStr for DispatchRule {
-    type Err = Error;
-    /// `vllm`, `sglang-static`, `sglang-static-v0` (also under the core's
-    /// name for it, `sglang-static-same-gpu`), `grace-weighted`,
-    /// `grace-topology`, `libra` (also `libra-rebalance`, the core's name)
-    /// at the default ε, or `libra:P` with ε = P percent.
-    ///
-    /// ```
-    /// use moeplan_cuda::select::DispatchRule;
-    /// assert_eq!("libra:10".parse::<DispatchRule>()?, DispatchRule::Libra { tolerance_percent: 10 });
-    /// assert!("libra:x".parse::<DispatchRule>().is_err());
-    /// # Ok::<(), moeplan_cuda::Error>(())
-    /// ```
-    fn from_str(s: &str) -> Result<Self> {
-        let unknown = || {
-            Error::Argument(format!(
-                "unknown dispatch rule {s:?}; known: vllm, sglang-static, sglang-static-v0, grace-weighted, grace-topology, libra, libra:P (ε = P percent, 0..=1000)"
-            ))
-        };
-        match s {
-            "vllm" => Ok(DispatchRule::Vllm),
-            "sglang-static" => Ok(DispatchRule::SglangStatic),
-            "sglang-static-v0" | "sglang-static-same-gpu" => Ok(DispatchRule::SglangStaticV0),
-            "grace-weighted" => Ok(DispatchRule::GraceWeighted),
-            "grace-topology" => Ok(DispatchRule::GraceTopology),
-            "libra" | "libra-rebalance" => Ok(DispatchRule::Libra {
-                tolerance_percent: DEFAULT_TOLERANCE_PERCENT,
-            }),
-            _ => {
-                let p = s.strip_prefix("libra:").ok_or_else(unknown)?;
-                let tolerance_percent: u16 = p.parse().map_err(|_| unknown())?;
-                if tolerance_percent > 1000 {
-                    return Err(unknown());
-                }
-                Ok(DispatchRule::Libra { tolerance_percent })
+/// Whether the GPU runtime realises `rule` as an engine would, row by row:
+/// vLLM's rule, SGLang's static rules, GRACE-MoE's two and Libra's
+/// rebalancer (remote pairs starting on the engines' even split). The
+/// others of the judge's list are not one engine's per-row choice (the even
+/// split, local-first, SGLang's dynamic rule, the optimum).
+pub fn runs_on_gpu(rule: &Rule) -> bool {
+    matches!(
+        rule,
+        Rule::Vllm
+            | Rule::SglangStatic(_)
+            | Rule::GraceWeighted
+            | Rule::GraceTopology
+            | Rule::Libra {
+                start: RemoteStart::Even,
+                ..
             }
-        }
+    )
+}
+
+/// The rules this crate runs: the judge's one list ([`Rule::ALL`]) filtered
+/// by [`runs_on_gpu`], in its order, Libra at the core's default ε.
+///
+/// ```
+/// let names: Vec<String> = moeplan_cuda::select::gpu_rules().map(moeplan_cuda::select::label).collect();
+/// assert_eq!(names, ["vllm", "sglang-static", "sglang-static-v0", "grace-weighted", "grace-topology", "libra:5"]);
+/// ```
+pub fn gpu_rules() -> impl Iterator<Item = Rule> {
+    Rule::ALL.into_iter().filter(runs_on_gpu)
+}
+
+/// Libra's rebalancer with ε = `tolerance_percent` percent, from the
+/// engines' even split.
+pub const fn libra(tolerance_percent: u16) -> Rule {
+    Rule::Libra {
+        tolerance_percent,
+        start: RemoteStart::Even,
     }
 }
 
-impl std::fmt::Display for DispatchRule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            DispatchRule::Vllm => "vllm",
-            DispatchRule::SglangStatic => "sglang-static",
-            DispatchRule::SglangStaticV0 => "sglang-static-v0",
-            DispatchRule::GraceWeighted => "grace-weighted",
-            DispatchRule::GraceTopology => "grace-topology",
-            DispatchRule::Libra { tolerance_percent } => {
-                return write!(f, "libra:{tolerance_percent}");
-            }
-        })
+/// Whether the rule weighs copies by the workload's predicted GPU loads
+/// (a [`Selector`] for it needs each layer's expert loads).
+pub fn needs_loads(rule: Rule) -> bool {
+    matches!(rule, Rule::GraceWeighted | Rule::GraceTopology)
+}
+
+/// A rule of [`gpu_rules`] by name: the core's name or alias
+/// (`sglang-static-v0` for `sglang-static-same-gpu`), `libra` for
+/// `libra-rebalance` at the default ε, or `libra:P` with ε = P percent.
+///
+/// ```
+/// use moeplan_cuda::select::{libra, parse_rule};
+/// assert_eq!(parse_rule("libra:10")?, libra(10));
+/// assert!(parse_rule("libra:x").is_err());
+/// assert!(parse_rule("optimal").is_err()); // judged, not run
+/// # Ok::<(), moeplan_cuda::Error>(())
+/// ```
+pub fn parse_rule(s: &str) -> Result<Rule> {
+    let unknown = || {
+        let names: Vec<String> = gpu_rules().map(label).collect();
+        Error::Argument(format!(
+            "unknown dispatch rule {s:?}; known: {}, libra:P (ε = P percent, 0..=1000)",
+            names.join(", ")
+        ))
+    };
+    if let Some(p) = s.strip_prefix("libra:") {
+        let tolerance_percent: u16 = p.parse().map_err(|_| unknown())?;
+        if tolerance_percent > 1000 {
+            return Err(unknown());
+        }
+        return Ok(libra(tolerance_percent));
     }
+    let name = if s == "libra" { "libra-rebalance" } else { s };
+    Rule::from_name(name)
+        .ok()
+        .filter(runs_on_gpu)
+        .ok_or_else(unknown)
+}
+
+/// How this crate's reports name `rule`: the core's name, except
+/// `sglang-static-v0` for SGLang's older static rule and `libra:P` with
+/// Libra's ε, as [`parse_rule`] reads them back.
+pub fn label(rule: Rule) -> String {
+    match rule {
+        Rule::SglangStatic(SglangVersion::SameGpu) => "sglang-static-v0".into(),
+        Rule::Libra {
+            tolerance_percent, ..
+        } => format!("libra:{tolerance_percent}"),
+        other => other.name().into(),
+    }
+}
+
+/// The error for a rule [`runs_on_gpu`] refuses.
+fn not_run(rule: Rule) -> Error {
+    Error::Argument(format!(
+        "dispatch rule {} is judged by the simulator, not run on the GPU",
+        rule.name()
+    ))
 }
 
 /// Each layer's expert loads over the whole workload, `[layer][expert]`:
@@ -403,40 +380,43 @@ impl Selector {
     ///
     /// ```
     /// use moeplan::{LayerPlacement, Plan, Topology};
-    /// use moeplan_cuda::select::{DispatchRule, Selector};
+    /// use moeplan::judge::{Rule, SglangVersion};
+    /// use moeplan_cuda::select::Selector;
     /// // 2 nodes × 2 GPUs; expert 0 on GPUs 0 and 3, expert 1 on GPU 1
     /// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0], vec![1], vec![], vec![0]] };
     /// let plan = Plan::new(Topology::new(2, 2)?, 2, vec![layer], "by-hand")?;
-    /// let Selector::Table(t) = &Selector::for_plan(DispatchRule::SglangStatic, &plan, &[])?[0] else { panic!() };
+    /// let Selector::Table(t) = &Selector::for_plan(Rule::SglangStatic(SglangVersion::Nearest), &plan, &[])?[0] else { panic!() };
     /// let e0: Vec<u32> = (0..4).map(|r| t[r * 2]).collect();
     /// assert_eq!(e0, [0, 0, 2, 2]); // own GPU (slots 0 and 2), else same node
-    /// assert!(Selector::for_plan(DispatchRule::GraceTopology, &plan, &[]).is_err()); // no loads
-    /// assert!(Selector::for_plan(DispatchRule::GraceTopology, &plan, &[vec![3.0, 1.0]]).is_ok());
+    /// assert!(Selector::for_plan(Rule::GraceTopology, &plan, &[]).is_err()); // no loads
+    /// assert!(Selector::for_plan(Rule::GraceTopology, &plan, &[vec![3.0, 1.0]]).is_ok());
     /// # Ok::<(), moeplan_cuda::Error>(())
     /// ```
-    pub fn for_plan(rule: DispatchRule, plan: &Plan, loads: &[Vec<f64>]) -> Result<Vec<Selector>> {
+    pub fn for_plan(rule: Rule, plan: &Plan, loads: &[Vec<f64>]) -> Result<Vec<Selector>> {
         let layers = plan.layers();
         check_loads(rule, layers.len(), loads)?;
         Ok(match rule {
-            DispatchRule::Vllm => vec![Selector::Vllm; layers.len()],
-            DispatchRule::SglangStatic | DispatchRule::SglangStaticV0 => {
-                sglang_dispatch_map(plan, sglang_version(rule))?
-                    .into_iter()
-                    .map(Selector::Table)
-                    .collect()
-            }
-            DispatchRule::GraceWeighted | DispatchRule::GraceTopology => layers
+            Rule::Vllm => vec![Selector::Vllm; layers.len()],
+            Rule::SglangStatic(v) => sglang_dispatch_map(plan, v)?
+                .into_iter()
+                .map(Selector::Table)
+                .collect(),
+            Rule::GraceWeighted | Rule::GraceTopology => layers
                 .iter()
                 .zip(loads)
                 .map(|(lp, l)| grace_shares(rule, lp, plan, l))
                 .collect::<Result<_>>()?,
-            DispatchRule::Libra { tolerance_percent } => layers
+            Rule::Libra {
+                tolerance_percent,
+                start: RemoteStart::Even,
+            } => layers
                 .iter()
                 .map(|lp| Selector::Libra {
                     layer: lp.clone(),
                     tolerance_percent,
                 })
                 .collect(),
+            other => return Err(not_run(other)),
         })
     }
 
@@ -444,7 +424,7 @@ impl Selector {
     /// on the layers before it, so the whole plan is needed); `loads` as
     /// in [`Selector::for_plan`].
     pub fn from_plan(
-        rule: DispatchRule,
+        rule: Rule,
         plan: &Plan,
         layer: usize,
         loads: &[Vec<f64>],
@@ -456,18 +436,20 @@ impl Selector {
             )));
         }
         Ok(match rule {
-            DispatchRule::Vllm => Selector::Vllm,
-            DispatchRule::SglangStatic | DispatchRule::SglangStaticV0 => {
-                Selector::for_plan(rule, plan, loads)?.swap_remove(layer)
-            }
-            DispatchRule::GraceWeighted | DispatchRule::GraceTopology => {
+            Rule::Vllm => Selector::Vllm,
+            Rule::SglangStatic(_) => Selector::for_plan(rule, plan, loads)?.swap_remove(layer),
+            Rule::GraceWeighted | Rule::GraceTopology => {
                 check_loads(rule, n, loads)?;
                 grace_shares(rule, &plan.layers()[layer], plan, &loads[layer])?
             }
-            DispatchRule::Libra { tolerance_percent } => Selector::Libra {
+            Rule::Libra {
+                tolerance_percent,
+                start: RemoteStart::Even,
+            } => Selector::Libra {
                 layer: plan.layers()[layer].clone(),
                 tolerance_percent,
             },
+            other => return Err(not_run(other)),
         })
     }
 
@@ -475,9 +457,9 @@ impl Selector {
     /// no layers before it): what [`Selector::from_plan`] gives for
     /// [`LayerSlots::to_plan`]. `loads`: the layer's expert loads, for
     /// GRACE's rules (ignored by the others).
-    pub fn single_layer(rule: DispatchRule, slots: &LayerSlots, loads: &[f64]) -> Result<Selector> {
+    pub fn single_layer(rule: Rule, slots: &LayerSlots, loads: &[f64]) -> Result<Selector> {
         match rule {
-            DispatchRule::Vllm => Ok(Selector::Vllm),
+            Rule::Vllm => Ok(Selector::Vllm),
             _ => Selector::from_plan(rule, &slots.to_plan()?, 0, &[loads.to_vec()]),
         }
     }
@@ -491,25 +473,19 @@ impl Selector {
 }
 
 /// GRACE's rules need one row of expert loads per layer of the plan.
-fn check_loads(rule: DispatchRule, layers: usize, loads: &[Vec<f64>]) -> Result<()> {
-    if rule.needs_loads() && loads.len() != layers {
+fn check_loads(rule: Rule, layers: usize, loads: &[Vec<f64>]) -> Result<()> {
+    if needs_loads(rule) && loads.len() != layers {
         return Err(Error::Argument(format!(
-            "dispatch rule {rule} needs the expert loads of each of the plan's {layers} layers, got {}",
+            "dispatch rule {} needs the expert loads of each of the plan's {layers} layers, got {}",
+            label(rule),
             loads.len()
         )));
     }
     Ok(())
 }
 
-fn sglang_version(rule: DispatchRule) -> SglangVersion {
-    match rule {
-        DispatchRule::SglangStaticV0 => SglangVersion::SameGpu,
-        _ => SglangVersion::Nearest,
-    }
-}
-
 fn grace_shares(
-    rule: DispatchRule,
+    rule: Rule,
     layer: &LayerPlacement,
     plan: &Plan,
     loads: &[f64],
@@ -523,7 +499,7 @@ fn grace_shares(
         )));
     }
     Ok(Selector::Shares(RouteShares::new(
-        rule.sim_rule(),
+        rule,
         layer,
         plan.topology(),
         loads,

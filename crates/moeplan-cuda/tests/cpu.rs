@@ -2,6 +2,7 @@
 //! against — on hand-worked cases and generated ones. No device needed.
 
 use moeplan::judge::{CostModel, Strategy, sglang_dispatch_map, simulate};
+use moeplan::judge::{Rule, SglangVersion};
 use moeplan::{LayerPlacement, LoadTrace, Plan, Topology};
 use moeplan_cuda::bench::{PlanAlgo, balancedness, even_split_loads, make_plans, median};
 use moeplan_cuda::check::{case_load, case_placement, cases};
@@ -11,20 +12,20 @@ use moeplan_cuda::expert::{
     ExpertShape, WeightPool, bf16_to_f32, experts_cpu, f32_to_bf16, fill_uniform, seeds, silu,
 };
 use moeplan_cuda::routing::{self, Routing, rank_first_token, source_rank};
-use moeplan_cuda::select::{DispatchRule, LayerSlots, Selector, select_cpu};
+use moeplan_cuda::select::{self, LayerSlots, Selector, select_cpu};
 
 mod common;
 
 type R = Result<(), Box<dyn std::error::Error>>;
 
-const RULES: [DispatchRule; 3] = [
-    DispatchRule::Vllm,
-    DispatchRule::SglangStatic,
-    DispatchRule::SglangStaticV0,
+const RULES: [Rule; 3] = [
+    Rule::Vllm,
+    Rule::SglangStatic(SglangVersion::Nearest),
+    Rule::SglangStatic(SglangVersion::SameGpu),
 ];
 
 /// A layer with replicas (and a same-GPU duplicate) and a generated routing.
-fn sample(rule: DispatchRule) -> Result<(LayerSlots, Routing, Vec<u32>), moeplan_cuda::Error> {
+fn sample(rule: Rule) -> Result<(LayerSlots, Routing, Vec<u32>), moeplan_cuda::Error> {
     let slots = LayerSlots::new(&case_placement(32, 8, 12, false), 32, 4)?;
     let r = routing::generate(&case_load(32), 777, 6, 9)?;
     let phys = select_cpu(
@@ -37,7 +38,7 @@ fn sample(rule: DispatchRule) -> Result<(LayerSlots, Routing, Vec<u32>), moeplan
 
 #[test]
 fn selection_picks_a_copy_of_the_routed_expert() -> R {
-    for rule in DispatchRule::ALL {
+    for rule in select::gpu_rules() {
         let (slots, r, phys) = sample(rule)?;
         for (i, &s) in phys.iter().enumerate() {
             assert_eq!(slots.slot_expert[s as usize], r.ids[i], "{rule}, row {i}");
@@ -48,7 +49,7 @@ fn selection_picks_a_copy_of_the_routed_expert() -> R {
 
 #[test]
 fn dispatch_conserves_tokens() -> R {
-    for rule in DispatchRule::ALL {
+    for rule in select::gpu_rules() {
         let (slots, r, phys) = sample(rule)?;
         let d = dispatch_cpu(&phys, slots.num_slots())?;
         assert_eq!(d.counts.iter().sum::<u32>() as usize, r.rows());
@@ -69,7 +70,7 @@ fn dispatch_conserves_tokens() -> R {
 
 #[test]
 fn permutation_is_a_stable_bijection() -> R {
-    let (slots, _, phys) = sample(DispatchRule::Vllm)?;
+    let (slots, _, phys) = sample(Rule::Vllm)?;
     let d = dispatch_cpu(&phys, slots.num_slots())?;
     let n = phys.len();
     let mut seen = vec![false; n];
@@ -97,7 +98,7 @@ fn permutation_is_a_stable_bijection() -> R {
 
 #[test]
 fn combine_inverts_dispatch_on_an_identity_expert() -> R {
-    let (slots, r, phys) = sample(DispatchRule::SglangStatic)?;
+    let (slots, r, phys) = sample(Rule::SglangStatic(SglangVersion::Nearest))?;
     let h = 24;
     let x = fill_uniform(0, r.tokens * h, seeds::X, 1.0);
     let d = dispatch_cpu(&phys, slots.num_slots())?;
@@ -148,7 +149,7 @@ fn vllm_uses_the_position_in_the_source_rank() -> R {
 }
 
 /// The SGLang table of a single layer (`D × E`, row-major).
-fn table(rule: DispatchRule, slots: &LayerSlots) -> Result<Vec<u32>, moeplan_cuda::Error> {
+fn table(rule: Rule, slots: &LayerSlots) -> Result<Vec<u32>, moeplan_cuda::Error> {
     match Selector::single_layer(rule, slots, &[])? {
         Selector::Table(t) => Ok(t),
         _ => Err(moeplan_cuda::Error::Argument("not a table rule".into())),
@@ -160,7 +161,7 @@ fn sglang_static_prefers_own_gpu_then_node_then_spreads() -> R {
     // 2 nodes × 2 GPUs. Expert 0: slots 0 (GPU 0) and 3, 4 (both GPU 2);
     // expert 1: slot 1 (GPU 0) and slot 2 (GPU 1).
     let slots = LayerSlots::new(&[vec![0, 1], vec![1], vec![0, 0], vec![]], 2, 2)?;
-    let t = table(DispatchRule::SglangStatic, &slots)?;
+    let t = table(Rule::SglangStatic(SglangVersion::Nearest), &slots)?;
     let e = |r: usize, x: usize| t[r * 2 + x];
     assert_eq!(e(0, 0), 0); // own GPU
     assert_eq!(e(1, 0), 0); // same node (GPU 0)
@@ -174,7 +175,7 @@ fn sglang_static_prefers_own_gpu_then_node_then_spreads() -> R {
     assert_eq!(spread, [1, 2]);
     // The older rule knows no node: ranks 1 and 3 draw two distinct copies
     // of expert 0 (a sample of 2 of its 3).
-    let t = table(DispatchRule::SglangStaticV0, &slots)?;
+    let t = table(Rule::SglangStatic(SglangVersion::SameGpu), &slots)?;
     let e = |r: usize, x: usize| t[r * 2 + x];
     assert_eq!([e(0, 0), e(2, 0), e(0, 1), e(1, 1)], [0, 3, 1, 2]);
     assert_ne!(e(1, 0), e(3, 0));
@@ -193,7 +194,10 @@ fn sglang_static_spreads_evenly() -> R {
     gpus[2] = vec![1];
     gpus[3] = vec![1];
     let slots = LayerSlots::new(&gpus, 2, 1)?;
-    for rule in [DispatchRule::SglangStatic, DispatchRule::SglangStaticV0] {
+    for rule in [
+        Rule::SglangStatic(SglangVersion::Nearest),
+        Rule::SglangStatic(SglangVersion::SameGpu),
+    ] {
         let t = table(rule, &slots)?;
         let mut per_copy = std::collections::BTreeMap::new();
         for r in 2..8 {
@@ -211,7 +215,7 @@ fn sglang_static_spreads_evenly() -> R {
     gpus[0] = vec![0];
     gpus[1] = vec![0];
     let slots = LayerSlots::new(&gpus, 1, 1)?;
-    let t = table(DispatchRule::SglangStatic, &slots)?;
+    let t = table(Rule::SglangStatic(SglangVersion::Nearest), &slots)?;
     let on0 = (2..7).filter(|&r| t[r] == 0).count();
     assert!(on0 == 2 || on0 == 3, "{on0}");
     Ok(())
@@ -232,11 +236,11 @@ fn sglang_tables_are_the_cores_map() -> R {
     for (label, plan) in &plans {
         for (rule, version) in [
             (
-                DispatchRule::SglangStatic,
+                Rule::SglangStatic(SglangVersion::Nearest),
                 moeplan::judge::SglangVersion::Nearest,
             ),
             (
-                DispatchRule::SglangStaticV0,
+                Rule::SglangStatic(SglangVersion::SameGpu),
                 moeplan::judge::SglangVersion::SameGpu,
             ),
         ] {
@@ -254,7 +258,7 @@ fn sglang_tables_are_the_cores_map() -> R {
             let last = plan.layers().len() - 1;
             assert_eq!(Selector::from_plan(rule, plan, last, &[])?, got[last]);
         }
-        assert!(Selector::from_plan(DispatchRule::Vllm, plan, 99, &[]).is_err());
+        assert!(Selector::from_plan(Rule::Vllm, plan, 99, &[]).is_err());
     }
     Ok(())
 }
@@ -284,7 +288,7 @@ fn agree_with_simulator(
         let at = format!("{what}, {rule}");
         let rep = simulate(
             &work,
-            &Strategy::fixed(plan.clone(), rule.sim_rule()),
+            &Strategy::fixed(plan.clone(), rule),
             &CostModel::default(),
         )?;
         assert_eq!(rep.sources, "token routes", "{at}");
@@ -474,7 +478,7 @@ fn naive_ffn(x: &[u16], w13: &[u16], w2: &[u16], h: usize, i: usize) -> Vec<u16>
 fn expert_compute_matches_a_naive_loop() -> R {
     let shape = ExpertShape::new(64, 32)?;
     let pool = WeightPool::generate(shape, 5);
-    let (slots, r, phys) = sample(DispatchRule::Vllm)?;
+    let (slots, r, phys) = sample(Rule::Vllm)?;
     let d = dispatch_cpu(&phys, slots.num_slots())?;
     let x = fill_uniform(0, r.tokens * shape.hidden, seeds::X, 1.0);
     let xp = gather_cpu(&x, shape.hidden, r.top_k, &d.perm);

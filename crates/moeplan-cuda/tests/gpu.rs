@@ -2,10 +2,11 @@
 //! device (or without NVRTC / cuBLAS) each test prints why it is skipped and
 //! returns.
 
+use moeplan::judge::{Rule, SglangVersion};
 use moeplan_cuda::bench::{self, BenchConfig, PlanAlgo};
 use moeplan_cuda::expert::ExpertShape;
 use moeplan_cuda::gpu::{Gpu, compile_kernels};
-use moeplan_cuda::select::DispatchRule;
+use moeplan_cuda::select;
 use moeplan_cuda::{Error, check};
 
 fn gpu_or_skip(test: &str) -> Option<Gpu> {
@@ -80,7 +81,7 @@ fn bench_measures_every_rank() -> Result<(), Error> {
         .map(|s| s.parse())
         .collect::<Result<_, _>>()?;
     let plans = bench::make_plans(&trace, topo, &algos, 1)?;
-    for rule in DispatchRule::ALL {
+    for rule in select::gpu_rules() {
         let cfg = BenchConfig {
             tokens: 512,
             top_k: 8,
@@ -92,7 +93,7 @@ fn bench_measures_every_rank() -> Result<(), Error> {
             source_batch: Some(1),
             seed: 1,
             pool: 8,
-            launch_gaps: rule == DispatchRule::SglangStatic,
+            launch_gaps: rule == Rule::SglangStatic(SglangVersion::Nearest),
         };
         let res = bench::run(&gpu, &trace, &plans, &cfg, &mut |r| {
             println!("{}", r.to_text())

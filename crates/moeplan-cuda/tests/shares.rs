@@ -3,6 +3,7 @@
 //! rule, and agreement with the core's simulator within that rounding on
 //! generated routings. No device needed.
 
+use moeplan::judge::Rule;
 use moeplan::judge::eval::balance_of;
 use moeplan::judge::{
     CostModel, DEFAULT_TOLERANCE_PERCENT, Rebalancer, RouteShares, Strategy, simulate,
@@ -12,16 +13,14 @@ use moeplan_cuda::bench::{PlanAlgo, make_plans};
 use moeplan_cuda::dispatch::dispatch_cpu;
 use moeplan_cuda::routing::{Routing, source_rank};
 use moeplan_cuda::select::{
-    DispatchRule, LayerSlots, Selector, largest_remainder, select_cpu, workload_loads,
+    self, LayerSlots, Selector, largest_remainder, select_cpu, workload_loads,
 };
 
 mod common;
 
 type R = Result<(), Box<dyn std::error::Error>>;
 
-const LIBRA: DispatchRule = DispatchRule::Libra {
-    tolerance_percent: DEFAULT_TOLERANCE_PERCENT,
-};
+const LIBRA: Rule = select::libra(DEFAULT_TOLERANCE_PERCENT);
 
 /// One node of three GPUs; expert 0 on GPUs 0 and 1.
 fn three_gpus() -> Result<(LayerSlots, Plan), moeplan_cuda::Error> {
@@ -45,7 +44,7 @@ fn grace_weighted_realises_its_weights_in_whole_rows() -> R {
     // third of each rank's rows go to GPU 0 (slot 0), two thirds to GPU 1
     // (slot 3)
     let loads = [6.0, 5.0, 1.0, 2.0];
-    let sel = Selector::single_layer(DispatchRule::GraceWeighted, &slots, &loads)?;
+    let sel = Selector::single_layer(Rule::GraceWeighted, &slots, &loads)?;
     // one row per rank: shares 1/3 and 2/3 round to the larger
     let r = top1(&[vec![0], vec![0], vec![0]])?;
     assert_eq!(select_cpu(&r, &slots, &sel)?, [3, 3, 3]);
@@ -64,14 +63,14 @@ fn grace_weighted_realises_its_weights_in_whole_rows() -> R {
 #[test]
 fn grace_topology_keeps_rows_on_their_own_gpu() -> R {
     let (slots, _) = three_gpus()?;
-    let sel = Selector::single_layer(DispatchRule::GraceTopology, &slots, &[6.0, 5.0, 1.0, 2.0])?;
+    let sel = Selector::single_layer(Rule::GraceTopology, &slots, &[6.0, 5.0, 1.0, 2.0])?;
     // ranks 0 and 1 hold expert 0: all their rows stay; rank 2 has no copy
     // on its GPU and its node is all three GPUs: weighted as above
     let r = top1(&[vec![0, 0, 0], vec![0, 0, 0], vec![0, 0, 0]])?;
     assert_eq!(select_cpu(&r, &slots, &sel)?, [0, 0, 0, 3, 3, 3, 0, 3, 3]);
     // on two nodes (GPUs 0 | 1, 2): rank 2's node holds the copy on GPU 1 only
     let two = LayerSlots::new(&[vec![0, 1], vec![2, 0], vec![3], vec![0]], 4, 2)?;
-    let sel = Selector::single_layer(DispatchRule::GraceTopology, &two, &[6.0, 5.0, 1.0, 2.0])?;
+    let sel = Selector::single_layer(Rule::GraceTopology, &two, &[6.0, 5.0, 1.0, 2.0])?;
     let r = top1(&[vec![0, 0], vec![0, 0], vec![0, 0], vec![0, 0]])?;
     // GPU 2 (node 1) sends to the copy on its node, GPU 3 (slot 5)
     assert_eq!(select_cpu(&r, &two, &sel)?, [0, 0, 3, 3, 5, 5, 5, 5]);
@@ -94,7 +93,7 @@ fn libra_moves_remote_rows_to_the_idle_copy() -> R {
     assert_eq!(phys, want);
     // ε = 100 %: 13.5 ≤ 2 × 9, nothing moves from the even start: the
     // rows stay split over slot 0 (GPU 0) and slot 3 (GPU 1)
-    let lazy = Selector::single_layer("libra:100".parse()?, &slots, &[])?;
+    let lazy = Selector::single_layer(select::parse_rule("libra:100")?, &slots, &[])?;
     let phys = select_cpu(&r, &slots, &lazy)?;
     assert_eq!(&phys[18..], &[0, 0, 0, 0, 0, 3, 3, 3, 3]);
     Ok(())
@@ -105,16 +104,16 @@ fn selectors_refuse_what_does_not_fit() -> R {
     let (slots, plan) = three_gpus()?;
     let r = top1(&[vec![0], vec![0], vec![0]])?;
     // GRACE's rules need loads for every layer, covering every expert
-    assert!(Selector::for_plan(DispatchRule::GraceWeighted, &plan, &[]).is_err());
-    assert!(Selector::single_layer(DispatchRule::GraceWeighted, &slots, &[1.0; 3]).is_err());
+    assert!(Selector::for_plan(Rule::GraceWeighted, &plan, &[]).is_err());
+    assert!(Selector::single_layer(Rule::GraceWeighted, &slots, &[1.0; 3]).is_err());
     // a selector made for another placement
     let other = LayerSlots::new(&[vec![0, 1], vec![2], vec![3, 0]], 4, 3)?;
-    for rule in [DispatchRule::GraceTopology, LIBRA] {
+    for rule in [Rule::GraceTopology, LIBRA] {
         let sel = Selector::single_layer(rule, &other, &[1.0; 4])?;
         assert!(select_cpu(&r, &slots, &sel).is_err(), "{rule}");
     }
-    assert!("libra:1001".parse::<DispatchRule>().is_err());
-    assert!("grace".parse::<DispatchRule>().is_err());
+    assert!(select::parse_rule("libra:1001").is_err());
+    assert!(select::parse_rule("grace").is_err());
     Ok(())
 }
 
@@ -154,7 +153,7 @@ type Split = Vec<(usize, f64)>;
 /// The simulator's model of one layer's batch: per (source, expert), the
 /// (GPU, pairs) it sends, from the core's public tables.
 fn model_split(
-    rule: DispatchRule,
+    rule: Rule,
     layer: &LayerPlacement,
     topology: Topology,
     num_experts: usize,
@@ -167,7 +166,9 @@ fn model_split(
     }
     let mut split = vec![Vec::new(); d * num_experts];
     match rule {
-        DispatchRule::Libra { tolerance_percent } => {
+        Rule::Libra {
+            tolerance_percent, ..
+        } => {
             let mut rb = Rebalancer::new(layer, num_experts)?;
             rb.solve(&n, f64::from(tolerance_percent) / 100.0)?;
             for (gi, out) in split.iter_mut().enumerate() {
@@ -183,7 +184,7 @@ fn model_split(
                 .iter()
                 .map(|&c| c as f64)
                 .collect();
-            let t = RouteShares::new(rule.sim_rule(), layer, topology, &loads)?;
+            let t = RouteShares::new(rule, layer, topology, &loads)?;
             for (gi, out) in split.iter_mut().enumerate() {
                 let (s, e) = (gi / num_experts, gi % num_experts);
                 out.extend(t.shares(s, e).map(|(g, f)| (g as usize, n[gi] * f)));
@@ -208,17 +209,15 @@ fn agree_within_rounding(trace: &LoadTrace, plan: &Plan, tokens: usize, what: &s
     // what GRACE's rules weigh by: the workload's (this batch's) loads
     let loads = workload_loads(work.trace());
     for rule in [
-        DispatchRule::GraceWeighted,
-        DispatchRule::GraceTopology,
+        Rule::GraceWeighted,
+        Rule::GraceTopology,
         LIBRA,
-        DispatchRule::Libra {
-            tolerance_percent: 0,
-        },
+        select::libra(0),
     ] {
         let at = format!("{what}, {rule}");
         let rep = simulate(
             &work,
-            &Strategy::fixed(plan.clone(), rule.sim_rule()),
+            &Strategy::fixed(plan.clone(), rule),
             &CostModel::default(),
         )?;
         let sels = Selector::for_plan(rule, plan, &loads)?;

@@ -314,3 +314,92 @@ fn the_readme_stays_a_manual() {
     }
     assert!(linked >= 5, "README links only {linked} docs files");
 }
+
+/// Every `.rs` file under a `src/` of the workspace's crates and the app
+/// (what front ends are built from; examples that reproduce one table may
+/// pick their columns), with its text.
+fn workspace_sources() -> Vec<(PathBuf, String)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    walk(&repo.join("crates"), &mut files);
+    walk(&repo.join("app/src"), &mut files);
+    files.retain(|p| p.components().any(|c| c.as_os_str() == "src"));
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            (p, text)
+        })
+        .collect()
+}
+
+/// The dispatch rules are listed once, `Rule::ALL`: a second array of
+/// rules, or an enum naming the rules again (as the CLI's and the CUDA
+/// crate's once did), fails here; front ends filter or parse the list.
+#[test]
+fn dispatch_rules_are_listed_once() {
+    let variants = [
+        "Vllm",
+        "SglangStatic",
+        "SglangDynamic",
+        "LocalFirst",
+        "GraceWeighted",
+        "GraceTopology",
+        "Optimal",
+    ];
+    let mut read = 0;
+    for (p, text) in workspace_sources() {
+        read += 1;
+        let home = p.ends_with("src/judge/dispatch.rs");
+        let arrays = text.matches("[Rule; ").count();
+        assert!(
+            arrays == usize::from(home),
+            "{}: an array of dispatch rules (the list is Rule::ALL)",
+            p.display()
+        );
+        for (i, _) in text.match_indices("enum ") {
+            let body = text[i..].split('}').next().unwrap();
+            let named = variants
+                .iter()
+                .filter(|v| {
+                    body.lines()
+                        .any(|l| l.trim().trim_end_matches(',').starts_with(*v))
+                })
+                .count();
+            let is_rule = body.starts_with("enum Rule ");
+            assert!(
+                named < 3 || (home && is_rule),
+                "{}: an enum listing dispatch rules again ({})",
+                p.display(),
+                body.lines().next().unwrap()
+            );
+        }
+    }
+    assert!(read > 80, "only {read} files read");
+}
+
+/// The planners are listed once, `PLANNERS`: no other array of planners.
+#[test]
+fn planners_are_listed_once() {
+    for (p, text) in workspace_sources() {
+        let home = p.ends_with("src/planners/mod.rs");
+        let lists =
+            text.matches("&[&dyn Planner]").count() + text.matches("[&dyn Planner;").count();
+        assert!(
+            lists == usize::from(home),
+            "{}: a list of planners (the list is PLANNERS)",
+            p.display()
+        );
+    }
+}

@@ -2,11 +2,11 @@
 //! the core simulator's one-batch workload.
 
 use moeplan::data::Workload;
+use moeplan::judge::Rule;
 use moeplan::{LoadTrace, TokenTrace};
 use moeplan_cuda::bench::{BenchConfig, layer_routing};
 use moeplan_cuda::expert::ExpertShape;
 use moeplan_cuda::routing::{Routing, source_rank};
-use moeplan_cuda::select::DispatchRule;
 
 /// `tokens` generated tokens (bench's routing, seed `seed`) for each of
 /// `layers` (indices into `trace`) on `d` ranks, and the same tokens as a
@@ -22,7 +22,7 @@ pub fn one_batch(
     let cfg = BenchConfig {
         tokens,
         top_k,
-        rule: DispatchRule::Vllm,
+        rule: Rule::Vllm,
         shape: ExpertShape::new(8, 8)?,
         layers: layers.to_vec(),
         repeats: 1,
