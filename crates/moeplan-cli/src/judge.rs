@@ -1,12 +1,10 @@
-//! A plan judged on a trace under a dispatch rule: the evaluator's report
-//! (replicas, memory, the bound) with balance taken from the simulator
-//! (`moeplan::judge`) under the rule, plus the simulator's traffic. Under
-//! `even` the simulator's figures equal the evaluator's to the bit, so the
-//! default reports what moeplan always reported.
+//! A plan judged on a trace under a dispatch rule, through the core's one
+//! entry point (`moeplan::judge::judge`), with what the CLI adds: where the
+//! sizes that turn pairs into bytes came from, and the JSON it prints.
 
-use moeplan::judge::{CostModel, Messages, Report, Rule, Strategy, Workload, simulate};
-use moeplan::planners::{Prepared, Schedule};
-use moeplan::{EvalReport, LoadTrace, Plan, data::model, evaluate_with_progress};
+use moeplan::judge::{CostModel, Messages, Report, Rule, Schedule, Served, Workload};
+use moeplan::planners::Prepared;
+use moeplan::{EvalReport, LoadTrace, Plan, data::model};
 use serde_json::{Value, json};
 
 /// The sizes that turn pairs into bytes, and where they came from.
@@ -83,12 +81,10 @@ pub fn judge(
     cost: &Cost,
     progress: impl FnMut(usize, usize),
 ) -> Result<Judged, moeplan::Error> {
-    let mut report = evaluate_with_progress(work.trace(), plan, progress)?;
-    let sim = simulate(work, &Strategy::fixed(plan.clone(), rule), &cost.model)?;
-    take_balance(&mut report, &sim);
+    let v = moeplan::judge::judge(work, Served::Plan { plan, rule }, &cost.model, progress)?;
     Ok(Judged {
-        report,
-        sim,
+        report: v.report,
+        sim: v.sim,
         schedule: None,
         expert_bytes: cost.model.expert_bytes,
     })
@@ -110,26 +106,21 @@ pub fn judge_prepared(
     }
 }
 
-/// `base` served through `schedule`: the evaluator's report of the base
-/// (what an engine loads) with balance from the schedule's replay, its
-/// bound counting the schedule's copies, and its fullest GPU holding the
-/// schedule's copy buffers too.
+/// `base` served through `schedule` (see [`moeplan::judge::judge`]).
 pub fn judge_schedule(
     work: &Workload,
     base: &Plan,
     schedule: Schedule,
     cost: &Cost,
 ) -> Result<Judged, moeplan::Error> {
-    let mut report = evaluate_with_progress(work.trace(), base, |_, _| {})?;
-    let sim = simulate(work, &schedule.strategy, &cost.model)?;
-    take_balance(&mut report, &sim);
-    // The base's bound is for static plans; the schedule's copies are
-    // counted batch by batch.
-    report.bound_per_batch(work.trace(), &schedule.strategy.placement)?;
-    report.replica_slots_fullest_gpu += schedule.resident_slots_per_gpu;
+    let served = Served::Schedule {
+        base,
+        schedule: &schedule,
+    };
+    let v = moeplan::judge::judge(work, served, &cost.model, |_, _| {})?;
     Ok(Judged {
-        report,
-        sim,
+        report: v.report,
+        sim: v.sim,
         schedule: Some(schedule),
         expert_bytes: cost.model.expert_bytes,
     })
@@ -233,16 +224,4 @@ fn pct(part: f64, whole: f64) -> f64 {
     } else {
         0.0
     }
-}
-
-/// The evaluator's report with the simulator's balance: the rule decides
-/// balance, the evaluator keeps memory and the bound.
-fn take_balance(report: &mut EvalReport, sim: &Report) {
-    report.balancedness = sim.balancedness;
-    report.imbalance_ratio = sim.imbalance_ratio;
-    report.per_layer.clone_from(&sim.per_layer);
-    report
-        .per_layer_imbalance_ratio
-        .clone_from(&sim.per_layer_imbalance_ratio);
-    report.gap = report.bound - report.balancedness;
 }

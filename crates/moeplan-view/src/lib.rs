@@ -169,10 +169,9 @@ struct Scheduled {
     bytes_per_batch: Vec<f64>,
     /// Mean copies per batch in each layer.
     copies_per_layer: Vec<usize>,
-    /// Slots each GPU keeps for the copies (Libra: 2 · N buffers).
-    resident_slots_per_gpu: usize,
-    /// The base's replica slots on its fullest GPU.
-    base_replica_slots: usize,
+    /// Replica slots on the fullest GPU: the base's and the slots it keeps
+    /// for copies (Libra: 2 · N buffers).
+    replica_slots_per_gpu: usize,
     /// The bound with the schedule's copies counted batch by batch.
     bound: f64,
 }
@@ -947,9 +946,9 @@ impl Workspace {
             };
             let state = State::Scheduled(Box::new(Scheduled::replay(
                 s,
+                &planned.plan,
                 &self.work,
                 &self.cost,
-                planned.plan.summary().replica_slots_fullest_gpu,
             )?));
             next.push((i, state, ready.notes()));
         }
@@ -1122,10 +1121,7 @@ fn settle(
         .plan(None)
         .and_then(|p| match ready.schedule(&p.plan, work)? {
             Some(s) => Ok(State::Scheduled(Box::new(Scheduled::replay(
-                s,
-                work,
-                cost,
-                p.plan.summary().replica_slots_fullest_gpu,
+                s, &p.plan, work, cost,
             )?))),
             None => {
                 let report = evaluate(work.trace(), &p.plan)?;
@@ -1144,46 +1140,20 @@ fn settle(
 
 impl Scheduled {
     fn replay(
-        s: moeplan::planners::Schedule,
+        s: moeplan::judge::Schedule,
+        base: &Plan,
         work: &Workload,
         cost: &CostModel,
-        base_replica_slots: usize,
     ) -> Result<Self> {
-        let report = simulate(work, &s.strategy, cost)?;
-        let l_n = work.trace().num_layers();
-        let mut copies = vec![0usize; l_n];
-        let parts = match &s.strategy.placement {
-            moeplan::judge::Placement::Schedule(parts) => parts.len(),
-            moeplan::judge::Placement::Static(_) => 1,
-        };
-        if let moeplan::judge::Placement::Schedule(parts) = &s.strategy.placement {
-            for (_, plan) in parts {
-                for (c, r) in copies.iter_mut().zip(plan.summary().replicas_per_layer) {
-                    *c += r;
-                }
-            }
-        }
-        // The bound of a schedule counts its copies batch by batch (the
-        // base's would bound only static plans).
-        let bound = mean(&moeplan::judge::bound::per_batch_bound(
-            work.trace(),
-            &s.strategy.placement,
-        )?);
+        let served = moeplan::judge::Served::Schedule { base, schedule: &s };
+        let v = moeplan::judge::judge(work, served, cost, |_, _| {})?;
         Ok(Scheduled {
-            bound,
+            bound: v.report.bound,
             about: s.about,
-            bytes_per_batch: s
-                .copies_per_batch
-                .iter()
-                .map(|&c| c as f64 * cost.expert_bytes as f64)
-                .collect(),
-            copies_per_layer: copies
-                .iter()
-                .map(|&c| (c as f64 / parts.max(1) as f64).round() as usize)
-                .collect(),
-            resident_slots_per_gpu: s.resident_slots_per_gpu,
-            base_replica_slots,
-            report,
+            bytes_per_batch: v.per_batch_bytes_copied.iter().map(|&b| b as f64).collect(),
+            copies_per_layer: v.replicas_per_layer,
+            replica_slots_per_gpu: v.report.replica_slots_fullest_gpu,
+            report: v.sim,
         })
     }
 
@@ -1201,7 +1171,7 @@ impl Scheduled {
             balancedness: r.balancedness,
             imbalance_ratio: r.imbalance_ratio,
             replicas: self.copies_per_layer.iter().sum(),
-            replica_slots_per_gpu: self.base_replica_slots + self.resident_slots_per_gpu,
+            replica_slots_per_gpu: self.replica_slots_per_gpu,
             bound: self.bound,
             per_layer: r.per_layer.clone(),
             replicas_per_layer: self.copies_per_layer.clone(),

@@ -94,7 +94,7 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
 }
 
 /// What a per-batch plan's row means: its rule, and what it copies.
-fn schedule_note(name: &str, j: &Judged, s: &moeplan::planners::Schedule, layers: usize) -> String {
+fn schedule_note(name: &str, j: &Judged, s: &moeplan::judge::Schedule, layers: usize) -> String {
     let batches = s.copies_per_batch.len().max(1) as f64;
     let copies = s.copies_per_batch.iter().sum::<usize>() as f64 / batches;
     format!(

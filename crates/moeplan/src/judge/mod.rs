@@ -69,6 +69,7 @@ mod replay;
 mod sglang;
 mod slots;
 mod traffic;
+mod verdict;
 
 use std::ops::Range;
 
@@ -86,6 +87,7 @@ pub use optimal::{OptimalSplit, optimal_split};
 pub use rebalance::{DEFAULT_TOLERANCE_PERCENT, Rebalancer, RemoteStart};
 pub use sglang::sglang_dispatch_map;
 pub use traffic::{Messages, Traffic};
+pub use verdict::{Schedule, Served, Verdict, judge};
 
 /// Sizes that turn pair counts into bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

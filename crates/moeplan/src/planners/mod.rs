@@ -24,8 +24,8 @@ pub use craft::{Budget, Craft, CraftOptions, craft};
 pub use eplb::{EplbConfig, base, eplb};
 pub use registry::{
     CurvePoint, Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerInfo, PlannerSpec,
-    Predicted, Prepared, Schedule, Settings, Unit, Value, all_options, describe, find, option,
-    plan, prepare, registry,
+    Predicted, Prepared, Settings, Unit, Value, all_options, describe, find, option, plan, prepare,
+    registry,
 };
 
 /// Every planner, in the order reports list them: the floor first, then by

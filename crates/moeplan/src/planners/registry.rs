@@ -724,34 +724,10 @@ pub trait Prepared: fmt::Debug + Send + Sync {
     /// they serve, return `None` (the default). `served` need not be the
     /// workload prepared on: an online planner re-plans on whatever batches
     /// it serves (`eval --plan`, a held-out split).
-    fn schedule(&self, base: &Plan, served: &Workload) -> Result<Option<Schedule>> {
+    fn schedule(&self, base: &Plan, served: &Workload) -> Result<Option<crate::judge::Schedule>> {
         let _ = (base, served);
         Ok(None)
     }
-}
-
-/// What a per-batch planner serves: one plan per batch and the dispatch
-/// rule over them ([`crate::judge::simulate`] replays it), with what it costs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Schedule {
-    /// The per-batch placements ([`crate::judge::Placement::Schedule`]) and
-    /// their rule.
-    pub strategy: crate::judge::Strategy,
-    /// Expert copies made in each batch, over all layers: what the planner
-    /// transfers (Libra refills its buffers every layer, so this exceeds
-    /// the slots that differ between consecutive batches).
-    pub copies_per_batch: Vec<usize>,
-    /// Copies each GPU may take on top of the base per layer (Libra's N).
-    pub extra_slots_per_gpu: usize,
-    /// Expert slots each GPU keeps for the copies, over all layers: the
-    /// schedule's replica memory on the fullest GPU (Libra: its two copy
-    /// buffers, 2 · N, double buffering, §4 — one layer's copies fill while
-    /// the other's serve), what "equal memory" compares with a static
-    /// plan's [`crate::data::plan::PlanSummary::replica_slots_fullest_gpu`].
-    pub resident_slots_per_gpu: usize,
-    /// One phrase for reports: `per batch, libra-rebalance, previous-batch
-    /// predictor (measured)`.
-    pub about: String,
 }
 
 /// What identifies a planner, as one constant in its file (the registry
@@ -914,7 +890,7 @@ impl Prepared for Profiled {
     fn notes(&self) -> Vec<String> {
         self.inner.notes()
     }
-    fn schedule(&self, base: &Plan, served: &Workload) -> Result<Option<Schedule>> {
+    fn schedule(&self, base: &Plan, served: &Workload) -> Result<Option<crate::judge::Schedule>> {
         self.inner.schedule(base, served)
     }
 }

@@ -45,10 +45,9 @@ use std::borrow::Cow;
 use crate::data::plan::Plan;
 use crate::data::topology::Topology;
 use crate::error::{Error, Result};
-use crate::judge::{Placement, RemoteStart, Rule, Strategy, Workload};
+use crate::judge::{Placement, RemoteStart, Rule, Schedule, Strategy, Workload};
 use crate::planners::registry::{
-    Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Schedule,
-    Settings, Value,
+    Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Settings, Value,
 };
 
 pub use predict::{

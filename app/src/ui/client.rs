@@ -1,8 +1,6 @@
-//! The page: controls on the left, figures on the right. All planning
-//! happens in the worker (see `bin/worker.rs`); this module only sends
-//! requests, hands each answer to the [`Board`] (what changed since the
-//! last one), and times the round trip. What is drawn is in `figures.rs`
-//! and `charts/`, each piece reading only its own part of the board.
+//! The page's worker client: one [`Ctx`] per page or docs embed holds the
+//! settings, the board and the worker; it sends requests, times them,
+//! hands answers to the board, and restarts a worker that dies.
 //!
 //! # The budget path
 //!
@@ -21,7 +19,7 @@
 //! notices (the worker's `error` event, its [`Response::Crashed`] message or
 //! the deadline), says so in the status line, terminates it and starts a
 //! fresh one, and sends that one the last trace and cluster the old one
-//! accepted ([`Good`]: the generator settings, or the [`web_sys::File`] to
+//! accepted ([`LastAccepted`]: the generator settings, or the [`web_sys::File`] to
 //! read again), with the current budget and layer. Until the fresh worker
 //! has that request, everything else the page sends waits behind it. If the
 //! fresh worker dies while restoring, the page starts one more without a
@@ -30,19 +28,12 @@
 use std::collections::HashMap;
 
 use leptos::prelude::*;
-use moeplan::data::model::PRESETS;
-use moeplan::planners::libra;
-use moeplan_view::{Cluster, dispatch_rules};
+use moeplan_view::Cluster;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use web_sys::{MessageEvent, Worker};
 
 use crate::board::Board;
-use crate::charts::{
-    self, AffinityMap, CrossMatrix, CurveChart, GraceCurve, HeatMap, LayersChart, PlacementChart,
-    ReplicasChart, TimelineChart,
-};
-use crate::figures::{Scope, Summary, TrafficPanel};
 use crate::protocol::{CrossAsk, Request, Response, Source, TraceStatsLite, decode};
 use crate::settings::Settings;
 use crate::worker::{READING_PHASE, too_large};
@@ -51,22 +42,22 @@ use crate::worker::{READING_PHASE, too_large};
 /// page gives it up for dead: reading is bounded by the 512 MiB budget,
 /// which takes seconds, so a minute is generous. (A test may shorten it by
 /// setting `globalThis.moeplanReadDeadlineMs` before the page loads.)
-const READ_DEADLINE_MS: f64 = 60_000.0;
+pub(super) const READ_DEADLINE_MS: f64 = 60_000.0;
 
 /// The URL hash follows the settings once they have been still this long.
-const HASH_DELAY_MS: f64 = 250.0;
+pub(super) const HASH_DELAY_MS: f64 = 250.0;
 
 /// The budgeted plan's per-batch series is asked for once the budget has
 /// been still this long: a replay, kept off the budget path, and a drag
 /// asks once.
-const TIMELINE_DELAY_MS: f64 = 500.0;
+pub(super) const TIMELINE_DELAY_MS: f64 = 500.0;
 
 /// How long a fresh worker may take to say it is listening.
-const START_DEADLINE_MS: f64 = 60_000.0;
+pub(super) const START_DEADLINE_MS: f64 = 60_000.0;
 
 /// What the status line says.
 #[derive(Debug, Clone, PartialEq)]
-enum Status {
+pub(super) enum Status {
     Ready,
     Busy(String),
     Info(String),
@@ -75,7 +66,7 @@ enum Status {
 
 /// Which kind of change a request carried, for the timings shown.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Kind {
+pub(super) enum Kind {
     Trace,
     Cluster,
     Budget,
@@ -101,36 +92,36 @@ enum Kind {
 
 /// Milliseconds from a change to its plan on screen, last of each kind.
 #[derive(Debug, Clone, Default, PartialEq)]
-struct Timings {
-    trace: Option<f64>,
-    cluster: Option<f64>,
-    budget: Option<f64>,
+pub(super) struct Timings {
+    pub(super) trace: Option<f64>,
+    pub(super) cluster: Option<f64>,
+    pub(super) budget: Option<f64>,
     /// Of the last budget change: (worker's planning, receipt to frame).
-    budget_parts: Option<(f64, f64)>,
+    pub(super) budget_parts: Option<(f64, f64)>,
     /// Of the last budget change: input to the answer decoded, and of that
     /// the page's decoding.
-    budget_receive: Option<(f64, f64)>,
+    pub(super) budget_receive: Option<(f64, f64)>,
     /// Of the last budget change: input to the worker taking the request,
     /// the worker's time, and its posting to the page's receipt.
-    budget_path: Option<(f64, f64, f64)>,
+    pub(super) budget_path: Option<(f64, f64, f64)>,
     /// Last budget change: input to the DOM holding the new plan.
-    budget_dom: Option<f64>,
+    pub(super) budget_dom: Option<f64>,
     /// Budget changes timed to the DOM, and to the next frame, so far (a
     /// test waits for these to move, so it never reads a stale figure).
-    budget_dom_seq: u64,
-    budget_frame_seq: u64,
+    pub(super) budget_dom_seq: u64,
+    pub(super) budget_frame_seq: u64,
     /// The budget R of the last view timed.
-    budget_r: Option<usize>,
+    pub(super) budget_r: Option<usize>,
     /// GRACE's preparation in the last re-plan, in the worker.
-    grace: Option<f64>,
+    pub(super) grace: Option<f64>,
     /// The clusters GRACE last prepared ahead of time, and the worker's
     /// milliseconds for them.
-    warmed: Option<(String, f64)>,
+    pub(super) warmed: Option<(String, f64)>,
 }
 
 /// A trace source the page can send again, to a fresh worker.
 #[derive(Debug, Clone)]
-enum Kept {
+pub(super) enum ResendableSource {
     /// The generator's settings ([`Source::Generate`]).
     Generated(Source),
     /// A file from the user's disk: its name and the browser's handle on it,
@@ -138,22 +129,22 @@ enum Kept {
     File(String, web_sys::File),
 }
 
-impl Kept {
-    fn source(&self) -> Source {
+impl ResendableSource {
+    pub(super) fn source(&self) -> Source {
         match self {
-            Kept::Generated(s) => s.clone(),
-            Kept::File(name, _) => Source::File { name: name.clone() },
+            ResendableSource::Generated(s) => s.clone(),
+            ResendableSource::File(name, _) => Source::File { name: name.clone() },
         }
     }
 }
 
 /// A request the worker has not answered yet.
-struct Pending {
+pub(super) struct Pending {
     /// When it was sent.
     t0: f64,
     kind: Kind,
     /// The trace it carried, which becomes the last good one if it plans.
-    source: Option<Kept>,
+    source: Option<ResendableSource>,
     /// The cluster it carried, likewise.
     cluster: Option<Cluster>,
     /// Libra's `N` and predictor before this request changed them, put
@@ -164,15 +155,15 @@ struct Pending {
 /// The last trace and cluster the worker accepted: what a fresh worker is
 /// sent when the old one dies.
 #[derive(Debug, Clone, Default)]
-struct Good {
-    source: Option<Kept>,
+pub(super) struct LastAccepted {
+    source: Option<ResendableSource>,
     cluster: Option<Cluster>,
 }
 
 /// A restore in progress: the request (once sent), what it restores, and
 /// what the page said about the worker that died.
 #[derive(Debug, Clone)]
-struct Restoring {
+pub(super) struct Restoring {
     id: Option<u64>,
     what: String,
     head: String,
@@ -180,7 +171,7 @@ struct Restoring {
 
 /// The page's one worker, and what is on its way to it.
 #[derive(Default)]
-struct Conn {
+pub(super) struct WorkerLink {
     worker: Option<Worker>,
     /// Counts the workers started; events from an older one are ignored.
     generation: u32,
@@ -198,7 +189,7 @@ struct Conn {
 }
 
 /// Why the page gave a worker up.
-enum Cause {
+pub(super) enum Cause {
     /// Its `error` event (the message), e.g. a wasm trap.
     Error(String),
     /// It panicked (the panic's message).
@@ -208,7 +199,7 @@ enum Cause {
 }
 
 impl Cause {
-    fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match self {
             Cause::Panic(m) => format!("a bug: {}", m.replace('\n', " ")),
             // An abort in Rust's wasm is `unreachable`: with no panic message
@@ -224,7 +215,7 @@ impl Cause {
     }
 }
 
-fn now() -> f64 {
+pub(super) fn now() -> f64 {
     web_sys::window()
         .and_then(|w| w.performance())
         .map_or(0.0, |p| p.now())
@@ -232,14 +223,14 @@ fn now() -> f64 {
 
 /// The page's clock ([`now`]) in milliseconds since the epoch, as the
 /// worker's [`Response::View`] `span` is.
-fn epoch_ms(t: f64) -> f64 {
+pub(super) fn epoch_ms(t: f64) -> f64 {
     web_sys::window()
         .and_then(|w| w.performance())
         .map_or(0.0, |p| p.time_origin() + t)
 }
 
 /// Runs `f` once after `ms` milliseconds; the timer's id, to clear it.
-fn set_timer(ms: f64, f: impl FnOnce() + 'static) -> Option<i32> {
+pub(super) fn set_timer(ms: f64, f: impl FnOnce() + 'static) -> Option<i32> {
     let callback = Closure::once_into_js(f);
     web_sys::window()?
         .set_timeout_with_callback_and_timeout_and_arguments_0(
@@ -249,19 +240,19 @@ fn set_timer(ms: f64, f: impl FnOnce() + 'static) -> Option<i32> {
         .ok()
 }
 
-fn clear_timer(id: i32) {
+pub(super) fn clear_timer(id: i32) {
     if let Some(w) = web_sys::window() {
         w.clear_timeout_with_handle(id);
     }
 }
 
-fn location_hash() -> String {
+pub(super) fn location_hash() -> String {
     web_sys::window()
         .and_then(|w| w.location().hash().ok())
         .unwrap_or_default()
 }
 
-fn replace_hash(hash: &str) {
+pub(super) fn replace_hash(hash: &str) {
     if let Some(h) = web_sys::window().and_then(|w| w.history().ok()) {
         let _ = h.replace_state_with_url(&JsValue::NULL, "", Some(hash));
     }
@@ -271,14 +262,14 @@ fn replace_hash(hash: &str) {
 /// Where the worker's loader is: `globalThis.moeplanWorkerUrl` when a host
 /// sets it (the one-file page's `blob:` URL, an embed served from another
 /// folder), else beside the page.
-fn worker_url() -> String {
+pub(super) fn worker_url() -> String {
     js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str("moeplanWorkerUrl"))
         .ok()
         .and_then(|v| v.as_string())
         .unwrap_or_else(|| "./worker_loader.js".into())
 }
 
-fn read_deadline_ms() -> f64 {
+pub(super) fn read_deadline_ms() -> f64 {
     js_sys::Reflect::get(
         &js_sys::global(),
         &JsValue::from_str("moeplanReadDeadlineMs"),
@@ -290,13 +281,13 @@ fn read_deadline_ms() -> f64 {
 }
 
 /// Offers `text` as a download named `name`.
-fn download(name: &str, text: &str) {
+pub(super) fn download(name: &str, text: &str) {
     if let Some(b) = crate::present::blob(text, "application/json") {
         crate::present::download_blob(name, &b);
     }
 }
 
-fn cluster_of(s: &Settings) -> Cluster {
+pub(super) fn cluster_of(s: &Settings) -> Cluster {
     Cluster {
         nodes: s.nodes,
         gpus_per_node: s.gpus_per_node,
@@ -309,26 +300,26 @@ fn cluster_of(s: &Settings) -> Cluster {
 /// its own, with its own worker.
 #[derive(Clone, Copy)]
 pub(crate) struct Ctx {
-    settings: RwSignal<Settings>,
-    board: Board,
-    stats: RwSignal<Option<TraceStatsLite>>,
-    status: RwSignal<Status>,
-    timings: RwSignal<Timings>,
+    pub(super) settings: RwSignal<Settings>,
+    pub(super) board: Board,
+    pub(super) stats: RwSignal<Option<TraceStatsLite>>,
+    pub(super) status: RwSignal<Status>,
+    pub(super) timings: RwSignal<Timings>,
     /// Workers restarted so far (shown as `data-restarts`).
-    restarts: RwSignal<u32>,
-    pending: StoredValue<HashMap<u64, Pending>, LocalStorage>,
-    next_id: StoredValue<u64>,
-    conn: StoredValue<Conn, LocalStorage>,
-    good: StoredValue<Good, LocalStorage>,
+    pub(super) restarts: RwSignal<u32>,
+    pub(super) pending: StoredValue<HashMap<u64, Pending>, LocalStorage>,
+    pub(super) next_id: StoredValue<u64>,
+    pub(super) conn: StoredValue<WorkerLink, LocalStorage>,
+    pub(super) good: StoredValue<LastAccepted, LocalStorage>,
     /// Libra's options before the change the next request carries
     /// ([`Pending::undo`]).
-    undo: StoredValue<Option<(usize, String)>>,
-    read_deadline_ms: f64,
+    pub(super) undo: StoredValue<Option<(usize, String)>>,
+    pub(super) read_deadline_ms: f64,
     /// The timer that asks for the budgeted plan's per-batch series once
     /// the budget rests ([`TIMELINE_DELAY_MS`]).
-    timeline_timer: StoredValue<Option<i32>>,
+    pub(super) timeline_timer: StoredValue<Option<i32>>,
     /// The planners shown, by id (an embed's `planners`); `None`: all.
-    only: StoredValue<Option<Vec<String>>>,
+    pub(super) only: StoredValue<Option<Vec<String>>>,
 }
 
 impl Ctx {
@@ -344,8 +335,8 @@ impl Ctx {
             restarts: RwSignal::new(0),
             pending: StoredValue::new_local(HashMap::new()),
             next_id: StoredValue::new(1),
-            conn: StoredValue::new_local(Conn::default()),
-            good: StoredValue::new_local(Good::default()),
+            conn: StoredValue::new_local(WorkerLink::default()),
+            good: StoredValue::new_local(LastAccepted::default()),
             undo: StoredValue::new(None),
             read_deadline_ms: read_deadline_ms(),
             timeline_timer: StoredValue::new(None),
@@ -380,7 +371,7 @@ impl Ctx {
     }
 
     /// Leaves out of `u` the plans this context does not show.
-    fn keep_shown(self, u: &mut crate::protocol::Update) {
+    pub(super) fn keep_shown(self, u: &mut crate::protocol::Update) {
         self.only.with_value(|only| {
             let Some(only) = only else { return };
             let shown = |name: &str| only.iter().any(|o| o == name);
@@ -391,7 +382,7 @@ impl Ctx {
             }
         });
     }
-    fn generation(self) -> u32 {
+    pub(super) fn generation(self) -> u32 {
         self.conn.with_value(|c| c.generation)
     }
 
@@ -469,7 +460,7 @@ impl Ctx {
 
     /// Posts a message now, or queues it until the worker listens (`first`:
     /// ahead of everything queued, and the end of a restore's hold).
-    fn post(self, msg: js_sys::Array, bytes: Option<js_sys::Uint8Array>, first: bool) {
+    pub(super) fn post(self, msg: js_sys::Array, bytes: Option<js_sys::Uint8Array>, first: bool) {
         self.conn.update_value(|c| {
             if first {
                 c.queue.insert(0, (msg, bytes));
@@ -482,7 +473,7 @@ impl Ctx {
     }
 
     /// Sends what is queued, if the worker listens and no restore holds it.
-    fn flush(self) {
+    pub(super) fn flush(self) {
         let Some((worker, queue)) = self
             .conn
             .try_update_value(|c| {
@@ -513,10 +504,10 @@ impl Ctx {
 
     /// Sends a request with the current budget and layer; `bytes` (a
     /// file's) are transferred. Returns its id.
-    fn send(
+    pub(super) fn send(
         self,
         kind: Kind,
-        source: Option<Kept>,
+        source: Option<ResendableSource>,
         cluster: Option<Cluster>,
         export: Option<String>,
         bytes: Option<js_sys::Uint8Array>,
@@ -525,10 +516,10 @@ impl Ctx {
     }
 
     /// [`Ctx::send`], for the cross-workload matrix too.
-    fn send_with(
+    pub(super) fn send_with(
         self,
         kind: Kind,
-        source: Option<Kept>,
+        source: Option<ResendableSource>,
         cluster: Option<Cluster>,
         export: Option<String>,
         bytes: Option<js_sys::Uint8Array>,
@@ -539,7 +530,7 @@ impl Ctx {
         self.next_id.set_value(id + 1);
         let req = Request {
             id,
-            source: source.as_ref().map(Kept::source),
+            source: source.as_ref().map(ResendableSource::source),
             cluster,
             replicas_per_gpu: s.replicas_per_gpu,
             layer: s.layer,
@@ -552,7 +543,7 @@ impl Ctx {
             cross,
         };
         let json = serde_json::to_string(&req).ok()?;
-        let reading = matches!(source, Some(Kept::File(..)));
+        let reading = matches!(source, Some(ResendableSource::File(..)));
         self.pending.update_value(|p| {
             p.insert(
                 id,
@@ -596,7 +587,7 @@ impl Ctx {
 
     /// Gives the worker [`Ctx::read_deadline_ms`] to read request `id`'s
     /// file (until it reports a later phase or answers).
-    fn arm_watchdog(self, id: u64) {
+    pub(super) fn arm_watchdog(self, id: u64) {
         let generation = self.generation();
         let ms = self.read_deadline_ms;
         let timer = set_timer(ms, move || {
@@ -615,7 +606,7 @@ impl Ctx {
         }
     }
 
-    fn disarm_watchdog(self, id: u64) {
+    pub(super) fn disarm_watchdog(self, id: u64) {
         let timer = self
             .conn
             .try_update_value(|c| match c.watchdog {
@@ -632,7 +623,7 @@ impl Ctx {
     }
 
     /// A request was answered: what it carried is what the worker holds.
-    fn accepted(self, p: &Pending) {
+    pub(super) fn accepted(self, p: &Pending) {
         self.good.update_value(|g| {
             if let Some(s) = &p.source {
                 g.source = Some(s.clone());
@@ -644,7 +635,7 @@ impl Ctx {
     }
 
     /// The restore this answer ends, if it is one.
-    fn take_restore(self, id: u64) -> Option<Restoring> {
+    pub(super) fn take_restore(self, id: u64) -> Option<Restoring> {
         self.conn
             .try_update_value(|c| {
                 if c.restoring.as_ref().is_some_and(|r| r.id == Some(id)) {
@@ -656,13 +647,13 @@ impl Ctx {
             .flatten()
     }
 
-    fn restoring(self, id: u64) -> bool {
+    pub(super) fn restoring(self, id: u64) -> bool {
         self.conn
             .with_value(|c| c.restoring.as_ref().is_some_and(|r| r.id == Some(id)))
     }
 
     /// One answer from worker number `generation`.
-    fn on_response(self, generation: u32, resp: Response, received: f64) {
+    pub(super) fn on_response(self, generation: u32, resp: Response, received: f64) {
         if generation != self.generation() {
             return;
         }
@@ -855,7 +846,7 @@ impl Ctx {
                 }
                 match self.take_restore(id) {
                     Some(r) => {
-                        self.good.set_value(Good::default());
+                        self.good.set_value(LastAccepted::default());
                         self.status.set(Status::Error(format!(
                             "{}; restarted it, but {} did not load again ({message}) — \
                              load a file or press Generate",
@@ -870,7 +861,7 @@ impl Ctx {
 
     /// Worker number `generation` is gone: say so, start a fresh one, and
     /// send it the last trace the old one accepted.
-    fn died(self, generation: u32, cause: Cause) {
+    pub(super) fn died(self, generation: u32, cause: Cause) {
         let Some((was_ready, restoring)) = self
             .conn
             .try_update_value(|c| {
@@ -908,7 +899,7 @@ impl Ctx {
         let doing = lost
             .iter()
             .find_map(|p| match &p.source {
-                Some(Kept::File(name, _)) => Some(format!(" while reading {name}")),
+                Some(ResendableSource::File(name, _)) => Some(format!(" while reading {name}")),
                 _ => None,
             })
             .or_else(|| {
@@ -922,7 +913,7 @@ impl Ctx {
         if let Some(r) = restoring {
             // The trace that was to be restored killed the fresh worker too:
             // do not try it a third time.
-            self.good.set_value(Good::default());
+            self.good.set_value(LastAccepted::default());
             self.status.set(Status::Error(format!(
                 "the planning worker stopped again while restoring {} ({reason}); \
                  restarted it without a trace — load a file or press Generate",
@@ -950,8 +941,8 @@ impl Ctx {
             });
         }
         let what = match &kept {
-            Kept::File(name, _) => name.clone(),
-            Kept::Generated(_) => "the generated trace".into(),
+            ResendableSource::File(name, _) => name.clone(),
+            ResendableSource::Generated(_) => "the generated trace".into(),
         };
         self.status.set(Status::Error(format!(
             "{head}; restarting it with the previous trace…"
@@ -964,8 +955,8 @@ impl Ctx {
             });
         });
         match kept {
-            Kept::Generated(_) => self.send_restore(kept, cluster, None),
-            Kept::File(name, file) => {
+            ResendableSource::Generated(_) => self.send_restore(kept, cluster, None),
+            ResendableSource::File(name, file) => {
                 // Its bytes went to the old worker: read the file again, and
                 // hold everything else until the restore is on its way.
                 self.conn.update_value(|c| c.hold = true);
@@ -978,7 +969,11 @@ impl Ctx {
                     match read {
                         Ok(buf) => {
                             let bytes = js_sys::Uint8Array::new(&buf);
-                            self.send_restore(Kept::File(name, file), cluster, Some(bytes));
+                            self.send_restore(
+                                ResendableSource::File(name, file),
+                                cluster,
+                                Some(bytes),
+                            );
                         }
                         Err(_) => {
                             self.conn.update_value(|c| {
@@ -986,7 +981,7 @@ impl Ctx {
                                 c.restoring = None;
                             });
                             self.flush();
-                            self.good.set_value(Good::default());
+                            self.good.set_value(LastAccepted::default());
                             self.status.set(Status::Error(format!(
                                 "{head}; restarted it, but could not read {name} again — \
                                  load a file or press Generate"
@@ -998,7 +993,12 @@ impl Ctx {
         }
     }
 
-    fn send_restore(self, kept: Kept, cluster: Cluster, bytes: Option<js_sys::Uint8Array>) {
+    pub(super) fn send_restore(
+        self,
+        kept: ResendableSource,
+        cluster: Cluster,
+        bytes: Option<js_sys::Uint8Array>,
+    ) {
         let id = self.send(Kind::Restore, Some(kept), Some(cluster), None, bytes);
         self.conn.update_value(|c| {
             if let Some(r) = &mut c.restoring {
@@ -1012,7 +1012,7 @@ impl Ctx {
         let s = self.settings.get_untracked();
         self.send(
             Kind::Trace,
-            Some(Kept::Generated(Source::Generate {
+            Some(ResendableSource::Generated(Source::Generate {
                 preset: s.preset.clone(),
                 batches: s.batches,
                 seed: s.seed,
@@ -1026,7 +1026,7 @@ impl Ctx {
 
     /// Reads the files the user chose to judge plans across and sends them
     /// to the worker, one after another in one buffer.
-    fn load_cross(self, files: Vec<web_sys::File>) {
+    pub(super) fn load_cross(self, files: Vec<web_sys::File>) {
         let total: f64 = files.iter().map(|f| f.size()).sum();
         if let Some(message) = too_large("these files together", total) {
             self.status.set(Status::Error(message));
@@ -1065,7 +1065,7 @@ impl Ctx {
 
     /// Judges the traces the worker holds for the matrix again (the cluster
     /// changed), when a matrix is shown.
-    fn refresh_cross(self) {
+    pub(super) fn refresh_cross(self) {
         if self.board.cross.with_untracked(Option::is_some) {
             let again = CrossAsk {
                 names: Vec::new(),
@@ -1090,7 +1090,7 @@ impl Ctx {
                     let cluster = cluster_of(&self.settings.get_untracked());
                     self.send(
                         Kind::Trace,
-                        Some(Kept::File(name, file)),
+                        Some(ResendableSource::File(name, file)),
                         Some(cluster),
                         None,
                         Some(bytes),
@@ -1104,315 +1104,9 @@ impl Ctx {
     }
 }
 
-/// The page.
-#[component]
-pub fn App() -> impl IntoView {
-    let ctx = Ctx::new(Settings::from_hash(&location_hash()), None);
-    let Ctx {
-        settings,
-        board,
-        stats,
-        status,
-        timings,
-        restarts,
-        ..
-    } = ctx;
-    ctx.start_worker();
-    // The default view: the built-in generator, planned at once.
-    ctx.generate();
-
-    // Keep the URL hash in step with the settings: at once on opening, then
-    // once they have been still for HASH_DELAY_MS (`replaceState` costs a
-    // millisecond or more: it stays off the budget path, and a slider drag
-    // writes it once).
-    let hash_timer = StoredValue::new(None::<i32>);
-    Effect::new(move |opened: Option<()>| {
-        let hash = settings.with(Settings::to_hash);
-        if opened.is_none() {
-            replace_hash(&hash);
-            return;
-        }
-        if let Some(t) = hash_timer.get_value() {
-            clear_timer(t);
-        }
-        hash_timer.set_value(set_timer(HASH_DELAY_MS, move || {
-            hash_timer.set_value(None);
-            replace_hash(&settings.with_untracked(Settings::to_hash));
-        }));
-    });
-    // Each field reads its own setting: a budget change touches none of them.
-    let field = move |get: fn(&Settings) -> String| Memo::new(move |_| settings.with(get));
-    let preset = field(|s| s.preset.clone());
-    let memory_model = field(|s| s.memory_model.clone());
-    let rule = field(|s| s.rule.clone());
-    let predictor = field(|s| s.predictor.clone());
-    // Libra's options re-plan Libra only (the worker keeps every other
-    // plan); refused ones are put back when the error arrives.
-    let set_libra = move |n: Option<usize>, p: Option<String>| {
-        let before = settings.with_untracked(|s| (s.libra_n, s.predictor.clone()));
-        settings.update(|s| {
-            if let Some(n) = n {
-                s.libra_n = n;
-            }
-            if let Some(p) = p {
-                s.predictor = p;
-            }
-        });
-        ctx.undo.set_value(Some(before));
-        ctx.send(Kind::PerBatch, None, None, None, None);
-    };
-    let predictors: &'static [&'static str] = match libra::PREDICTOR.kind {
-        moeplan::planners::Kind::Choice(words) => words,
-        _ => &[],
-    };
-
-    let on_file = move |ev: leptos::ev::Event| {
-        let input: web_sys::HtmlInputElement = event_target(&ev);
-        if let Some(f) = input.files().and_then(|l| l.get(0)) {
-            ctx.load_file(f);
-        }
-        input.set_value("");
-    };
-    let on_drop = move |ev: leptos::ev::DragEvent| {
-        ev.prevent_default();
-        if let Some(f) = ev
-            .data_transfer()
-            .and_then(|d| d.files())
-            .and_then(|l| l.get(0))
-        {
-            ctx.load_file(f);
-        }
-    };
-
-    // A numeric cluster field: accepted only as a whole number ≥ 1.
-    let cluster_field = move |label: &'static str,
-                              id: &'static str,
-                              get: fn(&Settings) -> usize,
-                              set: fn(&mut Settings, usize)| {
-        let value = Memo::new(move |_| settings.with(get));
-        view! {
-            <label for=id>{label}</label>
-            <input id=id type="number" min="1" step="1"
-                prop:value=move || value.get().to_string()
-                on:change=move |ev| {
-                    match event_target_value(&ev).trim().parse::<usize>() {
-                        Ok(v) if (1..=4096).contains(&v) => {
-                            settings.update(|s| set(s, v));
-                            ctx.send(Kind::Cluster, None, Some(cluster_of(&settings.get_untracked())), None, None);
-                        }
-                        _ => status.set(Status::Error(format!("{label}: a whole number from 1 to 4096"))),
-                    }
-                }/>
-        }
-    };
-
-    // The registry's name for the planner the budget moves (CRAFT).
-    let focus = charts::focus_title();
-    // The presenter's scenarios and keys take the page's own paths.
-    let present_actions = crate::present::Actions {
-        set_budget: Callback::new(move |r| ctx.set_budget(r)),
-        cluster_changed: Callback::new(move |()| {
-            ctx.send(
-                Kind::Cluster,
-                None,
-                Some(cluster_of(&settings.get_untracked())),
-                None,
-                None,
-            );
-        }),
-        apply: Callback::new(move |s| {
-            settings.set(s);
-            ctx.generate();
-        }),
-    };
-
-    view! {
-        <header>
-            <h1>"moeplan"</h1>
-            <p class="tagline">{format!("Expert placement and replication for Mixture-of-Experts serving — {}, in your browser, offline.", charts::budgeted_titles())}</p>
-        </header>
-        <main>
-            <aside class="controls">
-                <crate::present::Present settings board actions=present_actions/>
-                <section>
-                    <h2>"Trace"</h2>
-                    <div class="drop" on:dragover=|ev: leptos::ev::DragEvent| ev.prevent_default() on:drop=on_drop>
-                        <p>"Drop a trace here — SGLang dump (.json, .pt), NumPy (.npy, .npz), vLLM load window, wide or per-rank CSV, moeplan trace — or"</p>
-                        <input id="file" type="file" accept=".json,.csv,.txt,.pt,.npy,.npz" on:change=on_file/>
-                    </div>
-                    <p class="or">"or generate one with a real model's shape:"</p>
-                    <label for="preset">"Model"</label>
-                    <select id="preset" on:change=move |ev| settings.update(|s| s.preset = event_target_value(&ev))>
-                        {PRESETS.iter().map(|p| view! {
-                            <option value=p.name selected=move || preset.with(|x| x == p.name)>{p.display}</option>
-                        }).collect_view()}
-                    </select>
-                    <label for="batches">"Batches"</label>
-                    <input id="batches" type="number" min="1" max="4096"
-                        prop:value=field(|s| s.batches.to_string())
-                        on:change=move |ev| {
-                            match event_target_value(&ev).trim().parse::<usize>() {
-                                Ok(b) if (1..=4096).contains(&b) => settings.update(|s| s.batches = b),
-                                _ => status.set(Status::Error("Batches: a whole number from 1 to 4096".into())),
-                            }
-                        }/>
-                    <label for="seed">"Seed"</label>
-                    <input id="seed" type="number" min="0"
-                        prop:value=field(|s| s.seed.to_string())
-                        on:change=move |ev| {
-                            if let Ok(x) = event_target_value(&ev).trim().parse::<u32>() {
-                                settings.update(|s| s.seed = x)
-                            }
-                        }/>
-                    <label class="inline"><input id="routes" type="checkbox"
-                        prop:checked=Memo::new(move |_| settings.with(|s| s.routes))
-                        on:change=move |ev| settings.update(|s| s.routes = event_target_checked(&ev))/>
-                        " with token routes (GRACE groups by affinity)"</label>
-                    <button id="generate" on:click=move |_| ctx.generate()>"Generate"</button>
-                    {move || stats.get().map(|s| view! {
-                        <p class="trace-info" id="trace-info">
-                            {format!("{} · {} batch(es) · {} MoE layers × {} experts{}", s.source, s.batches, s.layers, s.experts,
-                                s.top_k.map(|k| format!(" · top-{k}")).unwrap_or_default())}
-                        </p>
-                    })}
-                </section>
-                <section>
-                    <h2>"Cluster"</h2>
-                    {cluster_field("Nodes", "nodes", |s| s.nodes, |s, v| s.nodes = v)}
-                    {cluster_field("GPUs per node", "gpus", |s| s.gpus_per_node, |s, v| s.gpus_per_node = v)}
-                    {cluster_field(charts::groups_title(), "groups", |s| s.groups, |s, v| s.groups = v)}
-                </section>
-                <section>
-                    <h2>{format!("{focus} budget")}</h2>
-                    <p class="hint">"R: replicas per GPU, summed over all layers"</p>
-                    {budget_inputs(ctx)}
-                    <label for="mem">"Expert size of"</label>
-                    <select id="mem" on:change=move |ev| settings.update(|s| s.memory_model = event_target_value(&ev))>
-                        {PRESETS.iter().map(|p| view! {
-                            <option value=p.name selected=move || memory_model.with(|x| x == p.name)>
-                                {format!("{} ({:.0} MiB)", p.display, p.expert_bytes() as f64 / (1 << 20) as f64)}
-                            </option>
-                        }).collect_view()}
-                    </select>
-                </section>
-                <section>
-                    <h2>"Dispatch"</h2>
-                    <label for="rule">"Rule each engine uses to pick a copy"</label>
-                    <select id="rule" on:change=move |ev| {
-                        settings.update(|s| s.rule = event_target_value(&ev));
-                        ctx.send(Kind::Rule, None, None, None, None);
-                    }>
-                        {dispatch_rules().map(|r| {
-                            let name = r.name();
-                            view! { <option value=name selected=move || rule.with(|x| x == name)>{name}</option> }
-                        }).collect_view()}
-                    </select>
-                    <p class="hint">"even: split over copies (the planners' own measure); the others replay each plan through the simulator"</p>
-                </section>
-                <section id="cross-controls">
-                    <h2>"Across workloads"</h2>
-                    <p class="hint">"Load two or more traces of one model (yesterday's and today's, prefill and decode): every plan made on each, and on all of them, is judged on every one"</p>
-                    <input id="cross-files" type="file" multiple accept=".json,.csv,.txt,.pt,.npy,.npz,.safetensors"
-                        on:change=move |ev: leptos::ev::Event| {
-                            let input: web_sys::HtmlInputElement = event_target(&ev);
-                            let files: Vec<web_sys::File> = input.files()
-                                .map(|l| (0..l.length()).filter_map(|i| l.get(i)).collect())
-                                .unwrap_or_default();
-                            input.set_value("");
-                            ctx.load_cross(files);
-                        }/>
-                </section>
-                <section id="libra-controls">
-                    <h2>"Libra, per batch"</h2>
-                    <p class="hint">"Libra copies up to N predicted-hot experts per GPU in every layer of every batch and rebalances tokens over the copies (its own rule, libra-rebalance)"</p>
-                    <label for="libra-n">"N: copies per GPU"</label>
-                    <input id="libra-n" type="number" min="0" max="1024"
-                        prop:value=field(|s| s.libra_n.to_string())
-                        on:change=move |ev| {
-                            match event_target_value(&ev).trim().parse::<usize>() {
-                                Ok(n) if n <= 1024 => set_libra(Some(n), None),
-                                _ => status.set(Status::Error("N: a whole number from 0 to 1024".into())),
-                            }
-                        }/>
-                    <label for="predictor">"Predictor of the next layer"</label>
-                    <select id="predictor" prop:value=move || predictor.get()
-                        on:change=move |ev| set_libra(None, Some(event_target_value(&ev)))>
-                        {predictors.iter().map(|&w| view! {
-                            <option value=w selected=move || predictor.with(|x| x == w)>{w}</option>
-                        }).collect_view()}
-                    </select>
-                </section>
-                <section>
-                    <h2>{format!("Export {focus}'s plan")}</h2>
-                    <button id="export-moeplan" on:click=move |_| { ctx.send(Kind::Export, None, None, Some("moeplan".into()), None); }>"moeplan JSON"</button>
-                    <button id="export-sglang" on:click=move |_| { ctx.send(Kind::Export, None, None, Some("sglang".into()), None); }>"SGLang --init-expert-location"</button>
-                </section>
-                <p id="status" role="status" aria-live="polite"
-                    data-restarts=move || restarts.get().to_string()
-                    class=move || status.with(Status::class)>
-                    {move || status.with(Status::text)}
-                </p>
-                <p id="timings" class="timings"
-                    data-budget-ms=move || timings.with(|t| t.budget.map(|x| format!("{x:.2}")).unwrap_or_default())
-                    data-cluster-ms=move || timings.with(|t| t.cluster.map(|x| format!("{x:.1}")).unwrap_or_default())
-                    data-grace-ms=move || timings.with(|t| t.grace.map(|x| format!("{x:.1}")).unwrap_or_default())
-                    data-warmed=move || timings.with(|t| t.warmed.as_ref().map(|w| w.0.clone()).unwrap_or_default())
-                    data-warmed-ms=move || timings.with(|t| t.warmed.as_ref().map(|w| format!("{:.0}", w.1)).unwrap_or_default())
-                    data-trace-ms=move || timings.with(|t| t.trace.map(|x| format!("{x:.1}")).unwrap_or_default())
-                    data-budget-dom-ms=move || timings.with(|t| t.budget_dom.map(|x| format!("{x:.2}")).unwrap_or_default())
-                    data-budget-worker-ms=move || timings.with(|t| t.budget_parts.map(|x| format!("{:.2}", x.0)).unwrap_or_default())
-                    data-budget-draw-ms=move || timings.with(|t| t.budget_parts.map(|x| format!("{:.2}", x.1)).unwrap_or_default())
-                    data-budget-receive-ms=move || timings.with(|t| t.budget_receive.map(|x| format!("{:.2}", x.0)).unwrap_or_default())
-                    data-budget-decode-ms=move || timings.with(|t| t.budget_receive.map(|x| format!("{:.3}", x.1)).unwrap_or_default())
-                    data-budget-to-worker-ms=move || timings.with(|t| t.budget_path.map(|x| format!("{:.2}", x.0)).unwrap_or_default())
-                    data-budget-in-worker-ms=move || timings.with(|t| t.budget_path.map(|x| format!("{:.2}", x.1)).unwrap_or_default())
-                    data-budget-from-worker-ms=move || timings.with(|t| t.budget_path.map(|x| format!("{:.2}", x.2)).unwrap_or_default())
-                    data-budget-dom-seq=move || timings.with(|t| t.budget_dom_seq.to_string())
-                    data-budget-frame-seq=move || timings.with(|t| t.budget_frame_seq.to_string())
-                    data-budget-r=move || timings.with(|t| t.budget_r.map(|r| r.to_string()).unwrap_or_default())>
-                    {move || timings.with(|t| format!("last change → plan on screen: budget {} · cluster {} · trace {}",
-                        t.budget.map_or("—".into(), |x| format!("{x:.1} ms")),
-                        t.cluster.map_or("—".into(), |x| format!("{x:.0} ms")),
-                        t.trace.map_or("—".into(), |x| format!("{x:.0} ms"))))}
-                </p>
-            </aside>
-            <section class="figures">
-                <Show when=move || board.frame.with(Option::is_some)>
-                    <Summary board settings/>
-                    <Scope board/>
-                    <TrafficPanel board/>
-                    <div class="grid">
-                        {curve_figure(ctx)}
-                        {layers_figure(ctx)}
-                        {replicas_figure(ctx)}
-                        {heat_figure(ctx)}
-                    </div>
-                    {timeline_figure(ctx)}
-                    {placement_figure(ctx, true)}
-                    <CrossMatrix board/>
-                    // GRACE's views need affinity: token routes only.
-                    <Show when=move || board.grouping.with(Option::is_some)>
-                        <div class="grid" id="grace-views">
-                            <figure><figcaption id="grace-curve-caption">{move || board.grouping.with(|g| g.as_ref().map(|g| format!(
-                                "GRACE, layer {}: affinity kept inside GPU groups (U) against group size deviation (S), one point per r; {}",
-                                g.layer, g.ratio.map_or("grouped by load".into(), |r| format!("r = {r} chosen (the knee)")))))}</figcaption>
-                                <GraceCurve board/></figure>
-                            <figure><figcaption id="affinity-caption">{move || board.grouping.with(|g| g.as_ref().map(|g| format!(
-                                "GRACE, layer {}: expert affinity (tokens choosing both), experts in group order, lines between GPU groups ({} groups)",
-                                g.layer, g.sizes.len())))}</figcaption>
-                                <AffinityMap board/></figure>
-                        </div>
-                    </Show>
-                </Show>
-            </section>
-        </main>
-        <footer>"All planning runs in this page (WebAssembly, in a worker); nothing leaves your machine."</footer>
-    }
-}
-
 impl Status {
     /// The status line's classes.
-    fn class(&self) -> &'static str {
+    pub(super) fn class(&self) -> &'static str {
         match self {
             Status::Error(_) => "status error",
             Status::Busy(_) => "status busy",
@@ -1421,165 +1115,11 @@ impl Status {
     }
 
     /// The status line's words.
-    fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         match self {
             Status::Ready => "ready".to_string(),
             Status::Busy(p) => format!("working: {p}…"),
             Status::Info(m) | Status::Error(m) => m.clone(),
         }
     }
-}
-
-/// An embed's status line (the page's carries an id and its timings).
-pub(crate) fn status_line(ctx: Ctx) -> impl IntoView {
-    let status = ctx.status;
-    view! {
-        <p class=move || status.with(Status::class) role="status" aria-live="polite"
-            data-restarts=move || ctx.restarts.get().to_string()>
-            {move || status.with(Status::text)}
-        </p>
-    }
-}
-
-/// The focus plan's budget: a slider, the number, and "automatic".
-pub(crate) fn budget_inputs(ctx: Ctx) -> impl IntoView {
-    let (settings, board) = (ctx.settings, ctx.board);
-    let max_r = move || {
-        board
-            .frame
-            .with(|f| {
-                f.as_ref()
-                    .and_then(|f| f.curve.last().map(|p| p.replicas_per_gpu))
-            })
-            .unwrap_or(64)
-    };
-    let shown_r = move || board.replicas_per_gpu.get().to_string();
-    let auto_budget = Memo::new(move |_| settings.with(|s| s.replicas_per_gpu.is_none()));
-    view! {
-        <input id="budget" type="range" min="0" prop:max=move || max_r().to_string()
-            prop:value=shown_r
-            on:input=move |ev| {
-                if let Ok(r) = event_target_value(&ev).parse::<usize>() {
-                    ctx.set_budget(Some(r))
-                }
-            }/>
-        <input id="budget-number" type="number" min="0"
-            prop:value=shown_r
-            on:change=move |ev| {
-                match event_target_value(&ev).trim().parse::<usize>() {
-                    Ok(r) if r <= 1 << 16 => ctx.set_budget(Some(r)),
-                    _ => ctx.error("Budget: a whole number of replicas per GPU".into()),
-                }
-            }/>
-        <label class="inline"><input id="budget-auto" type="checkbox"
-            prop:checked=auto_budget
-            on:change=move |ev| {
-                let auto = event_target_checked(&ev);
-                let current = match board.frame.with_untracked(Option::is_some) {
-                    true => board.replicas_per_gpu.get_untracked(),
-                    false => 8,
-                };
-                ctx.set_budget(if auto { None } else { Some(current) })
-            }/>" automatic (knee of the curve)"</label>
-    }
-}
-
-/// The focus plan's balancedness against its budget.
-pub(crate) fn curve_figure(ctx: Ctx) -> impl IntoView {
-    let (board, focus) = (ctx.board, charts::focus_title());
-    view! {
-        <figure><figcaption>{format!("Balancedness against {focus}'s budget (predicted, rule: even)")}</figcaption>
-            <CurveChart board/></figure>
-    }
-}
-
-/// Every plan's balancedness per layer.
-pub(crate) fn layers_figure(ctx: Ctx) -> impl IntoView {
-    let board = ctx.board;
-    view! {
-        <figure><figcaption id="layers-caption">{move || format!("Balancedness per layer (rule: {})", board.rule.get())}</figcaption>
-            <LayersChart board/></figure>
-    }
-}
-
-/// Replicas per layer: the focus plan's bars, the others' lines.
-pub(crate) fn replicas_figure(ctx: Ctx) -> impl IntoView {
-    let (board, focus) = (ctx.board, charts::focus_title());
-    view! {
-        <figure><figcaption>{move || board.references().with(|r| {
-            let lines: Vec<&str> = r.iter().map(|p| charts::label(&p.name)).collect();
-            let lines = if lines.is_empty() { String::new() } else { format!(", line: {}", lines.join(", ")) };
-            format!("Replicas per layer (bars: {focus}{lines})")
-        })}</figcaption>
-            <ReplicasChart board/></figure>
-    }
-}
-
-/// The focus plan's GPU × layer load map.
-pub(crate) fn heat_figure(ctx: Ctx) -> impl IntoView {
-    let (board, focus) = (ctx.board, charts::focus_title());
-    view! {
-        <figure><figcaption>{format!("{focus}: GPU × layer load, rule: even (red: above the layer's mean, blue: below)")}</figcaption>
-            <HeatMap board/></figure>
-    }
-}
-
-/// Every plan's imbalance per batch.
-pub(crate) fn timeline_figure(ctx: Ctx) -> impl IntoView {
-    let board = ctx.board;
-    view! {
-        <figure id="timeline-figure">
-            <figcaption id="timeline-caption">{move || format!(
-                "Imbalance ratio per batch (max / mean GPU load, mean over layers; rule: {}, a per-batch plan under its own) and the expert bytes a per-batch plan copies in each batch",
-                board.rule.get())}</figcaption>
-            <TimelineChart board/>
-        </figure>
-    }
-}
-
-/// One layer's placement under the focus plan, with a layer slider when
-/// `slider`.
-pub(crate) fn placement_figure(ctx: Ctx, slider: bool) -> impl IntoView {
-    let (board, settings, focus) = (ctx.board, ctx.settings, charts::focus_title());
-    let layer = Memo::new(move |_| settings.with(|s| s.layer.to_string()));
-    view! {
-        <figure class="wide">
-            <figcaption>
-                {move || board.placement.with(|p| format!("{focus}'s placement of layer {} ", p.layer))}
-                {slider.then(|| view! {
-                    <input id="layer" type="range" min="0"
-                        prop:max=move || board.frame.with(|f| f.as_ref().map_or(0, |f| f.layer_ids.len().saturating_sub(1))).to_string()
-                        prop:value=layer
-                        on:input=move |ev| {
-                            if let Ok(l) = event_target_value(&ev).parse::<usize>() {
-                                ctx.set_layer(l);
-                            }
-                        }/>
-                })}
-            </figcaption>
-            <PlacementChart board/>
-        </figure>
-    }
-}
-
-/// The summary table of every plan shown.
-pub(crate) fn summary_table(ctx: Ctx) -> impl IntoView {
-    let (board, settings) = (ctx.board, ctx.settings);
-    view! { <Summary board settings/> }
-}
-
-/// Where each plan's dispatch traffic goes.
-pub(crate) fn traffic_panel(ctx: Ctx) -> impl IntoView {
-    let board = ctx.board;
-    view! { <TrafficPanel board/> }
-}
-
-/// Whether the status line shows an error.
-pub(crate) fn is_error(ctx: Ctx) -> bool {
-    ctx.status.with(|s| matches!(s, Status::Error(_)))
-}
-
-/// Whether the first answer has arrived (the charts have something to draw).
-pub(crate) fn has_frame(ctx: Ctx) -> bool {
-    ctx.board.frame.with(Option::is_some)
 }

@@ -1,0 +1,18 @@
+//! The page: controls on the left, figures on the right. All planning
+//! happens in the worker (see `bin/worker.rs`); this module only sends
+//! requests, hands each answer to the [`Board`] (what changed since the
+//! last one), and times the round trip. What is drawn is in `figures.rs`
+//! and `charts/`, each piece reading only its own part of the board.
+//!
+//! [`client`] is the worker client (requests, timings, restarts);
+//! [`page`] the layout and controls.
+
+mod client;
+mod page;
+
+pub(crate) use client::Ctx;
+pub use page::App;
+pub(crate) use page::{
+    budget_inputs, curve_figure, has_frame, heat_figure, is_error, layers_figure, placement_figure,
+    replicas_figure, status_line, summary_table, timeline_figure, traffic_panel,
+};

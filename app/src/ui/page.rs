@@ -1,0 +1,481 @@
+//! The page's layout and controls: [`App`], controls on the left and
+//! figures on the right, and the figure blocks the docs embed mounts too.
+//! Everything it shows comes from the board; everything it asks goes
+//! through the client ([`Ctx`]).
+
+use leptos::prelude::*;
+use moeplan::data::model::PRESETS;
+use moeplan::planners::libra;
+use moeplan_view::dispatch_rules;
+
+use crate::charts::{
+    self, AffinityMap, CrossMatrix, CurveChart, GraceCurve, HeatMap, LayersChart, PlacementChart,
+    ReplicasChart, TimelineChart,
+};
+use crate::figures::{Scope, Summary, TrafficPanel};
+use crate::settings::Settings;
+
+use super::client::{
+    Ctx, HASH_DELAY_MS, Kind, Status, clear_timer, cluster_of, location_hash, replace_hash,
+    set_timer,
+};
+
+/// The page.
+#[component]
+pub fn App() -> impl IntoView {
+    let ctx = Ctx::new(Settings::from_hash(&location_hash()), None);
+    let Ctx {
+        settings,
+        board,
+        stats,
+        status,
+        timings,
+        restarts,
+        ..
+    } = ctx;
+    ctx.start_worker();
+    // The default view: the built-in generator, planned at once.
+    ctx.generate();
+
+    // Keep the URL hash in step with the settings: at once on opening, then
+    // once they have been still for HASH_DELAY_MS (`replaceState` costs a
+    // millisecond or more: it stays off the budget path, and a slider drag
+    // writes it once).
+    let hash_timer = StoredValue::new(None::<i32>);
+    Effect::new(move |opened: Option<()>| {
+        let hash = settings.with(Settings::to_hash);
+        if opened.is_none() {
+            replace_hash(&hash);
+            return;
+        }
+        if let Some(t) = hash_timer.get_value() {
+            clear_timer(t);
+        }
+        hash_timer.set_value(set_timer(HASH_DELAY_MS, move || {
+            hash_timer.set_value(None);
+            replace_hash(&settings.with_untracked(Settings::to_hash));
+        }));
+    });
+    // Each field reads its own setting: a budget change touches none of them.
+    let field = move |get: fn(&Settings) -> String| Memo::new(move |_| settings.with(get));
+    let preset = field(|s| s.preset.clone());
+    let memory_model = field(|s| s.memory_model.clone());
+    let rule = field(|s| s.rule.clone());
+    let predictor = field(|s| s.predictor.clone());
+    // Libra's options re-plan Libra only (the worker keeps every other
+    // plan); refused ones are put back when the error arrives.
+    let set_libra = move |n: Option<usize>, p: Option<String>| {
+        let before = settings.with_untracked(|s| (s.libra_n, s.predictor.clone()));
+        settings.update(|s| {
+            if let Some(n) = n {
+                s.libra_n = n;
+            }
+            if let Some(p) = p {
+                s.predictor = p;
+            }
+        });
+        ctx.undo.set_value(Some(before));
+        ctx.send(Kind::PerBatch, None, None, None, None);
+    };
+    let predictors: &'static [&'static str] = match libra::PREDICTOR.kind {
+        moeplan::planners::Kind::Choice(words) => words,
+        _ => &[],
+    };
+
+    let on_file = move |ev: leptos::ev::Event| {
+        let input: web_sys::HtmlInputElement = event_target(&ev);
+        if let Some(f) = input.files().and_then(|l| l.get(0)) {
+            ctx.load_file(f);
+        }
+        input.set_value("");
+    };
+    let on_drop = move |ev: leptos::ev::DragEvent| {
+        ev.prevent_default();
+        if let Some(f) = ev
+            .data_transfer()
+            .and_then(|d| d.files())
+            .and_then(|l| l.get(0))
+        {
+            ctx.load_file(f);
+        }
+    };
+
+    // A numeric cluster field: accepted only as a whole number ≥ 1.
+    let cluster_field = move |label: &'static str,
+                              id: &'static str,
+                              get: fn(&Settings) -> usize,
+                              set: fn(&mut Settings, usize)| {
+        let value = Memo::new(move |_| settings.with(get));
+        view! {
+            <label for=id>{label}</label>
+            <input id=id type="number" min="1" step="1"
+                prop:value=move || value.get().to_string()
+                on:change=move |ev| {
+                    match event_target_value(&ev).trim().parse::<usize>() {
+                        Ok(v) if (1..=4096).contains(&v) => {
+                            settings.update(|s| set(s, v));
+                            ctx.send(Kind::Cluster, None, Some(cluster_of(&settings.get_untracked())), None, None);
+                        }
+                        _ => status.set(Status::Error(format!("{label}: a whole number from 1 to 4096"))),
+                    }
+                }/>
+        }
+    };
+
+    // The registry's name for the planner the budget moves (CRAFT).
+    let focus = charts::focus_title();
+    // The presenter's scenarios and keys take the page's own paths.
+    let present_actions = crate::present::Actions {
+        set_budget: Callback::new(move |r| ctx.set_budget(r)),
+        cluster_changed: Callback::new(move |()| {
+            ctx.send(
+                Kind::Cluster,
+                None,
+                Some(cluster_of(&settings.get_untracked())),
+                None,
+                None,
+            );
+        }),
+        apply: Callback::new(move |s| {
+            settings.set(s);
+            ctx.generate();
+        }),
+    };
+
+    view! {
+        <header>
+            <h1>"moeplan"</h1>
+            <p class="tagline">{format!("Expert placement and replication for Mixture-of-Experts serving — {}, in your browser, offline.", charts::budgeted_titles())}</p>
+        </header>
+        <main>
+            <aside class="controls">
+                <crate::present::Present settings board actions=present_actions/>
+                <section>
+                    <h2>"Trace"</h2>
+                    <div class="drop" on:dragover=|ev: leptos::ev::DragEvent| ev.prevent_default() on:drop=on_drop>
+                        <p>"Drop a trace here — SGLang dump (.json, .pt), NumPy (.npy, .npz), vLLM load window, wide or per-rank CSV, moeplan trace — or"</p>
+                        <input id="file" type="file" accept=".json,.csv,.txt,.pt,.npy,.npz" on:change=on_file/>
+                    </div>
+                    <p class="or">"or generate one with a real model's shape:"</p>
+                    <label for="preset">"Model"</label>
+                    <select id="preset" on:change=move |ev| settings.update(|s| s.preset = event_target_value(&ev))>
+                        {PRESETS.iter().map(|p| view! {
+                            <option value=p.name selected=move || preset.with(|x| x == p.name)>{p.display}</option>
+                        }).collect_view()}
+                    </select>
+                    <label for="batches">"Batches"</label>
+                    <input id="batches" type="number" min="1" max="4096"
+                        prop:value=field(|s| s.batches.to_string())
+                        on:change=move |ev| {
+                            match event_target_value(&ev).trim().parse::<usize>() {
+                                Ok(b) if (1..=4096).contains(&b) => settings.update(|s| s.batches = b),
+                                _ => status.set(Status::Error("Batches: a whole number from 1 to 4096".into())),
+                            }
+                        }/>
+                    <label for="seed">"Seed"</label>
+                    <input id="seed" type="number" min="0"
+                        prop:value=field(|s| s.seed.to_string())
+                        on:change=move |ev| {
+                            if let Ok(x) = event_target_value(&ev).trim().parse::<u32>() {
+                                settings.update(|s| s.seed = x)
+                            }
+                        }/>
+                    <label class="inline"><input id="routes" type="checkbox"
+                        prop:checked=Memo::new(move |_| settings.with(|s| s.routes))
+                        on:change=move |ev| settings.update(|s| s.routes = event_target_checked(&ev))/>
+                        " with token routes (GRACE groups by affinity)"</label>
+                    <button id="generate" on:click=move |_| ctx.generate()>"Generate"</button>
+                    {move || stats.get().map(|s| view! {
+                        <p class="trace-info" id="trace-info">
+                            {format!("{} · {} batch(es) · {} MoE layers × {} experts{}", s.source, s.batches, s.layers, s.experts,
+                                s.top_k.map(|k| format!(" · top-{k}")).unwrap_or_default())}
+                        </p>
+                    })}
+                </section>
+                <section>
+                    <h2>"Cluster"</h2>
+                    {cluster_field("Nodes", "nodes", |s| s.nodes, |s, v| s.nodes = v)}
+                    {cluster_field("GPUs per node", "gpus", |s| s.gpus_per_node, |s, v| s.gpus_per_node = v)}
+                    {cluster_field(charts::groups_title(), "groups", |s| s.groups, |s, v| s.groups = v)}
+                </section>
+                <section>
+                    <h2>{format!("{focus} budget")}</h2>
+                    <p class="hint">"R: replicas per GPU, summed over all layers"</p>
+                    {budget_inputs(ctx)}
+                    <label for="mem">"Expert size of"</label>
+                    <select id="mem" on:change=move |ev| settings.update(|s| s.memory_model = event_target_value(&ev))>
+                        {PRESETS.iter().map(|p| view! {
+                            <option value=p.name selected=move || memory_model.with(|x| x == p.name)>
+                                {format!("{} ({:.0} MiB)", p.display, p.expert_bytes() as f64 / (1 << 20) as f64)}
+                            </option>
+                        }).collect_view()}
+                    </select>
+                </section>
+                <section>
+                    <h2>"Dispatch"</h2>
+                    <label for="rule">"Rule each engine uses to pick a copy"</label>
+                    <select id="rule" on:change=move |ev| {
+                        settings.update(|s| s.rule = event_target_value(&ev));
+                        ctx.send(Kind::Rule, None, None, None, None);
+                    }>
+                        {dispatch_rules().map(|r| {
+                            let name = r.name();
+                            view! { <option value=name selected=move || rule.with(|x| x == name)>{name}</option> }
+                        }).collect_view()}
+                    </select>
+                    <p class="hint">"even: split over copies (the planners' own measure); the others replay each plan through the simulator"</p>
+                </section>
+                <section id="cross-controls">
+                    <h2>"Across workloads"</h2>
+                    <p class="hint">"Load two or more traces of one model (yesterday's and today's, prefill and decode): every plan made on each, and on all of them, is judged on every one"</p>
+                    <input id="cross-files" type="file" multiple accept=".json,.csv,.txt,.pt,.npy,.npz,.safetensors"
+                        on:change=move |ev: leptos::ev::Event| {
+                            let input: web_sys::HtmlInputElement = event_target(&ev);
+                            let files: Vec<web_sys::File> = input.files()
+                                .map(|l| (0..l.length()).filter_map(|i| l.get(i)).collect())
+                                .unwrap_or_default();
+                            input.set_value("");
+                            ctx.load_cross(files);
+                        }/>
+                </section>
+                <section id="libra-controls">
+                    <h2>"Libra, per batch"</h2>
+                    <p class="hint">"Libra copies up to N predicted-hot experts per GPU in every layer of every batch and rebalances tokens over the copies (its own rule, libra-rebalance)"</p>
+                    <label for="libra-n">"N: copies per GPU"</label>
+                    <input id="libra-n" type="number" min="0" max="1024"
+                        prop:value=field(|s| s.libra_n.to_string())
+                        on:change=move |ev| {
+                            match event_target_value(&ev).trim().parse::<usize>() {
+                                Ok(n) if n <= 1024 => set_libra(Some(n), None),
+                                _ => status.set(Status::Error("N: a whole number from 0 to 1024".into())),
+                            }
+                        }/>
+                    <label for="predictor">"Predictor of the next layer"</label>
+                    <select id="predictor" prop:value=move || predictor.get()
+                        on:change=move |ev| set_libra(None, Some(event_target_value(&ev)))>
+                        {predictors.iter().map(|&w| view! {
+                            <option value=w selected=move || predictor.with(|x| x == w)>{w}</option>
+                        }).collect_view()}
+                    </select>
+                </section>
+                <section>
+                    <h2>{format!("Export {focus}'s plan")}</h2>
+                    <button id="export-moeplan" on:click=move |_| { ctx.send(Kind::Export, None, None, Some("moeplan".into()), None); }>"moeplan JSON"</button>
+                    <button id="export-sglang" on:click=move |_| { ctx.send(Kind::Export, None, None, Some("sglang".into()), None); }>"SGLang --init-expert-location"</button>
+                </section>
+                <p id="status" role="status" aria-live="polite"
+                    data-restarts=move || restarts.get().to_string()
+                    class=move || status.with(Status::class)>
+                    {move || status.with(Status::text)}
+                </p>
+                <p id="timings" class="timings"
+                    data-budget-ms=move || timings.with(|t| t.budget.map(|x| format!("{x:.2}")).unwrap_or_default())
+                    data-cluster-ms=move || timings.with(|t| t.cluster.map(|x| format!("{x:.1}")).unwrap_or_default())
+                    data-grace-ms=move || timings.with(|t| t.grace.map(|x| format!("{x:.1}")).unwrap_or_default())
+                    data-warmed=move || timings.with(|t| t.warmed.as_ref().map(|w| w.0.clone()).unwrap_or_default())
+                    data-warmed-ms=move || timings.with(|t| t.warmed.as_ref().map(|w| format!("{:.0}", w.1)).unwrap_or_default())
+                    data-trace-ms=move || timings.with(|t| t.trace.map(|x| format!("{x:.1}")).unwrap_or_default())
+                    data-budget-dom-ms=move || timings.with(|t| t.budget_dom.map(|x| format!("{x:.2}")).unwrap_or_default())
+                    data-budget-worker-ms=move || timings.with(|t| t.budget_parts.map(|x| format!("{:.2}", x.0)).unwrap_or_default())
+                    data-budget-draw-ms=move || timings.with(|t| t.budget_parts.map(|x| format!("{:.2}", x.1)).unwrap_or_default())
+                    data-budget-receive-ms=move || timings.with(|t| t.budget_receive.map(|x| format!("{:.2}", x.0)).unwrap_or_default())
+                    data-budget-decode-ms=move || timings.with(|t| t.budget_receive.map(|x| format!("{:.3}", x.1)).unwrap_or_default())
+                    data-budget-to-worker-ms=move || timings.with(|t| t.budget_path.map(|x| format!("{:.2}", x.0)).unwrap_or_default())
+                    data-budget-in-worker-ms=move || timings.with(|t| t.budget_path.map(|x| format!("{:.2}", x.1)).unwrap_or_default())
+                    data-budget-from-worker-ms=move || timings.with(|t| t.budget_path.map(|x| format!("{:.2}", x.2)).unwrap_or_default())
+                    data-budget-dom-seq=move || timings.with(|t| t.budget_dom_seq.to_string())
+                    data-budget-frame-seq=move || timings.with(|t| t.budget_frame_seq.to_string())
+                    data-budget-r=move || timings.with(|t| t.budget_r.map(|r| r.to_string()).unwrap_or_default())>
+                    {move || timings.with(|t| format!("last change → plan on screen: budget {} · cluster {} · trace {}",
+                        t.budget.map_or("—".into(), |x| format!("{x:.1} ms")),
+                        t.cluster.map_or("—".into(), |x| format!("{x:.0} ms")),
+                        t.trace.map_or("—".into(), |x| format!("{x:.0} ms"))))}
+                </p>
+            </aside>
+            <section class="figures">
+                <Show when=move || board.frame.with(Option::is_some)>
+                    <Summary board settings/>
+                    <Scope board/>
+                    <TrafficPanel board/>
+                    <div class="grid">
+                        {curve_figure(ctx)}
+                        {layers_figure(ctx)}
+                        {replicas_figure(ctx)}
+                        {heat_figure(ctx)}
+                    </div>
+                    {timeline_figure(ctx)}
+                    {placement_figure(ctx, true)}
+                    <CrossMatrix board/>
+                    // GRACE's views need affinity: token routes only.
+                    <Show when=move || board.grouping.with(Option::is_some)>
+                        <div class="grid" id="grace-views">
+                            <figure><figcaption id="grace-curve-caption">{move || board.grouping.with(|g| g.as_ref().map(|g| format!(
+                                "GRACE, layer {}: affinity kept inside GPU groups (U) against group size deviation (S), one point per r; {}",
+                                g.layer, g.ratio.map_or("grouped by load".into(), |r| format!("r = {r} chosen (the knee)")))))}</figcaption>
+                                <GraceCurve board/></figure>
+                            <figure><figcaption id="affinity-caption">{move || board.grouping.with(|g| g.as_ref().map(|g| format!(
+                                "GRACE, layer {}: expert affinity (tokens choosing both), experts in group order, lines between GPU groups ({} groups)",
+                                g.layer, g.sizes.len())))}</figcaption>
+                                <AffinityMap board/></figure>
+                        </div>
+                    </Show>
+                </Show>
+            </section>
+        </main>
+        <footer>"All planning runs in this page (WebAssembly, in a worker); nothing leaves your machine."</footer>
+    }
+}
+
+/// An embed's status line (the page's carries an id and its timings).
+pub(crate) fn status_line(ctx: Ctx) -> impl IntoView {
+    let status = ctx.status;
+    view! {
+        <p class=move || status.with(Status::class) role="status" aria-live="polite"
+            data-restarts=move || ctx.restarts.get().to_string()>
+            {move || status.with(Status::text)}
+        </p>
+    }
+}
+
+/// The focus plan's budget: a slider, the number, and "automatic".
+pub(crate) fn budget_inputs(ctx: Ctx) -> impl IntoView {
+    let (settings, board) = (ctx.settings, ctx.board);
+    let max_r = move || {
+        board
+            .frame
+            .with(|f| {
+                f.as_ref()
+                    .and_then(|f| f.curve.last().map(|p| p.replicas_per_gpu))
+            })
+            .unwrap_or(64)
+    };
+    let shown_r = move || board.replicas_per_gpu.get().to_string();
+    let auto_budget = Memo::new(move |_| settings.with(|s| s.replicas_per_gpu.is_none()));
+    view! {
+        <input id="budget" type="range" min="0" prop:max=move || max_r().to_string()
+            prop:value=shown_r
+            on:input=move |ev| {
+                if let Ok(r) = event_target_value(&ev).parse::<usize>() {
+                    ctx.set_budget(Some(r))
+                }
+            }/>
+        <input id="budget-number" type="number" min="0"
+            prop:value=shown_r
+            on:change=move |ev| {
+                match event_target_value(&ev).trim().parse::<usize>() {
+                    Ok(r) if r <= 1 << 16 => ctx.set_budget(Some(r)),
+                    _ => ctx.error("Budget: a whole number of replicas per GPU".into()),
+                }
+            }/>
+        <label class="inline"><input id="budget-auto" type="checkbox"
+            prop:checked=auto_budget
+            on:change=move |ev| {
+                let auto = event_target_checked(&ev);
+                let current = match board.frame.with_untracked(Option::is_some) {
+                    true => board.replicas_per_gpu.get_untracked(),
+                    false => 8,
+                };
+                ctx.set_budget(if auto { None } else { Some(current) })
+            }/>" automatic (knee of the curve)"</label>
+    }
+}
+
+/// The focus plan's balancedness against its budget.
+pub(crate) fn curve_figure(ctx: Ctx) -> impl IntoView {
+    let (board, focus) = (ctx.board, charts::focus_title());
+    view! {
+        <figure><figcaption>{format!("Balancedness against {focus}'s budget (predicted, rule: even)")}</figcaption>
+            <CurveChart board/></figure>
+    }
+}
+
+/// Every plan's balancedness per layer.
+pub(crate) fn layers_figure(ctx: Ctx) -> impl IntoView {
+    let board = ctx.board;
+    view! {
+        <figure><figcaption id="layers-caption">{move || format!("Balancedness per layer (rule: {})", board.rule.get())}</figcaption>
+            <LayersChart board/></figure>
+    }
+}
+
+/// Replicas per layer: the focus plan's bars, the others' lines.
+pub(crate) fn replicas_figure(ctx: Ctx) -> impl IntoView {
+    let (board, focus) = (ctx.board, charts::focus_title());
+    view! {
+        <figure><figcaption>{move || board.references().with(|r| {
+            let lines: Vec<&str> = r.iter().map(|p| charts::label(&p.name)).collect();
+            let lines = if lines.is_empty() { String::new() } else { format!(", line: {}", lines.join(", ")) };
+            format!("Replicas per layer (bars: {focus}{lines})")
+        })}</figcaption>
+            <ReplicasChart board/></figure>
+    }
+}
+
+/// The focus plan's GPU × layer load map.
+pub(crate) fn heat_figure(ctx: Ctx) -> impl IntoView {
+    let (board, focus) = (ctx.board, charts::focus_title());
+    view! {
+        <figure><figcaption>{format!("{focus}: GPU × layer load, rule: even (red: above the layer's mean, blue: below)")}</figcaption>
+            <HeatMap board/></figure>
+    }
+}
+
+/// Every plan's imbalance per batch.
+pub(crate) fn timeline_figure(ctx: Ctx) -> impl IntoView {
+    let board = ctx.board;
+    view! {
+        <figure id="timeline-figure">
+            <figcaption id="timeline-caption">{move || format!(
+                "Imbalance ratio per batch (max / mean GPU load, mean over layers; rule: {}, a per-batch plan under its own) and the expert bytes a per-batch plan copies in each batch",
+                board.rule.get())}</figcaption>
+            <TimelineChart board/>
+        </figure>
+    }
+}
+
+/// One layer's placement under the focus plan, with a layer slider when
+/// `slider`.
+pub(crate) fn placement_figure(ctx: Ctx, slider: bool) -> impl IntoView {
+    let (board, settings, focus) = (ctx.board, ctx.settings, charts::focus_title());
+    let layer = Memo::new(move |_| settings.with(|s| s.layer.to_string()));
+    view! {
+        <figure class="wide">
+            <figcaption>
+                {move || board.placement.with(|p| format!("{focus}'s placement of layer {} ", p.layer))}
+                {slider.then(|| view! {
+                    <input id="layer" type="range" min="0"
+                        prop:max=move || board.frame.with(|f| f.as_ref().map_or(0, |f| f.layer_ids.len().saturating_sub(1))).to_string()
+                        prop:value=layer
+                        on:input=move |ev| {
+                            if let Ok(l) = event_target_value(&ev).parse::<usize>() {
+                                ctx.set_layer(l);
+                            }
+                        }/>
+                })}
+            </figcaption>
+            <PlacementChart board/>
+        </figure>
+    }
+}
+
+/// The summary table of every plan shown.
+pub(crate) fn summary_table(ctx: Ctx) -> impl IntoView {
+    let (board, settings) = (ctx.board, ctx.settings);
+    view! { <Summary board settings/> }
+}
+
+/// Where each plan's dispatch traffic goes.
+pub(crate) fn traffic_panel(ctx: Ctx) -> impl IntoView {
+    let board = ctx.board;
+    view! { <TrafficPanel board/> }
+}
+
+/// Whether the status line shows an error.
+pub(crate) fn is_error(ctx: Ctx) -> bool {
+    ctx.status.with(|s| matches!(s, Status::Error(_)))
+}
+
+/// Whether the first answer has arrived (the charts have something to draw).
+pub(crate) fn has_frame(ctx: Ctx) -> bool {
+    ctx.board.frame.with(Option::is_some)
+}

@@ -1,0 +1,155 @@
+//! The one entry point that judges what a planner serves — a plan under a
+//! dispatch rule, or a per-batch planner's base served through its
+//! schedule — as the CLI, the JavaScript API and the page report it: the
+//! evaluator's report of what an engine loads (memory, the bound) with the
+//! rule's balance, and the simulator's report (traffic, per-batch series,
+//! bytes moved). One evaluation and one replay: O(B · L · slots) plus the
+//! rule's own cost ([`simulate`]).
+
+use super::eval::{EvalReport, evaluate_with_progress};
+use super::{CostModel, Placement, Report, Rule, Strategy, Workload, simulate};
+use crate::data::plan::Plan;
+use crate::error::Result;
+
+/// What a per-batch planner serves: one plan per batch and the dispatch
+/// rule over them ([`simulate`] replays it), with what it costs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    /// The per-batch placements ([`Placement::Schedule`]) and
+    /// their rule.
+    pub strategy: Strategy,
+    /// Expert copies made in each batch, over all layers: what the planner
+    /// transfers (Libra refills its buffers every layer, so this exceeds
+    /// the slots that differ between consecutive batches).
+    pub copies_per_batch: Vec<usize>,
+    /// Copies each GPU may take on top of the base per layer (Libra's N).
+    pub extra_slots_per_gpu: usize,
+    /// Expert slots each GPU keeps for the copies, over all layers: the
+    /// schedule's replica memory on the fullest GPU (Libra: its two copy
+    /// buffers, 2 · N, double buffering, §4 — one layer's copies fill while
+    /// the other's serve), what "equal memory" compares with a static
+    /// plan's [`crate::data::plan::PlanSummary::replica_slots_fullest_gpu`].
+    pub resident_slots_per_gpu: usize,
+    /// One phrase for reports: `per batch, libra-rebalance, previous-batch
+    /// predictor (measured)`.
+    pub about: String,
+}
+
+/// What is judged.
+#[derive(Debug, Clone, Copy)]
+pub enum Served<'a> {
+    /// One plan, every batch, under a dispatch rule.
+    Plan {
+        /// The plan.
+        plan: &'a Plan,
+        /// How pairs pick among its copies.
+        rule: Rule,
+    },
+    /// A per-batch planner's base (what an engine loads) served through its
+    /// schedule, under the schedule's own rule.
+    Schedule {
+        /// The static base.
+        base: &'a Plan,
+        /// The plans per batch range and their rule.
+        schedule: &'a Schedule,
+    },
+}
+
+/// What is served, judged.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    /// The evaluator's report of the plan (a schedule's base) with the
+    /// rule's balance; for a schedule its bound counts the copies batch by
+    /// batch ([`EvalReport::bound_per_batch`]) and its fullest GPU holds the
+    /// schedule's copy buffers too.
+    pub report: EvalReport,
+    /// Everything the simulator measured.
+    pub sim: Report,
+    /// Replicas in each layer: the plan's, or a schedule's copies per batch
+    /// on the mean (rounded).
+    pub replicas_per_layer: Vec<usize>,
+    /// Expert bytes a schedule copies in each batch (copies × bytes of one
+    /// expert); empty for a plan.
+    pub per_batch_bytes_copied: Vec<u64>,
+}
+
+/// Judges `served` on `work`, pairs turned into bytes by `cost`;
+/// `progress(done, total)` follows the evaluator's layers.
+///
+/// ```
+/// use moeplan::judge::{judge, CostModel, Rule, Served};
+/// use moeplan::{data::model, planners, synth::generator, Topology, Workload};
+/// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+/// let plan = planners::eplb(&trace, Topology::new(1, 8)?, planners::EplbConfig { redundant_experts: 8, groups: 1 })?;
+/// let work = Workload::new(trace);
+/// let even = judge(&work, Served::Plan { plan: &plan, rule: Rule::Even }, &CostModel::default(), |_, _| {})?;
+/// let best = judge(&work, Served::Plan { plan: &plan, rule: Rule::Optimal }, &CostModel::default(), |_, _| {})?;
+/// assert_eq!(even.report.balancedness, moeplan::evaluate(work.trace(), &plan)?.balancedness);
+/// assert!(best.report.balancedness >= even.report.balancedness);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn judge(
+    work: &Workload,
+    served: Served<'_>,
+    cost: &CostModel,
+    progress: impl FnMut(usize, usize),
+) -> Result<Verdict> {
+    let (loaded, strategy) = match served {
+        Served::Plan { plan, rule } => (plan, Strategy::fixed(plan.clone(), rule)),
+        Served::Schedule { base, schedule } => (base, schedule.strategy.clone()),
+    };
+    let mut report = evaluate_with_progress(work.trace(), loaded, progress)?;
+    let sim = simulate(work, &strategy, cost)?;
+    // The rule decides balance; the evaluator keeps memory and the bound.
+    report.balancedness = sim.balancedness;
+    report.imbalance_ratio = sim.imbalance_ratio;
+    report.per_layer.clone_from(&sim.per_layer);
+    report
+        .per_layer_imbalance_ratio
+        .clone_from(&sim.per_layer_imbalance_ratio);
+    report.gap = report.bound - report.balancedness;
+    let (replicas_per_layer, per_batch_bytes_copied) = match served {
+        Served::Plan { plan, .. } => (plan.summary().replicas_per_layer, Vec::new()),
+        Served::Schedule { schedule, .. } => {
+            // The base's bound is for static plans; the schedule's copies
+            // are counted batch by batch.
+            report.bound_per_batch(work.trace(), &schedule.strategy.placement)?;
+            report.replica_slots_fullest_gpu += schedule.resident_slots_per_gpu;
+            let bytes = schedule
+                .copies_per_batch
+                .iter()
+                .map(|&c| c as u64 * cost.expert_bytes)
+                .collect();
+            (
+                mean_copies_per_layer(&schedule.strategy.placement, work),
+                bytes,
+            )
+        }
+    };
+    Ok(Verdict {
+        report,
+        sim,
+        replicas_per_layer,
+        per_batch_bytes_copied,
+    })
+}
+
+/// Each layer's replicas over a schedule's plans, on the mean per plan.
+fn mean_copies_per_layer(placement: &Placement, work: &Workload) -> Vec<usize> {
+    let mut copies = vec![0usize; work.trace().num_layers()];
+    let parts = match placement {
+        Placement::Schedule(parts) => {
+            for (_, plan) in parts {
+                for (c, r) in copies.iter_mut().zip(plan.summary().replicas_per_layer) {
+                    *c += r;
+                }
+            }
+            parts.len()
+        }
+        Placement::Static(_) => 1,
+    };
+    copies
+        .iter()
+        .map(|&c| (c as f64 / parts.max(1) as f64).round() as usize)
+        .collect()
+}
