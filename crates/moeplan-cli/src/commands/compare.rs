@@ -9,15 +9,16 @@ use moeplan::planners::{Settings, registry};
 use super::plan_with;
 use crate::args::CompareArgs;
 use crate::error::CliError;
-use crate::io::{Loaded, emit, load, spinner, split};
+use crate::io::{emit, load, spinner, split};
 use crate::judge::{Cost, Judged, judge_prepared, judge_quietly};
 use crate::report;
+use moeplan::formats::dataset::Dataset;
 
 pub fn run(args: CompareArgs) -> Result<(), CliError> {
     // Per-rank files and token folders keep their sources, for the
     // planners that read them (GRACE's affinities come from token routes)
     // and for the rule judging the plans.
-    let Loaded { trace, sources } = load(&args.trace)?;
+    let Dataset { trace, sources } = load(&args.trace)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
     let cost = Cost::choose(args.judge.model.as_deref(), &trace)?;
     let rule = args.judge.dispatch;

@@ -10,15 +10,16 @@ use moeplan::{LoadTrace, Plan};
 use super::place_in_model;
 use crate::args::EvalArgs;
 use crate::error::CliError;
-use crate::io::{Loaded, budget, emit, load, progress_bar, read_limited, spin, spinner, workload};
+use crate::io::{budget, emit, load, progress_bar, read_limited, spin, spinner, workload};
 use crate::judge::{Cost, judge, judge_prepared};
 use crate::report;
+use moeplan::formats::dataset::Dataset;
 
 pub fn run(args: EvalArgs) -> Result<(), CliError> {
     // Per-rank files and token folders keep their sources: SGLang's static
     // rule routes whole ranks, local-first serves a rank's tokens at home,
     // so where tokens come from changes the balance and traffic they get.
-    let Loaded { trace, sources } = load(&args.trace)?;
+    let Dataset { trace, sources } = load(&args.trace)?;
     let max_mib = args.trace.source.max_trace_mib;
     let bytes = read_limited(&args.plan, max_mib)?;
     let in_plan = CliError::in_file(&args.plan);

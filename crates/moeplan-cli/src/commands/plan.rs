@@ -12,8 +12,9 @@ use moeplan::{LoadTrace, Plan, Topology};
 use super::{place_in_model, plan_with};
 use crate::args::{PlanArgs, PlanFormat};
 use crate::error::CliError;
-use crate::io::{Loaded, Split, load, spinner, split, write_file};
+use crate::io::{load, spinner, split, write_file};
 use crate::judge::{Cost, judge_quietly};
+use moeplan::formats::dataset::{Dataset, Split};
 
 pub fn run(args: PlanArgs) -> Result<(), CliError> {
     if args.trace.traces.len() > 1 {
@@ -21,7 +22,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
     }
     // Sources kept: a planner may read them (GRACE's affinities come from
     // token routes), and `--dispatch` replays them.
-    let Loaded { trace, sources } = load(&args.trace.nth(0))?;
+    let Dataset { trace, sources } = load(&args.trace.nth(0))?;
     if args.trace.weights.is_some() {
         return Err(moeplan::Error::Argument(
             "--weights needs several --trace files (one weight per trace)".into(),

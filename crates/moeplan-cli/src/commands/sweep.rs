@@ -11,14 +11,15 @@ use moeplan::{LoadTrace, Topology, data::model};
 use super::split_for;
 use crate::args::SweepArgs;
 use crate::error::CliError;
-use crate::io::{Loaded, emit, load, spinner, workload_on_cluster};
+use crate::io::{emit, load, spinner, workload_on_cluster};
 use crate::judge::{Cost, judge_quietly};
 use crate::report;
+use moeplan::formats::dataset::Dataset;
 
 pub fn run(args: SweepArgs) -> Result<(), CliError> {
     // The sweep's planners read counts only; the rule judging their plans
     // replays the sources the input records.
-    let Loaded { trace, sources } = load(&args.trace)?;
+    let Dataset { trace, sources } = load(&args.trace)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
     let (planned_on, evaluated, scope) = split_for(&trace, args.holdout)?;
     let preset = match args.judge.model.as_deref().or(trace.model()) {

@@ -20,6 +20,7 @@
 //! | any plan file above, detected by content | [`plan_any::read_any_plan`] | — |
 
 pub mod csv;
+pub mod dataset;
 pub mod esft;
 pub mod limits;
 pub mod npy;
