@@ -19,7 +19,7 @@
 //! of the per-rank times.
 
 use moeplan::planners::craft::{Craft, CraftOptions};
-use moeplan::planners::{Budget, EplbConfig, base, contiguous, eplb};
+use moeplan::planners::{EplbConfig, ReplicaBudget, base, contiguous, eplb};
 use moeplan::{LoadTrace, Plan, Topology, evaluate};
 
 use crate::dispatch::{DispatchIndex, dispatch_cpu};
@@ -40,7 +40,7 @@ pub enum PlanAlgo {
     /// EPLB with this many redundant slots per layer (default: one per GPU).
     Eplb(Option<usize>),
     /// CRAFT with this budget.
-    Craft(Budget),
+    Craft(ReplicaBudget),
 }
 
 impl std::str::FromStr for PlanAlgo {
@@ -61,8 +61,8 @@ impl std::str::FromStr for PlanAlgo {
             ("base", None) => Ok(PlanAlgo::Base),
             ("eplb", None) => Ok(PlanAlgo::Eplb(None)),
             ("eplb", Some(k)) => Ok(PlanAlgo::Eplb(Some(k.parse().map_err(|_| bad())?))),
-            ("craft", Some("auto")) => Ok(PlanAlgo::Craft(Budget::Auto)),
-            ("craft", Some(r)) => Ok(PlanAlgo::Craft(Budget::ReplicasPerGpu(
+            ("craft", Some("auto")) => Ok(PlanAlgo::Craft(ReplicaBudget::Auto)),
+            ("craft", Some(r)) => Ok(PlanAlgo::Craft(ReplicaBudget::ReplicasPerGpu(
                 r.parse().map_err(|_| bad())?,
             ))),
             _ => Err(bad()),

@@ -467,7 +467,7 @@ impl Workspace {
                     }
                     State::Slider(Arc::from(ready))
                 }
-                Ok(ready) => settle(planner, ready.as_ref(), &work, topology, &cost),
+                Ok(ready) => plan_at_default(planner, ready.as_ref(), &work, topology, &cost),
                 // The budget's planner is what the page draws: without it
                 // there is nothing to show.
                 Err(e) if slider => return Err(e),
@@ -1105,7 +1105,7 @@ fn slider_figures(
 /// A prepared planner that the budget does not move, planned at its
 /// default: a static plan replayed once under `even`, or a per-batch
 /// planner's schedule (Libra) replayed under its own rule.
-fn settle(
+fn plan_at_default(
     planner: &dyn Planner,
     ready: &dyn Prepared,
     work: &Workload,

@@ -8,7 +8,7 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use moeplan::data::model::{ModelPreset, preset};
-use moeplan::planners::craft::{Budget, Craft, CraftOptions};
+use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{LoadTrace, Topology};
 
@@ -32,7 +32,11 @@ fn bench(c: &mut Criterion) {
         });
         let craft = Craft::prepare(&t, topo, &opts).unwrap();
         g.bench_function(format!("budget change R=8 {name}"), |b| {
-            b.iter(|| craft.plan(black_box(Budget::ReplicasPerGpu(8))).unwrap())
+            b.iter(|| {
+                craft
+                    .plan(black_box(ReplicaBudget::ReplicasPerGpu(8)))
+                    .unwrap()
+            })
         });
     }
     g.finish();

@@ -7,7 +7,9 @@ use std::time::Instant;
 use moeplan::Topology;
 use moeplan::data::model::preset;
 use moeplan::judge::bound::layer_bound_curve;
-use moeplan::planners::craft::{Budget, Craft, CraftOptions, ReplicaCounts, estimate_benefit};
+use moeplan::planners::craft::{
+    Craft, CraftOptions, ReplicaBudget, ReplicaCounts, estimate_benefit,
+};
 use moeplan::synth::generator::{GenConfig, generate};
 
 fn ms(s: Instant) -> f64 {
@@ -39,7 +41,7 @@ fn main() -> Result<(), moeplan::Error> {
     println!("prepare (refined, everything): {:.1} ms", ms(s));
     let s = Instant::now();
     for r in [1, 2, 4, 8, 16] {
-        c.plan(Budget::ReplicasPerGpu(r))?;
+        c.plan(ReplicaBudget::ReplicasPerGpu(r))?;
     }
     println!("budget change (mean of 5): {:.2} ms", ms(s) / 5.0);
     Ok(())

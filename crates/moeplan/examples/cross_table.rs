@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::planners::{Budget, CraftOptions, EplbConfig, base, eplb};
+use moeplan::planners::{CraftOptions, EplbConfig, ReplicaBudget, base, eplb};
 use moeplan::studies::across::{
     Mix, ROBUST_ROUNDS, craft_mean, craft_robust, cross_matrix, judge_each,
 };
@@ -85,7 +85,7 @@ fn run() -> Result<(), String> {
         let mix = Mix::new(vec![t.clone()], None).map_err(e)?;
         plans[2]
             .1
-            .push(craft_mean(&mix, topo, &options, Budget::ReplicasPerGpu(R)).map_err(e)?);
+            .push(craft_mean(&mix, topo, &options, ReplicaBudget::ReplicasPerGpu(R)).map_err(e)?);
     }
     let matrices: Vec<(&str, usize, Vec<Vec<f64>>)> = plans
         .iter()
@@ -169,12 +169,13 @@ fn run() -> Result<(), String> {
         let sum = mix.weighted_sum().map_err(e)?;
         let b = base(&sum, topo, 1).map_err(e)?;
         let ep = eplb(&sum, topo, cfg(REDUNDANT)).map_err(e)?;
-        let mean_plan = craft_mean(&mix, topo, &options, Budget::ReplicasPerGpu(R)).map_err(e)?;
+        let mean_plan =
+            craft_mean(&mix, topo, &options, ReplicaBudget::ReplicasPerGpu(R)).map_err(e)?;
         let robust = craft_robust(
             &mix,
             topo,
             &options,
-            Budget::ReplicasPerGpu(R),
+            ReplicaBudget::ReplicasPerGpu(R),
             ROBUST_ROUNDS,
         )
         .map_err(e)?;

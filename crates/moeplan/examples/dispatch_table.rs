@@ -35,7 +35,7 @@ use std::time::Instant;
 use moeplan::data::model::{ModelPreset, preset};
 use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::judge::{CostModel, Report, Rule, SglangVersion, Strategy, Workload, simulate};
-use moeplan::planners::craft::{Budget, Craft, CraftOptions};
+use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
 use moeplan::planners::{EplbConfig, base, eplb};
 use moeplan::{LoadTrace, Plan, Topology};
 
@@ -231,7 +231,7 @@ fn simulate_file(
                 },
             )?,
             Craft::prepare(trace, topology, &CraftOptions::default())?
-                .plan(Budget::ReplicasPerGpu(8))?
+                .plan(ReplicaBudget::ReplicasPerGpu(8))?
                 .plan,
         ];
         for (name, plan) in PLANS.into_iter().zip(plans) {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::planners::craft::{Budget, Craft, CraftOptions};
+use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
 use moeplan::planners::shared::joint::{JointOptions, joint_layer, repair};
 use moeplan::planners::shared::oracle::optimal_layer;
 use moeplan::planners::shared::order::replication_order;
@@ -75,7 +75,10 @@ fn flashlb() -> Result<(), String> {
     let mut before = capacity_aware_placement(&w, &copies, &[2; 8]).map_err(e)?;
     refine_placement(&w, &copies, &mut before);
     let craft = Craft::prepare(&trace, topo, &CraftOptions::default()).map_err(e)?;
-    let after = craft.plan(Budget::ReplicasPerGpu(1)).map_err(e)?.plan;
+    let after = craft
+        .plan(ReplicaBudget::ReplicasPerGpu(1))
+        .map_err(e)?
+        .plan;
     let craft_repaired = repair(&after, trace.summed().view()).map_err(e)?;
     let joint = joint_layer(&w, &[2; 8], None, JointOptions::default()).map_err(e)?;
     let best = optimal_layer(&w, &[2; 8]).map_err(e)?;
@@ -146,10 +149,16 @@ fn real(folder: &Path) -> Result<(), String> {
         for r in [1, 2, 4, 8, 16] {
             let b = evaluate(
                 &trace,
-                &before.plan(Budget::ReplicasPerGpu(r)).map_err(e)?.plan,
+                &before
+                    .plan(ReplicaBudget::ReplicasPerGpu(r))
+                    .map_err(e)?
+                    .plan,
             )
             .map_err(e)?;
-            let after_plan = after.plan(Budget::ReplicasPerGpu(r)).map_err(e)?.plan;
+            let after_plan = after
+                .plan(ReplicaBudget::ReplicasPerGpu(r))
+                .map_err(e)?
+                .plan;
             let mut a = evaluate(&trace, &after_plan).map_err(e)?;
             a.add_packing_bound(&trace, &after_plan).map_err(e)?;
             println!(

@@ -5,7 +5,7 @@
 mod common;
 
 use moeplan::planners::craft::{
-    BenefitTable, Budget, Craft, CraftOptions, Objective, capacity_aware_placement,
+    BenefitTable, Craft, CraftOptions, Objective, ReplicaBudget, capacity_aware_placement,
     interleaved_assignment, refine_placement, solve_allocation,
 };
 use moeplan::{LoadTrace, Topology, evaluate};
@@ -123,7 +123,7 @@ proptest! {
         let trace = LoadTrace::new(counts, (0..layers as u32).collect()).unwrap();
         let topo = Topology::new(nodes, gpn).unwrap();
         let craft = Craft::prepare(&trace, topo, &CraftOptions { refine, ..Default::default() }).unwrap();
-        let p = craft.plan(Budget::ReplicasPerGpu(r)).unwrap();
+        let p = craft.plan(ReplicaBudget::ReplicasPerGpu(r)).unwrap();
         let s = p.plan.validate().unwrap();
         prop_assert_eq!(s.same_gpu_duplicates, 0);
         prop_assert!(s.replicas <= r * d);
@@ -202,7 +202,7 @@ fn replicas_go_to_the_hot_layer() {
         &CraftOptions::default(),
     )
     .unwrap();
-    let p = craft.plan(Budget::ReplicasPerGpu(1)).unwrap();
+    let p = craft.plan(ReplicaBudget::ReplicasPerGpu(1)).unwrap();
     assert_eq!(p.allocation.per_layer, vec![0, 0, 8, 0, 0]);
     assert_eq!(
         p.plan.layers()[2].copies(16)[5],
@@ -249,7 +249,7 @@ fn zero_budget_is_placement_only() {
             },
         )
         .unwrap();
-        let p = craft.plan(Budget::ReplicasPerGpu(0)).unwrap();
+        let p = craft.plan(ReplicaBudget::ReplicasPerGpu(0)).unwrap();
         let summed = t.summed();
         let capacity = interleaved_assignment(&vec![64; t.num_layers()], 6);
         for (l, lp) in p.plan.layers().iter().enumerate() {
@@ -322,7 +322,7 @@ fn real_deepseek_v3_craft_vs_eplb() {
             },
         )
         .unwrap();
-        let p = craft.plan(Budget::ReplicasPerGpu(8)).unwrap();
+        let p = craft.plan(ReplicaBudget::ReplicasPerGpu(8)).unwrap();
         assert_eq!(p.plan.summary().replicas, 512);
         let r = evaluate(&trace, &p.plan).unwrap();
         let share = (r.balancedness - base) / (full - base);

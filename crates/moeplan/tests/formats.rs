@@ -327,7 +327,7 @@ proptest::proptest! {
         let (back, _) = plan_json::read(plan_json::write(&plan, &Default::default()).as_bytes()).unwrap();
         proptest::prop_assert_eq!(back, plan.clone());
         // any plan, uneven slots included (CRAFT), for CSV and moeplan JSON
-        let craft = moeplan::planners::craft(&trace, topo, moeplan::planners::Budget::ReplicasPerGpu(extra)).unwrap();
+        let craft = moeplan::planners::craft(&trace, topo, moeplan::planners::ReplicaBudget::ReplicasPerGpu(extra)).unwrap();
         let strip_c = |p: moeplan::Plan| moeplan::Plan::new(p.topology(), p.num_experts(), p.layers().to_vec(), craft.algorithm()).unwrap();
         proptest::prop_assert_eq!(strip_c(pcsv::read_plan_csv(pcsv::write_plan_csv(&craft).as_bytes(), topo, e).unwrap()), craft.clone());
         let (back, _) = plan_json::read(plan_json::write(&craft, &Default::default()).as_bytes()).unwrap();

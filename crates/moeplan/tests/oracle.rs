@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use moeplan::judge::bound::{layer_bound, packing_balancedness};
-use moeplan::planners::craft::{Budget, Craft, CraftOptions};
+use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
 use moeplan::planners::shared::joint::{JointOptions, joint_layer, repair};
 use moeplan::planners::shared::oracle::optimal_layer_within;
 use moeplan::planners::shared::order::replication_order;
@@ -66,7 +66,7 @@ fn craft_repaired(w: &[f64], d: usize, r: usize) -> Vec<Vec<u32>> {
         ..CraftOptions::default()
     };
     let craft = Craft::prepare(&trace, Topology::new(1, d).unwrap(), &options).unwrap();
-    let planned = craft.plan(Budget::ReplicasPerGpu(r)).unwrap();
+    let planned = craft.plan(ReplicaBudget::ReplicasPerGpu(r)).unwrap();
     planned.plan.layers()[0].gpus.clone()
 }
 

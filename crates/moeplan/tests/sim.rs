@@ -887,14 +887,14 @@ fn pinned(
 }
 
 fn craft_plan(trace: &LoadTrace, topo: Topology, refine: bool, r: usize) -> Plan {
-    use moeplan::planners::craft::{Budget, Craft, CraftOptions};
+    use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
     let options = CraftOptions {
         refine,
         ..Default::default()
     };
     Craft::prepare(trace, topo, &options)
         .unwrap()
-        .plan(Budget::ReplicasPerGpu(r))
+        .plan(ReplicaBudget::ReplicasPerGpu(r))
         .unwrap()
         .plan
 }

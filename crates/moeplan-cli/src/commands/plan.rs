@@ -5,7 +5,7 @@ use moeplan::data::plan::{Provenance, TraceRef, fingerprint};
 use moeplan::formats::plan_json::{self, PlanMeta};
 use moeplan::formats::{self, sglang};
 use moeplan::judge::{Rule, Workload};
-use moeplan::planners::{Budget, CraftOptions, craft};
+use moeplan::planners::{CraftOptions, ReplicaBudget, craft};
 use moeplan::studies::across::{self, Mix};
 use moeplan::{LoadTrace, Plan, Topology};
 
@@ -162,7 +162,7 @@ fn run_mix(args: PlanArgs) -> Result<(), CliError> {
         let options = CraftOptions::from_settings(settings)?;
         let budget = settings
             .budget(&craft::REPLICAS_PER_GPU)?
-            .map_or(Budget::Auto, Budget::ReplicasPerGpu);
+            .map_or(ReplicaBudget::Auto, ReplicaBudget::ReplicasPerGpu);
         let robust = across::craft_robust(&mix, topology, &options, budget, across::ROBUST_ROUNDS)?;
         bar.finish_and_clear();
         for (k, r) in robust.rounds.iter().enumerate() {

@@ -65,7 +65,7 @@ impl Planner for ContiguousPlanner {
         _settings: &Settings,
     ) -> Result<Box<dyn Prepared>> {
         let trace = work.trace();
-        Ok(Box::new(Ready {
+        Ok(Box::new(PreparedContiguous {
             layer_ids: trace.layer_ids().to_vec(),
             experts: trace.num_experts(),
             topology,
@@ -74,13 +74,13 @@ impl Planner for ContiguousPlanner {
 }
 
 #[derive(Debug, Clone)]
-struct Ready {
+struct PreparedContiguous {
     layer_ids: Vec<u32>,
     experts: usize,
     topology: Topology,
 }
 
-impl Prepared for Ready {
+impl Prepared for PreparedContiguous {
     fn plan(&self, _budget: Option<usize>) -> Result<Planned> {
         Ok(Planned {
             plan: place(&self.layer_ids, self.experts, self.topology)?,

@@ -406,7 +406,9 @@ impl Planner for EplbPlanner {
         topology: Topology,
         settings: &Settings,
     ) -> Result<Box<dyn Prepared>> {
-        Ok(Box::new(Ready::new(work, topology, settings, false)?))
+        Ok(Box::new(PreparedEplb::new(
+            work, topology, settings, false,
+        )?))
     }
 }
 
@@ -428,14 +430,14 @@ impl Planner for BasePlanner {
         topology: Topology,
         settings: &Settings,
     ) -> Result<Box<dyn Prepared>> {
-        Ok(Box::new(Ready::new(work, topology, settings, true)?))
+        Ok(Box::new(PreparedEplb::new(work, topology, settings, true)?))
     }
 }
 
 /// EPLB or BASE with the loads summed: planning a budget is the whole
 /// (fast) algorithm.
 #[derive(Debug, Clone)]
-struct Ready {
+struct PreparedEplb {
     summed: Array2<f64>,
     layer_ids: Vec<u32>,
     topology: Topology,
@@ -446,10 +448,15 @@ struct Ready {
     repair: bool,
 }
 
-impl Ready {
-    fn new(work: &Workload, topology: Topology, settings: &Settings, base: bool) -> Result<Ready> {
+impl PreparedEplb {
+    fn new(
+        work: &Workload,
+        topology: Topology,
+        settings: &Settings,
+        base: bool,
+    ) -> Result<PreparedEplb> {
         let trace = work.trace();
-        Ok(Ready {
+        Ok(PreparedEplb {
             summed: trace.summed(),
             layer_ids: trace.layer_ids().to_vec(),
             topology,
@@ -464,7 +471,7 @@ impl Ready {
     }
 }
 
-impl Prepared for Ready {
+impl Prepared for PreparedEplb {
     fn plan(&self, budget: Option<usize>) -> Result<Planned> {
         let k = match self.base {
             true => None,

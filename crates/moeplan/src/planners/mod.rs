@@ -20,7 +20,7 @@ pub mod registry;
 pub mod shared;
 
 pub use contiguous::contiguous;
-pub use craft::{Budget, Craft, CraftOptions, craft};
+pub use craft::{Craft, CraftOptions, ReplicaBudget, craft};
 pub use eplb::{EplbConfig, base, eplb};
 pub use registry::{
     CurvePoint, Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerInfo, PlannerSpec,

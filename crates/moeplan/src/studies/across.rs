@@ -38,7 +38,7 @@ use crate::data::topology::Topology;
 use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
 use crate::judge::eval::evaluate;
-use crate::planners::craft::{Budget, Craft, CraftOptions};
+use crate::planners::craft::{Craft, CraftOptions, ReplicaBudget};
 use crate::planners::eplb::{EplbConfig, eplb};
 
 use ndarray::{Array3, Axis, concatenate};
@@ -299,13 +299,13 @@ pub fn eplb_mix(mix: &Mix, topology: Topology, config: EplbConfig) -> Result<Pla
 ///
 /// ```
 /// use moeplan::studies::across::{Mix, craft_mean};
-/// use moeplan::planners::{Budget, CraftOptions};
+/// use moeplan::planners::{ReplicaBudget, CraftOptions};
 /// use moeplan::{synth::generator, data::model, Topology};
 /// let p = model::preset("olmoe")?;
 /// let a = generator::generate(&generator::GenConfig { seed: 1, ..generator::GenConfig::new(p, 2) })?;
 /// let b = generator::generate(&generator::GenConfig { seed: 2, ..generator::GenConfig::new(p, 2) })?;
 /// let mix = Mix::new(vec![a, b], None)?;
-/// let plan = craft_mean(&mix, Topology::new(1, 8)?, &CraftOptions::default(), Budget::ReplicasPerGpu(2))?;
+/// let plan = craft_mean(&mix, Topology::new(1, 8)?, &CraftOptions::default(), ReplicaBudget::ReplicasPerGpu(2))?;
 /// assert!(plan.summary().replicas <= 16);
 /// # Ok::<(), moeplan::Error>(())
 /// ```
@@ -313,7 +313,7 @@ pub fn craft_mean(
     mix: &Mix,
     topology: Topology,
     options: &CraftOptions,
-    budget: Budget,
+    budget: ReplicaBudget,
 ) -> Result<Plan> {
     Ok(Craft::prepare(&mix.combined()?, topology, options)?
         .plan(budget)?
@@ -387,13 +387,13 @@ pub const ROBUST_STEP: f64 = 1.0;
 ///
 /// ```
 /// use moeplan::studies::across::{Mix, craft_mean, craft_robust, judge_each};
-/// use moeplan::planners::{Budget, CraftOptions};
+/// use moeplan::planners::{ReplicaBudget, CraftOptions};
 /// use moeplan::{synth::generator, data::model, Topology};
 /// let p = model::preset("olmoe")?;
 /// let a = generator::generate(&generator::GenConfig { seed: 1, ..generator::GenConfig::new(p, 2) })?;
 /// let b = generator::generate(&generator::GenConfig { seed: 2, ..generator::GenConfig::new(p, 2) })?;
 /// let mix = Mix::new(vec![a, b], None)?;
-/// let (t, o, r) = (Topology::new(1, 8)?, CraftOptions::default(), Budget::ReplicasPerGpu(2));
+/// let (t, o, r) = (Topology::new(1, 8)?, CraftOptions::default(), ReplicaBudget::ReplicasPerGpu(2));
 /// let robust = craft_robust(&mix, t, &o, r, 3)?;
 /// let worst = |v: Vec<f64>| v.into_iter().fold(1.0, f64::min);
 /// let mean = craft_mean(&mix, t, &o, r)?;
@@ -404,7 +404,7 @@ pub fn craft_robust(
     mix: &Mix,
     topology: Topology,
     options: &CraftOptions,
-    budget: Budget,
+    budget: ReplicaBudget,
     rounds: usize,
 ) -> Result<Robust> {
     let mut weights = mix.weights.clone();
@@ -416,8 +416,8 @@ pub fn craft_robust(
         let craft = Craft::prepare(&this.combined()?, topology, options)?;
         // `auto` is resolved once, on the mean plan: every round spends
         // the same memory.
-        if budget == Budget::Auto {
-            budget = Budget::ReplicasPerGpu(craft.auto_replicas_per_gpu());
+        if budget == ReplicaBudget::Auto {
+            budget = ReplicaBudget::ReplicasPerGpu(craft.auto_replicas_per_gpu());
         }
         let plan = craft.plan(budget)?.plan;
         let bal = judge_each(mix, &plan)?;
@@ -447,8 +447,8 @@ pub fn craft_robust(
     let (_, best, plan) =
         best.ok_or_else(|| Error::planner("craft", "the robust variant made no plan"))?;
     let replicas_per_gpu = match budget {
-        Budget::ReplicasPerGpu(r) => r,
-        Budget::Auto => 0,
+        ReplicaBudget::ReplicasPerGpu(r) => r,
+        ReplicaBudget::Auto => 0,
     };
     Ok(Robust {
         plan,
@@ -643,7 +643,7 @@ pub fn cross_table(
         plan.with_provenance(Some(of_mix.clone())),
     )?);
     let options = CraftOptions::from_settings(settings)?;
-    let budget = mean_budget.map_or(Budget::Auto, Budget::ReplicasPerGpu);
+    let budget = mean_budget.map_or(ReplicaBudget::Auto, ReplicaBudget::ReplicasPerGpu);
     let robust = craft_robust(&mix, topology, &options, budget, ROBUST_ROUNDS)?;
     let name = format!("{} robust", craft.label(Some(robust.replicas_per_gpu)));
     rows.push(judged(
@@ -709,7 +709,7 @@ mod tests {
             &mix,
             t,
             &CraftOptions::default(),
-            Budget::ReplicasPerGpu(1),
+            ReplicaBudget::ReplicasPerGpu(1),
             3,
         )
         .unwrap();

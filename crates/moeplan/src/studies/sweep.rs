@@ -17,7 +17,7 @@ use crate::data::topology::Topology;
 use crate::data::trace::LoadTrace;
 use crate::error::Result;
 use crate::judge::eval::{EvalReport, evaluate};
-use crate::planners::craft::{Budget, Craft, CraftOptions};
+use crate::planners::craft::{Craft, CraftOptions, ReplicaBudget};
 use crate::planners::eplb::{EplbConfig, eplb, redundant_steps};
 
 /// One plan of the sweep.
@@ -128,7 +128,7 @@ pub fn sweep_by(
     }
     let factors = craft.curve_factors();
     for &r in &factors {
-        let p = craft.plan(Budget::ReplicasPerGpu(r))?;
+        let p = craft.plan(ReplicaBudget::ReplicasPerGpu(r))?;
         push(
             "craft",
             r as f64,

@@ -180,7 +180,7 @@ impl Default for CraftOptions {
 
 /// How many replicas to spend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Budget {
+pub enum ReplicaBudget {
     /// `R` replicas per GPU summed over layers: `r = R · D` in all.
     ReplicasPerGpu(usize),
     /// The `R` at the knee of the predicted curve (Step 2).
@@ -225,11 +225,11 @@ impl Craft {
     /// when the trace or the cluster changes.
     ///
     /// ```
-    /// use moeplan::planners::craft::{Budget, Craft, CraftOptions};
+    /// use moeplan::planners::craft::{ReplicaBudget, Craft, CraftOptions};
     /// use moeplan::{synth::generator, data::model, Topology};
     /// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
     /// let craft = Craft::prepare(&trace, Topology::new(1, 8)?, &CraftOptions::default())?;
-    /// let p = craft.plan(Budget::ReplicasPerGpu(2))?;
+    /// let p = craft.plan(ReplicaBudget::ReplicasPerGpu(2))?;
     /// assert!(p.plan.summary().replicas <= 16);
     /// # Ok::<(), moeplan::Error>(())
     /// ```
@@ -405,10 +405,10 @@ impl Craft {
     /// carry the layer's extra slots, so the stored placement is relabelled
     /// onto those GPUs (GPUs with equal slot counts are interchangeable for
     /// balance). That keeps a budget change to the knapsack and a copy.
-    pub fn plan(&self, budget: Budget) -> Result<CraftPlan> {
+    pub fn plan(&self, budget: ReplicaBudget) -> Result<CraftPlan> {
         let r = match budget {
-            Budget::ReplicasPerGpu(r) => r,
-            Budget::Auto => self.auto_replicas_per_gpu(),
+            ReplicaBudget::ReplicasPerGpu(r) => r,
+            ReplicaBudget::Auto => self.auto_replicas_per_gpu(),
         };
         if r > 1 << 20 {
             return Err(Error::planner(
@@ -450,16 +450,16 @@ impl Craft {
 /// CRAFT in one call: prepare, then plan `budget`.
 ///
 /// ```
-/// use moeplan::planners::craft::{craft, Budget};
+/// use moeplan::planners::craft::{craft, ReplicaBudget};
 /// use moeplan::{evaluate, synth::generator, data::model, planners, Topology};
 /// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 8))?;
 /// let topo = Topology::new(1, 8)?;
-/// let plan = craft(&trace, topo, Budget::ReplicasPerGpu(4))?;
+/// let plan = craft(&trace, topo, ReplicaBudget::ReplicasPerGpu(4))?;
 /// let base = planners::base(&trace, topo, 1)?;
 /// assert!(evaluate(&trace, &plan)?.balancedness > evaluate(&trace, &base)?.balancedness);
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn craft(trace: &LoadTrace, topology: Topology, budget: Budget) -> Result<Plan> {
+pub fn craft(trace: &LoadTrace, topology: Topology, budget: ReplicaBudget) -> Result<Plan> {
     Ok(Craft::prepare(trace, topology, &CraftOptions::default())?
         .plan(budget)?
         .plan)
@@ -566,7 +566,10 @@ impl Planner for CraftPlanner {
 
 impl Prepared for Craft {
     fn plan(&self, budget: Option<usize>) -> Result<Planned> {
-        let p = Craft::plan(self, budget.map_or(Budget::Auto, Budget::ReplicasPerGpu))?;
+        let p = Craft::plan(
+            self,
+            budget.map_or(ReplicaBudget::Auto, ReplicaBudget::ReplicasPerGpu),
+        )?;
         // repaired layers are no longer the ones Algorithm 1 measured
         let predicted = match self.repair {
             Some(_) => None,

@@ -441,7 +441,7 @@ pub fn joint_layer(
     }
     for mut gpus in starts {
         joint_search(loads, &mut gpus, options)?;
-        kicked(loads, &mut gpus, options)?;
+        iterated_search(loads, &mut gpus, options)?;
         keep(gpus, &mut best);
     }
     let order = replication_order(loads, slots - e, d);
@@ -484,7 +484,7 @@ fn eplb_start(loads: &[f64], capacity: &[usize]) -> Option<Vec<Vec<u32>>> {
 /// search; the best placement seen is left in `gpus`.
 ///
 /// ```
-/// use moeplan::planners::shared::joint::{kicked, JointOptions};
+/// use moeplan::planners::shared::joint::{iterated_search, JointOptions};
 /// use moeplan::planners::shared::placement::peak_load;
 /// let w = [600.0, 560.0, 120.0, 120.0, 20.0, 10.0, 10.0, 10.0];
 /// // counts first (600 and 560 on 4 devices each), then placed: 200
@@ -493,11 +493,15 @@ fn eplb_start(loads: &[f64], capacity: &[usize]) -> Option<Vec<Vec<u32>>> {
 ///     vec![1, 2], vec![1, 2], vec![1, 3], vec![1, 3],
 /// ];
 /// let before = peak_load(&w, &gpus);
-/// kicked(&w, &mut gpus, JointOptions::default())?;
+/// iterated_search(&w, &mut gpus, JointOptions::default())?;
 /// assert!(peak_load(&w, &gpus) <= before);
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn kicked(loads: &[f64], gpus: &mut Vec<Vec<u32>>, options: JointOptions) -> Result<()> {
+pub fn iterated_search(
+    loads: &[f64],
+    gpus: &mut Vec<Vec<u32>>,
+    options: JointOptions,
+) -> Result<()> {
     if let Some(&x) = gpus.iter().flatten().find(|&&x| x as usize >= loads.len()) {
         return Err(Error::planner(
             NAME,
@@ -658,7 +662,7 @@ pub(crate) fn place(
             ..JointOptions::default()
         };
         joint_search(w, &mut gpus, options)?;
-        kicked(w, &mut gpus, options)?;
+        iterated_search(w, &mut gpus, options)?;
     }
     Ok(gpus)
 }
