@@ -2,16 +2,13 @@
 //! plan files, all within the reading budget; stdout that tolerates a closed
 //! pipe; progress on stderr.
 
-use std::ops::Range;
 use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use moeplan::LoadTrace;
 use moeplan::data::model;
-use moeplan::data::topology::Topology;
-use moeplan::formats::dataset::{self, Dataset, FolderError, FolderOptions, Sources, Split};
+use moeplan::formats::dataset::{self, Dataset, FolderError, FolderOptions, Sources};
 use moeplan::formats::{self, ReadOptions};
-use moeplan::judge::{Rule, Workload};
 use moeplan::synth::generator::{GenConfig, generate};
 
 use crate::args::{GenArgs, SourceArgs, TraceArgs};
@@ -65,45 +62,15 @@ pub fn load(args: &TraceArgs) -> Result<Dataset, CliError> {
     })
 }
 
-/// [`dataset::workload`], its notes on stderr.
-pub fn workload(
-    trace: LoadTrace,
-    sources: &Sources,
-    batches: Range<usize>,
-    topology: Topology,
-) -> Result<Workload, CliError> {
+/// Runs `f` with a list the core adds its notes to (what it left out of a
+/// workload, one line each), and prints them on stderr.
+pub fn noted<T>(
+    f: impl FnOnce(&mut Vec<String>) -> Result<T, moeplan::Error>,
+) -> Result<T, CliError> {
     let mut notes = Vec::new();
-    let work = dataset::workload(trace, sources, batches, topology, &mut notes);
+    let out = f(&mut notes);
     print_notes(None, &notes);
-    Ok(work?)
-}
-
-/// [`dataset::workload_on_cluster`], its notes on stderr.
-pub fn workload_on_cluster(
-    trace: LoadTrace,
-    sources: &Sources,
-    batches: Range<usize>,
-    topology: Topology,
-    rule: Option<Rule>,
-) -> Result<Workload, CliError> {
-    let mut notes = Vec::new();
-    let work = dataset::workload_on_cluster(trace, sources, batches, topology, rule, &mut notes);
-    print_notes(None, &notes);
-    Ok(work?)
-}
-
-/// [`dataset::split`], its notes on stderr.
-pub fn split(
-    trace: LoadTrace,
-    sources: &Sources,
-    holdout: Option<f64>,
-    topology: Topology,
-    rule: Option<Rule>,
-) -> Result<Split, CliError> {
-    let mut notes = Vec::new();
-    let split = dataset::split(trace, sources, holdout, topology, rule, &mut notes);
-    print_notes(None, &notes);
-    Ok(split?)
+    Ok(out?)
 }
 
 /// What the core left out, one line each on stderr, after the folder's

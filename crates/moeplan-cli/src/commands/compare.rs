@@ -9,10 +9,10 @@ use moeplan::planners::{Settings, registry};
 use super::plan_with;
 use crate::args::CompareArgs;
 use crate::error::CliError;
-use crate::io::{emit, load, spinner, split};
+use crate::io::{emit, load, noted, spinner};
 use crate::judge::{Cost, Judged, judge_prepared, judge_quietly};
 use crate::report;
-use moeplan::formats::dataset::Dataset;
+use moeplan::formats::dataset::{self, Dataset};
 
 pub fn run(args: CompareArgs) -> Result<(), CliError> {
     // Per-rank files and token folders keep their sources, for the
@@ -22,7 +22,7 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
     let cost = Cost::choose(args.judge.model.as_deref(), &trace)?;
     let rule = args.judge.dispatch;
-    let split = split(trace, &sources, args.holdout, topology, Some(rule))?;
+    let split = noted(|n| dataset::split(trace, &sources, args.holdout, topology, Some(rule), n))?;
     drop(sources);
     let (work, scope) = (split.judged(), &split.scope);
     let layers = work.trace().num_layers();

@@ -10,10 +10,10 @@ use moeplan::{LoadTrace, Plan};
 use super::place_in_model;
 use crate::args::EvalArgs;
 use crate::error::CliError;
-use crate::io::{budget, emit, load, progress_bar, read_limited, spin, spinner, workload};
+use crate::io::{budget, emit, load, noted, progress_bar, read_limited, spin, spinner};
 use crate::judge::{Cost, judge, judge_prepared};
 use crate::report;
-use moeplan::formats::dataset::Dataset;
+use moeplan::formats::dataset::{self, Dataset};
 
 pub fn run(args: EvalArgs) -> Result<(), CliError> {
     // Per-rank files and token folders keep their sources: SGLang's static
@@ -84,7 +84,7 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
     let per_batch = planners::find(plan.algorithm())
         .ok()
         .filter(|p| p.per_batch() && format == PlanFileFormat::Moeplan);
-    let work = workload(evaluated, &sources, batches, plan.topology())?;
+    let work = noted(|n| dataset::workload(evaluated, &sources, batches, plan.topology(), n))?;
     let judged = match per_batch {
         Some(planner) => {
             let settings = remade_with(planner, &meta, &args.planner.settings, &args.plan)?;

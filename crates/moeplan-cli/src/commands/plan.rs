@@ -12,9 +12,9 @@ use moeplan::{LoadTrace, Plan, Topology};
 use super::{place_in_model, plan_with};
 use crate::args::{PlanArgs, PlanFormat};
 use crate::error::CliError;
-use crate::io::{load, spinner, split, write_file};
+use crate::io::{load, noted, spinner, write_file};
 use crate::judge::{Cost, judge_quietly};
-use moeplan::formats::dataset::{Dataset, Split};
+use moeplan::formats::dataset::{self, Dataset, Split};
 
 pub fn run(args: PlanArgs) -> Result<(), CliError> {
     if args.trace.traces.len() > 1 {
@@ -52,7 +52,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
     let rule = args.dispatch;
     let Split {
         planning, held_out, ..
-    } = split(trace, &sources, args.holdout, topology, rule)?;
+    } = noted(|n| dataset::split(trace, &sources, args.holdout, topology, rule, n))?;
     drop(sources);
     let provenance = Provenance {
         traces: vec![TraceRef {

@@ -11,10 +11,10 @@ use moeplan::{LoadTrace, Topology, data::model};
 use super::split_for;
 use crate::args::SweepArgs;
 use crate::error::CliError;
-use crate::io::{emit, load, spinner, workload_on_cluster};
+use crate::io::{emit, load, noted, spinner};
 use crate::judge::{Cost, judge_quietly};
 use crate::report;
-use moeplan::formats::dataset::Dataset;
+use moeplan::formats::dataset::{self, Dataset};
 
 pub fn run(args: SweepArgs) -> Result<(), CliError> {
     // The sweep's planners read counts only; the rule judging their plans
@@ -31,7 +31,9 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
     let all = trace.num_batches();
     drop(trace);
     let judged = all - evaluated.num_batches()..all;
-    let work = workload_on_cluster(evaluated, &sources, judged, topology, Some(rule))?;
+    let work = noted(|n| {
+        dataset::workload_on_cluster(evaluated, &sources, judged, topology, Some(rule), n)
+    })?;
     drop(sources);
     let settings = &args.planner.settings;
     let groups = settings.count(&GROUPS)?;

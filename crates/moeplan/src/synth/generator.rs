@@ -1,95 +1,19 @@
 //! The seeded trace generator: the project's embedded default, so every
 //! command and the page work with no file at all.
 //!
-//! Calibrated on the real traces in `shared/data` (see the README there).
-//!
-//! **Each layer's mean load**:
-//! - layers range from balanced to very hot: each layer gets a target
-//!   hottest-expert ratio (max / mean) spread log-uniformly from 2.5 to 30
-//!   over the layers in a seeded order (DeepSeek-V3's real layers span
-//!   4–13.7× summed over a run, HarMoEny's Qwen1.5-MoE batches 3.5–29×);
-//! - the second-hottest expert carries 70–90 % of the hottest one's load, so
-//!   the hottest layer's top two take ≈ 20 % (as HarMoEny's hot layers);
-//! - the remaining experts follow a log-normal spread whose `σ` grows from
-//!   the most balanced layer to the hottest ([`load_spread`]), none above
-//!   95 % of the second-hottest;
-//! - no expert gets more than `1 / top_k` of the assignments, since a token
-//!   picks `top_k` distinct experts.
-//!
-//! Where the spread comes from: per layer of a real trace summed over
-//! batches, `σ = (ln q75 − ln q25) / 1.349` of the experts' loads without
-//! the top two (robust: the cold tail's near-zero loads do not swamp it), as
-//! a least-squares line against the layer's place in the skew order. SGLang's
-//! six DeepSeek-V3 runs pooled give 0.58 → 0.66 ([`LOAD_SPREAD`], used for
-//! every preset without data of its own; DeepSeek-V2-Lite's ESFT routes,
-//! 0.4–1.25 by layer, agree); HarMoEny's Qwen1.5-MoE gives 1.10 → 2.00 /
-//! 0.87 → 2.55 / 0.80 → 2.53 (bookcorpus / wikitext / random), pooled
-//! 0.92 → 2.36 ([`LOAD_SPREAD_QWEN15`]): a cold tail, a quarter of its
-//! experts under an eighth of the mean load, that aux-loss-free DeepSeek-V3
-//! does not have. The tail matters for the median CV: with the DeepSeek
-//! family's spread the generated Qwen1.5-MoE trace had no expert under an
-//! eighth of the mean load and its median CV sat 21 % below real wikitext
-//! (0.137 against 0.174); with its own spread it is 0.183. The same
-//! estimator on the generated traces gives 0.80 → 2.48 (Qwen1.5-MoE) and
-//! 0.59 → 0.67 (DeepSeek-V3). (Until this calibration every preset used
-//! σ = 0.35 in every layer, narrower than any real trace.)
-//!
-//! **Each batch** draws the layer's shares around that mean and then its
-//! tokens:
-//! - expert `e` with mean share `p` (so a fraction `π = top_k · p` of the
-//!   tokens picks it) drifts by a mean-one log-normal factor whose squared
-//!   coefficient of variation is `λ · h · (A / π + C)`: cold experts drift
-//!   more than hot ones, whose variation levels off near `√C ≈ 0.1`. `λ`
-//!   spreads the layers: `λ = exp(Λ · (2u − 1))` for the layer's place `u`
-//!   in the skew order (0 the most balanced, 1 the hottest), as HarMoEny's
-//!   hotter (deeper) layers also vary more; `h`, drawn once per (layer,
-//!   expert), log-normal with mean 1 and `Var(ln h) = η²`, spreads experts of
-//!   the same load;
-//! - the factor follows a lag-1 autoregression with coefficient `ρ` from
-//!   batch to batch (slightly negative, as the data);
-//! - the batch's counts are a multinomial draw of `tokens × top_k`
-//!   assignments over those shares (conditional binomials), with no expert
-//!   above one assignment per token: the sampling noise, squared CV
-//!   `(1 − p) / (p · tokens · top_k)`, shrinks with the batch size as it
-//!   must, while the drift does not.
-//!
-//! Where the constants come from: HarMoEny's three Qwen1.5-MoE datasets
-//! (bookcorpus, wikitext, random; 12 layers × 60 experts, 20 batches of
-//! 24,576 tokens; `shared/data/harmoeny-qwen1.5-moe`), every (layer,
-//! expert) pair with at least a tenth of the mean load. The log of each
-//! pair's sample variance of shares over the 20 batches is modelled as the
-//! log of `p² · [(1 − p) / (p · N · k) + λ · (A / π + C)]`, shifted by
-//! `−η² / 2 + ψ(9.5) − ln 9.5`, plus noise of variance `η² + ψ′(9.5)` (the
-//! per-pair spread `h` and the log of a χ²₁₉ / 19), and fitted by Gaussian
-//! maximum likelihood: per dataset `A` = 0.0015 / 0.00052 / 0.00047,
-//! `C` = 0.0057 / 0.0124 / 0.0097, `Λ` = 0.43 / 0.27 / 1.16,
-//! `η²` = 0.34 / 0.31 / 0.49 (bookcorpus / wikitext / random); the
-//! constants are the pooled fit with `η²` fixed at the three's mean:
-//! [`DRIFT_A`] = 0.00074, [`DRIFT_C`] = 0.00966,
-//! [`DRIFT_LAYER_SPREAD`] `Λ` = 0.63, [`DRIFT_SPREAD_VAR`] `η²` = 0.38.
-//! These are fitted on the real data alone, so the spread calibration above
-//! left them unchanged. `cargo run --release -p moeplan --example
-//! calibration` redoes both fits and prints the real-against-generated
-//! table. [`DRIFT_LAG1`] `ρ` = −0.03: the real mean lag-1 autocorrelation of
-//! shares is −0.067 / −0.099 / −0.063 (mean −0.076, see
-//! [`crate::studies::variation`]); the generator gave −0.049 with independent
-//! batches (the estimator's bias at 20 batches; measured with the earlier
-//! σ = 0.35 spread) and gives −0.075 with `ρ` (seed 7).
-//!
-//! The HarMoEny data has one batch size, so how the drift scales with it is
-//! not fitted: the generator keeps the drift fixed and lets only the
-//! sampling term follow the batch size. DeepSeek-V2-Lite's ESFT routes
-//! (whole sequences grouped into batches of 150–1,500 tokens) show what
-//! that leaves out: above the sampling term an excess that falls as
-//! `1 / tokens` — tokens of one sequence pick alike — worth 0.4 × the
-//! sampling variance with 65-token sequences (intent) and about 6 × with
-//! 560-token ones (summary). At the default 4,096 tokens with short
-//! sequences that is under a tenth of the drift; with long sequences small
-//! batches vary more than the generator says. [`crate::studies::variation`]
-//! measures any trace the same way; docs/generated-default.md
-//! compares real and generated.
+//! Each layer gets a target hottest-expert ratio (log-uniform from 2.5 to
+//! 30 over the layers, in a seeded order) and log-normal mean loads whose
+//! `σ` grows from the most balanced layer to the hottest ([`load_spread`]).
+//! Each batch moves every expert's share by a mean-one log-normal drift with
+//! squared CV `λ · h · (A / π + C)` (`π` the fraction of tokens picking the
+//! expert, `λ` the layer's factor, `h` the expert's; [`DRIFT_A`],
+//! [`DRIFT_C`], lag-1 autoregression [`DRIFT_LAG1`]), then draws its counts
+//! as a multinomial of `tokens × top_k` assignments, no expert above one per
+//! token. [`crate::studies::variation`] measures any trace the same way.
 //!
 //! Deterministic for a given configuration and seed (ChaCha8). O(B · L · E).
+//!
+//! How the constants were fitted: docs/calibration.md.
 
 use ndarray::Array3;
 use rand::{Rng, SeedableRng, seq::SliceRandom};

@@ -1,79 +1,24 @@
 //! The seeded token-level generator: a [`TokenTrace`] (every token's top-k
-//! experts per MoE layer, and the data-parallel rank it came from) with
-//! planted co-activation, for the planners that read token routes (GRACE's
-//! affinity grouping, traffic under per-source dispatch) when no real token
-//! trace is at hand.
+//! experts per MoE layer, and its data-parallel rank) with planted
+//! co-activation, for the planners that read token routes (GRACE's affinity
+//! grouping, traffic under per-source dispatch) when no real trace is at hand.
 //!
-//! **The model.** Each MoE layer partitions its experts, in a seeded order,
-//! into `topics` sets of nearly equal size. A token draws a topic, then its
-//! `top_k` distinct experts by successive sampling (draw, drop what is
-//! already chosen, draw again) from a mixture: with weight `c` (the layer's
-//! cohesion) the topic's own experts, with weight `1 − c` all experts, each
-//! in proportion to its popularity. So experts of one topic fire together,
-//! and hot experts stay hot in every topic.
-//! - **Popularity** is the count generator's ([`crate::synth::generator`], same
-//!   preset and seed, one large batch): the same spread of layers from
-//!   balanced to very hot, the same hot experts. A topic's share of the
-//!   tokens is its experts' popularity, and the per-expert sampling weights
-//!   are corrected by a fixed point so that each expert's expected share of
-//!   assignments stays its popularity despite the mixture and the sampling
-//!   without replacement (inclusion probabilities by Rosén's approximation
-//!   of successive sampling, `π = 1 − exp(−θ·w)`, `θ` solved per topic).
-//! - **Ranks**: token `i` belongs to sequence `⌊i / sequence_tokens⌋`, and
-//!   sequence `s` runs on rank `s mod ranks` (the round-robin rule of
-//!   [`TokenTrace::with_sequences_on_ranks`], so the ESFT folder format
-//!   round-trips the ranks). Each rank prefers some topics: its topic weights
-//!   are the popularity shares times a log-normal factor of mean 1 and
-//!   log-spread `rank_skew`, drawn once per (rank, topic index) and shared by
-//!   every layer — requests on one rank share a prompt or a domain.
-//! - **Layers** each have their own partition and cohesion (spread uniformly
-//!   over `cohesion ± cohesion_spread`). A token's topic comes from a latent
-//!   uniform through the inverse distribution function of its rank's topic
-//!   weights; with probability `layer_stickiness` the latent carries over to
-//!   the next layer, else it is drawn afresh. Tokens that shared a topic in
-//!   one layer tend to share one in the next (ESFT shows cross-layer
-//!   co-activation), and every layer keeps exactly its rank's topic mix.
-//!
-//! **Calibration** against ESFT's token routing of DeepSeek-V2-Lite
-//! (`shared/data/esft-deepseek-v2-lite`, tasks intent and summary, about 8k
-//! tokens each, sequences dealt to 8 ranks), the generator in the same
-//! shape (64 experts, top-6, 26 MoE layers, 8,192 tokens from 8 ranks). Per
-//! layer, then the mean over layers: the share of the affinity mass
-//! (`A[i][j]`, tokens choosing both) in the top 1 % / 10 % of expert pairs,
-//! `U` (the intra-group share of 8 equal groups grown greedily), the ranks'
-//! total-variation distance from the whole mix, and the share of the
-//! layer-to-next-layer pairs in their top 10 %:
-//!
-//! | statistic | ESFT intent | ESFT summary | generated (seeds 1–8) | popularity only |
-//! | --- | --- | --- | --- | --- |
-//! | top 1 % pairs | 15.3 % | 13.0 % | 14.1 % | 11.6 % |
-//! | top 10 % pairs | 61.5 % | 52.6 % | 57.1 % | 43.8 % |
-//! | `U`, 8 greedy groups | 36.4 % | 30.5 % | 32.4 % | 18.6 % |
-//! | rank TV | 2.9 % | 7.9 % | 6.3 % | 3.3 % |
-//! | cross-layer top 10 % | 59.3 % | 51.3 % | 52.2 % | 43.4 % |
-//! | load CV | 0.79 | 0.74 | 0.93 | 0.94 |
-//!
-//! The fit, by hand over a grid (the example below takes the knobs as
-//! arguments): [`default_topics`] `⌈E / (k − 1)⌉` = 13 topics (8 topics of 8
-//! experts made `U` too high for the pair shares — a partition into exactly
-//! the measured group count is too clean — and 16 too low); [`COHESION`]
-//! 0.8 puts the three within-layer shares between the two tasks (0.7: 53 %
-//! top 10 %, 0.85: 60 %); [`COHESION_SPREAD`] 0.1 gives the layers' `U` a
-//! range like ESFT's; [`RANK_SKEW`] 0.3 lands between intent (whose 127
-//! short sequences leave no rank skew beyond sampling noise) and summary
-//! (13 long ones: strong skew); [`LAYER_STICKINESS`] 1, because even full
-//! coupling stays at the low end of ESFT's cross-layer concentration (0.8
-//! gives 49 %, redrawing every layer 43 %). Not refitted: the popularity
-//! (load CV, max / mean 5.5 against ESFT's 3.8 / 4.3), which is the count
-//! generator's, calibrated on DeepSeek-V3 and Qwen1.5-MoE.
-//! `cargo run --release -p moeplan --example token_calibration` prints the
-//! table; `tests/token_generator.rs` holds the generator to it.
+//! Each layer splits its experts into `topics` sets. A token draws a topic
+//! from its rank's topic weights (kept into the next layer with probability
+//! `layer_stickiness`), then `top_k` distinct experts by successive sampling
+//! from a mixture: its topic's experts with weight `c` (the cohesion), all
+//! experts with `1 − c`, each in proportion to its popularity (the count
+//! generator's, [`crate::synth::generator`]; a fixed point keeps each
+//! expert's expected share at it). Sequence `s` runs on rank `s mod ranks`
+//! ([`TokenTrace::with_sequences_on_ranks`]).
 //!
 //! Deterministic for a configuration and seed (ChaCha8: one stream for the
 //! ranks and topics, one per layer, so the `parallel` feature's per-layer
 //! threads draw the same numbers). `O(L · (F · T · E + N · k))` for `L`
 //! layers, `E` experts, `T` topics, `N` tokens, `F` fixed-point rounds;
 //! sampling one expert is `O(1)` (an alias table per topic).
+//!
+//! How the constants were fitted: docs/calibration.md.
 
 use ndarray::Array2;
 use rand::{Rng, RngCore, SeedableRng, seq::SliceRandom};
