@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
+use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand};
 use moeplan::Topology;
+use moeplan::formats::PlanFormat;
 use moeplan::judge::Rule;
 use moeplan::planners::{self, Kind, OptionSpec, PlannerId, Settings, Value};
 
@@ -197,22 +198,6 @@ impl PlanClusterArgs {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PlanFormat {
-    /// moeplan's plan JSON (eval reads it).
-    Moeplan,
-    /// SGLang's --init-expert-location JSON.
-    Sglang,
-    /// vLLM's physical_to_logical_map as a JSON list, one row per MoE layer.
-    Vllm,
-    /// vllm-ascend's expert-map JSON.
-    VllmAscend,
-    /// CSV: layer,gpu,slot,expert.
-    Csv,
-    /// TensorRT-LLM's MoE load-balancer YAML (initial_global_assignments).
-    Trtllm,
-}
-
 /// How plans are judged: the flags `eval`, `compare` and `sweep` share.
 #[derive(Args)]
 pub struct JudgeArgs {
@@ -243,7 +228,7 @@ pub struct PlanArgs {
     #[arg(long)]
     pub holdout: Option<f64>,
     /// Output format.
-    #[arg(long, value_enum, default_value = "moeplan")]
+    #[arg(long, default_value = "moeplan", value_parser = format_parser())]
     pub format: PlanFormat,
     /// For formats with one expert count per GPU (sglang, vllm, vllm-ascend, trtllm):
     /// pad a plan whose slot counts vary to the closest one that fits.
@@ -362,6 +347,17 @@ fn dispatch_parser() -> impl TypedValueParser<Value = Rule> {
             .aliases(r.aliases().iter().copied())
     }))
     .try_map(|s| Rule::from_name(&s))
+}
+
+/// `--format`: a plan file of the core's one list (`PlanFormat::ALL`), each
+/// listed with its help.
+fn format_parser() -> impl TypedValueParser<Value = PlanFormat> {
+    PossibleValuesParser::new(
+        PlanFormat::ALL
+            .iter()
+            .map(|f| PossibleValue::new(f.name()).help(f.about())),
+    )
+    .try_map(|s| PlanFormat::from_name(&s))
 }
 
 /// `--algo`: a registered planner's id, each listed with its help.

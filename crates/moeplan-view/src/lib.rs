@@ -32,8 +32,8 @@ use moeplan::data::plan::Plan;
 use moeplan::data::topology::Topology;
 use moeplan::data::trace::LoadTrace;
 use moeplan::error::{Error, Result};
-use moeplan::formats::plan_json::{self, PlanMeta};
-use moeplan::formats::sglang;
+use moeplan::formats::PlanFormat;
+use moeplan::formats::plan_json::PlanMeta;
 use moeplan::judge::eval::{EvalReport, evaluate};
 use moeplan::judge::{CostModel, Rule, Strategy, Traffic, Workload, simulate};
 use moeplan::planners::eplb::GROUPS;
@@ -101,6 +101,15 @@ pub fn offered(rule: &Rule) -> bool {
 /// The dispatch rules the page offers ([`offered`]), in [`Rule::ALL`]'s order.
 pub fn dispatch_rules() -> impl Iterator<Item = Rule> {
     Rule::ALL.into_iter().filter(offered)
+}
+
+/// The plan files the page exports, filtered from the core's one list
+/// ([`PlanFormat::ALL`]): moeplan's own and SGLang's (the others are the
+/// CLI's).
+pub fn export_formats() -> impl Iterator<Item = PlanFormat> {
+    PlanFormat::ALL
+        .into_iter()
+        .filter(|f| matches!(f, PlanFormat::Moeplan | PlanFormat::Sglang))
 }
 
 /// The offered rule named `name` ([`Rule::name`]).
@@ -754,43 +763,47 @@ impl Workspace {
     /// plan that varies is padded to the closest such plan
     /// ([`Plan::padded_to_uniform`]) and the export says so.
     pub fn export(&self, replicas_per_gpu: Option<usize>, format: &str) -> Result<Export> {
+        let Some(file) = export_formats().find(|f| f.name() == format) else {
+            let names: Vec<&str> = export_formats().map(PlanFormat::name).collect();
+            return Err(Error::Argument(format!(
+                "unknown export format {format:?}: {}",
+                names.join(" or ")
+            )));
+        };
         let plan = self.focus_plan(replicas_per_gpu)?;
-        match format {
-            "moeplan" => Ok(Export {
-                text: plan_json::write(
-                    &plan,
-                    &PlanMeta {
-                        model_layers: Some(self.trace().model_layers()),
-                        model: self.trace().model().map(str::to_string),
-                        holdout: None,
-                        options: self.focus_options(replicas_per_gpu),
-                    },
-                ),
-                note: None,
-            }),
-            "sglang" => {
-                let (plan, note) = if plan.uniform_slots_per_gpu().is_some() {
-                    (plan, None)
-                } else {
-                    let padded = plan.padded_to_uniform(self.summed.view())?;
-                    let added = padded.summary().replicas - plan.summary().replicas;
-                    let per_gpu = padded.uniform_slots_per_gpu().unwrap_or(0);
-                    let note = format!(
-                        "SGLang needs the same slot count on every GPU in every layer: padded to {per_gpu} slots per GPU with {added} more replicas (the hottest experts per copy)"
-                    );
-                    (padded, Some(note))
-                };
-                Ok(Export {
-                    text: sglang::write_init_expert_location(
-                        &plan,
-                        self.trace().known_model_layers(),
-                    )?,
-                    note,
-                })
+        let (plan, meta, note) = match file {
+            PlanFormat::Sglang if plan.uniform_slots_per_gpu().is_none() => {
+                let padded = plan.padded_to_uniform(self.summed.view())?;
+                let added = padded.summary().replicas - plan.summary().replicas;
+                let per_gpu = padded.uniform_slots_per_gpu().unwrap_or(0);
+                let note = format!(
+                    "SGLang needs the same slot count on every GPU in every layer: padded to {per_gpu} slots per GPU with {added} more replicas (the hottest experts per copy)"
+                );
+                (padded, self.export_meta(file, replicas_per_gpu), Some(note))
             }
-            other => Err(Error::Argument(format!(
-                "unknown export format {other:?}: moeplan or sglang"
-            ))),
+            _ => (plan, self.export_meta(file, replicas_per_gpu), None),
+        };
+        Ok(Export {
+            text: file.write(&plan, &meta)?,
+            note,
+        })
+    }
+
+    /// What an exported file records: moeplan's JSON the model's layers
+    /// and the focus planner's options; SGLang's rows only a layer count
+    /// the trace knows (an assumed one could place MoE positions wrongly).
+    fn export_meta(&self, file: PlanFormat, replicas_per_gpu: Option<usize>) -> PlanMeta {
+        match file {
+            PlanFormat::Moeplan => PlanMeta {
+                model_layers: Some(self.trace().model_layers()),
+                model: self.trace().model().map(str::to_string),
+                holdout: None,
+                options: self.focus_options(replicas_per_gpu),
+            },
+            _ => PlanMeta {
+                model_layers: self.trace().known_model_layers(),
+                ..PlanMeta::default()
+            },
         }
     }
 

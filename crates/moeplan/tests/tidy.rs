@@ -336,46 +336,77 @@ fn workspace_sources() -> Vec<(PathBuf, String)> {
         .collect()
 }
 
-/// The dispatch rules are listed once, `Rule::ALL`: a second array of
-/// rules, or an enum naming the rules again (as the CLI's and the CUDA
-/// crate's once did), fails here; front ends filter or parse the list.
+/// A kind listed once: its home file, its enum there, the variants that
+/// name its members, and the array type of its list.
+struct Kind {
+    home: &'static str,
+    enum_name: &'static str,
+    variants: &'static [&'static str],
+    array: &'static str,
+}
+
+const KINDS: [Kind; 2] = [
+    Kind {
+        home: "src/judge/dispatch.rs",
+        enum_name: "Rule",
+        variants: &[
+            "Vllm",
+            "SglangStatic",
+            "SglangDynamic",
+            "LocalFirst",
+            "GraceWeighted",
+            "GraceTopology",
+            "Optimal",
+        ],
+        array: "[Rule; ",
+    },
+    Kind {
+        home: "src/formats/mod.rs",
+        enum_name: "PlanFormat",
+        variants: &["Moeplan", "Sglang", "VllmAscend", "Csv", "Trtllm"],
+        array: "[PlanFormat; ",
+    },
+];
+
+/// The dispatch rules (`Rule::ALL`) and the plan files (`PlanFormat::ALL`)
+/// are listed once: a second array of them, or an enum naming them again
+/// (as the CLI's `Dispatch` and `PlanFormat` and the CUDA crate's
+/// `DispatchRule` once did), fails here; front ends filter or parse the
+/// list.
 #[test]
-fn dispatch_rules_are_listed_once() {
-    let variants = [
-        "Vllm",
-        "SglangStatic",
-        "SglangDynamic",
-        "LocalFirst",
-        "GraceWeighted",
-        "GraceTopology",
-        "Optimal",
-    ];
+fn rules_and_plan_files_are_listed_once() {
     let mut read = 0;
     for (p, text) in workspace_sources() {
         read += 1;
-        let home = p.ends_with("src/judge/dispatch.rs");
-        let arrays = text.matches("[Rule; ").count();
-        assert!(
-            arrays == usize::from(home),
-            "{}: an array of dispatch rules (the list is Rule::ALL)",
-            p.display()
-        );
-        for (i, _) in text.match_indices("enum ") {
-            let body = text[i..].split('}').next().unwrap();
-            let named = variants
-                .iter()
-                .filter(|v| {
-                    body.lines()
-                        .any(|l| l.trim().trim_end_matches(',').starts_with(*v))
-                })
-                .count();
-            let is_rule = body.starts_with("enum Rule ");
+        for kind in &KINDS {
+            let home = p.ends_with(kind.home);
+            let arrays = text.matches(kind.array).count();
             assert!(
-                named < 3 || (home && is_rule),
-                "{}: an enum listing dispatch rules again ({})",
+                arrays == usize::from(home),
+                "{}: an array of {} (the list is {}::ALL)",
                 p.display(),
-                body.lines().next().unwrap()
+                kind.enum_name,
+                kind.enum_name
             );
+            for (i, _) in text.match_indices("enum ") {
+                let body = text[i..].split('}').next().unwrap();
+                let named = kind
+                    .variants
+                    .iter()
+                    .filter(|v| {
+                        body.lines()
+                            .any(|l| l.trim().trim_end_matches(',').starts_with(*v))
+                    })
+                    .count();
+                let is_home = home && body.starts_with(&format!("enum {} ", kind.enum_name));
+                assert!(
+                    named < 3 || is_home,
+                    "{}: an enum listing {} again ({})",
+                    p.display(),
+                    kind.enum_name,
+                    body.lines().next().unwrap()
+                );
+            }
         }
     }
     assert!(read > 80, "only {read} files read");

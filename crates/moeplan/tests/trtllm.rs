@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use moeplan::data::Workload;
-use moeplan::formats::plan_any::{PlanContext, PlanFileFormat, detect_plan, read_any_plan};
+use moeplan::formats::PlanFormat;
+use moeplan::formats::plan_any::{PlanContext, detect_plan, read_any_plan};
 use moeplan::formats::{ReadOptions, TraceFormat, detect, read_trace, sglang, trtllm};
 use moeplan::planners::grace::affinity::affinity_all;
 use moeplan::planners::grace::{Grace, GraceOptions};
@@ -331,11 +332,7 @@ fn broken_placements_give_their_error() {
         let (file, needle) = line.split_once('\t').unwrap();
         listed.insert(file.to_string());
         let bytes = std::fs::read(dir.join(file)).unwrap();
-        assert_eq!(
-            detect_plan(&bytes).unwrap(),
-            PlanFileFormat::Trtllm,
-            "{file}"
-        );
+        assert_eq!(detect_plan(&bytes).unwrap(), PlanFormat::Trtllm, "{file}");
         let result = std::panic::catch_unwind(|| read_any_plan(&bytes, &context(&trace, t)));
         let e = match result {
             Ok(Ok(_)) => panic!("{file}: read without error"),
@@ -378,7 +375,7 @@ fn the_generators_own_layout_reads() {
     assert_eq!(file.plan.layers()[0].gpus, vec![vec![3, 0], vec![1, 2]]);
     // JSON is YAML too, with its keys as strings
     let json = br#"{"num_slots": 4, "initial_global_assignments": {"1": [3, 0, 1, 2], "3": [0, 1, 2, 3]}}"#;
-    assert_eq!(detect_plan(json).unwrap(), PlanFileFormat::Trtllm);
+    assert_eq!(detect_plan(json).unwrap(), PlanFormat::Trtllm);
     let t = Topology::new(1, 2).unwrap();
     let from_json = read_any_plan(json, &context(&trace, t)).unwrap();
     assert_eq!(from_json.plan.layers(), file.plan.layers());
@@ -454,7 +451,7 @@ proptest! {
     #[test]
     fn placement_yaml_round_trips(plan in uniform_plan()) {
         let yaml = trtllm::write_placement(&plan, None).unwrap();
-        prop_assert_eq!(detect_plan(yaml.as_bytes()).unwrap(), PlanFileFormat::Trtllm);
+        prop_assert_eq!(detect_plan(yaml.as_bytes()).unwrap(), PlanFormat::Trtllm);
         let ids: Vec<u32> = plan.layers().iter().map(|l| l.layer).collect();
         let trace = LoadTrace::new(
             Array3::from_elem((1, ids.len(), plan.num_experts()), 1.0),

@@ -2,7 +2,8 @@
 //! (detected by content) under a dispatch rule.
 
 use moeplan::data::plan::{Scope, fingerprint};
-use moeplan::formats::plan_any::{PlanContext, PlanFileFormat, detect_plan, read_any_plan};
+use moeplan::formats::PlanFormat;
+use moeplan::formats::plan_any::{PlanContext, detect_plan, read_any_plan};
 use moeplan::formats::plan_json::PlanMeta;
 use moeplan::planners::{self, Settings};
 use moeplan::{LoadTrace, Plan};
@@ -26,8 +27,7 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
     let format = detect_plan(&bytes).map_err(&in_plan)?;
     // SGLang's rows are model layers: a trace of MoE rows only is placed in
     // its model first (by --model, or the preset the trace names).
-    let trace = if args.judge.model.is_some() || format == PlanFileFormat::SglangInitExpertLocation
-    {
+    let trace = if args.judge.model.is_some() || format == PlanFormat::Sglang {
         place_in_model(trace, args.judge.model.as_deref(), None)?
     } else {
         trace
@@ -42,7 +42,7 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
         eprintln!(
             "{}: the {} does not say how its {} GPUs form nodes: taken as one node (give --nodes and --gpus-per-node)",
             args.plan.display(),
-            format.name(),
+            format.describe(),
             file.plan.topology().num_gpus()
         );
     }
@@ -83,7 +83,7 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
     // options from the flags) and replayed through its schedule.
     let per_batch = planners::find(plan.algorithm())
         .ok()
-        .filter(|p| p.per_batch() && format == PlanFileFormat::Moeplan);
+        .filter(|p| p.per_batch() && format == PlanFormat::Moeplan);
     let work = noted(|n| dataset::workload(evaluated, &sources, batches, plan.topology(), n))?;
     let judged = match per_batch {
         Some(planner) => {
@@ -129,8 +129,8 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
             .map_err(&in_plan)?;
     }
     let mut algorithm = plan.algorithm().to_string();
-    if format != PlanFileFormat::Moeplan {
-        algorithm = format!("{algorithm} ({})", format.name());
+    if format != PlanFormat::Moeplan {
+        algorithm = format!("{algorithm} ({})", format.describe());
     }
     if args.json {
         let mut v = judged.json();
@@ -138,7 +138,7 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
         v["scope_kind"] = scope.kind().into();
         v["topology"] = serde_json::to_value(plan.topology()).unwrap_or_default();
         v["cost"] = cost.json();
-        v["plan_format"] = format.name().into();
+        v["plan_format"] = format.describe().into();
         emit(&v.to_string());
     } else {
         emit(&report::eval(

@@ -2,15 +2,15 @@
 //! loads; with `--dispatch`, also say how it balances under that rule.
 
 use moeplan::data::plan::{Provenance, TraceRef, fingerprint};
-use moeplan::formats::plan_json::{self, PlanMeta};
-use moeplan::formats::{self, sglang};
+use moeplan::formats::plan_json::PlanMeta;
+use moeplan::formats::{self, PlanFormat};
 use moeplan::judge::{Rule, Workload};
 use moeplan::planners::{CraftOptions, ReplicaBudget, craft};
 use moeplan::studies::across::{self, Mix};
 use moeplan::{LoadTrace, Plan, Topology};
 
 use super::{place_in_model, plan_with};
-use crate::args::{PlanArgs, PlanFormat};
+use crate::args::PlanArgs;
 use crate::error::CliError;
 use crate::io::{load, noted, spinner, write_file};
 use crate::judge::{Cost, judge_quietly};
@@ -222,10 +222,7 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
         rule,
     } = made;
     let planned_on = planning.trace();
-    let needs_uniform = matches!(
-        args.format,
-        PlanFormat::Sglang | PlanFormat::Vllm | PlanFormat::VllmAscend | PlanFormat::Trtllm
-    );
+    let needs_uniform = args.format.needs_uniform_slots();
     let plan = if needs_uniform && plan.uniform_slots_per_gpu().is_none() {
         if !args.pad {
             return Err(moeplan::Error::Export {
@@ -252,30 +249,21 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
     } else {
         plan
     };
-    let text = match args.format {
-        PlanFormat::Moeplan => plan_json::write(
-            &plan,
-            &PlanMeta {
-                // Only a known count: an assumed one would let a later
-                // export trust layer ids that may be MoE positions.
-                model_layers,
-                model: model_name,
-                holdout: args.holdout,
-                // every option of the planner as it ran, so `eval` can
-                // re-make a per-batch plan as it was made
-                options: args
-                    .algo
-                    .planner()
-                    .ok()
-                    .map(|p| args.planner.settings.resolved_for(p.spec())),
-            },
-        ),
-        PlanFormat::Sglang => sglang::write_init_expert_location(&plan, model_layers)?,
-        PlanFormat::Vllm => formats::vllm::write_physical_to_logical(&plan)?,
-        PlanFormat::VllmAscend => formats::vllm::write_ascend_expert_map(&plan)?,
-        PlanFormat::Csv => formats::csv::write_plan_csv(&plan),
-        PlanFormat::Trtllm => formats::trtllm::write_placement(&plan, model_layers)?,
+    let meta = PlanMeta {
+        // Only a known count: an assumed one would let a later export trust
+        // layer ids that may be MoE positions.
+        model_layers,
+        model: model_name,
+        holdout: args.holdout,
+        // every option of the planner as it ran, so `eval` can re-make a
+        // per-batch plan as it was made
+        options: args
+            .algo
+            .planner()
+            .ok()
+            .map(|p| args.planner.settings.resolved_for(p.spec())),
     };
+    let text = args.format.write(&plan, &meta)?;
     write_file(&args.out, &text)?;
     let s = plan.summary();
     eprintln!(
@@ -324,10 +312,8 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
 /// does not know its model is refused before planning, by the writers' own
 /// check ([`formats::check_model_layers`]).
 fn needs_model_layers(format: PlanFormat, trace: &LoadTrace) -> Result<(), CliError> {
-    let file = match format {
-        PlanFormat::Sglang => formats::ModelKeyed::Rows,
-        PlanFormat::Trtllm => formats::ModelKeyed::Keys,
-        _ => return Ok(()),
+    let Some(file) = format.model_keyed() else {
+        return Ok(());
     };
     formats::check_model_layers(
         file,

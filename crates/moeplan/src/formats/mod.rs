@@ -237,6 +237,141 @@ fn charge_text(
     }
 }
 
+/// A plan file format moeplan writes and reads: the one list
+/// (`PlanFormat::ALL`) the CLI's `--format` is parsed from, the page's
+/// export filters and [`plan_any::read_any_plan`] tells apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PlanFormat {
+    /// moeplan's plan JSON.
+    Moeplan,
+    /// SGLang's `--init-expert-location` JSON.
+    Sglang,
+    /// vLLM's `physical_to_logical_map`.
+    Vllm,
+    /// vllm-ascend's expert map.
+    VllmAscend,
+    /// The plan CSV.
+    Csv,
+    /// TensorRT-LLM's load-balancer YAML.
+    Trtllm,
+}
+
+impl PlanFormat {
+    /// Every plan file, in the order front ends list them.
+    pub const ALL: [PlanFormat; 6] = [
+        PlanFormat::Moeplan,
+        PlanFormat::Sglang,
+        PlanFormat::Vllm,
+        PlanFormat::VllmAscend,
+        PlanFormat::Csv,
+        PlanFormat::Trtllm,
+    ];
+
+    /// The name `--format` and the page take.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlanFormat::Moeplan => "moeplan",
+            PlanFormat::Sglang => "sglang",
+            PlanFormat::Vllm => "vllm",
+            PlanFormat::VllmAscend => "vllm-ascend",
+            PlanFormat::Csv => "csv",
+            PlanFormat::Trtllm => "trtllm",
+        }
+    }
+
+    /// One line on what it is, for help texts.
+    pub fn about(self) -> &'static str {
+        match self {
+            PlanFormat::Moeplan => "moeplan's plan JSON (eval reads it).",
+            PlanFormat::Sglang => "SGLang's --init-expert-location JSON.",
+            PlanFormat::Vllm => {
+                "vLLM's physical_to_logical_map as a JSON list, one row per MoE layer."
+            }
+            PlanFormat::VllmAscend => "vllm-ascend's expert-map JSON.",
+            PlanFormat::Csv => "CSV: layer,gpu,slot,expert.",
+            PlanFormat::Trtllm => {
+                "TensorRT-LLM's MoE load-balancer YAML (initial_global_assignments)."
+            }
+        }
+    }
+
+    /// The format's name in messages.
+    ///
+    /// ```
+    /// use moeplan::formats::PlanFormat;
+    /// assert_eq!(PlanFormat::Csv.describe(), "plan CSV");
+    /// ```
+    pub fn describe(self) -> &'static str {
+        match self {
+            PlanFormat::Moeplan => "moeplan plan JSON",
+            PlanFormat::Sglang => "SGLang --init-expert-location",
+            PlanFormat::Vllm => "vLLM physical_to_logical_map",
+            PlanFormat::VllmAscend => "vllm-ascend expert map",
+            PlanFormat::Csv => "plan CSV",
+            PlanFormat::Trtllm => trtllm::PLACEMENT,
+        }
+    }
+
+    /// The plan file named `name` ([`PlanFormat::name`]).
+    ///
+    /// ```
+    /// use moeplan::formats::PlanFormat;
+    /// assert_eq!(PlanFormat::from_name("vllm-ascend")?, PlanFormat::VllmAscend);
+    /// assert!(PlanFormat::from_name("yaml").is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn from_name(name: &str) -> Result<PlanFormat> {
+        PlanFormat::ALL
+            .into_iter()
+            .find(|f| f.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = PlanFormat::ALL.iter().map(|f| f.name()).collect();
+                Error::Argument(format!(
+                    "unknown plan format {name:?}: one of {}",
+                    names.join(", ")
+                ))
+            })
+    }
+
+    /// Whether the engine needs the same slot count on every GPU in every
+    /// layer (all but moeplan's own JSON and the CSV).
+    pub fn needs_uniform_slots(self) -> bool {
+        !matches!(self, PlanFormat::Moeplan | PlanFormat::Csv)
+    }
+
+    /// How the file names layers, when by model layer ([`ModelKeyed`]).
+    pub fn model_keyed(self) -> Option<ModelKeyed> {
+        match self {
+            PlanFormat::Sglang => Some(ModelKeyed::Rows),
+            PlanFormat::Trtllm => Some(ModelKeyed::Keys),
+            _ => None,
+        }
+    }
+
+    /// `plan` in this format; `meta` is what moeplan's JSON records, and its
+    /// `model_layers` what files keyed by model layer need.
+    ///
+    /// ```
+    /// use moeplan::formats::{plan_json::PlanMeta, PlanFormat};
+    /// use moeplan::{planners::contiguous, LoadTrace, Topology};
+    /// let t = LoadTrace::new(ndarray::Array3::from_elem((1, 1, 4), 1.0), vec![0])?;
+    /// let plan = contiguous(&t, Topology::new(1, 2)?)?;
+    /// let csv = PlanFormat::Csv.write(&plan, &PlanMeta::default())?;
+    /// assert!(csv.starts_with("layer,gpu,slot,expert"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write(self, plan: &crate::Plan, meta: &plan_json::PlanMeta) -> Result<String> {
+        match self {
+            PlanFormat::Moeplan => Ok(plan_json::write(plan, meta)),
+            PlanFormat::Sglang => sglang::write_init_expert_location(plan, meta.model_layers),
+            PlanFormat::Vllm => vllm::write_physical_to_logical(plan),
+            PlanFormat::VllmAscend => vllm::write_ascend_expert_map(plan),
+            PlanFormat::Csv => Ok(csv::write_plan_csv(plan)),
+            PlanFormat::Trtllm => trtllm::write_placement(plan, meta.model_layers),
+        }
+    }
+}
+
 /// An engine file that names layers by model (decoder) layer id, not by
 /// MoE position (vLLM's and vllm-ascend's rows are positions and need no
 /// check).

@@ -33,54 +33,20 @@ use crate::data::topology::Topology;
 use crate::error::{Error, Result};
 
 use super::plan_json::{self, PlanMeta};
-use super::{csv, sglang, vllm};
+use super::{PlanFormat, csv, sglang, vllm};
 
-/// The plan formats [`read_any_plan`] recognises.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PlanFileFormat {
-    /// moeplan's plan JSON.
-    Moeplan,
-    /// SGLang's `--init-expert-location` JSON.
-    SglangInitExpertLocation,
-    /// vLLM's `physical_to_logical_map` as a JSON list.
-    VllmPhysicalToLogical,
-    /// vllm-ascend's expert map.
-    VllmAscend,
-    /// The plan CSV `layer,gpu,slot,expert`.
-    Csv,
-    /// TensorRT-LLM's load-balancer YAML (`initial_global_assignments`).
-    Trtllm,
-}
-
-impl PlanFileFormat {
-    /// The format's name in messages.
-    ///
-    /// ```
-    /// use moeplan::formats::plan_any::PlanFileFormat;
-    /// assert_eq!(PlanFileFormat::Csv.name(), "plan CSV");
-    /// ```
-    pub fn name(&self) -> &'static str {
-        match self {
-            PlanFileFormat::Moeplan => "moeplan plan JSON",
-            PlanFileFormat::SglangInitExpertLocation => "SGLang --init-expert-location",
-            PlanFileFormat::VllmPhysicalToLogical => "vLLM physical_to_logical_map",
-            PlanFileFormat::VllmAscend => "vllm-ascend expert map",
-            PlanFileFormat::Csv => "plan CSV",
-            PlanFileFormat::Trtllm => super::trtllm::PLACEMENT,
-        }
-    }
-
+impl PlanFormat {
     /// Whether the file says how many GPUs there are (moeplan JSON also
     /// says how they form nodes). Files that do not need a topology from
     /// the context.
     ///
     /// ```
-    /// use moeplan::formats::plan_any::PlanFileFormat;
-    /// assert!(PlanFileFormat::Moeplan.holds_gpu_count());
-    /// assert!(!PlanFileFormat::SglangInitExpertLocation.holds_gpu_count());
+    /// use moeplan::formats::PlanFormat;
+    /// assert!(PlanFormat::Moeplan.holds_gpu_count());
+    /// assert!(!PlanFormat::Sglang.holds_gpu_count());
     /// ```
     pub fn holds_gpu_count(&self) -> bool {
-        matches!(self, PlanFileFormat::Moeplan | PlanFileFormat::VllmAscend)
+        matches!(self, PlanFormat::Moeplan | PlanFormat::VllmAscend)
     }
 }
 
@@ -131,7 +97,7 @@ pub struct PlanFile {
     /// The plan (algorithm `imported` unless the file names it).
     pub plan: Plan,
     /// The format it was read as.
-    pub format: PlanFileFormat,
+    pub format: PlanFormat,
     /// What the file recorded: all of it for moeplan JSON; the model's
     /// layer count (its row count) for SGLang; nothing otherwise.
     pub meta: PlanMeta,
@@ -164,32 +130,32 @@ const NOT_A_PLAN: &str = "a plan file is moeplan plan JSON (\"layers\"), SGLang 
 /// Tells which plan format `bytes` hold, by content.
 ///
 /// ```
-/// use moeplan::formats::plan_any::{detect_plan, PlanFileFormat};
-/// assert_eq!(detect_plan(br#"{"physical_to_logical_map": [[0, 1]]}"#)?, PlanFileFormat::SglangInitExpertLocation);
-/// assert_eq!(detect_plan(b"[[0, 1]]")?, PlanFileFormat::VllmPhysicalToLogical);
-/// assert_eq!(detect_plan(b"layer,gpu,slot,expert\n0,0,0,0\n")?, PlanFileFormat::Csv);
+/// use moeplan::formats::plan_any::{detect_plan, PlanFormat};
+/// assert_eq!(detect_plan(br#"{"physical_to_logical_map": [[0, 1]]}"#)?, PlanFormat::Sglang);
+/// assert_eq!(detect_plan(b"[[0, 1]]")?, PlanFormat::Vllm);
+/// assert_eq!(detect_plan(b"layer,gpu,slot,expert\n0,0,0,0\n")?, PlanFormat::Csv);
 /// let trace = detect_plan(br#"{"logical_count": [[1, 2]]}"#).unwrap_err();
 /// assert!(trace.to_string().contains("not a plan"));
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn detect_plan(bytes: &[u8]) -> Result<PlanFileFormat> {
+pub fn detect_plan(bytes: &[u8]) -> Result<PlanFormat> {
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
         None => Err(Error::parse("plan", "the file is empty")),
-        Some(b'[') => Ok(PlanFileFormat::VllmPhysicalToLogical),
+        Some(b'[') => Ok(PlanFormat::Vllm),
         Some(b'{') => {
             let p: Probe =
                 serde_json::from_slice(body).map_err(|e| Error::parse("JSON", e.to_string()))?;
             if p.layers.is_some() {
-                Ok(PlanFileFormat::Moeplan)
+                Ok(PlanFormat::Moeplan)
             } else if p.expert_load_window.is_some() {
                 Err(trace_not_plan("a vLLM expert load window"))
             } else if p.physical_to_logical_map.is_some() {
-                Ok(PlanFileFormat::SglangInitExpertLocation)
+                Ok(PlanFormat::Sglang)
             } else if p.layer_list.is_some() {
-                Ok(PlanFileFormat::VllmAscend)
+                Ok(PlanFormat::VllmAscend)
             } else if p.initial_global_assignments.is_some() || p.num_slots.is_some() {
-                Ok(PlanFileFormat::Trtllm)
+                Ok(PlanFormat::Trtllm)
             } else if p.logical_count.is_some() {
                 Err(trace_not_plan(
                     "an SGLang expert distribution (\"logical_count\")",
@@ -211,13 +177,13 @@ pub fn detect_plan(bytes: &[u8]) -> Result<PlanFileFormat> {
             let line = String::from_utf8_lossy(line);
             let fields: Vec<&str> = line.trim().split(',').map(str::trim).collect();
             if fields == ["layer", "gpu", "slot", "expert"] {
-                Ok(PlanFileFormat::Csv)
+                Ok(PlanFormat::Csv)
             } else if fields.starts_with(&["layer_id", "expert_id", "count"])
                 || fields.contains(&"layer_idx")
             {
                 Err(trace_not_plan("an expert-count CSV"))
             } else if super::trtllm::is_placement(body) {
-                Ok(PlanFileFormat::Trtllm)
+                Ok(PlanFormat::Trtllm)
             } else {
                 Err(Error::parse(
                     "plan",
@@ -235,11 +201,11 @@ fn trace_not_plan(what: &str) -> Error {
     )
 }
 
-/// Reads any plan file moeplan writes ([`PlanFileFormat`]), detected by
+/// Reads any plan file moeplan writes ([`PlanFormat`]), detected by
 /// content, for the trace and cluster in `ctx`.
 ///
 /// ```
-/// use moeplan::formats::plan_any::{read_any_plan, PlanContext, PlanFileFormat};
+/// use moeplan::formats::plan_any::{read_any_plan, PlanContext, PlanFormat};
 /// use moeplan::formats::sglang;
 /// use moeplan::{planners::eplb, LoadTrace, Topology};
 /// use ndarray::Array3;
@@ -250,7 +216,7 @@ fn trace_not_plan(what: &str) -> Error {
 /// // the file has three rows and no topology: the cluster comes from the context
 /// let ctx = PlanContext::for_trace(&trace, Some(Topology::new(1, 2)?));
 /// let read = read_any_plan(file.as_bytes(), &ctx)?;
-/// assert_eq!(read.format, PlanFileFormat::SglangInitExpertLocation);
+/// assert_eq!(read.format, PlanFormat::Sglang);
 /// assert_eq!(read.plan.layers(), plan.layers());
 /// assert_eq!(read.meta.model_layers, Some(3));
 /// let none = PlanContext::for_trace(&trace, None);
@@ -264,9 +230,9 @@ pub fn read_any_plan(bytes: &[u8], ctx: &PlanContext<'_>) -> Result<PlanFile> {
     // (YAML's nesting is charged first thing by its reader, a CSV has none)
     let json = crate::formats::limits::json_first(&meter, body, "the plan JSON")?;
     let format = detect_plan(body)?;
-    if format == PlanFileFormat::Csv {
+    if format == PlanFormat::Csv {
         crate::formats::limits::charge_fields(&mut meter, body, 8, "the plan CSV")?;
-    } else if format == PlanFileFormat::Trtllm {
+    } else if format == PlanFormat::Trtllm {
         // charged by its reader, number by number
     } else {
         crate::formats::limits::charge_json_shape(&mut meter, body, json, "the plan JSON")?;
@@ -276,7 +242,7 @@ pub fn read_any_plan(bytes: &[u8], ctx: &PlanContext<'_>) -> Result<PlanFile> {
             Error::Argument(format!(
                 "the {} file lists slots but not which GPU holds them: give the cluster \
                  (--gpus-per-node, and --nodes for more than one node)",
-                format.name()
+                format.describe()
             ))
         })
     };
@@ -284,7 +250,7 @@ pub fn read_any_plan(bytes: &[u8], ctx: &PlanContext<'_>) -> Result<PlanFile> {
     let mut meta = PlanMeta::default();
     let mut topology_assumed = false;
     let plan = match format {
-        PlanFileFormat::Moeplan => {
+        PlanFormat::Moeplan => {
             let (plan, file_meta) = plan_json::read(body)?;
             meta = file_meta;
             let p: Probe =
@@ -310,23 +276,21 @@ pub fn read_any_plan(bytes: &[u8], ctx: &PlanContext<'_>) -> Result<PlanFile> {
                 (true, _) => plan,
             }
         }
-        PlanFileFormat::SglangInitExpertLocation => {
+        PlanFormat::Sglang => {
             let rows: SglangRows = serde_json::from_slice(body)
-                .map_err(|x| Error::parse(format.name(), x.to_string()))?;
+                .map_err(|x| Error::parse(format.describe(), x.to_string()))?;
             let rows = rows.physical_to_logical_map.len();
             check_sglang_rows(rows, ctx)?;
             meta.model_layers = Some(rows);
             sglang::read_init_expert_location(body, needs_topology()?, ids, e)?
         }
-        PlanFileFormat::VllmPhysicalToLogical => {
-            vllm::read_physical_to_logical(body, needs_topology()?, ids, e)?
-        }
-        PlanFileFormat::VllmAscend => {
+        PlanFormat::Vllm => vllm::read_physical_to_logical(body, needs_topology()?, ids, e)?,
+        PlanFormat::VllmAscend => {
             topology_assumed = ctx.topology.is_none();
             vllm::read_ascend_expert_map(body, ctx.topology, ids, e)?
         }
-        PlanFileFormat::Csv => csv::read_plan_csv(body, needs_topology()?, e)?,
-        PlanFileFormat::Trtllm => {
+        PlanFormat::Csv => csv::read_plan_csv(body, needs_topology()?, e)?,
+        PlanFormat::Trtllm => {
             let (plan, assumed) =
                 super::trtllm::read_placement(body, ctx.topology, ids, e, &mut meter)?;
             topology_assumed = assumed;
@@ -412,28 +376,28 @@ mod tests {
             .unwrap();
         let files = [
             (
-                PlanFileFormat::Moeplan,
+                PlanFormat::Moeplan,
                 plan_json::write(&plan, &PlanMeta::default()),
                 &plan,
             ),
             (
-                PlanFileFormat::SglangInitExpertLocation,
+                PlanFormat::Sglang,
                 sglang::write_init_expert_location(&plan, Some(16)).unwrap(),
                 &plan,
             ),
             (
-                PlanFileFormat::VllmPhysicalToLogical,
+                PlanFormat::Vllm,
                 vllm::write_physical_to_logical(&plan).unwrap(),
                 &plan,
             ),
             (
-                PlanFileFormat::VllmAscend,
+                PlanFormat::VllmAscend,
                 vllm::write_ascend_expert_map(&fixed).unwrap(),
                 &fixed,
             ),
-            (PlanFileFormat::Csv, csv::write_plan_csv(&plan), &plan),
+            (PlanFormat::Csv, csv::write_plan_csv(&plan), &plan),
             (
-                PlanFileFormat::Trtllm,
+                PlanFormat::Trtllm,
                 super::super::trtllm::write_placement(&plan, Some(16)).unwrap(),
                 &plan,
             ),
