@@ -1,0 +1,275 @@
+//! How the workspace holds each planner: failed, planned once at its
+//! default (replayed under `even`, and under the last rule asked for),
+//! moving with the budget, or a per-batch schedule replayed once — and the
+//! figures each gives the view.
+
+use std::sync::{Arc, Mutex};
+
+use moeplan::data::plan::Plan;
+use moeplan::data::topology::Topology;
+use moeplan::data::trace::LoadTrace;
+use moeplan::error::Result;
+use moeplan::judge::eval::{EvalReport, evaluate};
+use moeplan::judge::{CostModel, Rule, Workload};
+use moeplan::planners::registry::{Needs, Planner, PlannerId, Prepared};
+
+use crate::view::{PairTraffic, PlanFigures};
+
+/// One planner of the workspace.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub(crate) id: PlannerId,
+    pub(crate) display: &'static str,
+    pub(crate) state: State,
+    /// What the planner said when it prepared ([`Prepared::notes`]).
+    pub(crate) notes: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum State {
+    /// Could not plan on this cluster: why.
+    Failed(String),
+    /// Planned once at its default budget and replayed.
+    Fixed(Box<Fixed>),
+    /// Moves with the view's budget.
+    Slider(Arc<dyn Prepared>),
+    /// Re-places per batch (Libra): its schedule replayed once.
+    Scheduled(Box<Scheduled>),
+}
+
+/// A plan the budget does not move: its replay under `even`, and its
+/// figures under the last other rule asked for (a budget change under that
+/// rule does not replay it again).
+#[derive(Debug, Clone)]
+pub(crate) struct Fixed {
+    pub(crate) budget: Option<usize>,
+    pub(crate) plan: Plan,
+    pub(crate) report: EvalReport,
+    /// Imbalance ratio of each batch under `even`, once a view asked for
+    /// it (a replay a cluster change does not pay).
+    pub(crate) per_batch: Arc<Mutex<Option<Vec<f64>>>>,
+    pub(crate) under: Arc<Mutex<Option<(Rule, Measured)>>>,
+}
+
+/// A per-batch planner's schedule ([`Prepared::schedule`]) replayed under
+/// its own rule — whatever the view's: the rule is part of the method
+/// (Libra's rebalancer) — once per trace, cluster and its options.
+#[derive(Debug, Clone)]
+pub(crate) struct Scheduled {
+    /// `per batch, libra-rebalance, …`.
+    pub(crate) about: String,
+    pub(crate) report: moeplan::judge::Report,
+    /// Expert bytes copied in each batch (copies × bytes per expert).
+    pub(crate) bytes_per_batch: Vec<f64>,
+    /// Mean copies per batch in each layer.
+    pub(crate) copies_per_layer: Vec<usize>,
+    /// Replica slots on the fullest GPU: the base's and the slots it keeps
+    /// for copies (Libra: 2 · N buffers).
+    pub(crate) replica_slots_per_gpu: usize,
+    /// The bound with the schedule's copies counted batch by batch.
+    pub(crate) bound: f64,
+}
+
+/// What a plan's replay under a rule measured.
+#[derive(Debug, Clone)]
+pub(crate) struct Measured {
+    pub(crate) balancedness: f64,
+    pub(crate) imbalance_ratio: f64,
+    pub(crate) per_layer: Vec<f64>,
+    pub(crate) per_batch: Vec<f64>,
+    pub(crate) traffic: PairTraffic,
+}
+
+/// The planners a workspace shows: those that read the loads (the page is
+/// about balancing them; contiguous placement, which ignores them, is
+/// `compare`'s floor) and whose needs this workload meets.
+pub(crate) fn shown(planner: &dyn Planner, work: &Workload) -> bool {
+    planner.needs() >= Needs::Counts && planner.needs().met_by(work)
+}
+
+pub(crate) fn figures(planner: &dyn Planner, budget: Option<usize>, r: &EvalReport) -> PlanFigures {
+    PlanFigures {
+        name: planner.id().to_string(),
+        label: planner.title(budget),
+        budget,
+        balancedness: r.balancedness,
+        imbalance_ratio: r.imbalance_ratio,
+        replicas: r.replicas,
+        replica_slots_per_gpu: r.replica_slots_fullest_gpu,
+        bound: r.bound,
+        per_layer: r.per_layer.clone(),
+        replicas_per_layer: r.replicas_per_layer.clone(),
+        traffic: PairTraffic::default(),
+        per_batch_imbalance: Vec::new(),
+        per_batch_bytes: Vec::new(),
+        schedule: None,
+        own_rule: None,
+    }
+}
+
+/// Figures of a plan the budget moves: what its planner measured when it
+/// prepared, else a replay.
+pub(crate) fn slider_figures(
+    planner: &dyn Planner,
+    planned: &moeplan::planners::Planned,
+    trace: &LoadTrace,
+) -> Result<PlanFigures> {
+    let Some(pred) = &planned.predicted else {
+        return Ok(figures(
+            planner,
+            planned.budget,
+            &evaluate(trace, &planned.plan)?,
+        ));
+    };
+    let summary = planned.plan.summary();
+    Ok(PlanFigures {
+        name: planner.id().to_string(),
+        label: planner.title(planned.budget),
+        budget: planned.budget,
+        balancedness: mean(&pred.balancedness),
+        imbalance_ratio: mean(&pred.imbalance),
+        replicas: summary.replicas,
+        replica_slots_per_gpu: summary.replica_slots_fullest_gpu,
+        bound: mean(&pred.bound),
+        per_layer: pred.balancedness.clone(),
+        replicas_per_layer: summary.replicas_per_layer,
+        traffic: PairTraffic::default(),
+        per_batch_imbalance: Vec::new(),
+        per_batch_bytes: Vec::new(),
+        schedule: None,
+        own_rule: None,
+    })
+}
+
+/// A prepared planner that the budget does not move, planned at its
+/// default: a static plan replayed once under `even`, or a per-batch
+/// planner's schedule (Libra) replayed under its own rule.
+pub(crate) fn plan_at_default(
+    planner: &dyn Planner,
+    ready: &dyn Prepared,
+    work: &Workload,
+    topology: Topology,
+    cost: &CostModel,
+) -> State {
+    if planner.per_batch() {
+        if let Some(why) = too_large_per_batch(work, topology) {
+            return State::Failed(why);
+        }
+    }
+    let made = ready
+        .plan(None)
+        .and_then(|p| match ready.schedule(&p.plan, work)? {
+            Some(s) => Ok(State::Scheduled(Box::new(Scheduled::replay(
+                s, &p.plan, work, cost,
+            )?))),
+            None => {
+                let report = evaluate(work.trace(), &p.plan)?;
+                let per_batch = Arc::default();
+                Ok(State::Fixed(Box::new(Fixed {
+                    budget: p.budget,
+                    plan: p.plan,
+                    report,
+                    per_batch,
+                    under: Arc::default(),
+                })))
+            }
+        });
+    made.unwrap_or_else(|e| State::Failed(e.to_string()))
+}
+
+impl Scheduled {
+    pub(crate) fn replay(
+        s: moeplan::judge::Schedule,
+        base: &Plan,
+        work: &Workload,
+        cost: &CostModel,
+    ) -> Result<Self> {
+        let served = moeplan::judge::Served::Schedule { base, schedule: &s };
+        let v = moeplan::judge::judge(work, served, cost, |_, _| {})?;
+        Ok(Scheduled {
+            bound: v.report.bound,
+            about: s.about,
+            bytes_per_batch: v.per_batch_bytes_copied.iter().map(|&b| b as f64).collect(),
+            copies_per_layer: v.replicas_per_layer,
+            replica_slots_per_gpu: v.report.replica_slots_fullest_gpu,
+            report: v.sim,
+        })
+    }
+
+    /// Its figures: the replay's balance and traffic; its replicas are the
+    /// mean copies per batch, its replica memory on the fullest GPU the
+    /// base's plus the slots it keeps for copies (Libra's two buffers,
+    /// 2 · N), its bound that of its copies counted batch by batch
+    /// ([`moeplan::judge::bound::per_batch_bound`]).
+    pub(crate) fn figures(&self, planner: &dyn Planner) -> PlanFigures {
+        let r = &self.report;
+        PlanFigures {
+            name: planner.id().to_string(),
+            label: format!("{} ({})", planner.title(None), schedule_phrase(&r.rule)),
+            budget: None,
+            balancedness: r.balancedness,
+            imbalance_ratio: r.imbalance_ratio,
+            replicas: self.copies_per_layer.iter().sum(),
+            replica_slots_per_gpu: self.replica_slots_per_gpu,
+            bound: self.bound,
+            per_layer: r.per_layer.clone(),
+            replicas_per_layer: self.copies_per_layer.clone(),
+            traffic: PairTraffic::from(&r.traffic),
+            per_batch_imbalance: r.per_batch_imbalance_ratio.clone(),
+            per_batch_bytes: self.bytes_per_batch.clone(),
+            schedule: Some(self.about.clone()),
+            own_rule: Some(r.rule.clone()),
+        }
+    }
+}
+
+/// Batch × layer × GPU × expert cells above which a per-batch planner is not
+/// replayed in a workspace: Libra re-places every layer of every batch,
+/// about 75 ns a cell natively (the page's default, DeepSeek-V3's 64
+/// batches on 64 GPUs, 61 M cells: 4.3 s natively, 10 s in the page), and
+/// the page re-plans on every cluster change. The CLI has no such limit.
+pub const PER_BATCH_CELLS: usize = 4_000_000;
+
+/// Why a per-batch planner is not replayed on `work` and `topology`, if
+/// it is too large (see [`PER_BATCH_CELLS`]).
+pub(crate) fn too_large_per_batch(work: &Workload, topology: Topology) -> Option<String> {
+    let t = work.trace();
+    let cells = t
+        .num_batches()
+        .saturating_mul(t.num_layers())
+        .saturating_mul(topology.num_gpus())
+        .saturating_mul(t.num_experts());
+    (cells > PER_BATCH_CELLS).then(|| {
+        format!(
+            "re-placed every batch, not replayed here for {} batches × {} layers × {} GPUs × {} experts (over {} M cells: seconds per cluster change); fewer batches or GPUs, or the CLI (`moeplan compare`)",
+            t.num_batches(),
+            t.num_layers(),
+            topology.num_gpus(),
+            t.num_experts(),
+            PER_BATCH_CELLS / 1_000_000
+        )
+    })
+}
+
+/// `per batch, libra-rebalance`: what a per-batch plan's label says.
+pub(crate) fn schedule_phrase(rule: &str) -> String {
+    format!("per batch, {rule}")
+}
+
+impl Measured {
+    pub(crate) fn apply(self, f: &mut PlanFigures) {
+        f.balancedness = self.balancedness;
+        f.imbalance_ratio = self.imbalance_ratio;
+        f.per_layer = self.per_layer;
+        f.per_batch_imbalance = self.per_batch;
+        f.traffic = self.traffic;
+    }
+}
+
+pub(crate) fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
