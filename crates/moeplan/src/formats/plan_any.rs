@@ -130,7 +130,7 @@ const NOT_A_PLAN: &str = "a plan file is moeplan plan JSON (\"layers\"), SGLang 
 /// Tells which plan format `bytes` hold, by content.
 ///
 /// ```
-/// use moeplan::formats::plan_any::{detect_plan, PlanFormat};
+/// use moeplan::formats::{plan_any::detect_plan, PlanFormat};
 /// assert_eq!(detect_plan(br#"{"physical_to_logical_map": [[0, 1]]}"#)?, PlanFormat::Sglang);
 /// assert_eq!(detect_plan(b"[[0, 1]]")?, PlanFormat::Vllm);
 /// assert_eq!(detect_plan(b"layer,gpu,slot,expert\n0,0,0,0\n")?, PlanFormat::Csv);
@@ -205,7 +205,8 @@ fn trace_not_plan(what: &str) -> Error {
 /// content, for the trace and cluster in `ctx`.
 ///
 /// ```
-/// use moeplan::formats::plan_any::{read_any_plan, PlanContext, PlanFormat};
+/// use moeplan::formats::plan_any::{read_any_plan, PlanContext};
+/// use moeplan::formats::PlanFormat;
 /// use moeplan::formats::sglang;
 /// use moeplan::{planners::eplb, LoadTrace, Topology};
 /// use ndarray::Array3;
