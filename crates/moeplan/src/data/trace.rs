@@ -649,16 +649,7 @@ impl TokenTrace {
     /// [`TokenTrace::to_load_trace`], charging the `batches × layers ×
     /// experts` counts to `meter` first (small batches of a long trace make
     /// a large array).
-    ///
-    /// ```
-    /// use moeplan::{Budget, Meter, TokenTrace};
-    /// use ndarray::array;
-    /// let t = TokenTrace::new(4096, vec![1], vec![array![[0], [1], [1], [1]]], vec![0; 4])?;
-    /// let mut tiny = Meter::new(Budget { max_bytes: 64, ..Budget::default() });
-    /// assert!(t.to_load_trace_within(1, &mut tiny).is_err()); // 4 × 1 × 4096 counts
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn to_load_trace_within(
+    pub(crate) fn to_load_trace_within(
         &self,
         batch_tokens: usize,
         meter: &mut crate::Meter,
@@ -742,5 +733,24 @@ impl Deal {
             Deal::Even => "each batch's tokens dealt to ranks in equal contiguous shares",
             Deal::Sequences => "whole sequences dealt to ranks round-robin",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Budget, Meter};
+    use ndarray::array;
+
+    /// The counts array is charged to the meter before it is built.
+    #[test]
+    fn to_load_trace_within_charges_the_counts_first() {
+        let t =
+            TokenTrace::new(4096, vec![1], vec![array![[0], [1], [1], [1]]], vec![0; 4]).unwrap();
+        let mut tiny = Meter::new(Budget {
+            max_bytes: 64,
+            ..Budget::default()
+        });
+        assert!(t.to_load_trace_within(1, &mut tiny).is_err()); // 4 × 1 × 4096 counts
     }
 }

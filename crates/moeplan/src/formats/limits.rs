@@ -33,7 +33,7 @@ impl Budget {
     pub const DEFAULT_MIB: u64 = 512;
     /// Nesting no trace format needs more of (`[B][L][E]` is depth 3; a
     /// torch dump's dict → list → dict → tensor → tuple is about 8).
-    pub const MAX_DEPTH: u32 = 64;
+    pub(crate) const MAX_DEPTH: u32 = 64;
 
     /// A budget of `mib` MiB; values are capped at one per 8 bytes (no value
     /// costs less to hold).
@@ -111,7 +111,7 @@ impl Meter {
     }
 
     /// Bytes still free.
-    pub fn bytes_left(&self) -> u64 {
+    pub(crate) fn bytes_left(&self) -> u64 {
         self.budget.max_bytes.saturating_sub(self.bytes)
     }
 
@@ -176,15 +176,7 @@ impl Meter {
     /// at the budget: what a stream (a zip member, say) expands to is
     /// counted, never trusted. `declared` is only a capacity hint, capped by
     /// what is left.
-    ///
-    /// ```
-    /// use std::io::Read;
-    /// let mut m = moeplan::Meter::new(moeplan::Budget::mib(1));
-    /// let zeros = || std::io::repeat(0).take(4 << 20); // 4 MiB
-    /// assert!(m.read_all(zeros(), 4 << 20, "member x").is_err()); // says so: refused at once
-    /// assert!(m.read_all(zeros(), 0, "member x").is_err()); // lies: counted, stopped at 1 MiB
-    /// ```
-    pub fn read_all<R: Read>(&mut self, r: R, declared: u64, what: &str) -> Result<Vec<u8>> {
+    pub(crate) fn read_all<R: Read>(&mut self, r: R, declared: u64, what: &str) -> Result<Vec<u8>> {
         const CHUNK: usize = 1 << 16;
         let left = self.bytes_left();
         // A member that admits to being too large is refused at once; one
@@ -229,12 +221,7 @@ pub fn json_shape(bytes: &[u8]) -> (u64, u32) {
 /// [`json_shape`] that stops as soon as the nesting passes `stop_above`:
 /// a file nested too deep is refused after its first levels, not after a
 /// scan of all of it (the numbers are then those seen so far).
-///
-/// ```
-/// let deep = vec![b'['; 1 << 20];
-/// assert_eq!(moeplan::formats::limits::json_shape_within(&deep, 64).1, 65);
-/// ```
-pub fn json_shape_within(bytes: &[u8], stop_above: u32) -> (u64, u32) {
+pub(crate) fn json_shape_within(bytes: &[u8], stop_above: u32) -> (u64, u32) {
     let (mut numbers, mut depth, mut deepest) = (0u64, 0u32, 0u32);
     let (mut in_string, mut escaped, mut in_number) = (false, false, false);
     for &b in bytes {
@@ -285,14 +272,7 @@ pub fn json_shape_within(bytes: &[u8], stop_above: u32) -> (u64, u32) {
 /// a blank or at a line's start, outside quotes) are skipped. Block
 /// nesting (indentation, `- `) is not counted: the parser handles it in
 /// linear time and its deserializer stops at 128 levels. O(n).
-///
-/// ```
-/// use moeplan::formats::limits::yaml_flow_depth;
-/// assert_eq!(yaml_flow_depth(b"a: [[1, 2], [3]]\n# [[[[ not counted\n", 64), 2);
-/// assert_eq!(yaml_flow_depth(br#"a: ["]]]", [[1]]]"#, 64), 3); // quoted brackets close nothing
-/// assert_eq!(yaml_flow_depth(&[b'['; 1 << 20], 64), 65); // stops at the first level too deep
-/// ```
-pub fn yaml_flow_depth(bytes: &[u8], stop_above: u32) -> u32 {
+pub(crate) fn yaml_flow_depth(bytes: &[u8], stop_above: u32) -> u32 {
     // The deepest level of each reading, `None` when no reading is there:
     // outside quotes, in a comment, inside "…" (and just after its `\`),
     // inside '…'.
@@ -448,5 +428,32 @@ mod tests {
         let mut m = Meter::new(Budget::mib(1).with_hint("raise it with --max-trace-mib"));
         let e = m.bytes(2 << 20, "the file").unwrap_err().to_string();
         assert!(e.contains("--max-trace-mib"), "{e}");
+    }
+
+    /// A stream that declares too much is refused; one that lies is stopped at the budget.
+    #[test]
+    fn read_all_refuses_a_declared_size_and_stops_an_undeclared_one() {
+        let mut m = Meter::new(Budget::mib(1));
+        let zeros = || std::io::repeat(0).take(4 << 20); // 4 MiB
+        assert!(m.read_all(zeros(), 4 << 20, "member x").is_err()); // says so: refused at once
+        assert!(m.read_all(zeros(), 0, "member x").is_err()); // lies: counted, stopped at 1 MiB
+    }
+
+    /// The JSON scan stops at the first level past `stop_above`.
+    #[test]
+    fn json_shape_within_stops_at_the_first_level_too_deep() {
+        let deep = vec![b'['; 1 << 20];
+        assert_eq!(json_shape_within(&deep, 64).1, 65);
+    }
+
+    /// Flow nesting skips comments and quoted brackets and stops past the limit.
+    #[test]
+    fn yaml_flow_depth_counts_nested_flow_collections() {
+        assert_eq!(
+            yaml_flow_depth(b"a: [[1, 2], [3]]\n# [[[[ not counted\n", 64),
+            2
+        );
+        assert_eq!(yaml_flow_depth(br#"a: ["]]]", [[1]]]"#, 64), 3); // quoted brackets close nothing
+        assert_eq!(yaml_flow_depth(&[b'['; 1 << 20], 64), 65); // stops at the first level too deep
     }
 }

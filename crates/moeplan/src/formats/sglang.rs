@@ -7,7 +7,7 @@
 //! - Reading: the legacy per-rank CSVs (`layer_id,expert_id,count`, one file
 //!   per rank), summed ([`read_rank_csvs`]) or with each rank's counts kept
 //!   as the simulator's per-source counts ([`read_rank_csvs_by_rank`]; the
-//!   rank is read from the file's name, [`rank_from_file_name`]).
+//!   rank is read from the file's name, `rank_from_file_name`).
 //! - Writing: the `--init-expert-location` JSON,
 //!   `{"physical_to_logical_map": [[...]]}`, one row per model layer (dense
 //!   ones included: SGLang indexes rows by layer), each row the logical
@@ -328,15 +328,7 @@ impl RankCounts {
 /// 2. else the digits the name ends with before its extension (`3.csv`,
 ///    `counts-03.csv`);
 /// 3. else none.
-///
-/// ```
-/// use moeplan::formats::sglang::rank_from_file_name as rank;
-/// assert_eq!(rank("expert_distribution_rank12_timestamp1744347750.37.csv"), Some(12));
-/// assert_eq!(rank("dumps/decode_Rank3.csv"), Some(3));
-/// assert_eq!(rank("counts-07.csv"), Some(7));
-/// assert_eq!(rank("counts.csv"), None);
-/// ```
-pub fn rank_from_file_name(name: &str) -> Option<u32> {
+pub(crate) fn rank_from_file_name(name: &str) -> Option<u32> {
     let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
     let lower = base.to_ascii_lowercase();
     let digits = |s: &str| -> Option<u32> {
@@ -360,7 +352,7 @@ pub fn rank_from_file_name(name: &str) -> Option<u32> {
 }
 
 /// SGLang's per-rank CSVs with each file's rank kept apart: the rank comes
-/// from the file's name ([`rank_from_file_name`]; a name that gives none is
+/// from the file's name (`rank_from_file_name`; a name that gives none is
 /// an error, so is a rank two files share, or one at or past
 /// [`crate::data::topology::MAX_GPUS`]). Counts within a file add up; the summed
 /// trace is [`read_rank_csvs`]'s. Whether the ranks fit a cluster is the
@@ -541,4 +533,21 @@ fn for_each_count(
         each(l, e, c)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rank is the digits after the last `rank`, else those the name ends with.
+    #[test]
+    fn rank_from_file_name_reads_the_rank_digits() {
+        assert_eq!(
+            rank_from_file_name("expert_distribution_rank12_timestamp1744347750.37.csv"),
+            Some(12)
+        );
+        assert_eq!(rank_from_file_name("dumps/decode_Rank3.csv"), Some(3));
+        assert_eq!(rank_from_file_name("counts-07.csv"), Some(7));
+        assert_eq!(rank_from_file_name("counts.csv"), None);
+    }
 }

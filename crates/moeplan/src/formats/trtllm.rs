@@ -28,7 +28,7 @@
 //!
 //! Iterations are the trace's batches (ascending), summed over ranks; the
 //! rank of each statistics file comes from its name
-//! ([`super::sglang::rank_from_file_name`]) and its counts are kept as the
+//! (`super::sglang::rank_from_file_name`) and its counts are kept as the
 //! simulator's per-source counts when they fit the reading budget.
 //!
 //! Cost: reading is linear in the files' bytes; the trace is `B × L × E`
@@ -54,7 +54,7 @@ pub const PLACEMENT: &str = "TensorRT-LLM load-balancer YAML";
 
 /// What a file of a statistics folder holds, by its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StatFile {
+pub(crate) enum StatFile {
     /// `rank<r>.safetensors`: per-iteration expert counts.
     Counts,
     /// `cooccurrence_rank<r>.safetensors`: per-iteration `E × E` pair counts.
@@ -70,16 +70,7 @@ pub enum StatFile {
 
 /// Tells a statistics folder's files apart by name (folders before the last
 /// `/` or `\\` ignored).
-///
-/// ```
-/// use moeplan::formats::trtllm::{file_kind, StatFile};
-/// assert_eq!(file_kind("dump/rank3.safetensors"), StatFile::Counts);
-/// assert_eq!(file_kind("cooccurrence_rank3.safetensors"), StatFile::Cooccurrence);
-/// assert_eq!(file_kind("rank3_raw.safetensors"), StatFile::Routes);
-/// assert_eq!(file_kind("meta_info.json"), StatFile::Meta);
-/// assert_eq!(file_kind("notes.txt"), StatFile::Other);
-/// ```
-pub fn file_kind(name: &str) -> StatFile {
+pub(crate) fn file_kind(name: &str) -> StatFile {
     let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
     if base == "meta_info.json" {
         return StatFile::Meta;
@@ -101,13 +92,7 @@ pub fn file_kind(name: &str) -> StatFile {
 /// length's top byte (a NUL) where it stands, so no JSON or CSV trace is
 /// taken for one; a file whose length claims more than it holds still is,
 /// so that the reader can say what is wrong with it.
-///
-/// ```
-/// use moeplan::formats::trtllm::is_safetensors;
-/// assert!(is_safetensors(b"\x02\x00\x00\x00\x00\x00\x00\x00{}"));
-/// assert!(!is_safetensors(br#"{"logical_count": [[1]]}"#));
-/// ```
-pub fn is_safetensors(bytes: &[u8]) -> bool {
+pub(crate) fn is_safetensors(bytes: &[u8]) -> bool {
     bytes.len() > 8 && bytes[7] == 0 && bytes[8] == b'{'
 }
 
@@ -696,13 +681,7 @@ pub fn write_placement(plan: &Plan, model_layers: Option<usize>) -> Result<Strin
 /// Whether `bytes` hold a TensorRT-LLM load-balancer placement: a top-level
 /// `initial_global_assignments:` or `num_slots:` line (block YAML, as
 /// TensorRT-LLM writes it).
-///
-/// ```
-/// use moeplan::formats::trtllm::is_placement;
-/// assert!(is_placement(b"num_slots: 8\ninitial_global_assignments:\n  3: [0, 1]\n"));
-/// assert!(!is_placement(b"layer,gpu,slot,expert\n"));
-/// ```
-pub fn is_placement(bytes: &[u8]) -> bool {
+pub(crate) fn is_placement(bytes: &[u8]) -> bool {
     bytes.split(|&b| b == b'\n').any(|line| {
         line.starts_with(b"initial_global_assignments:") || line.starts_with(b"num_slots:")
     })
@@ -726,18 +705,7 @@ pub struct Placement {
 /// The file's numbers are charged to `meter` before parsing, and the parse
 /// stops once it builds more than the text holds (YAML aliases can repeat
 /// a list many times over).
-///
-/// ```
-/// use moeplan::formats::trtllm::read_placement_yaml;
-/// let yaml = b"initial_global_assignments:\n  3: [0, 1, 1, 2]\nlayer_updates_per_iter: 0\nnum_slots: 4\n";
-/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
-/// let p = read_placement_yaml(yaml, &mut meter)?;
-/// assert_eq!((p.num_slots, p.assignments[&3].len()), (4, 4));
-/// let bad = b"num_slots: four\ninitial_global_assignments: {}\n";
-/// assert!(read_placement_yaml(bad, &mut meter).is_err());
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn read_placement_yaml(bytes: &[u8], meter: &mut crate::Meter) -> Result<Placement> {
+pub(crate) fn read_placement_yaml(bytes: &[u8], meter: &mut crate::Meter) -> Result<Placement> {
     // Flow nesting is charged before the parser runs (first: the scan stops
     // at the first level too deep): libyaml's time grows with tokens ×
     // depth (a 400 KB file of nested `[` took 74 s).
@@ -1101,5 +1069,45 @@ mod tests {
         let mut m = crate::Meter::new(crate::Budget::default());
         let e = read_placement_yaml(yaml, &mut m).unwrap_err();
         assert!(e.to_string().contains("aliases"), "{e}");
+    }
+
+    /// Each file of a statistics folder is told apart by its name alone.
+    #[test]
+    fn file_kind_tells_statistics_files_apart_by_name() {
+        assert_eq!(file_kind("dump/rank3.safetensors"), StatFile::Counts);
+        assert_eq!(
+            file_kind("cooccurrence_rank3.safetensors"),
+            StatFile::Cooccurrence
+        );
+        assert_eq!(file_kind("rank3_raw.safetensors"), StatFile::Routes);
+        assert_eq!(file_kind("meta_info.json"), StatFile::Meta);
+        assert_eq!(file_kind("notes.txt"), StatFile::Other);
+    }
+
+    /// A header length then `{` is safetensors; JSON text is not.
+    #[test]
+    fn is_safetensors_needs_a_header_length_then_a_brace() {
+        assert!(is_safetensors(b"\x02\x00\x00\x00\x00\x00\x00\x00{}"));
+        assert!(!is_safetensors(br#"{"logical_count": [[1]]}"#));
+    }
+
+    /// A placement is told by its top-level keys; a plan CSV is not one.
+    #[test]
+    fn is_placement_looks_for_the_top_level_keys() {
+        assert!(is_placement(
+            b"num_slots: 8\ninitial_global_assignments:\n  3: [0, 1]\n"
+        ));
+        assert!(!is_placement(b"layer,gpu,slot,expert\n"));
+    }
+
+    /// A placement YAML reads its slots; a non-numeric `num_slots` is an error.
+    #[test]
+    fn read_placement_yaml_reads_slots_and_refuses_a_bad_count() {
+        let yaml = b"initial_global_assignments:\n  3: [0, 1, 1, 2]\nlayer_updates_per_iter: 0\nnum_slots: 4\n";
+        let mut meter = crate::Meter::new(crate::Budget::default());
+        let p = read_placement_yaml(yaml, &mut meter).unwrap();
+        assert_eq!((p.num_slots, p.assignments[&3].len()), (4, 4));
+        let bad = b"num_slots: four\ninitial_global_assignments: {}\n";
+        assert!(read_placement_yaml(bad, &mut meter).is_err());
     }
 }
