@@ -2,7 +2,8 @@
 //! entry point (`moeplan::judge::judge`), with what the CLI adds: where the
 //! sizes that turn pairs into bytes came from, and the JSON it prints.
 
-use moeplan::judge::{CostModel, Messages, Report, Rule, Schedule, Served, Workload};
+use moeplan::Workload;
+use moeplan::judge::{CostModel, Messages, Report, Rule, Schedule, Served};
 use moeplan::planners::Prepared;
 use moeplan::{EvalReport, LoadTrace, Plan, data::model};
 use serde_json::{Value, json};
@@ -174,11 +175,7 @@ impl Judged {
                 "extra_slots_per_gpu": s.extra_slots_per_gpu,
                 "resident_slots_per_gpu": s.resident_slots_per_gpu,
                 "per_batch_copies": s.copies_per_batch,
-                "per_batch_bytes_copied": s
-                    .copies_per_batch
-                    .iter()
-                    .map(|&c| c as u64 * self.expert_bytes)
-                    .collect::<Vec<u64>>(),
+                "per_batch_bytes_copied": s.bytes_copied(self.expert_bytes),
             }),
             None => Value::Null,
         };

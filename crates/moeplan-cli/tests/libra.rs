@@ -7,7 +7,8 @@
 
 use std::path::PathBuf;
 
-use moeplan::judge::{CostModel, Rule, Strategy, Workload, simulate};
+use moeplan::Workload;
+use moeplan::judge::{CostModel, Rule, Strategy, simulate};
 use moeplan::planners::libra::{LibraOptions, Predictor, libra_schedule};
 use moeplan::{LoadTrace, Topology, data::model, formats, planners};
 

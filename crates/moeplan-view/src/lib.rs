@@ -20,6 +20,22 @@
 //! API, shared by the two front ends that draw it — the app's worker and
 //! the JavaScript facade. The core does not know it exists.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+// A trace from the user never panics the page's worker: failures are
+// `Error`s, as in the core (tests may unwrap).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::unreachable,
+        clippy::todo,
+        clippy::unimplemented
+    )
+)]
+
 mod grace;
 mod state;
 mod view;
@@ -29,6 +45,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 pub use grace::{GroupingView, RatioPoint};
+use moeplan::Workload;
 use moeplan::data::model;
 use moeplan::data::plan::Plan;
 use moeplan::data::topology::Topology;
@@ -36,7 +53,8 @@ use moeplan::data::trace::LoadTrace;
 use moeplan::error::{Error, Result};
 use moeplan::formats::PlanFormat;
 use moeplan::formats::plan_json::PlanMeta;
-use moeplan::judge::{CostModel, Rule, Strategy, Workload, simulate};
+use moeplan::judge::eval::per_batch_imbalance;
+use moeplan::judge::{CostModel, Rule, Strategy, simulate};
 use moeplan::planners::eplb::GROUPS;
 use moeplan::planners::grace::{Grace, GraceAnalysis};
 use moeplan::planners::registry::{
@@ -669,7 +687,7 @@ impl Workspace {
         if !compute {
             return Ok(Vec::new());
         }
-        let v = self.per_batch_even(&fixed.plan)?;
+        let v = per_batch_imbalance(self.trace(), &fixed.plan)?;
         if let Ok(mut kept) = fixed.per_batch.lock() {
             *kept = Some(v.clone());
         }
@@ -695,18 +713,12 @@ impl Workspace {
         if !compute {
             return Ok(Vec::new());
         }
-        let v = self.per_batch_even(&planned.plan)?;
+        let v = per_batch_imbalance(self.trace(), &planned.plan)?;
         if let Ok(mut kept) = self.batches.lock() {
             kept.retain(|(i, _, _)| *i != id);
             kept.push((id, planned.budget, v.clone()));
         }
         Ok(v)
-    }
-
-    /// A budgeted plan's imbalance ratio per batch under `even` (its
-    /// planner's own figures are per layer only).
-    fn per_batch_even(&self, plan: &Plan) -> Result<Vec<f64>> {
-        moeplan::judge::eval::per_batch_imbalance(self.trace(), plan)
     }
 
     /// Re-plans the per-batch planners (Libra) with `settings` (their

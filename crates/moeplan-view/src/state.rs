@@ -5,12 +5,13 @@
 
 use std::sync::{Arc, Mutex};
 
+use moeplan::Workload;
 use moeplan::data::plan::Plan;
 use moeplan::data::topology::Topology;
 use moeplan::data::trace::LoadTrace;
 use moeplan::error::Result;
 use moeplan::judge::eval::{EvalReport, evaluate};
-use moeplan::judge::{CostModel, Rule, Workload};
+use moeplan::judge::{CostModel, Rule};
 use moeplan::planners::registry::{Needs, Planner, PlannerId, Prepared};
 
 use crate::view::{PairTraffic, PlanFigures};

@@ -25,8 +25,9 @@
 //! that serialise them (the core's `typescript` feature), and each function
 //! names them through `unchecked_param_type` / `unchecked_return_type`.
 
+use moeplan::Workload;
 use moeplan::formats::{self, plan_json};
-use moeplan::judge::{CostModel, Schedule, Served, Workload, judge};
+use moeplan::judge::{CostModel, Schedule, simulate};
 use moeplan::planners::{self, PlannerId, Settings, craft};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{EvalReport, LoadTrace, Topology, data::model, evaluate};
@@ -154,7 +155,7 @@ pub fn plan(
     let (plan, budget) = (planned.plan, planned.budget);
     let report = evaluate(work.trace(), &plan).map_err(js_error)?;
     let schedule = match ready.schedule(&plan, &work).map_err(js_error)? {
-        Some(s) => Some(schedule_replay(&work, &plan, &s).map_err(js_error)?),
+        Some(s) => Some(schedule_replay(&work, &s).map_err(js_error)?),
         None => None,
     };
     let json = plan_json::write(&plan, &Default::default());
@@ -209,30 +210,26 @@ pub struct ScheduleReplay {
     pub resident_slots_per_gpu: usize,
 }
 
-/// A per-batch planner's (Libra's) schedule replayed in-sample, judged by
-/// the core's one entry point: `plan` is then only its static base, and
-/// these are the figures it serves with.
-fn schedule_replay(
-    work: &Workload,
-    base: &moeplan::Plan,
-    s: &Schedule,
-) -> Result<ScheduleReplay, moeplan::Error> {
+/// A per-batch planner's (Libra's) schedule replayed in-sample: `plan` is
+/// then only its static base (whose `report` [`plan`] gives), and these
+/// are the simulator's figures it serves with. Only the replay: the base's
+/// evaluation is `report` already.
+fn schedule_replay(work: &Workload, s: &Schedule) -> Result<ScheduleReplay, moeplan::Error> {
     let cost = work
         .trace()
         .model()
         .and_then(|m| model::preset(m).ok())
         .map_or_else(CostModel::default, CostModel::for_model);
-    let served = Served::Schedule { base, schedule: s };
-    let v = judge(work, served, &cost, |_, _| {})?;
+    let r = simulate(work, &s.strategy, &cost)?;
     Ok(ScheduleReplay {
         about: s.about.clone(),
-        rule: v.sim.rule,
-        balancedness: v.sim.balancedness,
-        imbalance_ratio: v.sim.imbalance_ratio,
-        per_batch_balancedness: v.sim.per_batch,
-        per_batch_imbalance_ratio: v.sim.per_batch_imbalance_ratio,
+        rule: r.rule,
+        balancedness: r.balancedness,
+        imbalance_ratio: r.imbalance_ratio,
+        per_batch_balancedness: r.per_batch,
+        per_batch_imbalance_ratio: r.per_batch_imbalance_ratio,
         per_batch_copies: s.copies_per_batch.clone(),
-        per_batch_bytes_copied: v.per_batch_bytes_copied,
+        per_batch_bytes_copied: s.bytes_copied(cost.expert_bytes),
         extra_slots_per_gpu: s.extra_slots_per_gpu,
         resident_slots_per_gpu: s.resident_slots_per_gpu,
     })

@@ -6,7 +6,8 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use moeplan::judge::{CostModel, Rule, SglangVersion, Strategy, Workload, simulate};
+use moeplan::Workload;
+use moeplan::judge::{CostModel, Rule, SglangVersion, Strategy, simulate};
 use moeplan::planners::{EplbConfig, eplb};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{Topology, data::model};

@@ -32,9 +32,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use moeplan::Workload;
 use moeplan::data::model::{ModelPreset, preset};
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::judge::{CostModel, Report, Rule, SglangVersion, Strategy, Workload, simulate};
+use moeplan::judge::{CostModel, Report, Rule, SglangVersion, Strategy, simulate};
 use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
 use moeplan::planners::{EplbConfig, base, eplb};
 use moeplan::{LoadTrace, Plan, Topology};

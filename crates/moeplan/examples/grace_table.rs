@@ -27,8 +27,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use moeplan::Workload;
 use moeplan::data::model::{ModelPreset, preset};
-use moeplan::judge::{CostModel, Report, Rule, SglangVersion, Strategy, Workload, simulate};
+use moeplan::judge::{CostModel, Report, Rule, SglangVersion, Strategy, simulate};
 use moeplan::planners::grace::{self, Grace, GraceOptions};
 use moeplan::planners::{self, Settings, Value, eplb};
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};

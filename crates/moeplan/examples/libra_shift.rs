@@ -48,9 +48,10 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use moeplan::Workload;
 use moeplan::data::model::{ModelPreset, preset};
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::judge::{CostModel, RemoteStart, Report, Rule, Strategy, Workload, simulate};
+use moeplan::judge::{CostModel, RemoteStart, Report, Rule, Strategy, simulate};
 use moeplan::planners::libra::{DEFAULT_DEPTH, LibraOptions, PathTable, Predictor, libra_schedule};
 use moeplan::planners::{self, Settings, Value, eplb, grace};
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};

@@ -8,9 +8,8 @@
 mod common;
 use common::close;
 
-use moeplan::judge::{
-    CostModel, Report, Rule, Strategy, Traffic, Workload, predicted_loads, simulate,
-};
+use moeplan::Workload;
+use moeplan::judge::{CostModel, Report, Rule, Strategy, Traffic, predicted_loads, simulate};
 use moeplan::{LayerPlacement, LoadTrace, Plan, Topology};
 use ndarray::{Array3, Array4, Axis};
 use proptest::prelude::*;

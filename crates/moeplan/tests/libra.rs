@@ -4,9 +4,9 @@
 
 mod common;
 
+use moeplan::Workload;
 use moeplan::judge::{
-    CostModel, Placement, Rebalancer, RemoteStart, Rule, Strategy, Workload, optimal_split,
-    simulate,
+    CostModel, Placement, Rebalancer, RemoteStart, Rule, Strategy, optimal_split, simulate,
 };
 use moeplan::planners::libra::{
     LibraOptions, Noisy, PathTable, PredictedCounts, Predictor, accuracy, libra_schedule, prefetch,

@@ -4,7 +4,8 @@
 
 mod common;
 
-use moeplan::judge::{CostModel, Placement, Rule, Strategy, Workload, simulate};
+use moeplan::Workload;
+use moeplan::judge::{CostModel, Placement, Rule, Strategy, simulate};
 use moeplan::planners::libra::time_model::{TimeModel, time};
 use moeplan::planners::libra::{LibraOptions, LibraSchedule, Predictor, libra_schedule};
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};

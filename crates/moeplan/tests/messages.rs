@@ -8,9 +8,9 @@
 mod common;
 use common::close;
 
+use moeplan::Workload;
 use moeplan::judge::{
-    CostModel, Messages, Report, Rule, SglangVersion, Strategy, Workload, sglang_dispatch_map,
-    simulate,
+    CostModel, Messages, Report, Rule, SglangVersion, Strategy, sglang_dispatch_map, simulate,
 };
 use moeplan::{LayerPlacement, LoadTrace, Plan, TokenTrace, Topology};
 use ndarray::{Array2, Array3, array};

@@ -6,8 +6,9 @@
 mod common;
 use common::close;
 
+use moeplan::Workload;
 use moeplan::judge::{
-    CostModel, Placement, Report, Rule, SglangVersion, Strategy, Workload, optimal_split,
+    CostModel, Placement, Report, Rule, SglangVersion, Strategy, optimal_split,
     sglang_dispatch_map, simulate,
 };
 use moeplan::{

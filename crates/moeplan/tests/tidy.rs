@@ -37,8 +37,14 @@ fn every_core_file_opens_with_a_doc_comment() {
 /// with `-D warnings`); this checks the lints stay switched on.
 #[test]
 fn core_denies_panicking_lints() {
-    let lib =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // the core, and the page's view model that reads the same traces
+    for lib in ["src/lib.rs", "../moeplan-view/src/lib.rs"] {
+        denies_panicking_lints(&std::fs::read_to_string(root.join(lib)).unwrap(), lib);
+    }
+}
+
+fn denies_panicking_lints(lib: &str, name: &str) {
     for lint in [
         "clippy::unwrap_used",
         "clippy::expect_used",
@@ -47,11 +53,11 @@ fn core_denies_panicking_lints() {
         "clippy::todo",
         "clippy::unimplemented",
     ] {
-        assert!(lib.contains(lint), "lib.rs must deny {lint}");
+        assert!(lib.contains(lint), "{name} must deny {lint}");
     }
     assert!(
         lib.contains("not(test)"),
-        "the lints apply to non-test code"
+        "{name}: the lints apply to non-test code"
     );
 }
 

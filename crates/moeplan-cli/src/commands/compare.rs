@@ -3,7 +3,8 @@
 //! dispatch rule.
 
 use moeplan::Topology;
-use moeplan::judge::{Rule, Workload};
+use moeplan::Workload;
+use moeplan::judge::Rule;
 use moeplan::planners::{Settings, registry};
 
 use super::plan_with;

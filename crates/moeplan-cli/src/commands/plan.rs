@@ -1,10 +1,11 @@
 //! `moeplan plan`: compute a plan and write it in the format an engine
 //! loads; with `--dispatch`, also say how it balances under that rule.
 
+use moeplan::Workload;
 use moeplan::data::plan::{Provenance, TraceRef, fingerprint};
 use moeplan::formats::plan_json::PlanMeta;
 use moeplan::formats::{self, PlanFormat};
-use moeplan::judge::{Rule, Workload};
+use moeplan::judge::Rule;
 use moeplan::planners::{CraftOptions, ReplicaBudget, craft};
 use moeplan::studies::across::{self, Mix};
 use moeplan::{LoadTrace, Plan, Topology};

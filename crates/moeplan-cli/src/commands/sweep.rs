@@ -2,7 +2,8 @@
 //! (the CRAFT paper's Figure 5 / 9 as a table), judged under one dispatch
 //! rule.
 
-use moeplan::judge::{Rule, Workload};
+use moeplan::Workload;
+use moeplan::judge::Rule;
 use moeplan::planners::CraftOptions;
 use moeplan::planners::eplb::GROUPS;
 use moeplan::studies::sweep::{Sweep, sweep_by};

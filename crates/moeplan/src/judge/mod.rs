@@ -45,7 +45,8 @@
 //! the rest, plus one SGLang map per plan for `SglangStatic`.
 //!
 //! ```
-//! use moeplan::judge::{simulate, CostModel, Rule, SglangVersion, Strategy, Workload};
+//! use moeplan::judge::{simulate, CostModel, Rule, SglangVersion, Strategy};
+//! use moeplan::Workload;
 //! use moeplan::{synth::generator, data::model, planners, Topology};
 //! let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
 //! let cfg = planners::EplbConfig { redundant_experts: 16, groups: 1 };
@@ -80,8 +81,7 @@ use crate::data::plan::Plan;
 use crate::error::{Error, Result};
 
 pub(crate) use crate::data::workload::Sources;
-/// The simulator's input, re-exported where it is used.
-pub use crate::data::workload::Workload;
+use crate::data::workload::Workload;
 pub use dispatch::{RouteShares, Rule, SglangVersion, predicted_loads};
 pub use optimal::{OptimalSplit, optimal_split};
 pub use rebalance::{DEFAULT_TOLERANCE_PERCENT, Rebalancer, RemoteStart};
@@ -231,7 +231,8 @@ pub const PREDICTED_IN_SAMPLE: &str =
 /// Replays `workload` under `strategy`.
 ///
 /// ```
-/// use moeplan::judge::{simulate, CostModel, Rule, Strategy, Workload};
+/// use moeplan::judge::{simulate, CostModel, Rule, Strategy};
+/// use moeplan::Workload;
 /// use moeplan::{evaluate, planners::contiguous, LoadTrace, Topology};
 /// use ndarray::Array3;
 /// let mut c = Array3::from_elem((2, 1, 4), 1.0);

@@ -105,7 +105,8 @@ pub struct Traffic {
 /// above the pairs the same split sends.
 ///
 /// ```
-/// use moeplan::judge::{simulate, CostModel, Rule, Strategy, Workload};
+/// use moeplan::judge::{simulate, CostModel, Rule, Strategy};
+/// use moeplan::Workload;
 /// use moeplan::{planners::contiguous, TokenTrace, Topology};
 /// use ndarray::array;
 /// // 4 experts on 2 GPUs (one node each): experts 2 and 3 live on GPU 1

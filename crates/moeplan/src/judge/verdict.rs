@@ -35,6 +35,33 @@ pub struct Schedule {
     pub about: String,
 }
 
+impl Schedule {
+    /// Expert bytes copied in each batch: its copies × the bytes of one
+    /// expert (`expert_bytes`, the cost model's).
+    ///
+    /// ```
+    /// use moeplan::judge::{Placement, Rule, Schedule, Strategy};
+    /// use moeplan::{planners::contiguous, LoadTrace, Topology};
+    /// let t = LoadTrace::new(ndarray::Array3::from_elem((2, 1, 2), 1.0), vec![0])?;
+    /// let base = contiguous(&t, Topology::new(1, 2)?)?;
+    /// let s = Schedule {
+    ///     strategy: Strategy { placement: Placement::Static(base), rule: Rule::Even },
+    ///     copies_per_batch: vec![3, 0],
+    ///     extra_slots_per_gpu: 1,
+    ///     resident_slots_per_gpu: 2,
+    ///     about: String::new(),
+    /// };
+    /// assert_eq!(s.bytes_copied(100), vec![300, 0]);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn bytes_copied(&self, expert_bytes: u64) -> Vec<u64> {
+        self.copies_per_batch
+            .iter()
+            .map(|&c| c as u64 * expert_bytes)
+            .collect()
+    }
+}
+
 /// What is judged.
 #[derive(Debug, Clone, Copy)]
 pub enum Served<'a> {

@@ -42,10 +42,11 @@ pub mod time_model;
 
 use std::borrow::Cow;
 
+use crate::data::Workload;
 use crate::data::plan::Plan;
 use crate::data::topology::Topology;
 use crate::error::{Error, Result};
-use crate::judge::{Placement, RemoteStart, Rule, Schedule, Strategy, Workload};
+use crate::judge::{Placement, RemoteStart, Rule, Schedule, Strategy};
 use crate::planners::registry::{
     Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Settings, Value,
 };
@@ -216,7 +217,8 @@ impl LibraSchedule {
 ///
 /// ```
 /// use moeplan::planners::libra::{libra_schedule, LibraOptions, Predictor};
-/// use moeplan::judge::{simulate, CostModel, Workload};
+/// use moeplan::judge::{simulate, CostModel};
+/// use moeplan::Workload;
 /// use moeplan::{synth::generator, data::model, planners, Topology};
 /// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
 /// let base = planners::contiguous(&trace, Topology::new(1, 8)?)?;

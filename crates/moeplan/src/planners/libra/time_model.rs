@@ -44,10 +44,11 @@
 
 use serde::Serialize;
 
+use crate::data::Workload;
 use crate::data::model::ModelPreset;
 use crate::data::plan::{LayerPlacement, Plan};
 use crate::error::{Error, Result};
-use crate::judge::{Placement, Rebalancer, Rule, Sources, Workload};
+use crate::judge::{Placement, Rebalancer, Rule, Sources};
 
 use super::LibraSchedule;
 
