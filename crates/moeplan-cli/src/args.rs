@@ -65,6 +65,12 @@ pub enum Command {
     Cross(CrossArgs),
     /// The built-in model shapes.
     Presets,
+    /// The built-in hardware for --hardware: GPU, links, efficiencies.
+    Hardware {
+        /// Print the presets as JSON (each one a valid --hardware FILE).
+        #[arg(long)]
+        json: bool,
+    },
     /// The planners, what they read and their options with defaults.
     Planners {
         /// Print JSON (the JavaScript API's `planners()`, snake_case names).
@@ -211,6 +217,47 @@ pub struct JudgeArgs {
     /// file has a row per model layer).
     #[arg(long)]
     pub model: Option<String>,
+    #[command(flatten)]
+    pub cost: CostArgs,
+}
+
+/// The cost model's flags: the hardware, and what is assumed on it.
+#[derive(Args, Clone, Default)]
+pub struct CostArgs {
+    /// Predict time, memory and throughput on this hardware: a preset
+    /// (`moeplan hardware` lists them) or a JSON file
+    /// (schemas/moeplan.hardware.schema.json).
+    #[arg(long, value_name = "NAME|FILE")]
+    pub hardware: Option<String>,
+    /// Whether the batches are prefill (a step's tokens need that much KV
+    /// cache) or decode (each token is a request holding --context tokens).
+    #[arg(long, default_value = "prefill", value_parser = ["prefill", "decode"], requires = "hardware")]
+    pub phase: String,
+    /// Tokens of KV cache one running request holds (decode).
+    #[arg(long, default_value_t = 4096, requires = "hardware")]
+    pub context: usize,
+    /// Share of GPU memory for weights and KV cache (SGLang's
+    /// mem_fraction_static).
+    #[arg(long, default_value_t = 0.85, requires = "hardware")]
+    pub memory_fraction: f64,
+    /// DeepEP's kernels: normal (a token once per destination GPU / node)
+    /// or low-latency (every pair a message).
+    #[arg(long, default_value = "normal", value_parser = ["normal", "low-latency"], requires = "hardware")]
+    pub kernel: String,
+    /// Dispatch in BF16 instead of FP8.
+    #[arg(long, requires = "hardware")]
+    pub bf16_dispatch: bool,
+    /// Weights served in this precision instead of the checkpoint's.
+    #[arg(long, value_parser = ["fp8", "bf16"], requires = "hardware")]
+    pub weights: Option<String>,
+    /// GPUs one attention replica is split over (default: one node).
+    #[arg(long, requires = "hardware")]
+    pub attention_tp: Option<usize>,
+    /// Per-peer all-to-all buffers of this many tokens (BF16, sent and
+    /// received), as point-to-point all-to-alls allocate them; 0 for
+    /// DeepEP's fixed buffers.
+    #[arg(long, default_value_t = 0, requires = "hardware")]
+    pub peer_buffer_tokens: usize,
 }
 
 #[derive(Args)]

@@ -194,3 +194,32 @@ pub fn spin(bar: &ProgressBar, what: &str) {
     bar.set_message(format!("dispatching ({what})"));
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
 }
+
+/// `--hardware NAME|FILE`: a preset by name, else a JSON file
+/// (schemas/moeplan.hardware.schema.json), refused over its size limit
+/// before it is read.
+pub fn hardware(arg: &str) -> Result<moeplan::data::hardware::Hardware, CliError> {
+    use moeplan::formats::hardware::{MAX_BYTES, read_hardware};
+    if let Ok(h) = moeplan::data::hardware::preset(arg) {
+        return Ok(h.clone());
+    }
+    let path = Path::new(arg);
+    if !path.exists() {
+        // Neither: the preset error lists the names.
+        return Err(moeplan::data::hardware::preset(arg).unwrap_err().into());
+    }
+    let len = std::fs::metadata(path)
+        .map_err(|source| CliError::Read {
+            path: path.display().to_string(),
+            source,
+        })?
+        .len();
+    let in_file = CliError::in_file(path);
+    if len > MAX_BYTES {
+        return Err(in_file(moeplan::Error::Argument(format!(
+            "{len} bytes is more than the {MAX_BYTES}-byte limit for a hardware file"
+        ))));
+    }
+    let bytes = read_file(path)?;
+    read_hardware(&bytes).map_err(in_file)
+}

@@ -3,15 +3,18 @@
 //! sizes that turn pairs into bytes came from, and the JSON it prints.
 
 use moeplan::Workload;
+use moeplan::judge::cost::{Assumptions, Kernel, Phase, Prediction, Pricing};
 use moeplan::judge::{CostModel, Messages, Report, Rule, Schedule, Served};
 use moeplan::planners::Prepared;
 use moeplan::{EvalReport, LoadTrace, Plan, data::model};
 use serde_json::{Value, json};
 
-/// The sizes that turn pairs into bytes, and where they came from.
-#[derive(Debug, Clone, Copy)]
+/// The sizes that turn pairs into bytes, and where they came from; with
+/// `--hardware`, the pricing that turns them into time.
+#[derive(Debug, Clone)]
 pub struct Cost {
     pub model: CostModel,
+    pub pricing: Option<Pricing>,
     /// The preset whose hidden size is used.
     pub preset: &'static str,
     /// `--model`, `the trace` or `default`.
@@ -31,9 +34,47 @@ impl Cost {
         };
         Ok(Cost {
             model: CostModel::for_model(preset),
+            pricing: None,
             preset: preset.name,
             from,
         })
+    }
+
+    /// The same cost priced on `--hardware` with the flags' assumptions
+    /// (unchanged without `--hardware`).
+    pub fn priced(mut self, args: &crate::args::CostArgs) -> Result<Cost, crate::error::CliError> {
+        let Some(name) = &args.hardware else {
+            return Ok(self);
+        };
+        let hardware = crate::io::hardware(name)?;
+        let assumptions = Assumptions {
+            phase: if args.phase == "decode" {
+                Phase::Decode
+            } else {
+                Phase::Prefill
+            },
+            dispatch_fp8: !args.bf16_dispatch,
+            kernel: if args.kernel == "low-latency" {
+                Kernel::LowLatency
+            } else {
+                Kernel::Normal
+            },
+            peer_buffer_tokens: args.peer_buffer_tokens,
+            context_tokens: args.context,
+            memory_fraction: args.memory_fraction,
+            attention_tp: args.attention_tp,
+            bytes_per_weight: args
+                .weights
+                .as_deref()
+                .map(|w| if w == "fp8" { 1 } else { 2 }),
+        };
+        assumptions.check()?;
+        self.pricing = Some(Pricing {
+            hardware,
+            model: *model::preset(self.preset)?,
+            assumptions,
+        });
+        Ok(self)
     }
 
     /// One phrase for the tables: whose sizes turn pairs into bytes.
@@ -71,6 +112,8 @@ pub struct Judged {
     pub schedule: Option<Schedule>,
     /// Bytes of one expert's weights (the cost model's).
     pub expert_bytes: u64,
+    /// Time, memory and throughput on `--hardware`.
+    pub predicted: Option<Prediction>,
 }
 
 /// Judges `plan` on `work` under `rule`; `progress(done, total)` follows
@@ -82,12 +125,19 @@ pub fn judge(
     cost: &Cost,
     progress: impl FnMut(usize, usize),
 ) -> Result<Judged, moeplan::Error> {
-    let v = moeplan::judge::judge(work, Served::Plan { plan, rule }, &cost.model, progress)?;
+    let v = moeplan::judge::judge(
+        work,
+        Served::Plan { plan, rule },
+        &cost.model,
+        cost.pricing.as_ref(),
+        progress,
+    )?;
     Ok(Judged {
         report: v.report,
         sim: v.sim,
         schedule: None,
         expert_bytes: cost.model.expert_bytes,
+        predicted: v.predicted,
     })
 }
 
@@ -118,12 +168,13 @@ pub fn judge_schedule(
         base,
         schedule: &schedule,
     };
-    let v = moeplan::judge::judge(work, served, &cost.model, |_, _| {})?;
+    let v = moeplan::judge::judge(work, served, &cost.model, cost.pricing.as_ref(), |_, _| {})?;
     Ok(Judged {
         report: v.report,
         sim: v.sim,
         schedule: Some(schedule),
         expert_bytes: cost.model.expert_bytes,
+        predicted: v.predicted,
     })
 }
 
@@ -179,6 +230,9 @@ impl Judged {
             }),
             None => Value::Null,
         };
+        if let Some(p) = &self.predicted {
+            v["predicted"] = serde_json::to_value(p).unwrap_or_default();
+        }
         v
     }
 
@@ -220,5 +274,37 @@ fn pct(part: f64, whole: f64) -> f64 {
         100.0 * part / whole
     } else {
         0.0
+    }
+}
+
+/// What "speedup" is measured against.
+pub const BASE_ABOUT: &str =
+    "BASE (the EPLB placement without replicas, planned on the same batches, same rule)";
+
+/// BASE's prediction under `rule` on `work`, planned on `planning`: what
+/// every priced plan's speedup is over. `None` without `--hardware`.
+pub fn base_prediction(
+    planning: &LoadTrace,
+    work: &Workload,
+    topology: moeplan::Topology,
+    rule: Rule,
+    cost: &Cost,
+) -> Result<Option<Prediction>, moeplan::Error> {
+    if cost.pricing.is_none() {
+        return Ok(None);
+    }
+    let base = moeplan::planners::base(planning, topology, 1)?;
+    Ok(judge_quietly(work, &base, rule, cost)?.predicted)
+}
+
+impl Judged {
+    /// Sets the prediction's speedup over `base`'s throughput.
+    pub fn speedup_over(&mut self, base: Option<&Prediction>) {
+        if let (Some(p), Some(b)) = (&mut self.predicted, base) {
+            if b.tokens_per_s > 0.0 {
+                p.speedup = Some(p.tokens_per_s / b.tokens_per_s);
+                p.speedup_over = Some(BASE_ABOUT.to_string());
+            }
+        }
     }
 }

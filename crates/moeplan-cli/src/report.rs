@@ -148,6 +148,9 @@ pub fn eval(j: &Judged, algorithm: &str, plan: &Plan, scope: &str, cost: &Cost) 
             m.cross_node_bytes / 1e9
         );
     }
+    if let Some(p) = &j.predicted {
+        predicted(&mut o, p);
+    }
     wl!(o);
     wl!(
         o,
@@ -168,6 +171,45 @@ pub fn eval(j: &Judged, algorithm: &str, plan: &Plan, scope: &str, cost: &Cost) 
         );
     }
     o
+}
+
+/// The cost model's lines of `eval`.
+fn predicted(o: &mut String, p: &moeplan::judge::cost::Prediction) {
+    wl!(
+        o,
+        "predicted        {} · {}: step {:.3} ms, {:.0} tokens/s{}",
+        p.hardware,
+        p.model,
+        p.step_ms,
+        p.tokens_per_s,
+        p.speedup
+            .map(|s| format!(", {s:.3}× BASE"))
+            .unwrap_or_default()
+    );
+    wl!(
+        o,
+        "  MoE layer      {:.1} µs = compute {:.1} + dispatch {:.1} + combine {:.1} (mean per layer and batch); dense part {:.1} µs per step; copies not hidden {:.1} µs per step",
+        p.moe_layer_us,
+        p.compute_us,
+        p.dispatch_us,
+        p.combine_us,
+        p.dense_us,
+        p.copy_exposed_us
+    );
+    wl!(
+        o,
+        "  memory         weights {:.1} GiB on the fullest GPU, KV cache {:.1} GiB per GPU = {:.0} tokens in the cluster ({:.0} requests of {}); a step serves {:.0} of {:.0} tokens",
+        p.weights_gib_per_gpu,
+        p.kv_cache_gib_per_gpu,
+        p.max_concurrent_tokens,
+        p.max_concurrent_requests,
+        p.assumptions.context_tokens,
+        p.served_tokens_per_step,
+        p.tokens_per_step
+    );
+    for n in &p.notes {
+        wl!(o, "  assumed        {n}");
+    }
 }
 
 pub fn compare(
@@ -212,6 +254,23 @@ pub fn compare(
     if messages {
         let _ = write!(head, " {:>18}", "msgs/token x-node");
     }
+    let priced = rows
+        .iter()
+        .find_map(|(_, r)| r.as_ref().ok().and_then(|j| j.predicted.as_ref()));
+    if let Some(p) = priced {
+        let _ = write!(
+            head,
+            " {:>10} {:>12} {:>9} {:>11} {:>10} {:>10}",
+            "step ms", "tokens/s", "× BASE", "compute µs", "a2a µs", "KV GiB"
+        );
+        wl!(
+            o,
+            "predicted on {} ({}), ranked by tokens/s; per MoE layer: compute, dispatch + combine (a2a); KV GiB per GPU; × BASE over {}",
+            p.hardware,
+            p.model,
+            crate::judge::BASE_ABOUT
+        );
+    }
     wl!(o, "{head}");
     for (name, r) in rows {
         match r {
@@ -232,6 +291,18 @@ pub fn compare(
                         format!("{:.3}", m.per_token_cross_node)
                     });
                     let _ = write!(line, " {cell:>18}");
+                }
+                if let Some(p) = &j.predicted {
+                    let _ = write!(
+                        line,
+                        " {:>10.3} {:>12.0} {:>9} {:>11.1} {:>10.1} {:>10.1}",
+                        p.step_ms,
+                        p.tokens_per_s,
+                        p.speedup.map_or("—".to_string(), |s| format!("{s:.3}")),
+                        p.compute_us,
+                        p.dispatch_us + p.combine_us,
+                        p.kv_cache_gib_per_gpu
+                    );
                 }
                 wl!(o, "{line}");
             }
@@ -277,6 +348,51 @@ pub fn presets() -> String {
             p.display
         );
     }
+    o
+}
+
+/// The hardware presets: GPU peaks, links, sustained fractions.
+pub fn hardware() -> String {
+    let mut o = String::new();
+    wl!(
+        o,
+        "{:<18} {:>9} {:>8} {:>9} {:>7} {:>11} {:>11}  about",
+        "hardware",
+        "BF16 TF",
+        "FP8 TF",
+        "HBM GB/s",
+        "GiB",
+        "node GB/s",
+        "x-node GB/s"
+    );
+    for h in moeplan::data::hardware::PRESETS {
+        let fp8 = if h.gpu.fp8_tflops > 0.0 {
+            format!("{:.0}", h.gpu.fp8_tflops)
+        } else {
+            "—".into()
+        };
+        let shared = if h.inter_node.shared_by_node {
+            "/node"
+        } else {
+            ""
+        };
+        wl!(
+            o,
+            "{:<18} {:>9.0} {:>8} {:>9.0} {:>7.0} {:>11.1} {:>11}  {}",
+            h.name,
+            h.gpu.bf16_tflops,
+            fp8,
+            h.gpu.hbm_gb_per_s,
+            h.gpu.memory_gib,
+            h.intra_node.gb_per_s,
+            format!("{:.3}{shared}", h.inter_node.gb_per_s),
+            h.about
+        );
+    }
+    wl!(
+        o,
+        "bandwidth per GPU and direction (x-node: /node = one NIC the node's GPUs share); sustained fractions and sources: moeplan hardware --json, docs/cost.md"
+    );
     o
 }
 

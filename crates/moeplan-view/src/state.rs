@@ -186,7 +186,7 @@ impl Scheduled {
         cost: &CostModel,
     ) -> Result<Self> {
         let served = moeplan::judge::Served::Schedule { base, schedule: &s };
-        let v = moeplan::judge::judge(work, served, cost, |_, _| {})?;
+        let v = moeplan::judge::judge(work, served, cost, None, |_, _| {})?;
         Ok(Scheduled {
             bound: v.report.bound,
             about: s.about,

@@ -11,7 +11,7 @@ use super::plan_with;
 use crate::args::CompareArgs;
 use crate::error::CliError;
 use crate::io::{emit, load, noted, spinner};
-use crate::judge::{Cost, Judged, judge_prepared, judge_quietly};
+use crate::judge::{Cost, Judged, base_prediction, judge_prepared, judge_quietly};
 use crate::report;
 use moeplan::formats::dataset::{self, Dataset};
 
@@ -21,7 +21,7 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
     // and for the rule judging the plans.
     let Dataset { trace, sources } = load(&args.trace)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
-    let cost = Cost::choose(args.judge.model.as_deref(), &trace)?;
+    let cost = Cost::choose(args.judge.model.as_deref(), &trace)?.priced(&args.judge.cost)?;
     let rule = args.judge.dispatch;
     let split = noted(|n| dataset::split(trace, &sources, args.holdout, topology, Some(rule), n))?;
     drop(sources);
@@ -36,7 +36,28 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
         rule,
         &cost,
     );
+    let base = base_prediction(split.planning.trace(), work, topology, rule, &cost);
     bar.finish_and_clear();
+    let base = base?;
+    let mut rows = rows;
+    for r in &mut rows {
+        if let Ok(j) = &mut r.judged {
+            j.speedup_over(base.as_ref());
+        }
+    }
+    // With a hardware named, the plans rank by predicted throughput.
+    if cost.pricing.is_some() {
+        rows.sort_by(|a, b| {
+            let tput = |r: &Row| {
+                r.judged
+                    .as_ref()
+                    .ok()
+                    .and_then(|j| j.predicted.as_ref())
+                    .map_or(f64::NEG_INFINITY, |p| p.tokens_per_s)
+            };
+            tput(b).total_cmp(&tput(a))
+        });
+    }
     // Every planner's notes (GRACE on counts only: load-only grouping), in
     // row order, once each.
     let notes: Vec<String> = rows.iter().flat_map(|r| r.notes.clone()).collect();

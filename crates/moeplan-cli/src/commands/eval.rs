@@ -12,7 +12,7 @@ use super::place_in_model;
 use crate::args::EvalArgs;
 use crate::error::CliError;
 use crate::io::{budget, emit, load, noted, progress_bar, read_limited, spin, spinner};
-use crate::judge::{Cost, judge, judge_prepared};
+use crate::judge::{Cost, base_prediction, judge, judge_prepared};
 use crate::report;
 use moeplan::formats::dataset::{self, Dataset};
 
@@ -48,7 +48,7 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
     }
     let (plan, meta) = (file.plan, file.meta);
     let trace = placed_like(trace, &plan, &meta)?;
-    let cost = Cost::choose(args.judge.model.as_deref(), &trace)?;
+    let cost = Cost::choose(args.judge.model.as_deref(), &trace)?.priced(&args.judge.cost)?;
     // Where the figures come from is decided here, from what the plan
     // records: its own trace (in-sample or held-out batches), another
     // trace, or unknown (older plan JSON, engines' files). The plan's
@@ -119,6 +119,8 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
         }
     };
     let mut judged = judged.map_err(&in_plan)?;
+    let base = base_prediction(work.trace(), &work, plan.topology(), rule, &cost)?;
+    judged.speedup_over(base.as_ref());
     // eval reports one plan, so it can afford the packing-aware bound that
     // compare, sweep and the page leave out (a schedule's bound counts its
     // copies per batch instead)

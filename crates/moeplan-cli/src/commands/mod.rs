@@ -37,6 +37,17 @@ pub fn run(command: Command) -> Result<(), CliError> {
         Command::Compare(args) => compare::run(args),
         Command::Sweep(args) => sweep::run(args),
         Command::Cross(args) => cross::run(args),
+        Command::Hardware { json } => {
+            if json {
+                emit(
+                    &serde_json::to_string_pretty(moeplan::data::hardware::PRESETS)
+                        .unwrap_or_default(),
+                );
+            } else {
+                emit(&report::hardware());
+            }
+            Ok(())
+        }
         Command::Presets => {
             emit(&report::presets());
             Ok(())

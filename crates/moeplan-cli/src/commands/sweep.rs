@@ -28,7 +28,7 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
         None => None,
     };
     let rule = args.judge.dispatch;
-    let cost = Cost::choose(args.judge.model.as_deref(), &trace)?;
+    let cost = Cost::choose(args.judge.model.as_deref(), &trace)?.priced(&args.judge.cost)?;
     let all = trace.num_batches();
     drop(trace);
     let judged = all - evaluated.num_batches()..all;

@@ -31,6 +31,17 @@ pub struct ModelPreset {
     pub moe_intermediate: usize,
     /// Bytes per weight in the served checkpoint (1 for FP8, 2 for BF16).
     pub bytes_per_weight: usize,
+    /// Parameters outside the routed experts, in millions: attention,
+    /// shared experts, leading dense layers, embeddings and router, summed
+    /// from the model's `config.json` (routed + this = the card's total).
+    pub non_routed_params_m: u64,
+    /// KV-cache bytes one token takes over all layers in BF16: MLA's latent
+    /// (`(kv_lora_rank + qk_rope_head_dim) × 2` bytes per layer) or
+    /// `2 × kv_heads × head_dim × 2` for grouped-query attention.
+    pub kv_bytes_per_token: u64,
+    /// KV heads attention tensor parallelism can split the cache over (1
+    /// for MLA, whose latent every rank keeps whole).
+    pub kv_heads: usize,
 }
 
 impl ModelPreset {
@@ -47,7 +58,36 @@ impl ModelPreset {
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn expert_bytes(&self) -> u64 {
-        3 * self.hidden as u64 * self.moe_intermediate as u64 * self.bytes_per_weight as u64
+        self.expert_params() * self.bytes_per_weight as u64
+    }
+
+    /// Weights of one routed expert (gate, up and down projections).
+    pub fn expert_params(&self) -> u64 {
+        3 * self.hidden as u64 * self.moe_intermediate as u64
+    }
+
+    /// Parameters in all, billions: the routed experts and the rest.
+    ///
+    /// ```
+    /// let v3 = moeplan::data::model::preset("deepseek-v3")?;
+    /// assert!((v3.total_params_b() - 671.0).abs() < 1.0); // the card's 671 B
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn total_params_b(&self) -> f64 {
+        self.non_routed_params_m as f64 / 1e3
+            + (self.moe_layers() * self.experts) as f64 * self.expert_params() as f64 / 1e9
+    }
+
+    /// Parameters one token activates, billions.
+    ///
+    /// ```
+    /// let v3 = moeplan::data::model::preset("deepseek-v3")?;
+    /// assert!((v3.active_params_b() - 37.0).abs() < 1.0); // the card's 37 B
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn active_params_b(&self) -> f64 {
+        self.non_routed_params_m as f64 / 1e3
+            + (self.moe_layers() * self.top_k) as f64 * self.expert_params() as f64 / 1e9
     }
 }
 
@@ -63,7 +103,11 @@ pub const PRESETS: &[ModelPreset] = &[
         groups: 8,
         hidden: 7168,
         moe_intermediate: 2048,
+        // DeepSeek-V3 config.json: MLA, kv_lora_rank 512 + qk_rope_head_dim 64, 61 layers; 128 heads' attention 11.4 B, 3 dense layers 1.2 B, shared experts 2.6 B, embeddings 1.9 B (routed 653.9 B, total 671 B).
         bytes_per_weight: 1,
+        non_routed_params_m: 17100,
+        kv_bytes_per_token: 70_272,
+        kv_heads: 1,
     },
     ModelPreset {
         name: "kimi-k2",
@@ -75,7 +119,11 @@ pub const PRESETS: &[ModelPreset] = &[
         groups: 1,
         hidden: 7168,
         moe_intermediate: 2048,
+        // Kimi-K2-Instruct config.json: DeepSeek-V3's MLA dims, 61 layers, 64 heads (attention 6.2 B), 1 dense layer 0.4 B, shared experts 2.6 B, embeddings 2.3 B (routed 1,014.7 B, total 1.03 T: the card's "1T").
         bytes_per_weight: 1,
+        non_routed_params_m: 11700,
+        kv_bytes_per_token: 70_272,
+        kv_heads: 1,
     },
     ModelPreset {
         name: "qwen3-235b-a22b",
@@ -87,7 +135,11 @@ pub const PRESETS: &[ModelPreset] = &[
         groups: 1,
         hidden: 4096,
         moe_intermediate: 1536,
+        // Qwen3-235B-A22B config.json: 94 layers, 64 query / 4 KV heads of 128 (attention 7.1 B), untied embeddings 1.2 B (routed 227.1 B, total 235 B).
         bytes_per_weight: 2,
+        non_routed_params_m: 8400,
+        kv_bytes_per_token: 192_512,
+        kv_heads: 4,
     },
     ModelPreset {
         name: "qwen3-30b-a3b",
@@ -99,7 +151,11 @@ pub const PRESETS: &[ModelPreset] = &[
         groups: 1,
         hidden: 2048,
         moe_intermediate: 768,
+        // Qwen3-30B-A3B config.json: 48 layers, 32 query / 4 KV heads of 128 (attention 0.9 B), embeddings 0.6 B (routed 29.0 B, total 30.5 B).
         bytes_per_weight: 2,
+        non_routed_params_m: 1500,
+        kv_bytes_per_token: 98_304,
+        kv_heads: 4,
     },
     ModelPreset {
         name: "glm-4.5",
@@ -111,7 +167,11 @@ pub const PRESETS: &[ModelPreset] = &[
         groups: 1,
         hidden: 5120,
         moe_intermediate: 1536,
+        // GLM-4.5 config.json: 92 layers, 96 query / 8 KV heads of 128 (attention 12.5 B), shared experts 2.1 B, 3 dense layers 0.6 B, embeddings 1.6 B (routed 336 B; the card's 355 B adds the MTP layer).
         bytes_per_weight: 2,
+        non_routed_params_m: 16700,
+        kv_bytes_per_token: 376_832,
+        kv_heads: 8,
     },
     ModelPreset {
         name: "olmoe",
@@ -123,7 +183,11 @@ pub const PRESETS: &[ModelPreset] = &[
         groups: 1,
         hidden: 2048,
         moe_intermediate: 1024,
+        // OLMoE-1B-7B config.json: 16 layers, 16 heads of 128 (attention 0.27 B), embeddings 0.21 B (routed 6.4 B, total 6.9 B).
         bytes_per_weight: 2,
+        non_routed_params_m: 480,
+        kv_bytes_per_token: 131_072,
+        kv_heads: 16,
     },
     ModelPreset {
         name: "deepseek-v2-lite",
@@ -135,7 +199,11 @@ pub const PRESETS: &[ModelPreset] = &[
         groups: 1,
         hidden: 2048,
         moe_intermediate: 1408,
+        // DeepSeek-V2-Lite config.json: MLA 512 + 64, 27 layers (attention 0.37 B), 2 shared experts 0.45 B, 1 dense layer 0.07 B, embeddings 0.42 B (routed 14.4 B, total 15.7 B).
         bytes_per_weight: 2,
+        non_routed_params_m: 1310,
+        kv_bytes_per_token: 31_104,
+        kv_heads: 1,
     },
     ModelPreset {
         name: "qwen1.5-moe-a2.7b",
@@ -147,7 +215,11 @@ pub const PRESETS: &[ModelPreset] = &[
         groups: 1,
         hidden: 2048,
         moe_intermediate: 1408,
+        // Qwen1.5-MoE-A2.7B config.json: 24 layers, 16 heads of 128 (attention 0.4 B), shared expert of 5,632 0.83 B, embeddings 0.62 B (routed 12.5 B, total 14.3 B).
         bytes_per_weight: 2,
+        non_routed_params_m: 1850,
+        kv_bytes_per_token: 196_608,
+        kv_heads: 16,
     },
 ];
 

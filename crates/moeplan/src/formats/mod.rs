@@ -22,6 +22,7 @@
 pub mod csv;
 pub mod dataset;
 pub mod esft;
+pub mod hardware;
 pub mod limits;
 pub mod npy;
 pub mod plan_any;

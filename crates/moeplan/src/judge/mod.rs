@@ -61,6 +61,7 @@
 //! ```
 
 pub mod bound;
+pub mod cost;
 mod dispatch;
 pub mod eval;
 mod optimal;
@@ -89,8 +90,9 @@ pub use sglang::sglang_dispatch_map;
 pub use traffic::{Messages, Traffic};
 pub use verdict::{Schedule, Served, Verdict, judge};
 
-/// Sizes that turn pair counts into bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Sizes that turn pair counts into bytes, and (with `time`) rows and
+/// messages into time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct CostModel {
     /// Hidden size: elements of one token's activation.
     pub hidden: usize,
@@ -98,6 +100,10 @@ pub struct CostModel {
     pub bytes_per_activation: usize,
     /// Bytes of one expert's weights: what moving a copy costs.
     pub expert_bytes: u64,
+    /// The hardware's per-step constants: when set, the replay times every
+    /// (batch, layer) ([`Report::time`]).
+    #[serde(skip)]
+    pub time: Option<cost::TimeCost>,
 }
 
 impl CostModel {
@@ -115,6 +121,7 @@ impl CostModel {
             hidden: preset.hidden,
             bytes_per_activation: 2,
             expert_bytes: preset.expert_bytes(),
+            time: None,
         }
     }
 }
@@ -127,6 +134,7 @@ impl Default for CostModel {
             hidden: 7168,
             bytes_per_activation: 2,
             expert_bytes: 3 * 7168 * 2048,
+            time: None,
         }
     }
 }
@@ -220,6 +228,10 @@ pub struct Report {
     pub moves: Vec<Move>,
     /// Expert bytes moved by all re-placements.
     pub bytes_moved: u64,
+    /// The time of every (batch, layer) on the cost model's hardware
+    /// ([`CostModel::time`]); `None` without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<cost::TimeReport>,
 }
 
 /// [`Report::predictions`] when every plan records its profile.
@@ -290,6 +302,34 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
     let mut per_batch = vec![0.0; b_n];
     let mut per_batch_ir = vec![0.0; b_n];
     let mut per_batch_traffic = vec![Traffic::default(); b_n];
+    let mut timer = cost::Timer::default();
+    let mut time = cost.time.map(|t| {
+        let counts = trace.counts();
+        let share = (0..b_n)
+            .map(|b| {
+                let tokens = if l_n == 0 {
+                    0.0
+                } else {
+                    counts.slice(ndarray::s![b, 0, ..]).sum() / t.top_k as f64
+                };
+                if tokens > t.max_tokens_per_step {
+                    t.max_tokens_per_step / tokens
+                } else {
+                    1.0
+                }
+            })
+            .collect::<Vec<f64>>();
+        (
+            t,
+            share,
+            cost::TimeReport {
+                per_batch_moe_us: vec![0.0; b_n],
+                per_layer_us: vec![0.0; l_n],
+                per_layer_compute_us: vec![0.0; l_n],
+                ..Default::default()
+            },
+        )
+    });
     for l in 0..l_n {
         // Summed in batch order, as `evaluate` does, so `Even` matches it
         // to the bit.
@@ -303,6 +343,42 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
             engine.prepare(&plan.layers()[l], l, map, profile);
             for b in range.clone() {
                 let step = engine.step(workload, b, l);
+                if let Some((t, share, rep)) = &mut time {
+                    let counts = trace.counts();
+                    let row = counts.slice(ndarray::s![b, l, ..]);
+                    let messages = engine.counts_messages().then_some(&engine.messages.counts);
+                    let st = match row.as_slice() {
+                        Some(row) => timer.step(
+                            t,
+                            topology,
+                            &engine.view,
+                            row,
+                            &engine.loads,
+                            &engine.tally,
+                            messages,
+                            share[b],
+                        ),
+                        None => {
+                            let row: Vec<f64> = row.iter().copied().collect();
+                            timer.step(
+                                t,
+                                topology,
+                                &engine.view,
+                                &row,
+                                &engine.loads,
+                                &engine.tally,
+                                messages,
+                                share[b],
+                            )
+                        }
+                    };
+                    rep.compute_us += st.compute_us;
+                    rep.dispatch_us += st.dispatch_us;
+                    rep.combine_us += st.combine_us;
+                    rep.per_batch_moe_us[b] += st.layer_us();
+                    rep.per_layer_us[l] += st.layer_us();
+                    rep.per_layer_compute_us[l] += st.compute_us;
+                }
                 bal += step.balancedness;
                 ir += step.imbalance;
                 per_batch[b] += step.balancedness;
@@ -358,6 +434,22 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
             algorithm.push(plan.algorithm());
         }
     }
+    let time = time.map(|(_, share, mut rep)| {
+        let steps = (b_n * l_n).max(1) as f64;
+        rep.compute_us /= steps;
+        rep.dispatch_us /= steps;
+        rep.combine_us /= steps;
+        rep.moe_layer_us = rep.compute_us + rep.dispatch_us + rep.combine_us;
+        for x in rep
+            .per_layer_us
+            .iter_mut()
+            .chain(&mut rep.per_layer_compute_us)
+        {
+            *x /= b_n.max(1) as f64;
+        }
+        rep.per_batch_share = share;
+        rep
+    });
     let predictions = rule.is_grace().then(|| {
         if profiled {
             PREDICTED_FROM_PROFILE
@@ -383,6 +475,7 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
         per_batch_traffic,
         bytes_moved: moves.iter().map(|m| m.bytes).fold(0, u64::saturating_add),
         moves,
+        time,
     })
 }
 

@@ -65,14 +65,14 @@ pub(crate) struct Engine {
     experts: usize,
     /// Source ranks known (`D` under even arrival).
     sources: usize,
-    view: SlotTable,
+    pub view: SlotTable,
     routes: Routes,
     even: EvenArrival,
     solver: MinMax,
     rebalancer: Rebalancer,
     /// Libra's ε (0 for the other rules).
     epsilon: f64,
-    loads: Vec<f64>,
+    pub loads: Vec<f64>,
     pub tally: Tally,
     src: Vec<f64>,
     node_sum: Vec<f64>,

@@ -177,6 +177,12 @@ pub(crate) struct Tally {
     pub egress: Vec<f64>,
     /// Pairs a GPU serves from itself (Optimal's matching).
     pub local_at: Vec<f64>,
+    /// The part of `ingress` / `egress` that crosses nodes, per GPU, where
+    /// the replay sent pairs one by one (`by_pair`); the closed forms
+    /// leave them empty and the cost model takes the layer's cross share.
+    pub ingress_cross: Vec<f64>,
+    pub egress_cross: Vec<f64>,
+    pub by_pair: bool,
     gpus_per_node: usize,
 }
 
@@ -189,10 +195,17 @@ impl Tally {
         self.cross = 0.0;
         self.max_ingress = 0.0;
         self.max_egress = 0.0;
-        for v in [&mut self.ingress, &mut self.egress, &mut self.local_at] {
+        for v in [
+            &mut self.ingress,
+            &mut self.egress,
+            &mut self.local_at,
+            &mut self.ingress_cross,
+            &mut self.egress_cross,
+        ] {
             v.clear();
             v.resize(d, 0.0);
         }
+        self.by_pair = false;
     }
 
     /// `amount` pairs from source `s` served on GPU `g`.
@@ -201,12 +214,15 @@ impl Tally {
         if g == s {
             self.local += amount;
         } else {
+            self.by_pair = true;
             self.ingress[g] += amount;
             self.egress[s] += amount;
             if g / self.gpus_per_node == s / self.gpus_per_node {
                 self.intra += amount;
             } else {
                 self.cross += amount;
+                self.ingress_cross[g] += amount;
+                self.egress_cross[s] += amount;
             }
         }
     }
@@ -233,6 +249,12 @@ impl Tally {
         } else {
             (total - min) / d
         };
+        for (g, &x) in loads.iter().enumerate() {
+            if let (Some(i), Some(e)) = (self.ingress.get_mut(g), self.egress.get_mut(g)) {
+                *i = x * (d - 1.0) / d;
+                *e = (total - x) / d;
+            }
+        }
     }
 }
 

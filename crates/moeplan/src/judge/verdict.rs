@@ -6,6 +6,7 @@
 //! bytes moved). One evaluation and one replay: O(B · L · slots) plus the
 //! rule's own cost ([`simulate`]).
 
+use super::cost::{self, Prediction, Pricing};
 use super::eval::{EvalReport, evaluate_with_progress};
 use super::{CostModel, Placement, Report, Rule, Strategy, Workload, simulate};
 use crate::data::plan::Plan;
@@ -98,9 +99,13 @@ pub struct Verdict {
     /// Expert bytes a schedule copies in each batch (copies × bytes of one
     /// expert); empty for a plan.
     pub per_batch_bytes_copied: Vec<u64>,
+    /// Time, memory and throughput on the priced hardware; `None` when
+    /// judged without a [`Pricing`].
+    pub predicted: Option<Prediction>,
 }
 
-/// Judges `served` on `work`, pairs turned into bytes by `cost`;
+/// Judges `served` on `work`, pairs turned into bytes by `cost` and, with
+/// `pricing`, into time on its hardware ([`Verdict::predicted`]);
 /// `progress(done, total)` follows the evaluator's layers.
 ///
 /// ```
@@ -109,8 +114,8 @@ pub struct Verdict {
 /// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
 /// let plan = planners::eplb(&trace, Topology::new(1, 8)?, planners::EplbConfig { redundant_experts: 8, groups: 1 })?;
 /// let work = Workload::new(trace);
-/// let even = judge(&work, Served::Plan { plan: &plan, rule: Rule::Even }, &CostModel::default(), |_, _| {})?;
-/// let best = judge(&work, Served::Plan { plan: &plan, rule: Rule::Optimal }, &CostModel::default(), |_, _| {})?;
+/// let even = judge(&work, Served::Plan { plan: &plan, rule: Rule::Even }, &CostModel::default(), None, |_, _| {})?;
+/// let best = judge(&work, Served::Plan { plan: &plan, rule: Rule::Optimal }, &CostModel::default(), None, |_, _| {})?;
 /// assert_eq!(even.report.balancedness, moeplan::evaluate(work.trace(), &plan)?.balancedness);
 /// assert!(best.report.balancedness >= even.report.balancedness);
 /// # Ok::<(), moeplan::Error>(())
@@ -119,14 +124,28 @@ pub fn judge(
     work: &Workload,
     served: Served<'_>,
     cost: &CostModel,
+    pricing: Option<&Pricing>,
     progress: impl FnMut(usize, usize),
 ) -> Result<Verdict> {
     let (loaded, strategy) = match served {
         Served::Plan { plan, rule } => (plan, Strategy::fixed(plan.clone(), rule)),
         Served::Schedule { base, schedule } => (base, schedule.strategy.clone()),
     };
+    let (extra, copies): (usize, &[usize]) = match served {
+        Served::Plan { .. } => (0, &[]),
+        Served::Schedule { schedule, .. } => {
+            (schedule.resident_slots_per_gpu, &schedule.copies_per_batch)
+        }
+    };
+    let priced = pricing
+        .map(|p| cost::prepare(p, loaded, extra, cost))
+        .transpose()?;
     let mut report = evaluate_with_progress(work.trace(), loaded, progress)?;
-    let sim = simulate(work, &strategy, cost)?;
+    let sim = simulate(work, &strategy, priced.as_ref().map_or(cost, |(c, _)| c))?;
+    let predicted = pricing.zip(priced).map(|(p, (_, mem))| {
+        let exact = sim.traffic.messages.is_some();
+        cost::predict(p, &sim, loaded, mem, copies, work.trace(), exact)
+    });
     // The rule decides balance; the evaluator keeps memory and the bound.
     report.balancedness = sim.balancedness;
     report.imbalance_ratio = sim.imbalance_ratio;
@@ -158,6 +177,7 @@ pub fn judge(
         sim,
         replicas_per_layer,
         per_batch_bytes_copied,
+        predicted,
     })
 }
 

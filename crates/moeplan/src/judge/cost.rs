@@ -1,0 +1,785 @@
+//! Time, memory and throughput of a served plan on named hardware: the
+//! cost model that turns the simulator's rows, copies and messages into
+//! microseconds, and a plan's slots into the KV cache that remains.
+//!
+//! Per batch `b` and MoE layer `l` (one step of the replay), every term
+//! from the rule's own GPU loads:
+//! - **compute** of GPU `g`: each copy `c` it hosts that receives rows
+//!   costs its weight read `w = W / (HBM · e_hbm)` and its GEMMs `g = r_c ·
+//!   F / (peak · e_gemm)` blended as `(w^p + g^p)^(1/p)` — the larger of
+//!   the two for large `p`, what the H100 measured for `p = 1.22`
+//!   (`data/hardware.rs`) —, `W` one expert's bytes, `F = 2 · 3 · hidden ·
+//!   moe_intermediate` FLOPs per row, `peak` the FP8 peak for FP8 weights
+//!   where the GPU has one (BF16 otherwise). A copy's rows `r_c` are its
+//!   even share of its expert, scaled so the GPU's copies sum to the load
+//!   the rule gave the GPU (exact for the even-split rules);
+//! - **dispatch** of GPU `g`: the larger of its bytes sent and received
+//!   over each link kind over that link's sustained bandwidth, the two
+//!   kinds in parallel, plus the latency of the slowest kind used. Bytes =
+//!   remote pairs × the share of them that are distinct token messages (a
+//!   token goes once per destination GPU inside a node and once per
+//!   destination node across nodes, as DeepEP's normal kernels send it) ×
+//!   `hidden` × bytes per element (FP8 with one f32 scale per 128 elements,
+//!   or BF16). With token routes that share is the replay's exact message
+//!   count; without them it is the expectation for `top_k` independent
+//!   pairs drawn with the GPU (node) loads' shares;
+//! - **combine**: the same traffic reversed, in BF16;
+//! - the layer takes `max_g dispatch + max_g compute + max_g combine`
+//!   (each phase waits for its slowest GPU).
+//!
+//! Per step: the layers summed, plus the dense part (attention
+//! projections, shared experts, dense layers, embeddings: `2 ·
+//! non-routed params` FLOPs per token over every GPU, or its weight read,
+//! the larger), plus a per-batch planner's copies that do not hide under
+//! the previous layer. Memory per GPU: the dense weights over the
+//! attention-parallel group, the fullest GPU's expert slots × `W` (the
+//! plan's layers scaled to the model's), and the KV cache what remains of
+//! `memory × memory_fraction`. That cache caps how many of a batch's
+//! tokens one step serves — prefill: the tokens themselves must fit;
+//! decode: each token is a request holding `context_tokens` — and rows
+//! and bytes scale with the share served.
+//!
+//! Not modelled, the same for every plan: attention's context-dependent
+//! FLOPs, kernel launch gaps, overlap of communication with compute
+//! (DeepEP's two-batch overlap would hide some of dispatch and combine).
+//!
+//! Sources: Libra's time model (`planners/libra/time_model.rs`), the
+//! moeplan-cuda measurements (docs/cuda.md), DeepEP's README (legacy.md)
+//! for what a token message is; the hardware's own in `data/hardware.rs`.
+//! Cost: O(slots + D) per (batch, layer), on top of the replay.
+
+use serde::Serialize;
+
+use crate::data::hardware::Hardware;
+use crate::data::model::ModelPreset;
+use crate::data::plan::Plan;
+use crate::data::topology::Topology;
+use crate::error::{Error, Result};
+
+use super::slots::SlotTable;
+use super::traffic::{Messages, Tally};
+
+/// Which phase a workload's batches are: what a step's tokens hold in the
+/// KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// A step's tokens are prompt tokens: they need that many tokens of
+    /// cache.
+    Prefill,
+    /// A step's tokens are one per running request, each holding
+    /// `context_tokens` of cache: the cache caps the batch.
+    Decode,
+}
+
+/// Which all-to-all kernels carry dispatch and combine (DeepEP's two
+/// kinds, deepseek-ai/DeepEP docs/legacy.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[serde(rename_all = "kebab-case")]
+pub enum Kernel {
+    /// High-throughput kernels (prefill): a token goes once per
+    /// destination GPU inside a node and once per destination node.
+    Normal,
+    /// Low-latency kernels (decode): every remote (token, expert) pair is
+    /// its own message, and each phase pays a fixed launch-and-signal
+    /// overhead ([`LOW_LATENCY_OVERHEAD_US`]) instead of the links'
+    /// latency.
+    LowLatency,
+}
+
+/// The fixed part of one low-latency dispatch or combine, µs: DeepEP's
+/// EP 256 dispatch row (194 µs for 128 tokens × top-8 in FP8, of which
+/// the model's bytes over 0.9 × 50 GB/s take 163 µs) leaves 31.
+pub const LOW_LATENCY_OVERHEAD_US: f64 = 31.0;
+
+/// What a user states rather than measures.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+pub struct Assumptions {
+    /// Prefill or decode batches.
+    pub phase: Phase,
+    /// Dispatch in FP8 with per-128 scales (DeepEP's kernels); BF16 if
+    /// false. Combine is always BF16.
+    pub dispatch_fp8: bool,
+    /// The all-to-all kernels.
+    pub kernel: Kernel,
+    /// Tokens of each per-peer all-to-all buffer, sent and received, in
+    /// BF16: `2 × tokens × hidden × 2` bytes per peer GPU (an all-to-all
+    /// over point-to-point sends, as CRAFT's SGLang ran it); 0 for
+    /// kernels with fixed buffers (DeepEP).
+    pub peer_buffer_tokens: usize,
+    /// Tokens of KV cache one running request holds (decode).
+    pub context_tokens: usize,
+    /// Share of GPU memory the engine takes for weights and KV cache (the
+    /// rest: activations, CUDA graphs, communication buffers) — SGLang's
+    /// `mem_fraction_static`.
+    pub memory_fraction: f64,
+    /// GPUs one attention (dense) replica is split over; `None`: one node
+    /// (tensor-parallel attention inside a node, a data-parallel rank per
+    /// node, as CRAFT ran SGLang).
+    pub attention_tp: Option<usize>,
+    /// Bytes per weight served; `None`: the model's checkpoint precision
+    /// (CRAFT served both its models in BF16: give 2).
+    pub bytes_per_weight: Option<usize>,
+}
+
+impl Default for Assumptions {
+    /// Prefill, FP8 dispatch, 4,096 tokens of context, 0.85 of memory,
+    /// attention over one node, the checkpoint's precision.
+    fn default() -> Self {
+        Assumptions {
+            phase: Phase::Prefill,
+            dispatch_fp8: true,
+            kernel: Kernel::Normal,
+            peer_buffer_tokens: 0,
+            context_tokens: 4096,
+            memory_fraction: 0.85,
+            attention_tp: None,
+            bytes_per_weight: None,
+        }
+    }
+}
+
+impl Assumptions {
+    /// Refuses values that cannot be used.
+    pub fn check(&self) -> Result<()> {
+        if self.context_tokens == 0 {
+            return Err(Error::Argument("context must be at least one token".into()));
+        }
+        if !(self.memory_fraction > 0.0 && self.memory_fraction <= 1.0) {
+            return Err(Error::Argument(format!(
+                "memory fraction {} must be in (0, 1]",
+                self.memory_fraction
+            )));
+        }
+        if self.attention_tp == Some(0) {
+            return Err(Error::Argument("attention TP must be at least 1".into()));
+        }
+        if !matches!(self.bytes_per_weight, None | Some(1) | Some(2)) {
+            return Err(Error::Argument(
+                "bytes per weight must be 1 (FP8) or 2 (BF16)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The per-step constants the replay needs: copied into
+/// [`super::CostModel::time`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TimeCost {
+    /// One copy's weight read, µs.
+    pub weight_read_us: f64,
+    /// One row's three GEMMs, µs.
+    pub row_us: f64,
+    /// The blend of weight read and GEMMs ([`Efficiency::roofline_p`]).
+    ///
+    /// [`Efficiency::roofline_p`]: crate::data::hardware::Efficiency::roofline_p
+    pub roofline_p: f64,
+    /// Bytes one token's dispatch message carries.
+    pub dispatch_bytes: f64,
+    /// Bytes one token's combine message carries.
+    pub combine_bytes: f64,
+    /// Sustained bandwidth inside a node, per GPU and direction, bytes/µs.
+    pub intra_bytes_per_us: f64,
+    /// Sustained bandwidth between nodes per direction, bytes/µs: the GPU's
+    /// own or (`inter_shared`) the node's.
+    pub inter_bytes_per_us: f64,
+    /// The inter-node bandwidth is the node's, shared by its GPUs.
+    pub inter_shared: bool,
+    /// Latency of a transfer inside a node, µs.
+    pub intra_latency_us: f64,
+    /// Latency of a transfer between nodes, µs.
+    pub inter_latency_us: f64,
+    /// Experts a token is routed to.
+    pub top_k: usize,
+    /// Every remote pair its own message, and this fixed overhead per
+    /// phase instead of link latency (low-latency kernels); `None`:
+    /// normal kernels.
+    pub low_latency_us: Option<f64>,
+    /// Tokens one step may serve before the KV cache runs out (infinite:
+    /// not capped): the cache's tokens in prefill, its requests in decode;
+    /// a larger batch is served in that share ([`judge`](super::judge) sets
+    /// it from the plan's memory).
+    pub max_tokens_per_step: f64,
+}
+
+impl TimeCost {
+    /// The constants for `model` on `hardware` under `assumptions`.
+    ///
+    /// ```
+    /// use moeplan::data::{hardware, model};
+    /// use moeplan::judge::cost::{Assumptions, TimeCost};
+    /// let t = TimeCost::new(hardware::preset("h100-ib-ndr")?, model::preset("deepseek-v3")?, &Assumptions::default());
+    /// // 44 MB of FP8 weights at 0.88 × 3.35 TB/s
+    /// assert!((t.weight_read_us - 3.0 * 7168.0 * 2048.0 / (0.88 * 3350e3)).abs() < 1e-9);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn new(hardware: &Hardware, model: &ModelPreset, assumptions: &Assumptions) -> Self {
+        let bpw = assumptions
+            .bytes_per_weight
+            .unwrap_or(model.bytes_per_weight);
+        let expert_bytes = model.expert_params() as f64 * bpw as f64;
+        let e = hardware.efficiency;
+        let flops_per_row = 2.0 * model.expert_params() as f64;
+        let hidden = model.hidden as f64;
+        TimeCost {
+            weight_read_us: expert_bytes / (hardware.gpu.hbm_gb_per_s * 1e3 * e.hbm),
+            row_us: flops_per_row / (hardware.tflops_for(bpw) * 1e6 * e.gemm),
+            roofline_p: e.roofline_p,
+            // DeepEP's FP8 dispatch: one byte per element and one f32 scale
+            // per 128 elements.
+            dispatch_bytes: if assumptions.dispatch_fp8 {
+                hidden + 4.0 * (hidden / 128.0).ceil()
+            } else {
+                2.0 * hidden
+            },
+            combine_bytes: 2.0 * hidden,
+            intra_bytes_per_us: hardware.intra_node.gb_per_s * 1e3 * e.intra_node,
+            inter_bytes_per_us: hardware.inter_node.gb_per_s * 1e3 * e.inter_node,
+            inter_shared: hardware.inter_node.shared_by_node,
+            intra_latency_us: hardware.intra_node.latency_us,
+            inter_latency_us: hardware.inter_node.latency_us,
+            top_k: model.top_k.max(1),
+            low_latency_us: (assumptions.kernel == Kernel::LowLatency)
+                .then_some(LOW_LATENCY_OVERHEAD_US),
+            max_tokens_per_step: f64::INFINITY,
+        }
+    }
+}
+
+/// One (batch, layer)'s time.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct StepTime {
+    pub compute_us: f64,
+    pub dispatch_us: f64,
+    pub combine_us: f64,
+}
+
+impl StepTime {
+    pub fn layer_us(&self) -> f64 {
+        self.compute_us + self.dispatch_us + self.combine_us
+    }
+}
+
+/// Scratch for the per-step timing, reused across steps.
+#[derive(Debug, Default)]
+pub(crate) struct Timer {
+    node_load: Vec<f64>,
+}
+
+impl Timer {
+    /// Times one (batch, layer): `view` the layer's slots, `row` its expert
+    /// loads, `loads` the GPU loads the rule gave, `tally` its traffic,
+    /// `messages` its token messages when counted, `share` the part of the
+    /// batch served.
+    #[allow(clippy::too_many_arguments)]
+    pub fn step(
+        &mut self,
+        t: &TimeCost,
+        topology: Topology,
+        view: &SlotTable,
+        row: &[f64],
+        loads: &[f64],
+        tally: &Tally,
+        messages: Option<&Messages>,
+        share: f64,
+    ) -> StepTime {
+        let d = topology.num_gpus();
+        let gpn = topology.gpus_per_node().max(1);
+        // Compute: each copy's even share scaled to the GPU's load.
+        let mut compute = 0.0f64;
+        for (g, &load) in loads.iter().enumerate().take(d) {
+            if load <= 0.0 {
+                continue;
+            }
+            let range = view.gpu_start[g]..view.gpu_start[g + 1];
+            let even: f64 = view.slot_expert[range.clone()]
+                .iter()
+                .zip(&view.slot_share[range.clone()])
+                .map(|(&e, &s)| row[e as usize] * s)
+                .sum();
+            let p = t.roofline_p;
+            let wp = t.weight_read_us.powf(p);
+            let copy = |r: f64| (wp + (r * t.row_us).powf(p)).powf(1.0 / p);
+            let mut us = 0.0;
+            if even > 0.0 {
+                let scale = load * share / even;
+                for (&e, &s) in view.slot_expert[range.clone()]
+                    .iter()
+                    .zip(&view.slot_share[range])
+                {
+                    let r = row[e as usize] * s * scale;
+                    if r > 0.0 {
+                        us += copy(r);
+                    }
+                }
+            } else {
+                // Rows the even split would not give (a rule's own
+                // choice): one copy's worth.
+                us = copy(load * share);
+            }
+            compute = compute.max(us);
+        }
+        // Distinct messages per remote pair, inside a node and across.
+        let total: f64 = row.iter().sum();
+        let (msg_gpu, msg_node) = match messages {
+            _ if t.low_latency_us.is_some() => (1.0, 1.0),
+            Some(m) => {
+                let remote = tally.intra + tally.cross;
+                (ratio(m.cross_gpu, remote), ratio(m.cross_node, tally.cross))
+            }
+            None => self.expected_messages(t.top_k, topology, loads, total),
+        };
+        let link = |bytes_per_token: f64| -> f64 {
+            let mut worst = 0.0f64;
+            let mut latency = 0.0f64;
+            let inter_bw = if t.inter_shared {
+                t.inter_bytes_per_us / gpn as f64
+            } else {
+                t.inter_bytes_per_us
+            };
+            let cross_share = if tally.cross > 0.0 {
+                ratio(tally.cross, tally.intra + tally.cross)
+            } else {
+                0.0
+            };
+            for g in 0..d.min(tally.ingress.len()) {
+                let (ing, eg) = (tally.ingress[g], tally.egress[g]);
+                // Per GPU where the replay sent pairs one by one, else the
+                // layer's cross-node share (exact for ingress under the
+                // even closed form).
+                let (ing_x, eg_x) = if tally.by_pair {
+                    (tally.ingress_cross[g], tally.egress_cross[g])
+                } else {
+                    (ing * cross_share, eg * cross_share)
+                };
+                let (ing_i, eg_i) = (ing - ing_x, eg - eg_x);
+                let intra = ing_i.max(eg_i) * msg_gpu * share * bytes_per_token;
+                let inter = ing_x.max(eg_x) * msg_node * share * bytes_per_token;
+                let us = (intra / t.intra_bytes_per_us).max(inter / inter_bw);
+                worst = worst.max(us);
+                if intra > 0.0 {
+                    latency = latency.max(t.intra_latency_us);
+                }
+                if inter > 0.0 {
+                    latency = latency.max(t.inter_latency_us);
+                }
+            }
+            match t.low_latency_us {
+                Some(overhead) if worst > 0.0 => worst + overhead,
+                _ => worst + latency,
+            }
+        };
+        StepTime {
+            compute_us: compute,
+            dispatch_us: link(t.dispatch_bytes),
+            combine_us: link(t.combine_bytes),
+        }
+    }
+
+    /// Distinct destinations per remote pair when `top_k` pairs of a token
+    /// land independently with the GPUs' (nodes') shares of the load.
+    fn expected_messages(
+        &mut self,
+        top_k: usize,
+        topology: Topology,
+        loads: &[f64],
+        total: f64,
+    ) -> (f64, f64) {
+        if total <= 0.0 {
+            return (1.0, 1.0);
+        }
+        let k = top_k as i32;
+        let gpn = topology.gpus_per_node().max(1);
+        let distinct = |p: f64| 1.0 - (1.0 - p).powi(k);
+        let gpus: f64 = loads.iter().map(|&x| distinct(x / total)).sum();
+        self.node_load.clear();
+        self.node_load.resize(topology.nodes(), 0.0);
+        for (g, &x) in loads.iter().enumerate() {
+            if let Some(n) = self.node_load.get_mut(g / gpn) {
+                *n += x;
+            }
+        }
+        let nodes: f64 = self.node_load.iter().map(|&x| distinct(x / total)).sum();
+        let k = top_k as f64;
+        ((gpus / k).min(1.0), (nodes / k).min(1.0))
+    }
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { (a / b).min(1.0) } else { 1.0 }
+}
+
+/// Time terms summed over a replay: per-(batch, layer) means and per-batch
+/// sums.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+pub struct TimeReport {
+    /// Mean over (batch, layer) of the MoE layer's time, µs.
+    pub moe_layer_us: f64,
+    /// Its compute term, µs.
+    pub compute_us: f64,
+    /// Its dispatch term, µs.
+    pub dispatch_us: f64,
+    /// Its combine term, µs.
+    pub combine_us: f64,
+    /// Each batch's MoE layers summed, µs.
+    pub per_batch_moe_us: Vec<f64>,
+    /// Each layer's time, mean over batches, µs.
+    pub per_layer_us: Vec<f64>,
+    /// Each layer's compute term, mean over batches, µs.
+    pub per_layer_compute_us: Vec<f64>,
+    /// Share of each batch's tokens one step serves (1 unless the KV cache
+    /// caps the requests).
+    pub per_batch_share: Vec<f64>,
+}
+
+/// What the cost model predicts for one served plan: the `predicted` key
+/// of `eval` / `compare --json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+pub struct Prediction {
+    /// The hardware preset's name.
+    pub hardware: String,
+    /// The model preset's name.
+    pub model: String,
+    /// Mean MoE layer time, µs.
+    pub moe_layer_us: f64,
+    /// Its expert compute, µs.
+    pub compute_us: f64,
+    /// Its dispatch, µs.
+    pub dispatch_us: f64,
+    /// Its combine, µs.
+    pub combine_us: f64,
+    /// A per-batch planner's copies not hidden under the previous layer,
+    /// per step, µs (0 for a static plan).
+    pub copy_exposed_us: f64,
+    /// The dense part of a step (attention projections, shared experts,
+    /// dense layers), µs.
+    pub dense_us: f64,
+    /// One step: every MoE layer of the model, its dense part and the
+    /// exposed copies, ms.
+    pub step_ms: f64,
+    /// Tokens a batch of the workload holds (mean).
+    pub tokens_per_step: f64,
+    /// Tokens one step serves after the KV cache's cap (mean).
+    pub served_tokens_per_step: f64,
+    /// Served tokens per second.
+    pub tokens_per_s: f64,
+    /// Weights on the fullest GPU, GiB.
+    pub weights_gib_per_gpu: f64,
+    /// KV cache left on each GPU, GiB (0: the weights do not fit).
+    pub kv_cache_gib_per_gpu: f64,
+    /// Tokens of KV cache the cluster holds.
+    pub max_concurrent_tokens: f64,
+    /// Requests of `context_tokens` that fit at once.
+    pub max_concurrent_requests: f64,
+    /// Throughput over the baseline's, when one was named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speedup: Option<f64>,
+    /// What the baseline was (`BASE`: the EPLB placement without replicas).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speedup_over: Option<String>,
+    /// What was assumed.
+    pub assumptions: Assumptions,
+    /// Every other assumption, one sentence each.
+    pub notes: Vec<String>,
+}
+
+/// Memory of one plan on `hardware`: weights on the fullest GPU and the KV
+/// cache left, `extra_slots` more expert slots per GPU (a per-batch
+/// planner's buffers) over all the plan's layers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Memory {
+    /// Weights on the fullest GPU, bytes.
+    pub weights: f64,
+    /// Per-peer all-to-all buffers, bytes.
+    pub buffers: f64,
+    /// KV cache per GPU, bytes (not negative).
+    pub kv_cache: f64,
+    /// Tokens of KV the cluster holds.
+    pub tokens: f64,
+    /// Requests at the context length.
+    pub requests: f64,
+}
+
+/// The memory a plan leaves for the KV cache.
+///
+/// ```
+/// use moeplan::data::{hardware, model};
+/// use moeplan::judge::cost::{memory, Assumptions};
+/// use moeplan::{planners, synth::generator, Topology};
+/// let m = model::preset("deepseek-v3")?;
+/// let trace = generator::generate(&generator::GenConfig::new(m, 2))?;
+/// let topo = Topology::new(8, 8)?;
+/// let base = planners::eplb(&trace, topo, planners::EplbConfig { redundant_experts: 0, groups: 1 })?;
+/// let more = planners::eplb(&trace, topo, planners::EplbConfig { redundant_experts: 64, groups: 1 })?;
+/// let h = hardware::preset("h100-ib-ndr")?;
+/// let a = Assumptions::default();
+/// assert!(memory(&more, 0, h, m, &a).kv_cache < memory(&base, 0, h, m, &a).kv_cache);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn memory(
+    plan: &Plan,
+    extra_slots: usize,
+    hardware: &Hardware,
+    model: &ModelPreset,
+    assumptions: &Assumptions,
+) -> Memory {
+    let topology = plan.topology();
+    let d = topology.num_gpus() as f64;
+    let tp = assumptions
+        .attention_tp
+        .unwrap_or(topology.gpus_per_node())
+        .clamp(1, topology.num_gpus().max(1)) as f64;
+    let bpw = assumptions
+        .bytes_per_weight
+        .unwrap_or(model.bytes_per_weight) as f64;
+    let expert_bytes = model.expert_params() as f64 * bpw;
+    let summary = plan.summary();
+    // The plan's layers stand for the model's MoE layers.
+    let plan_layers = plan.layers().len().max(1) as f64;
+    let scale = model.moe_layers() as f64 / plan_layers;
+    let slots = (summary.slots_per_gpu_max + extra_slots) as f64 * scale;
+    let dense = model.non_routed_params_m as f64 * 1e6 * bpw / tp;
+    let weights = dense + slots * expert_bytes;
+    let buffers = 2.0
+        * assumptions.peer_buffer_tokens as f64
+        * model.hidden as f64
+        * 2.0
+        * (d - 1.0).max(0.0);
+    let usable = hardware.gpu.memory_gib * GIB * assumptions.memory_fraction;
+    let kv_cache = (usable - weights - buffers).max(0.0);
+    // MLA keeps its latent whole on every attention rank; GQA splits its
+    // heads over at most `kv_heads` ranks.
+    let split = (model.kv_heads.max(1) as f64).min(tp);
+    let per_token = model.kv_bytes_per_token as f64 / split;
+    let tokens = (d / tp).floor().max(1.0) * kv_cache / per_token;
+    Memory {
+        weights,
+        buffers,
+        kv_cache,
+        tokens,
+        requests: (tokens / assumptions.context_tokens as f64).floor(),
+    }
+}
+
+/// Bytes in a GiB.
+pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// The dense part of one step of `tokens` tokens on `d` GPUs: `2 ·
+/// non-routed params` FLOPs per token spread over every GPU, or the
+/// dense weights' read on one GPU, the larger, µs.
+pub fn dense_us(
+    tokens: f64,
+    d: usize,
+    hardware: &Hardware,
+    model: &ModelPreset,
+    assumptions: &Assumptions,
+    tp: usize,
+) -> f64 {
+    let bpw = assumptions
+        .bytes_per_weight
+        .unwrap_or(model.bytes_per_weight);
+    let params = model.non_routed_params_m as f64 * 1e6;
+    let e = hardware.efficiency;
+    let flops = 2.0 * params * tokens / d.max(1) as f64;
+    let compute = flops / (hardware.tflops_for(bpw) * 1e6 * e.gemm);
+    let read = params * bpw as f64 / tp.max(1) as f64 / (hardware.gpu.hbm_gb_per_s * 1e3 * e.hbm);
+    compute.max(read)
+}
+
+/// Hardware, model and assumptions: everything the cost model needs
+/// beside the plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pricing {
+    /// The machine.
+    pub hardware: Hardware,
+    /// The model whose sizes the cost uses.
+    pub model: ModelPreset,
+    /// What the user states.
+    pub assumptions: Assumptions,
+}
+
+impl Pricing {
+    /// `model` on `hardware` with the default assumptions.
+    pub fn new(hardware: &Hardware, model: &ModelPreset) -> Self {
+        Pricing {
+            hardware: hardware.clone(),
+            model: *model,
+            assumptions: Assumptions::default(),
+        }
+    }
+
+    /// The per-step constants with no memory cap.
+    pub fn time_cost(&self) -> TimeCost {
+        TimeCost::new(&self.hardware, &self.model, &self.assumptions)
+    }
+}
+
+/// What the replay of a priced plan needs beside the plan: the cost with
+/// its memory cap, and the memory itself.
+pub(crate) fn prepare(
+    pricing: &Pricing,
+    plan: &Plan,
+    extra_slots: usize,
+    cost: &super::CostModel,
+) -> Result<(super::CostModel, Memory)> {
+    pricing.hardware.check()?;
+    pricing.assumptions.check()?;
+    let mem = memory(
+        plan,
+        extra_slots,
+        &pricing.hardware,
+        &pricing.model,
+        &pricing.assumptions,
+    );
+    let mut t = pricing.time_cost();
+    t.max_tokens_per_step = match pricing.assumptions.phase {
+        Phase::Prefill => mem.tokens,
+        Phase::Decode => mem.requests,
+    };
+    Ok((
+        super::CostModel {
+            time: Some(t),
+            ..*cost
+        },
+        mem,
+    ))
+}
+
+/// The prediction from a replay's times: `copies_per_batch` are a
+/// per-batch planner's copies (empty for a static plan).
+pub(crate) fn predict(
+    pricing: &Pricing,
+    sim: &super::Report,
+    plan: &Plan,
+    mem: Memory,
+    copies_per_batch: &[usize],
+    trace: &crate::data::trace::LoadTrace,
+    messages_exact: bool,
+) -> Prediction {
+    let Pricing {
+        hardware,
+        model,
+        assumptions,
+    } = pricing;
+    let time = sim.time.clone().unwrap_or_default();
+    let t = pricing.time_cost();
+    let topology = plan.topology();
+    let d = topology.num_gpus();
+    let l_trace = trace.num_layers().max(1);
+    let scale = model.moe_layers() as f64 / l_trace as f64;
+    let b_n = trace.num_batches().max(1);
+    let counts = trace.counts();
+    let tokens: Vec<f64> = (0..trace.num_batches())
+        .map(|b| {
+            if trace.num_layers() == 0 {
+                0.0
+            } else {
+                counts.slice(ndarray::s![b, 0, ..]).sum() / t.top_k as f64
+            }
+        })
+        .collect();
+    let tp = assumptions
+        .attention_tp
+        .unwrap_or(topology.gpus_per_node())
+        .clamp(1, d.max(1));
+    let bpw = assumptions
+        .bytes_per_weight
+        .unwrap_or(model.bytes_per_weight) as f64;
+    let expert_bytes = model.expert_params() as f64 * bpw;
+    let (mut step_us, mut served, mut exposed_sum, mut dense_sum) = (0.0, 0.0, 0.0, 0.0);
+    for b in 0..trace.num_batches() {
+        let share = time.per_batch_share.get(b).copied().unwrap_or(1.0);
+        let served_b = tokens[b] * share;
+        // A per-batch planner's copies for layer l run while layer l − 1
+        // computes (Libra's double buffering); the first layer's in full.
+        let mut exposed = 0.0;
+        if let Some(&c) = copies_per_batch.get(b) {
+            let per_layer = c as f64 / l_trace as f64;
+            let copy_us = (per_layer / d.max(1) as f64).ceil() * expert_bytes
+                / t.intra_bytes_per_us
+                + if per_layer > 0.0 {
+                    t.intra_latency_us
+                } else {
+                    0.0
+                };
+            for l in 0..l_trace {
+                let window = if l == 0 {
+                    0.0
+                } else {
+                    time.per_layer_us.get(l - 1).copied().unwrap_or(0.0)
+                };
+                exposed += (copy_us - window).max(0.0);
+            }
+        }
+        let dense = dense_us(served_b, d, hardware, model, assumptions, tp);
+        let moe = time.per_batch_moe_us.get(b).copied().unwrap_or(0.0);
+        step_us += (moe + exposed) * scale + dense;
+        exposed_sum += exposed * scale;
+        dense_sum += dense;
+        served += served_b;
+    }
+    let n = b_n as f64;
+    let step_ms = step_us / n / 1e3;
+    let served_tokens_per_step = served / n;
+    let mut notes = vec![
+        format!(
+            "{} of the model's {} MoE layers replayed; the step counts every MoE layer, the rest like the replayed ones' mean",
+            trace.num_layers(),
+            model.moe_layers()
+        ),
+        if messages_exact {
+            "dispatch messages counted from the token routes (a token once per destination GPU, once per destination node)".to_string()
+        } else {
+            format!(
+                "no token routes: dispatch messages are the expectation for {} independent pairs per token drawn with the GPUs' load shares",
+                t.top_k
+            )
+        },
+        format!(
+            "weights in {}; dense weights split over {tp} GPUs (attention TP), the KV cache per token split over min(TP, KV heads {})",
+            if bpw == 1.0 { "FP8" } else { "BF16" },
+            model.kv_heads
+        ),
+        "not modelled: attention's context-dependent FLOPs, launch gaps, overlap of dispatch and combine with compute".to_string(),
+    ];
+    if mem.kv_cache <= 0.0 {
+        notes.push(format!(
+            "the weights ({:.1} GiB on the fullest GPU) leave no KV cache in {:.0} % of {} GiB",
+            mem.weights / GIB,
+            assumptions.memory_fraction * 100.0,
+            hardware.gpu.memory_gib
+        ));
+    }
+    Prediction {
+        hardware: hardware.name.to_string(),
+        model: model.name.to_string(),
+        moe_layer_us: time.moe_layer_us,
+        compute_us: time.compute_us,
+        dispatch_us: time.dispatch_us,
+        combine_us: time.combine_us,
+        copy_exposed_us: exposed_sum / n,
+        dense_us: dense_sum / n,
+        step_ms,
+        tokens_per_step: tokens.iter().sum::<f64>() / n,
+        served_tokens_per_step,
+        tokens_per_s: if step_ms > 0.0 {
+            served_tokens_per_step / (step_ms / 1e3)
+        } else {
+            0.0
+        },
+        weights_gib_per_gpu: mem.weights / GIB,
+        kv_cache_gib_per_gpu: mem.kv_cache / GIB,
+        max_concurrent_tokens: mem.tokens,
+        max_concurrent_requests: mem.requests,
+        speedup: None,
+        speedup_over: None,
+        assumptions: *assumptions,
+        notes,
+    }
+}
