@@ -249,7 +249,7 @@ pub struct CostArgs {
     pub bf16_dispatch: bool,
     /// Weights served in this precision instead of the checkpoint's.
     #[arg(long, value_parser = ["fp8", "bf16"], requires = "hardware")]
-    pub weights: Option<String>,
+    pub weight_precision: Option<String>,
     /// GPUs one attention replica is split over (default: one node).
     #[arg(long, requires = "hardware")]
     pub attention_tp: Option<usize>,

@@ -64,7 +64,7 @@ impl Cost {
             memory_fraction: args.memory_fraction,
             attention_tp: args.attention_tp,
             bytes_per_weight: args
-                .weights
+                .weight_precision
                 .as_deref()
                 .map(|w| if w == "fp8" { 1 } else { 2 }),
         };

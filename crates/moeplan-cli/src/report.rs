@@ -424,6 +424,49 @@ pub fn planners(list: &[PlannerInfo]) -> String {
     o
 }
 
+/// `sweep --hardware`: each row's predicted step, throughput and KV cache.
+pub fn sweep_predicted(
+    s: &Sweep,
+    predicted: &[Option<moeplan::judge::cost::Prediction>],
+) -> String {
+    let mut o = String::new();
+    let Some(first) = predicted.iter().flatten().next() else {
+        return o;
+    };
+    wl!(o);
+    wl!(
+        o,
+        "predicted on {} ({}); × BASE: over the first row",
+        first.hardware,
+        first.model
+    );
+    wl!(
+        o,
+        "{:<8} {:>8} {:>10} {:>12} {:>9} {:>9}",
+        "method",
+        "R",
+        "step ms",
+        "tokens/s",
+        "× BASE",
+        "KV GiB"
+    );
+    for (row, p) in s.rows.iter().zip(predicted) {
+        if let Some(p) = p {
+            wl!(
+                o,
+                "{:<8} {:>8.2} {:>10.3} {:>12.0} {:>9} {:>9.1}",
+                row.method,
+                row.replicas_per_gpu,
+                p.step_ms,
+                p.tokens_per_s,
+                p.speedup.map_or("—".into(), |x| format!("{x:.3}")),
+                p.kv_cache_gib_per_gpu
+            );
+        }
+    }
+    o
+}
+
 pub fn sweep(
     s: &Sweep,
     topology: Topology,

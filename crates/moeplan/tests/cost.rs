@@ -1,23 +1,22 @@
 //! The cost model (`judge::cost`): each term against a hand-computed case,
 //! monotone where physics says so, and checked against what others
-//! measured (moeplan-cuda's H100 rank times, CRAFT §5.3's KV-cache loss,
-//! DeepEP's kernel tables).
+//! measured — moeplan-cuda's H100 rank times, CRAFT §5.3's KV-cache loss,
+//! DeepEP's kernel tables (docs/cost.md has the table).
 
 mod common;
 
-use moeplan::data::{hardware, model};
-use moeplan::judge::cost::{Assumptions, Pricing};
-use moeplan::judge::{CostModel, Rule, Served, judge};
+use std::borrow::Cow;
+
+use moeplan::data::hardware::{self, Efficiency, Gpu, Hardware, Link};
+use moeplan::data::model::{self, ModelPreset};
+use moeplan::judge::cost::{self, Assumptions, Kernel, Phase, Prediction, Pricing};
+use moeplan::judge::{CostModel, Rule, Served, Verdict, judge};
 use moeplan::planners::{self, EplbConfig, ReplicaBudget};
+use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{LoadTrace, Plan, Topology, Workload};
 use ndarray::Array3;
 
-fn priced(
-    trace: &LoadTrace,
-    plan: &Plan,
-    rule: Rule,
-    pricing: &Pricing,
-) -> moeplan::judge::Verdict {
+fn priced(trace: &LoadTrace, plan: &Plan, rule: Rule, pricing: &Pricing) -> Verdict {
     let work = Workload::new(trace.clone());
     let cost = CostModel::for_model(&pricing.model);
     judge(
@@ -30,20 +29,434 @@ fn priced(
     .unwrap()
 }
 
-/// moeplan-cuda's H100 rank times (docs/cuda.md, table (c)): the real
-/// `prefill_in4096.json` summed load, 16,384 tokens × top-8, 1 × 64 GPUs,
-/// vLLM dispatch, BF16 DeepSeek-V3 experts; the layer's slowest rank.
+fn prediction(trace: &LoadTrace, plan: &Plan, pricing: &Pricing) -> Prediction {
+    priced(trace, plan, Rule::Even, pricing).predicted.unwrap()
+}
+
+/// A model whose numbers are easy by hand: one expert is 3 × 128 × 64 =
+/// 24,576 BF16 weights = 49,152 bytes and 49,152 FLOPs per row; top-1;
+/// 1 M non-routed parameters; 1,000 KV bytes per token over 2 KV heads.
+const TOY: ModelPreset = ModelPreset {
+    name: "toy",
+    display: "toy",
+    total_layers: 1,
+    first_moe_layer: 0,
+    experts: 2,
+    top_k: 1,
+    groups: 1,
+    hidden: 128,
+    moe_intermediate: 64,
+    bytes_per_weight: 2,
+    non_routed_params_m: 1,
+    kv_bytes_per_token: 1000,
+    kv_heads: 2,
+};
+
+/// Weight read 1 µs (49,152 B at 49.152 GB/s), one row 1 µs (49,152 FLOPs
+/// at 0.049152 TFLOPS), `p = 1` (read and GEMMs add), inside a node
+/// 1 GB/s + 2 µs, across nodes 0.5 GB/s + 10 µs, every efficiency 1.
+fn toy_hardware() -> Hardware {
+    Hardware {
+        name: Cow::Borrowed("toy"),
+        about: Cow::Borrowed("by hand"),
+        gpu: Gpu {
+            bf16_tflops: 0.049152,
+            fp8_tflops: 0.0,
+            hbm_gb_per_s: 49.152,
+            memory_gib: 1.0,
+        },
+        intra_node: Link {
+            gb_per_s: 1.0,
+            latency_us: 2.0,
+            shared_by_node: false,
+        },
+        inter_node: Link {
+            gb_per_s: 0.5,
+            latency_us: 10.0,
+            shared_by_node: false,
+        },
+        efficiency: Efficiency {
+            gemm: 1.0,
+            hbm: 1.0,
+            intra_node: 1.0,
+            inter_node: 1.0,
+            roofline_p: 1.0,
+        },
+    }
+}
+
+fn toy_pricing() -> Pricing {
+    Pricing {
+        hardware: toy_hardware(),
+        model: TOY,
+        assumptions: Assumptions {
+            dispatch_fp8: false,
+            memory_fraction: 1.0,
+            ..Assumptions::default()
+        },
+    }
+}
+
+/// Expert 0 (30 rows) on GPU 0 of node 0, expert 1 (10 rows) on GPU 0 of
+/// node 1; tokens arrive evenly, so each GPU sends half of each expert.
+fn toy_case() -> (LoadTrace, Plan) {
+    let trace = LoadTrace::new(
+        Array3::from_shape_vec((1, 1, 2), vec![30.0, 10.0]).unwrap(),
+        vec![0],
+    )
+    .unwrap();
+    let plan = planners::contiguous(&trace, Topology::new(2, 1).unwrap()).unwrap();
+    (trace, plan)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+}
+
 #[test]
-fn explore_h100() {
+fn each_term_against_a_hand_computed_case() {
+    let (trace, plan) = toy_case();
+    let p = toy_pricing();
+    let t = priced(&trace, &plan, Rule::Even, &p).sim.time.unwrap();
+    // Compute: GPU 0 reads its expert (1 µs) and runs 30 rows (30 µs).
+    assert!(close(t.compute_us, 31.0), "{}", t.compute_us);
+    // Dispatch: GPU 0 receives 15 pairs and sends 5, all across nodes; 15
+    // BF16 messages of 128 × 2 bytes at 500 B/µs = 7.68 µs, + 10 µs.
+    assert!(
+        close(t.dispatch_us, 15.0 * 256.0 / 500.0 + 10.0),
+        "{}",
+        t.dispatch_us
+    );
+    assert!(close(t.combine_us, t.dispatch_us));
+    assert!(close(t.moe_layer_us, 31.0 + 2.0 * 17.68));
+    // FP8 dispatch: 128 bytes + one f32 scale per 128 elements.
+    let mut fp8 = toy_pricing();
+    fp8.assumptions.dispatch_fp8 = true;
+    let t8 = priced(&trace, &plan, Rule::Even, &fp8).sim.time.unwrap();
+    assert!(
+        close(t8.dispatch_us, 15.0 * 132.0 / 500.0 + 10.0),
+        "{}",
+        t8.dispatch_us
+    );
+    assert!(close(t8.combine_us, t.combine_us));
+    // The roofline (large p): the larger of 1 µs and 30 µs.
+    let mut roof = toy_pricing();
+    roof.hardware.efficiency.roofline_p = 64.0;
+    let tr = priced(&trace, &plan, Rule::Even, &roof).sim.time.unwrap();
+    assert!((tr.compute_us - 30.0).abs() < 0.01, "{}", tr.compute_us);
+    // One node of two GPUs: the same pairs over the 1 GB/s link + 2 µs.
+    let one = planners::contiguous(&trace, Topology::new(1, 2).unwrap()).unwrap();
+    let t1 = priced(&trace, &one, Rule::Even, &p).sim.time.unwrap();
+    assert!(
+        close(t1.dispatch_us, 15.0 * 256.0 / 1000.0 + 2.0),
+        "{}",
+        t1.dispatch_us
+    );
+    // A node's shared NIC, 2 × 2 GPUs, one expert each (30, 10, 10, 10
+    // rows): per GPU the busiest cross side is GPU 0's 15 pairs in (7.68 µs
+    // + 10); shared, node 0 takes in 15 + 5 = 20 pairs through one port
+    // (10.24 µs + 10).
+    let mut shared = toy_pricing();
+    shared.hardware.inter_node.shared_by_node = true;
+    let four = LoadTrace::new(
+        Array3::from_shape_vec((1, 1, 4), vec![30.0, 10.0, 10.0, 10.0]).unwrap(),
+        vec![0],
+    )
+    .unwrap();
+    let plan4 = planners::contiguous(&four, Topology::new(2, 2).unwrap()).unwrap();
+    let own = priced(&four, &plan4, Rule::Even, &p).sim.time.unwrap();
+    let nic = priced(&four, &plan4, Rule::Even, &shared).sim.time.unwrap();
+    assert!(
+        close(own.dispatch_us, 15.0 * 256.0 / 500.0 + 10.0),
+        "{}",
+        own.dispatch_us
+    );
+    assert!(
+        close(nic.dispatch_us, 20.0 * 256.0 / 500.0 + 10.0),
+        "{}",
+        nic.dispatch_us
+    );
+}
+
+#[test]
+fn memory_and_throughput_by_hand() {
+    let (trace, plan) = toy_case();
+    let p = toy_pricing();
+    let pred = prediction(&trace, &plan, &p);
+    // Weights: 1 M dense BF16 parameters over the 1-GPU node (2 MB) + one
+    // expert slot (49,152 B); KV: 1 GiB − that; per token 1,000 B over
+    // min(TP 1, 2 heads) = 1; two nodes hold a cache each.
+    let weights = 2e6 + 49_152.0;
+    assert!(close(pred.weights_gib_per_gpu * cost::GIB, weights));
+    let kv = cost::GIB - weights;
+    assert!(close(pred.kv_cache_gib_per_gpu * cost::GIB, kv));
+    assert!(close(pred.max_concurrent_tokens, 2.0 * kv / 1000.0));
+    assert_eq!(
+        pred.max_concurrent_requests,
+        (2.0 * kv / 1000.0 / 4096.0).floor()
+    );
+    // Dense: 2 × 1 M FLOPs per token × 40 tokens over 2 GPUs at 49,152
+    // FLOPs/µs = 813.8 µs, above the 2 MB weight read at 49,152 B/µs.
+    let dense: f64 = 2e6 * 40.0 / 2.0 / 49_152.0;
+    assert!(
+        close(pred.dense_us, dense.max(2e6 / 49_152.0)),
+        "{}",
+        pred.dense_us
+    );
+    // The step: the MoE layer (1 of the model's 1 layers) + dense; 40
+    // tokens served.
+    assert!(
+        close(pred.step_ms * 1e3, 66.36 + pred.dense_us),
+        "{}",
+        pred.step_ms
+    );
+    assert!(close(pred.tokens_per_s, 40.0 / (pred.step_ms / 1e3)));
+    // Decode with a cache of a few requests: the step serves that many
+    // tokens and its rows scale by the same share.
+    let mut dec = toy_pricing();
+    dec.assumptions.phase = Phase::Decode;
+    dec.assumptions.context_tokens = (2.0 * kv / 1000.0 / 10.0).ceil() as usize; // 9.x requests fit
+    let d = priced(&trace, &plan, Rule::Even, &dec);
+    let pd = d.predicted.unwrap();
+    assert_eq!(pd.max_concurrent_requests, 9.0);
+    assert!(close(pd.served_tokens_per_step, 9.0));
+    let share = 9.0 / 40.0;
+    let td = d.sim.time.unwrap();
+    assert!(
+        close(td.compute_us, 1.0 + 30.0 * share),
+        "{}",
+        td.compute_us
+    );
+}
+
+/// More bandwidth or TFLOPS never slows a step; more rows never speed it
+/// up — over generated traces, plans and every preset.
+#[test]
+fn monotone_in_bandwidth_tflops_and_rows() {
+    let m = model::preset("olmoe").unwrap();
+    let mut checked = 0;
+    for seed in 0..3u64 {
+        let mut cfg = GenConfig::new(m, 2);
+        cfg.seed = seed;
+        let trace = generate(&cfg).unwrap();
+        let doubled =
+            LoadTrace::new(trace.counts().mapv(|x| x * 2.0), trace.layer_ids().to_vec()).unwrap();
+        for topo in [Topology::new(1, 8).unwrap(), Topology::new(2, 4).unwrap()] {
+            let plan = planners::eplb(
+                &trace,
+                topo,
+                EplbConfig {
+                    redundant_experts: 8,
+                    groups: 1,
+                },
+            )
+            .unwrap();
+            for h in hardware::PRESETS {
+                let base = Pricing::new(h, m);
+                let t0 = priced(&trace, &plan, Rule::Even, &base).sim.time.unwrap();
+                let faster = |f: &dyn Fn(&mut Hardware)| {
+                    let mut p = base.clone();
+                    f(&mut p.hardware);
+                    priced(&trace, &plan, Rule::Even, &p).sim.time.unwrap()
+                };
+                let hbm = faster(&|h| h.gpu.hbm_gb_per_s *= 2.0);
+                let tf = faster(&|h| {
+                    h.gpu.bf16_tflops *= 2.0;
+                    h.gpu.fp8_tflops *= 2.0;
+                });
+                let links = faster(&|h| {
+                    h.intra_node.gb_per_s *= 2.0;
+                    h.inter_node.gb_per_s *= 2.0;
+                });
+                assert!(
+                    hbm.compute_us < t0.compute_us,
+                    "{}: {} vs {}",
+                    h.name,
+                    hbm.compute_us,
+                    t0.compute_us
+                );
+                assert!(tf.compute_us < t0.compute_us);
+                assert!(links.dispatch_us <= t0.dispatch_us && links.combine_us <= t0.combine_us);
+                assert!(links.moe_layer_us < t0.moe_layer_us || t0.dispatch_us == 0.0);
+                let more = priced(&doubled, &plan, Rule::Even, &base).sim.time.unwrap();
+                assert!(more.compute_us > t0.compute_us);
+                assert!(more.dispatch_us >= t0.dispatch_us && more.combine_us >= t0.combine_us);
+                checked += 1;
+            }
+        }
+    }
+    eprintln!("monotone: {checked} (trace, cluster, hardware) cases checked");
+    assert_eq!(checked, 3 * 2 * hardware::PRESETS.len());
+}
+
+/// A plan with more copies on its fullest GPU never shows more KV cache:
+/// EPLB at 0..=3 redundant slots per GPU and CRAFT at R = 0..=6, on two
+/// models and clusters, ordered by their fullest GPU.
+#[test]
+fn more_copies_never_more_kv_cache() {
+    let mut checked = 0;
+    for (name, topo) in [
+        ("deepseek-v3", Topology::new(4, 8).unwrap()),
+        ("qwen3-30b-a3b", Topology::new(1, 8).unwrap()),
+    ] {
+        let m = model::preset(name).unwrap();
+        let trace = generate(&GenConfig::new(m, 2)).unwrap();
+        let mut plans: Vec<Plan> = (0..=3)
+            .map(|k| {
+                planners::eplb(
+                    &trace,
+                    topo,
+                    EplbConfig {
+                        redundant_experts: k * topo.num_gpus(),
+                        groups: 1,
+                    },
+                )
+                .unwrap()
+            })
+            .collect();
+        plans.extend(
+            (0..=6)
+                .map(|r| planners::craft(&trace, topo, ReplicaBudget::ReplicasPerGpu(r)).unwrap()),
+        );
+        let h = hardware::preset("h100-ib-ndr").unwrap();
+        let a = Assumptions::default();
+        let mut rows: Vec<(usize, f64)> = plans
+            .iter()
+            .map(|p| {
+                (
+                    p.summary().slots_per_gpu_max,
+                    cost::memory(p, 0, h, m, &a).kv_cache,
+                )
+            })
+            .collect();
+        rows.sort_by_key(|x| x.0);
+        for w in rows.windows(2) {
+            assert!(
+                w[1].1 <= w[0].1,
+                "{name}: {} slots leave {} > {} slots' {}",
+                w[1].0,
+                w[1].1,
+                w[0].0,
+                w[0].1
+            );
+            checked += 1;
+        }
+        assert!(
+            rows.last().unwrap().1 < rows[0].1,
+            "{name}: more copies must cost some cache"
+        );
+    }
+    eprintln!("kv monotone: {checked} ordered pairs checked");
+    assert_eq!(checked, 2 * 10);
+}
+
+/// The `predicted` JSON keys, as docs/cost.md documents them: a renamed or
+/// added key fails here until the docs say so.
+#[test]
+fn predicted_keys_are_stable_and_documented() {
+    const KEYS: &[&str] = &[
+        "hardware",
+        "model",
+        "moe_layer_us",
+        "compute_us",
+        "dispatch_us",
+        "combine_us",
+        "copy_exposed_us",
+        "dense_us",
+        "step_ms",
+        "tokens_per_step",
+        "served_tokens_per_step",
+        "tokens_per_s",
+        "weights_gib_per_gpu",
+        "kv_cache_gib_per_gpu",
+        "max_concurrent_tokens",
+        "max_concurrent_requests",
+        "speedup",
+        "speedup_over",
+        "assumptions",
+        "notes",
+    ];
+    let (trace, plan) = toy_case();
+    let mut pred = prediction(&trace, &plan, &toy_pricing());
+    pred.speedup = Some(1.0);
+    pred.speedup_over = Some("BASE".into());
+    let v = serde_json::to_value(&pred).unwrap();
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    let mut want = KEYS.to_vec();
+    want.sort_unstable();
+    assert_eq!(keys, want);
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/cost.md"))
+        .unwrap();
+    for k in KEYS {
+        assert!(
+            docs.contains(&format!("`{k}`")),
+            "docs/cost.md does not document `{k}`"
+        );
+    }
+    let a = v["assumptions"].as_object().unwrap();
+    for k in a.keys() {
+        assert!(
+            docs.contains(&format!("`{k}`")),
+            "docs/cost.md does not document assumption `{k}`"
+        );
+    }
+}
+
+/// Every preset passes its own check and round-trips through the custom
+/// reader; broken files are refused with the field named.
+#[test]
+fn presets_check_and_custom_files_are_refused_when_wrong() {
+    for h in hardware::PRESETS {
+        h.check().unwrap();
+        let text = serde_json::to_vec(h).unwrap();
+        assert_eq!(
+            &moeplan::formats::hardware::read_hardware(&text).unwrap(),
+            h
+        );
+    }
+    let good = serde_json::to_value(hardware::preset("h100-ib-ndr").unwrap()).unwrap();
+    let bad = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = good.clone();
+        f(&mut v);
+        moeplan::formats::hardware::read_hardware(&serde_json::to_vec(&v).unwrap())
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(bad(&|v| v["gpu"]["hbm_gb_per_s"] = (-1.0).into()).contains("gpu.hbm_gb_per_s"));
+    assert!(bad(&|v| v["efficiency"]["gemm"] = 0.0.into()).contains("efficiency.gemm"));
+    assert!(bad(&|v| v["gpu"]["tflops"] = 1.0.into()).contains("unknown field"));
+    assert!(
+        bad(&|v| {
+            v.as_object_mut().unwrap().remove("inter_node");
+        })
+        .contains("inter_node")
+    );
+    assert!(
+        moeplan::formats::hardware::read_hardware(&vec![b' '; 70_000])
+            .unwrap_err()
+            .to_string()
+            .contains("limit")
+    );
+}
+
+/// moeplan-cuda's H100 rank times (docs/cuda.md, table (c)): the real
+/// `prefill_in4096.json` summed load, 16,384 tokens × top-8 per layer,
+/// 1 × 64 GPUs, vLLM dispatch, BF16 DeepSeek-V3 experts; each layer's
+/// slowest rank, measured against the model's compute term. BASE, EPLB
+/// and CRAFT within 10 % (the aim; the token metric misses CRAFT's
+/// time by 17 %).
+#[test]
+fn h100_rank_times_within_10_percent() {
     let Some(trace) = common::read_shared_trace("sglang-deepseek-v3/prefill_in4096.json") else {
         return;
     };
-    // Each layer scaled to 131,072 rows, as the bench drew them.
+    // Each layer scaled to the 131,072 rows the bench drew.
     let mut c = trace.counts().to_owned();
     for l in 0..trace.num_layers() {
         let s: f64 = c.slice(ndarray::s![0, l, ..]).sum();
         c.slice_mut(ndarray::s![0, l, ..])
-            .mapv_inplace(|x| x * 131072.0 / s);
+            .mapv_inplace(|x| x * 131_072.0 / s);
     }
     let scaled = LoadTrace::new(c, trace.layer_ids().to_vec()).unwrap();
     let topo = Topology::new(1, 64).unwrap();
@@ -52,11 +465,11 @@ fn explore_h100() {
         model::preset("deepseek-v3").unwrap(),
     );
     pricing.assumptions.bytes_per_weight = Some(2);
+    let craft = |r| planners::craft(&trace, topo, ReplicaBudget::ReplicasPerGpu(r)).unwrap();
     let plans = [
-        ("contiguous", planners::contiguous(&trace, topo).unwrap()),
         ("base", planners::base(&trace, topo, 1).unwrap()),
         (
-            "eplb64",
+            "eplb",
             planners::eplb(
                 &trace,
                 topo,
@@ -67,26 +480,181 @@ fn explore_h100() {
             )
             .unwrap(),
         ),
-        (
-            "craft8",
-            planners::craft(&trace, topo, ReplicaBudget::ReplicasPerGpu(8)).unwrap(),
-        ),
-        (
-            "craft16",
-            planners::craft(&trace, topo, ReplicaBudget::ReplicasPerGpu(16)).unwrap(),
-        ),
+        ("craft8", craft(8)),
+        ("craft16", craft(16)),
+        ("contiguous", planners::contiguous(&trace, topo).unwrap()),
     ];
-    for (name, plan) in &plans {
-        let v = priced(&scaled, plan, Rule::Vllm, &pricing);
-        let t = v.sim.time.unwrap();
-        let ids = scaled.layer_ids();
-        let at = |id: u32| ids.iter().position(|&x| x == id).unwrap();
+    // (plan, layer, measured ms) from docs/cuda.md.
+    let measured = [
+        ("base", 3, 0.489),
+        ("base", 30, 0.489),
+        ("eplb", 3, 0.367),
+        ("eplb", 30, 0.377),
+        ("eplb", 60, 0.383),
+        ("craft8", 3, 0.425),
+        ("craft8", 30, 0.385),
+        ("craft8", 60, 0.439),
+        ("craft16", 60, 0.382),
+        ("contiguous", 3, 0.685),
+        ("contiguous", 30, 0.693),
+    ];
+    let ids = scaled.layer_ids();
+    let mut worst = 0.0f64;
+    for (name, layer, ms) in measured {
+        let plan = &plans.iter().find(|(n, _)| *n == name).unwrap().1;
+        let t = priced(&scaled, plan, Rule::Vllm, &pricing)
+            .sim
+            .time
+            .unwrap();
+        let at = ids.iter().position(|&x| x == layer).unwrap();
+        let pred = t.per_layer_compute_us[at] / 1e3;
+        let gap = pred / ms - 1.0;
         eprintln!(
-            "{name}: compute l3 {:.3} l30 {:.3} l60 {:.3} ms; layer {:.3}",
-            t.per_layer_compute_us[at(3)] / 1e3,
-            t.per_layer_compute_us[at(30)] / 1e3,
-            t.per_layer_compute_us[at(60)] / 1e3,
-            t.moe_layer_us / 1e3
+            "{name:<10} layer {layer:>2}: predicted {pred:.3} ms, measured {ms:.3} ms ({:+.1} %)",
+            gap * 100.0
+        );
+        worst = worst.max(gap.abs());
+        assert!(
+            gap.abs() <= 0.10,
+            "{name} layer {layer}: {pred:.3} vs {ms:.3}"
+        );
+    }
+    eprintln!("largest gap {:.1} %", worst * 100.0);
+}
+
+/// CRAFT §5.3: EPLB with one replica per MoE layer per GPU shrinks the KV
+/// cache by 19 % (DeepSeek-R1, 8 × 8 A100-80GB), 75 % (Kimi-K2, 6 nodes)
+/// and 24 % (Kimi-K2, 12 nodes). Assumed as CRAFT ran: BF16 weights,
+/// attention TP over a node, all-to-all over point-to-point sends with a
+/// 4,096-token BF16 buffer per peer each way; the memory fraction (0.6725:
+/// ~28 GB for activations, graphs and the rest) is fitted to the K × 6 row,
+/// the other two are checked: within 3 points.
+#[test]
+fn craft_kv_cache_loss_within_3_points() {
+    let a = Assumptions {
+        bytes_per_weight: Some(2),
+        peer_buffer_tokens: 4096,
+        memory_fraction: 0.6725,
+        ..Assumptions::default()
+    };
+    let h = hardware::preset("a100-80g-efa").unwrap();
+    for (name, nodes, paper) in [
+        ("deepseek-v3", 8, 19.0),
+        ("kimi-k2", 6, 75.0),
+        ("kimi-k2", 12, 24.0),
+    ] {
+        let m = model::preset(name).unwrap();
+        let trace = generate(&GenConfig::new(m, 1)).unwrap();
+        let topo = Topology::new(nodes, 8).unwrap();
+        let d = topo.num_gpus();
+        let base = planners::base(&trace, topo, 1).unwrap();
+        let eplb = planners::eplb(
+            &trace,
+            topo,
+            EplbConfig {
+                redundant_experts: d,
+                groups: 1,
+            },
+        )
+        .unwrap();
+        let kv = |p: &Plan| cost::memory(p, 0, h, m, &a).kv_cache;
+        let loss = 100.0 * (1.0 - kv(&eplb) / kv(&base));
+        eprintln!(
+            "{name} on {nodes} × 8: EPLB shrinks the KV cache by {loss:.1} % (paper {paper} %)"
+        );
+        assert!(
+            (loss - paper).abs() <= 3.0,
+            "{name} {nodes}: {loss:.1} vs {paper}"
+        );
+    }
+}
+
+/// DeepEP's published kernel tables (deepseek-ai/DeepEP docs/legacy.md,
+/// H800 + CX7 400 Gb/s): uniform top-8 routing over 256 experts, FP8
+/// dispatch, BF16 combine, on the `h800-ib-ndr` preset. Low-latency
+/// kernels (128 tokens per GPU, EP 8–256): latency within 25 % of every
+/// row (one row, EP 256 dispatch, set the kernels' fixed overhead). Normal
+/// kernels (4,096 tokens per GPU): the bottleneck link's bandwidth within
+/// 25 % — there the model's answer is its sustained link bandwidth less
+/// latency, so the check holds the efficiencies, not more.
+#[test]
+fn deepep_tables_within_25_percent() {
+    let h = hardware::preset("h800-ib-ndr").unwrap();
+    let m = model::preset("deepseek-v3").unwrap();
+    let run = |ep: usize, tokens: f64, kernel: Kernel| {
+        let counts = Array3::from_elem((1, 1, 256), tokens * ep as f64 * 8.0 / 256.0);
+        let trace = LoadTrace::new(counts, vec![3]).unwrap();
+        let topo = Topology::new((ep / 8).max(1), ep.min(8)).unwrap();
+        let plan = planners::contiguous(&trace, topo).unwrap();
+        // The kernels alone: no memory cap (DeepSeek-V3 does not fit on
+        // one node of 80 GB GPUs, DeepEP's EP 8 row runs the kernels only).
+        let mut p = Pricing::new(h, m);
+        p.assumptions.kernel = kernel;
+        let cost = CostModel {
+            time: Some(p.time_cost()),
+            ..CostModel::for_model(m)
+        };
+        let work = Workload::new(trace);
+        moeplan::judge::simulate(
+            &work,
+            &moeplan::judge::Strategy::fixed(plan, Rule::Even),
+            &cost,
+        )
+        .unwrap()
+        .time
+        .unwrap()
+    };
+    let ll = [
+        (8, 77.0, 114.0),
+        (16, 118.0, 195.0),
+        (32, 155.0, 273.0),
+        (64, 173.0, 314.0),
+        (128, 192.0, 369.0),
+        (256, 194.0, 360.0),
+    ];
+    for (ep, dispatch, combine) in ll {
+        let t = run(ep, 128.0, Kernel::LowLatency);
+        let (gd, gc) = (t.dispatch_us / dispatch - 1.0, t.combine_us / combine - 1.0);
+        eprintln!(
+            "low-latency EP {ep:>3}: dispatch {:.0} µs vs {dispatch} ({:+.1} %), combine {:.0} µs vs {combine} ({:+.1} %)",
+            t.dispatch_us,
+            gd * 100.0,
+            t.combine_us,
+            gc * 100.0
+        );
+        assert!(gd.abs() <= 0.25 && gc.abs() <= 0.25, "EP {ep}");
+    }
+    let normal = [
+        (8, 153.0, 158.0),
+        (16, 43.0, 43.0),
+        (32, 58.0, 57.0),
+        (64, 51.0, 50.0),
+    ];
+    for (ep, dispatch, combine) in normal {
+        let t = run(ep, 4096.0, Kernel::Normal);
+        let (bw, lat) = if ep == 8 {
+            (
+                h.intra_node.gb_per_s * h.efficiency.intra_node,
+                h.intra_node.latency_us,
+            )
+        } else {
+            (
+                h.inter_node.gb_per_s * h.efficiency.inter_node,
+                h.inter_node.latency_us,
+            )
+        };
+        let pd = bw * (t.dispatch_us - lat) / t.dispatch_us;
+        let pc = bw * (t.combine_us - lat) / t.combine_us;
+        eprintln!(
+            "normal EP {ep:>2}: dispatch {pd:.0} GB/s vs {dispatch} ({:+.1} %), combine {pc:.0} vs {combine} ({:+.1} %); {:.0} / {:.0} µs",
+            (pd / dispatch - 1.0) * 100.0,
+            (pc / combine - 1.0) * 100.0,
+            t.dispatch_us,
+            t.combine_us
+        );
+        assert!(
+            (pd / dispatch - 1.0).abs() <= 0.25 && (pc / combine - 1.0).abs() <= 0.25,
+            "EP {ep}"
         );
     }
 }

@@ -2,12 +2,11 @@
 //! (the CRAFT paper's Figure 5 / 9 as a table), judged under one dispatch
 //! rule.
 
-use moeplan::Workload;
 use moeplan::judge::Rule;
 use moeplan::planners::CraftOptions;
 use moeplan::planners::eplb::GROUPS;
-use moeplan::studies::sweep::{Sweep, sweep_by};
-use moeplan::{LoadTrace, Topology, data::model};
+use moeplan::studies::sweep::sweep_by;
+use moeplan::{Topology, data::model};
 
 use super::split_for;
 use crate::args::SweepArgs;
@@ -40,29 +39,56 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
     let groups = settings.count(&GROUPS)?;
     let options = CraftOptions::from_settings(settings)?;
     let bar = spinner("sweeping budgets");
-    let result = if rule == Rule::Even {
+    let mut predicted = Vec::new();
+    let result = if rule == Rule::Even && cost.pricing.is_none() {
         moeplan::studies::sweep::sweep(&planned_on, work.trace(), topology, groups, &options)
     } else {
-        sweep_under(&planned_on, &work, topology, groups, &options, rule, &cost)
+        sweep_by(&planned_on, topology, groups, &options, |plan| {
+            let j = judge_quietly(&work, plan, rule, &cost)?;
+            predicted.push(j.predicted);
+            Ok(j.report)
+        })
     };
     bar.finish_and_clear();
     let result = result?;
+    // The first row is BASE: every priced row's speedup is over it.
+    let base_tput = predicted
+        .first()
+        .and_then(|p| p.as_ref())
+        .map(|p| p.tokens_per_s);
+    for p in predicted.iter_mut().flatten() {
+        if let Some(b) = base_tput.filter(|&b| b > 0.0) {
+            p.speedup = Some(p.tokens_per_s / b);
+            p.speedup_over = Some(crate::judge::BASE_ABOUT.to_string());
+        }
+    }
     if args.json {
         let mut v = serde_json::to_value(&result).unwrap_or_default();
+        if let Some(rows) = v["rows"].as_array_mut() {
+            for (row, p) in rows.iter_mut().zip(&predicted) {
+                if let Some(p) = p {
+                    row["predicted"] = serde_json::to_value(p).unwrap_or_default();
+                }
+            }
+        }
         v["scope"] = scope.into();
         v["expert_bytes"] = preset.map(|p| p.expert_bytes()).into();
         v["dispatch"] = rule.name().into();
         v["sources"] = work.sources().into();
         emit(&v.to_string());
     } else {
-        emit(&report::sweep(
+        let mut text = report::sweep(
             &result,
             topology,
             &scope,
             preset,
             rule.name(),
             work.sources(),
-        ));
+        );
+        if predicted.iter().any(Option::is_some) {
+            text.push_str(&report::sweep_predicted(&result, &predicted));
+        }
+        emit(&text);
     }
     Ok(())
 }
@@ -70,15 +96,16 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
 /// `moeplan::studies::sweep::sweep` with every plan judged under `rule` (the
 /// simulator's balance; bound and memory as the sweep's). The same plans in
 /// the same order: a unit test holds it to the core's sweep under `even`.
+#[cfg(test)]
 fn sweep_under(
-    plan_on: &LoadTrace,
-    work: &Workload,
+    plan_on: &moeplan::LoadTrace,
+    work: &moeplan::Workload,
     topology: Topology,
     groups: usize,
     options: &CraftOptions,
     rule: Rule,
     cost: &Cost,
-) -> Result<Sweep, moeplan::Error> {
+) -> Result<moeplan::studies::sweep::Sweep, moeplan::Error> {
     sweep_by(plan_on, topology, groups, options, |plan| {
         Ok(judge_quietly(work, plan, rule, cost)?.report)
     })
@@ -98,7 +125,7 @@ mod tests {
         let options = CraftOptions::default();
         let cost = Cost::choose(None, &t).unwrap();
         let core = moeplan::studies::sweep::sweep(&t, &t, topology, 1, &options).unwrap();
-        let work = Workload::new(t.clone());
+        let work = moeplan::Workload::new(t.clone());
         let ours = sweep_under(&t, &work, topology, 1, &options, Rule::Even, &cost).unwrap();
         assert_eq!(
             serde_json::to_string(&core).unwrap(),

@@ -268,6 +268,8 @@ impl StepTime {
 #[derive(Debug, Default)]
 pub(crate) struct Timer {
     node_load: Vec<f64>,
+    node_in: Vec<f64>,
+    node_out: Vec<f64>,
 }
 
 impl Timer {
@@ -333,46 +335,61 @@ impl Timer {
             }
             None => self.expected_messages(t.top_k, topology, loads, total),
         };
-        let link = |bytes_per_token: f64| -> f64 {
-            let mut worst = 0.0f64;
-            let mut latency = 0.0f64;
-            let inter_bw = if t.inter_shared {
-                t.inter_bytes_per_us / gpn as f64
+        // Each link's busiest side in pair-messages per µs of one byte:
+        // dispatch and combine differ only in bytes per message.
+        let cross_share = if tally.cross > 0.0 {
+            ratio(tally.cross, tally.intra + tally.cross)
+        } else {
+            0.0
+        };
+        let nodes = topology.nodes();
+        self.node_in.clear();
+        self.node_in.resize(nodes, 0.0);
+        self.node_out.clear();
+        self.node_out.resize(nodes, 0.0);
+        let (mut worst, mut intra_used, mut inter_used) = (0.0f64, false, false);
+        for g in 0..d.min(tally.ingress.len()) {
+            let (ing, eg) = (tally.ingress[g], tally.egress[g]);
+            // Per GPU where the replay sent pairs one by one, else the
+            // layer's cross-node share (exact for ingress under the even
+            // closed form).
+            let (ing_x, eg_x) = if tally.by_pair {
+                (tally.ingress_cross[g], tally.egress_cross[g])
             } else {
-                t.inter_bytes_per_us
+                (ing * cross_share, eg * cross_share)
             };
-            let cross_share = if tally.cross > 0.0 {
-                ratio(tally.cross, tally.intra + tally.cross)
+            let intra = (ing - ing_x).max(eg - eg_x).max(0.0) * msg_gpu;
+            let inter = ing_x.max(eg_x) * msg_node;
+            intra_used |= intra > 0.0;
+            inter_used |= inter > 0.0;
+            worst = worst.max(intra / t.intra_bytes_per_us);
+            if t.inter_shared {
+                // One NIC per node: the node's GPUs share it.
+                self.node_in[g / gpn] += ing_x * msg_node;
+                self.node_out[g / gpn] += eg_x * msg_node;
             } else {
-                0.0
-            };
-            for g in 0..d.min(tally.ingress.len()) {
-                let (ing, eg) = (tally.ingress[g], tally.egress[g]);
-                // Per GPU where the replay sent pairs one by one, else the
-                // layer's cross-node share (exact for ingress under the
-                // even closed form).
-                let (ing_x, eg_x) = if tally.by_pair {
-                    (tally.ingress_cross[g], tally.egress_cross[g])
-                } else {
-                    (ing * cross_share, eg * cross_share)
-                };
-                let (ing_i, eg_i) = (ing - ing_x, eg - eg_x);
-                let intra = ing_i.max(eg_i) * msg_gpu * share * bytes_per_token;
-                let inter = ing_x.max(eg_x) * msg_node * share * bytes_per_token;
-                let us = (intra / t.intra_bytes_per_us).max(inter / inter_bw);
-                worst = worst.max(us);
-                if intra > 0.0 {
-                    latency = latency.max(t.intra_latency_us);
-                }
-                if inter > 0.0 {
-                    latency = latency.max(t.inter_latency_us);
-                }
+                worst = worst.max(inter / t.inter_bytes_per_us);
             }
-            match t.low_latency_us {
-                Some(overhead) if worst > 0.0 => worst + overhead,
-                _ => worst + latency,
+        }
+        if t.inter_shared {
+            for (i, o) in self.node_in.iter().zip(&self.node_out) {
+                worst = worst.max(i.max(*o) / t.inter_bytes_per_us);
+            }
+        }
+        let fixed = match t.low_latency_us {
+            Some(overhead) if worst > 0.0 => overhead,
+            _ => {
+                let mut l = 0.0f64;
+                if intra_used {
+                    l = l.max(t.intra_latency_us);
+                }
+                if inter_used {
+                    l = l.max(t.inter_latency_us);
+                }
+                l
             }
         };
+        let link = |bytes_per_message: f64| worst * share * bytes_per_message + fixed;
         StepTime {
             compute_us: compute,
             dispatch_us: link(t.dispatch_bytes),
@@ -693,9 +710,9 @@ pub(crate) fn predict(
         .unwrap_or(model.bytes_per_weight) as f64;
     let expert_bytes = model.expert_params() as f64 * bpw;
     let (mut step_us, mut served, mut exposed_sum, mut dense_sum) = (0.0, 0.0, 0.0, 0.0);
-    for b in 0..trace.num_batches() {
+    for (b, &tokens_b) in tokens.iter().enumerate() {
         let share = time.per_batch_share.get(b).copied().unwrap_or(1.0);
-        let served_b = tokens[b] * share;
+        let served_b = tokens_b * share;
         // A per-batch planner's copies for layer l run while layer l − 1
         // computes (Libra's double buffering); the first layer's in full.
         let mut exposed = 0.0;
