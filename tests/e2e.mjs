@@ -20,6 +20,9 @@
 //  - Libra, a per-batch planner: its row (under its own rule), the per-batch
 //    timeline (a point per batch, its bytes copied), N and the predictor as
 //    live controls, and a predictor the trace cannot feed refused visibly;
+//  - the hardware: every plan's predicted step, tokens/s against BASE and
+//    its breakdown; a slower machine slows every step; the budget path
+//    timed with prices on (at most 2 ms more in the worker);
 //  - the dispatch rule: the summary's caption and the traffic panel name it,
 //    the figures change and come back under even, no cross-node traffic on
 //    one node;
@@ -350,6 +353,46 @@ async function main() {
         /local-first/.test(await text(p1, "#summary-caption")) && sameIds(one, WITH_LIBRA)
         && one.every((t) => (ownRule(t) || t.rule === "local-first") && t.cross === 0 && t.local > 0),
         JSON.stringify(one));
+    });
+
+    // 2b'. The hardware: every plan priced (step time, tokens/s against
+    // BASE, the breakdown per plan); a slower machine slows every step; the
+    // budget path timed again with the prices on; back to none, no panel.
+    await section("hardware", async () => {
+      const cost = (p) => p.$$eval(".cost-row", (rows) => rows.map((r) => ({
+        id: r.id.replace(/^cost-/, ""), step: Number(r.dataset.stepMs), tput: Number(r.dataset.tokensPerS),
+        compute: Number(r.dataset.computeUs), dispatch: Number(r.dataset.dispatchUs),
+        combine: Number(r.dataset.combineUs), dense: Number(r.dataset.denseUs),
+      })));
+      const setHardware = async (p, hw) => {
+        await p.selectOption("#hardware", hw);
+        await p.waitForFunction((h) => (h ? document.querySelector("#cost")?.dataset.hardware === h : !document.querySelector("#cost"))
+          && document.querySelector("#status")?.classList.contains("ready"), hw, { timeout: 60000 });
+      };
+      check("no hardware: no cost panel, no prices", (await page.$("#cost")) === null && (await text(page, "#step-craft")) === "—");
+      await setHardware(page, "h100-ib-ndr");
+      const h100 = await cost(page);
+      check("every plan priced on h100-ib-ndr, its step split into compute, dispatch, combine and the dense part",
+        JSON.stringify(h100.map((c) => c.id)) === JSON.stringify(PLANS)
+        && h100.every((c) => c.step > 0 && c.tput > 0 && c.compute > 0 && c.dispatch > 0 && c.combine > 0 && c.dense > 0
+          && Math.abs(c.compute + c.dispatch + c.combine + c.dense - c.step * 1000) <= 0.02 * c.step * 1000),
+        JSON.stringify(h100));
+      check("the headline: step time, tokens/s and × BASE (BASE itself 1.000×)",
+        (await text(page, "#speedup-base")) === "1.000×" && /^[\d.]+ ms$/.test(await text(page, "#step-craft"))
+        && Number(await text(page, "#tput-craft")) > 0,
+        `${await text(page, "#step-craft")} · ${await text(page, "#tput-craft")} · ${await text(page, "#speedup-craft")}`);
+      check("the hardware is in the URL hash", await page.waitForFunction(() => /hw=h100-ib-ndr/.test(location.hash), null, { timeout: 5000 }).then(() => true), page.url());
+      timings.priced_8x8 = await timeBudget(page, "8 × 8 priced on h100-ib-ndr");
+      const added = timings.priced_8x8.in_worker_ms_median - timings.default_8x8.in_worker_ms_median;
+      timings.priced_8x8.added_in_worker_ms = round(added);
+      check("prices add at most 2 ms to a budget change in the worker (median of 12)", added <= 2,
+        `in the worker ${timings.priced_8x8.in_worker_ms_median} ms priced, ${timings.default_8x8.in_worker_ms_median} ms not: +${round(added)} ms`);
+      await setHardware(page, "3090-pcie1-25gbe");
+      const slow = await cost(page);
+      check("a slower machine (RTX 3090, PCIe 1.0, 25 GbE) slows every plan's step",
+        slow.length === h100.length && slow.every((c, i) => c.step > h100[i].step), JSON.stringify(slow.map((c) => c.step)));
+      await setHardware(page, "");
+      check("back to none: no cost panel", (await page.$("#cost")) === null);
     });
 
     // 2c. GRACE's views, which need affinity: a generated trace with token

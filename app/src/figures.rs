@@ -21,7 +21,8 @@ pub fn Summary(board: Board, settings: RwSignal<Settings>) -> impl IntoView {
     view! {
         <table class="summary" id="summary">
             <caption id="summary-caption">{move || format!("measured under dispatch rule: {}", board.rule.get())}</caption>
-            <thead><tr><th>"plan"</th><th>"balancedness"</th><th>"imbalance"</th><th>"replicas"</th><th>"replica memory / GPU"</th><th>"bound"</th></tr></thead>
+            <thead><tr><th>"plan"</th><th>"balancedness"</th><th>"imbalance"</th><th>"replicas"</th><th>"replica memory / GPU"</th><th>"bound"</th>
+                <th class="priced">"step"</th><th class="priced">"tokens/s"</th><th class="priced">"× BASE"</th></tr></thead>
             <tbody>
                 {move || names.get().into_iter().map(|name| row(board, name, expert_bytes)).collect_view()}
             </tbody>
@@ -66,6 +67,14 @@ fn row(board: Board, name: String, expert_bytes: Memo<u64>) -> impl IntoView {
     // A per-batch plan (Libra) says how it serves; its copies change every
     // batch, so no bound is given for one replica count.
     let schedule = move || plan.with(|p| p.as_ref().and_then(|p| p.schedule.clone()));
+    // The headline on a hardware: step time, throughput and speedup.
+    let priced = move |f: fn(&crate::protocol::Predicted) -> String| {
+        plan.with(|p| {
+            p.as_ref()
+                .and_then(|p| p.predicted.as_ref())
+                .map_or("—".to_string(), f)
+        })
+    };
     let bound = move || {
         plan.with(|p| match p {
             Some(p) if p.schedule.is_some() => "—".to_string(),
@@ -82,6 +91,9 @@ fn row(board: Board, name: String, expert_bytes: Memo<u64>) -> impl IntoView {
             <td class="num" id=format!("replicas-{name}")>{replicas}</td>
             <td class="num">{gib}" GiB"</td>
             <td class="num">{bound}</td>
+            <td class="num priced" id=format!("step-{name}")>{move || priced(|p| format!("{:.2} ms", p.step_ms))}</td>
+            <td class="num priced" id=format!("tput-{name}")>{move || priced(|p| format!("{:.0}", p.tokens_per_s))}</td>
+            <td class="num priced" id=format!("speedup-{name}")>{move || priced(|p| p.speedup.map_or("—".into(), |x| format!("{x:.3}×")))}</td>
         </tr>
     }
 }
@@ -146,6 +158,93 @@ fn traffic_row(board: Board, name: String) -> impl IntoView {
             <span class="num">{move || plan.with(|p| p.as_ref().map(|p| format!(
                 "{:.1} % · {:.1} % · {:.1} % · {:.2} GB cross-node",
                 p.traffic[0] * 100.0, p.traffic[1] * 100.0, p.traffic[2] * 100.0, p.cross_node_gb)).unwrap_or_default())}</span>
+        </div>
+    }
+}
+
+/// On a hardware, each plan's step split into what it is spent on:
+/// expert compute, dispatch and combine over the model's MoE layers, the
+/// dense part and copies not hidden — one stacked bar per plan, scaled to
+/// the slowest step, with its KV cache.
+#[component]
+pub fn CostPanel(board: Board) -> impl IntoView {
+    let names = Memo::new(move |_| {
+        board
+            .frame
+            .with(|f| f.as_ref().map(|f| f.plans.clone()).unwrap_or_default())
+    });
+    let priced = Memo::new(move |_| {
+        board.plans.with(|ps| {
+            ps.iter()
+                .filter_map(|p| p.predicted.as_ref())
+                .map(|p| (p.hardware.clone(), p.step_ms))
+                .fold(None, |acc: Option<(String, f64)>, (h, ms)| {
+                    Some((h, acc.map_or(ms, |(_, m)| m.max(ms))))
+                })
+        })
+    });
+    move || {
+        priced.get().map(|(hardware, slowest)| {
+            view! {
+                <figure class="cost" id="cost" data-hardware=hardware.clone()>
+                    <figcaption id="cost-caption">{format!(
+                        "Predicted step on {hardware}: expert compute · dispatch · combine (all MoE layers) · dense part · copies not hidden")}</figcaption>
+                    {names.get().into_iter().map(|name| cost_row(board, name, slowest)).collect_view()}
+                </figure>
+            }
+        })
+    }
+}
+
+fn cost_row(board: Board, name: String, slowest: f64) -> impl IntoView {
+    let plan = board.plan(&name);
+    let p = move || plan.with(|p| p.as_ref().and_then(|p| p.predicted.clone()));
+    // Per-step microseconds of each part.
+    let parts = move || {
+        p().map(|p| {
+            let l = p.moe_layers as f64;
+            [
+                p.compute_us * l,
+                p.dispatch_us * l,
+                p.combine_us * l,
+                p.dense_us,
+                p.copy_exposed_us,
+            ]
+        })
+        .unwrap_or_default()
+    };
+    let width = move |i: usize| {
+        move || {
+            let total = slowest * 1e3;
+            let x = parts()[i];
+            format!(
+                "width:{:.2}%",
+                if total > 0.0 { 100.0 * x / total } else { 0.0 }
+            )
+        }
+    };
+    let label = charts::label(&name);
+    view! {
+        <div class="cost-row" id=format!("cost-{name}")
+            data-step-ms=move || p().map(|p| format!("{:.6}", p.step_ms)).unwrap_or_default()
+            data-compute-us=move || format!("{:.6}", parts()[0])
+            data-dispatch-us=move || format!("{:.6}", parts()[1])
+            data-combine-us=move || format!("{:.6}", parts()[2])
+            data-dense-us=move || format!("{:.6}", parts()[3])
+            data-tokens-per-s=move || p().map(|p| format!("{:.3}", p.tokens_per_s)).unwrap_or_default()>
+            <span class="cost-name">{label}</span>
+            <span class="cost-bar">
+                <span class="compute" style=width(0)></span>
+                <span class="dispatch" style=width(1)></span>
+                <span class="combine" style=width(2)></span>
+                <span class="dense" style=width(3)></span>
+                <span class="copies" style=width(4)></span>
+            </span>
+            <span class="num">{move || p().map(|p| format!(
+                "{:.2} ms · {:.0} tokens/s{} · MoE layer {:.0} µs = {:.0} + {:.0} + {:.0} · KV {:.1} GiB/GPU",
+                p.step_ms, p.tokens_per_s,
+                p.speedup.map(|s| format!(" · {s:.3}× BASE")).unwrap_or_default(),
+                p.moe_layer_us, p.compute_us, p.dispatch_us, p.combine_us, p.kv_cache_gib_per_gpu)).unwrap_or_default()}</span>
         </div>
     }
 }

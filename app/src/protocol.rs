@@ -77,6 +77,14 @@ pub struct Request {
     /// Export CRAFT's plan in this format (`moeplan` or `sglang`) instead of
     /// answering with a view.
     pub export: Option<String>,
+    /// Price every plan on this hardware preset
+    /// (`moeplan::data::hardware`'s name); empty: balance only.
+    #[serde(default)]
+    pub hardware: String,
+    /// The model whose sizes the prices use (the page's memory model);
+    /// empty: the trace's, else DeepSeek-V3.
+    #[serde(default)]
+    pub model: String,
     /// Options of the per-batch planners (Libra's
     /// `extra_experts_per_gpu`, `predictor`), registry names and values:
     /// when they differ from the last ones asked for, only those planners
@@ -381,6 +389,39 @@ pub struct Figures {
     /// `None` for a static plan.
     #[serde(default)]
     pub schedule: Option<String>,
+    /// Time and memory on the request's hardware; `None` unpriced.
+    #[serde(default)]
+    pub predicted: Option<Predicted>,
+}
+
+/// What the page shows of a plan's prediction
+/// (`moeplan::judge::cost::Prediction`, its few scalars).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Predicted {
+    /// The hardware preset.
+    pub hardware: String,
+    /// One step, ms.
+    pub step_ms: f64,
+    /// Served tokens per second.
+    pub tokens_per_s: f64,
+    /// Throughput over BASE's.
+    pub speedup: Option<f64>,
+    /// Mean MoE layer time and its terms, µs.
+    pub moe_layer_us: f64,
+    /// Expert compute per MoE layer, µs.
+    pub compute_us: f64,
+    /// Dispatch per MoE layer, µs.
+    pub dispatch_us: f64,
+    /// Combine per MoE layer, µs.
+    pub combine_us: f64,
+    /// The dense part of a step, µs.
+    pub dense_us: f64,
+    /// Copies not hidden, per step, µs.
+    pub copy_exposed_us: f64,
+    /// MoE layers in a step.
+    pub moe_layers: usize,
+    /// KV cache per GPU, GiB.
+    pub kv_cache_gib_per_gpu: f64,
 }
 
 /// CRAFT's load per GPU and layer, relative to the layer's mean GPU load.
@@ -641,6 +682,14 @@ mod tests {
                 vec![]
             },
             schedule: (b > 0.6).then(|| "per batch, libra-rebalance".into()),
+            predicted: (b > 0.6).then(|| Predicted {
+                hardware: "h100-ib-ndr".into(),
+                step_ms: 12.5,
+                tokens_per_s: 1e5,
+                speedup: Some(1.25),
+                moe_layers: 58,
+                ..Predicted::default()
+            }),
         };
         Response::View {
             id: 7,

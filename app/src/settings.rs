@@ -38,6 +38,9 @@ pub struct Settings {
     pub libra_n: usize,
     /// Libra's predictor (a word of its registry option).
     pub predictor: String,
+    /// The hardware preset every plan is priced on
+    /// ([`moeplan::data::hardware`]'s name); empty: balance only.
+    pub hardware: String,
 }
 
 impl Default for Settings {
@@ -56,6 +59,7 @@ impl Default for Settings {
             rule: "even".into(),
             libra_n: default_count(&libra::EXTRA_EXPERTS_PER_GPU),
             predictor: libra::PREDICTOR.default.to_string(),
+            hardware: String::new(),
         }
     }
 }
@@ -103,6 +107,9 @@ impl Settings {
                 "layer" => s.layer = v.parse().unwrap_or(0),
                 "mem" if model::preset(v).is_ok() => s.memory_model = v.to_ascii_lowercase(),
                 "rule" if dispatch_rule(v).is_ok() => s.rule = v.to_string(),
+                "hw" if moeplan::data::hardware::preset(v).is_ok() => {
+                    s.hardware = v.to_ascii_lowercase()
+                }
                 "n" => {
                     s.libra_n = v
                         .parse()
@@ -128,6 +135,9 @@ impl Settings {
         }
         if self.predictor != d.predictor {
             libra.push_str(&format!("&predictor={}", self.predictor));
+        }
+        if !self.hardware.is_empty() {
+            libra.push_str(&format!("&hw={}", self.hardware));
         }
         format!(
             "#preset={}&batches={}&seed={}&nodes={}&gpus={}&groups={}&r={}&layer={}&mem={}&rule={}{}",

@@ -6,6 +6,7 @@
 
 use moeplan::data::Workload;
 use moeplan::formats::{self, ReadOptions};
+use moeplan::judge::cost::{Prediction, Pricing};
 use moeplan::planners::Settings;
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
@@ -14,7 +15,7 @@ use moeplan_view::{Cluster, View, Workspace, dispatch_rule};
 
 use crate::protocol::{
     CrossAsk, CrossLine, CrossTable, CurvePoint, Figures, Frame, Grouping, Heat, Placement,
-    Request, Response, Slot, Source, TOKENS_PER_BATCH, TraceStatsLite, Update,
+    Predicted, Request, Response, Slot, Source, TOKENS_PER_BATCH, TraceStatsLite, Update,
 };
 
 /// The page's reading limit in MiB: a file larger than this on disk is
@@ -204,6 +205,7 @@ impl Shown {
                     per_batch_imbalance: p.per_batch_imbalance.clone(),
                     per_batch_bytes: p.per_batch_bytes.clone(),
                     schedule: p.schedule.clone(),
+                    predicted: p.predicted.as_ref().map(predicted),
                 })
                 .collect(),
             replicas_per_gpu: v.replicas_per_gpu,
@@ -645,12 +647,56 @@ fn view(ws: &Workspace, req: &Request) -> Result<View, String> {
         &req.rule
     })
     .map_err(|e| e.to_string())?;
-    let view = if req.batches {
-        ws.view_with_batches(req.replicas_per_gpu, layer, rule)
-    } else {
-        ws.view_under(req.replicas_per_gpu, layer, rule)
-    };
-    view.map_err(|e| e.to_string())
+    let pricing = pricing(ws, req)?;
+    ws.view_priced(
+        req.replicas_per_gpu,
+        layer,
+        rule,
+        req.batches,
+        pricing.as_ref(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The request's hardware with the model whose sizes it prices: the
+/// page's memory model, else the trace's, else DeepSeek-V3.
+fn pricing(ws: &Workspace, req: &Request) -> Result<Option<Pricing>, String> {
+    if req.hardware.is_empty() {
+        return Ok(None);
+    }
+    let hardware = moeplan::data::hardware::preset(&req.hardware).map_err(|e| e.to_string())?;
+    let name = Some(req.model.as_str())
+        .filter(|m| !m.is_empty())
+        .or(ws.trace().model())
+        .unwrap_or("deepseek-v3");
+    let m = model::preset(name)
+        .or_else(|_| model::preset("deepseek-v3"))
+        .map_err(|e| e.to_string())?;
+    Ok(Some(Pricing::new(hardware, m)))
+}
+
+/// The few figures the page draws of a prediction, per MoE layer and per
+/// step.
+fn predicted(p: &Prediction) -> Predicted {
+    let moe_step_us = p.step_ms * 1e3 - p.dense_us - p.copy_exposed_us;
+    Predicted {
+        hardware: p.hardware.clone(),
+        step_ms: p.step_ms,
+        tokens_per_s: p.tokens_per_s,
+        speedup: p.speedup,
+        moe_layer_us: p.moe_layer_us,
+        compute_us: p.compute_us,
+        dispatch_us: p.dispatch_us,
+        combine_us: p.combine_us,
+        dense_us: p.dense_us,
+        copy_exposed_us: p.copy_exposed_us,
+        moe_layers: if p.moe_layer_us > 0.0 {
+            (moe_step_us / p.moe_layer_us).round().max(0.0) as usize
+        } else {
+            0
+        },
+        kv_cache_gib_per_gpu: p.kv_cache_gib_per_gpu,
+    }
 }
 
 /// The registry's settings for per-batch planner options (names and values
@@ -789,6 +835,8 @@ mod tests {
             layer: 0,
             rule: String::new(),
             export: None,
+            hardware: String::new(),
+            model: String::new(),
             per_batch: None,
             batches: false,
             cross: None,

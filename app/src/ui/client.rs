@@ -73,6 +73,8 @@ pub(super) enum Kind {
     Layer,
     /// The dispatch rule.
     Rule,
+    /// The hardware (or the model) every plan is priced on.
+    Hardware,
     Export,
     /// The previous trace, sent to a fresh worker.
     Restore,
@@ -536,6 +538,8 @@ impl Ctx {
             layer: s.layer,
             rule: s.rule.clone(),
             export,
+            hardware: s.hardware.clone(),
+            model: s.memory_model.clone(),
             // The worker re-plans only when these differ from the last
             // ones asked for: a budget change costs nothing more.
             per_batch: Some(s.per_batch()),
@@ -573,6 +577,10 @@ impl Ctx {
                 "replaying every plan under {}",
                 s.rule
             )));
+        }
+        if kind == Kind::Hardware {
+            self.status
+                .set(Status::Busy("pricing every plan on the hardware".into()));
         }
         if reading {
             self.arm_watchdog(id);
@@ -785,6 +793,7 @@ impl Ctx {
                             }
                             Kind::Layer
                             | Kind::Rule
+                            | Kind::Hardware
                             | Kind::Export
                             | Kind::Restore
                             | Kind::PerBatch

@@ -4,6 +4,7 @@
 //! through the client ([`Ctx`]).
 
 use leptos::prelude::*;
+use moeplan::data::hardware;
 use moeplan::data::model::PRESETS;
 use moeplan::planners::libra;
 use moeplan_view::dispatch_rules;
@@ -12,7 +13,7 @@ use crate::charts::{
     self, AffinityMap, CrossMatrix, CurveChart, GraceCurve, HeatMap, LayersChart, PlacementChart,
     ReplicasChart, TimelineChart,
 };
-use crate::figures::{Scope, Summary, TrafficPanel};
+use crate::figures::{CostPanel, Scope, Summary, TrafficPanel};
 use crate::settings::Settings;
 
 use super::client::{
@@ -60,6 +61,7 @@ pub fn App() -> impl IntoView {
     let field = move |get: fn(&Settings) -> String| Memo::new(move |_| settings.with(get));
     let preset = field(|s| s.preset.clone());
     let memory_model = field(|s| s.memory_model.clone());
+    let hardware = field(|s| s.hardware.clone());
     let rule = field(|s| s.rule.clone());
     let predictor = field(|s| s.predictor.clone());
     // Libra's options re-plan Libra only (the worker keeps every other
@@ -203,7 +205,13 @@ pub fn App() -> impl IntoView {
                     <p class="hint">"R: replicas per GPU, summed over all layers"</p>
                     {budget_inputs(ctx)}
                     <label for="mem">"Expert size of"</label>
-                    <select id="mem" on:change=move |ev| settings.update(|s| s.memory_model = event_target_value(&ev))>
+                    <select id="mem" on:change=move |ev| {
+                        settings.update(|s| s.memory_model = event_target_value(&ev));
+                        // The prices use this model's sizes too.
+                        if settings.with_untracked(|s| !s.hardware.is_empty()) {
+                            ctx.send(Kind::Hardware, None, None, None, None);
+                        }
+                    }>
                         {PRESETS.iter().map(|p| view! {
                             <option value=p.name selected=move || memory_model.with(|x| x == p.name)>
                                 {format!("{} ({:.0} MiB)", p.display, p.expert_bytes() as f64 / (1 << 20) as f64)}
@@ -224,6 +232,20 @@ pub fn App() -> impl IntoView {
                         }).collect_view()}
                     </select>
                     <p class="hint">"even: split over copies (the planners' own measure); the others replay each plan through the simulator"</p>
+                </section>
+                <section id="hardware-controls">
+                    <h2>"Hardware"</h2>
+                    <label for="hardware">"Price every plan on"</label>
+                    <select id="hardware" on:change=move |ev| {
+                        settings.update(|s| s.hardware = event_target_value(&ev));
+                        ctx.send(Kind::Hardware, None, None, None, None);
+                    }>
+                        <option value="" selected=move || hardware.with(String::is_empty)>"— balance only"</option>
+                        {hardware::listed().map(|(name, about)| view! {
+                            <option value=name title=about selected=move || hardware.with(|x| x == name)>{name}</option>
+                        }).collect_view()}
+                    </select>
+                    <p class="hint">"Predicted step time and tokens/s against BASE (the cost model, docs/cost.md), with the sizes of the model chosen above; a static plan is priced on the mean batch, Libra on every batch"</p>
                 </section>
                 <section id="cross-controls">
                     <h2>"Across workloads"</h2>
@@ -296,6 +318,7 @@ pub fn App() -> impl IntoView {
                 <Show when=move || board.frame.with(Option::is_some)>
                     <Summary board settings/>
                     <Scope board/>
+                    <CostPanel board/>
                     <TrafficPanel board/>
                     <div class="grid">
                         {curve_figure(ctx)}

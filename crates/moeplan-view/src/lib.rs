@@ -53,8 +53,9 @@ use moeplan::data::trace::LoadTrace;
 use moeplan::error::{Error, Result};
 use moeplan::formats::PlanFormat;
 use moeplan::formats::plan_json::PlanMeta;
+use moeplan::judge::cost::{Prediction, Pricing};
 use moeplan::judge::eval::per_batch_imbalance;
-use moeplan::judge::{CostModel, Rule, Strategy, simulate};
+use moeplan::judge::{CostModel, Rule, Served, Strategy, judge, simulate};
 use moeplan::planners::eplb::GROUPS;
 use moeplan::planners::grace::{Grace, GraceAnalysis};
 use moeplan::planners::registry::{
@@ -109,7 +110,17 @@ pub struct Workspace {
     /// budget, last computed: a replay a budget change does not pay
     /// ([`Workspace::view_with_batches`] fills it).
     batches: Arc<Mutex<Vec<KeptSeries>>>,
+    /// The workload's mean batch (every batch's counts averaged, tokens
+    /// arriving evenly): what a static plan is priced on, so a budget
+    /// change prices one batch, not all.
+    mean: Workload,
+    /// Predictions of the plans the budget does not move, by planner, rule
+    /// and pricing: kept until one of them changes.
+    priced: Arc<Mutex<Vec<KeptPrediction>>>,
 }
+
+/// A plan's prediction under a rule and pricing.
+type KeptPrediction = (PlannerId, Rule, Pricing, Prediction);
 
 /// A budgeted planner's per-batch series at one budget.
 type KeptSeries = (PlannerId, Option<usize>, Vec<f64>);
@@ -311,7 +322,15 @@ impl Workspace {
                 cross_node_bytes: cross * cost.hidden as f64 * cost.bytes_per_activation as f64,
             }
         });
+        let b_n = work.trace().num_batches().max(1) as f64;
+        let mean_counts = summed.mapv(|x| x / b_n).insert_axis(ndarray::Axis(0));
+        let mean = Workload::new(LoadTrace::new(
+            mean_counts,
+            work.trace().layer_ids().to_vec(),
+        )?);
         Ok(Workspace {
+            mean,
+            priced: Arc::default(),
             summed,
             work,
             topology,
@@ -466,7 +485,71 @@ impl Workspace {
         layer: usize,
         rule: Rule,
     ) -> Result<View> {
-        self.view_inner(replicas_per_gpu, layer, rule, false)
+        self.view_inner(replicas_per_gpu, layer, rule, false, None)
+    }
+
+    /// [`Workspace::view_under`] (with the per-batch series when
+    /// `batches`) with every plan priced on `pricing`'s hardware
+    /// ([`PlanFigures::predicted`]), each speedup over BASE's. A static
+    /// plan is priced on the workload's mean batch — one batch, so a
+    /// budget change stays within a few milliseconds; `moeplan eval
+    /// --hardware` prices every batch — and a per-batch plan (Libra) on
+    /// every batch, since its copies change from batch to batch. The plans
+    /// the budget does not move are priced once per rule and pricing.
+    ///
+    /// ```
+    /// use moeplan::judge::{Rule, cost::Pricing};
+    /// use moeplan::{data::{hardware, model}, synth::generator};
+    /// use moeplan_view::{Cluster, Workspace};
+    /// let m = model::preset("olmoe")?;
+    /// let ws = Workspace::new(generator::generate(&generator::GenConfig::new(m, 4))?, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
+    /// let p = Pricing::new(hardware::preset("h100-ib-ndr")?, m);
+    /// let v = ws.view_priced(Some(2), 0, Rule::Even, false, Some(&p))?;
+    /// let base = v.plans[0].predicted.as_ref().unwrap();
+    /// assert_eq!((v.plans[0].name.as_str(), base.speedup), ("base", Some(1.0)));
+    /// assert!(v.plans[2].predicted.as_ref().unwrap().step_ms > 0.0);
+    /// assert!(ws.view(Some(2), 0)?.plans[2].predicted.is_none());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn view_priced(
+        &self,
+        replicas_per_gpu: Option<usize>,
+        layer: usize,
+        rule: Rule,
+        batches: bool,
+        pricing: Option<&Pricing>,
+    ) -> Result<View> {
+        self.view_inner(replicas_per_gpu, layer, rule, batches, pricing)
+    }
+
+    /// A static plan priced on the mean batch.
+    fn predict(&self, plan: &Plan, rule: Rule, pricing: &Pricing) -> Result<Option<Prediction>> {
+        let served = Served::Plan { plan, rule };
+        Ok(judge(&self.mean, served, &self.cost, Some(pricing), |_, _| {})?.predicted)
+    }
+
+    /// A prediction kept for (planner, rule, pricing), else made and kept.
+    fn kept_prediction(
+        &self,
+        id: PlannerId,
+        rule: Rule,
+        pricing: &Pricing,
+        make: impl FnOnce() -> Result<Option<Prediction>>,
+    ) -> Result<Option<Prediction>> {
+        if let Ok(kept) = self.priced.lock() {
+            if let Some((.., p)) = kept
+                .iter()
+                .find(|(i, r, pr, _)| *i == id && *r == rule && pr == pricing)
+            {
+                return Ok(Some(p.clone()));
+            }
+        }
+        let made = make()?;
+        if let (Some(p), Ok(mut kept)) = (&made, self.priced.lock()) {
+            kept.retain(|(i, ..)| *i != id);
+            kept.push((id, rule, pricing.clone(), p.clone()));
+        }
+        Ok(made)
     }
 
     /// [`Workspace::view_under`] with every plan's imbalance per batch
@@ -495,7 +578,7 @@ impl Workspace {
         layer: usize,
         rule: Rule,
     ) -> Result<View> {
-        self.view_inner(replicas_per_gpu, layer, rule, true)
+        self.view_inner(replicas_per_gpu, layer, rule, true, None)
     }
 
     fn view_inner(
@@ -504,6 +587,7 @@ impl Workspace {
         layer: usize,
         rule: Rule,
         batches: bool,
+        pricing: Option<&Pricing>,
     ) -> Result<View> {
         let focus = self.focus()?.plan(replicas_per_gpu)?;
         let l = self.trace().num_layers();
@@ -526,17 +610,57 @@ impl Workspace {
                         (Rule::Even, None) => f.traffic = self.fixed_under(fixed, rule)?.traffic,
                         _ => self.fixed_under(fixed, rule)?.apply(&mut f),
                     }
+                    if let Some(p) = pricing {
+                        f.predicted = self.kept_prediction(entry.id, rule, p, || {
+                            self.predict(&fixed.plan, rule, p)
+                        })?;
+                    }
                     plans.push(f);
                 }
-                State::Scheduled(s) => plans.push(s.figures(planner)),
+                State::Scheduled(s) => {
+                    let mut f = s.figures(planner);
+                    if let Some(p) = pricing {
+                        // Under its own rule, whatever the view's.
+                        f.predicted =
+                            self.kept_prediction(entry.id, rule, p, || {
+                                let served = Served::Schedule {
+                                    base: &s.base,
+                                    schedule: &s.schedule,
+                                };
+                                Ok(judge(&self.work, served, &self.cost, Some(p), |_, _| {})?
+                                    .predicted)
+                            })?;
+                    }
+                    plans.push(f);
+                }
                 State::Slider(_) if i == self.focus => {
-                    plans.push(self.slider_under(planner, &focus, rule, batches)?);
+                    let mut f = self.slider_under(planner, &focus, rule, batches)?;
+                    if let Some(p) = pricing {
+                        f.predicted = self.predict(&focus.plan, rule, p)?;
+                    }
+                    plans.push(f);
                 }
                 State::Slider(ready) => {
                     let planned = ready.plan(replicas_per_gpu)?;
-                    plans.push(self.slider_under(planner, &planned, rule, batches)?);
+                    let mut f = self.slider_under(planner, &planned, rule, batches)?;
+                    if let Some(p) = pricing {
+                        f.predicted = self.predict(&planned.plan, rule, p)?;
+                    }
+                    plans.push(f);
                 }
             }
+        }
+        // Every speedup over BASE's throughput, when BASE is shown.
+        let base = plans
+            .iter()
+            .find(|f| f.name == "base")
+            .and_then(|f| f.predicted.as_ref())
+            .map(|p| p.tokens_per_s)
+            .filter(|&t| t > 0.0);
+        for p in plans.iter_mut().filter_map(|f| f.predicted.as_mut()) {
+            p.speedup = base.map(|b| p.tokens_per_s / b);
+            p.speedup_over =
+                base.map(|_| "BASE (the EPLB placement without replicas, same rule)".into());
         }
         Ok(View {
             topology: self.topology,

@@ -69,6 +69,10 @@ pub(crate) struct Scheduled {
     pub(crate) replica_slots_per_gpu: usize,
     /// The bound with the schedule's copies counted batch by batch.
     pub(crate) bound: f64,
+    /// The base and its schedule, priced on demand (all batches: a
+    /// schedule has no mean batch).
+    pub(crate) base: Plan,
+    pub(crate) schedule: moeplan::judge::Schedule,
 }
 
 /// What a plan's replay under a rule measured.
@@ -105,6 +109,7 @@ pub(crate) fn figures(planner: &dyn Planner, budget: Option<usize>, r: &EvalRepo
         per_batch_bytes: Vec::new(),
         schedule: None,
         own_rule: None,
+        predicted: None,
     }
 }
 
@@ -139,6 +144,7 @@ pub(crate) fn slider_figures(
         per_batch_bytes: Vec::new(),
         schedule: None,
         own_rule: None,
+        predicted: None,
     })
 }
 
@@ -189,11 +195,13 @@ impl Scheduled {
         let v = moeplan::judge::judge(work, served, cost, None, |_, _| {})?;
         Ok(Scheduled {
             bound: v.report.bound,
-            about: s.about,
+            about: s.about.clone(),
             bytes_per_batch: v.per_batch_bytes_copied.iter().map(|&b| b as f64).collect(),
             copies_per_layer: v.replicas_per_layer,
             replica_slots_per_gpu: v.report.replica_slots_fullest_gpu,
             report: v.sim,
+            base: base.clone(),
+            schedule: s,
         })
     }
 
@@ -220,6 +228,7 @@ impl Scheduled {
             per_batch_bytes: self.bytes_per_batch.clone(),
             schedule: Some(self.about.clone()),
             own_rule: Some(r.rule.clone()),
+            predicted: None,
         }
     }
 }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use moeplan::data::topology::Topology;
 use moeplan::judge::Traffic;
+use moeplan::judge::cost::Prediction;
 use moeplan::planners::registry::CurvePoint;
 
 use crate::grace::GroupingView;
@@ -65,6 +66,12 @@ pub struct PlanFigures {
     /// view's: a per-batch plan's own (`libra-rebalance`).
     #[serde(default)]
     pub own_rule: Option<String>,
+    /// Time, memory and throughput on the hardware a priced view names
+    /// ([`crate::Workspace::view_priced`]): a static plan priced on the
+    /// workload's mean batch, a per-batch plan on every batch; `None`
+    /// unpriced.
+    #[serde(default)]
+    pub predicted: Option<Prediction>,
 }
 
 /// Where a plan's (token, expert) pairs are served, over all batches: the

@@ -259,6 +259,14 @@ fn planner_list() -> serde_json::Value {
     list
 }
 
+/// The hardware presets `Planner.viewPriced` takes, by name
+/// (`moeplan hardware` lists them with their figures).
+#[wasm_bindgen(js_name = hardwareNames, unchecked_return_type = "string[]")]
+pub fn hardware_names() -> Result<JsValue, js_sys::Error> {
+    let names: Vec<&str> = moeplan::data::hardware::listed().map(|(n, _)| n).collect();
+    to_js(&names)
+}
+
 /// The built-in model shapes (name, layers, experts, top-k, bytes per expert).
 #[wasm_bindgen(unchecked_return_type = "Preset[]")]
 pub fn presets() -> Result<JsValue, js_sys::Error> {
@@ -395,6 +403,39 @@ impl Planner {
     ) -> Result<JsValue, js_sys::Error> {
         let ws = self.workspace()?;
         to_js(&ws.view(replicas_per_gpu, layer).map_err(js_error)?)
+    }
+
+    /// [`Planner::view`] with every plan priced on a hardware preset
+    /// (`hardwareNames()`): each plan's `predicted` holds its step time,
+    /// tokens/s, speedup over BASE, the MoE layer's compute, dispatch and
+    /// combine, and its KV cache (docs/cost.md). `model`: whose sizes the
+    /// prices use (`undefined`: the trace's, else DeepSeek-V3).
+    #[wasm_bindgen(js_name = viewPriced, unchecked_return_type = "View")]
+    pub fn view_priced(
+        &self,
+        replicas_per_gpu: Option<usize>,
+        layer: usize,
+        hardware: &str,
+        model: Option<String>,
+    ) -> Result<JsValue, js_sys::Error> {
+        let ws = self.workspace()?;
+        let h = moeplan::data::hardware::preset(hardware).map_err(js_error)?;
+        let name = model
+            .as_deref()
+            .or(ws.trace().model())
+            .unwrap_or("deepseek-v3");
+        let m = model::preset(name).map_err(js_error)?;
+        let pricing = moeplan::judge::cost::Pricing::new(h, m);
+        let view = ws
+            .view_priced(
+                replicas_per_gpu,
+                layer,
+                moeplan::judge::Rule::Even,
+                false,
+                Some(&pricing),
+            )
+            .map_err(js_error)?;
+        to_js(&view)
     }
 
     /// CRAFT's plan as `moeplan` JSON or SGLang `--init-expert-location` JSON.

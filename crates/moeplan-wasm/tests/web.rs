@@ -3,7 +3,7 @@
 //! broken inputs thrown as errors that leave the previous state in place.
 #![cfg(target_arch = "wasm32")]
 
-use moeplan_wasm::{Planner, plan, planners, presets};
+use moeplan_wasm::{Planner, hardware_names, plan, planners, presets};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::*;
 
@@ -161,4 +161,31 @@ fn planners_are_listed_and_defaults_are_the_registrys() {
         get(&out, "budget").as_f64(),
         Some(moeplan::planners::eplb::default_redundant_experts(8, 3) as f64)
     );
+}
+
+/// A planner priced on a hardware preset: every plan carries its predicted
+/// step, BASE is 1×, and an unknown preset is one clear error.
+#[wasm_bindgen_test]
+fn priced_view_carries_predictions() {
+    let names: Vec<String> = serde_wasm_bindgen::from_value(hardware_names().unwrap()).unwrap();
+    assert!(names.iter().any(|n| n == "h100-ib-ndr"), "{names:?}");
+    let mut p = Planner::new();
+    p.generate("olmoe", 4, 1).unwrap();
+    p.configure(
+        config(r#"{"nodes": 1, "gpusPerNode": 8, "groups": 1}"#),
+        Some(2),
+    )
+    .unwrap();
+    let v = p.view_priced(Some(2), 0, "h100-ib-ndr", None).unwrap();
+    let plans = js_sys::Array::from(&get(&v, "plans"));
+    assert!(plans.length() >= 3);
+    for plan in plans.iter() {
+        let pred = get(&plan, "predicted");
+        assert!(get(&pred, "step_ms").as_f64().unwrap() > 0.0);
+    }
+    let base = get(&plans.get(0), "predicted");
+    assert_eq!(get(&base, "speedup").as_f64(), Some(1.0));
+    let err = p.view_priced(Some(2), 0, "tpu-v9", None).unwrap_err();
+    let msg: String = js_sys::Error::from(JsValue::from(err)).message().into();
+    assert!(msg.contains("unknown hardware"), "{msg}");
 }

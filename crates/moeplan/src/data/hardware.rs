@@ -419,6 +419,25 @@ impl Hardware {
     }
 }
 
+/// The presets' names and one-line descriptions, in [`PRESETS`]' order —
+/// what front ends list.
+///
+/// ```
+/// let names: Vec<&str> = moeplan::data::hardware::listed().map(|(n, _)| n).collect();
+/// assert_eq!(names[1], "h100-ib-ndr");
+/// ```
+pub fn listed() -> impl Iterator<Item = (&'static str, &'static str)> {
+    PRESETS.iter().map(|h| {
+        let text = |c: &'static Cow<'static, str>| -> &'static str {
+            match c {
+                Cow::Borrowed(s) => s,
+                Cow::Owned(s) => s.as_str(),
+            }
+        };
+        (text(&h.name), text(&h.about))
+    })
+}
+
 /// Looks a preset up by name (case-insensitive).
 ///
 /// ```

@@ -1,0 +1,52 @@
+//! What the cost model adds to a replay, on the page's default (generated
+//! DeepSeek-V3, 64 batches × 58 layers × 256 experts, 8 × 8 GPUs, CRAFT
+//! R = 8 under `even`): the replay alone, the replay timing every (batch,
+//! layer) on `h100-ib-ndr`, and the whole priced judgement (memory, replay,
+//! step and throughput). The page's budget-change target: the cost model
+//! adds at most 2 ms (docs/speed.md).
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use moeplan::Workload;
+use moeplan::data::hardware;
+use moeplan::judge::cost::Pricing;
+use moeplan::judge::{CostModel, Rule, Served, Strategy, judge, simulate};
+use moeplan::planners::{ReplicaBudget, craft};
+use moeplan::synth::generator::{GenConfig, generate};
+use moeplan::{Topology, data::model};
+
+fn bench(c: &mut Criterion) {
+    let m = model::preset("deepseek-v3").unwrap();
+    let mut cfg = GenConfig::new(m, 64);
+    cfg.seed = 7;
+    let trace = generate(&cfg).unwrap();
+    let topo = Topology::new(8, 8).unwrap();
+    let plan = craft(&trace, topo, ReplicaBudget::ReplicasPerGpu(8)).unwrap();
+    let work = Workload::new(trace);
+    let cost = CostModel::for_model(m);
+    let pricing = Pricing::new(hardware::preset("h100-ib-ndr").unwrap(), m);
+    let timed = CostModel {
+        time: Some(pricing.time_cost()),
+        ..cost
+    };
+    let strategy = Strategy::fixed(plan.clone(), Rule::Even);
+    let mut group = c.benchmark_group("cost/page default 64x58x256 8x8gpu craft R=8");
+    group.bench_function("replay", |b| {
+        b.iter(|| simulate(black_box(&work), &strategy, &cost).unwrap())
+    });
+    group.bench_function("replay timed", |b| {
+        b.iter(|| simulate(black_box(&work), &strategy, &timed).unwrap())
+    });
+    let served = Served::Plan {
+        plan: &plan,
+        rule: Rule::Even,
+    };
+    group.bench_function("judge priced", |b| {
+        b.iter(|| judge(black_box(&work), served, &cost, Some(&pricing), |_, _| {}).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
