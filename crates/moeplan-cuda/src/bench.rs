@@ -29,6 +29,7 @@ use crate::gpu::{Gpu, LayerBuffers};
 use crate::routing::{self, Routing};
 use crate::select::{self, LayerSlots, Selector, plan_loads, select_cpu};
 use moeplan::judge::Rule;
+use moeplan::judge::cost::{Assumptions, TimeCost, copy_us};
 
 /// A planner as named on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,6 +209,21 @@ pub struct Prediction {
     /// The CPU's selection of the batch's rows ([`select_cpu`], one
     /// thread), ms: the host-side cost of GRACE's and Libra's rules.
     pub host_select_ms: f64,
+    /// The core's cost model on [`PREDICTED_ON`]: each rank's expert time
+    /// from its copies' rows (weight read and GEMMs per copy, BF16 as the
+    /// crate runs them), ms — what the measured rank times are held to.
+    pub predicted_rank_ms: Vec<f64>,
+}
+
+/// The hardware preset the bench's time prediction uses: the GPU this
+/// crate was measured on (docs/cuda.md).
+pub const PREDICTED_ON: &str = "h100-ib-ndr";
+
+impl Prediction {
+    /// The predicted layer time: the slowest rank's, ms.
+    pub fn predicted_layer_ms(&self) -> f64 {
+        self.predicted_rank_ms.iter().copied().fold(0.0, f64::max)
+    }
 }
 
 impl Prediction {
@@ -223,6 +239,9 @@ impl Prediction {
             "slots_per_rank": self.slots_per_rank,
             "select_on_host": self.select_on_host,
             "host_select_ms": self.host_select_ms,
+            "predicted_on": PREDICTED_ON,
+            "predicted_rank_ms": self.predicted_rank_ms,
+            "predicted_layer_ms": self.predicted_layer_ms(),
         })
     }
 
@@ -233,7 +252,7 @@ impl Prediction {
             .iter()
             .fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
         format!(
-            "  {}\n    predicted balancedness: trace even-split {:.4} · this batch even-split {:.4} · integer dispatch {:.4} (max/mean {:.3})\n    rows per rank: min {} · mean {:.1} · max {} · slots per rank: min {} · max {}",
+            "  {}\n    predicted balancedness: trace even-split {:.4} · this batch even-split {:.4} · integer dispatch {:.4} (max/mean {:.3})\n    rows per rank: min {} · mean {:.1} · max {} · slots per rank: min {} · max {}\n    predicted layer time on {PREDICTED_ON}: {:.4} ms (the cost model, docs/cost.md)",
             self.plan,
             self.predicted_trace,
             self.predicted_batch,
@@ -247,7 +266,8 @@ impl Prediction {
             rows.iter().sum::<f64>() / rows.len().max(1) as f64,
             rmax,
             self.slots_per_rank.iter().min().copied().unwrap_or(0),
-            self.slots_per_rank.iter().max().copied().unwrap_or(0)
+            self.slots_per_rank.iter().max().copied().unwrap_or(0),
+            self.predicted_layer_ms()
         )
     }
 }
@@ -383,6 +403,7 @@ fn prepare(trace: &LoadTrace, plans: &[(String, Plan)], cfg: &BenchConfig) -> Re
 
 /// The prediction of layer index `li` of plan `pi`, the rows' slots and
 /// their dispatch index (the reference the GPU's dispatch must equal).
+#[allow(clippy::too_many_arguments)]
 fn predict_one(
     trace: &LoadTrace,
     plans: &[(String, Plan)],
@@ -391,6 +412,7 @@ fn predict_one(
     li: usize,
     routing: &Routing,
     counts: &[u64],
+    shape: ExpertShape,
 ) -> Result<(Prediction, Vec<u32>, DispatchIndex)> {
     let (label, plan) = &plans[pi];
     let selector = prep.selectors[pi].get(li).ok_or_else(|| {
@@ -410,6 +432,16 @@ fn predict_one(
     let index = dispatch_cpu(&selected, slots.num_slots())?;
     let rows = index.rows_per_gpu(&slots);
     let rows_f: Vec<f64> = rows.iter().map(|&x| x as f64).collect();
+    let time = time_cost(shape)?;
+    let predicted_rank_ms = (0..slots.num_gpus())
+        .map(|g| {
+            slots
+                .gpu_slots(g)
+                .map(|s| copy_us(&time, f64::from(index.counts[s])))
+                .sum::<f64>()
+                / 1e3
+        })
+        .collect();
     let prediction = Prediction {
         layer: trace.layer_ids()[li],
         plan: label.clone(),
@@ -422,8 +454,20 @@ fn predict_one(
             .collect(),
         select_on_host: selector.on_host(),
         host_select_ms,
+        predicted_rank_ms,
     };
     Ok((prediction, selected, index))
+}
+
+/// The cost model's constants for BF16 experts of `shape` on
+/// [`PREDICTED_ON`].
+fn time_cost(shape: ExpertShape) -> Result<TimeCost> {
+    let h = moeplan::data::hardware::preset(PREDICTED_ON)?;
+    let mut m = *moeplan::data::model::preset("deepseek-v3")?;
+    m.hidden = shape.hidden;
+    m.moe_intermediate = shape.inter;
+    m.bytes_per_weight = 2;
+    Ok(TimeCost::new(h, &m, &Assumptions::default()))
 }
 
 /// The planner's side of a bench without a device: for every (layer,
@@ -460,7 +504,7 @@ pub fn predict(
         let routing = layer_routing(trace, cfg, li)?;
         let counts = routing.expert_counts(trace.num_experts());
         for pi in 0..plans.len() {
-            let (p, _, _) = predict_one(trace, plans, &prep, pi, li, &routing, &counts)?;
+            let (p, _, _) = predict_one(trace, plans, &prep, pi, li, &routing, &counts, cfg.shape)?;
             on_result(&p);
             out.push(p);
         }
@@ -498,7 +542,7 @@ pub fn run(
         let counts = routing.expert_counts(trace.num_experts());
         for (pi, (_, plan)) in plans.iter().enumerate() {
             let (prediction, selected, reference) =
-                predict_one(trace, plans, &prep, pi, li, &routing, &counts)?;
+                predict_one(trace, plans, &prep, pi, li, &routing, &counts, cfg.shape)?;
             let selector = &prep.selectors[pi][li];
             let picked = Picked {
                 selector,

@@ -117,6 +117,21 @@ fn predict_only_runs_plan_files_like_plans_made_here() -> R {
         // and replicas help on this skewed trace, whatever the rule
         let bal = |l: &serde_json::Value| l["predicted_integer_dispatch"].as_f64().unwrap_or(0.0);
         assert!(bal(&lines[1]) > bal(&lines[2]), "{rule}: {lines:?}");
+        // the cost model's layer time: the slowest rank's, each rank's
+        // copies' weight reads and GEMMs
+        for l in &lines {
+            let ranks: Vec<f64> = l["predicted_rank_ms"]
+                .as_array()
+                .ok_or("predicted_rank_ms")?
+                .iter()
+                .filter_map(|x| x.as_f64())
+                .collect();
+            let max = ranks.iter().copied().fold(0.0, f64::max);
+            assert!(
+                max > 0.0 && l["predicted_layer_ms"].as_f64() == Some(max),
+                "{l}"
+            );
+        }
     }
     let _ = std::fs::remove_file(&pp);
 

@@ -592,6 +592,7 @@ fn bench_reports_read_well() {
             slots_per_rank: vec![3, 2],
             select_on_host: false,
             host_select_ms: 0.5,
+            predicted_rank_ms: vec![0.25, 0.75],
         },
         rank_ms: vec![0.5, 1.0],
         measured: 0.75,
@@ -622,4 +623,9 @@ fn bench_reports_read_well() {
     assert_eq!(j["measured_max_over_mean"], 1.0 / 0.75);
     assert_eq!(j["predicted_integer_dispatch"], 0.75);
     assert_eq!(j["select_on_host"], false);
+    assert_eq!(j["predicted_layer_ms"], 0.75);
+    assert!(
+        t.contains("predicted layer time on h100-ib-ndr: 0.7500 ms"),
+        "{t}"
+    );
 }

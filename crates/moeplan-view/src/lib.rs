@@ -55,7 +55,7 @@ use moeplan::formats::PlanFormat;
 use moeplan::formats::plan_json::PlanMeta;
 use moeplan::judge::cost::{Prediction, Pricing};
 use moeplan::judge::eval::per_batch_imbalance;
-use moeplan::judge::{CostModel, Rule, Served, Strategy, judge, simulate};
+use moeplan::judge::{CostModel, Rule, Served, Strategy, price, simulate};
 use moeplan::planners::eplb::GROUPS;
 use moeplan::planners::grace::{Grace, GraceAnalysis};
 use moeplan::planners::registry::{
@@ -525,7 +525,7 @@ impl Workspace {
     /// A static plan priced on the mean batch.
     fn predict(&self, plan: &Plan, rule: Rule, pricing: &Pricing) -> Result<Option<Prediction>> {
         let served = Served::Plan { plan, rule };
-        Ok(judge(&self.mean, served, &self.cost, Some(pricing), |_, _| {})?.predicted)
+        price(&self.mean, served, &self.cost, pricing).map(Some)
     }
 
     /// A prediction kept for (planner, rule, pricing), else made and kept.
@@ -621,15 +621,13 @@ impl Workspace {
                     let mut f = s.figures(planner);
                     if let Some(p) = pricing {
                         // Under its own rule, whatever the view's.
-                        f.predicted =
-                            self.kept_prediction(entry.id, rule, p, || {
-                                let served = Served::Schedule {
-                                    base: &s.base,
-                                    schedule: &s.schedule,
-                                };
-                                Ok(judge(&self.work, served, &self.cost, Some(p), |_, _| {})?
-                                    .predicted)
-                            })?;
+                        f.predicted = self.kept_prediction(entry.id, rule, p, || {
+                            let served = Served::Schedule {
+                                base: &s.base,
+                                schedule: &s.schedule,
+                            };
+                            price(&self.work, served, &self.cost, p).map(Some)
+                        })?;
                     }
                     plans.push(f);
                 }

@@ -45,6 +45,27 @@ fn bench(c: &mut Criterion) {
     group.bench_function("judge priced", |b| {
         b.iter(|| judge(black_box(&work), served, &cost, Some(&pricing), |_, _| {}).unwrap())
     });
+    // What the page pays per budget change: CRAFT's plan priced on the
+    // mean batch.
+    let b_n = work.trace().num_batches() as f64;
+    let mean = work
+        .trace()
+        .summed()
+        .mapv(|x| x / b_n)
+        .insert_axis(ndarray::Axis(0));
+    let mean =
+        Workload::new(moeplan::LoadTrace::new(mean, work.trace().layer_ids().to_vec()).unwrap());
+    let mean_strategy = Strategy::fixed(plan.clone(), Rule::Even);
+    group.bench_function("mean batch replay", |b| {
+        b.iter(|| simulate(black_box(&mean), &mean_strategy, &cost).unwrap())
+    });
+    group.bench_function("mean batch replay timed", |b| {
+        b.iter(|| simulate(black_box(&mean), &mean_strategy, &timed).unwrap())
+    });
+    group.bench_function("plan summary", |b| b.iter(|| black_box(&plan).summary()));
+    group.bench_function("price mean batch", |b| {
+        b.iter(|| moeplan::judge::price(black_box(&mean), served, &cost, &pricing).unwrap())
+    });
     group.finish();
 }
 

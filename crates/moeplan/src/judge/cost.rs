@@ -250,6 +250,26 @@ impl TimeCost {
     }
 }
 
+/// One hosted copy's expert time for `rows` rows, µs: its weight read and
+/// GEMMs blended as the cost model does (0 for a copy without rows). For
+/// a front end that knows every copy's rows (moeplan-cuda's bench).
+///
+/// ```
+/// use moeplan::{data::{hardware, model}, judge::cost::{copy_us, Assumptions, TimeCost}};
+/// let h = hardware::preset("h100-ib-ndr")?;
+/// let t = TimeCost::new(h, model::preset("deepseek-v3")?, &Assumptions::default());
+/// assert_eq!(copy_us(&t, 0.0), 0.0);
+/// assert!(copy_us(&t, 1.0) > t.weight_read_us && copy_us(&t, 4096.0) > 4096.0 * t.row_us);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn copy_us(t: &TimeCost, rows: f64) -> f64 {
+    if rows <= 0.0 {
+        return 0.0;
+    }
+    let p = t.roofline_p;
+    (t.weight_read_us.powf(p) + (rows * t.row_us).powf(p)).powf(1.0 / p)
+}
+
 /// One (batch, layer)'s time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct StepTime {
@@ -291,12 +311,30 @@ impl Blend {
         if self.p == p && !self.table.is_empty() {
             return;
         }
+        // One table per `p` and thread, kept: a replay of one batch (the
+        // page's, per budget change) would otherwise spend a fifth of its
+        // time building it.
+        thread_local! {
+            static KEPT: std::cell::RefCell<Option<(f64, Vec<f64>)>> =
+                const { std::cell::RefCell::new(None) };
+        }
+        let kept = KEPT.with(|k| {
+            k.borrow()
+                .as_ref()
+                .filter(|(q, _)| *q == p)
+                .map(|(_, t)| t.clone())
+        });
         self.p = p;
-        self.table.clear();
-        self.table.extend((0..=Self::STEPS).map(|i| {
-            let u = i as f64 / Self::STEPS as f64;
-            ((1.0 - u).powf(p) + u.powf(p)).powf(1.0 / p)
-        }));
+        self.table = kept.unwrap_or_else(|| {
+            let t: Vec<f64> = (0..=Self::STEPS)
+                .map(|i| {
+                    let u = i as f64 / Self::STEPS as f64;
+                    ((1.0 - u).powf(p) + u.powf(p)).powf(1.0 / p)
+                })
+                .collect();
+            KEPT.with(|k| *k.borrow_mut() = Some((p, t.clone())));
+            t
+        });
     }
 
     #[inline]
@@ -599,11 +637,20 @@ pub fn memory(
         .bytes_per_weight
         .unwrap_or(model.bytes_per_weight) as f64;
     let expert_bytes = model.expert_params() as f64 * bpw;
-    let summary = plan.summary();
+    // The fullest GPU's slots over all layers (`PlanSummary::
+    // slots_per_gpu_max`, without the rest of the summary: a front end
+    // prices on every budget change).
+    let mut per_gpu = vec![0usize; topology.num_gpus()];
+    for layer in plan.layers() {
+        for (n, slots) in per_gpu.iter_mut().zip(&layer.gpus) {
+            *n += slots.len();
+        }
+    }
+    let fullest = per_gpu.into_iter().max().unwrap_or(0);
     // The plan's layers stand for the model's MoE layers.
     let plan_layers = plan.layers().len().max(1) as f64;
     let scale = model.moe_layers() as f64 / plan_layers;
-    let slots = (summary.slots_per_gpu_max + extra_slots) as f64 * scale;
+    let slots = (fullest + extra_slots) as f64 * scale;
     let dense = model.non_routed_params_m as f64 * 1e6 * bpw / tp;
     let weights = dense + slots * expert_bytes;
     let buffers = 2.0

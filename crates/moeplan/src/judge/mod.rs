@@ -88,7 +88,7 @@ pub use optimal::{OptimalSplit, optimal_split};
 pub use rebalance::{DEFAULT_TOLERANCE_PERCENT, Rebalancer, RemoteStart};
 pub use sglang::sglang_dispatch_map;
 pub use traffic::{Messages, Traffic};
-pub use verdict::{Schedule, Served, Verdict, judge};
+pub use verdict::{Schedule, Served, Verdict, judge, price};
 
 /// Sizes that turn pair counts into bytes, and (with `time`) rows and
 /// messages into time.
@@ -258,14 +258,25 @@ pub const PREDICTED_IN_SAMPLE: &str =
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> Result<Report> {
+    let segments = segments(&strategy.placement, workload.trace().num_batches())?;
+    simulate_parts(workload, &segments, strategy.rule, cost)
+}
+
+/// [`simulate`] of borrowed plans over batch ranges (checked to cover every
+/// batch in order): no plan is cloned into a [`Strategy`].
+pub(crate) fn simulate_parts(
+    workload: &Workload,
+    segments: &[(Range<usize>, &Plan)],
+    rule: Rule,
+    cost: &CostModel,
+) -> Result<Report> {
     let trace = workload.trace();
     let (b_n, l_n) = (trace.num_batches(), trace.num_layers());
-    let segments = segments(&strategy.placement, b_n)?;
     let Some(&(_, first)) = segments.first() else {
         return Err(Error::Argument("a schedule needs at least one plan".into()));
     };
     let topology = first.topology();
-    for (_, plan) in &segments {
+    for (_, plan) in segments {
         plan.check_matches(trace)?;
         if plan.topology() != topology {
             return Err(Error::Mismatch(format!(
@@ -283,7 +294,6 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
             )));
         }
     }
-    let rule = strategy.rule;
     let maps = segments
         .iter()
         .map(|(_, plan)| match rule {
@@ -291,7 +301,7 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
             _ => Ok(None),
         })
         .collect::<Result<Vec<_>>>()?;
-    let moves = moves(&segments, cost);
+    let moves = moves(segments, cost);
 
     // GRACE's rules predict from each plan's profile; only a plan without
     // one falls back to the workload's own loads.
@@ -429,7 +439,7 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
     traffic.max_ingress /= b_n as f64;
     traffic.max_egress /= b_n as f64;
     let mut algorithm: Vec<&str> = Vec::new();
-    for (_, plan) in &segments {
+    for (_, plan) in segments {
         if algorithm.last() != Some(&plan.algorithm()) {
             algorithm.push(plan.algorithm());
         }

@@ -200,3 +200,55 @@ fn mean_copies_per_layer(placement: &Placement, work: &Workload) -> Vec<usize> {
         .map(|&c| (c as f64 / parts.max(1) as f64).round() as usize)
         .collect()
 }
+
+/// Only the prediction of [`judge`]: `served` priced on `pricing`'s
+/// hardware, without the evaluator's report (its bound) — what a front end
+/// pays per budget change.
+///
+/// ```
+/// use moeplan::judge::{judge, price, CostModel, Rule, Served, cost::Pricing};
+/// use moeplan::{data::{hardware, model}, planners, synth::generator, Topology, Workload};
+/// let m = model::preset("olmoe")?;
+/// let trace = generator::generate(&generator::GenConfig::new(m, 2))?;
+/// let plan = planners::eplb(&trace, Topology::new(1, 8)?, planners::EplbConfig { redundant_experts: 8, groups: 1 })?;
+/// let work = Workload::new(trace);
+/// let p = Pricing::new(hardware::preset("h100-ib-ndr")?, m);
+/// let served = Served::Plan { plan: &plan, rule: Rule::Even };
+/// let cost = CostModel::for_model(m);
+/// assert_eq!(price(&work, served, &cost, &p)?, judge(&work, served, &cost, Some(&p), |_, _| {})?.predicted.unwrap());
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn price(
+    work: &Workload,
+    served: Served<'_>,
+    cost: &CostModel,
+    pricing: &Pricing,
+) -> Result<Prediction> {
+    let (loaded, extra, copies): (&Plan, usize, &[usize]) = match served {
+        Served::Plan { plan, .. } => (plan, 0, &[]),
+        Served::Schedule { base, schedule } => (
+            base,
+            schedule.resident_slots_per_gpu,
+            &schedule.copies_per_batch,
+        ),
+    };
+    let (timed, mem) = cost::prepare(pricing, loaded, extra, cost)?;
+    let sim = match served {
+        // The plan borrowed: a front end prices on every budget change.
+        Served::Plan { plan, rule } => {
+            let all = 0..work.trace().num_batches();
+            super::simulate_parts(work, &[(all, plan)], rule, &timed)?
+        }
+        Served::Schedule { schedule, .. } => simulate(work, &schedule.strategy, &timed)?,
+    };
+    let exact = sim.traffic.messages.is_some();
+    Ok(cost::predict(
+        pricing,
+        &sim,
+        loaded,
+        mem,
+        copies,
+        work.trace(),
+        exact,
+    ))
+}
