@@ -1,0 +1,167 @@
+//! The cost model from the command line: `moeplan hardware`, `--hardware`
+//! on eval / compare / sweep, the `predicted` JSON and its refusals.
+
+mod common;
+
+use common::{json_of, moeplan, tmp};
+
+/// `hardware --json` lists every preset, each one a valid `--hardware
+/// FILE`: a preset written to a file prices exactly as its name does.
+#[test]
+fn presets_list_and_a_file_prices_as_its_name() {
+    let list = json_of(&["hardware", "--json"]);
+    let presets = list.as_array().unwrap();
+    assert!(presets.len() >= 8, "{list}");
+    let h100 = presets.iter().find(|p| p["name"] == "h100-ib-ndr").unwrap();
+    let file = tmp("hardware", "h100.json");
+    std::fs::write(&file, serde_json::to_vec(h100).unwrap()).unwrap();
+    let run = |hw: &str| {
+        json_of(&[
+            "compare",
+            "--preset",
+            "olmoe",
+            "--batches",
+            "4",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "4",
+            "--hardware",
+            hw,
+            "--json",
+        ])
+    };
+    let (by_name, by_file) = (run("h100-ib-ndr"), run(file.to_str().unwrap()));
+    let tput = |v: &serde_json::Value| -> Vec<f64> {
+        v["plans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["report"]["predicted"]["tokens_per_s"].as_f64())
+            .collect()
+    };
+    assert!(!tput(&by_name).is_empty());
+    assert_eq!(tput(&by_name), tput(&by_file));
+    // Ranked by predicted throughput; BASE is 1×.
+    let t = tput(&by_name);
+    assert!(t.windows(2).all(|w| w[0] >= w[1]), "{t:?}");
+    let base = by_name["plans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"].as_str().is_some_and(|n| n.starts_with("base")))
+        .unwrap();
+    assert_eq!(base["report"]["predicted"]["speedup"], 1.0);
+    let text = String::from_utf8(moeplan(&["hardware"]).stdout).unwrap();
+    assert!(
+        text.contains("3090-pcie1-25gbe") && text.contains("/node"),
+        "{text}"
+    );
+}
+
+/// A slower machine makes every plan's step slower; decode with a long
+/// context caps the step where prefill does not.
+#[test]
+fn slower_hardware_and_decode_caps_show_in_the_prediction() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "compare",
+            "--preset",
+            "deepseek-v3",
+            "--batches",
+            "2",
+            "--nodes",
+            "4",
+            "--gpus-per-node",
+            "8",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json_of(&args)
+    };
+    let steps = |v: &serde_json::Value, key: &str| -> Vec<(String, f64)> {
+        let mut out: Vec<(String, f64)> = v["plans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| {
+                Some((
+                    p["name"].as_str()?.to_string(),
+                    p["report"]["predicted"][key].as_f64()?,
+                ))
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    };
+    let fast = run(&["--hardware", "b200-ib-ndr"]);
+    let slow = run(&["--hardware", "a100-80g-efa"]);
+    let (f, s) = (steps(&fast, "step_ms"), steps(&slow, "step_ms"));
+    assert_eq!(f.len(), s.len());
+    assert!(
+        f.iter().zip(&s).all(|(a, b)| a.0 == b.0 && a.1 < b.1),
+        "{f:?} {s:?}"
+    );
+    let decode = run(&[
+        "--hardware",
+        "h100-ib-ndr",
+        "--phase",
+        "decode",
+        "--context",
+        "200000",
+    ]);
+    for (name, served) in steps(&decode, "served_tokens_per_step") {
+        let tokens = steps(&decode, "tokens_per_step")
+            .into_iter()
+            .find(|x| x.0 == name)
+            .unwrap()
+            .1;
+        assert!(served < tokens, "{name}: {served} of {tokens}");
+    }
+}
+
+/// Broken hardware files and impossible assumptions: one line, exit 2.
+#[test]
+fn bad_hardware_is_one_line_and_exit_2() {
+    let bad = tmp("hardware", "bad.json");
+    std::fs::write(&bad, br#"{"name": "x", "about": "y"}"#).unwrap();
+    let huge = tmp("hardware", "huge.json");
+    std::fs::write(&huge, vec![b' '; 70_000]).unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (&["--hardware", "tpu-v9"], "unknown hardware"),
+        (&["--hardware", bad.to_str().unwrap()], "missing field"),
+        (&["--hardware", huge.to_str().unwrap()], "limit"),
+        (
+            &["--hardware", "h100-ib-ndr", "--memory-fraction", "1.5"],
+            "memory fraction",
+        ),
+        (&["--hardware", "h100-ib-ndr", "--context", "0"], "context"),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec![
+            "compare",
+            "--preset",
+            "olmoe",
+            "--batches",
+            "2",
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "8",
+        ];
+        args.extend_from_slice(extra);
+        let o = moeplan(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        let last = err
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(
+            last.starts_with("moeplan: error:") && last.contains(needle),
+            "{extra:?}: {err}"
+        );
+    }
+}
