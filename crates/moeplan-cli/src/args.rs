@@ -298,6 +298,10 @@ pub struct PlanArgs {
     /// Where to write the plan.
     #[arg(long)]
     pub out: PathBuf,
+    /// With --hardware: the plan's predicted time, memory and throughput
+    /// on the batches it was planned on (and the held-out ones).
+    #[command(flatten)]
+    pub cost: CostArgs,
 }
 
 #[derive(Args)]

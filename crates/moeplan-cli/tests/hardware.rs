@@ -165,3 +165,42 @@ fn bad_hardware_is_one_line_and_exit_2() {
         );
     }
 }
+
+/// `plan --hardware` prices the plan it writes on the batches it was
+/// planned on and on the held-out ones.
+#[test]
+fn plan_prints_its_prediction() {
+    let out = tmp("hardware", "plan.json");
+    let o = moeplan(&[
+        "plan",
+        "--preset",
+        "olmoe",
+        "--batches",
+        "8",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "8",
+        "--algo",
+        "craft",
+        "--replicas-per-gpu",
+        "2",
+        "--holdout",
+        "0.25",
+        "--hardware",
+        "h100-ib-ndr",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let priced: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("predicted on h100-ib-ndr (olmoe): step"))
+        .collect();
+    assert_eq!(priced.len(), 2, "{err}");
+    assert!(
+        err.contains("6 planned batch(es)") && err.contains("2 held-out batch(es)"),
+        "{err}"
+    );
+}

@@ -34,9 +34,11 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
     // Refused before planning: the file needs it, and planning can take a while.
     needs_model_layers(args.format, &trace)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
-    let cost = match args.dispatch {
-        Some(_) => Some(Cost::choose(args.model.as_deref(), &trace)?),
-        None => None,
+    // --dispatch judges the plan; --hardware prices it (under `even`
+    // unless --dispatch names a rule).
+    let cost = match (args.dispatch, &args.cost.hardware) {
+        (None, None) => None,
+        _ => Some(Cost::choose(args.model.as_deref(), &trace)?.priced(&args.cost)?),
     };
     // What the file and the messages need from the whole trace, before it
     // moves into the workload planned on (no copy of the counts).
@@ -50,7 +52,9 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
     // `eval` can tell this trace (and which of its batches were seen) from
     // another one.
     let whole = fingerprint(&trace);
-    let rule = args.dispatch;
+    let rule = args
+        .dispatch
+        .or(args.cost.hardware.as_ref().map(|_| Rule::Even));
     let Split {
         planning, held_out, ..
     } = noted(|n| dataset::split(trace, &sources, args.holdout, topology, rule, n))?;
@@ -128,9 +132,9 @@ fn run_mix(args: PlanArgs) -> Result<(), CliError> {
         .ok_or_else(|| moeplan::Error::Argument("no trace".into()))?;
     needs_model_layers(args.format, first)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
-    let cost = match args.dispatch {
-        Some(_) => Some(Cost::choose(args.model.as_deref(), first)?),
-        None => None,
+    let cost = match (args.dispatch, &args.cost.hardware) {
+        (None, None) => None,
+        _ => Some(Cost::choose(args.model.as_deref(), first)?.priced(&args.cost)?),
     };
     let model_layers = first.known_model_layers();
     let model_name = args
@@ -194,6 +198,9 @@ fn run_mix(args: PlanArgs) -> Result<(), CliError> {
     };
     let plan = plan.with_provenance(Some(mix.provenance()?));
     let total_batches = planning.trace().num_batches();
+    let rule = args
+        .dispatch
+        .or(args.cost.hardware.as_ref().map(|_| Rule::Even));
     finish(
         args,
         plan,
@@ -205,7 +212,7 @@ fn run_mix(args: PlanArgs) -> Result<(), CliError> {
             total_batches,
             topology,
             cost,
-            rule: None,
+            rule,
         },
     )
 }
@@ -304,6 +311,20 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
                 j.cross_node_gb(),
                 cost.describe()
             );
+            if let Some(p) = &j.predicted {
+                eprintln!(
+                    "  predicted on {} ({}): step {:.3} ms, {:.0} tokens/s; MoE layer {:.1} µs = compute {:.1} + dispatch {:.1} + combine {:.1}; KV cache {:.1} GiB per GPU",
+                    p.hardware,
+                    p.model,
+                    p.step_ms,
+                    p.tokens_per_s,
+                    p.moe_layer_us,
+                    p.compute_us,
+                    p.dispatch_us,
+                    p.combine_us,
+                    p.kv_cache_gib_per_gpu
+                );
+            }
         }
     }
     Ok(())
