@@ -97,20 +97,25 @@ pub fn read_limited(path: &Path, max_mib: u64) -> Result<Vec<u8>, CliError> {
 
 /// Refuses a file over the limit before reading it.
 fn check_size(path: &Path, max_mib: u64) -> Result<(), CliError> {
+    refuse_over(path, max_mib << 20, |len| {
+        format!(
+            "{} MiB is more than the {max_mib} MiB limit (raise it with --max-trace-mib)",
+            len >> 20
+        )
+    })
+}
+
+/// Refuses a file of more than `limit` bytes before reading it, with
+/// `say(its length)`.
+fn refuse_over(path: &Path, limit: u64, say: impl FnOnce(u64) -> String) -> Result<(), CliError> {
     let len = std::fs::metadata(path)
         .map_err(|source| CliError::Read {
             path: path.display().to_string(),
             source,
         })?
         .len();
-    if len > max_mib << 20 {
-        return Err(CliError::InFile {
-            path: path.display().to_string(),
-            source: moeplan::Error::Argument(format!(
-                "{} MiB is more than the {max_mib} MiB limit (raise it with --max-trace-mib)",
-                len >> 20
-            )),
-        });
+    if len > limit {
+        return Err(CliError::in_file(path)(moeplan::Error::Argument(say(len))));
     }
     Ok(())
 }
@@ -200,26 +205,16 @@ pub fn spin(bar: &ProgressBar, what: &str) {
 /// before it is read.
 pub fn hardware(arg: &str) -> Result<moeplan::data::hardware::Hardware, CliError> {
     use moeplan::formats::hardware::{MAX_BYTES, read_hardware};
-    if let Ok(h) = moeplan::data::hardware::preset(arg) {
-        return Ok(h.clone());
-    }
     let path = Path::new(arg);
-    if !path.exists() {
-        // Neither: the preset error lists the names.
-        return Err(moeplan::data::hardware::preset(arg).unwrap_err().into());
+    match moeplan::data::hardware::preset(arg) {
+        Ok(h) => return Ok(h.clone()),
+        // Neither a preset nor a file: the preset error lists the names.
+        Err(e) if !path.exists() => return Err(e.into()),
+        Err(_) => {}
     }
-    let len = std::fs::metadata(path)
-        .map_err(|source| CliError::Read {
-            path: path.display().to_string(),
-            source,
-        })?
-        .len();
-    let in_file = CliError::in_file(path);
-    if len > MAX_BYTES {
-        return Err(in_file(moeplan::Error::Argument(format!(
-            "{len} bytes is more than the {MAX_BYTES}-byte limit for a hardware file"
-        ))));
-    }
+    refuse_over(path, MAX_BYTES, |len| {
+        format!("{len} bytes is more than the {MAX_BYTES}-byte limit for a hardware file")
+    })?;
     let bytes = read_file(path)?;
-    read_hardware(&bytes).map_err(in_file)
+    read_hardware(&bytes).map_err(CliError::in_file(path))
 }

@@ -277,10 +277,6 @@ fn pct(part: f64, whole: f64) -> f64 {
     }
 }
 
-/// What "speedup" is measured against.
-pub const BASE_ABOUT: &str =
-    "BASE (the EPLB placement without replicas, planned on the same batches, same rule)";
-
 /// BASE's prediction under `rule` on `work`, planned on `planning`: what
 /// every priced plan's speedup is over. `None` without `--hardware`.
 pub fn base_prediction(
@@ -301,10 +297,7 @@ impl Judged {
     /// Sets the prediction's speedup over `base`'s throughput.
     pub fn speedup_over(&mut self, base: Option<&Prediction>) {
         if let (Some(p), Some(b)) = (&mut self.predicted, base) {
-            if b.tokens_per_s > 0.0 {
-                p.speedup = Some(p.tokens_per_s / b.tokens_per_s);
-                p.speedup_over = Some(BASE_ABOUT.to_string());
-            }
+            p.compare_with(b);
         }
     }
 }

@@ -268,7 +268,7 @@ pub fn compare(
             "predicted on {} ({}), ranked by tokens/s; per MoE layer: compute, dispatch + combine (a2a); KV GiB per GPU; × BASE over {}",
             p.hardware,
             p.model,
-            crate::judge::BASE_ABOUT
+            moeplan::judge::cost::BASE_ABOUT
         );
     }
     wl!(o, "{head}");

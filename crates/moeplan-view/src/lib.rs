@@ -631,16 +631,16 @@ impl Workspace {
                     }
                     plans.push(f);
                 }
-                State::Slider(_) if i == self.focus => {
-                    let mut f = self.slider_under(planner, &focus, rule, batches)?;
-                    if let Some(p) = pricing {
-                        f.predicted = self.predict(&focus.plan, rule, p)?;
-                    }
-                    plans.push(f);
-                }
                 State::Slider(ready) => {
-                    let planned = ready.plan(replicas_per_gpu)?;
-                    let mut f = self.slider_under(planner, &planned, rule, batches)?;
+                    // The focus is planned once above, for the charts too.
+                    let other;
+                    let planned = if i == self.focus {
+                        &focus
+                    } else {
+                        other = ready.plan(replicas_per_gpu)?;
+                        &other
+                    };
+                    let mut f = self.slider_under(planner, planned, rule, batches)?;
                     if let Some(p) = pricing {
                         f.predicted = self.predict(&planned.plan, rule, p)?;
                     }
@@ -652,13 +652,11 @@ impl Workspace {
         let base = plans
             .iter()
             .find(|f| f.name == "base")
-            .and_then(|f| f.predicted.as_ref())
-            .map(|p| p.tokens_per_s)
-            .filter(|&t| t > 0.0);
-        for p in plans.iter_mut().filter_map(|f| f.predicted.as_mut()) {
-            p.speedup = base.map(|b| p.tokens_per_s / b);
-            p.speedup_over =
-                base.map(|_| "BASE (the EPLB placement without replicas, same rule)".into());
+            .and_then(|f| f.predicted.clone());
+        if let Some(base) = base {
+            for p in plans.iter_mut().filter_map(|f| f.predicted.as_mut()) {
+                p.compare_with(&base);
+            }
         }
         Ok(View {
             topology: self.topology,

@@ -52,14 +52,9 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
     bar.finish_and_clear();
     let result = result?;
     // The first row is BASE: every priced row's speedup is over it.
-    let base_tput = predicted
-        .first()
-        .and_then(|p| p.as_ref())
-        .map(|p| p.tokens_per_s);
-    for p in predicted.iter_mut().flatten() {
-        if let Some(b) = base_tput.filter(|&b| b > 0.0) {
-            p.speedup = Some(p.tokens_per_s / b);
-            p.speedup_over = Some(crate::judge::BASE_ABOUT.to_string());
+    if let Some(base) = predicted.first().cloned().flatten() {
+        for p in predicted.iter_mut().flatten() {
+            p.compare_with(&base);
         }
     }
     if args.json {

@@ -143,6 +143,20 @@ impl Default for Assumptions {
 }
 
 impl Assumptions {
+    /// Bytes per weight served: the stated precision, else the model's
+    /// checkpoint's.
+    pub fn bytes_per_weight(&self, model: &ModelPreset) -> usize {
+        self.bytes_per_weight.unwrap_or(model.bytes_per_weight)
+    }
+
+    /// GPUs one attention replica is split over on `topology` (default:
+    /// one node), within 1..=D.
+    pub fn attention_tp(&self, topology: Topology) -> usize {
+        self.attention_tp
+            .unwrap_or(topology.gpus_per_node())
+            .clamp(1, topology.num_gpus().max(1))
+    }
+
     /// Refuses values that cannot be used.
     pub fn check(&self) -> Result<()> {
         if self.context_tokens == 0 {
@@ -218,9 +232,7 @@ impl TimeCost {
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn new(hardware: &Hardware, model: &ModelPreset, assumptions: &Assumptions) -> Self {
-        let bpw = assumptions
-            .bytes_per_weight
-            .unwrap_or(model.bytes_per_weight);
+        let bpw = assumptions.bytes_per_weight(model);
         let expert_bytes = model.expert_params() as f64 * bpw as f64;
         let e = hardware.efficiency;
         let flops_per_row = 2.0 * model.expert_params() as f64;
@@ -537,7 +549,7 @@ pub struct TimeReport {
 
 /// What the cost model predicts for one served plan: the `predicted` key
 /// of `eval` / `compare --json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct Prediction {
     /// The hardware preset's name.
@@ -587,6 +599,29 @@ pub struct Prediction {
     pub notes: Vec<String>,
 }
 
+/// What [`Prediction::speedup`] is over, as front ends say it.
+pub const BASE_ABOUT: &str =
+    "BASE (the EPLB placement without replicas, planned on the same batches, same rule)";
+
+impl Prediction {
+    /// Sets [`Prediction::speedup`] over `base`'s throughput (nothing when
+    /// BASE serves no tokens).
+    ///
+    /// ```
+    /// use moeplan::judge::cost::Prediction;
+    /// let p = |t: f64| Prediction { tokens_per_s: t, ..Default::default() };
+    /// let (mut a, base) = (p(3.0), p(2.0));
+    /// a.compare_with(&base);
+    /// assert_eq!(a.speedup, Some(1.5));
+    /// ```
+    pub fn compare_with(&mut self, base: &Prediction) {
+        if base.tokens_per_s > 0.0 {
+            self.speedup = Some(self.tokens_per_s / base.tokens_per_s);
+            self.speedup_over = Some(BASE_ABOUT.to_string());
+        }
+    }
+}
+
 /// Memory of one plan on `hardware`: weights on the fullest GPU and the KV
 /// cache left, `extra_slots` more expert slots per GPU (a per-batch
 /// planner's buffers) over all the plan's layers.
@@ -629,13 +664,8 @@ pub fn memory(
 ) -> Memory {
     let topology = plan.topology();
     let d = topology.num_gpus() as f64;
-    let tp = assumptions
-        .attention_tp
-        .unwrap_or(topology.gpus_per_node())
-        .clamp(1, topology.num_gpus().max(1)) as f64;
-    let bpw = assumptions
-        .bytes_per_weight
-        .unwrap_or(model.bytes_per_weight) as f64;
+    let tp = assumptions.attention_tp(topology) as f64;
+    let bpw = assumptions.bytes_per_weight(model) as f64;
     let expert_bytes = model.expert_params() as f64 * bpw;
     // The fullest GPU's slots over all layers (`PlanSummary::
     // slots_per_gpu_max`, without the rest of the summary: a front end
@@ -674,6 +704,21 @@ pub fn memory(
     }
 }
 
+/// Tokens in each batch of `trace`: its first MoE layer's pairs over
+/// `top_k` (every layer routes every token).
+pub(crate) fn batch_tokens(trace: &crate::data::trace::LoadTrace, top_k: usize) -> Vec<f64> {
+    let counts = trace.counts();
+    (0..trace.num_batches())
+        .map(|b| {
+            if trace.num_layers() == 0 {
+                0.0
+            } else {
+                counts.slice(ndarray::s![b, 0, ..]).sum() / top_k.max(1) as f64
+            }
+        })
+        .collect()
+}
+
 /// Bytes in a GiB.
 pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -688,9 +733,7 @@ pub fn dense_us(
     assumptions: &Assumptions,
     tp: usize,
 ) -> f64 {
-    let bpw = assumptions
-        .bytes_per_weight
-        .unwrap_or(model.bytes_per_weight);
+    let bpw = assumptions.bytes_per_weight(model);
     let params = model.non_routed_params_m as f64 * 1e6;
     let e = hardware.efficiency;
     let flops = 2.0 * params * tokens / d.max(1) as f64;
@@ -758,46 +801,34 @@ pub(crate) fn prepare(
     ))
 }
 
-/// The prediction from a replay's times: `copies_per_batch` are a
-/// per-batch planner's copies (empty for a static plan).
+/// The prediction from a replay timed with `t` ([`prepare`]'s):
+/// `copies_per_batch` are a per-batch planner's copies (empty for a static
+/// plan).
 pub(crate) fn predict(
     pricing: &Pricing,
+    t: &TimeCost,
     sim: &super::Report,
     plan: &Plan,
     mem: Memory,
     copies_per_batch: &[usize],
     trace: &crate::data::trace::LoadTrace,
-    messages_exact: bool,
 ) -> Prediction {
     let Pricing {
         hardware,
         model,
         assumptions,
     } = pricing;
-    let time = sim.time.clone().unwrap_or_default();
-    let t = pricing.time_cost();
+    let no_time = TimeReport::default();
+    let time = sim.time.as_ref().unwrap_or(&no_time);
+    let messages_exact = sim.traffic.messages.is_some();
     let topology = plan.topology();
     let d = topology.num_gpus();
     let l_trace = trace.num_layers().max(1);
     let scale = model.moe_layers() as f64 / l_trace as f64;
     let b_n = trace.num_batches().max(1);
-    let counts = trace.counts();
-    let tokens: Vec<f64> = (0..trace.num_batches())
-        .map(|b| {
-            if trace.num_layers() == 0 {
-                0.0
-            } else {
-                counts.slice(ndarray::s![b, 0, ..]).sum() / t.top_k as f64
-            }
-        })
-        .collect();
-    let tp = assumptions
-        .attention_tp
-        .unwrap_or(topology.gpus_per_node())
-        .clamp(1, d.max(1));
-    let bpw = assumptions
-        .bytes_per_weight
-        .unwrap_or(model.bytes_per_weight) as f64;
+    let tokens = batch_tokens(trace, t.top_k);
+    let tp = assumptions.attention_tp(topology);
+    let bpw = assumptions.bytes_per_weight(model) as f64;
     let expert_bytes = model.expert_params() as f64 * bpw;
     let (mut step_us, mut served, mut exposed_sum, mut dense_sum) = (0.0, 0.0, 0.0, 0.0);
     for (b, &tokens_b) in tokens.iter().enumerate() {

@@ -314,14 +314,9 @@ pub(crate) fn simulate_parts(
     let mut per_batch_traffic = vec![Traffic::default(); b_n];
     let mut timer = cost::Timer::default();
     let mut time = cost.time.map(|t| {
-        let counts = trace.counts();
-        let share = (0..b_n)
-            .map(|b| {
-                let tokens = if l_n == 0 {
-                    0.0
-                } else {
-                    counts.slice(ndarray::s![b, 0, ..]).sum() / t.top_k as f64
-                };
+        let share = cost::batch_tokens(trace, t.top_k)
+            .into_iter()
+            .map(|tokens| {
                 if tokens > t.max_tokens_per_step {
                     t.max_tokens_per_step / tokens
                 } else {
@@ -356,32 +351,25 @@ pub(crate) fn simulate_parts(
                 if let Some((t, share, rep)) = &mut time {
                     let counts = trace.counts();
                     let row = counts.slice(ndarray::s![b, l, ..]);
-                    let messages = engine.counts_messages().then_some(&engine.messages.counts);
-                    let st = match row.as_slice() {
-                        Some(row) => timer.step(
-                            t,
-                            topology,
-                            &engine.view,
-                            row,
-                            &engine.loads,
-                            &engine.tally,
-                            messages,
-                            share[b],
-                        ),
+                    let owned: Vec<f64>;
+                    let row = match row.as_slice() {
+                        Some(r) => r,
                         None => {
-                            let row: Vec<f64> = row.iter().copied().collect();
-                            timer.step(
-                                t,
-                                topology,
-                                &engine.view,
-                                &row,
-                                &engine.loads,
-                                &engine.tally,
-                                messages,
-                                share[b],
-                            )
+                            owned = row.to_vec();
+                            &owned
                         }
                     };
+                    let messages = engine.counts_messages().then_some(&engine.messages.counts);
+                    let st = timer.step(
+                        t,
+                        topology,
+                        &engine.view,
+                        row,
+                        &engine.loads,
+                        &engine.tally,
+                        messages,
+                        share[b],
+                    );
                     rep.compute_us += st.compute_us;
                     rep.dispatch_us += st.dispatch_us;
                     rep.combine_us += st.combine_us;

@@ -127,25 +127,8 @@ pub fn judge(
     pricing: Option<&Pricing>,
     progress: impl FnMut(usize, usize),
 ) -> Result<Verdict> {
-    let (loaded, strategy) = match served {
-        Served::Plan { plan, rule } => (plan, Strategy::fixed(plan.clone(), rule)),
-        Served::Schedule { base, schedule } => (base, schedule.strategy.clone()),
-    };
-    let (extra, copies): (usize, &[usize]) = match served {
-        Served::Plan { .. } => (0, &[]),
-        Served::Schedule { schedule, .. } => {
-            (schedule.resident_slots_per_gpu, &schedule.copies_per_batch)
-        }
-    };
-    let priced = pricing
-        .map(|p| cost::prepare(p, loaded, extra, cost))
-        .transpose()?;
-    let mut report = evaluate_with_progress(work.trace(), loaded, progress)?;
-    let sim = simulate(work, &strategy, priced.as_ref().map_or(cost, |(c, _)| c))?;
-    let predicted = pricing.zip(priced).map(|(p, (_, mem))| {
-        let exact = sim.traffic.messages.is_some();
-        cost::predict(p, &sim, loaded, mem, copies, work.trace(), exact)
-    });
+    let mut report = evaluate_with_progress(work.trace(), served.loaded(), progress)?;
+    let (sim, predicted) = replay(work, served, cost, pricing)?;
     // The rule decides balance; the evaluator keeps memory and the bound.
     report.balancedness = sim.balancedness;
     report.imbalance_ratio = sim.imbalance_ratio;
@@ -161,14 +144,9 @@ pub fn judge(
             // are counted batch by batch.
             report.bound_per_batch(work.trace(), &schedule.strategy.placement)?;
             report.replica_slots_fullest_gpu += schedule.resident_slots_per_gpu;
-            let bytes = schedule
-                .copies_per_batch
-                .iter()
-                .map(|&c| c as u64 * cost.expert_bytes)
-                .collect();
             (
                 mean_copies_per_layer(&schedule.strategy.placement, work),
-                bytes,
+                schedule.bytes_copied(cost.expert_bytes),
             )
         }
     };
@@ -224,31 +202,52 @@ pub fn price(
     cost: &CostModel,
     pricing: &Pricing,
 ) -> Result<Prediction> {
-    let (loaded, extra, copies): (&Plan, usize, &[usize]) = match served {
-        Served::Plan { plan, .. } => (plan, 0, &[]),
-        Served::Schedule { base, schedule } => (
-            base,
-            schedule.resident_slots_per_gpu,
-            &schedule.copies_per_batch,
-        ),
+    let (_, predicted) = replay(work, served, cost, Some(pricing))?;
+    predicted.ok_or_else(|| crate::error::Error::Argument("nothing was priced".into()))
+}
+
+impl Served<'_> {
+    /// The plan an engine loads: the plan, or a schedule's base.
+    fn loaded(&self) -> &Plan {
+        match self {
+            Served::Plan { plan, .. } => plan,
+            Served::Schedule { base, .. } => base,
+        }
+    }
+}
+
+/// The simulator's replay of `served` — timed and priced with `pricing` —
+/// shared by [`judge`] and [`price`]. A plan is replayed borrowed, not
+/// cloned into a [`Strategy`].
+fn replay(
+    work: &Workload,
+    served: Served<'_>,
+    cost: &CostModel,
+    pricing: Option<&Pricing>,
+) -> Result<(Report, Option<Prediction>)> {
+    let (extra, copies): (usize, &[usize]) = match served {
+        Served::Plan { .. } => (0, &[]),
+        Served::Schedule { schedule, .. } => {
+            (schedule.resident_slots_per_gpu, &schedule.copies_per_batch)
+        }
     };
-    let (timed, mem) = cost::prepare(pricing, loaded, extra, cost)?;
+    let priced = pricing
+        .map(|p| cost::prepare(p, served.loaded(), extra, cost))
+        .transpose()?;
+    let timed = priced.as_ref().map_or(cost, |(c, _)| c);
     let sim = match served {
-        // The plan borrowed: a front end prices on every budget change.
         Served::Plan { plan, rule } => {
             let all = 0..work.trace().num_batches();
-            super::simulate_parts(work, &[(all, plan)], rule, &timed)?
+            super::simulate_parts(work, &[(all, plan)], rule, timed)?
         }
-        Served::Schedule { schedule, .. } => simulate(work, &schedule.strategy, &timed)?,
+        Served::Schedule { schedule, .. } => simulate(work, &schedule.strategy, timed)?,
     };
-    let exact = sim.traffic.messages.is_some();
-    Ok(cost::predict(
-        pricing,
-        &sim,
-        loaded,
-        mem,
-        copies,
-        work.trace(),
-        exact,
-    ))
+    let predicted = match (pricing, &priced) {
+        (Some(p), Some((c, mem))) => c
+            .time
+            .as_ref()
+            .map(|t| cost::predict(p, t, &sim, served.loaded(), *mem, copies, work.trace())),
+        _ => None,
+    };
+    Ok((sim, predicted))
 }
