@@ -114,7 +114,9 @@ fn typescript() -> String {
          export interface PlanSettings extends PlanOptions {\n  \
          /** Nodes (at least 1). */\n  nodes: number;\n  \
          /** GPUs per node (at least 1). */\n  gpusPerNode: number;\n  \
-         /** The planner; `\"craft\"` when absent. */\n  algorithm?: Algorithm;\n}\n",
+         /** The planner; `\"craft\"` when absent. */\n  algorithm?: Algorithm;\n  \
+         /** A hardware preset (`hardwareNames()`): what `objective: \"time\"` prices with. */\n  hardware?: string;\n  \
+         /** The model whose sizes the prices use (a generator preset); the trace's, else DeepSeek-V3. */\n  model?: string;\n}\n",
     );
     ts
 }

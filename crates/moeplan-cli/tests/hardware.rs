@@ -127,8 +127,9 @@ fn bad_hardware_is_one_line_and_exit_2() {
     std::fs::write(&bad, br#"{"name": "x", "about": "y"}"#).unwrap();
     let huge = tmp("hardware", "huge.json");
     std::fs::write(&huge, vec![b' '; 70_000]).unwrap();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--hardware", "tpu-v9"], "unknown hardware"),
+        (&["--objective", "time"], "--hardware"),
         (&["--hardware", bad.to_str().unwrap()], "missing field"),
         (&["--hardware", huge.to_str().unwrap()], "limit"),
         (
@@ -203,4 +204,76 @@ fn plan_prints_its_prediction() {
         err.contains("6 planned batch(es)") && err.contains("2 held-out batch(es)"),
         "{err}"
     );
+}
+
+/// `--objective time`: CRAFT's knapsack spends replicas on predicted time
+/// saved — at the same R its in-sample compute is no slower than the
+/// balancedness objective's, and `auto` picks a budget (the fastest
+/// CRAFT tries), named in the row and recorded in the plan file.
+#[test]
+fn objective_time_plans_for_the_hardware() {
+    let compute = |objective: &str, r: &str| -> (f64, String) {
+        let v = json_of(&[
+            "compare",
+            "--preset",
+            "qwen3-30b-a3b",
+            "--batches",
+            "4",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "8",
+            "--hardware",
+            "4090-pcie4-25gbe",
+            "--objective",
+            objective,
+            "--replicas-per-gpu",
+            r,
+            "--json",
+        ]);
+        let craft = v["plans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"].as_str().is_some_and(|n| n.starts_with("craft")))
+            .unwrap()
+            .clone();
+        (
+            craft["report"]["predicted"]["compute_us"].as_f64().unwrap(),
+            craft["name"].as_str().unwrap().to_string(),
+        )
+    };
+    for r in ["2", "8"] {
+        let (time, _) = compute("time", r);
+        let (mean, _) = compute("mean", r);
+        assert!(
+            time <= mean * (1.0 + 1e-6),
+            "R = {r}: time {time} µs > mean {mean} µs"
+        );
+    }
+    let (_, name) = compute("time", "auto");
+    assert!(name.starts_with("craft (R = "), "{name}");
+    let out = tmp("hardware", "time.json");
+    let o = moeplan(&[
+        "plan",
+        "--preset",
+        "olmoe",
+        "--batches",
+        "4",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "8",
+        "--algo",
+        "craft",
+        "--objective",
+        "time",
+        "--hardware",
+        "h100-ib-ndr",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let file: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(file["options"]["objective"], "time", "{}", file["options"]);
 }

@@ -27,6 +27,7 @@
 
 use moeplan::Workload;
 use moeplan::formats::{self, plan_json};
+use moeplan::judge::cost::Pricing;
 use moeplan::judge::{CostModel, Schedule, simulate};
 use moeplan::planners::{self, PlannerId, Settings, craft};
 use moeplan::synth::generator::{GenConfig, generate};
@@ -86,7 +87,10 @@ fn from_js<T: for<'de> Deserialize<'de>>(value: JsValue) -> Result<T, js_sys::Er
 /// planner's, camelCase (`redundantExperts`, `replicasPerGpu`, `groups`,
 /// `objective`, `refine`, …; [`planners`] lists them). Options the chosen
 /// planner does not take are ignored; a name no planner takes is an error.
-fn plan_config(text: &str) -> Result<(Topology, PlannerId, Settings), String> {
+/// `hardware` (a preset, `hardwareNames()`) and `model` (default: the
+/// trace's, else DeepSeek-V3) are what CRAFT's `objective: "time"` prices
+/// with: returned as names, resolved once the trace is read.
+fn plan_config(text: &str) -> Result<(Topology, PlannerId, Settings, Priced), String> {
     let serde_json::Value::Object(map) =
         serde_json::from_str(text).map_err(|e| format!("settings: {e}"))?
     else {
@@ -111,15 +115,54 @@ fn plan_config(text: &str) -> Result<(Topology, PlannerId, Settings), String> {
             ));
         }
     };
+    let word = |key: &str| -> Result<Option<String>, String> {
+        match map.get(key) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(format!("settings: `{key}` must be a string, got {other}")),
+        }
+    };
+    let priced = Priced {
+        hardware: word("hardware")?,
+        model: word("model")?,
+    };
     let mut settings = Settings::new();
     for (key, value) in &map {
-        if !matches!(key.as_str(), "nodes" | "gpusPerNode" | "algorithm") {
+        if !matches!(
+            key.as_str(),
+            "nodes" | "gpusPerNode" | "algorithm" | "hardware" | "model"
+        ) {
             settings
                 .set_json(&snake_case(key), value)
                 .map_err(|e| format!("settings: {key}: {e}"))?;
         }
     }
-    Ok((topology, algorithm, settings))
+    Ok((topology, algorithm, settings, priced))
+}
+
+/// [`plan`]'s `hardware` and `model`, by name.
+#[derive(Debug)]
+struct Priced {
+    hardware: Option<String>,
+    model: Option<String>,
+}
+
+impl Priced {
+    /// The pricing they name for `trace` (`None` without a hardware).
+    fn resolve(&self, trace: &LoadTrace) -> Result<Option<Pricing>, moeplan::Error> {
+        let Some(h) = &self.hardware else {
+            return Ok(None);
+        };
+        let name = self
+            .model
+            .as_deref()
+            .or(trace.model())
+            .unwrap_or("deepseek-v3");
+        Ok(Some(Pricing::new(
+            moeplan::data::hardware::preset(h)?,
+            model::preset(name)?,
+        )))
+    }
 }
 
 fn one() -> usize {
@@ -142,8 +185,9 @@ pub fn plan(
     let text: String = js_sys::JSON::stringify(&config)
         .map_err(|_| js_error("settings must be a plain object"))?
         .into();
-    let (topology, algorithm, settings) = plan_config(&text).map_err(js_error)?;
+    let (topology, algorithm, settings, priced) = plan_config(&text).map_err(js_error)?;
     let trace = formats::read_trace(trace, &read_options()).map_err(js_error)?;
+    let settings = settings.priced(priced.resolve(&trace).map_err(js_error)?);
     let planner = algorithm.planner().map_err(js_error)?;
     let work = Workload::new(trace);
     let budget = match planner.budget() {
@@ -425,7 +469,7 @@ impl Planner {
             .or(ws.trace().model())
             .unwrap_or("deepseek-v3");
         let m = model::preset(name).map_err(js_error)?;
-        let pricing = moeplan::judge::cost::Pricing::new(h, m);
+        let pricing = Pricing::new(h, m);
         let view = ws
             .view_priced(
                 replicas_per_gpu,
@@ -464,15 +508,31 @@ mod tests {
 
     #[test]
     fn plan_settings_read_into_the_registry() {
-        let (topo, algo, s) = plan_config(
+        let (topo, algo, s, _) = plan_config(
             r#"{"nodes": 1, "gpusPerNode": 6, "algorithm": "eplb", "redundantExperts": 8, "groups": 2}"#,
         )
         .unwrap();
         assert_eq!((topo.num_gpus(), algo.as_str()), (6, "eplb"));
         assert_eq!(s.get("redundant_experts"), Some(&planners::Value::Count(8)));
-        let (_, algo, s) = plan_config(r#"{"nodes": 1, "gpusPerNode": 2}"#).unwrap();
+        let (_, algo, s, priced) = plan_config(r#"{"nodes": 1, "gpusPerNode": 2}"#).unwrap();
         assert_eq!(algo, craft::ID);
         assert!(s.is_empty(), "absent options are the registry's defaults");
+        assert!(priced.hardware.is_none() && priced.model.is_none());
+        // objective time prices on the named hardware, the trace's model
+        let (_, _, s, priced) = plan_config(
+            r#"{"nodes": 1, "gpusPerNode": 8, "objective": "time", "hardware": "h100-ib-ndr"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            s.get("objective"),
+            Some(&planners::Value::Word("time".into()))
+        );
+        let trace = generate(&GenConfig::new(model::preset("olmoe").unwrap(), 2)).unwrap();
+        let p = priced.resolve(&trace).unwrap().unwrap();
+        assert_eq!(
+            (p.hardware.name.as_ref(), p.model.name),
+            ("h100-ib-ndr", "olmoe")
+        );
         for (bad, needle) in [
             (r#"{"nodes": 1, "gpusPerNode": 2, "typo": 1}"#, "typo"),
             (
@@ -485,6 +545,10 @@ mod tests {
             ),
             (r#"{"nodes": 0, "gpusPerNode": 2}"#, "node"),
             (r#"{"gpusPerNode": 2}"#, "nodes"),
+            (
+                r#"{"nodes": 1, "gpusPerNode": 2, "hardware": 3}"#,
+                "hardware",
+            ),
         ] {
             let e = plan_config(bad).unwrap_err();
             assert!(e.contains(needle), "{bad}: {e}");

@@ -3,7 +3,9 @@
 //! R = 8 under `even`): the replay alone, the replay timing every (batch,
 //! layer) on `h100-ib-ndr`, and the whole priced judgement (memory, replay,
 //! step and throughput). The page's budget-change target: the cost model
-//! adds at most 2 ms (docs/speed.md).
+//! adds at most 2 ms (docs/speed.md). Then CRAFT planning for time on the
+//! same trace: its preparation against the balancedness objective's, and a
+//! plan at R = 8 and at `auto` (the fastest budget).
 
 use std::hint::black_box;
 
@@ -65,6 +67,48 @@ fn bench(c: &mut Criterion) {
     group.bench_function("plan summary", |b| b.iter(|| black_box(&plan).summary()));
     group.bench_function("price mean batch", |b| {
         b.iter(|| moeplan::judge::price(black_box(&mean), served, &cost, &pricing).unwrap())
+    });
+    group.finish();
+    // Planning for time: what pricing Algorithm 1's placements adds to
+    // CRAFT's preparation, and `auto` choosing the fastest budget.
+    let mut group = c.benchmark_group("cost/craft planning for time 64x58x256 8x8gpu");
+    group.sample_size(10);
+    let options = |objective| craft::CraftOptions {
+        objective,
+        pricing: Some(pricing.clone()),
+        ..craft::CraftOptions::default()
+    };
+    group.bench_function("prepare mean", |b| {
+        b.iter(|| {
+            craft::Craft::prepare(
+                black_box(work.trace()),
+                topo,
+                &options(craft::Objective::MeanBalancedness),
+            )
+            .unwrap()
+        })
+    });
+    group.bench_function("prepare time", |b| {
+        b.iter(|| {
+            craft::Craft::prepare(
+                black_box(work.trace()),
+                topo,
+                &options(craft::Objective::Time),
+            )
+            .unwrap()
+        })
+    });
+    let ready =
+        craft::Craft::prepare(work.trace(), topo, &options(craft::Objective::Time)).unwrap();
+    group.bench_function("plan R=8 time", |b| {
+        b.iter(|| {
+            ready
+                .plan(black_box(ReplicaBudget::ReplicasPerGpu(8)))
+                .unwrap()
+        })
+    });
+    group.bench_function("plan auto time (fastest R)", |b| {
+        b.iter(|| ready.plan(black_box(ReplicaBudget::Auto)).unwrap())
     });
     group.finish();
 }

@@ -34,6 +34,7 @@ fn brute_force(table: &BenefitTable, capacity: usize, objective: Objective) -> f
                     match objective {
                         Objective::MeanBalancedness => t,
                         Objective::PaperWeighted => options[k] as f64 * t,
+                        Objective::Time => table.compute_us[0][layer] - table.compute_us[k][layer],
                     }
                 })
                 .sum();
@@ -62,7 +63,8 @@ proptest! {
         layers in 1usize..5,
         gains in proptest::collection::vec(-0.2f64..0.6, 20),
         capacity in 0usize..14,
-        paper in any::<bool>(),
+        which in 0u8..3,
+        times in proptest::collection::vec(10f64..100.0, 20),
     ) {
         let counts = vec![1, 2, 4];
         let table = BenefitTable {
@@ -70,8 +72,12 @@ proptest! {
             base: vec![0.5; layers],
             gains: (0..counts.len()).map(|k| (0..layers).map(|l| gains[k * 5 + l]).collect()).collect(),
             imbalance: vec![],
+            // µs per layer with [0, 1, 2, 4] replicas: more replicas may
+            // cost time (weight reads), so some savings are negative
+            compute_us: (0..=counts.len()).map(|k| (0..layers).map(|l| times[k * 5 + l]).collect()).collect(),
         };
-        let objective = if paper { Objective::PaperWeighted } else { Objective::MeanBalancedness };
+        let objective = [Objective::MeanBalancedness, Objective::PaperWeighted, Objective::Time][which as usize];
+        let paper = objective == Objective::PaperWeighted;
         let a = solve_allocation(&table, capacity, objective, None);
         prop_assert!(a.total <= capacity);
         prop_assert!(a.per_layer.iter().all(|r| *r == 0 || counts.contains(r)));
@@ -80,7 +86,11 @@ proptest! {
         let recomputed: f64 = a.per_layer.iter().enumerate().map(|(l, &r)| {
             counts.iter().position(|&c| c == r).map_or(0.0, |k| {
                 let t = table.gains[k][l];
-                if paper { r as f64 * t } else { t }
+                match objective {
+                    Objective::Time => table.compute_us[0][l] - table.compute_us[k + 1][l],
+                    _ if paper => r as f64 * t,
+                    _ => t,
+                }
             })
         }).sum();
         prop_assert!((a.value - recomputed).abs() < 1e-9);

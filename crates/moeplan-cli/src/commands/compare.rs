@@ -7,7 +7,7 @@ use moeplan::Workload;
 use moeplan::judge::Rule;
 use moeplan::planners::{Settings, registry};
 
-use super::plan_with;
+use super::{plan_with, with_pricing};
 use crate::args::CompareArgs;
 use crate::error::CliError;
 use crate::io::{emit, load, noted, spinner};
@@ -22,20 +22,15 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
     let Dataset { trace, sources } = load(&args.trace)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
     let cost = Cost::choose(args.judge.model.as_deref(), &trace)?.priced(&args.judge.cost)?;
+    // CRAFT planning for time (--objective time) prices on --hardware.
+    let settings = with_pricing(&args.planner.settings, cost.pricing.as_ref())?;
     let rule = args.judge.dispatch;
     let split = noted(|n| dataset::split(trace, &sources, args.holdout, topology, Some(rule), n))?;
     drop(sources);
     let (work, scope) = (split.judged(), &split.scope);
     let layers = work.trace().num_layers();
     let bar = spinner("planning and replaying");
-    let rows = rows(
-        &split.planning,
-        work,
-        topology,
-        &args.planner.settings,
-        rule,
-        &cost,
-    );
+    let rows = rows(&split.planning, work, topology, &settings, rule, &cost);
     let base = base_prediction(split.planning.trace(), work, topology, rule, &cost);
     bar.finish_and_clear();
     // BASE needs experts a multiple of the GPUs; without it, no speedups.

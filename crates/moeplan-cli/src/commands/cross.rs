@@ -8,7 +8,7 @@ use moeplan::studies::across::{self, CrossRow};
 use moeplan::{LoadTrace, Topology};
 use serde_json::json;
 
-use super::place_in_model;
+use super::{place_in_model, with_pricing};
 use crate::args::{CrossArgs, TraceArgs};
 use crate::error::CliError;
 use crate::io::{emit, load_trace, spinner};
@@ -30,7 +30,9 @@ pub fn run(args: CrossArgs) -> Result<(), CliError> {
     }
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
     let bar = spinner("planning on every trace and judging on every trace");
-    let rows = across::cross_table(&traces, topology, &args.planner.settings)?;
+    // cross has no --hardware: --objective time is refused here
+    let settings = with_pricing(&args.planner.settings, None)?;
+    let rows = across::cross_table(&traces, topology, &settings)?;
     bar.finish_and_clear();
     let names: Vec<String> = args
         .traces

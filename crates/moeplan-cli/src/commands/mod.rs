@@ -64,6 +64,24 @@ pub fn run(command: Command) -> Result<(), CliError> {
     }
 }
 
+/// The planner flags with the command's pricing (CRAFT's `--objective
+/// time` prices replicas on `--hardware`): refused up front when the time
+/// objective has no hardware, rather than as one failed row.
+pub fn with_pricing(
+    settings: &Settings,
+    pricing: Option<&moeplan::judge::cost::Pricing>,
+) -> Result<Settings, CliError> {
+    let time = settings.get(moeplan::planners::craft::OBJECTIVE.name)
+        == Some(&moeplan::planners::Value::Word("time".into()));
+    if time && pricing.is_none() {
+        return Err(moeplan::Error::Argument(
+            "--objective time plans for predicted time: name the hardware with --hardware (moeplan hardware lists them)".into(),
+        )
+        .into());
+    }
+    Ok(settings.clone().priced(pricing.cloned()))
+}
+
 /// One planner on `work` with `settings` (its budget, else its default),
 /// the plan's name in reports (`eplb (+64)`, `craft (R = 8)`): the budget
 /// is named even when planning it fails — and the planner's notes

@@ -10,7 +10,7 @@ use moeplan::planners::{CraftOptions, ReplicaBudget, craft};
 use moeplan::studies::across::{self, Mix};
 use moeplan::{LoadTrace, Plan, Topology};
 
-use super::{place_in_model, plan_with};
+use super::{place_in_model, plan_with, with_pricing};
 use crate::args::PlanArgs;
 use crate::error::CliError;
 use crate::io::{load, noted, spinner, write_file};
@@ -67,6 +67,11 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             weight: None,
         }],
     };
+    // CRAFT planning for time (--objective time) prices on --hardware.
+    let settings = with_pricing(
+        &args.planner.settings,
+        cost.as_ref().and_then(|c| c.pricing.as_ref()),
+    )?;
     let planner = args.algo.planner()?;
     if args.planner.robust {
         eprintln!(
@@ -74,7 +79,7 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         );
     }
     let bar = spinner("planning");
-    let made = plan_with(planner, &planning, topology, &args.planner.settings);
+    let made = plan_with(planner, &planning, topology, &settings);
     let (planned, notes) = (made.planned, made.notes);
     bar.finish_and_clear();
     for note in &notes {
@@ -141,6 +146,10 @@ fn run_mix(args: PlanArgs) -> Result<(), CliError> {
         .model
         .clone()
         .or_else(|| first.model().map(str::to_string));
+    let settings = with_pricing(
+        &args.planner.settings,
+        cost.as_ref().and_then(|c| c.pricing.as_ref()),
+    )?;
     let planner = args.algo.planner()?;
     let id = planner.id().as_str();
     let summed = matches!(id, "eplb" | "base");
@@ -163,8 +172,7 @@ fn run_mix(args: PlanArgs) -> Result<(), CliError> {
     };
     let bar = spinner("planning on every trace");
     let plan = if args.planner.robust {
-        let settings = &args.planner.settings;
-        let options = CraftOptions::from_settings(settings)?;
+        let options = CraftOptions::from_settings(&settings)?;
         let budget = settings
             .budget(&craft::REPLICAS_PER_GPU)?
             .map_or(ReplicaBudget::Auto, ReplicaBudget::ReplicasPerGpu);
@@ -181,7 +189,7 @@ fn run_mix(args: PlanArgs) -> Result<(), CliError> {
         }
         robust.plan
     } else {
-        let made = plan_with(planner, &planning, topology, &args.planner.settings);
+        let made = plan_with(planner, &planning, topology, &settings);
         bar.finish_and_clear();
         for note in &made.notes {
             eprintln!("note: {note}");

@@ -8,7 +8,7 @@ use moeplan::planners::eplb::GROUPS;
 use moeplan::studies::sweep::sweep_by;
 use moeplan::{Topology, data::model};
 
-use super::split_for;
+use super::{split_for, with_pricing};
 use crate::args::SweepArgs;
 use crate::error::CliError;
 use crate::io::{emit, load, noted, spinner};
@@ -35,7 +35,8 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
         dataset::workload_on_cluster(evaluated, &sources, judged, topology, Some(rule), n)
     })?;
     drop(sources);
-    let settings = &args.planner.settings;
+    // CRAFT planning for time (--objective time) prices on --hardware.
+    let settings = &with_pricing(&args.planner.settings, cost.pricing.as_ref())?;
     let groups = settings.count(&GROUPS)?;
     let options = CraftOptions::from_settings(settings)?;
     let bar = spinner("sweeping budgets");

@@ -282,6 +282,56 @@ pub fn copy_us(t: &TimeCost, rows: f64) -> f64 {
     (t.weight_read_us.powf(p) + (rows * t.row_us).powf(p)).powf(1.0 / p)
 }
 
+/// The busiest GPU's expert compute for one batch of one layer, µs — the
+/// compute term of the cost model under the `even` rule (each expert's
+/// rows split evenly over its copies) without a memory cap: what a
+/// planner that plans for time (CRAFT's `objective = time`) compares
+/// placements by. Scratch reused across calls.
+#[derive(Debug, Default)]
+pub struct LayerCompute {
+    blend: Blend,
+    copies: Vec<u32>,
+}
+
+impl LayerCompute {
+    /// The busiest GPU's compute when `gpus[g]` lists the experts on GPU
+    /// `g` and `rows[e]` are expert `e`'s rows in the batch.
+    ///
+    /// ```
+    /// use moeplan::{data::{hardware, model}, judge::cost::{copy_us, Assumptions, LayerCompute, TimeCost}};
+    /// let t = TimeCost::new(hardware::preset("h100-ib-ndr")?, model::preset("deepseek-v3")?, &Assumptions::default());
+    /// let mut c = LayerCompute::default();
+    /// // expert 0 (800 rows) on both GPUs: 400 rows a copy beside expert 1 or 2
+    /// let us = c.busiest_us(&t, &[vec![0, 1], vec![0, 2]], &[800.0, 100.0, 10.0]);
+    /// assert!((us - copy_us(&t, 400.0) - copy_us(&t, 100.0)).abs() < 1e-3 * us);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn busiest_us(&mut self, t: &TimeCost, gpus: &[Vec<u32>], rows: &[f64]) -> f64 {
+        self.blend.prepare(t.roofline_p);
+        self.copies.clear();
+        self.copies.resize(rows.len(), 0);
+        for &e in gpus.iter().flatten() {
+            if let Some(c) = self.copies.get_mut(e as usize) {
+                *c += 1;
+            }
+        }
+        let mut busiest = 0.0f64;
+        for slots in gpus {
+            let mut us = 0.0;
+            for &e in slots {
+                let e = e as usize;
+                let copies = self.copies.get(e).copied().unwrap_or(1).max(1);
+                let r = rows.get(e).copied().unwrap_or(0.0) / f64::from(copies);
+                if r > 0.0 {
+                    us += self.blend.of(t.weight_read_us, r * t.row_us);
+                }
+            }
+            busiest = busiest.max(us);
+        }
+        busiest
+    }
+}
+
 /// One (batch, layer)'s time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct StepTime {

@@ -23,6 +23,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +31,7 @@ use crate::data::Workload;
 use crate::data::plan::Plan;
 use crate::data::topology::Topology;
 use crate::error::{Error, Result};
+use crate::judge::cost::Pricing;
 
 /// A planner's name, as `--algo` and the JavaScript API's `algorithm` spell
 /// it. Parsing accepts registered names only.
@@ -405,6 +407,10 @@ pub struct OptionSpec {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Settings {
     values: BTreeMap<&'static str, Value>,
+    /// The hardware and model a planner that plans for time prices with
+    /// (CRAFT's `objective = time`): the command's, not an option of the
+    /// registry, so it is neither listed nor written into a plan file.
+    pricing: Option<Arc<Pricing>>,
 }
 
 impl Settings {
@@ -424,6 +430,28 @@ impl Settings {
     /// ```
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()
+    }
+
+    /// The same settings pricing with `pricing` (`None`: none): what a
+    /// planner that plans for time reads ([`Settings::pricing`]).
+    ///
+    /// ```
+    /// use moeplan::data::{hardware, model};
+    /// use moeplan::judge::cost::Pricing;
+    /// let p = Pricing::new(hardware::preset("h100-ib-ndr")?, model::preset("deepseek-v3")?);
+    /// let s = moeplan::planners::Settings::new().priced(Some(p));
+    /// assert_eq!(s.pricing().map(|p| p.hardware.name.as_ref()), Some("h100-ib-ndr"));
+    /// assert!(s.is_empty()); // no option is set
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn priced(mut self, pricing: Option<Pricing>) -> Settings {
+        self.pricing = pricing.map(Arc::new);
+        self
+    }
+
+    /// The hardware and model to plan for, when a front end named them.
+    pub fn pricing(&self) -> Option<&Pricing> {
+        self.pricing.as_deref()
     }
 
     /// Sets option `name` to `value`, checked against the registry.
@@ -512,6 +540,7 @@ impl Settings {
                 .iter()
                 .map(|o| (o.name, self.value(o).clone()))
                 .collect(),
+            pricing: self.pricing.clone(),
         }
     }
 

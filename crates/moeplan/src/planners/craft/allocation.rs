@@ -6,7 +6,8 @@
 //! a multiple-choice knapsack ([`crate::planners::shared::knapsack`]). Among the
 //! totals it reaches, one that keeps every GPU's slot count equal over all
 //! layers is preferred (`E · L + total` divisible by `D`). The paper's own
-//! objective (`r × T[r][ℓ]`) is [`Objective::PaperWeighted`].
+//! objective (`r × T[r][ℓ]`) is [`Objective::PaperWeighted`]; with
+//! [`Objective::Time`] the gain is the predicted compute time saved.
 //!
 //! Complexity: O(L · r · K) for `L` layers, budget `r` and `K` measured
 //! counts.
@@ -43,6 +44,7 @@ pub struct Allocation {
 ///     base: vec![0.5, 0.5],
 ///     gains: vec![vec![0.30, 0.30], vec![0.35, 0.30]],
 ///     imbalance: vec![],
+///     compute_us: vec![],
 /// };
 /// let a = solve_allocation(&table, 2, Objective::MeanBalancedness, None);
 /// assert_eq!(a.per_layer, vec![1, 1]); // total gain 0.6
@@ -64,6 +66,7 @@ pub fn solve_allocation(
                     let v = match objective {
                         Objective::MeanBalancedness => t,
                         Objective::PaperWeighted => r as f64 * t,
+                        Objective::Time => table.time_saved_us(k, l),
                     };
                     (r, v)
                 }))

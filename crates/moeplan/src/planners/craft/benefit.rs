@@ -42,11 +42,27 @@ pub struct BenefitTable {
     /// `imbalance[k][ℓ]`: imbalance ratio (max / mean) of layer `ℓ` with
     /// `[0] ++ counts` replicas — what the plans show beside balancedness.
     pub imbalance: Vec<Vec<f64>>,
+    /// `compute_us[k][ℓ]`: the busiest GPU's predicted expert compute of
+    /// layer `ℓ` with `[0] ++ counts` replicas, µs, mean over batches
+    /// (the cost model's compute term under `even`); empty unless CRAFT
+    /// plans for time ([`Objective::Time`](super::Objective::Time)).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compute_us: Vec<Vec<f64>>,
 }
 
 impl BenefitTable {
     pub(crate) fn layers(&self) -> usize {
         self.base.len()
+    }
+
+    /// Predicted compute time layer `l` saves with `counts[k]` replicas
+    /// over none, µs (0 when not priced).
+    pub(crate) fn time_saved_us(&self, k: usize, l: usize) -> f64 {
+        let at = |c: usize| self.compute_us.get(c).and_then(|v| v.get(l)).copied();
+        match (at(0), at(k + 1)) {
+            (Some(none), Some(with)) => none - with,
+            _ => 0.0,
+        }
     }
 }
 
@@ -94,6 +110,7 @@ pub(super) fn estimate(
         base: Vec::with_capacity(per_layer.len()),
         gains: vec![Vec::with_capacity(per_layer.len()); counts.len()],
         imbalance: vec![Vec::with_capacity(per_layer.len()); counts.len() + 1],
+        compute_us: Vec::new(),
     };
     let mut placements = Vec::with_capacity(per_layer.len());
     for (base, gains, imbalance, placed) in per_layer {

@@ -45,6 +45,20 @@
 //! total gain elsewhere (a test shows a case). [`Objective::MeanBalancedness`]
 //! is the default; [`Objective::PaperWeighted`] reproduces the paper.
 //!
+//! **Planning for time** ([`Objective::Time`], beyond the paper). A
+//! balancedness gain is not time: every copy that receives rows pays its
+//! weight read, so a replica that evens tokens can slow the GPU it lands
+//! on. With a [`Pricing`] (hardware and model), Algorithm 1 also prices
+//! each (layer, replica count) placement on every planning batch — the
+//! busiest GPU's expert compute, the cost model's term under `even`
+//! ([`LayerCompute`]) — and the knapsack maximises the compute time saved.
+//! Memory is charged through the budget: `auto` is then the `R` whose plan
+//! the cost model predicts the most tokens per second for on the mean
+//! planning batch (its KV cache, dispatch, combine and dense part
+//! included), not the knee, and `repair` keeps a layer's search only
+//! where it lowers the predicted compute. Dispatch and combine do not enter
+//! the knapsack: the placements are Algorithm 1's either way.
+//!
 //! **Equal memory.** The allocation may spend less than `r` where more
 //! replicas gain nothing, but always a total that keeps every GPU's slot
 //! count equal over all layers (`E · L + Σ r_ℓ` divisible by `D`), so the KV
@@ -67,11 +81,13 @@ use crate::data::plan::{LayerPlacement, Plan};
 use crate::data::topology::Topology;
 use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
+use crate::judge::cost::{LayerCompute, Pricing};
+use crate::judge::{CostModel, Rule, Served, price};
 use crate::planners::registry::{
     Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Predicted, Prepared,
     Settings, Unit, Value,
 };
-use crate::planners::shared::joint::{REPAIR, repair};
+use crate::planners::shared::joint::{REPAIR, repair, repair_by};
 use crate::planners::shared::layers::map_layers;
 use crate::planners::shared::placement::relabel;
 
@@ -142,6 +158,9 @@ pub enum Objective {
     MeanBalancedness,
     /// `Σ_ℓ r_ℓ · T[r_ℓ][ℓ]`, as Algorithm 2 is printed in the paper.
     PaperWeighted,
+    /// The predicted expert compute time saved, summed over layers (needs
+    /// [`CraftOptions::pricing`]; see the module documentation).
+    Time,
 }
 
 /// Settings of CRAFT's preparation.
@@ -164,6 +183,8 @@ pub struct CraftOptions {
     /// random restarts ([`repair`](crate::planners::shared::joint::repair))
     /// at the same memory. Costs time at every budget change; off by default.
     pub repair: bool,
+    /// The hardware and model [`Objective::Time`] prices with.
+    pub pricing: Option<Pricing>,
 }
 
 impl Default for CraftOptions {
@@ -174,6 +195,7 @@ impl Default for CraftOptions {
             refine: true,
             joint: true,
             repair: false,
+            pricing: None,
         }
     }
 }
@@ -204,6 +226,17 @@ pub struct Craft {
     bound_curves: Vec<Vec<f64>>,
     /// Each layer's summed loads, kept when [`CraftOptions::repair`] is on.
     repair: Option<ndarray::Array2<f64>>,
+    /// Planning batches (the summed loads over this are the mean batch).
+    batches: usize,
+    /// With [`Objective::Time`]: the pricing and the mean planning batch
+    /// the budget's throughput is predicted on.
+    priced: Option<Priced>,
+}
+
+#[derive(Debug, Clone)]
+struct Priced {
+    pricing: Pricing,
+    mean: Workload,
 }
 
 /// A CRAFT plan with what the planner knows about it.
@@ -236,8 +269,21 @@ impl Craft {
     pub fn prepare(trace: &LoadTrace, topology: Topology, options: &CraftOptions) -> Result<Craft> {
         let d = topology.num_gpus();
         let counts = options.replica_counts.resolve(d)?;
-        let (table, placements) =
+        let (mut table, placements) =
             estimate(trace, topology, &counts, options.refine, options.joint)?;
+        let priced = match (options.objective, &options.pricing) {
+            (Objective::Time, None) => return Err(needs_pricing()),
+            (Objective::Time, Some(pricing)) => {
+                pricing.hardware.check()?;
+                pricing.assumptions.check()?;
+                table.compute_us = compute_table(trace, &placements, pricing)?;
+                Some(Priced {
+                    pricing: pricing.clone(),
+                    mean: mean_batch(trace)?,
+                })
+            }
+            _ => None,
+        };
         let curves = map_layers(trace.num_layers(), |l| {
             Ok(crate::judge::bound::layer_bound_curve(trace, l, d, d))
         })?;
@@ -251,6 +297,8 @@ impl Craft {
             budget_bound: budget_bound(&curves, trace.num_layers() * d),
             bound_curves: curves,
             repair: options.repair.then(|| trace.summed()),
+            batches: trace.num_batches(),
+            priced,
         })
     }
 
@@ -408,7 +456,7 @@ impl Craft {
     pub fn plan(&self, budget: ReplicaBudget) -> Result<CraftPlan> {
         let r = match budget {
             ReplicaBudget::ReplicasPerGpu(r) => r,
-            ReplicaBudget::Auto => self.auto_replicas_per_gpu(),
+            ReplicaBudget::Auto => self.auto()?,
         };
         if r > 1 << 20 {
             return Err(Error::planner(
@@ -416,6 +464,68 @@ impl Craft {
                 format!("{r} replicas per GPU is out of range"),
             ));
         }
+        let (plan, allocation) = self.place(r)?;
+        let plan = match (&self.repair, &self.priced) {
+            (None, _) => plan,
+            (Some(summed), None) => repair(&plan, summed.view())?,
+            (Some(summed), Some(priced)) => {
+                // a layer's search kept only where the mean batch's
+                // predicted compute falls
+                let t = priced.pricing.time_cost();
+                let b = self.batches.max(1) as f64;
+                repair_by(&plan, summed.view(), |row, old, new| {
+                    let mean: Vec<f64> = row.iter().map(|x| x / b).collect();
+                    let mut c = LayerCompute::default();
+                    c.busiest_us(&t, new, &mean) < c.busiest_us(&t, old, &mean) * (1.0 - 1e-12)
+                })?
+            }
+        };
+        Ok(CraftPlan {
+            bound: self.bound_for(r * self.topology.num_gpus()),
+            plan,
+            replicas_per_gpu: r,
+            allocation,
+        })
+    }
+
+    /// The `R` for `auto`: the knee, or planning for time the fastest.
+    fn auto(&self) -> Result<usize> {
+        Ok(match self.fastest_replicas_per_gpu()? {
+            Some(r) => r,
+            None => self.auto_replicas_per_gpu(),
+        })
+    }
+
+    /// Planning for time ([`Objective::Time`]): the replication factor
+    /// among 0 and [`Craft::curve_factors`] whose plan the cost model
+    /// predicts the most tokens per second for on the mean planning batch
+    /// under `even` — replicas' memory taken from the KV cache, which caps
+    /// the tokens a step serves (ties: the fewer replicas). `None` when
+    /// CRAFT does not plan for time. Cost: one plan and one priced replay
+    /// of one batch per factor.
+    pub fn fastest_replicas_per_gpu(&self) -> Result<Option<usize>> {
+        let Some(priced) = &self.priced else {
+            return Ok(None);
+        };
+        let cost = CostModel::for_model(&priced.pricing.model);
+        let mut best: Option<(usize, f64)> = None;
+        for r in std::iter::once(0).chain(self.curve_factors()) {
+            let (plan, _) = self.place(r)?;
+            let served = Served::Plan {
+                plan: &plan,
+                rule: Rule::Even,
+            };
+            let tput = price(&priced.mean, served, &cost, &priced.pricing)?.tokens_per_s;
+            if best.is_none_or(|(_, b)| tput > b * (1.0 + 1e-9)) {
+                best = Some((r, tput));
+            }
+        }
+        Ok(best.map(|(r, _)| r))
+    }
+
+    /// Steps 3–5 without the repair: the allocation for `r` replicas per
+    /// GPU and Algorithm 1's placements relabelled onto Algorithm 3's GPUs.
+    fn place(&self, r: usize) -> Result<(Plan, Allocation)> {
         let allocation = self.allocate(r);
         let e = self.num_experts;
         let slots: Vec<usize> = allocation.per_layer.iter().map(|&x| e + x).collect();
@@ -434,17 +544,73 @@ impl Craft {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let mut plan = Plan::new(self.topology, e, layers, NAME)?;
-        if let Some(summed) = &self.repair {
-            plan = repair(&plan, summed.view())?;
-        }
-        Ok(CraftPlan {
-            bound: self.bound_for(r * self.topology.num_gpus()),
-            plan,
-            replicas_per_gpu: r,
-            allocation,
-        })
+        Ok((Plan::new(self.topology, e, layers, NAME)?, allocation))
     }
+}
+
+fn needs_pricing() -> Error {
+    Error::planner(
+        NAME,
+        "objective time prices replicas on a hardware: name one (--hardware in the CLI, \
+         `hardware` in the JavaScript API)",
+    )
+}
+
+/// `[k][ℓ]`: the busiest GPU's expert compute of layer `ℓ` placed as
+/// Algorithm 1's `k`-th placement, mean over the batches, µs.
+fn compute_table(
+    trace: &LoadTrace,
+    placements: &[LayerPlacements],
+    pricing: &Pricing,
+) -> Result<Vec<Vec<f64>>> {
+    let t = pricing.time_cost();
+    let counts = trace.counts();
+    let per_layer = map_layers(trace.num_layers(), |l| {
+        let mut c = LayerCompute::default();
+        let b_n = trace.num_batches().max(1) as f64;
+        Ok(placements
+            .get(l)
+            .map(|columns| {
+                columns
+                    .iter()
+                    .map(|gpus| {
+                        (0..trace.num_batches())
+                            .map(|b| {
+                                let row = counts.slice(ndarray::s![b, l, ..]);
+                                match row.as_slice() {
+                                    Some(row) => c.busiest_us(&t, gpus, row),
+                                    None => c.busiest_us(&t, gpus, &row.to_vec()),
+                                }
+                            })
+                            .sum::<f64>()
+                            / b_n
+                    })
+                    .collect::<Vec<f64>>()
+            })
+            .unwrap_or_default())
+    })?;
+    let columns = per_layer.first().map_or(0, Vec::len);
+    Ok((0..columns)
+        .map(|k| {
+            per_layer
+                .iter()
+                .map(|v| v.get(k).copied().unwrap_or(0.0))
+                .collect()
+        })
+        .collect())
+}
+
+/// The trace's mean batch, one batch of averaged counts.
+fn mean_batch(trace: &LoadTrace) -> Result<Workload> {
+    let b_n = trace.num_batches().max(1) as f64;
+    let mean = trace
+        .summed()
+        .mapv(|x| x / b_n)
+        .insert_axis(ndarray::Axis(0));
+    Ok(Workload::new(LoadTrace::new(
+        mean,
+        trace.layer_ids().to_vec(),
+    )?))
 }
 
 /// CRAFT in one call: prepare, then plan `budget`.
@@ -489,8 +655,9 @@ pub const REPLICA_COUNTS: OptionSpec = OptionSpec {
 /// [`CraftOptions::objective`]: `mean` or `paper`.
 pub const OBJECTIVE: OptionSpec = OptionSpec {
     name: "objective",
-    about: "What CRAFT's knapsack maximises: mean balancedness, or the paper's r × gain",
-    kind: Kind::Choice(&["mean", "paper"]),
+    about: "What CRAFT's knapsack maximises: mean balancedness, the paper's r × gain, or the \
+            predicted compute time saved on the named hardware (auto R: the most tokens/s)",
+    kind: Kind::Choice(&["mean", "paper", "time"]),
     default: Value::Word(Cow::Borrowed("mean")),
 };
 
@@ -525,11 +692,13 @@ impl CraftOptions {
             },
             objective: match settings.word(&OBJECTIVE)? {
                 "paper" => Objective::PaperWeighted,
+                "time" => Objective::Time,
                 _ => Objective::MeanBalancedness,
             },
             refine: settings.flag(&REFINE)?,
             joint: true,
             repair: settings.flag(&REPAIR)?,
+            pricing: settings.pricing().cloned(),
         })
     }
 }
@@ -583,7 +752,7 @@ impl Prepared for Craft {
     }
 
     fn auto_budget(&self) -> Result<Option<usize>> {
-        Ok(Some(self.auto_replicas_per_gpu()))
+        Ok(Some(self.auto()?))
     }
 
     fn curve(&self) -> Option<Vec<CurvePoint>> {

@@ -603,6 +603,21 @@ fn kick(loads: &[f64], gpus: &mut [Vec<u32>], rng: &mut ChaCha8Rng) {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn repair(plan: &Plan, summed: ArrayView2<'_, f64>) -> Result<Plan> {
+    repair_by(plan, summed, |row, old, new| {
+        let w = row.as_slice().map_or_else(|| row.to_vec(), <[f64]>::to_vec);
+        peak_load(&w, new) < peak_load(&w, old) * (1.0 - 1e-12)
+    })
+}
+
+/// [`repair`] with another judge of the search: `better(loads, old, new)`
+/// says whether a layer takes the searched placement `new` over its own
+/// `old` (CRAFT planning for time keeps it where the predicted compute
+/// falls).
+pub fn repair_by(
+    plan: &Plan,
+    summed: ArrayView2<'_, f64>,
+    better: impl Fn(ndarray::ArrayView1<'_, f64>, &[Vec<u32>], &[Vec<u32>]) -> bool,
+) -> Result<Plan> {
     if summed.nrows() != plan.layers().len() || summed.ncols() != plan.num_experts() {
         return Err(Error::planner(
             NAME,
@@ -617,10 +632,13 @@ pub fn repair(plan: &Plan, summed: ArrayView2<'_, f64>) -> Result<Plan> {
             let w = row.to_vec();
             let capacity: Vec<usize> = lp.gpus.iter().map(Vec::len).collect();
             let gpus = joint_layer(&w, &capacity, Some(&lp.gpus), JointOptions::default())?;
-            let better = peak_load(&w, &gpus) < peak_load(&w, &lp.gpus) * (1.0 - 1e-12);
             Ok(LayerPlacement {
                 layer: lp.layer,
-                gpus: if better { gpus } else { lp.gpus.clone() },
+                gpus: if better(row, &lp.gpus, &gpus) {
+                    gpus
+                } else {
+                    lp.gpus.clone()
+                },
             })
         })
         .collect::<Result<Vec<_>>>()?;
