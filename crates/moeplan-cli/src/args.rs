@@ -298,6 +298,12 @@ pub struct PlanArgs {
     /// Where to write the plan.
     #[arg(long)]
     pub out: PathBuf,
+    /// The plan being served now (any format moeplan reads): the new plan
+    /// is written with its GPUs renumbered so that moving to it copies the
+    /// fewest expert weights (inter-node copies weighted by the links of
+    /// --hardware, else h100-ib-ndr's), and what it moves is printed.
+    #[arg(long, value_name = "CURRENT_PLAN")]
+    pub from: Option<PathBuf>,
     /// With --hardware: the plan's predicted time, memory and throughput
     /// on the batches it was planned on (and the held-out ones).
     #[command(flatten)]

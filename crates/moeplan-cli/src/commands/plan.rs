@@ -3,9 +3,11 @@
 
 use moeplan::Workload;
 use moeplan::data::plan::{Provenance, TraceRef, fingerprint};
+use moeplan::formats::plan_any::{PlanContext, read_any_plan};
 use moeplan::formats::plan_json::PlanMeta;
 use moeplan::formats::{self, PlanFormat};
 use moeplan::judge::Rule;
+use moeplan::judge::migration::{Migration, MoveCost, migration, relabel};
 use moeplan::planners::{CraftOptions, ReplicaBudget, craft};
 use moeplan::studies::across::{self, Mix};
 use moeplan::{LoadTrace, Plan, Topology};
@@ -13,7 +15,7 @@ use moeplan::{LoadTrace, Plan, Topology};
 use super::{place_in_model, plan_with, with_pricing};
 use crate::args::PlanArgs;
 use crate::error::CliError;
-use crate::io::{load, noted, spinner, write_file};
+use crate::io::{budget, load, noted, read_limited, spinner, write_file};
 use crate::judge::{Cost, judge_quietly};
 use moeplan::formats::dataset::{self, Dataset, Split};
 
@@ -100,6 +102,67 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
             rule,
         },
     )
+}
+
+/// `--from`: the new plan relabelled onto the current one's GPUs, and
+/// what moving to it copies, as planned and relabelled.
+fn from_current(
+    path: &std::path::Path,
+    args: &PlanArgs,
+    plan: Plan,
+    planned_on: &LoadTrace,
+    topology: Topology,
+    model_name: Option<&str>,
+) -> Result<Plan, CliError> {
+    let max_mib = args.trace.source.max_trace_mib;
+    let bytes = read_limited(path, max_mib)?;
+    let ctx = PlanContext {
+        budget: budget(max_mib),
+        ..PlanContext::for_trace(planned_on, Some(topology))
+    };
+    let in_file = CliError::in_file(path);
+    let current = read_any_plan(&bytes, &ctx).map_err(&in_file)?.plan;
+    let hardware = match &args.cost.hardware {
+        Some(name) => crate::io::hardware(name)?,
+        None => moeplan::data::hardware::preset("h100-ib-ndr")?.clone(),
+    };
+    let relabelled =
+        relabel(&current, &plan, MoveCost::for_hardware(&hardware)).map_err(&in_file)?;
+    let (naive, ours) = (
+        migration(&current, &plan)?,
+        migration(&current, &relabelled)?,
+    );
+    // One expert's weights in the model's checkpoint precision (or
+    // --weight-precision).
+    let preset = moeplan::data::model::preset(model_name.unwrap_or("deepseek-v3"))?;
+    let bpw = match args.cost.weight_precision.as_deref() {
+        Some("bf16") => 2,
+        Some(_) => 1,
+        None => preset.bytes_per_weight,
+    };
+    let expert_bytes = preset.expert_params() as f64 * bpw as f64;
+    let line = |m: &Migration| {
+        let (intra, inter) = m.bytes(expert_bytes);
+        format!(
+            "{} copies in {} of {} layers ({:.2} GB inside nodes, {:.2} GB across), a {:.1} ms pause on {}",
+            m.copies(),
+            m.layers_changed,
+            plan.layers().len(),
+            intra / 1e9,
+            inter / 1e9,
+            m.time_us(&hardware, expert_bytes) / 1e3,
+            hardware.name
+        )
+    };
+    eprintln!(
+        "from {}: the new plan as numbered moves {}; relabelled onto its GPUs, {} (same balance and slots per GPU; {}'s experts at {} bytes each)",
+        path.display(),
+        line(&naive),
+        line(&ours),
+        preset.name,
+        expert_bytes
+    );
+    Ok(relabelled)
 }
 
 /// What writing and reporting a plan needs besides the plan.
@@ -264,6 +327,17 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
         without_same_gpu_copies(plan, &planning, rule, cost.as_ref())?
     } else {
         plan
+    };
+    let plan = match &args.from {
+        Some(path) => from_current(
+            path,
+            &args,
+            plan,
+            planned_on,
+            topology,
+            model_name.as_deref(),
+        )?,
+        None => plan,
     };
     let meta = PlanMeta {
         // Only a known count: an assumed one would let a later export trust

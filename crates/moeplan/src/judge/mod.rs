@@ -64,6 +64,7 @@ pub mod bound;
 pub mod cost;
 mod dispatch;
 pub mod eval;
+pub mod migration;
 mod optimal;
 mod pyrandom;
 mod rebalance;

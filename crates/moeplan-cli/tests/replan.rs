@@ -1,0 +1,162 @@
+//! Re-planning from the plan being served: `plan --from CURRENT_PLAN`
+//! writes the new plan relabelled onto the current one's GPUs (the same
+//! balance as the fresh plan, fewer copies), prints what it moves, and
+//! refuses a current plan for another cluster or model in one line.
+
+mod common;
+
+use common::{json_of, moeplan, tmp};
+
+const CLUSTER: [&str; 4] = ["--nodes", "4", "--gpus-per-node", "8"];
+
+fn run_ok(args: &[&str]) -> String {
+    let o = moeplan(args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{args:?}: {err}");
+    err
+}
+
+/// The copies a `from …:` line reports as numbered and relabelled.
+fn copies(err: &str) -> (usize, usize) {
+    let line = err.lines().find(|l| l.starts_with("from ")).unwrap();
+    let mut n = line
+        .split(" moves ")
+        .skip(1)
+        .chain(line.split("its GPUs, ").skip(1))
+        .map(|s| s.split(' ').next().unwrap().parse::<usize>().unwrap());
+    (n.next().unwrap(), n.next().unwrap())
+}
+
+#[test]
+fn plan_from_the_current_plan_moves_less_at_the_same_balance() {
+    let trace = tmp("replan", "trace.json");
+    run_ok(&[
+        "gen",
+        "--preset",
+        "deepseek-v3",
+        "--batches",
+        "8",
+        "--out",
+        trace.to_str().unwrap(),
+    ]);
+    let t = trace.to_str().unwrap();
+    let (current, fresh, moved) = (
+        tmp("replan", "current.json"),
+        tmp("replan", "fresh.json"),
+        tmp("replan", "moved.json"),
+    );
+    let eplb = ["--redundant-experts", "32", "--groups", "8"];
+    let mut a = vec![
+        "plan",
+        "--trace",
+        t,
+        "--holdout",
+        "0.5",
+        "--out",
+        current.to_str().unwrap(),
+    ];
+    a.extend(CLUSTER);
+    a.extend(eplb);
+    run_ok(&a);
+    let mut b = vec!["plan", "--trace", t, "--out", fresh.to_str().unwrap()];
+    b.extend(CLUSTER);
+    b.extend(eplb);
+    run_ok(&b);
+    let mut c = b.clone();
+    c[4] = moved.to_str().unwrap();
+    c.extend(["--from", current.to_str().unwrap()]);
+    let err = run_ok(&c);
+    let (numbered, relabelled) = copies(&err);
+    assert!(relabelled < numbered, "{err}");
+    // relabelling keeps the fresh plan's balance and traffic exactly
+    let bal = |plan: &std::path::Path| {
+        let mut e = vec![
+            "eval",
+            "--trace",
+            t,
+            "--plan",
+            plan.to_str().unwrap(),
+            "--json",
+            "--in-sample",
+        ];
+        e.extend(CLUSTER);
+        let v = json_of(&e);
+        (v["balancedness"].as_f64().unwrap(), v["traffic"].clone())
+    };
+    assert_eq!(bal(&fresh), bal(&moved));
+    // from itself: nothing moves
+    let same = tmp("replan", "same.json");
+    let mut d = b.clone();
+    d[4] = same.to_str().unwrap();
+    d.extend(["--from", fresh.to_str().unwrap()]);
+    assert_eq!(copies(&run_ok(&d)), (0, 0));
+}
+
+#[test]
+fn a_current_plan_that_does_not_fit_is_one_line_and_exit_2() {
+    let current = tmp("replan", "small.json");
+    run_ok(&[
+        "plan",
+        "--preset",
+        "olmoe",
+        "--batches",
+        "2",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "8",
+        "--out",
+        current.to_str().unwrap(),
+    ]);
+    let missing = tmp("replan", "missing.json");
+    for (extra, needle) in [
+        // another cluster
+        (
+            vec!["--preset", "olmoe", "--nodes", "2", "--gpus-per-node", "4"],
+            "cluster",
+        ),
+        // another model: 64 experts against 128
+        (
+            vec![
+                "--preset",
+                "qwen3-30b-a3b",
+                "--nodes",
+                "1",
+                "--gpus-per-node",
+                "8",
+            ],
+            "expert",
+        ),
+    ] {
+        let mut args = vec!["plan", "--batches", "2", "--out"];
+        let out = tmp("replan", "x.json");
+        args.push(out.to_str().unwrap());
+        args.extend(extra);
+        args.extend(["--from", current.to_str().unwrap()]);
+        let o = moeplan(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        let errors: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("moeplan: error"))
+            .collect();
+        assert_eq!(errors.len(), 1, "{err}");
+        assert!(errors[0].contains(needle), "{needle}: {err}");
+    }
+    let o = moeplan(&[
+        "plan",
+        "--preset",
+        "olmoe",
+        "--batches",
+        "2",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "8",
+        "--out",
+        tmp("replan", "y.json").to_str().unwrap(),
+        "--from",
+        missing.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}
