@@ -304,6 +304,15 @@ pub struct PlanArgs {
     /// --hardware, else h100-ib-ndr's), and what it moves is printed.
     #[arg(long, value_name = "CURRENT_PLAN")]
     pub from: Option<PathBuf>,
+    /// With --from: adjust the current plan instead of replacing it, making
+    /// at most this many expert copies (the moves that gain most balance
+    /// per copy first); the fresh plan relabelled is printed beside it.
+    #[arg(long, value_name = "N", requires = "from")]
+    pub max_moved_experts: Option<usize>,
+    /// With --from: adjust the current plan until its balancedness on the
+    /// planning batches reaches this (0–1), with as few copies as it can.
+    #[arg(long, value_name = "B", requires = "from")]
+    pub min_balancedness: Option<f64>,
     /// With --hardware: the plan's predicted time, memory and throughput
     /// on the batches it was planned on (and the held-out ones).
     #[command(flatten)]

@@ -84,6 +84,40 @@ fn plan_from_the_current_plan_moves_less_at_the_same_balance() {
         (v["balancedness"].as_f64().unwrap(), v["traffic"].clone())
     };
     assert_eq!(bal(&fresh), bal(&moved));
+    // incremental: the current plan adjusted within 20 copies, more
+    // balanced than it was on the new batches
+    let adjusted = tmp("replan", "adjusted.json");
+    let mut e = b.clone();
+    e[4] = adjusted.to_str().unwrap();
+    e.extend([
+        "--from",
+        current.to_str().unwrap(),
+        "--max-moved-experts",
+        "20",
+    ]);
+    let err = run_ok(&e);
+    let line = err.lines().find(|l| l.starts_with("incremental")).unwrap();
+    let made: usize = line
+        .split("planning batches, ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(made <= 20, "{line}");
+    assert!(bal(&adjusted).0 > bal(&current).0, "{line}");
+    for bad in [
+        &["--min-balancedness", "1.5"][..],
+        &["--max-moved-experts", "x"][..],
+    ] {
+        let mut f = b.clone();
+        f.extend(["--from", current.to_str().unwrap()]);
+        f.extend(bad);
+        assert_eq!(moeplan(&f).status.code(), Some(2), "{bad:?}");
+    }
+    let mut f = b.clone();
+    f.extend(["--max-moved-experts", "5"]); // needs --from
+    assert_eq!(moeplan(&f).status.code(), Some(2));
     // from itself: nothing moves
     let same = tmp("replan", "same.json");
     let mut d = b.clone();

@@ -8,6 +8,7 @@ use moeplan::formats::plan_json::PlanMeta;
 use moeplan::formats::{self, PlanFormat};
 use moeplan::judge::Rule;
 use moeplan::judge::migration::{Migration, MoveCost, migration, relabel};
+use moeplan::planners::shared::incremental::{Goal, incremental};
 use moeplan::planners::{CraftOptions, ReplicaBudget, craft};
 use moeplan::studies::across::{self, Mix};
 use moeplan::{LoadTrace, Plan, Topology};
@@ -162,7 +163,32 @@ fn from_current(
         preset.name,
         expert_bytes
     );
-    Ok(relabelled)
+    if args.max_moved_experts.is_none() && args.min_balancedness.is_none() {
+        return Ok(relabelled);
+    }
+    if let Some(b) = args.min_balancedness {
+        if !(0.0..=1.0).contains(&b) {
+            return Err(moeplan::Error::Argument(format!(
+                "--min-balancedness {b} must be between 0 and 1"
+            ))
+            .into());
+        }
+    }
+    let goal = Goal {
+        max_moved_experts: args.max_moved_experts,
+        min_balancedness: args.min_balancedness,
+    };
+    let adjusted = incremental(&current, planned_on.summed().view(), goal)?;
+    let bal = |p: &Plan| moeplan::evaluate(planned_on, p).map(|r| r.balancedness);
+    eprintln!(
+        "incremental (the current plan adjusted, {} moves): balancedness {:.4} → {:.4} on the planning batches, {}; the fresh plan relabelled: {:.4}",
+        adjusted.moves,
+        bal(&current)?,
+        bal(&adjusted.plan)?,
+        line(&migration(&current, &adjusted.plan)?),
+        bal(&relabelled)?
+    );
+    Ok(adjusted.plan)
 }
 
 /// What writing and reporting a plan needs besides the plan.

@@ -113,9 +113,9 @@ impl Migration {
     /// let m = Migration { copies_intra_node: 2, per_gpu_intra_node: vec![2, 0], per_gpu_inter_node: vec![0, 0], ..Default::default() };
     /// let h = hardware::preset("h100-ib-ndr")?;
     /// let us = m.time_us(h, 1e6);
-    /// // 2 MB over NVLink at its sustained rate
+    /// // 2 MB over NVLink at its sustained rate, and its latency
     /// let rate = h.intra_node.gb_per_s * 1e3 * h.efficiency.intra_node;
-    /// assert!((us - 2e6 / rate).abs() < 1e-9);
+    /// assert!((us - 2e6 / rate - h.intra_node.latency_us).abs() < 1e-9);
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn time_us(&self, hardware: &Hardware, expert_bytes: f64) -> f64 {
