@@ -60,6 +60,11 @@ pub enum Command {
     Compare(CompareArgs),
     /// Balancedness and replica memory of BASE, CRAFT at each R and EPLB (CRAFT's Figure 5 / 9).
     Sweep(SweepArgs),
+    /// Serving with re-planning: every K batches a new plan on the last W,
+    /// moved to fresh, relabelled or incrementally; balance, copies moved
+    /// and (with --hardware) time with the pauses, beside the first plan
+    /// kept. Comma lists of K and W sweep them.
+    Replay(ReplayArgs),
     /// Plans across workloads: BASE, EPLB and CRAFT made on each of several
     /// traces (and CRAFT mean and robust made on all), judged on every trace.
     Cross(CrossArgs),
@@ -317,6 +322,46 @@ pub struct PlanArgs {
     /// on the batches it was planned on (and the held-out ones).
     #[command(flatten)]
     pub cost: CostArgs,
+}
+
+#[derive(Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub trace: TraceArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Planner that re-plans (`moeplan planners`; static planners on counts).
+    #[arg(long, default_value = "eplb", value_parser = algo_parser())]
+    pub algo: PlannerId,
+    #[command(flatten)]
+    pub planner: PlannerArgs<true>,
+    /// Re-plan every K batches (SGLang's --eplb-rebalance-num-iterations,
+    /// vLLM's EPLB step_interval); a comma list sweeps.
+    #[arg(long, value_delimiter = ',', default_value = "16", value_name = "K[,K…]")]
+    pub every: Vec<usize>,
+    /// On the last W batches (SGLang's recorder window, vLLM's EPLB
+    /// window_size); the first plan is made on the first W; a comma list
+    /// sweeps.
+    #[arg(long, value_delimiter = ',', default_value = "16", value_name = "W[,W…]")]
+    pub window: Vec<usize>,
+    /// Skip a re-plan while the served plan's balancedness on the window
+    /// is at least this (SGLang's
+    /// --eplb-min-rebalancing-utilization-threshold).
+    #[arg(long, value_name = "B")]
+    pub min_balancedness: Option<f64>,
+    /// How a re-plan reaches the GPUs: the new plan as numbered, relabelled
+    /// onto the served one's GPUs, or the served plan adjusted
+    /// (--max-moved-experts per re-plan).
+    #[arg(long, default_value = "relabel", value_parser = ["fresh", "relabel", "incremental"])]
+    pub migrate: String,
+    /// With --migrate incremental: expert copies one re-plan may make.
+    #[arg(long, value_name = "N")]
+    pub max_moved_experts: Option<usize>,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]

@@ -6,6 +6,7 @@ mod eval;
 mod gen_trace;
 mod inspect;
 mod plan;
+mod replay;
 mod sweep;
 
 use moeplan::LoadTrace;
@@ -36,6 +37,7 @@ pub fn run(command: Command) -> Result<(), CliError> {
         Command::Eval(args) => eval::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Sweep(args) => sweep::run(args),
+        Command::Replay(args) => replay::run(args),
         Command::Cross(args) => cross::run(args),
         Command::Hardware { json } => {
             if json {

@@ -1,0 +1,288 @@
+//! Serving with re-planning: what an interval costs and gains on a trace.
+//!
+//! Engines re-balance while they serve: every `K` steps they plan again
+//! on the last `W` steps' loads and move weights. The knobs have each
+//! engine's name: SGLang's `--eplb-rebalance-num-iterations` (`K`), its
+//! recorder's window (`W`) and `--eplb-min-rebalancing-utilization-threshold`
+//! (`min_balancedness`); vLLM's EPLB `step_interval` and `window_size`;
+//! vllm-ascend's `algorithm_execution_interval` and
+//! `expert_heat_collection_interval`; ROCm ATOM's `--eplb-rebalance-interval`,
+//! `--eplb-load-window-size` and `--eplb-rebalance-min-balancedness`. Here a
+//! step is a trace batch.
+//!
+//! [`serve`] plans on the `W` batches before [`Serving::start`] (by
+//! default the first `W`) and serves the rest. At every
+//! `K`-th batch after that it re-plans on the `W` batches before it,
+//! unless the served plan's balancedness on them already reaches
+//! `min_balancedness`. It moves to the new plan as numbered, relabelled
+//! ([`relabel`]), or by adjusting the served plan within a copy budget
+//! ([`incremental`]). The replay judges the schedule of plans on the served
+//! batches under the rule in force, and the first plan kept throughout
+//! beside it. With a [`Pricing`] it also gives each batch's predicted MoE
+//! time and each move's pause ([`Migration::time_us`]).
+//!
+//! Cost: one plan per re-plan (the planner's own cost on `W` batches), one
+//! migration (and relabelling) per re-plan, and two replays of the served
+//! batches.
+
+use serde::Serialize;
+
+use crate::data::Workload;
+use crate::data::plan::Plan;
+use crate::data::topology::Topology;
+use crate::data::trace::LoadTrace;
+use crate::error::{Error, Result};
+use crate::judge::cost::Pricing;
+use crate::judge::migration::{Migration, MoveCost, migration, relabel};
+use crate::judge::{CostModel, Placement, Rule, Strategy, simulate};
+use crate::planners::shared::incremental::{Goal, incremental};
+use crate::planners::{Needs, Planner, Settings};
+
+/// How a re-plan reaches the GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Migrate {
+    /// The new plan as the planner numbered it.
+    Fresh,
+    /// The new plan relabelled onto the served one's GPUs.
+    Relabel,
+    /// The served plan adjusted toward the window within the goal.
+    Incremental(Goal),
+}
+
+impl Migrate {
+    /// Its name in reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Migrate::Fresh => "fresh",
+            Migrate::Relabel => "relabel",
+            Migrate::Incremental(_) => "incremental",
+        }
+    }
+}
+
+/// The serving loop's knobs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Serving {
+    /// Re-plan every this many batches (`K`, at least 1).
+    pub every: usize,
+    /// On the last this many batches (`W`, at least 1).
+    pub window: usize,
+    /// Skip a re-plan while the served plan's balancedness on the window
+    /// is at least this.
+    pub min_balancedness: Option<f64>,
+    /// How a re-plan reaches the GPUs.
+    pub migrate: Migrate,
+    /// The dispatch rule serving every batch.
+    pub rule: Rule,
+    /// The first batch served (at least `window`; 0: `window`): runs with
+    /// different windows serve the same batches when given the same start.
+    pub start: usize,
+}
+
+impl Serving {
+    /// Refuses knobs that cannot run on `batches` batches.
+    pub fn check(&self, batches: usize) -> Result<()> {
+        if self.every == 0 || self.window == 0 {
+            return Err(Error::Argument(
+                "the re-plan interval and the window must be at least one batch".into(),
+            ));
+        }
+        if self.first_served() >= batches {
+            return Err(Error::Argument(format!(
+                "a window of {} batches leaves none of the trace's {batches} to serve: the first plan is made on the first window",
+                self.first_served()
+            )));
+        }
+        if self.min_balancedness.is_some_and(|b| !(0.0..=1.0).contains(&b)) {
+            return Err(Error::Argument(
+                "the minimum balancedness must be between 0 and 1".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The first batch served.
+    pub fn first_served(&self) -> usize {
+        self.start.max(self.window)
+    }
+}
+
+/// One re-plan point.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Replan {
+    /// The first batch (of the trace) the new plan serves.
+    pub at_batch: usize,
+    /// The served plan's balancedness on the window before.
+    pub window_balancedness_before: f64,
+    /// The plan moved to's balancedness on the window (the served one's
+    /// when skipped).
+    pub window_balancedness_after: f64,
+    /// Skipped: the served plan already met `min_balancedness`.
+    pub skipped: bool,
+    /// Expert copies moved, by link kind and GPU.
+    pub migration: Migration,
+    /// The move's pause on the priced hardware, µs.
+    pub pause_us: Option<f64>,
+}
+
+/// The replay of serving with re-planning, and the first plan kept.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServingReport {
+    /// The first batch served.
+    pub first_served: usize,
+    /// Batches served (the trace's from the first served).
+    pub served_batches: usize,
+    /// Per served batch, balancedness with re-planning.
+    pub per_batch_balancedness: Vec<f64>,
+    /// Per served batch, balancedness of the first plan kept.
+    pub static_per_batch_balancedness: Vec<f64>,
+    /// Mean over served batches, with re-planning and static.
+    pub balancedness: f64,
+    /// The static plan's mean.
+    pub static_balancedness: f64,
+    /// Every re-plan point, skipped ones included.
+    pub replans: Vec<Replan>,
+    /// Expert copies moved over the run.
+    pub copies_moved: usize,
+    /// Per served batch, predicted MoE time of the step (all the model's
+    /// MoE layers), µs — with a pricing.
+    pub per_batch_moe_us: Option<Vec<f64>>,
+    /// The same for the static plan.
+    pub static_per_batch_moe_us: Option<Vec<f64>>,
+    /// MoE time over the run plus every pause, µs; and the static plan's.
+    pub total_us: Option<(f64, f64)>,
+}
+
+/// Serves `trace` with `planner` re-planning as `serving` says (see the
+/// module documentation); `pricing` adds predicted time.
+///
+/// ```
+/// use moeplan::studies::serving::{serve, Migrate, Serving};
+/// use moeplan::planners::{eplb, Settings};
+/// use moeplan::{judge::Rule, synth::generator, data::model, Topology};
+/// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 12))?;
+/// let s = Serving { every: 4, window: 4, min_balancedness: None, migrate: Migrate::Relabel, rule: Rule::Even, start: 0 };
+/// let r = serve(&t, Topology::new(1, 8)?, eplb::ID.planner()?, &Settings::new(), s, None)?;
+/// assert_eq!(r.served_batches, 8);
+/// assert_eq!(r.replans.len(), 1); // at batch 8, on batches 4..8
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn serve(
+    trace: &LoadTrace,
+    topology: Topology,
+    planner: &dyn Planner,
+    settings: &Settings,
+    serving: Serving,
+    pricing: Option<&Pricing>,
+) -> Result<ServingReport> {
+    let b_n = trace.num_batches();
+    serving.check(b_n)?;
+    if matches!(planner.needs(), Needs::Sources | Needs::Tokens) || planner.per_batch() {
+        return Err(Error::Argument(format!(
+            "{} cannot re-plan here: the serving replay plans from counts with a static planner",
+            planner.display()
+        )));
+    }
+    let w = serving.window;
+    let s0 = serving.first_served();
+    let plan_on = |range: std::ops::Range<usize>| -> Result<Plan> {
+        let work = Workload::new(trace.slice_batches(range)?);
+        Ok(crate::planners::plan(planner, &work, topology, settings)?.plan)
+    };
+    let hardware = pricing.map(|p| &p.hardware);
+    let move_cost = match hardware {
+        Some(h) => MoveCost::for_hardware(h),
+        None => MoveCost::for_hardware(crate::data::hardware::preset("h100-ib-ndr")?),
+    };
+    let expert_bytes = pricing.map(|p| {
+        p.model.expert_params() as f64 * p.assumptions.bytes_per_weight(&p.model) as f64
+    });
+    let first = plan_on(s0 - w..s0)?;
+    let mut served = first.clone();
+    let mut start = s0;
+    let mut segments: Vec<(std::ops::Range<usize>, Plan)> = Vec::new();
+    let mut replans = Vec::new();
+    let mut at = s0 + serving.every;
+    while at < b_n {
+        let window = trace.slice_batches(at - w..at)?;
+        let before = crate::evaluate(&window, &served)?.balancedness;
+        if serving.min_balancedness.is_some_and(|b| before >= b) {
+            replans.push(Replan {
+                at_batch: at,
+                window_balancedness_before: before,
+                window_balancedness_after: before,
+                skipped: true,
+                migration: Migration::default(),
+                pause_us: None,
+            });
+            at += serving.every;
+            continue;
+        }
+        let next = match serving.migrate {
+            Migrate::Fresh => plan_on(at - w..at)?,
+            Migrate::Relabel => relabel(&served, &plan_on(at - w..at)?, move_cost)?,
+            Migrate::Incremental(goal) => {
+                incremental(&served, window.summed().view(), goal)?.plan
+            }
+        };
+        let m = migration(&served, &next)?;
+        replans.push(Replan {
+            at_batch: at,
+            window_balancedness_before: before,
+            window_balancedness_after: crate::evaluate(&window, &next)?.balancedness,
+            skipped: false,
+            pause_us: hardware.zip(expert_bytes).map(|(h, b)| m.time_us(h, b)),
+            migration: m,
+        });
+        segments.push((start - s0..at - s0, std::mem::replace(&mut served, next)));
+        start = at;
+        at += serving.every;
+    }
+    segments.push((start - s0..b_n - s0, served));
+    let evaluated = Workload::new(trace.slice_batches(s0..b_n)?);
+    let cost = match pricing {
+        Some(p) => CostModel {
+            time: Some(p.time_cost()),
+            ..CostModel::for_model(&p.model)
+        },
+        None => CostModel::default(),
+    };
+    let run = simulate(
+        &evaluated,
+        &Strategy {
+            placement: Placement::Schedule(segments),
+            rule: serving.rule,
+        },
+        &cost,
+    )?;
+    let kept = simulate(&evaluated, &Strategy::fixed(first, serving.rule), &cost)?;
+    // The replay's MoE time is of the trace's layers: scaled to the model's.
+    let scale = pricing.map_or(1.0, |p| {
+        p.model.moe_layers() as f64 / trace.num_layers().max(1) as f64
+    });
+    let moe = |r: &crate::judge::Report| {
+        r.time
+            .as_ref()
+            .map(|t| t.per_batch_moe_us.iter().map(|x| x * scale).collect::<Vec<f64>>())
+    };
+    let (per_batch_moe_us, static_per_batch_moe_us) = (moe(&run), moe(&kept));
+    let pauses: f64 = replans.iter().filter_map(|r| r.pause_us).sum();
+    let total_us = per_batch_moe_us
+        .as_ref()
+        .zip(static_per_batch_moe_us.as_ref())
+        .map(|(a, b)| (a.iter().sum::<f64>() + pauses, b.iter().sum::<f64>()));
+    Ok(ServingReport {
+        first_served: s0,
+        served_batches: b_n - s0,
+        balancedness: run.balancedness,
+        static_balancedness: kept.balancedness,
+        per_batch_balancedness: run.per_batch,
+        static_per_batch_balancedness: kept.per_batch,
+        copies_moved: replans.iter().map(|r| r.migration.copies()).sum(),
+        replans,
+        per_batch_moe_us,
+        static_per_batch_moe_us,
+        total_us,
+    })
+}
