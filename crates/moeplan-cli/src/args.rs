@@ -337,12 +337,22 @@ pub struct ReplayArgs {
     pub planner: PlannerArgs<true>,
     /// Re-plan every K batches (SGLang's --eplb-rebalance-num-iterations,
     /// vLLM's EPLB step_interval); a comma list sweeps.
-    #[arg(long, value_delimiter = ',', default_value = "16", value_name = "K[,K…]")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "16",
+        value_name = "K[,K…]"
+    )]
     pub every: Vec<usize>,
     /// On the last W batches (SGLang's recorder window, vLLM's EPLB
     /// window_size); the first plan is made on the first W; a comma list
     /// sweeps.
-    #[arg(long, value_delimiter = ',', default_value = "16", value_name = "W[,W…]")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "16",
+        value_name = "W[,W…]"
+    )]
     pub window: Vec<usize>,
     /// Skip a re-plan while the served plan's balancedness on the window
     /// is at least this (SGLang's

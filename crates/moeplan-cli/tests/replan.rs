@@ -194,3 +194,65 @@ fn a_current_plan_that_does_not_fit_is_one_line_and_exit_2() {
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// `replay`: a sweep over K and W in JSON, every run serving the same
+/// batches; bad knobs one line and exit 2.
+#[test]
+fn replay_sweeps_and_refuses_bad_knobs() {
+    let base = [
+        "replay",
+        "--preset",
+        "olmoe",
+        "--batches",
+        "24",
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "8",
+    ];
+    let mut a = base.to_vec();
+    a.extend([
+        "--every",
+        "4,8",
+        "--window",
+        "2,4",
+        "--hardware",
+        "h100-ib-ndr",
+        "--json",
+    ]);
+    let v = json_of(&a);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    for r in runs {
+        assert_eq!(r["report"]["first_served"], 4, "{r}");
+        assert_eq!(r["report"]["served_batches"], 20);
+        assert!(r["report"]["total_us"][0].as_f64().unwrap() > 0.0);
+    }
+    let mut one = base.to_vec();
+    one.extend(["--every", "4", "--window", "4"]);
+    let text = String::from_utf8(moeplan(&one).stdout).unwrap();
+    assert!(
+        text.contains("re-plans") && text.contains("batch 20:"),
+        "{text}"
+    );
+    for (extra, needle) in [
+        (&["--every", "0"][..], "at least one batch"),
+        (&["--window", "30"][..], "leaves none"),
+        (&["--max-moved-experts", "4"][..], "--migrate incremental"),
+        (&["--min-balancedness", "2"][..], "between 0 and 1"),
+    ] {
+        let mut args = base.to_vec();
+        args.extend(extra);
+        let o = moeplan(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        let errors: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("moeplan: error"))
+            .collect();
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(
+            errors.len() == 1 && errors[0].contains(needle),
+            "{extra:?}: {err}"
+        );
+    }
+}

@@ -29,7 +29,8 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     };
     if args.max_moved_experts.is_some() && !matches!(migrate, Migrate::Incremental(_)) {
         return Err(moeplan::Error::Argument(
-            "--max-moved-experts is the incremental re-plan's budget: add --migrate incremental".into(),
+            "--max-moved-experts is the incremental re-plan's budget: add --migrate incremental"
+                .into(),
         )
         .into());
     }
@@ -53,7 +54,14 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     let mut runs = Vec::new();
     for &k in &args.every {
         for &w in &args.window {
-            let r = serve(&trace, topology, planner, &settings, settings_of(k, w), cost.pricing.as_ref())?;
+            let r = serve(
+                &trace,
+                topology,
+                planner,
+                &settings,
+                settings_of(k, w),
+                cost.pricing.as_ref(),
+            )?;
             runs.push((k, w, r));
         }
     }
@@ -99,7 +107,10 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         "K", "W", "re-plans", "skipped", "copies", "balancedness", "static"
     );
     if priced.is_some() {
-        o += &format!(" {:>12} {:>12} {:>9}", "MoE+pause ms", "static ms", "× static");
+        o += &format!(
+            " {:>12} {:>12} {:>9}",
+            "MoE+pause ms", "static ms", "× static"
+        );
     }
     o.push('\n');
     let best = runs
@@ -167,7 +178,12 @@ fn row(k: usize, w: usize, r: &ServingReport) -> String {
         r.static_balancedness
     );
     if let Some((t, st)) = r.total_us {
-        s += &format!(" {:>12.1} {:>12.1} {:>9.3}", t / 1e3, st / 1e3, if st > 0.0 { t / st } else { 0.0 });
+        s += &format!(
+            " {:>12.1} {:>12.1} {:>9.3}",
+            t / 1e3,
+            st / 1e3,
+            if st > 0.0 { t / st } else { 0.0 }
+        );
     }
     s.push('\n');
     s

@@ -94,7 +94,10 @@ impl Serving {
                 self.first_served()
             )));
         }
-        if self.min_balancedness.is_some_and(|b| !(0.0..=1.0).contains(&b)) {
+        if self
+            .min_balancedness
+            .is_some_and(|b| !(0.0..=1.0).contains(&b))
+        {
             return Err(Error::Argument(
                 "the minimum balancedness must be between 0 and 1".into(),
             ));
@@ -195,9 +198,8 @@ pub fn serve(
         Some(h) => MoveCost::for_hardware(h),
         None => MoveCost::for_hardware(crate::data::hardware::preset("h100-ib-ndr")?),
     };
-    let expert_bytes = pricing.map(|p| {
-        p.model.expert_params() as f64 * p.assumptions.bytes_per_weight(&p.model) as f64
-    });
+    let expert_bytes = pricing
+        .map(|p| p.model.expert_params() as f64 * p.assumptions.bytes_per_weight(&p.model) as f64);
     let first = plan_on(s0 - w..s0)?;
     let mut served = first.clone();
     let mut start = s0;
@@ -222,9 +224,7 @@ pub fn serve(
         let next = match serving.migrate {
             Migrate::Fresh => plan_on(at - w..at)?,
             Migrate::Relabel => relabel(&served, &plan_on(at - w..at)?, move_cost)?,
-            Migrate::Incremental(goal) => {
-                incremental(&served, window.summed().view(), goal)?.plan
-            }
+            Migrate::Incremental(goal) => incremental(&served, window.summed().view(), goal)?.plan,
         };
         let m = migration(&served, &next)?;
         replans.push(Replan {
@@ -262,9 +262,12 @@ pub fn serve(
         p.model.moe_layers() as f64 / trace.num_layers().max(1) as f64
     });
     let moe = |r: &crate::judge::Report| {
-        r.time
-            .as_ref()
-            .map(|t| t.per_batch_moe_us.iter().map(|x| x * scale).collect::<Vec<f64>>())
+        r.time.as_ref().map(|t| {
+            t.per_batch_moe_us
+                .iter()
+                .map(|x| x * scale)
+                .collect::<Vec<f64>>()
+        })
     };
     let (per_batch_moe_us, static_per_batch_moe_us) = (moe(&run), moe(&kept));
     let pauses: f64 = replans.iter().filter_map(|r| r.pause_us).sum();

@@ -1,0 +1,190 @@
+//! Serving with re-planning (`studies::serving`): an interval longer than
+//! the trace is the static plan; relabelled moves keep the fresh plans'
+//! balance with fewer copies; a threshold every window meets skips every
+//! re-plan; an incremental budget holds per re-plan; bad knobs are refused;
+//! and on real HarMoEny data re-planning beats never re-planning while on a
+//! generated trace that does not shift it does not.
+
+mod common;
+
+use moeplan::data::{hardware, model};
+use moeplan::judge::Rule;
+use moeplan::judge::cost::Pricing;
+use moeplan::planners::shared::incremental::Goal;
+use moeplan::planners::{Settings, eplb};
+use moeplan::studies::serving::{Migrate, Serving, serve};
+use moeplan::synth::generator::{GenConfig, generate};
+use moeplan::{LoadTrace, Topology};
+
+fn knobs(every: usize, window: usize, migrate: Migrate) -> Serving {
+    Serving {
+        every,
+        window,
+        min_balancedness: None,
+        migrate,
+        rule: Rule::Even,
+        start: 0,
+    }
+}
+
+fn shifting() -> LoadTrace {
+    // two workloads back to back: the second half has other hot experts
+    let m = model::preset("olmoe").unwrap();
+    let mut c = GenConfig::new(m, 12);
+    let a = generate(&c).unwrap();
+    c.seed = 99;
+    let b = generate(&c).unwrap();
+    let counts =
+        ndarray::concatenate(ndarray::Axis(0), &[a.counts().view(), b.counts().view()]).unwrap();
+    LoadTrace::new(counts, a.layer_ids().to_vec()).unwrap()
+}
+
+#[test]
+fn the_knobs_do_what_they_say() {
+    let trace = shifting();
+    let topo = Topology::new(2, 4).unwrap();
+    let eplb = eplb::ID.planner().unwrap();
+    let s = Settings::new();
+    // an interval past the end: the static plan, nothing moved
+    let never = serve(
+        &trace,
+        topo,
+        eplb,
+        &s,
+        knobs(100, 4, Migrate::Relabel),
+        None,
+    )
+    .unwrap();
+    assert!(never.replans.is_empty() && never.copies_moved == 0);
+    assert_eq!(
+        never.per_batch_balancedness,
+        never.static_per_batch_balancedness
+    );
+    // relabelled moves: the fresh plans' balance, fewer copies
+    let fresh = serve(&trace, topo, eplb, &s, knobs(4, 4, Migrate::Fresh), None).unwrap();
+    let relabel = serve(&trace, topo, eplb, &s, knobs(4, 4, Migrate::Relabel), None).unwrap();
+    assert_eq!(fresh.replans.len(), 4); // at batches 8, 12, 16, 20
+    for (a, b) in fresh
+        .per_batch_balancedness
+        .iter()
+        .zip(&relabel.per_batch_balancedness)
+    {
+        assert!((a - b).abs() < 1e-12);
+    }
+    assert!(relabel.copies_moved < fresh.copies_moved);
+    // the workload shifts at batch 12: re-planning serves the second half better
+    let second_half = |v: &[f64]| v[8..].iter().sum::<f64>() / v[8..].len() as f64;
+    assert!(
+        second_half(&relabel.per_batch_balancedness)
+            > second_half(&relabel.static_per_batch_balancedness)
+    );
+    // a threshold every window meets: every re-plan skipped
+    let mut k = knobs(4, 4, Migrate::Relabel);
+    k.min_balancedness = Some(0.0);
+    let skipped = serve(&trace, topo, eplb, &s, k, None).unwrap();
+    assert!(skipped.replans.iter().all(|r| r.skipped) && skipped.copies_moved == 0);
+    // incremental: the budget holds at every re-plan
+    let goal = Goal {
+        max_moved_experts: Some(6),
+        min_balancedness: None,
+    };
+    let inc = serve(
+        &trace,
+        topo,
+        eplb,
+        &s,
+        knobs(2, 4, Migrate::Incremental(goal)),
+        None,
+    )
+    .unwrap();
+    assert!(inc.replans.len() >= 8);
+    assert!(inc.replans.iter().all(|r| r.migration.copies() <= 6));
+    // runs with another window serve the same batches when given the start
+    let mut k = knobs(4, 2, Migrate::Relabel);
+    k.start = 4;
+    assert_eq!(
+        serve(&trace, topo, eplb, &s, k, None).unwrap().first_served,
+        4
+    );
+    // refused
+    for bad in [
+        knobs(0, 4, Migrate::Relabel),
+        knobs(4, 0, Migrate::Relabel),
+        knobs(4, 24, Migrate::Relabel),
+    ] {
+        assert!(serve(&trace, topo, eplb, &s, bad, None).is_err());
+    }
+    let mut k = knobs(4, 4, Migrate::Relabel);
+    k.min_balancedness = Some(1.5);
+    assert!(serve(&trace, topo, eplb, &s, k, None).is_err());
+}
+
+/// With a hardware: the run's time is its batches' MoE time plus every
+/// pause, and on a generated trace that does not shift, re-planning every
+/// 16 batches is slower than never (every move pays, nothing is gained).
+#[test]
+fn on_a_trace_that_does_not_shift_never_re_planning_wins() {
+    let m = model::preset("deepseek-v3").unwrap();
+    let mut c = GenConfig::new(m, 48);
+    c.seed = 5;
+    let trace = generate(&c).unwrap();
+    let pricing = Pricing::new(hardware::preset("h100-ib-ndr").unwrap(), m);
+    let r = serve(
+        &trace,
+        Topology::new(4, 8).unwrap(),
+        eplb::ID.planner().unwrap(),
+        &Settings::new(),
+        knobs(16, 16, Migrate::Relabel),
+        Some(&pricing),
+    )
+    .unwrap();
+    let (total, kept) = r.total_us.unwrap();
+    let batches: f64 = r.per_batch_moe_us.as_ref().unwrap().iter().sum();
+    let pauses: f64 = r.replans.iter().filter_map(|p| p.pause_us).sum();
+    assert!(pauses > 0.0 && (total - batches - pauses).abs() < 1e-6 * total);
+    assert!(total > kept, "re-planning {total} µs, never {kept} µs");
+}
+
+/// Real HarMoEny Qwen1.5-MoE (60 batches of shifting datasets), 1 × 8,
+/// EPLB +4: re-planning every 4 batches on the last 4 beats never
+/// re-planning on `h200-ib-ndr` and on `4090-pcie4-25gbe` (docs/replan.md).
+#[test]
+fn real_harmoeny_re_planning_pays() {
+    let Some(p) = common::shared_data("harmoeny-qwen1.5-moe/expert_freq_qwen_datasets.csv") else {
+        return;
+    };
+    let bytes = std::fs::read(p).unwrap();
+    let trace = moeplan::formats::read_trace(&bytes, &Default::default()).unwrap();
+    let m = model::preset("qwen1.5-moe-a2.7b").unwrap();
+    let settings = Settings::new()
+        .with("redundant_experts", moeplan::planners::Value::Count(4))
+        .unwrap();
+    let mut rows = 0;
+    for hw in ["h200-ib-ndr", "4090-pcie4-25gbe"] {
+        let pricing = Pricing::new(hardware::preset(hw).unwrap(), m);
+        let mut k = knobs(4, 4, Migrate::Relabel);
+        k.start = 16;
+        let r = serve(
+            &trace,
+            Topology::new(1, 8).unwrap(),
+            eplb::ID.planner().unwrap(),
+            &settings,
+            k,
+            Some(&pricing),
+        )
+        .unwrap();
+        let (total, kept) = r.total_us.unwrap();
+        eprintln!(
+            "{hw}: K = 4, W = 4 from batch 16: {:.1} ms against {:.1} ms never re-planning ({:.3}×), balancedness {:.4} vs {:.4}, {} copies",
+            total / 1e3,
+            kept / 1e3,
+            total / kept,
+            r.balancedness,
+            r.static_balancedness,
+            r.copies_moved
+        );
+        assert!(total < kept * 0.9, "{hw}");
+        rows += 1;
+    }
+    assert_eq!(rows, 2);
+}
