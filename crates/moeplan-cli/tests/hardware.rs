@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{json_of, moeplan, tmp};
+use common::{json_of, moeplan, refused, tmp};
 
 /// `hardware --json` lists every preset, each one a valid `--hardware
 /// FILE`: a preset written to a file prices exactly as its name does.
@@ -151,19 +151,7 @@ fn bad_hardware_is_one_line_and_exit_2() {
             "8",
         ];
         args.extend_from_slice(extra);
-        let o = moeplan(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        let last = err
-            .trim_end()
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .to_string();
-        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
-        assert!(
-            last.starts_with("moeplan: error:") && last.contains(needle),
-            "{extra:?}: {err}"
-        );
+        refused(&args, needle);
     }
 }
 

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{json_of, moeplan, tmp};
+use common::{json_of, moeplan, refused, tmp};
 
 const CLUSTER: [&str; 4] = ["--nodes", "4", "--gpus-per-node", "8"];
 
@@ -167,15 +167,7 @@ fn a_current_plan_that_does_not_fit_is_one_line_and_exit_2() {
         args.push(out.to_str().unwrap());
         args.extend(extra);
         args.extend(["--from", current.to_str().unwrap()]);
-        let o = moeplan(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{err}");
-        let errors: Vec<&str> = err
-            .lines()
-            .filter(|l| l.starts_with("moeplan: error"))
-            .collect();
-        assert_eq!(errors.len(), 1, "{err}");
-        assert!(errors[0].contains(needle), "{needle}: {err}");
+        refused(&args, needle);
     }
     let o = moeplan(&[
         "plan",
@@ -243,16 +235,6 @@ fn replay_sweeps_and_refuses_bad_knobs() {
     ] {
         let mut args = base.to_vec();
         args.extend(extra);
-        let o = moeplan(&args);
-        let err = String::from_utf8_lossy(&o.stderr);
-        let errors: Vec<&str> = err
-            .lines()
-            .filter(|l| l.starts_with("moeplan: error"))
-            .collect();
-        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
-        assert!(
-            errors.len() == 1 && errors[0].contains(needle),
-            "{extra:?}: {err}"
-        );
+        refused(&args, needle);
     }
 }

@@ -25,6 +25,22 @@ pub fn json_of(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// Runs `moeplan ARGS`, which must be refused: exit code 2 and exactly one
+/// `moeplan: error:` line, containing `needle`.
+pub fn refused(args: &[&str], needle: &str) {
+    let o = moeplan(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let errors: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("moeplan: error:"))
+        .collect();
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(
+        errors.len() == 1 && errors[0].contains(needle),
+        "{args:?}: wanted one error line with {needle:?}: {err}"
+    );
+}
+
 /// `name` in a scratch folder of this test file (`tag`) and process.
 pub fn tmp(tag: &str, name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("moeplan-{tag}-{}", std::process::id()));
