@@ -54,16 +54,21 @@ pub struct Incremental {
 ///
 /// ```
 /// use moeplan::planners::shared::incremental::{incremental, Goal};
-/// use moeplan::{planners::contiguous, judge::migration::migration, LoadTrace, Topology};
+/// use moeplan::planners::{eplb, EplbConfig};
+/// use moeplan::{judge::migration::migration, LoadTrace, Topology};
 /// use ndarray::Array3;
-/// let mut c = Array3::from_elem((1, 2, 8), 10.0);
-/// c[[0, 0, 0]] = 80.0; // layer 0: expert 0 is hot
-/// let trace = LoadTrace::new(c, vec![0, 1])?;
-/// let served = contiguous(&trace, Topology::new(1, 4)?)?;
-/// let goal = Goal { max_moved_experts: Some(2), min_balancedness: None };
-/// let r = incremental(&served, trace.summed().view(), goal)?;
+/// // served: planned on even loads, one spare slot per GPU
+/// let flat = LoadTrace::new(Array3::from_elem((1, 1, 8), 10.0), vec![0])?;
+/// let config = EplbConfig { redundant_experts: 4, groups: 1 };
+/// let served = eplb(&flat, Topology::new(1, 4)?, config)?;
+/// // now expert 5 is hot
+/// let mut c = Array3::from_elem((1, 1, 8), 10.0);
+/// c[[0, 0, 5]] = 80.0;
+/// let now = LoadTrace::new(c, vec![0])?;
+/// let goal = Goal { max_moved_experts: Some(4), min_balancedness: None };
+/// let r = incremental(&served, now.summed().view(), goal)?;
 /// assert!(r.balancedness.1 > r.balancedness.0);
-/// assert!(r.copies <= 2 && migration(&served, &r.plan)?.copies() == r.copies);
+/// assert!(r.copies <= 4 && migration(&served, &r.plan)?.copies() == r.copies);
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 pub fn incremental(current: &Plan, loads: ArrayView2<'_, f64>, goal: Goal) -> Result<Incremental> {
@@ -93,7 +98,8 @@ pub fn incremental(current: &Plan, loads: ArrayView2<'_, f64>, goal: Goal) -> Re
             kicks: Some(0),
             ..JointOptions::default()
         };
-        if joint_search(&rows[l], &mut next, options)? == 0 {
+        // (a second copy on one GPU is refilled without counting as a move)
+        if joint_search(&rows[l], &mut next, options)? == 0 && next.as_slice() == from {
             return Ok(None);
         }
         Ok(Some((
