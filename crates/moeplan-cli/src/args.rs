@@ -367,6 +367,10 @@ pub struct ReplayArgs {
     /// With --migrate incremental: expert copies one re-plan may make.
     #[arg(long, value_name = "N")]
     pub max_moved_experts: Option<usize>,
+    /// Also serve the same batches with Libra (per-batch copies, its own
+    /// rule and defaults, prepared on the first window).
+    #[arg(long)]
+    pub with_libra: bool,
     #[command(flatten)]
     pub judge: JudgeArgs,
     /// Print JSON instead of a table.

@@ -210,11 +210,18 @@ fn replay_sweeps_and_refuses_bad_knobs() {
         "2,4",
         "--hardware",
         "h100-ib-ndr",
+        "--with-libra",
         "--json",
     ]);
     let v = json_of(&a);
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4);
+    // Libra once per window, on the first K's runs
+    let with_libra = runs
+        .iter()
+        .filter(|r| r["report"]["libra"]["total_us"].as_f64().is_some())
+        .count();
+    assert_eq!(with_libra, 2);
     for r in runs {
         assert_eq!(r["report"]["first_served"], 4, "{r}");
         assert_eq!(r["report"]["served_batches"], 20);

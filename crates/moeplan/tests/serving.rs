@@ -24,6 +24,7 @@ fn knobs(every: usize, window: usize, migrate: Migrate) -> Serving {
         migrate,
         rule: Rule::Even,
         start: 0,
+        libra: false,
     }
 }
 
@@ -164,6 +165,7 @@ fn real_harmoeny_re_planning_pays() {
         let pricing = Pricing::new(hardware::preset(hw).unwrap(), m);
         let mut k = knobs(4, 4, Migrate::Relabel);
         k.start = 16;
+        k.libra = true;
         let r = serve(
             &trace,
             Topology::new(1, 8).unwrap(),
@@ -184,6 +186,14 @@ fn real_harmoeny_re_planning_pays() {
             r.copies_moved
         );
         assert!(total < kept * 0.9, "{hw}");
+        let libra = r.libra.as_ref().unwrap();
+        assert_eq!(libra.per_batch_balancedness.len(), r.served_batches);
+        eprintln!(
+            "{hw}: Libra on the same batches: {:.1} ms, balancedness {:.4}, {:.0} copies per batch",
+            libra.total_us.unwrap() / 1e3,
+            libra.balancedness,
+            libra.copies_per_batch
+        );
         rows += 1;
     }
     assert_eq!(rows, 2);

@@ -44,6 +44,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         min_balancedness: args.min_balancedness,
         migrate,
         rule: args.judge.dispatch,
+        libra: false,
     };
     for &k in &args.every {
         for &w in &args.window {
@@ -54,12 +55,17 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     let mut runs = Vec::new();
     for &k in &args.every {
         for &w in &args.window {
+            // Libra once per window: its copies do not depend on K
+            let knobs = Serving {
+                libra: args.with_libra && k == args.every[0],
+                ..settings_of(k, w)
+            };
             let r = serve(
                 &trace,
                 topology,
                 planner,
                 &settings,
-                settings_of(k, w),
+                knobs,
                 cost.pricing.as_ref(),
             )?;
             runs.push((k, w, r));
@@ -141,6 +147,18 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
                 t / 1e3
             )
         };
+    }
+    for (_, w, r) in &runs {
+        if let Some(l) = &r.libra {
+            o += &format!(
+                "Libra per batch (prepared on the first W = {w}, its own rule): balancedness {:.4}, {:.0} copies per batch{}\n",
+                l.balancedness,
+                l.copies_per_batch,
+                l.total_us
+                    .map(|t| format!(", {:.1} ms with its copies that do not hide", t / 1e3))
+                    .unwrap_or_default()
+            );
+        }
     }
     if let [(_, _, r)] = runs.as_slice() {
         for p in &r.replans {

@@ -18,8 +18,10 @@
 //! ([`relabel`]), or by adjusting the served plan within a copy budget
 //! ([`incremental`]). The replay judges the schedule of plans on the served
 //! batches under the rule in force, and the first plan kept throughout
-//! beside it. With a [`Pricing`] it also gives each batch's predicted MoE
-//! time and each move's pause ([`Migration::time_us`]).
+//! beside it, and — asked for — Libra serving the same batches with its
+//! per-batch copies. With a [`Pricing`] it also gives each batch's
+//! predicted MoE time, each move's pause ([`Migration::time_us`]) and
+//! Libra's copies that do not hide.
 //!
 //! Cost: one plan per re-plan (the planner's own cost on `W` batches), one
 //! migration (and relabelling) per re-plan, and two replays of the served
@@ -34,7 +36,7 @@ use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
 use crate::judge::cost::Pricing;
 use crate::judge::migration::{Migration, MoveCost, migration, relabel};
-use crate::judge::{CostModel, Placement, Rule, Strategy, simulate};
+use crate::judge::{CostModel, Placement, Rule, Served, Strategy, judge, simulate};
 use crate::planners::shared::incremental::{Goal, incremental};
 use crate::planners::{Needs, Planner, Settings};
 
@@ -78,6 +80,9 @@ pub struct Serving {
     /// The first batch served (at least `window`; 0: `window`): runs with
     /// different windows serve the same batches when given the same start.
     pub start: usize,
+    /// Also serve the same batches with Libra (per-batch copies, its own
+    /// rule and defaults), prepared on the first window.
+    pub libra: bool,
 }
 
 impl Serving {
@@ -155,6 +160,22 @@ pub struct ServingReport {
     pub static_per_batch_moe_us: Option<Vec<f64>>,
     /// MoE time over the run plus every pause, µs; and the static plan's.
     pub total_us: Option<(f64, f64)>,
+    /// Libra on the same batches, when asked for.
+    pub libra: Option<LibraServed>,
+}
+
+/// Libra serving the same batches: its copies every batch instead of
+/// re-plans.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LibraServed {
+    /// Per served batch, balancedness under its rule.
+    pub per_batch_balancedness: Vec<f64>,
+    /// Mean over served batches.
+    pub balancedness: f64,
+    /// Expert copies it makes per batch, mean.
+    pub copies_per_batch: f64,
+    /// MoE time over the run plus its copies that do not hide, µs.
+    pub total_us: Option<f64>,
 }
 
 /// Serves `trace` with `planner` re-planning as `serving` says (see the
@@ -165,7 +186,7 @@ pub struct ServingReport {
 /// use moeplan::planners::{eplb, Settings};
 /// use moeplan::{judge::Rule, synth::generator, data::model, Topology};
 /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 12))?;
-/// let s = Serving { every: 4, window: 4, min_balancedness: None, migrate: Migrate::Relabel, rule: Rule::Even, start: 0 };
+/// let s = Serving { every: 4, window: 4, min_balancedness: None, migrate: Migrate::Relabel, rule: Rule::Even, start: 0, libra: false };
 /// let r = serve(&t, Topology::new(1, 8)?, eplb::ID.planner()?, &Settings::new(), s, None)?;
 /// assert_eq!(r.served_batches, 8);
 /// assert_eq!(r.replans.len(), 1); // at batch 8, on batches 4..8
@@ -270,6 +291,19 @@ pub fn serve(
         })
     };
     let (per_batch_moe_us, static_per_batch_moe_us) = (moe(&run), moe(&kept));
+    let libra = if serving.libra {
+        Some(libra_on(
+            trace,
+            s0 - w..s0,
+            &evaluated,
+            topology,
+            &cost,
+            pricing,
+            scale,
+        )?)
+    } else {
+        None
+    };
     let pauses: f64 = replans.iter().filter_map(|r| r.pause_us).sum();
     let total_us = per_batch_moe_us
         .as_ref()
@@ -286,6 +320,44 @@ pub fn serve(
         replans,
         per_batch_moe_us,
         static_per_batch_moe_us,
+        total_us,
+        libra,
+    })
+}
+
+/// Libra prepared on `planning`'s batches of `trace` and judged through its
+/// schedule on `served`.
+fn libra_on(
+    trace: &LoadTrace,
+    planning: std::ops::Range<usize>,
+    served: &Workload,
+    topology: Topology,
+    cost: &CostModel,
+    pricing: Option<&Pricing>,
+    scale: f64,
+) -> Result<LibraServed> {
+    let libra = crate::planners::libra::ID.planner()?;
+    let work = Workload::new(trace.slice_batches(planning)?);
+    let ready = crate::planners::prepare(libra, &work, topology, &Settings::new())?;
+    let base = ready.plan(None)?.plan;
+    let schedule = ready
+        .schedule(&base, served)?
+        .ok_or_else(|| Error::Argument("Libra made no schedule".into()))?;
+    let copies = &schedule.copies_per_batch;
+    let copies_per_batch = copies.iter().sum::<usize>() as f64 / copies.len().max(1) as f64;
+    let judged = Served::Schedule {
+        base: &base,
+        schedule: &schedule,
+    };
+    let v = judge(served, judged, cost, pricing, |_, _| {})?;
+    let total_us = v.sim.time.as_ref().zip(v.predicted.as_ref()).map(|(t, p)| {
+        t.per_batch_moe_us.iter().map(|x| x * scale).sum::<f64>()
+            + p.copy_exposed_us * t.per_batch_moe_us.len() as f64
+    });
+    Ok(LibraServed {
+        per_batch_balancedness: v.sim.per_batch,
+        balancedness: v.sim.balancedness,
+        copies_per_batch,
         total_us,
     })
 }
