@@ -322,12 +322,7 @@ impl Workspace {
                 cross_node_bytes: cross * cost.hidden as f64 * cost.bytes_per_activation as f64,
             }
         });
-        let b_n = work.trace().num_batches().max(1) as f64;
-        let mean_counts = summed.mapv(|x| x / b_n).insert_axis(ndarray::Axis(0));
-        let mean = Workload::new(LoadTrace::new(
-            mean_counts,
-            work.trace().layer_ids().to_vec(),
-        )?);
+        let mean = Workload::new(work.trace().mean_batch());
         Ok(Workspace {
             mean,
             priced: Arc::default(),

@@ -463,13 +463,14 @@ impl Planner {
         model: Option<String>,
     ) -> Result<JsValue, js_sys::Error> {
         let ws = self.workspace()?;
-        let h = moeplan::data::hardware::preset(hardware).map_err(js_error)?;
-        let name = model
-            .as_deref()
-            .or(ws.trace().model())
-            .unwrap_or("deepseek-v3");
-        let m = model::preset(name).map_err(js_error)?;
-        let pricing = Pricing::new(h, m);
+        let named = Priced {
+            hardware: Some(hardware.to_string()),
+            model,
+        };
+        let pricing = named
+            .resolve(ws.trace())
+            .map_err(js_error)?
+            .ok_or_else(|| js_error("no hardware"))?;
         let view = ws
             .view_priced(
                 replicas_per_gpu,

@@ -140,11 +140,7 @@ fn time_plans_compute_no_slower_than_balance_plans() {
 fn auto_is_the_fastest_budget_with_memory_charged() {
     let trace = skewed("deepseek-v3", 4, 7);
     let topo = Topology::new(2, 8).unwrap();
-    let mean_trace = {
-        let b = trace.num_batches() as f64;
-        let m = trace.summed().mapv(|x| x / b).insert_axis(ndarray::Axis(0));
-        Workload::new(LoadTrace::new(m, trace.layer_ids().to_vec()).unwrap())
-    };
+    let mean_trace = Workload::new(trace.mean_batch());
     let mut chosen = Vec::new();
     for (phase, fraction) in [
         (Phase::Prefill, 0.9),

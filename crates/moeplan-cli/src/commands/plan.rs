@@ -7,6 +7,7 @@ use moeplan::formats::plan_any::{PlanContext, read_any_plan};
 use moeplan::formats::plan_json::PlanMeta;
 use moeplan::formats::{self, PlanFormat};
 use moeplan::judge::Rule;
+use moeplan::judge::cost::Pricing;
 use moeplan::judge::migration::{Migration, MoveCost, migration, relabel};
 use moeplan::planners::shared::incremental::{Goal, incremental};
 use moeplan::planners::{CraftOptions, ReplicaBudget, craft};
@@ -113,7 +114,7 @@ fn from_current(
     plan: Plan,
     planned_on: &LoadTrace,
     topology: Topology,
-    model_name: Option<&str>,
+    cost: Option<&Cost>,
 ) -> Result<Plan, CliError> {
     let max_mib = args.trace.source.max_trace_mib;
     let bytes = read_limited(path, max_mib)?;
@@ -123,25 +124,27 @@ fn from_current(
     };
     let in_file = CliError::in_file(path);
     let current = read_any_plan(&bytes, &ctx).map_err(&in_file)?.plan;
-    let hardware = match &args.cost.hardware {
-        Some(name) => crate::io::hardware(name)?,
-        None => moeplan::data::hardware::preset("h100-ib-ndr")?.clone(),
+    // --hardware's pricing (its model and precision), else the model
+    // --model or the trace names, in its checkpoint's precision, priced
+    // on h100-ib-ndr's links.
+    let pricing = match cost.and_then(|c| c.pricing.clone()) {
+        Some(p) => p,
+        None => {
+            let chosen = Cost::choose(args.model.as_deref(), planned_on)?;
+            Pricing::new(
+                moeplan::data::hardware::preset("h100-ib-ndr")?,
+                moeplan::data::model::preset(chosen.preset)?,
+            )
+        }
     };
+    let (hardware, preset) = (&pricing.hardware, &pricing.model);
     let relabelled =
-        relabel(&current, &plan, MoveCost::for_hardware(&hardware)).map_err(&in_file)?;
+        relabel(&current, &plan, MoveCost::for_hardware(hardware)).map_err(&in_file)?;
     let (naive, ours) = (
         migration(&current, &plan)?,
         migration(&current, &relabelled)?,
     );
-    // One expert's weights in the model's checkpoint precision (or
-    // --weight-precision).
-    let preset = moeplan::data::model::preset(model_name.unwrap_or("deepseek-v3"))?;
-    let bpw = match args.cost.weight_precision.as_deref() {
-        Some("bf16") => 2,
-        Some(_) => 1,
-        None => preset.bytes_per_weight,
-    };
-    let expert_bytes = preset.expert_params() as f64 * bpw as f64;
+    let expert_bytes = pricing.assumptions.expert_bytes(preset);
     let line = |m: &Migration| {
         let (intra, inter) = m.bytes(expert_bytes);
         format!(
@@ -151,7 +154,7 @@ fn from_current(
             plan.layers().len(),
             intra / 1e9,
             inter / 1e9,
-            m.time_us(&hardware, expert_bytes) / 1e3,
+            m.time_us(hardware, expert_bytes) / 1e3,
             hardware.name
         )
     };
@@ -355,14 +358,7 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
         plan
     };
     let plan = match &args.from {
-        Some(path) => from_current(
-            path,
-            &args,
-            plan,
-            planned_on,
-            topology,
-            model_name.as_deref(),
-        )?,
+        Some(path) => from_current(path, &args, plan, planned_on, topology, cost.as_ref())?,
         None => plan,
     };
     let meta = PlanMeta {

@@ -270,6 +270,31 @@ impl LoadTrace {
         self.counts.sum_axis(Axis(0))
     }
 
+    /// Every batch's counts averaged into one batch, the trace's model kept:
+    /// what a plan is priced on when a budget changes (the page, CRAFT's
+    /// fastest budget).
+    ///
+    /// ```
+    /// use moeplan::LoadTrace;
+    /// use ndarray::Array3;
+    /// let mut c = Array3::from_elem((2, 1, 2), 1.0);
+    /// c[[1, 0, 0]] = 3.0;
+    /// let m = LoadTrace::new(c, vec![0])?.mean_batch();
+    /// assert_eq!(m.num_batches(), 1);
+    /// assert_eq!(m.batch(0).row(0).to_vec(), vec![2.0, 1.0]);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn mean_batch(&self) -> LoadTrace {
+        let b_n = self.num_batches().max(1) as f64;
+        LoadTrace {
+            counts: self.summed().mapv(|x| x / b_n).insert_axis(Axis(0)),
+            layer_ids: self.layer_ids.clone(),
+            model_layers: self.model_layers,
+            top_k: self.top_k,
+            model: self.model.clone(),
+        }
+    }
+
     /// The batches in `range` as a trace of their own.
     pub fn slice_batches(&self, range: std::ops::Range<usize>) -> Result<LoadTrace> {
         if range.start >= range.end || range.end > self.num_batches() {

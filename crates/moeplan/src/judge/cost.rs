@@ -149,6 +149,19 @@ impl Assumptions {
         self.bytes_per_weight.unwrap_or(model.bytes_per_weight)
     }
 
+    /// Bytes of one expert's weights served at [`Assumptions::bytes_per_weight`].
+    ///
+    /// ```
+    /// use moeplan::{data::model, judge::cost::Assumptions};
+    /// let m = model::preset("deepseek-v3")?;
+    /// let bf16 = Assumptions { bytes_per_weight: Some(2), ..Assumptions::default() };
+    /// assert_eq!(bf16.expert_bytes(m), 2.0 * Assumptions::default().expert_bytes(m));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn expert_bytes(&self, model: &ModelPreset) -> f64 {
+        model.expert_params() as f64 * self.bytes_per_weight(model) as f64
+    }
+
     /// GPUs one attention replica is split over on `topology` (default:
     /// one node), within 1..=D.
     pub fn attention_tp(&self, topology: Topology) -> usize {
@@ -233,7 +246,7 @@ impl TimeCost {
     /// ```
     pub fn new(hardware: &Hardware, model: &ModelPreset, assumptions: &Assumptions) -> Self {
         let bpw = assumptions.bytes_per_weight(model);
-        let expert_bytes = model.expert_params() as f64 * bpw as f64;
+        let expert_bytes = assumptions.expert_bytes(model);
         let e = hardware.efficiency;
         let flops_per_row = 2.0 * model.expert_params() as f64;
         let hidden = model.hidden as f64;
@@ -307,14 +320,33 @@ impl LayerCompute {
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn busiest_us(&mut self, t: &TimeCost, gpus: &[Vec<u32>], rows: &[f64]) -> f64 {
+        self.mean_busiest_us(t, gpus, [rows])
+    }
+
+    /// [`LayerCompute::busiest_us`] averaged over `batches` (each expert's
+    /// rows in one batch), the placement's copies counted once.
+    pub fn mean_busiest_us<'a>(
+        &mut self,
+        t: &TimeCost,
+        gpus: &[Vec<u32>],
+        batches: impl IntoIterator<Item = &'a [f64]>,
+    ) -> f64 {
         self.blend.prepare(t.roofline_p);
+        let experts = gpus.iter().flatten().max().map_or(0, |&e| e as usize + 1);
         self.copies.clear();
-        self.copies.resize(rows.len(), 0);
+        self.copies.resize(experts, 0);
         for &e in gpus.iter().flatten() {
-            if let Some(c) = self.copies.get_mut(e as usize) {
-                *c += 1;
-            }
+            self.copies[e as usize] += 1;
         }
+        let (mut sum, mut n) = (0.0, 0usize);
+        for rows in batches {
+            sum += self.busiest(t, gpus, rows);
+            n += 1;
+        }
+        sum / n.max(1) as f64
+    }
+
+    fn busiest(&self, t: &TimeCost, gpus: &[Vec<u32>], rows: &[f64]) -> f64 {
         let mut busiest = 0.0f64;
         for slots in gpus {
             let mut us = 0.0;
@@ -716,7 +748,7 @@ pub fn memory(
     let d = topology.num_gpus() as f64;
     let tp = assumptions.attention_tp(topology) as f64;
     let bpw = assumptions.bytes_per_weight(model) as f64;
-    let expert_bytes = model.expert_params() as f64 * bpw;
+    let expert_bytes = assumptions.expert_bytes(model);
     // The fullest GPU's slots over all layers (`PlanSummary::
     // slots_per_gpu_max`, without the rest of the summary: a front end
     // prices on every budget change).
@@ -879,7 +911,7 @@ pub(crate) fn predict(
     let tokens = batch_tokens(trace, t.top_k);
     let tp = assumptions.attention_tp(topology);
     let bpw = assumptions.bytes_per_weight(model) as f64;
-    let expert_bytes = model.expert_params() as f64 * bpw;
+    let expert_bytes = assumptions.expert_bytes(model);
     let (mut step_us, mut served, mut exposed_sum, mut dense_sum) = (0.0, 0.0, 0.0, 0.0);
     for (b, &tokens_b) in tokens.iter().enumerate() {
         let share = time.per_batch_share.get(b).copied().unwrap_or(1.0);

@@ -26,7 +26,9 @@
 //! them, so relabelling never moves more than the new plan as numbered.
 //!
 //! Complexity per layer: O(D · s) to build the costs for `D` GPUs of `s`
-//! slots, O(N² · G³ + N³) for `N` nodes of `G` GPUs.
+//! slots, O(N² · G³ + N³) for `N` nodes of `G` GPUs — checked against
+//! [`MAX_RELABEL_WORK`] before any is done (one node of thousands of GPUs
+//! would take hours).
 
 use pathfinding::kuhn_munkres::kuhn_munkres_min;
 use pathfinding::matrix::Matrix;
@@ -122,18 +124,19 @@ impl Migration {
         let e = hardware.efficiency;
         let intra = hardware.intra_node.gb_per_s * 1e3 * e.intra_node;
         let inter = hardware.inter_node.gb_per_s * 1e3 * e.inter_node;
-        let d = self.per_gpu_intra_node.len();
         let gpn = self.gpus_per_node.max(1);
         let mut worst = 0.0f64;
-        for g in 0..d {
-            let a = self.per_gpu_intra_node[g] as f64 * expert_bytes / intra;
+        let inter_of = &self.per_gpu_inter_node;
+        for (g, &copies) in self.per_gpu_intra_node.iter().enumerate() {
+            let a = copies as f64 * expert_bytes / intra;
             let x = if hardware.inter_node.shared_by_node {
-                let node = g / gpn;
-                let start = node * gpn;
-                let end = (start + gpn).min(d);
-                self.per_gpu_inter_node[start..end].iter().sum::<usize>() as f64
+                let start = g / gpn * gpn;
+                let end = (start + gpn).min(inter_of.len());
+                inter_of
+                    .get(start..end)
+                    .map_or(0, |s| s.iter().sum::<usize>()) as f64
             } else {
-                self.per_gpu_inter_node.get(g).copied().unwrap_or(0) as f64
+                inter_of.get(g).copied().unwrap_or(0) as f64
             } * expert_bytes
                 / inter;
             worst = worst.max(a.max(x));
@@ -218,6 +221,18 @@ pub fn migration(current: &Plan, next: &Plan) -> Result<Migration> {
 pub fn relabel(current: &Plan, next: &Plan, cost: MoveCost) -> Result<Plan> {
     check_alike(current, next)?;
     let topology = current.topology();
+    let (n, g, d) = (
+        topology.nodes() as u128,
+        topology.gpus_per_node() as u128,
+        topology.num_gpus() as u128,
+    );
+    let work = (d * d + n * n * g * g * g + n * n * n) * current.layers().len() as u128;
+    if work > MAX_RELABEL_WORK {
+        return Err(Error::Argument(format!(
+            "relabelling {} layers on {topology} would take about {work:.2e} assignment steps, more than the {MAX_RELABEL_WORK:.1e} allowed (fewer GPUs per node keep it small)",
+            current.layers().len()
+        )));
+    }
     let mut held = Held::new(current.num_experts(), topology);
     let layers = current
         .layers()
@@ -240,6 +255,11 @@ pub fn relabel(current: &Plan, next: &Plan, cost: MoveCost) -> Result<Plan> {
         .with_provenance(next.provenance().cloned())
         .with_profile(next.profile().map(|p| p.to_owned()))
 }
+
+/// Most assignment steps one [`relabel`] may take (D² + N²·G³ + N³ per
+/// layer, summed over layers): 64 nodes of 8 GPUs over 61 layers take
+/// 1.6e8, one node of 2,048 GPUs (8.6e9 for one layer) is refused.
+pub const MAX_RELABEL_WORK: u128 = 1 << 32;
 
 fn check_alike(current: &Plan, next: &Plan) -> Result<()> {
     let refuse = |what: String| Err(Error::Plan(format!("the current plan {what}")));
@@ -400,6 +420,16 @@ fn assign(held: &Held, new: &[Vec<u32>], cost: MoveCost) -> Result<Vec<usize>> {
     Ok(to)
 }
 
+/// Experts a GPU hosts in `to` but not in `from`, summed over the GPUs of
+/// one layer: the copies moving from `from` to `to` makes, without
+/// [`migration`]'s split by link kind (the incremental re-plan's budget).
+pub(crate) fn layer_copies(from: &[Vec<u32>], to: &[Vec<u32>]) -> usize {
+    to.iter()
+        .zip(from)
+        .map(|(t, f)| distinct(t).filter(|e| !f.contains(e)).count())
+        .sum()
+}
+
 /// Minimum-cost assignment of an `n × n` matrix (row-major).
 fn solve(n: usize, weights: Vec<i64>) -> Result<(i64, Vec<usize>)> {
     if n == 0 {
@@ -429,6 +459,16 @@ fn keep_slots(current: &[u32], new: &[u32]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relabelling_too_large_is_refused_before_any_work() {
+        let t = crate::data::topology::Topology::new(1, 2048).unwrap();
+        let mut gpus = vec![Vec::new(); 2048];
+        gpus[0].push(0);
+        let p = Plan::new(t, 1, vec![LayerPlacement { layer: 0, gpus }], "x").unwrap();
+        let e = relabel(&p, &p, MoveCost { intra: 1, inter: 1 }).unwrap_err();
+        assert!(e.to_string().contains("more than the"), "{e}");
+    }
 
     #[test]
     fn kept_experts_keep_their_slots() {

@@ -219,8 +219,7 @@ pub fn serve(
         Some(h) => MoveCost::for_hardware(h),
         None => MoveCost::for_hardware(crate::data::hardware::preset("h100-ib-ndr")?),
     };
-    let expert_bytes = pricing
-        .map(|p| p.model.expert_params() as f64 * p.assumptions.bytes_per_weight(&p.model) as f64);
+    let expert_bytes = pricing.map(|p| p.assumptions.expert_bytes(&p.model));
     let first = plan_on(s0 - w..s0)?;
     let mut served = first.clone();
     let mut start = s0;

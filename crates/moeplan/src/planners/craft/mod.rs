@@ -231,6 +231,9 @@ pub struct Craft {
     /// With [`Objective::Time`]: the pricing and the mean planning batch
     /// the budget's throughput is predicted on.
     priced: Option<Priced>,
+    /// [`Craft::fastest_replicas_per_gpu`] once found: a front end asks
+    /// for the `auto` budget's name and then plans it.
+    fastest: std::sync::OnceLock<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -279,7 +282,7 @@ impl Craft {
                 table.compute_us = compute_table(trace, &placements, pricing)?;
                 Some(Priced {
                     pricing: pricing.clone(),
-                    mean: mean_batch(trace)?,
+                    mean: Workload::new(trace.mean_batch()),
                 })
             }
             _ => None,
@@ -299,6 +302,7 @@ impl Craft {
             repair: options.repair.then(|| trace.summed()),
             batches: trace.num_batches(),
             priced,
+            fastest: std::sync::OnceLock::new(),
         })
     }
 
@@ -507,6 +511,9 @@ impl Craft {
         let Some(priced) = &self.priced else {
             return Ok(None);
         };
+        if let Some(&r) = self.fastest.get() {
+            return Ok(Some(r));
+        }
         let cost = CostModel::for_model(&priced.pricing.model);
         let mut best: Option<(usize, f64)> = None;
         for r in std::iter::once(0).chain(self.curve_factors()) {
@@ -520,7 +527,7 @@ impl Craft {
                 best = Some((r, tput));
             }
         }
-        Ok(best.map(|(r, _)| r))
+        Ok(best.map(|(r, _)| *self.fastest.get_or_init(|| r)))
     }
 
     /// Steps 3–5 without the repair: the allocation for `r` replicas per
@@ -567,24 +574,16 @@ fn compute_table(
     let counts = trace.counts();
     let per_layer = map_layers(trace.num_layers(), |l| {
         let mut c = LayerCompute::default();
-        let b_n = trace.num_batches().max(1) as f64;
+        // the layer's batches, read once for every replica count
+        let rows: Vec<Vec<f64>> = (0..trace.num_batches())
+            .map(|b| counts.slice(ndarray::s![b, l, ..]).to_vec())
+            .collect();
         Ok(placements
             .get(l)
             .map(|columns| {
                 columns
                     .iter()
-                    .map(|gpus| {
-                        (0..trace.num_batches())
-                            .map(|b| {
-                                let row = counts.slice(ndarray::s![b, l, ..]);
-                                match row.as_slice() {
-                                    Some(row) => c.busiest_us(&t, gpus, row),
-                                    None => c.busiest_us(&t, gpus, &row.to_vec()),
-                                }
-                            })
-                            .sum::<f64>()
-                            / b_n
-                    })
+                    .map(|gpus| c.mean_busiest_us(&t, gpus, rows.iter().map(Vec::as_slice)))
                     .collect::<Vec<f64>>()
             })
             .unwrap_or_default())
@@ -598,19 +597,6 @@ fn compute_table(
                 .collect()
         })
         .collect())
-}
-
-/// The trace's mean batch, one batch of averaged counts.
-fn mean_batch(trace: &LoadTrace) -> Result<Workload> {
-    let b_n = trace.num_batches().max(1) as f64;
-    let mean = trace
-        .summed()
-        .mapv(|x| x / b_n)
-        .insert_axis(ndarray::Axis(0));
-    Ok(Workload::new(LoadTrace::new(
-        mean,
-        trace.layer_ids().to_vec(),
-    )?))
 }
 
 /// CRAFT in one call: prepare, then plan `budget`.

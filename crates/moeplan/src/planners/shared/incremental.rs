@@ -23,7 +23,7 @@ use super::joint::{JointOptions, joint_search};
 use super::placement::peak_load;
 use crate::data::plan::{LayerPlacement, Plan};
 use crate::error::{Error, Result};
-use crate::judge::migration::migration;
+use crate::judge::migration::{layer_copies, migration};
 
 const NAME: &str = "incremental re-plan";
 
@@ -105,7 +105,7 @@ pub fn incremental(current: &Plan, loads: ArrayView2<'_, f64>, goal: Goal) -> Re
         Ok(Some((
             next.clone(),
             balance(&rows[l], &next),
-            copies(from, &next),
+            layer_copies(from, &next),
         )))
     };
     let mut next: Vec<Step> = (0..l_n).map(|l| step(l, &gpus[l])).collect::<Result<_>>()?;
@@ -174,17 +174,4 @@ fn balance(loads: &[f64], gpus: &[Vec<u32>]) -> f64 {
     } else {
         1.0
     }
-}
-
-/// Experts a GPU hosts in `to` but not in `from`, summed over GPUs.
-fn copies(from: &[Vec<u32>], to: &[Vec<u32>]) -> usize {
-    to.iter()
-        .zip(from)
-        .map(|(t, f)| {
-            t.iter()
-                .enumerate()
-                .filter(|(i, e)| !f.contains(e) && !t[..*i].contains(e))
-                .count()
-        })
-        .sum()
 }
