@@ -685,6 +685,94 @@ async function main() {
       check("no request left localhost (across workloads)", pc.outside.length === 0);
     });
 
+    // 5c. Re-planning while serving on the default view: EPLB re-planned
+    // every K batches on the last W beside the first plan kept, each
+    // re-plan marked with the GB it moved, the sweep over K; K changes
+    // answer within 300 ms (median); a window leaving nothing to serve is
+    // refused visibly; the plans shown are untouched.
+    await section("re-planning while serving", async () => {
+      const ps = await openPage(browser, origin);
+      pages.push(ps);
+      const main = await summary(ps);
+      const shown = () => ps.$eval("#serving-timeline", (el) => ({
+        every: Number(el.dataset.every), replans: Number(el.dataset.replans), points: Number(el.dataset.points),
+        marks: el.querySelectorAll(".serving-gb").length,
+        sweep: Number(document.querySelector("#serving-sweep")?.dataset.points ?? 0),
+        curve: document.querySelector("#serving-sweep .serving-curve")?.getAttribute("points") ?? "",
+      }));
+      const t0 = Date.now();
+      await ps.check("#serve");
+      await ps.waitForSelector("#serving-sweep[data-points]:not([data-points='0'])", { timeout: 120000 });
+      await ps.waitForSelector("#status.ready", { timeout: 60000 });
+      timings.serving_first_ms = Date.now() - t0;
+      const first = await shown();
+      // 64 batches, W = 16: batches 16..64 served; K = 16 re-plans at 32, 48
+      check("the replay serves the batches after the first window and re-plans every K",
+        first.every === 16 && first.points === 48 && first.replans === 2 && first.marks === 2,
+        `${JSON.stringify(first)} in ${timings.serving_first_ms} ms (sweep included)`);
+      const line = await text(ps, "#serving-summary");
+      check("the page says what re-planning gained and moved",
+        /balancedness [\d.]+ re-planning every 16 on the last 16, [\d.]+ keeping the first plan; 2 re-plan\(s\) moved \d+ expert copies \([\d.]+ GB\)/.test(line), line);
+      check("the sweep's curve has a point per interval (1, 2, 4, …, 32)", first.sweep === 6, String(first.sweep));
+      check("the interval and window are in the URL hash",
+        await ps.waitForFunction(() => /every=16&window=16/.test(location.hash), null, { timeout: 5000 }).then(() => true), ps.url());
+      // The interval control, timed from the change to the new replay in the DOM.
+      const setEvery = (k) => ps.evaluate((k) => new Promise((resolve, reject) => {
+        const svg = () => document.querySelector("#serving-timeline");
+        const timer = setTimeout(() => reject(new Error(`no replay for K = ${k} within 20 s`)), 20000);
+        const obs = new MutationObserver(() => {
+          if (svg()?.dataset.every === String(k)) {
+            obs.disconnect(); clearTimeout(timer); resolve(performance.now() - t);
+          }
+        });
+        obs.observe(document.querySelector(".figures"), { subtree: true, attributes: true, childList: true });
+        const input = document.querySelector("#every");
+        const t = performance.now();
+        input.value = String(k);
+        input.dispatchEvent(new Event("change", { bubbles: true }));
+      }), k);
+      const samples = [];
+      for (const k of [8, 4, 12, 6, 24, 16, 10]) samples.push({ k, ms: await setEvery(k), ...(await shown()) });
+      timings.serving_interval = {
+        changes: samples.length,
+        ms_median: round(median(samples.map((x) => x.ms))),
+        ms_max: round(Math.max(...samples.map((x) => x.ms))),
+      };
+      check("each interval re-plans at its own points", samples.every((x) => x.replans === Math.ceil((48 - x.k) / x.k) && x.points === 48),
+        samples.map((x) => `K=${x.k}:${x.replans}`).join(" "));
+      check("the interval control answers within 300 ms (median of 7)", timings.serving_interval.ms_median <= 300,
+        `median ${timings.serving_interval.ms_median} ms, max ${timings.serving_interval.ms_max} ms`);
+      check("an interval change keeps the sweep's curve", samples.every((x) => x.sweep === 6 && x.curve === first.curve));
+      // A new window: the sweep again.
+      await ps.fill("#window", "8");
+      await ps.dispatchEvent("#window", "change");
+      await ps.waitForFunction(() => /window 8\)/.test(document.querySelector("#serving-sweep-caption")?.textContent ?? "")
+        && document.querySelector("#serving-timeline")?.dataset.points === "56", null, { timeout: 60000 });
+      const w8 = await shown();
+      check("a new window re-plans on it and sweeps again", w8.points === 56 && w8.curve !== first.curve && w8.sweep >= 6,
+        JSON.stringify(w8));
+      // Priced: the time with the pauses.
+      await ps.selectOption("#hardware", "h100-ib-ndr");
+      await ps.waitForFunction(() => /predicted MoE time with [\d.]+ ms of pauses/.test(document.querySelector("#serving-summary")?.textContent ?? ""),
+        null, { timeout: 60000 });
+      check("on a hardware the replay gives the time with the pauses against never re-planning",
+        /against [\d.]+ ms never re-planning \([\d.]+×\)/.test(await text(ps, "#serving-summary")), await text(ps, "#serving-summary"));
+      await ps.selectOption("#hardware", "");
+      await ps.waitForFunction(() => !/predicted MoE time/.test(document.querySelector("#serving-summary")?.textContent ?? "x")
+        && document.querySelector("#status")?.classList.contains("ready"), null, { timeout: 60000 });
+      check("the plans shown are untouched by the replays", (await summary(ps)) === main);
+      // A window leaving nothing to serve: one visible line, the replay gone.
+      await ps.fill("#window", "64");
+      await ps.dispatchEvent("#window", "change");
+      await ps.waitForFunction(() => document.querySelector("#status")?.classList.contains("error"), null, { timeout: 20000 });
+      const st = await statusOf(ps);
+      check("a window as long as the trace is refused with one visible message",
+        /leaves none of the trace's 64 to serve/.test(st.text) && (await visibleErrors(ps)).length === 1, st.text);
+      check("the refused replay is not left on screen", (await ps.$("#serving-timeline")) === null);
+      check("no page errors (re-planning while serving)", ps.errors.length === 0, ps.errors.join("; "));
+      check("no request left localhost (re-planning while serving)", ps.outside.length === 0);
+    });
+
     // 6. 1 node × 64 GPUs: budget timings, and GPU changes (a full re-plan).
     await section("1 × 64", async () => {
       const p64 = await openPage(browser, origin, "#preset=deepseek-v3&batches=64&nodes=1&gpus=64&groups=1&r=8");

@@ -6,6 +6,8 @@
 
 use leptos::prelude::*;
 
+use moeplan_view::{ServingView, SweepPoint};
+
 use crate::protocol::{self, CrossTable, Figures, Frame, Grouping, Heat, Placement};
 
 /// The page's figures, as signals (a `Copy` handle).
@@ -27,6 +29,11 @@ pub struct Board {
     pub grouping: RwSignal<Option<Grouping>>,
     /// Plans across several loaded traces (`None`: fewer than two loaded).
     pub cross: RwSignal<Option<CrossTable>>,
+    /// Serving with re-planning, the last replay (`None`: not asked for,
+    /// or refused).
+    pub serving: RwSignal<Option<ServingView>>,
+    /// The curve over re-plan intervals at the last window asked for.
+    pub serving_sweep: RwSignal<Option<Vec<SweepPoint>>>,
 }
 
 impl Default for Board {
@@ -47,6 +54,8 @@ impl Board {
             placement: RwSignal::new(Placement::default()),
             grouping: RwSignal::new(None),
             cross: RwSignal::new(None),
+            serving: RwSignal::new(None),
+            serving_sweep: RwSignal::new(None),
         }
     }
 

@@ -23,7 +23,7 @@
 //! every one in turn.
 
 use moeplan::TraceStats;
-use moeplan_view::{Cluster, PlannerNote};
+use moeplan_view::{Cluster, PlannerNote, ServingAsk, ServingView};
 use serde::{Deserialize, Serialize};
 
 /// Where the trace comes from.
@@ -102,6 +102,11 @@ pub struct Request {
     /// plans are untouched.
     #[serde(default)]
     pub cross: Option<CrossAsk>,
+    /// Serving the main trace with EPLB re-planned every K batches on the
+    /// last W, at this request's cluster, rule and hardware. Answered with
+    /// [`Response::Serving`]; the plans shown are untouched.
+    #[serde(default)]
+    pub serving: Option<ServingAsk>,
 }
 
 /// Which traces to judge plans across.
@@ -198,6 +203,15 @@ pub enum Response {
         id: u64,
         /// The matrix.
         table: CrossTable,
+        /// Milliseconds the worker spent.
+        worker_ms: f64,
+    },
+    /// Serving with re-planning, for a [`Request::serving`].
+    Serving {
+        /// Request it answers.
+        id: u64,
+        /// The replay (and the sweep when asked for).
+        view: Box<ServingView>,
         /// Milliseconds the worker spent.
         worker_ms: f64,
     },

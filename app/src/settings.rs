@@ -2,7 +2,8 @@
 //! `#preset=deepseek-v3&batches=64&seed=7&nodes=8&gpus=8&groups=8&r=auto&layer=0&mem=deepseek-v3&rule=even`
 //! (and `&routes=1` when the generator makes token routes; `&n=4` and
 //! `&predictor=oracle` when Libra's options differ from the registry's
-//! defaults).
+//! defaults; `&every=16&window=16` while serving with re-planning is
+//! shown).
 //! Missing or unreadable keys fall back to the defaults.
 
 use moeplan::data::model;
@@ -41,6 +42,13 @@ pub struct Settings {
     /// The hardware preset every plan is priced on
     /// ([`moeplan::data::hardware`]'s name); empty: balance only.
     pub hardware: String,
+    /// Serving with re-planning shown: EPLB re-planned every `every`
+    /// batches on the last `window`.
+    pub serve: bool,
+    /// The re-plan interval `K`, in batches.
+    pub every: usize,
+    /// The window `W` each re-plan reads, in batches.
+    pub window: usize,
 }
 
 impl Default for Settings {
@@ -60,6 +68,9 @@ impl Default for Settings {
             libra_n: default_count(&libra::EXTRA_EXPERTS_PER_GPU),
             predictor: libra::PREDICTOR.default.to_string(),
             hardware: String::new(),
+            serve: false,
+            every: 16,
+            window: 16,
         }
     }
 }
@@ -86,6 +97,9 @@ impl Settings {
     /// let r = Settings::from_hash("#routes=1");
     /// assert!(r.routes && !s.routes);
     /// assert_eq!(Settings::from_hash(&r.to_hash()), r);
+    /// let k = Settings::from_hash("#every=4&window=8");
+    /// assert!(k.serve && !s.serve && (k.every, k.window) == (4, 8));
+    /// assert_eq!(Settings::from_hash(&k.to_hash()), k);
     /// ```
     pub fn from_hash(hash: &str) -> Settings {
         let mut s = Settings::default();
@@ -120,6 +134,14 @@ impl Settings {
                 "predictor" if Value::parse(libra::PREDICTOR.kind, v).is_ok() => {
                     s.predictor = v.to_string()
                 }
+                "every" => {
+                    s.every = num().unwrap_or(s.every);
+                    s.serve = true
+                }
+                "window" => {
+                    s.window = num().unwrap_or(s.window);
+                    s.serve = true
+                }
                 _ => {}
             }
         }
@@ -138,6 +160,9 @@ impl Settings {
         }
         if !self.hardware.is_empty() {
             libra.push_str(&format!("&hw={}", self.hardware));
+        }
+        if self.serve {
+            libra.push_str(&format!("&every={}&window={}", self.every, self.window));
         }
         format!(
             "#preset={}&batches={}&seed={}&nodes={}&gpus={}&groups={}&r={}&layer={}&mem={}&rule={}{}",

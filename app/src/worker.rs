@@ -11,7 +11,7 @@ use moeplan::planners::Settings;
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 use moeplan::{Budget, LoadTrace, data::model};
-use moeplan_view::{Cluster, View, Workspace, dispatch_rule};
+use moeplan_view::{Cluster, ServingAsk, ServingView, View, Workspace, dispatch_rule};
 
 use crate::protocol::{
     CrossAsk, CrossLine, CrossTable, CurvePoint, Figures, Frame, Grouping, Heat, Placement,
@@ -314,6 +314,19 @@ impl WorkerState {
                 },
             };
         }
+        if let Some(ask) = req.serving {
+            return match self.serving(req, ask) {
+                Ok(view) => Response::Serving {
+                    id: req.id,
+                    view: Box::new(view),
+                    worker_ms: now_ms() - start,
+                },
+                Err(message) => Response::Error {
+                    id: req.id,
+                    message,
+                },
+            };
+        }
         // When each long phase started: what a re-plan spent where.
         let mut marks: Vec<(String, f64)> = Vec::new();
         let mut marked = |phase: &str| {
@@ -584,6 +597,28 @@ impl WorkerState {
     }
 }
 
+impl WorkerState {
+    /// Serves the workspace's trace with EPLB re-planned as `ask` says,
+    /// under the request's rule, priced on its hardware; a move's bytes are
+    /// the priced (else the page's memory) model's experts.
+    fn serving(&self, req: &Request, ask: ServingAsk) -> Result<ServingView, String> {
+        let ws = self.workspace.as_ref().ok_or("no trace planned yet")?;
+        let rule = dispatch_rule(if req.rule.is_empty() {
+            "even"
+        } else {
+            &req.rule
+        })
+        .map_err(|e| e.to_string())?;
+        let pricing = pricing(ws, req)?;
+        let expert_bytes = match &pricing {
+            Some(p) => p.assumptions.expert_bytes(&p.model),
+            None => memory_model(ws, req)?.expert_bytes() as f64,
+        };
+        ws.serving(ask, rule, pricing.as_ref(), expert_bytes)
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// EPLB's router groups and CRAFT's budget as the page's other plans get
 /// them.
 fn cross_settings(groups: usize, replicas_per_gpu: Option<usize>) -> Result<Settings, String> {
@@ -665,14 +700,18 @@ fn pricing(ws: &Workspace, req: &Request) -> Result<Option<Pricing>, String> {
         return Ok(None);
     }
     let hardware = moeplan::data::hardware::preset(&req.hardware).map_err(|e| e.to_string())?;
+    Ok(Some(Pricing::new(hardware, memory_model(ws, req)?)))
+}
+
+/// The page's memory model, else the trace's, else DeepSeek-V3.
+fn memory_model(ws: &Workspace, req: &Request) -> Result<&'static model::ModelPreset, String> {
     let name = Some(req.model.as_str())
         .filter(|m| !m.is_empty())
         .or(ws.trace().model())
         .unwrap_or("deepseek-v3");
-    let m = model::preset(name)
+    model::preset(name)
         .or_else(|_| model::preset("deepseek-v3"))
-        .map_err(|e| e.to_string())?;
-    Ok(Some(Pricing::new(hardware, m)))
+        .map_err(|e| e.to_string())
 }
 
 /// The few figures the page draws of a prediction, per MoE layer and per
@@ -840,6 +879,7 @@ mod tests {
             per_batch: None,
             batches: false,
             cross: None,
+            serving: None,
         }
     }
 
@@ -1564,5 +1604,59 @@ mod tests {
             table(s.handle(&cross_req(6, again, cluster, None), None, || 0.0, |_| {})),
             first
         );
+    }
+
+    #[test]
+    fn serving_replays_the_main_trace_and_leaves_the_plans_alone() {
+        let mut s = WorkerState::default();
+        let source = Source::Generate {
+            preset: "olmoe".into(),
+            batches: 12,
+            seed: 1,
+            routes: false,
+        };
+        s.handle(
+            &req(1, Some(source), Some(CLUSTER), Some(2)),
+            None,
+            || 0.0,
+            |_| {},
+        );
+        let before = summary(&mut s);
+        let ask = ServingAsk {
+            every: 2,
+            window: 4,
+            sweep: true,
+        };
+        let serving = |id, ask, hardware: &str| Request {
+            serving: Some(ask),
+            hardware: hardware.into(),
+            ..req(id, None, None, Some(2))
+        };
+        let view = |r| match r {
+            Response::Serving { view, .. } => *view,
+            other => panic!("expected a replay, got {other:?}"),
+        };
+        let v = view(s.handle(&serving(2, ask, ""), None, || 0.0, |_| {}));
+        let ws = s.workspace.as_ref().unwrap();
+        let bytes = model::preset("olmoe").unwrap().expert_bytes() as f64;
+        assert_eq!(
+            v,
+            ws.serving(ask, moeplan::judge::Rule::Even, None, bytes)
+                .unwrap()
+        );
+        assert_eq!((v.first_served, v.replans.len()), (4, 3));
+        assert!(v.sweep.is_some());
+        // priced: time and pauses
+        let p = view(s.handle(&serving(3, ask, "h100-ib-ndr"), None, || 0.0, |_| {}));
+        assert!(p.total_ms.is_some() && p.replans.iter().all(|m| m.pause_ms.is_some()));
+        // a window leaving nothing to serve: one line, the plans kept
+        let bad = ServingAsk { window: 12, ..ask };
+        match s.handle(&serving(4, bad, ""), None, || 0.0, |_| {}) {
+            Response::Error { message, .. } => {
+                assert!(message.contains("leaves none"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(summary(&mut s), before);
     }
 }

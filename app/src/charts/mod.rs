@@ -18,6 +18,7 @@ mod heat;
 mod layers;
 mod placement;
 mod replicas;
+mod serving;
 mod timeline;
 
 pub use cross::CrossMatrix;
@@ -27,6 +28,7 @@ pub use heat::HeatMap;
 pub use layers::LayersChart;
 pub use placement::PlacementChart;
 pub use replicas::ReplicasChart;
+pub use serving::ServingPanel;
 pub use timeline::TimelineChart;
 
 use leptos::prelude::*;

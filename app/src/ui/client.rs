@@ -28,7 +28,7 @@
 use std::collections::HashMap;
 
 use leptos::prelude::*;
-use moeplan_view::Cluster;
+use moeplan_view::{Cluster, ServingAsk};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use web_sys::{MessageEvent, Worker};
@@ -90,6 +90,19 @@ pub(super) enum Kind {
     /// Not after a budget change: the matrix re-plans every trace (seconds
     /// on large ones) and would hold up the budget path behind it.
     Cross,
+    /// Serving with re-planning: a new interval, or (with the sweep) a new
+    /// window, or the replay again after a trace, cluster, rule or
+    /// hardware change. Not after a budget change: EPLB re-plans, not the
+    /// budgeted plan.
+    Serving,
+}
+
+/// A study the worker runs beside the plans shown, leaving them alone.
+pub(super) enum Study {
+    /// Plans across workloads.
+    Cross(CrossAsk),
+    /// Serving with re-planning.
+    Serving(ServingAsk),
 }
 
 /// Milliseconds from a change to its plan on screen, last of each kind.
@@ -114,6 +127,9 @@ pub(super) struct Timings {
     pub(super) budget_frame_seq: u64,
     /// The budget R of the last view timed.
     pub(super) budget_r: Option<usize>,
+    /// The last replay of serving with re-planning: request to answer
+    /// applied.
+    pub(super) serving: Option<f64>,
     /// GRACE's preparation in the last re-plan, in the worker.
     pub(super) grace: Option<f64>,
     /// The clusters GRACE last prepared ahead of time, and the worker's
@@ -517,7 +533,7 @@ impl Ctx {
         self.send_with(kind, source, cluster, export, bytes, None)
     }
 
-    /// [`Ctx::send`], for the cross-workload matrix too.
+    /// [`Ctx::send`], for the studies beside the plans too.
     pub(super) fn send_with(
         self,
         kind: Kind,
@@ -525,8 +541,13 @@ impl Ctx {
         cluster: Option<Cluster>,
         export: Option<String>,
         bytes: Option<js_sys::Uint8Array>,
-        cross: Option<CrossAsk>,
+        study: Option<Study>,
     ) -> Option<u64> {
+        let (cross, serving) = match study {
+            Some(Study::Cross(a)) => (Some(a), None),
+            Some(Study::Serving(a)) => (None, Some(a)),
+            None => (None, None),
+        };
         let s = self.settings.get_untracked();
         let id = self.next_id.get_value();
         self.next_id.set_value(id + 1);
@@ -545,6 +566,7 @@ impl Ctx {
             per_batch: Some(s.per_batch()),
             batches: kind == Kind::Timeline,
             cross,
+            serving,
         };
         let json = serde_json::to_string(&req).ok()?;
         let reading = matches!(source, Some(ResendableSource::File(..)));
@@ -567,6 +589,12 @@ impl Ctx {
             self.status.set(Status::Busy(
                 "planning on every trace and judging on every trace".into(),
             ));
+        }
+        if kind == Kind::Serving {
+            self.status.set(Status::Busy(format!(
+                "serving with EPLB re-planned every {} batches on the last {}",
+                s.every, s.window
+            )));
         }
         if kind == Kind::PerBatch {
             self.status
@@ -730,6 +758,14 @@ impl Ctx {
                 if started.as_ref().is_some_and(|p| p.kind == Kind::Cluster) {
                     self.refresh_cross();
                 }
+                if started.as_ref().is_some_and(|p| {
+                    matches!(
+                        p.kind,
+                        Kind::Trace | Kind::Cluster | Kind::Restore | Kind::Rule | Kind::Hardware
+                    )
+                }) {
+                    self.refresh_serving();
+                }
                 let status = match restored {
                     Some(r) => Some(Status::Error(format!(
                         "{}; restarted it with the previous trace",
@@ -798,7 +834,8 @@ impl Ctx {
                             | Kind::Restore
                             | Kind::PerBatch
                             | Kind::Timeline
-                            | Kind::Cross => {}
+                            | Kind::Cross
+                            | Kind::Serving => {}
                         });
                     });
                     if let Some(w) = web_sys::window() {
@@ -821,6 +858,22 @@ impl Ctx {
                     None => Status::Ready,
                 });
             }
+            Response::Serving { id, view, .. } => {
+                let asked = self.pending.try_update_value(|p| p.remove(&id)).flatten();
+                // An interval's answer carries no sweep: the curve stays.
+                let mut view = *view;
+                if let Some(sweep) = view.sweep.take() {
+                    self.board.serving_sweep.set(Some(sweep));
+                }
+                self.board.serving.set(Some(view));
+                if let Some(p) = asked {
+                    let ms = now() - p.t0;
+                    self.timings.update(|t| t.serving = Some(ms));
+                }
+                if self.status.with_untracked(|s| matches!(s, Status::Busy(_))) {
+                    self.status.set(Status::Ready);
+                }
+            }
             Response::Cross { id, table, .. } => {
                 self.disarm_watchdog(id);
                 self.pending.update_value(|p| {
@@ -841,6 +894,12 @@ impl Ctx {
             Response::Error { id, message } => {
                 self.disarm_watchdog(id);
                 let refused = self.pending.try_update_value(|p| p.remove(&id)).flatten();
+                // A refused replay is not left on screen as if it were
+                // this trace's.
+                if refused.as_ref().is_some_and(|p| p.kind == Kind::Serving) {
+                    self.board.serving.set(None);
+                    self.board.serving_sweep.set(None);
+                }
                 // Refused Libra options: the controls show what is drawn.
                 if let Some(Pending {
                     kind: Kind::PerBatch,
@@ -1033,6 +1092,33 @@ impl Ctx {
         );
     }
 
+    /// Asks for serving with re-planning at the settings' interval and
+    /// window; `sweep`: the curve over intervals too (a new window, trace,
+    /// cluster, rule or hardware; an interval change leaves it).
+    pub(super) fn ask_serving(self, sweep: bool) {
+        let s = self.settings.get_untracked();
+        let ask = ServingAsk {
+            every: s.every,
+            window: s.window,
+            sweep,
+        };
+        self.send_with(
+            Kind::Serving,
+            None,
+            None,
+            None,
+            None,
+            Some(Study::Serving(ask)),
+        );
+    }
+
+    /// The replay again once the plans it stands beside changed, when shown.
+    pub(super) fn refresh_serving(self) {
+        if self.settings.with_untracked(|s| s.serve) {
+            self.ask_serving(true);
+        }
+    }
+
     /// Reads the files the user chose to judge plans across and sends them
     /// to the worker, one after another in one buffer.
     pub(super) fn load_cross(self, files: Vec<web_sys::File>) {
@@ -1068,7 +1154,14 @@ impl Ctx {
                 at += part.length();
             }
             let ask = CrossAsk { names, sizes };
-            self.send_with(Kind::Cross, None, None, None, Some(all), Some(ask));
+            self.send_with(
+                Kind::Cross,
+                None,
+                None,
+                None,
+                Some(all),
+                Some(Study::Cross(ask)),
+            );
         });
     }
 
@@ -1080,7 +1173,14 @@ impl Ctx {
                 names: Vec::new(),
                 sizes: Vec::new(),
             };
-            self.send_with(Kind::Cross, None, None, None, None, Some(again));
+            self.send_with(
+                Kind::Cross,
+                None,
+                None,
+                None,
+                None,
+                Some(Study::Cross(again)),
+            );
         }
     }
 

@@ -11,7 +11,7 @@ use moeplan_view::dispatch_rules;
 
 use crate::charts::{
     self, AffinityMap, CrossMatrix, CurveChart, GraceCurve, HeatMap, LayersChart, PlacementChart,
-    ReplicasChart, TimelineChart,
+    ReplicasChart, ServingPanel, TimelineChart,
 };
 use crate::figures::{CostPanel, Scope, Summary, TrafficPanel};
 use crate::settings::Settings;
@@ -260,6 +260,7 @@ pub fn App() -> impl IntoView {
                             ctx.load_cross(files);
                         }/>
                 </section>
+                {serving_controls(ctx)}
                 <section id="libra-controls">
                     <h2>"Libra, per batch"</h2>
                     <p class="hint">"Libra copies up to N predicted-hot experts per GPU in every layer of every batch and rebalances tokens over the copies (its own rule, libra-rebalance)"</p>
@@ -307,7 +308,8 @@ pub fn App() -> impl IntoView {
                     data-budget-from-worker-ms=move || timings.with(|t| t.budget_path.map(|x| format!("{:.2}", x.2)).unwrap_or_default())
                     data-budget-dom-seq=move || timings.with(|t| t.budget_dom_seq.to_string())
                     data-budget-frame-seq=move || timings.with(|t| t.budget_frame_seq.to_string())
-                    data-budget-r=move || timings.with(|t| t.budget_r.map(|r| r.to_string()).unwrap_or_default())>
+                    data-budget-r=move || timings.with(|t| t.budget_r.map(|r| r.to_string()).unwrap_or_default())
+                    data-serving-ms=move || timings.with(|t| t.serving.map(|x| format!("{x:.1}")).unwrap_or_default())>
                     {move || timings.with(|t| format!("last change → plan on screen: budget {} · cluster {} · trace {}",
                         t.budget.map_or("—".into(), |x| format!("{x:.1} ms")),
                         t.cluster.map_or("—".into(), |x| format!("{x:.0} ms")),
@@ -329,6 +331,7 @@ pub fn App() -> impl IntoView {
                     {timeline_figure(ctx)}
                     {placement_figure(ctx, true)}
                     <CrossMatrix board/>
+                    <ServingPanel board/>
                     // GRACE's views need affinity: token routes only.
                     <Show when=move || board.grouping.with(Option::is_some)>
                         <div class="grid" id="grace-views">
@@ -346,6 +349,58 @@ pub fn App() -> impl IntoView {
             </section>
         </main>
         <footer>"All planning runs in this page (WebAssembly, in a worker); nothing leaves your machine."</footer>
+    }
+}
+
+/// Serving with re-planning: shown or not, the interval K and the
+/// window W. K answers alone; a new W (or showing it) brings the sweep.
+fn serving_controls(ctx: Ctx) -> impl IntoView {
+    let (settings, board, status) = (ctx.settings, ctx.board, ctx.status);
+    let serve = Memo::new(move |_| settings.with(|s| s.serve));
+    let knob = move |label: &'static str,
+                     id: &'static str,
+                     get: fn(&Settings) -> usize,
+                     set: fn(&mut Settings, usize),
+                     sweep: bool| {
+        let value = Memo::new(move |_| settings.with(get));
+        view! {
+            <label for=id>{label}</label>
+            <input id=id type="number" min="1" max="4096" step="1"
+                prop:value=move || value.get().to_string()
+                on:change=move |ev| {
+                    match event_target_value(&ev).trim().parse::<usize>() {
+                        Ok(v) if (1..=4096).contains(&v) => {
+                            // a new window changes the whole curve
+                            let sweep = sweep || !settings.with_untracked(|s| s.serve);
+                            settings.update(|s| {
+                                set(s, v);
+                                s.serve = true;
+                            });
+                            ctx.ask_serving(sweep);
+                        }
+                        _ => status.set(Status::Error(format!("{label}: a whole number of batches from 1 to 4096"))),
+                    }
+                }/>
+        }
+    };
+    view! {
+        <section id="serving-controls">
+            <h2>"Re-planning while serving"</h2>
+            <p class="hint">"EPLB planned on the first W batches, then again every K batches on the last W, each new plan renumbered onto the GPUs to move the fewest experts (SGLang: --eplb-rebalance-num-iterations and the recorder's window; vLLM: step_interval and window_size)"</p>
+            <label class="inline"><input id="serve" type="checkbox" prop:checked=serve
+                on:change=move |ev| {
+                    let on = event_target_checked(&ev);
+                    settings.update(|s| s.serve = on);
+                    if on {
+                        ctx.ask_serving(true);
+                    } else {
+                        board.serving.set(None);
+                        board.serving_sweep.set(None);
+                    }
+                }/>" replay serving with re-planning"</label>
+            {knob("K: re-plan every (batches)", "every", |s| s.every, |s, v| s.every = v, false)}
+            {knob("W: on the last (batches)", "window", |s| s.window, |s, v| s.window = v, true)}
+        </section>
     }
 }
 

@@ -63,7 +63,8 @@ pub enum Command {
     /// Serving with re-planning: every K batches a new plan on the last W,
     /// moved to fresh, relabelled or incrementally; balance, copies moved
     /// and (with --hardware) time with the pauses, beside the first plan
-    /// kept. Comma lists of K and W sweep them.
+    /// kept. Comma lists of K and W sweep them; --hardware A,B finds the
+    /// best setting on each machine; several --trace are served in turn.
     Replay(ReplayArgs),
     /// Plans across workloads: BASE, EPLB and CRAFT made on each of several
     /// traces (and CRAFT mean and robust made on all), judged on every trace.
@@ -326,8 +327,13 @@ pub struct PlanArgs {
 
 #[derive(Args)]
 pub struct ReplayArgs {
+    /// Trace file or folder, as for the other commands; give it several
+    /// times to serve them one after another, a workload that shifts (same
+    /// layers × experts): e.g. ESFT's intent folder, then summary.
+    #[arg(long = "trace")]
+    pub traces: Vec<PathBuf>,
     #[command(flatten)]
-    pub trace: TraceArgs,
+    pub source: SourceArgs,
     #[command(flatten)]
     pub cluster: ClusterArgs,
     /// Planner that re-plans (`moeplan planners`; static planners on counts).

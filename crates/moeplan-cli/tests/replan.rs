@@ -241,3 +241,80 @@ fn replay_sweeps_and_refuses_bad_knobs() {
         refused(&args, needle);
     }
 }
+
+/// `replay` with several `--trace` serves them one after another (the
+/// batches of the first, then the second's), and with `--hardware A,B`
+/// names the best setting on each machine; traces of other shapes and an
+/// empty machine name are refused in one line.
+#[test]
+fn replay_serves_traces_in_turn_and_finds_the_best_setting_per_machine() {
+    let gen = |preset: &str, seed: &str, batches: &str, name: &str| {
+        let out = tmp("replan", name);
+        let o = moeplan(&[
+            "gen",
+            "--preset",
+            preset,
+            "--batches",
+            batches,
+            "--seed",
+            seed,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        out
+    };
+    let (a, b) = (
+        gen("olmoe", "1", "10", "turn_a.json"),
+        gen("olmoe", "2", "14", "turn_b.json"),
+    );
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let mut args = vec!["replay", "--trace", a, "--trace", b, "--nodes", "1"];
+    args.extend([
+        "--gpus-per-node",
+        "8",
+        "--every",
+        "2,4",
+        "--window",
+        "4",
+        "--hardware",
+        "h100-ib-ndr,4090-pcie4-25gbe",
+        "--json",
+    ]);
+    let v = json_of(&args);
+    assert_eq!(v["batches"], 24, "10 then 14 batches");
+    assert_eq!(v["traces"].as_array().unwrap().len(), 2);
+    assert_eq!(v["hardware"][1], "4090-pcie4-25gbe");
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "2 intervals × 2 machines");
+    let best = v["best"].as_array().unwrap();
+    assert_eq!(best.len(), 2);
+    for (i, hw) in ["h100-ib-ndr", "4090-pcie4-25gbe"].iter().enumerate() {
+        // the best is the fastest of that machine's runs
+        let fastest = runs
+            .iter()
+            .filter(|r| r["hardware"] == *hw)
+            .map(|r| r["report"]["total_us"][0].as_f64().unwrap())
+            .fold(f64::INFINITY, f64::min);
+        assert_eq!(best[i]["hardware"], *hw);
+        assert_eq!(best[i]["total_us"].as_f64().unwrap(), fastest);
+    }
+    // the same machine is slower over PCIe and Ethernet
+    assert!(best[1]["never_us"].as_f64().unwrap() > best[0]["never_us"].as_f64().unwrap());
+    // the table names what is served, in turn
+    let text = String::from_utf8(
+        moeplan(&["replay", "--trace", a, "--trace", b, "--nodes", "1", "--gpus-per-node", "8"])
+            .stdout,
+    )
+    .unwrap();
+    assert!(text.contains(", then "), "{text}");
+    let other = gen("deepseek-v2-lite", "1", "4", "turn_c.json");
+    refused(
+        &["replay", "--trace", a, "--trace", other.to_str().unwrap(), "--every", "2", "--window", "2"],
+        "same MoE layers and experts",
+    );
+    refused(
+        &["replay", "--trace", a, "--every", "2", "--window", "2", "--hardware", "h100-ib-ndr,"],
+        "empty machine",
+    );
+}

@@ -37,6 +37,7 @@
 )]
 
 mod grace;
+mod serving;
 mod state;
 mod view;
 
@@ -61,6 +62,7 @@ use moeplan::planners::grace::{Grace, GraceAnalysis};
 use moeplan::planners::registry::{
     CurvePoint, Needs, Planner, PlannerId, Prepared, Settings, Unit, Value, prepare, registry,
 };
+pub use serving::{ReplanMark, ServingAsk, ServingView, SweepPoint, sweep_intervals};
 pub use state::PER_BATCH_CELLS;
 use state::{
     Entry, Fixed, Measured, Scheduled, State, figures, plan_at_default, shown, slider_figures,

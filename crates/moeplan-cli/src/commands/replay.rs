@@ -8,16 +8,41 @@ use moeplan::studies::serving::{Migrate, Serving, ServingReport, serve};
 use serde_json::json;
 
 use super::with_pricing;
-use crate::args::ReplayArgs;
+use std::path::PathBuf;
+
+use moeplan::LoadTrace;
+
+use crate::args::{CostArgs, ReplayArgs, TraceArgs};
 use crate::error::CliError;
 use crate::io::{emit, load, spinner};
 use crate::judge::Cost;
 
 pub fn run(args: ReplayArgs) -> Result<(), CliError> {
-    let trace = load(&args.trace)?.trace;
+    let (trace, served) = traces(&args)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
-    let cost = Cost::choose(args.judge.model.as_deref(), &trace)?.priced(&args.judge.cost)?;
-    let settings = with_pricing(&args.planner.settings, cost.pricing.as_ref())?;
+    // one cost per machine of `--hardware A,B` (none: balance only)
+    let machines: Vec<Option<String>> = match &args.judge.cost.hardware {
+        None => vec![None],
+        Some(list) => list
+            .split(',')
+            .map(|h| Some(h.trim().to_string()))
+            .collect(),
+    };
+    let mut costs = Vec::new();
+    for h in &machines {
+        if h.as_deref() == Some("") {
+            return Err(moeplan::Error::Argument(format!(
+                "--hardware {:?} names an empty machine: give NAME[,NAME…]",
+                args.judge.cost.hardware.as_deref().unwrap_or_default()
+            ))
+            .into());
+        }
+        let flags = CostArgs {
+            hardware: h.clone(),
+            ..args.judge.cost.clone()
+        };
+        costs.push(Cost::choose(args.judge.model.as_deref(), &trace)?.priced(&flags)?);
+    }
     let planner = args.algo.planner()?;
     let migrate = match args.migrate.as_str() {
         "fresh" => Migrate::Fresh,
@@ -36,7 +61,6 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     }
     // Every run serves the same batches: those after the largest window.
     let start = args.window.iter().copied().max().unwrap_or(0);
-    // every setting refused before any planning
     let settings_of = |every: usize, window: usize| Serving {
         start,
         every,
@@ -46,47 +70,72 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         rule: args.judge.dispatch,
         libra: false,
     };
+    // every setting refused before any planning
     for &k in &args.every {
         for &w in &args.window {
             settings_of(k, w).check(trace.num_batches())?;
         }
     }
+    let mut settings = Vec::new();
+    for cost in &costs {
+        settings.push(with_pricing(&args.planner.settings, cost.pricing.as_ref())?);
+    }
     let bar = spinner("serving");
-    let mut runs = Vec::new();
-    for &k in &args.every {
-        for &w in &args.window {
-            // Libra once per window: its copies do not depend on K
-            let knobs = Serving {
-                libra: args.with_libra && k == args.every[0],
-                ..settings_of(k, w)
-            };
-            let r = serve(
-                &trace,
-                topology,
-                planner,
-                &settings,
-                knobs,
-                cost.pricing.as_ref(),
-            )?;
-            runs.push((k, w, r));
+    let mut machines_runs = Vec::new();
+    for (cost, settings) in costs.iter().zip(&settings) {
+        let mut runs = Vec::new();
+        for &k in &args.every {
+            for &w in &args.window {
+                // Libra once per window: its copies do not depend on K
+                let knobs = Serving {
+                    libra: args.with_libra && k == args.every[0],
+                    ..settings_of(k, w)
+                };
+                let r = serve(
+                    &trace,
+                    topology,
+                    planner,
+                    settings,
+                    knobs,
+                    cost.pricing.as_ref(),
+                )?;
+                runs.push((k, w, r));
+            }
         }
+        machines_runs.push((cost, runs));
     }
     bar.finish_and_clear();
+    let name = |c: &Cost| c.pricing.as_ref().map(|p| p.hardware.name.to_string());
     if args.json {
-        let list: Vec<_> = runs
-            .iter()
-            .map(|(k, w, r)| json!({"every": k, "window": w, "report": r}))
-            .collect();
+        let mut list = Vec::new();
+        let mut best = Vec::new();
+        for (cost, runs) in &machines_runs {
+            list.extend(runs.iter().map(
+                |(k, w, r)| json!({"every": k, "window": w, "hardware": name(cost), "report": r}),
+            ));
+            if let Some(b) = Best::of(runs) {
+                best.push(json!({
+                    "hardware": name(cost),
+                    "every": b.every,
+                    "window": b.window,
+                    "total_us": b.total_us,
+                    "never_us": b.never_us,
+                    "libra_us": b.libra_us,
+                }));
+            }
+        }
         let v = json!({
             "algorithm": planner.id().as_str(),
             "topology": {"nodes": topology.nodes(), "gpus_per_node": topology.gpus_per_node()},
             "rule": args.judge.dispatch.name(),
             "migrate": migrate.name(),
             "min_balancedness": args.min_balancedness,
-            "hardware": cost.pricing.as_ref().map(|p| p.hardware.name.to_string()),
+            "hardware": machines_runs.iter().filter_map(|(c, _)| name(c)).collect::<Vec<_>>(),
+            "traces": served,
             "batches": trace.num_batches(),
             "first_served": start,
             "runs": list,
+            "best": best,
         });
         emit(&v.to_string());
         return Ok(());
@@ -101,7 +150,85 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             .map(|b| format!("; skipped while the window's balancedness ≥ {b}"))
             .unwrap_or_default()
     );
+    if served.len() > 1 {
+        o += &format!("served one after another: {}\n", served.join(", then "));
+    }
+    let single = machines_runs.len() == 1;
+    for (cost, runs) in &machines_runs {
+        o += &table(cost, runs);
+        if let ([(_, _, r)], true) = (runs.as_slice(), single) {
+            o += &replans(r);
+        }
+    }
+    emit(&o);
+    Ok(())
+}
+
+/// The traces `--trace` names (the generated default when none), served
+/// one after another, and their names.
+fn traces(args: &ReplayArgs) -> Result<(LoadTrace, Vec<String>), CliError> {
+    let one = |trace: Option<PathBuf>| {
+        load(&TraceArgs {
+            trace,
+            source: args.source.clone(),
+        })
+        .map(|d| d.trace)
+    };
+    let Some((first, rest)) = args.traces.split_first() else {
+        return Ok((one(None)?, vec!["generated".into()]));
+    };
+    let mut trace = one(Some(first.clone()))?;
+    for path in rest {
+        trace = trace
+            .then(&one(Some(path.clone()))?)
+            .map_err(CliError::in_file(path))?;
+    }
+    let names = args
+        .traces
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    Ok((trace, names))
+}
+
+/// The fastest setting of one machine's runs, beside never re-planning
+/// (the best of the first plans, one per window) and Libra.
+struct Best {
+    every: usize,
+    window: usize,
+    total_us: f64,
+    never_us: f64,
+    libra_us: Option<f64>,
+}
+
+impl Best {
+    fn of(runs: &[(usize, usize, ServingReport)]) -> Option<Best> {
+        let (k, w, t) = runs
+            .iter()
+            .filter_map(|(k, w, r)| r.total_us.map(|(t, _)| (*k, *w, t)))
+            .min_by(|a, b| a.2.total_cmp(&b.2))?;
+        let never = runs
+            .iter()
+            .filter_map(|(_, _, r)| r.total_us.map(|(_, s)| s))
+            .min_by(f64::total_cmp)?;
+        let libra = runs
+            .iter()
+            .filter_map(|(_, _, r)| r.libra.as_ref().and_then(|l| l.total_us))
+            .min_by(f64::total_cmp);
+        Some(Best {
+            every: k,
+            window: w,
+            total_us: t,
+            never_us: never,
+            libra_us: libra,
+        })
+    }
+}
+
+/// One machine's table: a row per (K, W), the fastest, Libra.
+fn table(cost: &Cost, runs: &[(usize, usize, ServingReport)]) -> String {
     let priced = cost.pricing.as_ref();
+    let mut o = String::new();
     if let Some(p) = priced {
         o += &format!(
             "time on {} ({}): the served batches' MoE layers and every move's pause\n",
@@ -119,36 +246,30 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         );
     }
     o.push('\n');
-    let best = runs
-        .iter()
-        .filter_map(|(k, w, r)| r.total_us.map(|(t, _)| (k, w, t)))
-        .min_by(|a, b| a.2.total_cmp(&b.2));
-    // never re-planning: the best of the first plans (one per window)
-    let best_static = runs
-        .iter()
-        .filter_map(|(_, _, r)| r.total_us.map(|(_, s)| s))
-        .min_by(f64::total_cmp)
-        .unwrap_or(0.0);
-    for (k, w, r) in &runs {
+    for (k, w, r) in runs {
         o += &row(*k, *w, r);
     }
-    if let Some((k, w, t)) = best {
-        let static_us = best_static;
-        o += &if t < static_us {
+    if let Some(b) = Best::of(runs) {
+        o += &if b.total_us < b.never_us {
             format!(
-                "fastest: K = {k}, W = {w}, {:.1} ms against {:.1} ms never re-planning\n",
-                t / 1e3,
-                static_us / 1e3
+                "fastest: K = {}, W = {}, {:.1} ms against {:.1} ms never re-planning ({:.3}×)\n",
+                b.every,
+                b.window,
+                b.total_us / 1e3,
+                b.never_us / 1e3,
+                b.total_us / b.never_us
             )
         } else {
             format!(
-                "never re-planning is fastest ({:.1} ms; the best re-planning, K = {k}, W = {w}, {:.1} ms)\n",
-                static_us / 1e3,
-                t / 1e3
+                "never re-planning is fastest ({:.1} ms; the best re-planning, K = {}, W = {}, {:.1} ms)\n",
+                b.never_us / 1e3,
+                b.every,
+                b.window,
+                b.total_us / 1e3
             )
         };
     }
-    for (_, w, r) in &runs {
+    for (_, w, r) in runs {
         if let Some(l) = &r.libra {
             o += &format!(
                 "Libra per batch (prepared on the first W = {w}, its own rule): balancedness {:.4}, {:.0} copies per batch{}\n",
@@ -160,30 +281,33 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             );
         }
     }
-    if let [(_, _, r)] = runs.as_slice() {
-        for p in &r.replans {
-            o += &format!(
-                "  batch {}: window balancedness {:.4} → {:.4}{}\n",
-                p.at_batch,
-                p.window_balancedness_before,
-                p.window_balancedness_after,
-                if p.skipped {
-                    " (skipped)".to_string()
-                } else {
-                    format!(
-                        ", {} copies ({} across nodes){}",
-                        p.migration.copies(),
-                        p.migration.copies_inter_node,
-                        p.pause_us
-                            .map(|us| format!(", {:.2} ms pause", us / 1e3))
-                            .unwrap_or_default()
-                    )
-                }
-            );
-        }
+    o
+}
+
+/// Every re-plan point of a single run.
+fn replans(r: &ServingReport) -> String {
+    let mut o = String::new();
+    for p in &r.replans {
+        o += &format!(
+            "  batch {}: window balancedness {:.4} → {:.4}{}\n",
+            p.at_batch,
+            p.window_balancedness_before,
+            p.window_balancedness_after,
+            if p.skipped {
+                " (skipped)".to_string()
+            } else {
+                format!(
+                    ", {} copies ({} across nodes){}",
+                    p.migration.copies(),
+                    p.migration.copies_inter_node,
+                    p.pause_us
+                        .map(|us| format!(", {:.2} ms pause", us / 1e3))
+                        .unwrap_or_default()
+                )
+            }
+        );
     }
-    emit(&o);
-    Ok(())
+    o
 }
 
 fn row(k: usize, w: usize, r: &ServingReport) -> String {

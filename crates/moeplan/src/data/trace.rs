@@ -314,6 +314,47 @@ impl LoadTrace {
         })
     }
 
+    /// This trace's batches followed by `next`'s: one workload turning into
+    /// another, as a server sees it (HarMoEny's datasets back to back, ESFT's
+    /// intent then summary). Both must have the same MoE layers and experts;
+    /// a top-k or model the two disagree on is dropped.
+    ///
+    /// ```
+    /// use moeplan::LoadTrace;
+    /// use ndarray::Array3;
+    /// let a = LoadTrace::new(Array3::from_elem((2, 1, 4), 1.0), vec![3])?;
+    /// let b = LoadTrace::new(Array3::from_elem((3, 1, 4), 2.0), vec![3])?;
+    /// let ab = a.then(&b)?;
+    /// assert_eq!(ab.num_batches(), 5);
+    /// assert_eq!(ab.batch(4).row(0).to_vec(), vec![2.0; 4]);
+    /// assert!(a.then(&LoadTrace::new(Array3::from_elem((1, 1, 5), 1.0), vec![3])?).is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn then(&self, next: &LoadTrace) -> Result<LoadTrace> {
+        if next.layer_ids != self.layer_ids || next.num_experts() != self.num_experts() {
+            return Err(Error::Trace(format!(
+                "traces to serve one after another need the same MoE layers and experts: {} layers × {} experts, then {} × {}",
+                self.num_layers(),
+                self.num_experts(),
+                next.num_layers(),
+                next.num_experts()
+            )));
+        }
+        let counts = ndarray::concatenate(Axis(0), &[self.counts.view(), next.counts.view()])
+            .map_err(|e| Error::Trace(format!("joining traces: {e}")))?;
+        let same = |a: &Option<String>, b: &Option<String>| (a == b).then(|| a.clone()).flatten();
+        Ok(LoadTrace {
+            counts,
+            layer_ids: self.layer_ids.clone(),
+            model_layers: match (self.model_layers, next.model_layers) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            },
+            top_k: (self.top_k == next.top_k).then_some(self.top_k).flatten(),
+            model: same(&self.model, &next.model),
+        })
+    }
+
     /// Splits off the last `eval_fraction` of the batches for held-out
     /// evaluation: plan on the first part, evaluate on the rest, as the CRAFT
     /// paper keeps its profiling sequences out of its evaluation. Both parts
