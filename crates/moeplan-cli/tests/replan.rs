@@ -248,7 +248,7 @@ fn replay_sweeps_and_refuses_bad_knobs() {
 /// empty machine name are refused in one line.
 #[test]
 fn replay_serves_traces_in_turn_and_finds_the_best_setting_per_machine() {
-    let gen = |preset: &str, seed: &str, batches: &str, name: &str| {
+    let generated = |preset: &str, seed: &str, batches: &str, name: &str| {
         let out = tmp("replan", name);
         let o = moeplan(&[
             "gen",
@@ -265,8 +265,8 @@ fn replay_serves_traces_in_turn_and_finds_the_best_setting_per_machine() {
         out
     };
     let (a, b) = (
-        gen("olmoe", "1", "10", "turn_a.json"),
-        gen("olmoe", "2", "14", "turn_b.json"),
+        generated("olmoe", "1", "10", "turn_a.json"),
+        generated("olmoe", "2", "14", "turn_b.json"),
     );
     let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
     let mut args = vec!["replay", "--trace", a, "--trace", b, "--nodes", "1"];
@@ -303,18 +303,48 @@ fn replay_serves_traces_in_turn_and_finds_the_best_setting_per_machine() {
     assert!(best[1]["never_us"].as_f64().unwrap() > best[0]["never_us"].as_f64().unwrap());
     // the table names what is served, in turn
     let text = String::from_utf8(
-        moeplan(&["replay", "--trace", a, "--trace", b, "--nodes", "1", "--gpus-per-node", "8"])
-            .stdout,
+        moeplan(&[
+            "replay",
+            "--trace",
+            a,
+            "--trace",
+            b,
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "8",
+        ])
+        .stdout,
     )
     .unwrap();
     assert!(text.contains(", then "), "{text}");
-    let other = gen("deepseek-v2-lite", "1", "4", "turn_c.json");
+    let other = generated("deepseek-v2-lite", "1", "4", "turn_c.json");
     refused(
-        &["replay", "--trace", a, "--trace", other.to_str().unwrap(), "--every", "2", "--window", "2"],
+        &[
+            "replay",
+            "--trace",
+            a,
+            "--trace",
+            other.to_str().unwrap(),
+            "--every",
+            "2",
+            "--window",
+            "2",
+        ],
         "same MoE layers and experts",
     );
     refused(
-        &["replay", "--trace", a, "--every", "2", "--window", "2", "--hardware", "h100-ib-ndr,"],
+        &[
+            "replay",
+            "--trace",
+            a,
+            "--every",
+            "2",
+            "--window",
+            "2",
+            "--hardware",
+            "h100-ib-ndr,",
+        ],
         "empty machine",
     );
 }
