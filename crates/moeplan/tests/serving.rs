@@ -144,6 +144,27 @@ fn on_a_trace_that_does_not_shift_never_re_planning_wins() {
     let pauses: f64 = r.replans.iter().filter_map(|p| p.pause_us).sum();
     assert!(pauses > 0.0 && (total - batches - pauses).abs() < 1e-6 * total);
     assert!(total > kept, "re-planning {total} µs, never {kept} µs");
+    // a move takes longer than the interval to pay back, if ever
+    let saved = (kept - batches) / r.served_batches as f64;
+    let moves = r.replans.iter().filter(|p| !p.skipped).count() as f64;
+    match r.payback_batches {
+        Some(p) => {
+            assert!((p - pauses / moves / saved).abs() < 1e-9 * p);
+            assert!(p > 16.0, "payback {p}");
+        }
+        None => assert!(saved <= 0.0),
+    }
+    // unpriced: no payback
+    let plain = serve(
+        &trace,
+        Topology::new(4, 8).unwrap(),
+        eplb::ID.planner().unwrap(),
+        &Settings::new(),
+        knobs(16, 16, Migrate::Relabel),
+        None,
+    )
+    .unwrap();
+    assert!(plain.payback_batches.is_none());
 }
 
 /// Real HarMoEny Qwen1.5-MoE (60 batches of shifting datasets), 1 × 8,
@@ -186,6 +207,12 @@ fn real_harmoeny_re_planning_pays() {
             r.copies_moved
         );
         assert!(total < kept * 0.9, "{hw}");
+        // each move pays back within the interval
+        assert!(
+            r.payback_batches.is_some_and(|p| p < 4.0),
+            "{hw}: {:?}",
+            r.payback_batches
+        );
         let libra = r.libra.as_ref().unwrap();
         assert_eq!(libra.per_batch_balancedness.len(), r.served_batches);
         eprintln!(
@@ -197,4 +224,119 @@ fn real_harmoeny_re_planning_pays() {
         rows += 1;
     }
     assert_eq!(rows, 2);
+}
+
+/// Real HarMoEny, one dataset at a time (20 batches each, no shift): on
+/// both machines never re-planning beats re-planning every 8 batches on the
+/// last 4, and Libra beats never re-planning (docs/replan.md).
+#[test]
+fn real_harmoeny_one_dataset_never_re_planning_wins() {
+    let Some(p) = common::shared_data("harmoeny-qwen1.5-moe/expert_freq_qwen_datasets.csv") else {
+        return;
+    };
+    let bytes = std::fs::read(p).unwrap();
+    let m = model::preset("qwen1.5-moe-a2.7b").unwrap();
+    let settings = Settings::new()
+        .with("redundant_experts", moeplan::planners::Value::Count(4))
+        .unwrap();
+    let mut rows = 0;
+    for dataset in ["bookcorpus", "wikitext", "random"] {
+        let options = moeplan::formats::ReadOptions {
+            dataset: Some(dataset.into()),
+            ..Default::default()
+        };
+        let trace = moeplan::formats::read_trace(&bytes, &options).unwrap();
+        assert_eq!(trace.num_batches(), 20);
+        for hw in ["h200-ib-ndr", "4090-pcie4-25gbe"] {
+            let pricing = Pricing::new(hardware::preset(hw).unwrap(), m);
+            let mut k = knobs(8, 4, Migrate::Relabel);
+            k.libra = true;
+            let r = serve(
+                &trace,
+                Topology::new(1, 8).unwrap(),
+                eplb::ID.planner().unwrap(),
+                &settings,
+                k,
+                Some(&pricing),
+            )
+            .unwrap();
+            let (total, kept) = r.total_us.unwrap();
+            let libra = r.libra.as_ref().and_then(|l| l.total_us).unwrap();
+            eprintln!(
+                "{dataset} on {hw}: K = 8, W = 4 {:.3}× never, Libra {:.3}×, payback {:?}",
+                total / kept,
+                libra / kept,
+                r.payback_batches
+            );
+            assert!(total > kept, "{dataset} on {hw}");
+            assert!(libra < kept, "{dataset} on {hw}");
+            rows += 1;
+        }
+    }
+    assert_eq!(rows, 6);
+}
+
+/// Real ESFT token routes, intent then summary (512-token batches), 2 × 4,
+/// EPLB +8: the shift is real (re-planning raises balancedness), but a
+/// move's pause does not pay back within the 26 batches served on either
+/// machine (docs/replan.md).
+#[test]
+fn real_esft_intent_then_summary_shifts_but_moves_do_not_pay() {
+    let Some(dir) = common::shared_data("esft-deepseek-v2-lite") else {
+        return;
+    };
+    let read = |task: &str| {
+        let files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir.join(task))
+            .unwrap()
+            .map(|f| {
+                let f = f.unwrap();
+                (
+                    f.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(f.path()).unwrap(),
+                )
+            })
+            .collect();
+        let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+        moeplan::formats::esft::read_esft(&files, 64, 6, &mut meter)
+            .unwrap()
+            .to_load_trace(512)
+            .unwrap()
+    };
+    let trace = read("intent").then(&read("summary")).unwrap();
+    assert_eq!(trace.num_batches(), 34);
+    let m = model::preset("deepseek-v2-lite").unwrap();
+    let settings = Settings::new()
+        .with("redundant_experts", moeplan::planners::Value::Count(8))
+        .unwrap()
+        .with("groups", moeplan::planners::Value::Count(1))
+        .unwrap();
+    for hw in ["4090-pcie4-25gbe", "h100-ib-ndr"] {
+        let pricing = Pricing::new(hardware::preset(hw).unwrap(), m);
+        let mut k = knobs(16, 8, Migrate::Relabel);
+        k.start = 8;
+        let r = serve(
+            &trace,
+            Topology::new(2, 4).unwrap(),
+            eplb::ID.planner().unwrap(),
+            &settings,
+            k,
+            Some(&pricing),
+        )
+        .unwrap();
+        let (total, kept) = r.total_us.unwrap();
+        eprintln!(
+            "{hw}: balancedness {:.4} against {:.4} kept, {:.3}× never, payback {:?} batches",
+            r.balancedness,
+            r.static_balancedness,
+            total / kept,
+            r.payback_batches
+        );
+        assert!(r.balancedness > r.static_balancedness + 0.02, "{hw}");
+        assert!(total > kept, "{hw}");
+        assert!(
+            r.payback_batches
+                .is_some_and(|p| p > r.served_batches as f64),
+            "{hw}"
+        );
+    }
 }

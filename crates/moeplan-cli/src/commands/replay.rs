@@ -241,8 +241,8 @@ fn table(cost: &Cost, runs: &[(usize, usize, ServingReport)]) -> String {
     );
     if priced.is_some() {
         o += &format!(
-            " {:>12} {:>12} {:>9}",
-            "MoE+pause ms", "static ms", "× static"
+            " {:>12} {:>12} {:>9} {:>8}",
+            "MoE+pause ms", "static ms", "× static", "payback"
         );
     }
     o.push('\n');
@@ -268,6 +268,9 @@ fn table(cost: &Cost, runs: &[(usize, usize, ServingReport)]) -> String {
                 b.total_us / 1e3
             )
         };
+    }
+    if priced.is_some() {
+        o += "payback: batches a move's pause takes to pay back (mean pause / MoE time a batch saves); below K, re-planning at K pays\n";
     }
     for (_, w, r) in runs {
         if let Some(l) = &r.libra {
@@ -321,10 +324,12 @@ fn row(k: usize, w: usize, r: &ServingReport) -> String {
     );
     if let Some((t, st)) = r.total_us {
         s += &format!(
-            " {:>12.1} {:>12.1} {:>9.3}",
+            " {:>12.1} {:>12.1} {:>9.3} {:>8}",
             t / 1e3,
             st / 1e3,
-            if st > 0.0 { t / st } else { 0.0 }
+            if st > 0.0 { t / st } else { 0.0 },
+            r.payback_batches
+                .map_or("—".to_string(), |p| format!("{p:.1}"))
         );
     }
     s.push('\n');

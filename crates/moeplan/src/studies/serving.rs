@@ -160,6 +160,12 @@ pub struct ServingReport {
     pub static_per_batch_moe_us: Option<Vec<f64>>,
     /// MoE time over the run plus every pause, µs; and the static plan's.
     pub total_us: Option<(f64, f64)>,
+    /// Batches a move's pause takes to pay back: the mean pause per move
+    /// over the mean MoE time a served batch saves against the first plan
+    /// kept. Under `every`, re-planning at this interval pays; `None`
+    /// without a pricing, without a move, or when re-planning saves
+    /// nothing.
+    pub payback_batches: Option<f64>,
     /// Libra on the same batches, when asked for.
     pub libra: Option<LibraServed>,
 }
@@ -308,8 +314,14 @@ pub fn serve(
         .as_ref()
         .zip(static_per_batch_moe_us.as_ref())
         .map(|(a, b)| (a.iter().sum::<f64>() + pauses, b.iter().sum::<f64>()));
+    let payback_batches = payback(
+        &replans,
+        per_batch_moe_us.as_deref(),
+        static_per_batch_moe_us.as_deref(),
+    );
     Ok(ServingReport {
         first_served: s0,
+        payback_batches,
         served_batches: b_n - s0,
         balancedness: run.balancedness,
         static_balancedness: kept.balancedness,
@@ -322,6 +334,22 @@ pub fn serve(
         total_us,
         libra,
     })
+}
+
+/// See [`ServingReport::payback_batches`].
+fn payback(replans: &[Replan], moe: Option<&[f64]>, kept: Option<&[f64]>) -> Option<f64> {
+    let (moe, kept) = (moe?, kept?);
+    let pauses: Vec<f64> = replans
+        .iter()
+        .filter(|r| !r.skipped)
+        .filter_map(|r| r.pause_us)
+        .collect();
+    if pauses.is_empty() || moe.is_empty() {
+        return None;
+    }
+    let saved = (kept.iter().sum::<f64>() - moe.iter().sum::<f64>()) / moe.len() as f64;
+    let pause = pauses.iter().sum::<f64>() / pauses.len() as f64;
+    (saved > 0.0).then(|| pause / saved)
 }
 
 /// Libra prepared on `planning`'s batches of `trace` and judged through its
