@@ -126,3 +126,44 @@ fn real_deepseek_incremental_against_fresh_relabelled() {
     }
     assert_eq!(rows, 3);
 }
+
+/// The same with CRAFT (R = 8) served: the incremental re-plan starts from
+/// any plan, and with a tenth of the copies beats CRAFT planned afresh and
+/// relabelled (docs/replan.md).
+#[test]
+fn real_deepseek_incremental_from_craft() {
+    let read = |f: &str| common::read_shared_trace(&format!("sglang-deepseek-v3/{f}.json"));
+    let (Some(before), Some(after)) = (read("prefill_in4096"), read("decode_in1000out1000")) else {
+        return;
+    };
+    let topo = Topology::new(8, 8).unwrap();
+    let craft = moeplan::planners::craft::ID.planner().unwrap();
+    let settings = moeplan::planners::Settings::new()
+        .with("replicas_per_gpu", moeplan::planners::Value::Count(8))
+        .unwrap();
+    let plan_on = |t: &moeplan::LoadTrace| {
+        moeplan::planners::plan(craft, &moeplan::Workload::new(t.clone()), topo, &settings)
+            .unwrap()
+            .plan
+    };
+    let served = plan_on(&before);
+    let cost = MoveCost::for_hardware(hardware::preset("h100-ib-ndr").unwrap());
+    let relabelled = relabel(&served, &plan_on(&after), cost).unwrap();
+    let bal = |p: &Plan| evaluate(&after, p).unwrap().balancedness;
+    let fresh_copies = migration(&served, &relabelled).unwrap().copies();
+    let goal = Goal {
+        max_moved_experts: Some(1160),
+        min_balancedness: None,
+    };
+    let r = incremental(&served, after.summed().view(), goal).unwrap();
+    eprintln!(
+        "CRAFT served as is: {:.4}; fresh relabelled: {:.4} with {fresh_copies} copies; incremental: {:.4} with {} copies",
+        bal(&served),
+        bal(&relabelled),
+        bal(&r.plan),
+        r.copies
+    );
+    assert!(bal(&r.plan) > bal(&served));
+    assert!(r.copies <= 1160 && r.copies * 5 < fresh_copies);
+    assert_eq!(slots(&r.plan), slots(&served));
+}
