@@ -603,12 +603,7 @@ impl WorkerState {
     /// the priced (else the page's memory) model's experts.
     fn serving(&self, req: &Request, ask: ServingAsk) -> Result<ServingView, String> {
         let ws = self.workspace.as_ref().ok_or("no trace planned yet")?;
-        let rule = dispatch_rule(if req.rule.is_empty() {
-            "even"
-        } else {
-            &req.rule
-        })
-        .map_err(|e| e.to_string())?;
+        let rule = rule_of(req)?;
         let pricing = pricing(ws, req)?;
         let expert_bytes = match &pricing {
             Some(p) => p.assumptions.expert_bytes(&p.model),
@@ -674,14 +669,19 @@ fn read_cross(
     Ok((names, traces))
 }
 
-fn view(ws: &Workspace, req: &Request) -> Result<View, String> {
-    let layer = req.layer.min(ws.trace().num_layers().saturating_sub(1));
-    let rule = dispatch_rule(if req.rule.is_empty() {
+/// The request's dispatch rule (`even` when it names none).
+fn rule_of(req: &Request) -> Result<moeplan::judge::Rule, String> {
+    let name = if req.rule.is_empty() {
         "even"
     } else {
         &req.rule
-    })
-    .map_err(|e| e.to_string())?;
+    };
+    dispatch_rule(name).map_err(|e| e.to_string())
+}
+
+fn view(ws: &Workspace, req: &Request) -> Result<View, String> {
+    let layer = req.layer.min(ws.trace().num_layers().saturating_sub(1));
+    let rule = rule_of(req)?;
     let pricing = pricing(ws, req)?;
     ws.view_priced(
         req.replicas_per_gpu,

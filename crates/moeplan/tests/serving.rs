@@ -167,20 +167,26 @@ fn on_a_trace_that_does_not_shift_never_re_planning_wins() {
     assert!(plain.payback_batches.is_none());
 }
 
+/// HarMoEny's CSV (`None` where the shared data is absent outside CI),
+/// its model, and EPLB with 4 redundant experts.
+fn harmoeny() -> Option<(Vec<u8>, &'static model::ModelPreset, Settings)> {
+    let p = common::shared_data("harmoeny-qwen1.5-moe/expert_freq_qwen_datasets.csv")?;
+    let settings = Settings::new()
+        .with("redundant_experts", moeplan::planners::Value::Count(4))
+        .unwrap();
+    let m = model::preset("qwen1.5-moe-a2.7b").unwrap();
+    Some((std::fs::read(p).unwrap(), m, settings))
+}
+
 /// Real HarMoEny Qwen1.5-MoE (60 batches of shifting datasets), 1 × 8,
 /// EPLB +4: re-planning every 4 batches on the last 4 beats never
 /// re-planning on `h200-ib-ndr` and on `4090-pcie4-25gbe` (docs/replan.md).
 #[test]
 fn real_harmoeny_re_planning_pays() {
-    let Some(p) = common::shared_data("harmoeny-qwen1.5-moe/expert_freq_qwen_datasets.csv") else {
+    let Some((bytes, m, settings)) = harmoeny() else {
         return;
     };
-    let bytes = std::fs::read(p).unwrap();
     let trace = moeplan::formats::read_trace(&bytes, &Default::default()).unwrap();
-    let m = model::preset("qwen1.5-moe-a2.7b").unwrap();
-    let settings = Settings::new()
-        .with("redundant_experts", moeplan::planners::Value::Count(4))
-        .unwrap();
     let mut rows = 0;
     for hw in ["h200-ib-ndr", "4090-pcie4-25gbe"] {
         let pricing = Pricing::new(hardware::preset(hw).unwrap(), m);
@@ -231,14 +237,9 @@ fn real_harmoeny_re_planning_pays() {
 /// last 4, and Libra beats never re-planning (docs/replan.md).
 #[test]
 fn real_harmoeny_one_dataset_never_re_planning_wins() {
-    let Some(p) = common::shared_data("harmoeny-qwen1.5-moe/expert_freq_qwen_datasets.csv") else {
+    let Some((bytes, m, settings)) = harmoeny() else {
         return;
     };
-    let bytes = std::fs::read(p).unwrap();
-    let m = model::preset("qwen1.5-moe-a2.7b").unwrap();
-    let settings = Settings::new()
-        .with("redundant_experts", moeplan::planners::Value::Count(4))
-        .unwrap();
     let mut rows = 0;
     for dataset in ["bookcorpus", "wikitext", "random"] {
         let options = moeplan::formats::ReadOptions {
