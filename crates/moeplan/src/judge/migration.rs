@@ -233,24 +233,40 @@ pub fn relabel(current: &Plan, next: &Plan, cost: MoveCost) -> Result<Plan> {
             current.layers().len()
         )));
     }
-    let mut held = Held::new(current.num_experts(), topology);
-    let layers = current
-        .layers()
-        .iter()
-        .zip(next.layers())
-        .map(|(cur, new)| {
-            held.load(&cur.gpus);
-            let to = assign(&held, &new.gpus, cost)?;
-            let mut gpus = vec![Vec::new(); new.gpus.len()];
-            for (h, &g) in to.iter().enumerate() {
-                gpus[g] = keep_slots(&cur.gpus[g], &new.gpus[h]);
-            }
-            Ok(LayerPlacement {
-                layer: new.layer,
-                gpus,
-            })
+    let one = |held: &mut Held, cur: &LayerPlacement, new: &LayerPlacement| {
+        held.load(&cur.gpus);
+        let to = assign(held, &new.gpus, cost)?;
+        let mut gpus = vec![Vec::new(); new.gpus.len()];
+        for (h, &g) in to.iter().enumerate() {
+            gpus[g] = keep_slots(&cur.gpus[g], &new.gpus[h]);
+        }
+        Ok(LayerPlacement {
+            layer: new.layer,
+            gpus,
         })
-        .collect::<Result<Vec<_>>>()?;
+    };
+    let pairs = current.layers().iter().zip(next.layers());
+    // Each layer is matched alone: on every core with the `parallel`
+    // feature (a serving replay relabels every re-plan).
+    #[cfg(feature = "parallel")]
+    let layers = {
+        use rayon::prelude::*;
+        pairs
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map_init(
+                || Held::new(current.num_experts(), topology),
+                |held, (cur, new)| one(held, cur, new),
+            )
+            .collect::<Result<Vec<_>>>()?
+    };
+    #[cfg(not(feature = "parallel"))]
+    let layers = {
+        let mut held = Held::new(current.num_experts(), topology);
+        pairs
+            .map(|(cur, new)| one(&mut held, cur, new))
+            .collect::<Result<Vec<_>>>()?
+    };
     Plan::new(topology, next.num_experts(), layers, next.algorithm())?
         .with_provenance(next.provenance().cloned())
         .with_profile(next.profile().map(|p| p.to_owned()))

@@ -38,6 +38,7 @@ use crate::judge::cost::Pricing;
 use crate::judge::migration::{Migration, MoveCost, migration, relabel};
 use crate::judge::{CostModel, Placement, Rule, Served, Strategy, judge, simulate};
 use crate::planners::shared::incremental::{Goal, incremental};
+use crate::planners::shared::layers::map_layers;
 use crate::planners::{Needs, Planner, Settings};
 
 /// How a re-plan reaches the GPUs.
@@ -226,13 +227,35 @@ pub fn serve(
         None => MoveCost::for_hardware(crate::data::hardware::preset("h100-ib-ndr")?),
     };
     let expert_bytes = pricing.map(|p| p.assumptions.expert_bytes(&p.model));
-    let first = plan_on(s0 - w..s0)?;
+    // Every fresh plan depends on its window alone: when none can be
+    // skipped they are made up front, on every core with the `parallel`
+    // feature (each re-plan's relabelling, which needs the plan served
+    // before it, stays in order below).
+    let points: Vec<usize> = (s0 + serving.every..b_n).step_by(serving.every).collect();
+    let up_front = serving.min_balancedness.is_none()
+        && matches!(serving.migrate, Migrate::Fresh | Migrate::Relabel);
+    let mut fresh: Vec<Option<Plan>> = if up_front {
+        map_layers(points.len() + 1, |i| match i {
+            0 => plan_on(s0 - w..s0),
+            _ => plan_on(points[i - 1] - w..points[i - 1]),
+        })?
+        .into_iter()
+        .map(Some)
+        .collect()
+    } else {
+        Vec::new()
+    };
+    let mut fresh_at =
+        |i: usize, range: std::ops::Range<usize>| match fresh.get_mut(i).and_then(Option::take) {
+            Some(p) => Ok(p),
+            None => plan_on(range),
+        };
+    let first = fresh_at(0, s0 - w..s0)?;
     let mut served = first.clone();
     let mut start = s0;
     let mut segments: Vec<(std::ops::Range<usize>, Plan)> = Vec::new();
     let mut replans = Vec::new();
-    let mut at = s0 + serving.every;
-    while at < b_n {
+    for (i, &at) in points.iter().enumerate() {
         let window = trace.slice_batches(at - w..at)?;
         let before = crate::evaluate(&window, &served)?.balancedness;
         if serving.min_balancedness.is_some_and(|b| before >= b) {
@@ -244,12 +267,11 @@ pub fn serve(
                 migration: Migration::default(),
                 pause_us: None,
             });
-            at += serving.every;
             continue;
         }
         let next = match serving.migrate {
-            Migrate::Fresh => plan_on(at - w..at)?,
-            Migrate::Relabel => relabel(&served, &plan_on(at - w..at)?, move_cost)?,
+            Migrate::Fresh => fresh_at(i + 1, at - w..at)?,
+            Migrate::Relabel => relabel(&served, &fresh_at(i + 1, at - w..at)?, move_cost)?,
             Migrate::Incremental(goal) => incremental(&served, window.summed().view(), goal)?.plan,
         };
         let m = migration(&served, &next)?;
@@ -263,7 +285,6 @@ pub fn serve(
         });
         segments.push((start - s0..at - s0, std::mem::replace(&mut served, next)));
         start = at;
-        at += serving.every;
     }
     segments.push((start - s0..b_n - s0, served));
     let evaluated = Workload::new(trace.slice_batches(s0..b_n)?);
@@ -274,15 +295,27 @@ pub fn serve(
         },
         None => CostModel::default(),
     };
-    let run = simulate(
-        &evaluated,
-        &Strategy {
-            placement: Placement::Schedule(segments),
-            rule: serving.rule,
-        },
-        &cost,
-    )?;
-    let kept = simulate(&evaluated, &Strategy::fixed(first, serving.rule), &cost)?;
+    let run_strategy = Strategy {
+        placement: Placement::Schedule(segments),
+        rule: serving.rule,
+    };
+    let kept_strategy = Strategy::fixed(first, serving.rule);
+    // The two replays are independent: one per core.
+    let mut replays = map_layers(2, |i| {
+        simulate(
+            &evaluated,
+            if i == 0 {
+                &run_strategy
+            } else {
+                &kept_strategy
+            },
+            &cost,
+        )
+    })?
+    .into_iter();
+    let (Some(run), Some(kept)) = (replays.next(), replays.next()) else {
+        return Err(Error::Argument("the replays did not run".into()));
+    };
     // The replay's MoE time is of the trace's layers: scaled to the model's.
     let scale = pricing.map_or(1.0, |p| {
         p.model.moe_layers() as f64 / trace.num_layers().max(1) as f64
