@@ -117,7 +117,8 @@ pub struct TokenGenArgs {
 
 #[derive(Args, Clone)]
 pub struct SourceArgs {
-    /// For multi-dataset CSVs: read only this dataset's rows.
+    /// For multi-dataset CSVs: read only this dataset's rows (`replay`
+    /// with several --trace: a comma list, one per trace).
     #[arg(long)]
     pub dataset: Option<String>,
     /// For token-level traces (an ESFT folder): tokens per batch.

@@ -348,3 +348,62 @@ fn replay_serves_traces_in_turn_and_finds_the_best_setting_per_machine() {
         "empty machine",
     );
 }
+
+/// A multi-dataset CSV given twice with `--dataset a,b` is dataset a, then
+/// dataset b; a list of another length is refused in one line.
+#[test]
+fn replay_takes_one_dataset_per_trace() {
+    let mut csv = String::from(",dataset,iteration,layer_idx,0,1,2,3\n");
+    let mut row = 0;
+    for (ds, hot) in [("a", 0), ("b", 3)] {
+        for it in 0..6 {
+            for layer in 0..2 {
+                let mut c = [10; 4];
+                c[hot] = 70;
+                csv += &format!(
+                    "{row},{ds},{it},{layer},{},{},{},{}\n",
+                    c[0], c[1], c[2], c[3]
+                );
+                row += 1;
+            }
+        }
+    }
+    let file = tmp("replan", "two_datasets.csv");
+    std::fs::write(&file, csv).unwrap();
+    let f = file.to_str().unwrap();
+    let base = [
+        "replay",
+        "--trace",
+        f,
+        "--trace",
+        f,
+        "--nodes",
+        "1",
+        "--gpus-per-node",
+        "2",
+    ];
+    let mut args = base.to_vec();
+    args.extend([
+        "--dataset",
+        "a,b",
+        "--every",
+        "2",
+        "--window",
+        "2",
+        "--json",
+    ]);
+    let v = json_of(&args);
+    assert_eq!(v["batches"], 12, "a's 6 batches, then b's");
+    let traces = v["traces"].as_array().unwrap();
+    assert!(
+        traces[0].as_str().unwrap().ends_with("(a)")
+            && traces[1].as_str().unwrap().ends_with("(b)")
+    );
+    // the first plan (made on a) loses balance once b's batches arrive;
+    // re-planning every 2 batches follows the shift
+    let r = &v["runs"][0]["report"];
+    assert!(r["balancedness"].as_f64().unwrap() > r["static_balancedness"].as_f64().unwrap());
+    let mut bad = base.to_vec();
+    bad.extend(["--dataset", "a,b,c", "--every", "2", "--window", "2"]);
+    refused(&bad, "one per trace");
+}

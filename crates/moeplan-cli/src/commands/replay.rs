@@ -165,29 +165,45 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
 }
 
 /// The traces `--trace` names (the generated default when none), served
-/// one after another, and their names.
+/// one after another, and their names. `--dataset A,B,…` with several
+/// `--trace` gives the i-th trace the i-th dataset (a multi-dataset CSV
+/// given twice is one dataset, then another); one name applies to all.
 fn traces(args: &ReplayArgs) -> Result<(LoadTrace, Vec<String>), CliError> {
-    let one = |trace: Option<PathBuf>| {
-        load(&TraceArgs {
-            trace,
-            source: args.source.clone(),
-        })
-        .map(|d| d.trace)
+    let datasets: Vec<Option<String>> = match &args.source.dataset {
+        Some(list) if list.contains(',') => list
+            .split(',')
+            .map(|d| Some(d.trim().to_string()))
+            .collect(),
+        one => vec![one.clone(); args.traces.len().max(1)],
+    };
+    if datasets.len() != args.traces.len().max(1) {
+        return Err(moeplan::Error::Argument(format!(
+            "--dataset names {} datasets for {} --trace: give one, or one per trace",
+            datasets.len(),
+            args.traces.len()
+        ))
+        .into());
+    }
+    let one = |trace: Option<PathBuf>, dataset: &Option<String>| {
+        let mut source = args.source.clone();
+        source.dataset = dataset.clone();
+        load(&TraceArgs { trace, source }).map(|d| d.trace)
+    };
+    let name = |p: &PathBuf, d: &Option<String>| match d {
+        Some(d) => format!("{} ({d})", p.display()),
+        None => p.display().to_string(),
     };
     let Some((first, rest)) = args.traces.split_first() else {
-        return Ok((one(None)?, vec!["generated".into()]));
+        return Ok((one(None, &datasets[0])?, vec!["generated".into()]));
     };
-    let mut trace = one(Some(first.clone()))?;
-    for path in rest {
+    let mut trace = one(Some(first.clone()), &datasets[0])?;
+    let mut names = vec![name(first, &datasets[0])];
+    for (path, dataset) in rest.iter().zip(&datasets[1..]) {
         trace = trace
-            .then(&one(Some(path.clone()))?)
+            .then(&one(Some(path.clone()), dataset)?)
             .map_err(CliError::in_file(path))?;
+        names.push(name(path, dataset));
     }
-    let names = args
-        .traces
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
     Ok((trace, names))
 }
 
