@@ -110,7 +110,7 @@ impl Board {
             frame
                 .with(|f| f.as_ref().map(|f| f.focus.clone()))
                 .filter(|f| !f.is_empty())
-                .or_else(|| moeplan_view::focus_planner().map(|p| p.id().to_string()))
+                .or_else(|| moeplan_view::focus_spec().map(|p| p.id.to_string()))
                 .unwrap_or_default()
         })
     }

@@ -178,10 +178,10 @@ impl EmbedOptions {
                     if names.is_empty() {
                         return Err("planners=\"\": planner ids, e.g. \"eplb,craft\"".into());
                     }
-                    if let Some(n) = names.iter().find(|n| moeplan::planners::find(n).is_err()) {
-                        let known: Vec<&str> = moeplan::planners::registry()
+                    if let Some(n) = names.iter().find(|n| moeplan::planners::spec(n).is_none()) {
+                        let known: Vec<&str> = moeplan::planners::SPECS
                             .iter()
-                            .map(|p| p.id().as_str())
+                            .map(|p| p.id.as_str())
                             .collect();
                         return Err(format!(
                             "planners: unknown planner \"{n}\" (one of {})",

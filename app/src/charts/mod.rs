@@ -56,15 +56,16 @@ pub fn colour(name: &str) -> &'static str {
     }
 }
 
-/// Display name of a plan: its planner's, from the core's registry.
+/// Display name of a plan: its planner's, from the core's registry (its
+/// data-only entries: the main thread links no planner).
 pub fn label(name: &str) -> &'static str {
-    moeplan::planners::find(name).map_or("plan", |p| p.display())
+    moeplan::planners::spec(name).map_or("plan", |p| p.display)
 }
 
 /// The display name of the planner the budget moves, from the registry
 /// (the workspace's focus: CRAFT), for the titles drawn before any answer.
 pub fn focus_title() -> &'static str {
-    moeplan_view::focus_planner().map_or("plan", |p| p.display())
+    moeplan_view::focus_spec().map_or("plan", |p| p.display)
 }
 
 /// The planners the page compares that take a budget (`EPLB, CRAFT`), in
@@ -72,7 +73,7 @@ pub fn focus_title() -> &'static str {
 pub fn budgeted_titles() -> String {
     page_planners()
         .filter(|p| p.budget().is_some())
-        .map(|p| p.display())
+        .map(|p| p.display)
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -85,8 +86,8 @@ pub fn groups_title() -> &'static str {
     TITLE.get_or_init(|| {
         let name = moeplan::planners::eplb::GROUPS.name;
         let who: Vec<&str> = page_planners()
-            .filter(|p| p.budget().is_some() && p.options().iter().any(|o| o.name == name))
-            .map(|p| p.display())
+            .filter(|p| p.budget().is_some() && p.options.iter().any(|o| o.name == name))
+            .map(|p| p.display)
             .collect();
         format!("{} expert groups", who.join("/"))
     })
@@ -94,11 +95,11 @@ pub fn groups_title() -> &'static str {
 
 /// The registered planners the page's workspace can show (those that read
 /// the loads: `moeplan::workspace`'s rule for a counts-only trace).
-fn page_planners() -> impl Iterator<Item = &'static dyn moeplan::planners::Planner> {
-    moeplan::planners::registry()
+fn page_planners() -> impl Iterator<Item = &'static moeplan::planners::PlannerSpec> {
+    moeplan::planners::SPECS
         .iter()
         .copied()
-        .filter(|p| p.needs() == moeplan::planners::Needs::Counts)
+        .filter(|p| p.needs == moeplan::planners::Needs::Counts)
 }
 
 fn x_of(i: f64, n: f64) -> f64 {

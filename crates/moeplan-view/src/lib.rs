@@ -963,10 +963,18 @@ impl Workspace {
 /// assert_eq!((p.id().as_str(), p.display()), ("craft", "CRAFT"));
 /// ```
 pub fn focus_planner() -> Option<&'static dyn Planner> {
-    registry()
+    let id = focus_spec()?.id;
+    registry().iter().copied().find(|p| p.id() == id)
+}
+
+/// The focus planner's registry entry, data only
+/// ([`moeplan::planners::SPECS`]): what a front end names it by without
+/// linking the planners.
+pub fn focus_spec() -> Option<&'static moeplan::planners::PlannerSpec> {
+    moeplan::planners::SPECS
         .iter()
         .copied()
-        .find(|p| p.needs() == Needs::Counts && p.budget_unit() == Some(Unit::ReplicasPerGpu))
+        .find(|s| s.needs == Needs::Counts && s.budget_unit() == Some(Unit::ReplicasPerGpu))
 }
 
 #[cfg(test)]

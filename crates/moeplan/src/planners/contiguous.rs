@@ -46,7 +46,8 @@ fn place(layer_ids: &[u32], e: usize, topology: Topology) -> Result<Plan> {
 #[derive(Debug, Clone, Copy)]
 pub struct ContiguousPlanner;
 
-const SPEC: PlannerSpec = PlannerSpec {
+/// Its registry entry, data only ([`crate::planners::SPECS`] lists it).
+pub const SPEC: PlannerSpec = PlannerSpec {
     id: ID,
     display: "Contiguous",
     about: "Expert e on GPU e·D/E, no replicas, loads ignored (no balancer at all)",

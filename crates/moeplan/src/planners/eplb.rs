@@ -388,7 +388,8 @@ pub struct EplbPlanner;
 #[derive(Debug, Clone, Copy)]
 pub struct BasePlanner;
 
-const SPEC: PlannerSpec = PlannerSpec {
+/// Its registry entry, data only ([`crate::planners::SPECS`] lists it).
+pub const SPEC: PlannerSpec = PlannerSpec {
     id: ID,
     display: "EPLB",
     about: "DeepSeek's EPLB (exact port): redundant slots in every layer to the highest load per copy, balanced packing, hierarchical over nodes",
@@ -412,7 +413,8 @@ impl Planner for EplbPlanner {
     }
 }
 
-const BASE_SPEC: PlannerSpec = PlannerSpec {
+/// BASE's registry entry, data only ([`crate::planners::SPECS`] lists it).
+pub const BASE_SPEC: PlannerSpec = PlannerSpec {
     id: BASE_ID,
     display: "BASE",
     about: "EPLB's placement with no replicas (the papers' BASE)",

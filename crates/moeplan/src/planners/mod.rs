@@ -28,6 +28,31 @@ pub use registry::{
     registry,
 };
 
+/// Every planner's registry entry, in [`PLANNERS`]' order, as data only:
+/// what a front end that lists, labels or checks planners reads without
+/// linking any planner's code (the page's main thread; the planning runs in
+/// its worker).
+///
+/// ```
+/// use moeplan::planners::{PLANNERS, SPECS};
+/// let ids: Vec<_> = SPECS.iter().map(|s| s.id).collect();
+/// assert_eq!(ids, PLANNERS.iter().map(|p| p.id()).collect::<Vec<_>>());
+/// assert!(std::ptr::eq(SPECS[3], PLANNERS[3].spec()));
+/// ```
+pub static SPECS: &[&PlannerSpec] = &[
+    &contiguous::SPEC,
+    &eplb::BASE_SPEC,
+    &eplb::SPEC,
+    &craft::SPEC,
+    &grace::SPEC,
+    &libra::SPEC,
+];
+
+/// The entry of the planner named `name`, data only (see [`SPECS`]).
+pub fn spec(name: &str) -> Option<&'static PlannerSpec> {
+    SPECS.iter().copied().find(|s| s.id.as_str() == name)
+}
+
 /// Every planner, in the order reports list them: the floor first, then by
 /// how much of the loads each uses.
 pub static PLANNERS: &[&dyn Planner] = &[

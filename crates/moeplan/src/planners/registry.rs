@@ -775,6 +775,23 @@ pub struct PlannerSpec {
     pub options: &'static [OptionSpec],
 }
 
+impl PlannerSpec {
+    /// Its budget option (its `Kind::Budget` option), if it has one.
+    pub fn budget(&self) -> Option<&'static OptionSpec> {
+        self.options
+            .iter()
+            .find(|o| matches!(o.kind, Kind::Budget(_)))
+    }
+
+    /// The unit of its budget, if it has one.
+    pub fn budget_unit(&self) -> Option<Unit> {
+        match self.budget()?.kind {
+            Kind::Budget(u) => Some(u),
+            _ => None,
+        }
+    }
+}
+
 /// One way of planning. Implemented by a unit struct in the planner's file
 /// and listed once in [`PLANNERS`](super::PLANNERS).
 pub trait Planner: Sync {
@@ -824,17 +841,12 @@ pub trait Planner: Sync {
 
     /// Its budget option, if it has one.
     fn budget(&self) -> Option<&'static OptionSpec> {
-        self.options()
-            .iter()
-            .find(|o| matches!(o.kind, Kind::Budget(_)))
+        self.spec().budget()
     }
 
     /// The unit of its budget, if it has one.
     fn budget_unit(&self) -> Option<Unit> {
-        match self.budget()?.kind {
-            Kind::Budget(u) => Some(u),
-            _ => None,
-        }
+        self.spec().budget_unit()
     }
 
     /// A plan's name in reports: `eplb (+64)`, `craft (R = 8)`, `base`.

@@ -693,7 +693,8 @@ impl CraftOptions {
 #[derive(Debug, Clone, Copy)]
 pub struct CraftPlanner;
 
-const SPEC: PlannerSpec = PlannerSpec {
+/// Its registry entry, data only ([`crate::planners::SPECS`] lists it).
+pub const SPEC: PlannerSpec = PlannerSpec {
     id: ID,
     display: "CRAFT",
     about: "CRAFT: R replicas per GPU over all layers, spent on the layers where they help (benefit table, knapsack, equal memory)",

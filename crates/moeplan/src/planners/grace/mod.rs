@@ -496,7 +496,8 @@ impl GraceOptions {
 #[derive(Debug, Clone, Copy)]
 pub struct GracePlanner;
 
-const SPEC: PlannerSpec = PlannerSpec {
+/// Its registry entry, data only ([`crate::planners::SPECS`] lists it).
+pub const SPEC: PlannerSpec = PlannerSpec {
     id: ID,
     display: "GRACE",
     about: "GRACE-MoE: experts grouped by co-activation affinity (spectral, fully non-uniform over nodes, \

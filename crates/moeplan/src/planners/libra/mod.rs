@@ -309,7 +309,8 @@ impl LibraOptions {
 #[derive(Debug, Clone, Copy)]
 pub struct LibraPlanner;
 
-const SPEC: PlannerSpec = PlannerSpec {
+/// Its registry entry, data only ([`crate::planners::SPECS`] lists it).
+pub const SPEC: PlannerSpec = PlannerSpec {
     id: ID,
     display: "LIBRA",
     about: "Libra: per batch, the predicted hot experts copied onto a contiguous base (N per GPU, \
