@@ -178,6 +178,31 @@ fn harmoeny() -> Option<(Vec<u8>, &'static model::ModelPreset, Settings)> {
     Some((std::fs::read(p).unwrap(), m, settings))
 }
 
+/// EPLB serving `trace` on 1 × 8 with Libra beside it, priced on `hw`.
+fn eplb_on_1x8(
+    trace: &LoadTrace,
+    settings: &Settings,
+    knobs: Serving,
+    hw: &str,
+    m: &'static model::ModelPreset,
+) -> moeplan::studies::serving::ServingReport {
+    let pricing = Pricing::new(hardware::preset(hw).unwrap(), m);
+    let knobs = Serving {
+        libra: true,
+        ..knobs
+    };
+    let eplb = eplb::ID.planner().unwrap();
+    serve(
+        trace,
+        Topology::new(1, 8).unwrap(),
+        eplb,
+        settings,
+        knobs,
+        Some(&pricing),
+    )
+    .unwrap()
+}
+
 /// Real HarMoEny Qwen1.5-MoE (60 batches of shifting datasets), 1 × 8,
 /// EPLB +4: re-planning every 4 batches on the last 4 beats never
 /// re-planning on `h200-ib-ndr` and on `4090-pcie4-25gbe` (docs/replan.md).
@@ -189,19 +214,9 @@ fn real_harmoeny_re_planning_pays() {
     let trace = moeplan::formats::read_trace(&bytes, &Default::default()).unwrap();
     let mut rows = 0;
     for hw in ["h200-ib-ndr", "4090-pcie4-25gbe"] {
-        let pricing = Pricing::new(hardware::preset(hw).unwrap(), m);
         let mut k = knobs(4, 4, Migrate::Relabel);
         k.start = 16;
-        k.libra = true;
-        let r = serve(
-            &trace,
-            Topology::new(1, 8).unwrap(),
-            eplb::ID.planner().unwrap(),
-            &settings,
-            k,
-            Some(&pricing),
-        )
-        .unwrap();
+        let r = eplb_on_1x8(&trace, &settings, k, hw, m);
         let (total, kept) = r.total_us.unwrap();
         eprintln!(
             "{hw}: K = 4, W = 4 from batch 16: {:.1} ms against {:.1} ms never re-planning ({:.3}×), balancedness {:.4} vs {:.4}, {} copies",
@@ -249,18 +264,7 @@ fn real_harmoeny_one_dataset_never_re_planning_wins() {
         let trace = moeplan::formats::read_trace(&bytes, &options).unwrap();
         assert_eq!(trace.num_batches(), 20);
         for hw in ["h200-ib-ndr", "4090-pcie4-25gbe"] {
-            let pricing = Pricing::new(hardware::preset(hw).unwrap(), m);
-            let mut k = knobs(8, 4, Migrate::Relabel);
-            k.libra = true;
-            let r = serve(
-                &trace,
-                Topology::new(1, 8).unwrap(),
-                eplb::ID.planner().unwrap(),
-                &settings,
-                k,
-                Some(&pricing),
-            )
-            .unwrap();
+            let r = eplb_on_1x8(&trace, &settings, knobs(8, 4, Migrate::Relabel), hw, m);
             let (total, kept) = r.total_us.unwrap();
             let libra = r.libra.as_ref().and_then(|l| l.total_us).unwrap();
             eprintln!(
