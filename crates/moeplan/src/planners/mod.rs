@@ -37,7 +37,10 @@ pub use registry::{
 /// use moeplan::planners::{PLANNERS, SPECS};
 /// let ids: Vec<_> = SPECS.iter().map(|s| s.id).collect();
 /// assert_eq!(ids, PLANNERS.iter().map(|p| p.id()).collect::<Vec<_>>());
-/// assert!(std::ptr::eq(SPECS[3], PLANNERS[3].spec()));
+/// for (s, p) in SPECS.iter().zip(PLANNERS) {
+///     let o = |x: &moeplan::planners::PlannerSpec| x.options.iter().map(|o| o.name).collect::<Vec<_>>();
+///     assert_eq!((s.display, s.needs, o(s)), (p.display(), p.needs(), o(p.spec())));
+/// }
 /// ```
 pub static SPECS: &[&PlannerSpec] = &[
     &contiguous::SPEC,
