@@ -9,7 +9,8 @@ use moeplan::judge::{
     CostModel, Placement, Rebalancer, RemoteStart, Rule, Strategy, optimal_split, simulate,
 };
 use moeplan::planners::libra::{
-    LibraOptions, Noisy, PathTable, PredictedCounts, Predictor, accuracy, libra_schedule, prefetch,
+    LibraOptions, Noisy, PathTable, PredictedCounts, Predictor, Prefetcher, accuracy,
+    libra_schedule, prefetch,
 };
 use moeplan::{LayerPlacement, TokenTrace, Topology, data::model, planners, synth::generator};
 use ndarray::Array2;
@@ -406,5 +407,287 @@ fn remote_start_on_real_prefill_dump() {
     assert!(
         primary < 0.8,
         "primary start {primary}: the stall this test is about"
+    );
+}
+
+/// Algorithm 1 as first written here: every choice a scan or a sort over
+/// dense `D × E` counts, no buffers kept. [`prefetch`] keeps its buffers,
+/// selects instead of sorting and reads a uniform prediction as one row;
+/// it must place exactly the same copies.
+fn reference_prefetch(
+    base: &LayerPlacement,
+    p: &[f64],
+    e_n: usize,
+    n: usize,
+    local: usize,
+) -> LayerPlacement {
+    let d = base.gpus.len();
+    let get = |s: usize, e: usize| p[s * e_n + e];
+    let mut hosts = vec![false; d * e_n];
+    let mut primary: Vec<Option<(usize, usize)>> = vec![None; e_n];
+    for (g, slots) in base.gpus.iter().enumerate() {
+        for (pos, &e) in slots.iter().enumerate() {
+            hosts[g * e_n + e as usize] = true;
+            if primary[e as usize].is_none_or(|q| (pos, g) < q) {
+                primary[e as usize] = Some((pos, g));
+            }
+        }
+    }
+    let home: Vec<usize> = primary.iter().map(|q| q.unwrap().1).collect();
+    let mut out = base.clone();
+    let mut extras = vec![0usize; d];
+    for g in 0..d {
+        let mut wanted: Vec<usize> = (0..e_n)
+            .filter(|&e| !hosts[g * e_n + e] && get(g, e) > 0.0)
+            .collect();
+        wanted.sort_by(|&a, &b| get(g, b).total_cmp(&get(g, a)).then(a.cmp(&b)));
+        for &e in wanted.iter().take(local) {
+            hosts[g * e_n + e] = true;
+            out.gpus[g].push(e as u32);
+            extras[g] += 1;
+        }
+    }
+    let mut load = vec![0.0; d];
+    let mut remote = vec![0.0; d * e_n];
+    for s in 0..d {
+        for e in 0..e_n {
+            if hosts[s * e_n + e] {
+                load[s] += get(s, e);
+            } else {
+                load[home[e]] += get(s, e);
+                remote[home[e] * e_n + e] += get(s, e);
+            }
+        }
+    }
+    let target = load.iter().sum::<f64>() / d as f64;
+    let mut tried = vec![false; d * e_n];
+    let mut done = vec![false; d];
+    for _ in 0..d * n + d * e_n + d {
+        let Some(src) = (0..d)
+            .filter(|&g| !done[g] && load[g] > target)
+            .max_by(|&a, &b| load[a].total_cmp(&load[b]).then(b.cmp(&a)))
+        else {
+            break;
+        };
+        let Some(e) = (0..e_n)
+            .filter(|&e| !tried[src * e_n + e] && remote[src * e_n + e] > 0.0)
+            .max_by(|&a, &b| {
+                remote[src * e_n + a]
+                    .total_cmp(&remote[src * e_n + b])
+                    .then(b.cmp(&a))
+            })
+        else {
+            done[src] = true;
+            continue;
+        };
+        let dst = (0..d)
+            .filter(|&g| !hosts[g * e_n + e] && extras[g] < n)
+            .min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b)));
+        let own = dst.map_or(0.0, |g| get(g, e));
+        match dst {
+            Some(g) if load[g] + own <= target => {
+                hosts[g * e_n + e] = true;
+                out.gpus[g].push(e as u32);
+                extras[g] += 1;
+                let localized = own.min(remote[src * e_n + e]);
+                let shard = (remote[src * e_n + e] - localized).min(target - load[g] - own);
+                let moved = localized + shard.max(0.0);
+                remote[src * e_n + e] -= moved;
+                load[src] -= moved;
+                load[g] += moved;
+            }
+            _ => tried[src * e_n + e] = true,
+        }
+    }
+    out
+}
+
+/// The prefetcher places the reference's copies exactly, on dense
+/// real-valued predictions and on uniform whole-numbered ones (even
+/// arrival, read as one row), with
+/// one [`Prefetcher`] reused across all cases as a schedule reuses it.
+#[test]
+fn prefetcher_matches_the_reference_algorithm() {
+    let mut rng = ChaCha8Rng::seed_from_u64(23);
+    let mut f = Prefetcher::default();
+    let (mut dense, mut uniform, mut copies) = (0, 0, 0);
+    for case in 0..600 {
+        let d = rng.random_range(1..17);
+        let e_n = rng.random_range(d..80);
+        let extra = rng.random_range(0..2 * d);
+        let base = random_layer(&mut rng, d, e_n, extra);
+        let n = rng.random_range(0..9);
+        let local = rng.random_range(0..=n);
+        // Real-valued counts, some zero: no two entries tie.
+        let draw = |rng: &mut ChaCha8Rng| {
+            let u: f64 = rng.random();
+            if u < 0.2 { 0.0 } else { u.powi(3) * 1000.0 }
+        };
+        let (p, counts) = if case % 2 == 0 {
+            let counts: Vec<f64> = (0..d * e_n).map(|_| draw(&mut rng)).collect();
+            dense += 1;
+            (
+                PredictedCounts::new(d, e_n, counts.clone()).unwrap(),
+                counts,
+            )
+        } else {
+            // Whole numbers: the loads' sums are then exact in any order
+            // (the uniform reading sums them in another), and ties are
+            // common, which tests the tie-breaks.
+            let row: Vec<f64> = (0..e_n).map(|_| draw(&mut rng).floor()).collect();
+            let counts: Vec<f64> = (0..d).flat_map(|_| row.clone()).collect();
+            uniform += 1;
+            (PredictedCounts::uniform(d, row).unwrap(), counts)
+        };
+        let want = reference_prefetch(&base, &counts, e_n, n, local);
+        let got = f.run(&base, &p, n, local).unwrap();
+        assert_eq!(
+            got, want,
+            "case {case}: {d} GPUs × {e_n} experts, N = {n}, L = {local}"
+        );
+        copies += got.total_slots() - base.total_slots();
+    }
+    eprintln!(
+        "prefetcher = reference on {dense} dense and {uniform} uniform cases ({copies} copies)"
+    );
+    assert!(
+        dense >= 250 && uniform >= 250 && copies > 1000,
+        "too few cases or copies"
+    );
+}
+
+/// Algorithm 2 as first written here: every transfer sorts the sources
+/// and scans every expert. [`Rebalancer`] keeps its sources in a heap and
+/// skips those that could give nothing until some GPU gains room; it must
+/// make exactly the same transfers. Returns the loads.
+fn reference_rebalance(
+    layer: &LayerPlacement,
+    e_n: usize,
+    src: &[f64],
+    eps: f64,
+    start: RemoteStart,
+) -> Vec<f64> {
+    let d = layer.gpus.len();
+    let mut hosted = vec![false; d * e_n];
+    let mut primary = vec![(usize::MAX, usize::MAX); e_n];
+    let mut mult = vec![vec![0u32; d]; e_n];
+    for (g, slots) in layer.gpus.iter().enumerate() {
+        for (pos, &e) in slots.iter().enumerate() {
+            hosted[g * e_n + e as usize] = true;
+            primary[e as usize] = primary[e as usize].min((pos, g));
+            mult[e as usize][g] += 1;
+        }
+    }
+    let flex: Vec<bool> = mult
+        .iter()
+        .map(|m| m.iter().filter(|&&c| c > 0).count() > 1)
+        .collect();
+    let f_n = flex.iter().filter(|&&f| f).count();
+    let (mut loads, mut local, mut remote) = (vec![0.0; d], vec![0.0; d], vec![0.0; d * e_n]);
+    for s in 0..src.len() / e_n {
+        for e in 0..e_n {
+            let n = src[s * e_n + e];
+            if n == 0.0 {
+                continue;
+            }
+            let p = primary[e].1;
+            if hosted[s * e_n + e] {
+                local[s] += n;
+            } else if flex[e] && start == RemoteStart::Even {
+                let copies: u32 = mult[e].iter().sum();
+                for g in 0..d {
+                    if mult[e][g] > 0 {
+                        let x = n * f64::from(mult[e][g]) / f64::from(copies);
+                        loads[g] += x;
+                        remote[g * e_n + e] += x;
+                    }
+                }
+            } else {
+                loads[p] += n;
+                if flex[e] {
+                    remote[p * e_n + e] += n;
+                }
+            }
+        }
+    }
+    for (l, x) in loads.iter_mut().zip(&local) {
+        *l += x;
+    }
+    let target = loads.iter().sum::<f64>() / d as f64;
+    let floor = 1e-9 * target;
+    for _ in 0..d * f_n + d + 1 {
+        let max = loads.iter().copied().fold(0.0, f64::max);
+        if max <= (1.0 + eps) * target || f_n == 0 {
+            break;
+        }
+        let mut order: Vec<usize> = (0..d).filter(|&g| loads[g] > target).collect();
+        order.sort_by(|&a, &b| loads[b].total_cmp(&loads[a]).then(a.cmp(&b)));
+        let mut moved = false;
+        'sources: for gs in order {
+            let mut hot: Vec<usize> = (0..e_n)
+                .filter(|&e| flex[e] && remote[gs * e_n + e] > 0.0)
+                .collect();
+            hot.sort_by(|&a, &b| {
+                remote[gs * e_n + b]
+                    .total_cmp(&remote[gs * e_n + a])
+                    .then(a.cmp(&b))
+            });
+            for e in hot {
+                let Some(gd) = (0..d)
+                    .filter(|&g| g != gs && mult[e][g] > 0)
+                    .min_by(|&a, &b| loads[a].total_cmp(&loads[b]).then(a.cmp(&b)))
+                else {
+                    continue;
+                };
+                let room = target - loads[gd];
+                if room > floor {
+                    let x = remote[gs * e_n + e].min(room);
+                    remote[gs * e_n + e] -= x;
+                    remote[gd * e_n + e] += x;
+                    loads[gs] -= x;
+                    loads[gd] += x;
+                    moved = true;
+                    break 'sources;
+                }
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    loads
+}
+
+/// The rebalancer's loads equal the reference's to the bit, both starts,
+/// with the prefetcher's copies on top of random bases.
+#[test]
+fn rebalancer_matches_the_reference_algorithm() {
+    let mut rng = ChaCha8Rng::seed_from_u64(29);
+    let (mut checked, mut transfers) = (0, 0);
+    for case in 0..400 {
+        let d = rng.random_range(1..17);
+        let e_n = rng.random_range(d..64);
+        let extra = rng.random_range(0..d);
+        let base = random_layer(&mut rng, d, e_n, extra);
+        let src = skewed_counts(&mut rng, d, e_n);
+        let p = PredictedCounts::new(d, e_n, src.clone()).unwrap();
+        let layer = prefetch(&base, &p, rng.random_range(0..9), 0).unwrap();
+        let start = RemoteStart::ALL[case % 2];
+        let eps = f64::from(rng.random_range(0u32..20)) / 100.0;
+        let mut r = Rebalancer::new(&layer, e_n).unwrap().with_start(start);
+        r.solve(&src, eps).unwrap();
+        let want = reference_rebalance(&layer, e_n, &src, eps, start);
+        assert_eq!(
+            r.gpu_loads(),
+            &want[..],
+            "case {case}: {d} GPUs × {e_n} experts, {start:?}, ε = {eps}"
+        );
+        checked += 1;
+        transfers += r.transfers();
+    }
+    eprintln!("rebalancer = reference on {checked} layers ({transfers} transfers)");
+    assert!(
+        checked == 400 && transfers > 1000,
+        "too few transfers: {transfers}"
     );
 }

@@ -49,9 +49,15 @@ impl LayerPlacement {
         self.gpus
             .iter()
             .map(|g| {
-                let mut v = g.clone();
-                v.sort_unstable();
-                v.windows(2).filter(|w| w[0] == w[1]).count()
+                // A GPU's few slots are compared pairwise (a schedule
+                // checks every layer of every batch); many are sorted.
+                if g.len() <= 32 {
+                    (1..g.len()).filter(|&i| g[..i].contains(&g[i])).count()
+                } else {
+                    let mut v = g.clone();
+                    v.sort_unstable();
+                    v.windows(2).filter(|w| w[0] == w[1]).count()
+                }
             })
             .sum()
     }

@@ -44,7 +44,11 @@
 use crate::data::plan::LayerPlacement;
 use crate::error::{Error, Result};
 
+use std::collections::BinaryHeap;
+
 use super::slots::SlotTable;
+use super::traffic::Tally;
+use crate::data::topology::Topology;
 
 /// Where Algorithm 2's remote pairs of a replicated expert start, before
 /// any transfer (the paper leaves it open; see the module documentation).
@@ -139,6 +143,21 @@ pub struct Rebalancer {
     flex_mult: Vec<u32>,
     /// Flex expert `f`'s copies in all (the even start's denominator).
     flex_copies: Vec<u32>,
+    /// GPU `g`'s distinct experts: `held[held_start[g] .. held_start[g + 1]]`.
+    held_start: Vec<usize>,
+    held: Vec<u32>,
+    /// Per expert: the GPUs holding it.
+    holders: Vec<u32>,
+    /// GPU `g`'s replicated experts (flex indices, ascending):
+    /// `gpu_flex[gpu_flex_start[g] .. gpu_flex_start[g + 1]]`.
+    gpu_flex_start: Vec<usize>,
+    gpu_flex: Vec<u32>,
+    cursor: Vec<usize>,
+    /// Per expert and node: the share of one source's remote pairs that
+    /// GPUs of that node serve (the uniform route's scratch).
+    node_share: Vec<f64>,
+    /// Per node: `node_share` summed over experts.
+    node_total: Vec<f64>,
     /// Where remote pairs start.
     start: RemoteStart,
     /// Per call: GPU loads, local pairs, remote pairs per (GPU, flex expert).
@@ -151,11 +170,38 @@ pub struct Rebalancer {
     fixed_remote: Vec<f64>,
     initial_max: f64,
     transfers: usize,
-    order: Vec<u32>,
+    /// Sources found unable to give since some GPU last gained room.
+    stuck: Vec<u32>,
+    /// Sources that may give, busiest on top.
+    heap: Vec<Busiest>,
     hot: Vec<(f64, u32)>,
 }
 
 const NONE: u32 = u32::MAX;
+
+/// A source GPU by load, busiest first, ties to the lower GPU.
+#[derive(Debug, Clone, Copy)]
+struct Busiest(f64, u32);
+
+impl PartialEq for Busiest {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Busiest {}
+
+impl PartialOrd for Busiest {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Busiest {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0).then(other.1.cmp(&self.1))
+    }
+}
 
 impl Rebalancer {
     /// The tables of `layer` for experts `0..num_experts`.
@@ -219,10 +265,28 @@ impl Rebalancer {
         self.e_n = e_n;
         self.hosted.clear();
         self.hosted.resize(d * e_n, false);
+        self.held.clear();
+        self.held_start.clear();
+        self.held_start.push(0);
+        self.holders.clear();
+        self.holders.resize(e_n, 0);
+        // Slots come GPU by GPU: each GPU's distinct experts in slot order.
+        let mut last_gpu = 0;
         for (&e, &g) in view.slot_expert.iter().zip(&view.slot_gpu) {
-            if let Some(h) = self.hosted.get_mut(g as usize * e_n + e as usize) {
-                *h = true;
+            while last_gpu < g as usize {
+                self.held_start.push(self.held.len());
+                last_gpu += 1;
             }
+            if let Some(h) = self.hosted.get_mut(g as usize * e_n + e as usize)
+                && !*h
+            {
+                *h = true;
+                self.held.push(e);
+                self.holders[e as usize] += 1;
+            }
+        }
+        while self.held_start.len() <= d {
+            self.held_start.push(self.held.len());
         }
         self.primary.clear();
         self.flex.clear();
@@ -270,6 +334,25 @@ impl Rebalancer {
                 self.flex_index.push(NONE);
             }
         }
+        // Each GPU's replicated experts, ascending: a source's candidates.
+        self.gpu_flex_start.clear();
+        self.gpu_flex_start.resize(d + 1, 0);
+        for &g in &self.flex_gpu {
+            self.gpu_flex_start[g as usize + 1] += 1;
+        }
+        for g in 0..d {
+            self.gpu_flex_start[g + 1] += self.gpu_flex_start[g];
+        }
+        self.gpu_flex.clear();
+        self.gpu_flex.resize(self.flex_gpu.len(), 0);
+        self.cursor.clone_from(&self.gpu_flex_start);
+        for f in 0..self.flex.len() {
+            for &g in &self.flex_gpu[self.flex_start[f]..self.flex_start[f + 1]] {
+                let at = &mut self.cursor[g as usize];
+                self.gpu_flex[*at] = f as u32;
+                *at += 1;
+            }
+        }
     }
 
     /// Rebalances one batch: `src[s · E + e]` are the pairs source GPU `s`
@@ -310,17 +393,7 @@ impl Rebalancer {
     pub(crate) fn run(&mut self, src: &[f64], epsilon: f64) -> f64 {
         let (d, e_n) = (self.d, self.e_n);
         let f_n = self.flex.len();
-        self.loads.clear();
-        self.loads.resize(d, 0.0);
-        self.local.clear();
-        self.local.resize(d, 0.0);
-        self.remote.clear();
-        self.remote.resize(d * f_n, 0.0);
-        self.remote_total.clear();
-        self.remote_total.resize(f_n, 0.0);
-        self.fixed_remote.clear();
-        self.fixed_remote.resize(e_n, 0.0);
-        self.transfers = 0;
+        self.clear_call();
         let sources = src.len() / e_n.max(1);
         for s in 0..sources.min(d) {
             let row = &src[s * e_n..(s + 1) * e_n];
@@ -368,6 +441,85 @@ impl Rebalancer {
                 }
             }
         }
+        self.balance(epsilon)
+    }
+
+    /// [`Rebalancer::run`] when each of the `D` GPUs sends `row[e]` pairs
+    /// to expert `e` (even arrival): a GPU's local pairs are its held
+    /// experts' entries, an expert's remote pairs its entry times the GPUs
+    /// without it — O(slots + copies) instead of O(D · E). Equal to `run`
+    /// on `D` copies of `row` up to rounding (the sums run in another
+    /// order).
+    pub(crate) fn run_uniform(&mut self, row: &[f64], epsilon: f64) -> f64 {
+        let (d, e_n) = (self.d, self.e_n);
+        let f_n = self.flex.len();
+        self.clear_call();
+        for g in 0..d {
+            for &e in &self.held[self.held_start[g]..self.held_start[g + 1]] {
+                self.local[g] += row.get(e as usize).copied().unwrap_or(0.0);
+            }
+        }
+        for (e, &n) in row.iter().enumerate().take(e_n) {
+            let without = d.saturating_sub(self.holders[e] as usize);
+            if n == 0.0 || without == 0 {
+                continue;
+            }
+            let n = n * without as f64;
+            match self.flex_index[e] {
+                NONE => {
+                    let p = self.primary[e] as usize;
+                    if p < d {
+                        self.loads[p] += n;
+                        self.fixed_remote[e] += n;
+                    }
+                }
+                f => {
+                    let f = f as usize;
+                    self.remote_total[f] += n;
+                    let span = self.flex_start[f]..self.flex_start[f + 1];
+                    match self.start {
+                        RemoteStart::Even => {
+                            let copies = self.flex_copies[f];
+                            for (&g, &m) in self.flex_gpu[span.clone()]
+                                .iter()
+                                .zip(&self.flex_mult[span])
+                            {
+                                let x = n * f64::from(m) / f64::from(copies.max(1));
+                                self.loads[g as usize] += x;
+                                self.remote[g as usize * f_n + f] += x;
+                            }
+                        }
+                        RemoteStart::Primary => {
+                            let p = self.primary[e] as usize;
+                            self.loads[p] += n;
+                            self.remote[p * f_n + f] += n;
+                        }
+                    }
+                }
+            }
+        }
+        self.balance(epsilon)
+    }
+
+    /// Zeroes the per-call buffers.
+    fn clear_call(&mut self) {
+        let (d, e_n, f_n) = (self.d, self.e_n, self.flex.len());
+        for (v, n) in [
+            (&mut self.loads, d),
+            (&mut self.local, d),
+            (&mut self.remote, d * f_n),
+            (&mut self.remote_total, f_n),
+            (&mut self.fixed_remote, e_n),
+        ] {
+            v.clear();
+            v.resize(n, 0.0);
+        }
+        self.transfers = 0;
+    }
+
+    /// Algorithm 2's loop on the loads the call filled in.
+    fn balance(&mut self, epsilon: f64) -> f64 {
+        let (d, f_n) = (self.d, self.flex.len());
         for (l, &x) in self.loads.iter_mut().zip(&self.local) {
             *l += x;
         }
@@ -376,42 +528,67 @@ impl Rebalancer {
         let bound = (1.0 + epsilon) * target;
         let room_floor = 1e-9 * target;
         self.initial_max = self.loads.iter().copied().fold(0.0, f64::max);
+        if f_n == 0 {
+            return self.initial_max;
+        }
         let max_transfers = d * f_n + d + 1;
+        // Sources (above the mean), busiest first, ties to the lower GPU.
+        // A source that could give nothing stays so until some GPU gains
+        // room, which only a source dropping below the mean does: it waits
+        // in `stuck` until then. Receivers end at most at the mean, so the
+        // busiest GPU is the heap's top or a stuck source.
+        self.heap.clear();
+        self.heap.extend(
+            (0..d)
+                .filter(|&g| self.loads[g] > target)
+                .map(|g| Busiest(self.loads[g], g as u32)),
+        );
+        let mut heap = BinaryHeap::from(std::mem::take(&mut self.heap));
+        self.stuck.clear();
+        let mut stuck_max = 0.0f64;
         while self.transfers < max_transfers {
-            let max = self.loads.iter().copied().fold(0.0, f64::max);
-            if max <= bound || f_n == 0 {
+            let top = heap.peek().map_or(0.0, |b| b.0);
+            if top.max(stuck_max) <= bound {
                 break;
             }
-            if !self.transfer(target, room_floor) {
+            let Some(Busiest(_, gs)) = heap.pop() else {
                 break;
+            };
+            let gs = gs as usize;
+            if !self.give(gs, target, room_floor) {
+                self.stuck.push(gs as u32);
+                stuck_max = stuck_max.max(self.loads[gs]);
+                continue;
             }
             self.transfers += 1;
+            if self.loads[gs] > target {
+                heap.push(Busiest(self.loads[gs], gs as u32));
+            } else if target - self.loads[gs] > room_floor {
+                // It can receive now: every stuck source may give again.
+                for &g in &self.stuck {
+                    heap.push(Busiest(self.loads[g as usize], g));
+                }
+                self.stuck.clear();
+                stuck_max = 0.0;
+            }
         }
+        self.heap = heap.into_vec();
         self.loads.iter().copied().fold(0.0, f64::max)
     }
 
-    /// One transfer of Algorithm 2's loop body: the busiest source first,
-    /// its hottest replicated expert first. False when nothing can move.
-    fn transfer(&mut self, target: f64, room_floor: f64) -> bool {
+    /// One transfer of Algorithm 2's loop body from source `gs`: its
+    /// hottest replicated expert first, to the least-loaded other copy
+    /// with room. False when it can give nothing.
+    fn give(&mut self, gs: usize, target: f64, room_floor: f64) -> bool {
         let f_n = self.flex.len();
-        self.order.clear();
-        self.order
-            .extend((0..self.d as u32).filter(|&g| self.loads[g as usize] > target));
-        let loads = &self.loads;
-        self.order.sort_unstable_by(|&a, &b| {
-            loads[b as usize]
-                .total_cmp(&loads[a as usize])
-                .then(a.cmp(&b))
-        });
-        for oi in 0..self.order.len() {
-            let gs = self.order[oi] as usize;
+        {
             self.hot.clear();
             let row = &self.remote[gs * f_n..(gs + 1) * f_n];
             self.hot.extend(
-                row.iter()
-                    .enumerate()
-                    .filter(|(_, r)| **r > 0.0)
-                    .map(|(f, &r)| (r, f as u32)),
+                self.gpu_flex[self.gpu_flex_start[gs]..self.gpu_flex_start[gs + 1]]
+                    .iter()
+                    .filter(|&&f| row[f as usize] > 0.0)
+                    .map(|&f| (row[f as usize], f)),
             );
             self.hot
                 .sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -528,6 +705,89 @@ impl Rebalancer {
         }
     }
 
+    /// [`Rebalancer::route`] after [`Rebalancer::run_uniform`] on `row`,
+    /// straight into `tally`: a GPU's pairs of the experts it holds stay,
+    /// and each expert's remote pairs reach the GPUs serving them from
+    /// every GPU without it. O(E · copies + slots + D) instead of
+    /// O(D · E · copies); equal to routing `D` copies of `row` up to
+    /// rounding.
+    pub(crate) fn route_uniform(&mut self, row: &[f64], topology: Topology, tally: &mut Tally) {
+        let (d, e_n, f_n) = (self.d, self.e_n, self.flex.len());
+        let gpn = topology.gpus_per_node().max(1);
+        let nodes = d.div_ceil(gpn);
+        self.node_share.clear();
+        self.node_share.resize(e_n * nodes, 0.0);
+        self.node_total.clear();
+        self.node_total.resize(nodes, 0.0);
+        let mut sent = 0.0;
+        tally.local += self.local.iter().sum::<f64>();
+        for (e, &n) in row.iter().enumerate().take(e_n) {
+            if n == 0.0 {
+                continue;
+            }
+            sent += n;
+            let without = d.saturating_sub(self.holders[e] as usize) as f64;
+            if without == 0.0 {
+                continue;
+            }
+            // The expert's holders and the GPUs serving its remote pairs,
+            // with one source's share on each.
+            let fi = self.flex_index[e];
+            let (holders, total) = if fi == NONE {
+                let p = self.primary[e];
+                if p as usize >= d {
+                    continue;
+                }
+                (std::slice::from_ref(&self.primary[e]), 0.0)
+            } else {
+                let fi = fi as usize;
+                (
+                    &self.flex_gpu[self.flex_start[fi]..self.flex_start[fi + 1]],
+                    self.remote_total[fi],
+                )
+            };
+            for &g in holders {
+                let a = if fi == NONE {
+                    n
+                } else if total > 0.0 {
+                    n * (self.remote[g as usize * f_n + fi as usize] / total)
+                } else {
+                    0.0
+                };
+                if a <= 0.0 {
+                    continue;
+                }
+                let node = g as usize / gpn;
+                let held_here = holders
+                    .iter()
+                    .filter(|&&h| h as usize / gpn == node)
+                    .count();
+                let near = gpn.saturating_sub(held_here) as f64;
+                let far = without - near;
+                tally.by_pair = true;
+                tally.ingress[g as usize] += a * without;
+                tally.intra += a * near;
+                tally.cross += a * far;
+                tally.ingress_cross[g as usize] += a * far;
+                self.node_share[e * nodes + node] += a;
+                self.node_total[node] += a;
+            }
+        }
+        // A GPU sends every expert it lacks; the part its node serves
+        // stays inside the node.
+        for g in 0..d {
+            let node = g / gpn;
+            let mut near_held = 0.0;
+            for &e in &self.held[self.held_start[g]..self.held_start[g + 1]] {
+                near_held += self.node_share[e as usize * nodes + node];
+            }
+            let out = (sent - self.local[g]).max(0.0);
+            let near = self.node_total[node] - near_held;
+            tally.egress[g] += out;
+            tally.egress_cross[g] += (out - near).max(0.0);
+        }
+    }
+
     /// Where source `s`'s `n` pairs of expert `e` go after the last
     /// [`Rebalancer::solve`] (whose `src[s · E + e]` they should be): all
     /// to `s` when it hosts the expert, else split over the GPUs serving
@@ -570,5 +830,99 @@ impl Rebalancer {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+
+    /// Under even arrival the replay reads one row (`run_uniform`,
+    /// `route_uniform`); it must give what `D` copies of the row give
+    /// through the general path, loads and every traffic figure, up to
+    /// rounding, for both remote starts, on random layers with copies
+    /// (some on one GPU twice) and some experts never sent.
+    #[test]
+    fn uniform_row_equals_every_gpu_sending_it() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let (mut checked, mut moved) = (0, 0);
+        for case in 0..400 {
+            let nodes = rng.random_range(1..4);
+            let gpn = rng.random_range(1..5);
+            let topology = Topology::new(nodes, gpn).unwrap_or_else(|e| panic!("{e}"));
+            let d = topology.num_gpus();
+            let e_n = rng.random_range(d..40);
+            let mut gpus = vec![Vec::new(); d];
+            for e in 0..e_n {
+                gpus[rng.random_range(0..d)].push(e as u32);
+            }
+            for _ in 0..rng.random_range(0..3 * d + 1) {
+                gpus[rng.random_range(0..d)].push(rng.random_range(0..e_n) as u32);
+            }
+            let layer = LayerPlacement { layer: 0, gpus };
+            let row: Vec<f64> = (0..e_n)
+                .map(|_| {
+                    let u: f64 = rng.random();
+                    if u < 0.2 { 0.0 } else { u.powi(3) * 100.0 }
+                })
+                .collect();
+            let src: Vec<f64> = (0..d).flat_map(|_| row.clone()).collect();
+            let start = RemoteStart::ALL[case % 2];
+            let eps = f64::from(rng.random_range(0u32..20)) / 100.0;
+            let mut a = Rebalancer::new(&layer, e_n)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .with_start(start);
+            let mut b = a.clone();
+            let max_a = a.run(&src, eps);
+            let max_b = b.run_uniform(&row, eps);
+            let (mut ta, mut tb) = (Tally::default(), Tally::default());
+            ta.reset(topology);
+            tb.reset(topology);
+            a.route(&src, |s, g, x| ta.pair(s, g, x));
+            b.route_uniform(&row, topology, &mut tb);
+            ta.finish();
+            tb.finish();
+            let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0);
+            let msg = format!("case {case}: {d} GPUs ({nodes} × {gpn}), {e_n} experts, {start:?}");
+            assert!(close(max_a, max_b), "{msg}: max {max_a} vs {max_b}");
+            assert_eq!(a.transfers(), b.transfers(), "{msg}");
+            for (x, y) in a.gpu_loads().iter().zip(b.gpu_loads()) {
+                assert!(
+                    close(*x, *y),
+                    "{msg}: loads {:?} vs {:?}",
+                    a.gpu_loads(),
+                    b.gpu_loads()
+                );
+            }
+            for (name, x, y) in [
+                ("local", ta.local, tb.local),
+                ("intra", ta.intra, tb.intra),
+                ("cross", ta.cross, tb.cross),
+                ("max ingress", ta.max_ingress, tb.max_ingress),
+                ("max egress", ta.max_egress, tb.max_egress),
+            ] {
+                assert!(close(x, y), "{msg}: {name} {x} vs {y}");
+            }
+            for (name, xs, ys) in [
+                ("ingress", &ta.ingress, &tb.ingress),
+                ("egress", &ta.egress, &tb.egress),
+                ("ingress cross", &ta.ingress_cross, &tb.ingress_cross),
+                ("egress cross", &ta.egress_cross, &tb.egress_cross),
+            ] {
+                for (x, y) in xs.iter().zip(ys) {
+                    assert!(close(*x, *y), "{msg}: {name} {xs:?} vs {ys:?}");
+                }
+            }
+            assert_eq!(ta.by_pair, tb.by_pair, "{msg}");
+            checked += 1;
+            moved += a.transfers();
+        }
+        assert!(
+            checked == 400 && moved > 200,
+            "{checked} cases, {moved} transfers"
+        );
     }
 }

@@ -10,7 +10,7 @@
 //! | `Vllm` with token routes | — | exact: pair `p = token·top_k + k` → copy `p mod c` |
 //! | `SglangStatic`, `SglangDynamic(Nearest)`, `LocalFirst`, `GraceWeighted`, `GraceTopology` | the per-source routes folded over sources, per GPU | per-source routes |
 //! | `Optimal` | min-max split; sources `n_e / D` matched to it | min-max split; recorded sources matched to it |
-//! | `Libra` | Algorithm 2 on sources `n_e / D` | Algorithm 2 on the recorded sources |
+//! | `Libra` | Algorithm 2 on one row `n_e / D` every GPU sends | Algorithm 2 on the recorded sources |
 //!
 //! Source: [`super::dispatch`] for the rules, [`super::traffic`] for the
 //! accounting. Cost per (batch, layer): O(slots + D) for even-split loads,
@@ -308,19 +308,20 @@ impl Engine {
             }
             Mode::Libra => {
                 if matches!(workload.source_kind(), Sources::Even) {
-                    // Even arrival: every GPU sends `n_e / D`.
+                    // Even arrival: every GPU sends `n_e / D`, one row.
                     self.src.clear();
-                    for _ in 0..d {
-                        self.src.extend(row.iter().map(|&n| n / d as f64));
-                    }
+                    self.src.extend(row.iter().map(|&n| n / d as f64));
+                    self.rebalancer.run_uniform(&self.src, self.epsilon);
+                    self.rebalancer
+                        .route_uniform(&self.src, self.topology, &mut self.tally);
                 } else {
                     workload.fill_source_counts(b, l, &mut self.src);
+                    self.rebalancer.run(&self.src, self.epsilon);
+                    let tally = &mut self.tally;
+                    self.rebalancer
+                        .route(&self.src, |s, g, a| tally.pair(s, g, a));
                 }
-                self.rebalancer.run(&self.src, self.epsilon);
                 self.loads.copy_from_slice(self.rebalancer.gpu_loads());
-                let tally = &mut self.tally;
-                self.rebalancer
-                    .route(&self.src, |s, g, a| tally.pair(s, g, a));
                 self.tally.finish();
             }
         }

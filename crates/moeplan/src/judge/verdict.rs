@@ -165,8 +165,9 @@ fn mean_copies_per_layer(placement: &Placement, work: &Workload) -> Vec<usize> {
     let parts = match placement {
         Placement::Schedule(parts) => {
             for (_, plan) in parts {
-                for (c, r) in copies.iter_mut().zip(plan.summary().replicas_per_layer) {
-                    *c += r;
+                let e_n = plan.num_experts();
+                for (c, lp) in copies.iter_mut().zip(plan.layers()) {
+                    *c += lp.total_slots().saturating_sub(e_n);
                 }
             }
             parts.len()

@@ -54,7 +54,7 @@ use crate::planners::registry::{
 pub use predict::{
     Accuracy, DEFAULT_DEPTH, Noisy, PathTable, PredictedCounts, Predictor, accuracy,
 };
-pub use prefetch::prefetch;
+pub use prefetch::{Prefetcher, prefetch};
 
 /// Libra's id.
 pub const ID: PlannerId = PlannerId::new("libra");
@@ -243,12 +243,13 @@ pub fn libra_schedule(
     let mut copies = Vec::with_capacity(trace.num_batches());
     // A path table grows online: it learns each batch once served.
     let mut predictor = predictor.clone();
+    let (mut prefetcher, mut predicted) = (Prefetcher::default(), PredictedCounts::default());
     for b in 0..trace.num_batches() {
         let mut layers = Vec::with_capacity(base.layers().len());
         let mut made = 0;
         for (l, layer) in base.layers().iter().enumerate() {
-            let predicted = predictor.predict(work, b, l, d)?;
-            let next = prefetch(layer, &predicted, options.extra_per_gpu, local)?;
+            predictor.predict_into(work, b, l, d, &mut predicted)?;
+            let next = prefetcher.run(layer, &predicted, options.extra_per_gpu, local)?;
             made += next.total_slots() - layer.total_slots();
             layers.push(next);
         }

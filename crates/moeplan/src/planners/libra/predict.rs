@@ -58,11 +58,14 @@ const NAME: &str = "libra";
 
 /// Predicted pairs of one batch and layer per (source GPU, expert),
 /// `sources × experts` row-major.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PredictedCounts {
     sources: usize,
     experts: usize,
+    /// `sources × experts` row-major, or one row every source sends.
     counts: Vec<f64>,
+    /// Every source sends the same row (even arrival): `counts` is it.
+    uniform: bool,
 }
 
 impl PredictedCounts {
@@ -91,7 +94,27 @@ impl PredictedCounts {
             sources,
             experts,
             counts,
+            uniform: false,
         })
+    }
+
+    /// Every one of `sources` sends `row[e]` pairs to expert `e` (even
+    /// arrival), held as one row: the prefetcher then reads `E` values,
+    /// not `sources × E`.
+    ///
+    /// ```
+    /// use moeplan::planners::libra::PredictedCounts;
+    /// let p = PredictedCounts::uniform(3, vec![2.0, 0.5])?;
+    /// assert_eq!((p.get(2, 0), p.sources()), (2.0, 3));
+    /// assert_eq!(p.to_dense(), PredictedCounts::new(3, 2, vec![2.0, 0.5, 2.0, 0.5, 2.0, 0.5])?.to_dense());
+    /// assert!(PredictedCounts::uniform(3, vec![-1.0]).is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn uniform(sources: usize, row: Vec<f64>) -> Result<Self> {
+        let mut p = PredictedCounts::new(1, row.len(), row)?;
+        p.sources = sources;
+        p.uniform = true;
+        Ok(p)
     }
 
     fn zeros(sources: usize, experts: usize) -> Self {
@@ -99,7 +122,19 @@ impl PredictedCounts {
             sources,
             experts,
             counts: vec![0.0; sources * experts],
+            uniform: false,
         }
+    }
+
+    /// Refills `self` as `sources × experts` zeros, dense, keeping its
+    /// allocation.
+    fn reset(&mut self, sources: usize, experts: usize, uniform: bool) {
+        self.sources = sources;
+        self.experts = experts;
+        self.uniform = uniform;
+        self.counts.clear();
+        let rows = if uniform { 1 } else { sources };
+        self.counts.resize(rows * experts, 0.0);
     }
 
     /// Source GPUs (rows).
@@ -115,22 +150,39 @@ impl PredictedCounts {
     /// Pairs source `s` is predicted to send expert `e` (0 outside the
     /// table).
     pub fn get(&self, s: usize, e: usize) -> f64 {
-        if e >= self.experts {
+        if e >= self.experts || s >= self.sources {
             return 0.0;
         }
+        self.row(s).get(e).copied().unwrap_or(0.0)
+    }
+
+    /// Source `s`'s row of `experts` counts (empty outside the table).
+    pub fn row(&self, s: usize) -> &[f64] {
+        let r = if self.uniform { 0 } else { s };
+        if s >= self.sources {
+            return &[];
+        }
         self.counts
-            .get(s * self.experts + e)
-            .copied()
-            .unwrap_or(0.0)
+            .get(r * self.experts..(r + 1) * self.experts)
+            .unwrap_or(&[])
+    }
+
+    /// The one row every source sends, when the prediction is uniform
+    /// ([`PredictedCounts::uniform`]).
+    pub fn uniform_row(&self) -> Option<&[f64]> {
+        self.uniform.then_some(self.counts.as_slice())
     }
 
     /// The counts, `sources × experts` row-major.
-    pub fn as_slice(&self) -> &[f64] {
-        &self.counts
+    pub fn to_dense(&self) -> Vec<f64> {
+        (0..self.sources)
+            .flat_map(|s| self.row(s).to_vec())
+            .collect()
     }
 
     fn add(&mut self, s: usize, e: usize, x: f64) {
         // An expert past the row would land in the next source's row.
+        let s = if self.uniform { 0 } else { s };
         let at = (e < self.experts).then(|| s * self.experts + e);
         if let Some(c) = at.and_then(|i| self.counts.get_mut(i)) {
             *c += x;
@@ -587,7 +639,8 @@ impl Predictor {
 
     /// Predicted pairs of batch `b`, layer index `l` per (source GPU,
     /// expert), for `gpus` GPUs (the workload's sources, or all `gpus`
-    /// sending `1 / gpus` of every expert under even arrival).
+    /// sending `1 / gpus` of every expert under even arrival, then held as
+    /// one [`PredictedCounts::uniform`] row).
     ///
     /// ```
     /// use moeplan::{planners::libra::Predictor, data::Workload, LoadTrace};
@@ -596,7 +649,7 @@ impl Predictor {
     /// c[[1, 0, 0]] = 6.0;
     /// let w = Workload::new(LoadTrace::new(c, vec![0])?);
     /// let p = Predictor::PreviousBatch.predict(&w, 1, 0, 2)?;
-    /// assert_eq!(p.as_slice(), &[1.0, 1.0, 1.0, 1.0]); // batch 0's counts, halved over 2 GPUs
+    /// assert_eq!(p.to_dense(), vec![1.0, 1.0, 1.0, 1.0]); // batch 0's counts, halved over 2 GPUs
     /// assert_eq!(Predictor::Oracle.predict(&w, 1, 0, 2)?.get(0, 0), 3.0);
     /// # Ok::<(), moeplan::Error>(())
     /// ```
@@ -607,6 +660,21 @@ impl Predictor {
         l: usize,
         gpus: usize,
     ) -> Result<PredictedCounts> {
+        let mut out = PredictedCounts::zeros(0, 0);
+        self.predict_into(work, b, l, gpus, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Predictor::predict`] into `out`, keeping its allocation (a
+    /// schedule predicts every layer of every batch).
+    pub fn predict_into(
+        &self,
+        work: &Workload,
+        b: usize,
+        l: usize,
+        gpus: usize,
+        out: &mut PredictedCounts,
+    ) -> Result<()> {
         let trace = work.trace();
         let (b_n, l_n, e_n) = trace.counts().dim();
         if b >= b_n || l >= l_n {
@@ -620,24 +688,36 @@ impl Predictor {
                 work.num_sources()
             )));
         }
-        let mut out = PredictedCounts::zeros(gpus, e_n);
+        let even = matches!(work.source_kind(), Sources::Even);
+        let counts = trace.counts();
         match self {
-            Predictor::Oracle => fill_true(work, b, l, gpus, &mut out),
+            Predictor::Oracle => {
+                out.reset(gpus, e_n, even);
+                fill_true(work, b, l, gpus, out);
+            }
             Predictor::PreviousBatch => {
+                out.reset(gpus, e_n, even);
                 if b == 0 {
-                    let mut now = PredictedCounts::zeros(gpus, e_n);
-                    fill_true(work, b, l, gpus, &mut now);
-                    for s in 0..gpus {
-                        let sent: f64 = (0..e_n).map(|e| now.get(s, e)).sum();
-                        for e in 0..e_n {
-                            out.add(s, e, sent / e_n as f64);
+                    // Each source's pairs of this batch, spread uniformly.
+                    if even {
+                        let sent: f64 = (0..e_n).map(|e| counts[[b, l, e]] / gpus as f64).sum();
+                        out.counts.fill(sent / e_n as f64);
+                    } else {
+                        let mut now = PredictedCounts::zeros(gpus, e_n);
+                        fill_true(work, b, l, gpus, &mut now);
+                        for s in 0..gpus {
+                            let sent: f64 = now.row(s).iter().sum();
+                            for e in 0..e_n {
+                                out.add(s, e, sent / e_n as f64);
+                            }
                         }
                     }
                 } else {
-                    fill_true(work, b - 1, l, gpus, &mut out);
+                    fill_true(work, b - 1, l, gpus, out);
                 }
             }
             Predictor::PathTable(table) => {
+                out.reset(gpus, e_n, false);
                 let (tokens, batch_tokens) = need_tokens(work)?;
                 table.check(tokens)?;
                 let batch = work.batch_range(b, batch_tokens);
@@ -666,6 +746,7 @@ impl Predictor {
             }
             Predictor::Noisy(noisy) => match work.tokens() {
                 Some(tokens) => {
+                    out.reset(gpus, e_n, false);
                     let (_, batch_tokens) = need_tokens(work)?;
                     let rank = tokens.source_rank();
                     let routes = tokens.routes(l);
@@ -679,13 +760,16 @@ impl Predictor {
                     }
                 }
                 None => {
-                    let mut now = PredictedCounts::zeros(gpus, e_n);
+                    out.reset(gpus, e_n, even);
+                    let mut now = PredictedCounts::zeros(0, 0);
+                    now.reset(gpus, e_n, even);
                     fill_true(work, b, l, gpus, &mut now);
                     let weights = noisy.marginal.get(l * e_n..(l + 1) * e_n).unwrap_or(&[]);
                     let total: f64 = weights.iter().sum();
                     let p = noisy.accuracy;
-                    for s in 0..gpus {
-                        let sent: f64 = (0..e_n).map(|e| now.get(s, e)).sum();
+                    let rows = if even { 1 } else { gpus };
+                    for s in 0..rows {
+                        let sent: f64 = now.row(s).iter().sum();
                         for e in 0..e_n {
                             let share = if total > 0.0 {
                                 weights.get(e).copied().unwrap_or(0.0) / total
@@ -698,7 +782,7 @@ impl Predictor {
                 }
             },
         }
-        Ok(out)
+        Ok(())
     }
 
     /// After batch `b` was served: the path table learns every token served
@@ -765,8 +849,10 @@ impl Predictor {
 fn fill_true(work: &Workload, b: usize, l: usize, gpus: usize, out: &mut PredictedCounts) {
     let e_n = out.experts;
     if matches!(work.source_kind(), Sources::Even) {
+        // Every source sends `n_e / D`: one row, however `out` holds it.
         let counts = work.trace().counts();
-        for s in 0..gpus {
+        let rows = if out.uniform { 1 } else { gpus };
+        for s in 0..rows {
             for e in 0..e_n {
                 out.add(s, e, counts[[b, l, e]] / gpus as f64);
             }

@@ -22,8 +22,17 @@
 //! remaining pairs of the expert, up to the destination's room below `B`.
 //!
 //! Never a second copy on one GPU; copies are appended after the base's
-//! slots. Cost: O(D · E log E) for phase 1, O(D + E) per phase-2 step, at
-//! most `D · N + D · E` steps.
+//! slots.
+//!
+//! Cost: a prediction's rows are read once, O(D · E) (O(slots + E) when
+//! every source is predicted to send the same row, as under even
+//! arrival), phase 1 keeps each GPU's `L` best in a small sorted buffer
+//! instead of sorting its row; phase 2 is O(D + E / D) per step (a source's
+//! remote pairs are only those of the experts it is home to), at most
+//! `D · N + E + D` steps. [`Prefetcher`] keeps the buffers between calls:
+//! a schedule prefetches every layer of every batch (64 batches × 58
+//! layers on the page's default), and allocates only the layers it
+//! returns.
 
 use crate::data::plan::LayerPlacement;
 use crate::error::{Error, Result};
@@ -35,7 +44,7 @@ const NAME: &str = "libra";
 /// Copies `base` plus Libra's copies for one batch's layer, predicted
 /// pairs `predicted` (one row per GPU of `base`), at most `extra_per_gpu`
 /// (`N`) copies per GPU, of which `local_copies` (`L`, at most `N`) go to
-/// phase 1.
+/// phase 1. One call of [`Prefetcher::run`] with fresh buffers.
 ///
 /// ```
 /// use moeplan::planners::libra::{prefetch, PredictedCounts};
@@ -53,124 +62,397 @@ pub fn prefetch(
     extra_per_gpu: usize,
     local_copies: usize,
 ) -> Result<LayerPlacement> {
-    let d = base.gpus.len();
-    let e_n = predicted.experts();
-    if predicted.sources() != d {
-        return Err(Error::Mismatch(format!(
-            "predicted counts for {} sources, the layer has {d} GPUs",
-            predicted.sources()
-        )));
-    }
-    if local_copies > extra_per_gpu {
-        return Err(Error::planner(
-            NAME,
-            format!("{local_copies} local copies exceed the {extra_per_gpu} extra experts per GPU"),
-        ));
-    }
-    let mut hosts = vec![false; d * e_n];
-    let mut primary: Vec<Option<(usize, usize)>> = vec![None; e_n];
-    for (g, slots) in base.gpus.iter().enumerate() {
-        for (pos, &e) in slots.iter().enumerate() {
-            let e = e as usize;
-            if e >= e_n {
-                return Err(Error::Plan(format!(
-                    "layer {}: expert {e} is out of range (0..{e_n})",
-                    base.layer
-                )));
-            }
-            hosts[g * e_n + e] = true;
-            if primary[e].is_none_or(|p| (pos, g) < p) {
-                primary[e] = Some((pos, g));
-            }
-        }
-    }
-    if let Some(e) = primary.iter().position(Option::is_none) {
-        return Err(Error::Plan(format!(
-            "layer {}: expert {e} has no copy",
-            base.layer
-        )));
-    }
-    let home: Vec<usize> = primary.iter().map(|p| p.map_or(0, |(_, g)| g)).collect();
-    let mut out = base.clone();
-    let mut extras = vec![0usize; d];
+    Prefetcher::default().run(base, predicted, extra_per_gpu, local_copies)
+}
 
-    // Phase 1: each GPU's most requested experts it lacks.
-    let mut wanted: Vec<usize> = Vec::with_capacity(e_n);
-    for g in 0..d {
-        wanted.clear();
-        wanted.extend((0..e_n).filter(|&e| !hosts[g * e_n + e] && predicted.get(g, e) > 0.0));
-        wanted.sort_unstable_by(|&a, &b| {
-            predicted
-                .get(g, b)
-                .total_cmp(&predicted.get(g, a))
-                .then(a.cmp(&b))
-        });
-        for &e in wanted.iter().take(local_copies) {
-            hosts[g * e_n + e] = true;
-            out.gpus[g].push(e as u32);
-            extras[g] += 1;
-        }
-    }
+/// Algorithm 1 with its buffers kept between calls (see the module
+/// documentation for the cost).
+///
+/// ```
+/// use moeplan::planners::libra::{prefetch, PredictedCounts, Prefetcher};
+/// use moeplan::LayerPlacement;
+/// let base = LayerPlacement { layer: 0, gpus: vec![vec![0, 1], vec![2, 3]] };
+/// // every GPU predicted to send the same row: GPU 0 serves 12 pairs, GPU 1
+/// // 4, the mean is 8; a copy of expert 0 would take GPU 1's own 5 pairs
+/// // too (9 > 8), so expert 1, the next hottest at GPU 0, goes
+/// let p = PredictedCounts::uniform(2, vec![5.0, 1.0, 1.0, 1.0])?;
+/// let mut f = Prefetcher::default();
+/// let next = f.run(&base, &p, 1, 0)?;
+/// assert_eq!(next.gpus, vec![vec![0, 1], vec![2, 3, 1]]);
+/// assert_eq!(f.run(&base, &p, 1, 0)?, prefetch(&base, &p, 1, 0)?);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+#[derive(Debug, Default, Clone)]
+pub struct Prefetcher {
+    /// `hosts[g · E + e]`: GPU `g` holds `e` (base and copies so far).
+    hosts: Vec<bool>,
+    /// Per expert: its primary copy's (slot position, GPU).
+    primary: Vec<(usize, usize)>,
+    /// Experts by home GPU: `homed[homed_start[g] .. homed_start[g + 1]]`.
+    homed_start: Vec<usize>,
+    homed: Vec<u32>,
+    cursor: Vec<usize>,
+    /// Per expert: GPUs holding it, for a uniform prediction's loads.
+    holders: Vec<u32>,
+    /// Per expert: the last GPU counted in `holders` (`usize::MAX`: none).
+    seen: Vec<usize>,
+    extras: Vec<usize>,
+    load: Vec<f64>,
+    /// Per expert: its remote pairs, all at its home GPU.
+    remote: Vec<f64>,
+    /// Per expert: phase 2 tried it from its home and failed.
+    tried: Vec<bool>,
+    /// Phase 2's sources, busiest first (ties: lower GPU).
+    srcs: Vec<u32>,
+    /// GPUs with room for a copy, least loaded first (ties: lower GPU).
+    dsts: Vec<u32>,
+    /// One GPU's best candidates, (count, expert), best first.
+    top: Vec<(f64, u32)>,
+    /// A uniform prediction's experts, best first.
+    order: Vec<u32>,
+}
 
-    // Loads under the mapping: local pairs stay, the rest go home.
-    let mut load = vec![0.0; d];
-    let mut remote = vec![0.0; d * e_n];
-    for s in 0..d {
-        for e in 0..e_n {
-            let n = predicted.get(s, e);
-            if hosts[s * e_n + e] {
-                load[s] += n;
-            } else {
-                load[home[e]] += n;
-                remote[home[e] * e_n + e] += n;
-            }
+impl Prefetcher {
+    /// [`prefetch`], reusing this prefetcher's buffers.
+    pub fn run(
+        &mut self,
+        base: &LayerPlacement,
+        predicted: &PredictedCounts,
+        extra_per_gpu: usize,
+        local_copies: usize,
+    ) -> Result<LayerPlacement> {
+        let d = base.gpus.len();
+        let e_n = predicted.experts();
+        if predicted.sources() != d {
+            return Err(Error::Mismatch(format!(
+                "predicted counts for {} sources, the layer has {d} GPUs",
+                predicted.sources()
+            )));
         }
-    }
-    let target = load.iter().sum::<f64>() / d.max(1) as f64;
-
-    // Phase 2: the busiest GPU's hottest remote expert to the least
-    // loaded GPU with room.
-    let mut tried = vec![false; d * e_n];
-    let mut done = vec![false; d];
-    let steps = d * extra_per_gpu + d * e_n + d;
-    for _ in 0..steps {
-        let Some(src) = (0..d)
-            .filter(|&g| !done[g] && load[g] > target)
-            .max_by(|&a, &b| load[a].total_cmp(&load[b]).then(b.cmp(&a)))
-        else {
-            break;
+        if local_copies > extra_per_gpu {
+            return Err(Error::planner(
+                NAME,
+                format!(
+                    "{local_copies} local copies exceed the {extra_per_gpu} extra experts per GPU"
+                ),
+            ));
+        }
+        self.index_base(base, e_n)?;
+        // Room for the copies up front: pushing onto exact clones would
+        // reallocate every GPU's slots.
+        let mut out = LayerPlacement {
+            layer: base.layer,
+            gpus: base
+                .gpus
+                .iter()
+                .map(|g| {
+                    let mut v = Vec::with_capacity(g.len() + extra_per_gpu);
+                    v.extend_from_slice(g);
+                    v
+                })
+                .collect(),
         };
-        let Some(e) = (0..e_n)
-            .filter(|&e| !tried[src * e_n + e] && remote[src * e_n + e] > 0.0)
-            .max_by(|&a, &b| {
-                remote[src * e_n + a]
-                    .total_cmp(&remote[src * e_n + b])
-                    .then(b.cmp(&a))
-            })
-        else {
-            done[src] = true;
-            continue;
+        self.extras.clear();
+        self.extras.resize(d, 0);
+        match predicted.uniform_row() {
+            Some(row) => self.phase1_uniform(row, local_copies, &mut out),
+            None => self.phase1(predicted, local_copies, &mut out),
+        }
+        let target = match predicted.uniform_row() {
+            Some(row) => self.loads_uniform(row, &out),
+            None => self.loads(predicted),
         };
-        let dst = (0..d)
-            .filter(|&g| !hosts[g * e_n + e] && extras[g] < extra_per_gpu)
-            .min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b)));
-        let own = dst.map_or(0.0, |g| predicted.get(g, e));
-        match dst {
-            Some(g) if load[g] + own <= target => {
-                hosts[g * e_n + e] = true;
-                out.gpus[g].push(e as u32);
-                extras[g] += 1;
-                // The destination's own pairs become local, and the
-                // rebalancer will move the source's pairs up to its room.
-                let localized = own.min(remote[src * e_n + e]);
-                let shard = (remote[src * e_n + e] - localized).min(target - load[g] - own);
-                let moved = localized + shard.max(0.0);
-                remote[src * e_n + e] -= moved;
-                load[src] -= moved;
-                load[g] += moved;
+        self.phase2(predicted, target, extra_per_gpu, &mut out);
+        Ok(out)
+    }
+
+    /// Hosts, primaries and each GPU's homed experts from the base.
+    fn index_base(&mut self, base: &LayerPlacement, e_n: usize) -> Result<()> {
+        let d = base.gpus.len();
+        self.hosts.clear();
+        self.hosts.resize(d * e_n, false);
+        self.primary.clear();
+        self.primary.resize(e_n, (usize::MAX, usize::MAX));
+        for (g, slots) in base.gpus.iter().enumerate() {
+            for (pos, &e) in slots.iter().enumerate() {
+                let e = e as usize;
+                if e >= e_n {
+                    return Err(Error::Plan(format!(
+                        "layer {}: expert {e} is out of range (0..{e_n})",
+                        base.layer
+                    )));
+                }
+                self.hosts[g * e_n + e] = true;
+                if (pos, g) < self.primary[e] {
+                    self.primary[e] = (pos, g);
+                }
             }
-            _ => tried[src * e_n + e] = true,
+        }
+        if let Some(e) = self.primary.iter().position(|p| p.1 == usize::MAX) {
+            return Err(Error::Plan(format!(
+                "layer {}: expert {e} has no copy",
+                base.layer
+            )));
+        }
+        // Counting sort of experts by home GPU, ascending within a GPU.
+        self.homed_start.clear();
+        self.homed_start.resize(d + 1, 0);
+        for &(_, g) in &self.primary {
+            self.homed_start[g + 1] += 1;
+        }
+        for g in 0..d {
+            self.homed_start[g + 1] += self.homed_start[g];
+        }
+        self.homed.clear();
+        self.homed.resize(e_n, 0);
+        self.cursor.clone_from(&self.homed_start);
+        for (e, &(_, g)) in self.primary.iter().enumerate() {
+            self.homed[self.cursor[g]] = e as u32;
+            self.cursor[g] += 1;
+        }
+        Ok(())
+    }
+
+    /// Phase 1: each GPU's `L` most requested experts it lacks, by count
+    /// then lower id, kept in a sorted buffer of `L`.
+    fn phase1(&mut self, predicted: &PredictedCounts, local: usize, out: &mut LayerPlacement) {
+        if local == 0 {
+            return;
+        }
+        let e_n = predicted.experts();
+        for (g, slots) in out.gpus.iter_mut().enumerate() {
+            self.top.clear();
+            let hosts = &self.hosts[g * e_n..(g + 1) * e_n];
+            for (e, (&n, &held)) in predicted.row(g).iter().zip(hosts).enumerate() {
+                if held || n <= 0.0 {
+                    continue;
+                }
+                if self.top.len() == local && self.top.last().is_none_or(|w| n <= w.0) {
+                    continue;
+                }
+                // After every kept entry with as many pairs: ids ascend.
+                let at = self.top.partition_point(|w| w.0 >= n);
+                self.top.insert(at, (n, e as u32));
+                self.top.truncate(local);
+            }
+            for &(_, e) in &self.top {
+                self.hosts[g * e_n + e as usize] = true;
+                slots.push(e);
+                self.extras[g] += 1;
+            }
         }
     }
-    Ok(out)
+
+    /// Phase 1 when every source sends `row`: one order of the experts,
+    /// walked by each GPU past those it holds.
+    fn phase1_uniform(&mut self, row: &[f64], local: usize, out: &mut LayerPlacement) {
+        if local == 0 {
+            return;
+        }
+        let e_n = row.len();
+        let by = |a: &u32, b: &u32| row[*b as usize].total_cmp(&row[*a as usize]).then(a.cmp(b));
+        self.order.clear();
+        self.order
+            .extend((0..e_n as u32).filter(|&e| row[e as usize] > 0.0));
+        // A GPU skips at most the experts it holds.
+        let widest = out.gpus.iter().map(Vec::len).max().unwrap_or(0);
+        let keep = (local + widest).min(self.order.len());
+        if keep > 0 && keep < self.order.len() {
+            self.order.select_nth_unstable_by(keep - 1, by);
+            self.order.truncate(keep);
+        }
+        self.order.sort_unstable_by(by);
+        for (g, slots) in out.gpus.iter_mut().enumerate() {
+            let hosts = &mut self.hosts[g * e_n..(g + 1) * e_n];
+            let mut taken = 0;
+            for &e in &self.order {
+                if taken == local {
+                    break;
+                }
+                if !hosts[e as usize] {
+                    hosts[e as usize] = true;
+                    slots.push(e);
+                    taken += 1;
+                }
+            }
+            self.extras[g] += taken;
+        }
+    }
+
+    /// Loads under the mapping (local pairs stay, the rest go home) and the
+    /// remote pairs at each home; returns the mean load.
+    fn loads(&mut self, predicted: &PredictedCounts) -> f64 {
+        let (d, e_n) = (predicted.sources(), predicted.experts());
+        self.load.clear();
+        self.load.resize(d, 0.0);
+        self.remote.clear();
+        self.remote.resize(e_n, 0.0);
+        for s in 0..d {
+            let hosts = &self.hosts[s * e_n..(s + 1) * e_n];
+            for (e, (&n, &held)) in predicted.row(s).iter().zip(hosts).enumerate() {
+                if n == 0.0 {
+                    continue;
+                }
+                if held {
+                    self.load[s] += n;
+                } else {
+                    let h = self.primary[e].1;
+                    self.load[h] += n;
+                    self.remote[e] += n;
+                }
+            }
+        }
+        self.load.iter().sum::<f64>() / d.max(1) as f64
+    }
+
+    /// [`Prefetcher::loads`] when every source sends `row`: a GPU's local
+    /// pairs are its held experts' entries, an expert's remote pairs its
+    /// entry times the GPUs without it.
+    fn loads_uniform(&mut self, row: &[f64], out: &LayerPlacement) -> f64 {
+        let (d, e_n) = (out.gpus.len(), row.len());
+        self.load.clear();
+        self.load.resize(d, 0.0);
+        self.holders.clear();
+        self.holders.resize(e_n, 0);
+        self.seen.clear();
+        self.seen.resize(e_n, usize::MAX);
+        for (g, slots) in out.gpus.iter().enumerate() {
+            for &e in slots {
+                let e = e as usize;
+                if self.seen[e] != g {
+                    self.seen[e] = g;
+                    self.holders[e] += 1;
+                    self.load[g] += row[e];
+                }
+            }
+        }
+        self.remote.clear();
+        self.remote.resize(e_n, 0.0);
+        for (e, (&n, &held)) in row.iter().zip(&self.holders).enumerate() {
+            let x = n * (d - held as usize) as f64;
+            let h = self.primary[e].1;
+            self.load[h] += x;
+            self.remote[e] = x;
+        }
+        self.load.iter().sum::<f64>() / d.max(1) as f64
+    }
+
+    /// Phase 2: the busiest GPU's hottest remote expert to the least
+    /// loaded GPU with room.
+    fn phase2(
+        &mut self,
+        predicted: &PredictedCounts,
+        target: f64,
+        extra_per_gpu: usize,
+        out: &mut LayerPlacement,
+    ) {
+        let (d, e_n) = (out.gpus.len(), predicted.experts());
+        self.tried.clear();
+        self.tried.resize(e_n, false);
+        // Sources (above the mean), busiest first; a GPU at or below the
+        // mean never becomes one (a destination ends at most at the mean).
+        let load = &self.load;
+        let busiest = |a: &u32, b: &u32| {
+            load[*b as usize]
+                .total_cmp(&load[*a as usize])
+                .then(a.cmp(b))
+        };
+        self.srcs.clear();
+        self.srcs
+            .extend((0..d as u32).filter(|&g| load[g as usize] > target));
+        self.srcs.sort_unstable_by(busiest);
+        // Destinations with room, least loaded first.
+        self.dsts.clear();
+        self.dsts
+            .extend((0..d as u32).filter(|&g| self.extras[g as usize] < extra_per_gpu));
+        self.dsts.sort_unstable_by(|a, b| lightest(load, a, b));
+        let steps = d * extra_per_gpu + e_n + d;
+        for _ in 0..steps {
+            let Some(&src) = self.srcs.first() else {
+                break;
+            };
+            let src = src as usize;
+            let mut hot: Option<usize> = None;
+            for &e in &self.homed[self.homed_start[src]..self.homed_start[src + 1]] {
+                let e = e as usize;
+                if !self.tried[e]
+                    && self.remote[e] > 0.0
+                    && hot.is_none_or(|h| self.remote[e] > self.remote[h])
+                {
+                    hot = Some(e);
+                }
+            }
+            let Some(e) = hot else {
+                self.srcs.remove(0);
+                continue;
+            };
+            let hosts = &self.hosts;
+            let dst = self
+                .dsts
+                .iter()
+                .map(|&g| g as usize)
+                .find(|&g| !hosts[g * e_n + e]);
+            let own = dst.map_or(0.0, |g| predicted.get(g, e));
+            match dst {
+                Some(g) if self.load[g] + own <= target => {
+                    self.hosts[g * e_n + e] = true;
+                    out.gpus[g].push(e as u32);
+                    self.extras[g] += 1;
+                    // The destination's own pairs become local, and the
+                    // rebalancer will move the source's pairs up to its room.
+                    let localized = own.min(self.remote[e]);
+                    let shard = (self.remote[e] - localized).min(target - self.load[g] - own);
+                    let moved = localized + shard.max(0.0);
+                    self.remote[e] -= moved;
+                    self.load[src] -= moved;
+                    self.load[g] += moved;
+                    self.resort(src, g, target, extra_per_gpu);
+                }
+                _ => self.tried[e] = true,
+            }
+        }
+    }
+
+    /// Puts the source `src` and the destination `dst` back in order in
+    /// the two lists after a copy changed their loads (and `dst`'s room).
+    fn resort(&mut self, src: usize, dst: usize, target: f64, extra_per_gpu: usize) {
+        let load = &self.load;
+        let busiest = |a: &u32, b: &u32| {
+            load[*b as usize]
+                .total_cmp(&load[*a as usize])
+                .then(a.cmp(b))
+        };
+        if let Some(i) = self.srcs.iter().position(|&g| g as usize == src) {
+            self.srcs.remove(i);
+        }
+        if load[src] > target {
+            let at = self
+                .srcs
+                .partition_point(|g| busiest(g, &(src as u32)).is_lt());
+            self.srcs.insert(at, src as u32);
+        }
+        // Both out before either goes back: the search needs the rest in
+        // order.
+        let mut back = [None, None];
+        for (slot, (g, stays)) in back
+            .iter_mut()
+            .zip([(src, true), (dst, self.extras[dst] < extra_per_gpu)])
+        {
+            if let Some(i) = self.dsts.iter().position(|&x| x as usize == g) {
+                self.dsts.remove(i);
+                *slot = stays.then_some(g as u32);
+            }
+        }
+        for g in back.into_iter().flatten() {
+            let at = self.dsts.partition_point(|x| lightest(load, x, &g).is_lt());
+            self.dsts.insert(at, g);
+        }
+    }
+}
+
+/// Least loaded first, ties to the lower GPU: phase 2's destination order.
+fn lightest(load: &[f64], a: &u32, b: &u32) -> std::cmp::Ordering {
+    load[*a as usize]
+        .total_cmp(&load[*b as usize])
+        .then(a.cmp(b))
 }
