@@ -81,7 +81,7 @@ async function openPage(browser, origin, hash = "", init = undefined) {
 /// reads the loads, in the registry's order.
 const PLANS = ["base", "eplb", "craft", "grace"];
 /// With Libra, shown where the trace is small enough to re-place every
-/// batch on the page (moeplan::workspace::PER_BATCH_CELLS).
+/// batch on the page (moeplan_view::PER_BATCH_CELLS; the default is).
 const WITH_LIBRA = [...PLANS, "libra"];
 /// Plans measured under the page's rule: all but a per-batch plan (Libra),
 /// which is served under its own (libra-rebalance).
@@ -268,13 +268,18 @@ async function main() {
     await section("default view opens", async () => {
       page = await openPage(browser, origin);
       pages.push(page);
-      check("the summary shows every planner that reads the loads, in the registry's order",
-        JSON.stringify(await planIds(page)) === JSON.stringify(PLANS), JSON.stringify(await planIds(page)));
-      const bal = Object.fromEntries(await Promise.all(PLANS.map(async (k) => [k, await text(page, `#bal-${k}`)])));
-      check("default plan renders", PLANS.every((k) => Number(bal[k]) > 0 && Number(bal[k]) <= 1),
+      check("the summary shows every planner that reads the loads, in the registry's order, Libra too",
+        JSON.stringify(await planIds(page)) === JSON.stringify(WITH_LIBRA), JSON.stringify(await planIds(page)));
+      const bal = Object.fromEntries(await Promise.all(WITH_LIBRA.map(async (k) => [k, await text(page, `#bal-${k}`)])));
+      check("default plan renders", WITH_LIBRA.every((k) => Number(bal[k]) > 0 && Number(bal[k]) <= 1),
         JSON.stringify(bal));
-      const libraNote = (await page.locator(".note").allTextContents()).find((t) => /^LIBRA: re-placed every batch, not replayed here/.test(t.trim()));
-      check("Libra on the default (64 batches × 64 GPUs): not re-placed on the page, and it says why", Boolean(libraNote), libraNote);
+      // Libra re-places every layer of every batch of the default (64
+      // batches × 58 layers on 64 GPUs) in the worker: its copies and
+      // rebalancing beat the contiguous base they start from.
+      const libraRow = await text(page, "#row-libra td");
+      check("Libra on the default: per batch under libra-rebalance, more balanced than BASE, its base",
+        /LIBRA \(per batch, libra-rebalance\)/.test(libraRow) && Number(bal.libra) > Number(bal.base),
+        `${libraRow} · balancedness ${bal.libra} against BASE ${bal.base}`);
       check("default trace is generated DeepSeek-V3, 64 batches", /generated deepseek-v3, 64 batches/.test(await text(page, "#trace-info")),
         await text(page, "#trace-info"));
       check("default cluster is 8 × 8 with 8 groups", /nodes=8&gpus=8&groups=8/.test(page.url()), await text(page, ".scope"));
@@ -309,8 +314,8 @@ async function main() {
       check("pointing at a chart tells what is there",
         /^GPU 2: expert \d+( \(1 of \d+ copies\))? — [\d.]+ % of the layer's tokens$/.test(said.placement)
         && /^layer \d+, GPU \d+: [\d.]+ × the layer's mean load$/.test(said.heat)
-        && /^layer \d+: CRAFT \d+ replicas · EPLB \d+ · GRACE \d+$/.test(said.replicas)
-        && /^layer \d+: BASE [\d.]+ · EPLB [\d.]+ · CRAFT [\d.]+ · GRACE [\d.]+$/.test(said.layers)
+        && /^layer \d+: CRAFT \d+ replicas · EPLB \d+ · GRACE \d+ · LIBRA \d+$/.test(said.replicas)
+        && /^layer \d+: BASE [\d.]+ · EPLB [\d.]+ · CRAFT [\d.]+ · GRACE [\d.]+ · LIBRA [\d.]+$/.test(said.layers)
         && /^R = \d+: \d+ replicas, balancedness [\d.]+, bound [\d.]+$/.test(said.curve),
         Object.values(said).join(" | "));
     });
@@ -334,7 +339,7 @@ async function main() {
       };
       const before = await summary(page);
       const even = await traffic(page);
-      check("traffic panel shows every plan under even", sameIds(even, PLANS) && even.every((t) => (ownRule(t) || t.rule === "even")
+      check("traffic panel shows every plan under even", sameIds(even, WITH_LIBRA) && even.every((t) => (ownRule(t) || t.rule === "even")
         && Math.abs(t.local + t.intra + t.cross - 1) < 1e-5 && t.cross > 0), JSON.stringify(even));
       await setRule(page, "sglang-static");
       const sg = await traffic(page);
@@ -362,7 +367,7 @@ async function main() {
       const cost = (p) => p.$$eval(".cost-row", (rows) => rows.map((r) => ({
         id: r.id.replace(/^cost-/, ""), step: Number(r.dataset.stepMs), tput: Number(r.dataset.tokensPerS),
         compute: Number(r.dataset.computeUs), dispatch: Number(r.dataset.dispatchUs),
-        combine: Number(r.dataset.combineUs), dense: Number(r.dataset.denseUs),
+        combine: Number(r.dataset.combineUs), dense: Number(r.dataset.denseUs), copies: Number(r.dataset.copiesUs),
       })));
       const setHardware = async (p, hw) => {
         await p.selectOption("#hardware", hw);
@@ -372,10 +377,13 @@ async function main() {
       check("no hardware: no cost panel, no prices", (await page.$("#cost")) === null && (await text(page, "#step-craft")) === "—");
       await setHardware(page, "h100-ib-ndr");
       const h100 = await cost(page);
-      check("every plan priced on h100-ib-ndr, its step split into compute, dispatch, combine and the dense part",
-        JSON.stringify(h100.map((c) => c.id)) === JSON.stringify(PLANS)
+      // Libra's copies that the previous layer does not hide add to its
+      // step; the static plans copy nothing.
+      check("every plan priced on h100-ib-ndr, its step split into compute, dispatch, combine, the dense part and Libra's exposed copies",
+        JSON.stringify(h100.map((c) => c.id)) === JSON.stringify(WITH_LIBRA)
         && h100.every((c) => c.step > 0 && c.tput > 0 && c.compute > 0 && c.dispatch > 0 && c.combine > 0 && c.dense > 0
-          && Math.abs(c.compute + c.dispatch + c.combine + c.dense - c.step * 1000) <= 0.02 * c.step * 1000),
+          && (c.id === "libra" ? c.copies >= 0 : c.copies === 0)
+          && Math.abs(c.compute + c.dispatch + c.combine + c.dense + c.copies - c.step * 1000) <= 0.02 * c.step * 1000),
         JSON.stringify(h100));
       check("the headline: step time, tokens/s and × BASE (BASE itself 1.000×)",
         (await text(page, "#speedup-base")) === "1.000×" && /^[\d.]+ ms$/.test(await text(page, "#step-craft"))
@@ -834,13 +842,14 @@ async function main() {
           && new RegExp(re).test(document.querySelector(".scope")?.textContent ?? ""),
         [before, scope.source], { timeout: 60000 }).catch(() => {});
         check(`${sel} ${value} re-plans`, scope.test(await text(pd, ".scope")), await text(pd, ".scope"));
-        return pd.$eval("#timings", (el) => [Number(el.dataset.clusterMs), Number(el.dataset.graceMs)]);
+        return pd.$eval("#timings", (el) => [Number(el.dataset.clusterMs), Number(el.dataset.graceMs), Number(el.dataset.libraMs)]);
       };
-      const [gpu, gpuGrace] = await change("#gpus", "4", /8 node\(s\) × 4 GPU/);
-      const [node, nodeGrace] = await change("#nodes", "4", /4 node\(s\) × 4 GPU/);
-      timings.default_changes = { gpu_change_ms: gpu, gpu_change_grace_ms: gpuGrace, node_change_ms: node, node_change_grace_ms: nodeGrace };
-      check("default: GPU and node changes timed", [gpu, node, gpuGrace, nodeGrace].every((x) => x > 0),
-        `8 × 8 → 8 × 4 ${gpu} ms (GRACE ${gpuGrace} ms), → 4 × 4 ${node} ms (GRACE ${nodeGrace} ms)`);
+      const [gpu, gpuGrace, gpuLibra] = await change("#gpus", "4", /8 node\(s\) × 4 GPU/);
+      const [node, nodeGrace, nodeLibra] = await change("#nodes", "4", /4 node\(s\) × 4 GPU/);
+      timings.default_changes = { gpu_change_ms: gpu, gpu_change_grace_ms: gpuGrace, gpu_change_libra_ms: gpuLibra,
+        node_change_ms: node, node_change_grace_ms: nodeGrace, node_change_libra_ms: nodeLibra };
+      check("default: GPU and node changes timed, Libra's share too", [gpu, node, gpuGrace, nodeGrace, gpuLibra, nodeLibra].every((x) => x > 0),
+        `8 × 8 → 8 × 4 ${gpu} ms (GRACE ${gpuGrace} ms, Libra ${gpuLibra} ms), → 4 × 4 ${node} ms (GRACE ${nodeGrace} ms, Libra ${nodeLibra} ms)`);
     });
 
     // 7. A worker that does not answer while reading: a page whose read

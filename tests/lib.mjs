@@ -51,10 +51,11 @@ export function check(name, ok, detail = "") {
 
 /// Runs one section; an exception (a wait that ran out, above all) fails it.
 /// While developing, `E2E_ONLY=words` runs only the sections whose name
-/// holds them (each other one says it was skipped); CI never sets it.
+/// holds them, `a|b` those holding either (each other one says it was
+/// skipped); CI never sets it.
 export async function section(name, fn) {
   const only = process.env.E2E_ONLY;
-  if (only && !name.includes(only)) {
+  if (only && !only.split("|").some((w) => name.includes(w))) {
     console.log(`SKIP ${name} (E2E_ONLY=${only})`);
     return;
   }

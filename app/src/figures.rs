@@ -231,6 +231,7 @@ fn cost_row(board: Board, name: String, slowest: f64) -> impl IntoView {
             data-dispatch-us=move || format!("{:.6}", parts()[1])
             data-combine-us=move || format!("{:.6}", parts()[2])
             data-dense-us=move || format!("{:.6}", parts()[3])
+            data-copies-us=move || format!("{:.6}", parts()[4])
             data-tokens-per-s=move || p().map(|p| format!("{:.3}", p.tokens_per_s)).unwrap_or_default()>
             <span class="cost-name">{label}</span>
             <span class="cost-bar">

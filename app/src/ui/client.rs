@@ -132,6 +132,8 @@ pub(super) struct Timings {
     pub(super) serving: Option<f64>,
     /// GRACE's preparation in the last re-plan, in the worker.
     pub(super) grace: Option<f64>,
+    /// Libra's schedule and its replay in the last re-plan, in the worker.
+    pub(super) libra: Option<f64>,
     /// The clusters GRACE last prepared ahead of time, and the worker's
     /// milliseconds for them.
     pub(super) warmed: Option<(String, f64)>,
@@ -731,6 +733,10 @@ impl Ctx {
                 if let Some((_, ms)) = phase_ms.iter().find(|(p, _)| p.contains("(GRACE)")) {
                     let ms = *ms;
                     self.timings.update(|t| t.grace = Some(ms));
+                }
+                if let Some((_, ms)) = phase_ms.iter().find(|(p, _)| p.contains("(Libra)")) {
+                    let ms = *ms;
+                    self.timings.update(|t| t.libra = Some(ms));
                 }
                 let started = self.pending.try_update_value(|p| p.remove(&id)).flatten();
                 if let Some(p) = &started {

@@ -63,11 +63,11 @@ use moeplan::planners::registry::{
     CurvePoint, Needs, Planner, PlannerId, Prepared, Settings, Unit, Value, prepare, registry,
 };
 pub use serving::{ReplanMark, ServingAsk, ServingView, SweepPoint, sweep_intervals};
-pub use state::PER_BATCH_CELLS;
 use state::{
     Entry, Fixed, Measured, Scheduled, State, figures, plan_at_default, shown, slider_figures,
     too_large_per_batch,
 };
+pub use state::{PER_BATCH_CELLS, PER_BATCH_CELLS_WITH_SOURCES};
 pub use view::{Export, LayerView, PairTraffic, PlanFigures, PlannerNote, View};
 
 /// The cluster and planner settings that need a new [`Workspace`].

@@ -235,10 +235,17 @@ impl Scheduled {
 
 /// Batch × layer × GPU × expert cells above which a per-batch planner is not
 /// replayed in a workspace: Libra re-places every layer of every batch,
-/// about 75 ns a cell natively (the page's default, DeepSeek-V3's 64
-/// batches on 64 GPUs, 61 M cells: 4.3 s natively, 10 s in the page), and
+/// about 6 ns a cell natively on a count-only trace (the page's default,
+/// DeepSeek-V3's 64 batches on 64 GPUs, 61 M cells: 0.35 s natively), and
 /// the page re-plans on every cluster change. The CLI has no such limit.
-pub const PER_BATCH_CELLS: usize = 4_000_000;
+pub const PER_BATCH_CELLS: usize = 80_000_000;
+
+/// [`PER_BATCH_CELLS`] for a workload with per-source counts or token
+/// routes: every source's row is read (O(D · E) per batch and layer, not
+/// one row), about 35 ns a cell natively (DeepSeek-V3 with token routes on
+/// the page's 8 × 8: 0.8 s natively, 2.3–2.9 s a cluster change in the
+/// page when it was allowed).
+pub const PER_BATCH_CELLS_WITH_SOURCES: usize = 4_000_000;
 
 /// Why a per-batch planner is not replayed on `work` and `topology`, if
 /// it is too large (see [`PER_BATCH_CELLS`]).
@@ -249,14 +256,18 @@ pub(crate) fn too_large_per_batch(work: &Workload, topology: Topology) -> Option
         .saturating_mul(t.num_layers())
         .saturating_mul(topology.num_gpus())
         .saturating_mul(t.num_experts());
-    (cells > PER_BATCH_CELLS).then(|| {
+    let (limit, what) = match work.num_sources() {
+        None => (PER_BATCH_CELLS, ""),
+        Some(_) => (PER_BATCH_CELLS_WITH_SOURCES, " with per-source counts"),
+    };
+    (cells > limit).then(|| {
         format!(
-            "re-placed every batch, not replayed here for {} batches × {} layers × {} GPUs × {} experts (over {} M cells: seconds per cluster change); fewer batches or GPUs, or the CLI (`moeplan compare`)",
+            "re-placed every batch, not replayed here for {} batches × {} layers × {} GPUs × {} experts{what} (over {} M cells: seconds per cluster change); fewer batches or GPUs, or the CLI (`moeplan compare`)",
             t.num_batches(),
             t.num_layers(),
             topology.num_gpus(),
             t.num_experts(),
-            PER_BATCH_CELLS / 1_000_000
+            limit / 1_000_000
         )
     })
 }

@@ -4,14 +4,20 @@
 //! a generated batch of Qwen3-235B (128 experts) or DeepSeek-V3 (256
 //! experts), 8 GPUs, even arrival, the contiguous base plus the
 //! prefetcher's copies (N = 8, α = 0.5, oracle counts). The prefetcher is
-//! timed too, for information.
+//! timed too, for information, and so is the whole of Libra on the page's
+//! default (generated DeepSeek-V3, 64 batches × 58 layers, 8 × 8 GPUs, even
+//! arrival, previous-batch predictor): its schedule and its replay, which
+//! the page's worker runs on every cluster change.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use moeplan::judge::Rebalancer;
+use moeplan::Workload;
+use moeplan::judge::{CostModel, Rebalancer, Served, judge};
 use moeplan::planners::contiguous;
-use moeplan::planners::libra::{PredictedCounts, prefetch};
+use moeplan::planners::libra::{
+    LibraOptions, PredictedCounts, Predictor, libra_schedule, prefetch,
+};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{Topology, data::model};
 
@@ -42,5 +48,35 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+fn page_default(c: &mut Criterion) {
+    let m = model::preset("deepseek-v3").unwrap();
+    let topo = Topology::new(8, 8).unwrap();
+    let trace = generate(&GenConfig::new(m, 64)).unwrap();
+    let base = contiguous(&trace, topo).unwrap();
+    let work = Workload::new(trace);
+    let o = LibraOptions::default();
+    let mut group = c.benchmark_group("libra/page default, 64 batches x 8x8 GPUs x 256 experts");
+    group.sample_size(10);
+    group.bench_function("schedule", |b| {
+        b.iter(|| black_box(libra_schedule(&work, &base, &Predictor::PreviousBatch, &o).unwrap()))
+    });
+    let planner = moeplan::planners::find("libra").unwrap();
+    let ready = planner
+        .prepare(&work, topo, &moeplan::planners::Settings::new())
+        .unwrap();
+    let s = ready.schedule(&base, &work).unwrap().unwrap();
+    let cost = CostModel::for_model(m);
+    group.bench_function("replay (judge)", |b| {
+        b.iter(|| {
+            let served = Served::Schedule {
+                base: &base,
+                schedule: &s,
+            };
+            black_box(judge(&work, served, &cost, None, |_, _| {}).unwrap())
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, page_default);
 criterion_main!(benches);
