@@ -355,28 +355,51 @@ pub(crate) fn match_split(
 pub(crate) struct MessageTally {
     pub counts: Messages,
     gpus_per_node: usize,
-    /// (GPU, probability the token does not reach it) of the current token.
-    gpu_miss: Vec<(u32, f64)>,
-    /// The same per node.
-    node_miss: Vec<(u32, f64)>,
-    /// The current pair's probability per GPU and per node.
-    pair_gpu: Vec<(u32, f64)>,
-    pair_node: Vec<(u32, f64)>,
+    /// Per GPU and per node: the chance the current token does not reach
+    /// it, valid where its stamp is the current token's (dense, so a pair
+    /// finds its entry at once; the one-token lists it replaced were
+    /// searched for every pair).
+    gpu_miss: Vec<f64>,
+    node_miss: Vec<f64>,
+    gpu_stamp: Vec<u32>,
+    node_stamp: Vec<u32>,
+    /// GPUs and nodes the current token reaches, in first-reached order.
+    gpus: Vec<u32>,
+    nodes: Vec<u32>,
+    /// The current pair's probability per GPU and per node (0 when
+    /// untouched), and which are set.
+    pair_gpu: Vec<f64>,
+    pair_node: Vec<f64>,
+    pair_gpus: Vec<u32>,
+    pair_nodes: Vec<u32>,
+    stamp: u32,
 }
 
-fn add(v: &mut Vec<(u32, f64)>, k: u32, p: f64) {
-    match v.iter_mut().find(|(x, _)| *x == k) {
-        Some((_, q)) => *q += p,
-        None => v.push((k, p)),
+/// Adds `p` to `k`'s entry of a pair's dense probabilities.
+#[inline]
+fn add(dense: &mut [f64], set: &mut Vec<u32>, k: u32, p: f64) {
+    if let Some(x) = dense.get_mut(k as usize) {
+        if *x == 0.0 {
+            set.push(k);
+        }
+        *x += p;
     }
 }
 
-/// Multiplies `k`'s chance of being missed by `1 − p`.
-fn miss(v: &mut Vec<(u32, f64)>, k: u32, p: f64) {
+/// Multiplies `k`'s chance of being missed by `1 − p` (the first time this
+/// token, from 1).
+#[inline]
+fn miss(miss: &mut [f64], stamps: &mut [u32], reached: &mut Vec<u32>, stamp: u32, k: u32, p: f64) {
     let stay = (1.0 - p).max(0.0);
-    match v.iter_mut().find(|(x, _)| *x == k) {
-        Some((_, m)) => *m *= stay,
-        None => v.push((k, stay)),
+    let (Some(m), Some(st)) = (miss.get_mut(k as usize), stamps.get_mut(k as usize)) else {
+        return;
+    };
+    if *st == stamp {
+        *m *= stay;
+    } else {
+        *st = stamp;
+        *m = stay;
+        reached.push(k);
     }
 }
 
@@ -384,35 +407,92 @@ impl MessageTally {
     pub fn reset(&mut self, topology: Topology) {
         self.gpus_per_node = topology.gpus_per_node().max(1);
         self.counts = Messages::default();
+        let (d, nodes) = (topology.num_gpus(), topology.nodes());
+        if self.gpu_miss.len() != d || self.node_miss.len() != nodes {
+            self.gpu_miss = vec![1.0; d];
+            self.node_miss = vec![1.0; nodes];
+            self.gpu_stamp = vec![0; d];
+            self.node_stamp = vec![0; nodes];
+            self.pair_gpu = vec![0.0; d];
+            self.pair_node = vec![0.0; nodes];
+            self.stamp = 0;
+        }
     }
 
     /// Starts a token.
     #[inline]
     pub fn begin(&mut self) {
-        self.gpu_miss.clear();
-        self.node_miss.clear();
+        self.gpus.clear();
+        self.nodes.clear();
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            // Wrapped: no stamp may look current.
+            self.gpu_stamp.fill(0);
+            self.node_stamp.fill(0);
+            self.stamp = 1;
+        }
     }
 
     /// One pair of the current token going to GPU `gpu[i]` with
     /// probability `frac[i]`.
     pub fn pair(&mut self, gpu: &[u32], frac: &[f64]) {
         let gpn = self.gpus_per_node as u32;
+        // One destination (an expert with one copy, a pinned rule): no
+        // chances to add up.
+        if let ([g], [p]) = (gpu, frac) {
+            if *p > 0.0 {
+                let st = self.stamp;
+                miss(
+                    &mut self.gpu_miss,
+                    &mut self.gpu_stamp,
+                    &mut self.gpus,
+                    st,
+                    *g,
+                    *p,
+                );
+                miss(
+                    &mut self.node_miss,
+                    &mut self.node_stamp,
+                    &mut self.nodes,
+                    st,
+                    *g / gpn,
+                    *p,
+                );
+            }
+            return;
+        }
         // A pair goes to one copy: its chances on one GPU (two copies
         // there) or one node add up before the token's pairs multiply.
-        self.pair_gpu.clear();
-        self.pair_node.clear();
         for (&g, &p) in gpu.iter().zip(frac) {
             if p > 0.0 {
-                add(&mut self.pair_gpu, g, p);
-                add(&mut self.pair_node, g / gpn, p);
+                add(&mut self.pair_gpu, &mut self.pair_gpus, g, p);
+                add(&mut self.pair_node, &mut self.pair_nodes, g / gpn, p);
             }
         }
-        for &(g, p) in &self.pair_gpu {
-            miss(&mut self.gpu_miss, g, p);
+        for &g in &self.pair_gpus {
+            let p = std::mem::take(&mut self.pair_gpu[g as usize]);
+            miss(
+                &mut self.gpu_miss,
+                &mut self.gpu_stamp,
+                &mut self.gpus,
+                self.stamp,
+                g,
+                p,
+            );
         }
-        for &(nu, p) in &self.pair_node {
-            miss(&mut self.node_miss, nu, p);
+        for &nu in &self.pair_nodes {
+            let p = std::mem::take(&mut self.pair_node[nu as usize]);
+            miss(
+                &mut self.node_miss,
+                &mut self.node_stamp,
+                &mut self.nodes,
+                self.stamp,
+                nu,
+                p,
+            );
         }
+        self.pair_gpus.clear();
+        self.pair_nodes.clear();
     }
 
     /// A pair that goes to GPU `g` for sure.
@@ -425,14 +505,14 @@ impl MessageTally {
     pub fn end(&mut self, s: usize) {
         let node = s / self.gpus_per_node;
         self.counts.token_layers += 1.0;
-        for &(g, m) in &self.gpu_miss {
+        for &g in &self.gpus {
             if g as usize != s {
-                self.counts.cross_gpu += 1.0 - m;
+                self.counts.cross_gpu += 1.0 - self.gpu_miss[g as usize];
             }
         }
-        for &(nu, m) in &self.node_miss {
+        for &nu in &self.nodes {
             if nu as usize != node {
-                self.counts.cross_node += 1.0 - m;
+                self.counts.cross_node += 1.0 - self.node_miss[nu as usize];
             }
         }
     }
