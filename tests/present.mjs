@@ -224,6 +224,10 @@ const shapesOf = (svg) => {
 
 await section("export as SVG", async () => {
   await page.waitForTimeout(300);
+  // The menu lists the charts drawn when a person opens it (focus or
+  // pointer): charts can land well after the answer that brings them.
+  await page.focus("#export-figure");
+  await page.waitForTimeout(100);
   const options = await page.$$eval("#export-figure option", (os) => os.map((o) => ({ value: o.value, label: o.textContent })));
   const charts = await page.$$eval("figure svg.chart", (ss) => ss.length);
   check("the menu lists every chart on the page", options.length === charts && charts >= 5, `${options.length} entries, ${charts} charts`);

@@ -277,10 +277,12 @@ pub fn Present(settings: RwSignal<Settings>, board: Board, actions: Actions) -> 
     });
 
     // The figures to export: refreshed when the set of charts may change,
-    // once the page has drawn them.
+    // once the page has drawn them. Any new frame may (a planner's row
+    // appears or goes with the trace and cluster — Libra's, for one), so
+    // each is followed, not only the first.
     let shape = Memo::new(move |_| {
         (
-            board.frame.with(Option::is_some),
+            board.frame.with(|f| f.as_ref().map(|f| f.plans.len())),
             board.grouping.with(Option::is_some),
         )
     });
@@ -299,8 +301,9 @@ pub fn Present(settings: RwSignal<Settings>, board: Board, actions: Actions) -> 
     Effect::new(move |_| {
         shape.track();
         // The charts appear once the page has rendered the answer, which
-        // may take a frame or two: look again a few times.
-        for ms in [0.0, 100.0, 400.0, 1500.0] {
+        // may take a while (every plan's series, Libra's per batch): look
+        // again a few times; opening the menu looks again too.
+        for ms in [0.0, 100.0, 400.0, 1500.0, 3000.0, 6000.0] {
             later(ms, refresh);
         }
     });
