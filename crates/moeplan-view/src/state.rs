@@ -242,9 +242,9 @@ pub const PER_BATCH_CELLS: usize = 80_000_000;
 
 /// [`PER_BATCH_CELLS`] for a workload with per-source counts or token
 /// routes: every source's row is read (O(D · E) per batch and layer, not
-/// one row), about 35 ns a cell natively (DeepSeek-V3 with token routes on
-/// the page's 8 × 8: 0.8 s natively, 2.3–2.9 s a cluster change in the
-/// page when it was allowed).
+/// one row; DeepSeek-V3 with token routes on the page's 8 × 8: schedule
+/// and replay 0.45–0.6 s natively, and 2.3–2.9 s a whole cluster change in
+/// the page when it was allowed).
 pub const PER_BATCH_CELLS_WITH_SOURCES: usize = 4_000_000;
 
 /// Why a per-batch planner is not replayed on `work` and `topology`, if

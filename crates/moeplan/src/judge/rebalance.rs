@@ -392,53 +392,19 @@ impl Rebalancer {
     /// are checked once for the whole workload).
     pub(crate) fn run(&mut self, src: &[f64], epsilon: f64) -> f64 {
         let (d, e_n) = (self.d, self.e_n);
-        let f_n = self.flex.len();
         self.clear_call();
         let sources = src.len() / e_n.max(1);
         for s in 0..sources.min(d) {
             let row = &src[s * e_n..(s + 1) * e_n];
-            let hosted = &self.hosted[s * e_n..(s + 1) * e_n];
-            for (e, (&n, &h)) in row.iter().zip(hosted).enumerate() {
+            for (e, &n) in row.iter().enumerate() {
                 if n == 0.0 {
                     continue;
                 }
-                if h {
+                if self.hosted[s * e_n + e] {
                     self.local[s] += n;
                     continue;
                 }
-                match self.flex_index.get(e) {
-                    Some(&f) if f != NONE => {
-                        let f = f as usize;
-                        self.remote_total[f] += n;
-                        let span = self.flex_start[f]..self.flex_start[f + 1];
-                        match self.start {
-                            RemoteStart::Even => {
-                                let copies = self.flex_copies[f];
-                                for (&g, &m) in self.flex_gpu[span.clone()]
-                                    .iter()
-                                    .zip(&self.flex_mult[span])
-                                {
-                                    let x = n * f64::from(m) / f64::from(copies.max(1));
-                                    self.loads[g as usize] += x;
-                                    self.remote[g as usize * f_n + f] += x;
-                                }
-                            }
-                            RemoteStart::Primary => {
-                                let p = self.primary[e] as usize;
-                                self.loads[p] += n;
-                                self.remote[p * f_n + f] += n;
-                            }
-                        }
-                    }
-                    _ => {
-                        if let Some(&p) = self.primary.get(e)
-                            && (p as usize) < d
-                        {
-                            self.loads[p as usize] += n;
-                            self.fixed_remote[e] += n;
-                        }
-                    }
-                }
+                self.start_remote(e, n);
             }
         }
         self.balance(epsilon)
@@ -452,7 +418,6 @@ impl Rebalancer {
     /// order).
     pub(crate) fn run_uniform(&mut self, row: &[f64], epsilon: f64) -> f64 {
         let (d, e_n) = (self.d, self.e_n);
-        let f_n = self.flex.len();
         self.clear_call();
         for g in 0..d {
             for &e in &self.held[self.held_start[g]..self.held_start[g + 1]] {
@@ -464,41 +429,49 @@ impl Rebalancer {
             if n == 0.0 || without == 0 {
                 continue;
             }
-            let n = n * without as f64;
-            match self.flex_index[e] {
-                NONE => {
-                    let p = self.primary[e] as usize;
-                    if p < d {
-                        self.loads[p] += n;
-                        self.fixed_remote[e] += n;
+            self.start_remote(e, n * without as f64);
+        }
+        self.balance(epsilon)
+    }
+
+    /// Puts `n` remote pairs of expert `e` where [`RemoteStart`] starts
+    /// them (on its primary copy when it is on one GPU only).
+    #[inline]
+    fn start_remote(&mut self, e: usize, n: f64) {
+        let (d, f_n) = (self.d, self.flex.len());
+        match self.flex_index.get(e) {
+            Some(&f) if f != NONE => {
+                let f = f as usize;
+                self.remote_total[f] += n;
+                let span = self.flex_start[f]..self.flex_start[f + 1];
+                match self.start {
+                    RemoteStart::Even => {
+                        let copies = self.flex_copies[f];
+                        for (&g, &m) in self.flex_gpu[span.clone()]
+                            .iter()
+                            .zip(&self.flex_mult[span])
+                        {
+                            let x = n * f64::from(m) / f64::from(copies.max(1));
+                            self.loads[g as usize] += x;
+                            self.remote[g as usize * f_n + f] += x;
+                        }
                     }
-                }
-                f => {
-                    let f = f as usize;
-                    self.remote_total[f] += n;
-                    let span = self.flex_start[f]..self.flex_start[f + 1];
-                    match self.start {
-                        RemoteStart::Even => {
-                            let copies = self.flex_copies[f];
-                            for (&g, &m) in self.flex_gpu[span.clone()]
-                                .iter()
-                                .zip(&self.flex_mult[span])
-                            {
-                                let x = n * f64::from(m) / f64::from(copies.max(1));
-                                self.loads[g as usize] += x;
-                                self.remote[g as usize * f_n + f] += x;
-                            }
-                        }
-                        RemoteStart::Primary => {
-                            let p = self.primary[e] as usize;
-                            self.loads[p] += n;
-                            self.remote[p * f_n + f] += n;
-                        }
+                    RemoteStart::Primary => {
+                        let p = self.primary[e] as usize;
+                        self.loads[p] += n;
+                        self.remote[p * f_n + f] += n;
                     }
                 }
             }
+            _ => {
+                if let Some(&p) = self.primary.get(e)
+                    && (p as usize) < d
+                {
+                    self.loads[p as usize] += n;
+                    self.fixed_remote[e] += n;
+                }
+            }
         }
-        self.balance(epsilon)
     }
 
     /// Zeroes the per-call buffers.
