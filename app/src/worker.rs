@@ -396,13 +396,21 @@ impl WorkerState {
                 },
             };
             let stats = TraceStatsLite::from_stats(name.clone(), &work.trace().stats());
-            let ws = Workspace::of_workload_reusing(work, cluster, previous, &mut *progress)
-                .map_err(|e| e.to_string())?;
+            // A cluster change shows the static plans first: the per-batch
+            // planners (Libra) are planned by the request after it, the
+            // page's follow-up for the timeline (see `plan_pending`).
+            let defer = previous.is_some();
+            let ws =
+                Workspace::of_workload_deferring(work, cluster, previous, defer, &mut *progress)
+                    .map_err(|e| e.to_string())?;
             fresh = Some((ws, name, stats));
         }
         let asked = req.per_batch.as_ref().unwrap_or(&self.per_batch).clone();
         let mut fallback = self.per_batch_note.clone();
+        let pending = fresh.is_none() && self.workspace.as_ref().is_some_and(|ws| ws.has_pending());
         match &mut fresh {
+            // Deferred: planned, with the options asked, by the next request.
+            Some((ws, ..)) if ws.has_pending() => fallback = None,
             // A new workspace plans the per-batch planners at their
             // defaults: the options asked for are applied on top; options a
             // new trace cannot feed (a path-table predictor on counts) leave
@@ -414,6 +422,19 @@ impl WorkerState {
                 }
             }
             Some(_) => fallback = None,
+            None if pending => {
+                let ws = self.workspace.as_mut().ok_or("no trace yet")?;
+                // The options kept from before the cluster change fed this
+                // trace then; new ones that cannot are refused as ever.
+                match per_batch_settings(&asked).and_then(|s| plan_pending(ws, &s, progress)) {
+                    Ok(()) => fallback = None,
+                    Err(e) if asked == self.per_batch => {
+                        fallback = Some(format!("{e}: shown with its default options"));
+                        plan_pending(ws, &Settings::new(), progress)?;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
             None if asked != self.per_batch => {
                 // Only the per-batch planners: on an error nothing changed.
                 let settings = per_batch_settings(&asked)?;
@@ -748,6 +769,17 @@ fn per_batch_settings(options: &[(String, String)]) -> Result<Settings, String> 
     Ok(s)
 }
 
+/// Plans the per-batch planners a cluster change left for later.
+fn plan_pending(
+    ws: &mut Workspace,
+    settings: &Settings,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    ws.plan_pending(settings, progress)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 fn replan(ws: &mut Workspace, settings: &Settings) -> Result<(), String> {
     ws.replan_scheduled(settings).map_err(|e| e.to_string())
 }
@@ -962,6 +994,65 @@ mod tests {
 
     fn libra(u: &Update) -> Option<&Figures> {
         u.plans.iter().find(|p| p.name == "libra")
+    }
+
+    /// A cluster change answers the static plans and leaves Libra for the
+    /// next request (the page's follow-up), which plans it with the options
+    /// in use; the result is what planning the cluster whole gives.
+    #[test]
+    fn a_cluster_change_shows_libra_in_the_next_answer() {
+        let other = Cluster {
+            gpus_per_node: 4,
+            ..CLUSTER
+        };
+        let mut s = WorkerState::default();
+        s.handle(
+            &req(1, Some(gen_source()), Some(CLUSTER), Some(2)),
+            None,
+            || 0.0,
+            |_| {},
+        );
+        let mut options = req(2, None, None, Some(2));
+        options.per_batch = Some(vec![("extra_experts_per_gpu".into(), "2".into())]);
+        s.handle(&options, None, || 0.0, |_| {});
+        let mut phases = Vec::new();
+        let change = s.handle(
+            &req(3, None, Some(other), Some(2)),
+            None,
+            || 0.0,
+            |p| phases.push(p.to_string()),
+        );
+        let first = view_of(change);
+        let frame = first.frame.as_ref().expect("a new cluster is drawn afresh");
+        assert!(
+            !frame.plans.contains(&"libra".to_string()),
+            "{:?}",
+            frame.plans
+        );
+        assert!(
+            frame.notes.iter().any(|n| n.contains("shown next")),
+            "{:?}",
+            frame.notes
+        );
+        assert!(!phases.iter().any(|p| p.contains("(Libra)")), "{phases:?}");
+        let mut follow = req(4, None, None, Some(2));
+        follow.batches = true;
+        let mut phases = Vec::new();
+        let next = s.handle(&follow, None, || 0.0, |p| phases.push(p.to_string()));
+        let after = shown(&s, next);
+        assert!(phases.iter().any(|p| p.contains("(Libra)")), "{phases:?}");
+        assert!(!after.frame.notes.iter().any(|n| n.contains("shown next")));
+        // The same as a worker that loads the trace on that cluster with
+        // those options.
+        let mut whole = WorkerState::default();
+        let mut load = req(1, Some(gen_source()), Some(other), Some(2));
+        load.per_batch = options.per_batch.clone();
+        load.batches = true;
+        let fresh = whole.handle(&load, None, || 0.0, |_| {});
+        let whole = shown(&whole, fresh);
+        let find = |v: &Shown| v.plans.iter().find(|p| p.name == "libra").cloned();
+        assert!(find(&after).is_some());
+        assert_eq!(find(&after), find(&whole));
     }
 
     /// Libra's options re-plan Libra alone; a predictor the trace cannot

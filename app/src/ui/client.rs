@@ -778,7 +778,9 @@ impl Ctx {
                         r.head
                     ))),
                     // The timeline's follow-up answers nothing the user
-                    // asked: it leaves the status line (a message) alone.
+                    // asked: it leaves the status line (a message) alone,
+                    // unless it said what the follow-up was doing (Libra's
+                    // schedule, left by a cluster change for this answer).
                     None if matches!(
                         started,
                         Some(Pending {
@@ -787,7 +789,9 @@ impl Ctx {
                         })
                     ) =>
                     {
-                        None
+                        self.status
+                            .with_untracked(|s| matches!(s, Status::Busy(_)))
+                            .then_some(Status::Ready)
                     }
                     None => Some(Status::Ready),
                 };

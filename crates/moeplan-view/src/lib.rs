@@ -56,7 +56,7 @@ use moeplan::formats::PlanFormat;
 use moeplan::formats::plan_json::PlanMeta;
 use moeplan::judge::cost::{Prediction, Pricing};
 use moeplan::judge::eval::per_batch_imbalance;
-use moeplan::judge::{CostModel, Rule, Served, Strategy, price, simulate};
+use moeplan::judge::{CostModel, Rule, Served, Strategy, price, simulate_pairs};
 use moeplan::planners::eplb::GROUPS;
 use moeplan::planners::grace::{Grace, GraceAnalysis};
 use moeplan::planners::registry::{
@@ -98,6 +98,12 @@ pub struct Workspace {
     /// Every plan's traffic under `even` when tokens arrive evenly (the
     /// closed form: it does not depend on the plan).
     even_traffic: Option<PairTraffic>,
+    /// With sources (per-source counts or token routes): every batch as
+    /// one ([`Workload::one_batch`]). Under `even` a plan's pair traffic
+    /// is this one batch's, replayed in one step per layer instead of one
+    /// per batch and layer: what keeps a budget change on token routes
+    /// within a frame.
+    one_batch: Option<Workload>,
     /// GRACE as prepared, when it grouped by affinity (token routes): the
     /// page's GRACE views read its groups and curves.
     grace: Option<Arc<Grace>>,
@@ -245,6 +251,39 @@ impl Workspace {
         work: Workload,
         cluster: Cluster,
         previous: Option<&Workspace>,
+        phase: impl FnMut(&str),
+    ) -> Result<Workspace> {
+        Self::of_workload_deferring(work, cluster, previous, false, phase)
+    }
+
+    /// [`Workspace::of_workload_reusing`], leaving the per-batch planners
+    /// (Libra) unplanned when `defer_per_batch`: their schedules cost more
+    /// than every static plan together (the page's default: ~0.5 s of a
+    /// 0.7 s cluster change), so the page answers a cluster change with the
+    /// static plans and asks [`Workspace::plan_pending`] for the rest next.
+    ///
+    /// ```
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::{planners::registry::Settings, synth::generator, data::model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+    /// let work = moeplan::Workload::new(t);
+    /// let c = Cluster { nodes: 1, gpus_per_node: 8, groups: 1 };
+    /// let mut ws = Workspace::of_workload_deferring(work.clone(), c, None, true, |_| {})?;
+    /// let names = |ws: &Workspace| -> Vec<String> {
+    ///     ws.view(Some(2), 0).unwrap().plans.iter().map(|p| p.name.clone()).collect()
+    /// };
+    /// assert!(ws.has_pending() && !names(&ws).contains(&"libra".to_string()));
+    /// assert!(ws.plan_pending(&Settings::new(), |_| {})?);
+    /// let whole = Workspace::of_workload(work, c, |_| {})?;
+    /// assert!(!ws.has_pending() && names(&ws).contains(&"libra".to_string()));
+    /// assert_eq!(ws.view(Some(2), 0)?, whole.view(Some(2), 0)?);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn of_workload_deferring(
+        work: Workload,
+        cluster: Cluster,
+        previous: Option<&Workspace>,
+        defer_per_batch: bool,
         mut phase: impl FnMut(&str),
     ) -> Result<Workspace> {
         // Reused only for the very same routes: the analysis is theirs.
@@ -267,6 +306,18 @@ impl Workspace {
         let mut auto_r = 0;
         let mut grace_ready = None;
         for planner in registry().iter().copied().filter(|p| shown(*p, &work)) {
+            if defer_per_batch
+                && planner.per_batch()
+                && too_large_per_batch(&work, topology).is_none()
+            {
+                entries.push(Entry {
+                    id: planner.id(),
+                    display: planner.display(),
+                    state: State::Pending,
+                    notes: Vec::new(),
+                });
+                continue;
+            }
             phase(&planner.preparing());
             let slider = planner.budget_unit() == Some(Unit::ReplicasPerGpu);
             let prepared = if planner.id() == grace::ID && work.tokens().is_some() {
@@ -325,7 +376,12 @@ impl Workspace {
             }
         });
         let mean = Workload::new(work.trace().mean_batch());
+        let one_batch = match work.num_sources() {
+            Some(_) => Some(work.one_batch()?),
+            None => None,
+        };
         Ok(Workspace {
+            one_batch,
             mean,
             priced: Arc::default(),
             summed,
@@ -458,7 +514,7 @@ impl Workspace {
     }
 
     /// [`Workspace::view`] with every plan's balance and traffic measured by
-    /// [`simulate`] under `rule`. Under [`Rule::Even`] the figures are
+    /// [`simulate`](moeplan::judge::simulate) under `rule`. Under [`Rule::Even`] the figures are
     /// exactly [`Workspace::view`]'s (CRAFT's from its preparation, the
     /// others' from [`evaluate`]) and the traffic is the closed form of even
     /// arrival (no replay: a budget change stays as cheap as before). A plan the
@@ -599,12 +655,16 @@ impl Workspace {
             let planner = entry.id.planner()?;
             match &entry.state {
                 State::Failed(e) => notes.push(format!("{}: {e}", entry.display)),
+                State::Pending => notes.push(format!(
+                    "{}: re-placing every batch for this cluster, shown next",
+                    entry.display
+                )),
                 State::Fixed(fixed) => {
                     let mut f = figures(planner, fixed.budget, &fixed.report);
                     f.per_batch_imbalance = self.fixed_batches(fixed, batches)?;
                     match (rule, self.even_traffic) {
                         (Rule::Even, Some(t)) => f.traffic = t,
-                        (Rule::Even, None) => f.traffic = self.fixed_under(fixed, rule)?.traffic,
+                        (Rule::Even, None) => f.traffic = self.fixed_even_traffic(fixed)?,
                         _ => self.fixed_under(fixed, rule)?.apply(&mut f),
                     }
                     if let Some(p) = pricing {
@@ -741,8 +801,32 @@ impl Workspace {
         Some(set.resolved_for(spec))
     }
 
+    /// A plan's pair traffic under `even` on a workload with sources: the
+    /// replay of every batch summed into one ([`Workspace::one_batch`]);
+    /// the sum of the batches' to rounding.
+    fn sources_even_traffic(&self, plan: &Plan) -> Result<PairTraffic> {
+        let work = self.one_batch.as_ref().unwrap_or(&self.work);
+        let r = simulate_pairs(work, &Strategy::fixed(plan.clone(), Rule::Even), &self.cost)?;
+        Ok(PairTraffic::from(&r.traffic))
+    }
+
+    /// [`Workspace::sources_even_traffic`] of a fixed plan, kept.
+    fn fixed_even_traffic(&self, fixed: &Fixed) -> Result<PairTraffic> {
+        if let Ok(kept) = fixed.even_traffic.lock() {
+            if let Some(t) = *kept {
+                return Ok(t);
+            }
+        }
+        let t = self.sources_even_traffic(&fixed.plan)?;
+        if let Ok(mut kept) = fixed.even_traffic.lock() {
+            *kept = Some(t);
+        }
+        Ok(t)
+    }
+
     fn measure(&self, plan: &Plan, rule: Rule) -> Result<Measured> {
-        let r = simulate(&self.work, &Strategy::fixed(plan.clone(), rule), &self.cost)?;
+        // The view shows pair traffic, not token messages: left out.
+        let r = simulate_pairs(&self.work, &Strategy::fixed(plan.clone(), rule), &self.cost)?;
         Ok(Measured {
             balancedness: r.balancedness,
             imbalance_ratio: r.imbalance_ratio,
@@ -784,9 +868,10 @@ impl Workspace {
                 f.per_batch_imbalance = self.slider_batches(planner.id(), planned, batches)?;
             }
             (Rule::Even, None) => {
-                let m = self.measure(&planned.plan, rule)?;
-                f.traffic = m.traffic;
-                f.per_batch_imbalance = m.per_batch;
+                // Balance under `even` is the evaluator's whatever the
+                // sources; the traffic is the one summed batch's.
+                f.traffic = self.sources_even_traffic(&planned.plan)?;
+                f.per_batch_imbalance = self.slider_batches(planner.id(), planned, batches)?;
             }
             _ => self.measure(&planned.plan, rule)?.apply(&mut f),
         }
@@ -858,15 +943,45 @@ impl Workspace {
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn replan_scheduled(&mut self, settings: &Settings) -> Result<()> {
+        self.replan_per_batch(settings, false, |_| {}).map(|_| ())
+    }
+
+    /// Whether a per-batch planner waits for [`Workspace::plan_pending`]
+    /// (see [`Workspace::of_workload_deferring`]).
+    pub fn has_pending(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|e| matches!(e.state, State::Pending))
+    }
+
+    /// Plans the per-batch planners left pending, with `settings` (their
+    /// options); whether there were any. On an error nothing changes.
+    pub fn plan_pending(&mut self, settings: &Settings, phase: impl FnMut(&str)) -> Result<bool> {
+        if !self.has_pending() {
+            return Ok(false);
+        }
+        self.replan_per_batch(settings, true, phase).map(|_| true)
+    }
+
+    fn replan_per_batch(
+        &mut self,
+        settings: &Settings,
+        only_pending: bool,
+        mut phase: impl FnMut(&str),
+    ) -> Result<()> {
         let settings = settings
             .clone()
             .with(GROUPS.name, Value::Count(self.cluster.groups))?;
         let mut next = Vec::new();
         for (i, entry) in self.entries.iter().enumerate() {
             let planner = entry.id.planner()?;
-            if !planner.per_batch() || too_large_per_batch(&self.work, self.topology).is_some() {
+            if !planner.per_batch()
+                || too_large_per_batch(&self.work, self.topology).is_some()
+                || (only_pending && !matches!(entry.state, State::Pending))
+            {
                 continue;
             }
+            phase(&planner.preparing());
             let ready = prepare(planner, &self.work, self.topology, &settings)?;
             let planned = ready.plan(None)?;
             let Some(s) = ready.schedule(&planned.plan, &self.work)? else {
@@ -980,6 +1095,7 @@ pub fn focus_spec() -> Option<&'static moeplan::planners::PlannerSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use moeplan::judge::simulate;
     use moeplan::{data::model, synth::generator};
 
     /// The closed form the view uses under `even` is the simulator's.
@@ -1010,6 +1126,57 @@ mod tests {
             assert!((x - y).abs() <= 1e-9 * y.abs().max(1.0), "{x} vs {y}");
         }
         assert_eq!(v.rule, "even");
+    }
+
+    /// With token routes, every plan's traffic under `even` (the one summed
+    /// batch's) and its series (the evaluator's) are the full replay's.
+    #[test]
+    fn token_routes_even_traffic_is_the_simulators() {
+        use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+        let tokens = generate_tokens(&TokenGenConfig::new(
+            model::preset("deepseek-v2-lite").unwrap(),
+            6 * 128,
+        ))
+        .unwrap();
+        let work = Workload::from_tokens(tokens, 128).unwrap();
+        let cluster = Cluster {
+            nodes: 2,
+            gpus_per_node: 4,
+            groups: 1,
+        };
+        let ws = Workspace::of_workload(work, cluster, |_| {}).unwrap();
+        let v = ws.view_with_batches(Some(2), 0, Rule::Even).unwrap();
+        let mut checked = 0;
+        for (i, entry) in ws.entries.iter().enumerate() {
+            let plan = match &entry.state {
+                State::Fixed(f) => f.plan.clone(),
+                State::Slider(_) if i == ws.focus => ws.focus_plan(Some(2)).unwrap(),
+                _ => continue,
+            };
+            let name = entry.id.to_string();
+            let shown = v.plans.iter().find(|p| p.name == name).unwrap();
+            let sim = simulate(&ws.work, &Strategy::fixed(plan, Rule::Even), &ws.cost).unwrap();
+            let (a, b) = (&shown.traffic, &sim.traffic);
+            for (x, y) in [
+                (a.pairs, b.pairs),
+                (a.local, b.local),
+                (a.intra_node, b.intra_node),
+                (a.cross_node, b.cross_node),
+                (a.cross_node_bytes, b.cross_node_bytes),
+            ] {
+                assert!(
+                    (x - y).abs() <= 1e-9 * y.abs().max(1.0),
+                    "{name}: {x} vs {y}"
+                );
+            }
+            assert!(b.cross_node > 0.0 && b.local > 0.0, "{name}: {b:?}");
+            assert_eq!(
+                shown.per_batch_imbalance, sim.per_batch_imbalance_ratio,
+                "{name}"
+            );
+            checked += 1;
+        }
+        assert!(checked >= 4, "checked {checked} plans");
     }
 
     /// The per-batch series the page's timeline draws are the simulator's:

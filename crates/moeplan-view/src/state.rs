@@ -36,6 +36,10 @@ pub(crate) enum State {
     Slider(Arc<dyn Prepared>),
     /// Re-places per batch (Libra): its schedule replayed once.
     Scheduled(Box<Scheduled>),
+    /// A per-batch planner not planned yet: a cluster change is answered
+    /// without it, and [`crate::Workspace::plan_pending`] plans it for the
+    /// answer after (the page's follow-up), so the static plans show first.
+    Pending,
 }
 
 /// A plan the budget does not move: its replay under `even`, and its
@@ -50,6 +54,9 @@ pub(crate) struct Fixed {
     /// it (a replay a cluster change does not pay).
     pub(crate) per_batch: Arc<Mutex<Option<Vec<f64>>>>,
     pub(crate) under: Arc<Mutex<Option<(Rule, Measured)>>>,
+    /// Its pair traffic under `even` on a workload with sources, once a
+    /// view asked for it (it does not move with the budget).
+    pub(crate) even_traffic: Arc<Mutex<Option<PairTraffic>>>,
 }
 
 /// A per-batch planner's schedule ([`Prepared::schedule`]) replayed under
@@ -178,6 +185,7 @@ pub(crate) fn plan_at_default(
                     report,
                     per_batch,
                     under: Arc::default(),
+                    even_traffic: Arc::default(),
                 })))
             }
         });

@@ -4,14 +4,14 @@
 //! and for information `SglangStatic`, `LocalFirst` and `Optimal`. Then
 //! the page's token-route default (DeepSeek-V3, 64 batches of 128 generated
 //! tokens, 8 × 8 GPUs, EPLB +64) under `even` and `local-first`: the replay
-//! counts every token's messages (`MessageTally`), what a budget change
-//! pays on that page.
+//! counts every token's messages (`MessageTally`); `pairs` the same replay
+//! without them (`simulate_pairs`), what a budget change pays on that page.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use moeplan::Workload;
-use moeplan::judge::{CostModel, Rule, SglangVersion, Strategy, simulate};
+use moeplan::judge::{CostModel, Rule, SglangVersion, Strategy, simulate, simulate_pairs};
 use moeplan::planners::{EplbConfig, eplb};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{Topology, data::model};
@@ -66,6 +66,9 @@ fn routes(c: &mut Criterion) {
         let strategy = Strategy::fixed(plan.clone(), rule);
         group.bench_function(rule.name(), |b| {
             b.iter(|| simulate(black_box(&work), &strategy, &cost).unwrap())
+        });
+        group.bench_function(format!("{} pairs", rule.name()), |b| {
+            b.iter(|| simulate_pairs(black_box(&work), &strategy, &cost).unwrap())
         });
     }
     group.finish();

@@ -295,6 +295,17 @@ impl LoadTrace {
         }
     }
 
+    /// Every batch's counts summed into one batch, the trace's model kept.
+    pub fn summed_batch(&self) -> LoadTrace {
+        LoadTrace {
+            counts: self.summed().insert_axis(Axis(0)),
+            layer_ids: self.layer_ids.clone(),
+            model_layers: self.model_layers,
+            top_k: self.top_k,
+            model: self.model.clone(),
+        }
+    }
+
     /// The batches in `range` as a trace of their own.
     pub fn slice_batches(&self, range: std::ops::Range<usize>) -> Result<LoadTrace> {
         if range.start >= range.end || range.end > self.num_batches() {

@@ -296,6 +296,58 @@ impl Workload {
         &self.sources
     }
 
+    /// Every batch as one: the counts summed over batches, and so the
+    /// per-source counts (token routes become per-source counts; even
+    /// arrival stays even). Under a rule whose split of an expert's pairs
+    /// does not depend on the batch (`even`), the pair traffic of this one
+    /// batch is the sum of the batches', at `1 / B` of a replay's cost.
+    ///
+    /// ```
+    /// use moeplan::judge::{simulate, CostModel, Rule, Strategy};
+    /// use moeplan::{Workload, data::model::preset, planners::contiguous::contiguous, data::topology::Topology};
+    /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+    /// let tokens = generate_tokens(&TokenGenConfig::new(preset("deepseek-v2-lite")?, 512))?;
+    /// let work = Workload::from_tokens(tokens, 128)?;
+    /// let one = work.one_batch()?;
+    /// assert_eq!((one.trace().num_batches(), one.num_sources()), (1, work.num_sources()));
+    /// let s = Strategy::fixed(contiguous(work.trace(), Topology::new(2, 4)?)?, Rule::Even);
+    /// let (all, summed) = (simulate(&work, &s, &CostModel::default())?, simulate(&one, &s, &CostModel::default())?);
+    /// assert!((all.traffic.cross_node - summed.traffic.cross_node).abs() < 1e-9 * all.traffic.pairs);
+    /// assert_eq!(all.traffic.pairs, summed.traffic.pairs);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn one_batch(&self) -> Result<Workload> {
+        let trace = self.trace.summed_batch();
+        let (l_n, e_n) = (trace.num_layers(), trace.num_experts());
+        let by_source = match &self.sources {
+            Sources::Even => None,
+            Sources::Counts(a) => Some(a.sum_axis(Axis(0)).insert_axis(Axis(0))),
+            Sources::Tokens { tokens, ranks, .. } => {
+                let mut a = Array4::zeros((1, l_n, *ranks, e_n));
+                let rank = tokens.source_rank();
+                for l in 0..l_n {
+                    let routes = tokens.routes(l);
+                    let mut layer = a.slice_mut(s![0, l, .., ..]);
+                    for (t, &r) in rank.iter().enumerate() {
+                        for &e in routes.row(t) {
+                            layer[[r as usize, e as usize]] += 1.0;
+                        }
+                    }
+                }
+                Some(a)
+            }
+        };
+        let one = Workload {
+            trace,
+            sources: Sources::Even,
+            affinity: self.affinity.clone(),
+        };
+        match by_source {
+            None => Ok(one),
+            Some(a) => one.with_sources(a),
+        }
+    }
+
     /// Counts of batch `b`, layer index `l` per (source, expert), `S × E`
     /// row-major, in `scratch` (reused; no allocation once it is large
     /// enough).

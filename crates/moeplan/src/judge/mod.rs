@@ -260,7 +260,36 @@ pub const PREDICTED_IN_SAMPLE: &str =
 /// ```
 pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> Result<Report> {
     let segments = segments(&strategy.placement, workload.trace().num_batches())?;
-    simulate_parts(workload, &segments, strategy.rule, cost)
+    simulate_parts(workload, &segments, strategy.rule, cost, true)
+}
+
+/// [`simulate`] without token messages (`traffic.messages` is `None`):
+/// balance and pair traffic only, for a view that shows no messages. On
+/// token routes counting them is a pass over every token of every batch
+/// and layer, most of a replay's time (the page's DeepSeek-V3 default with
+/// routes: see `docs/speed.md`).
+///
+/// ```
+/// use moeplan::judge::{simulate, simulate_pairs, CostModel, Rule, Strategy};
+/// use moeplan::{Workload, data::model::preset, planners::contiguous::contiguous, data::topology::Topology};
+/// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+/// let tokens = generate_tokens(&TokenGenConfig::new(preset("deepseek-v2-lite")?, 512))?;
+/// let work = Workload::from_tokens(tokens, 256)?;
+/// let plan = contiguous(work.trace(), Topology::new(2, 4)?)?;
+/// let s = Strategy::fixed(plan, Rule::Even);
+/// let (full, pairs) = (simulate(&work, &s, &CostModel::default())?, simulate_pairs(&work, &s, &CostModel::default())?);
+/// assert!(full.traffic.messages.is_some() && pairs.traffic.messages.is_none());
+/// assert_eq!(full.balancedness, pairs.balancedness);
+/// assert_eq!(full.traffic.cross_node, pairs.traffic.cross_node);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn simulate_pairs(
+    workload: &Workload,
+    strategy: &Strategy,
+    cost: &CostModel,
+) -> Result<Report> {
+    let segments = segments(&strategy.placement, workload.trace().num_batches())?;
+    simulate_parts(workload, &segments, strategy.rule, cost, false)
 }
 
 /// [`simulate`] of borrowed plans over batch ranges (checked to cover every
@@ -270,6 +299,7 @@ pub(crate) fn simulate_parts(
     segments: &[(Range<usize>, &Plan)],
     rule: Rule,
     cost: &CostModel,
+    messages: bool,
 ) -> Result<Report> {
     let trace = workload.trace();
     let (b_n, l_n) = (trace.num_batches(), trace.num_layers());
@@ -308,6 +338,9 @@ pub(crate) fn simulate_parts(
     // one falls back to the workload's own loads.
     let profiled = segments.iter().all(|(_, p)| p.profile().is_some());
     let mut engine = replay::Engine::new(topology, rule, workload, profiled);
+    if !messages {
+        engine = engine.without_messages();
+    }
     let mut per_layer = Vec::with_capacity(l_n);
     let mut per_layer_ir = Vec::with_capacity(l_n);
     let mut per_batch = vec![0.0; b_n];

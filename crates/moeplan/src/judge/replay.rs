@@ -88,6 +88,8 @@ pub(crate) struct Engine {
     /// Token messages of the last step, counted only with token routes.
     pub messages: MessageTally,
     counts_messages: bool,
+    /// Token messages left out ([`Engine::without_messages`]).
+    skip_messages: bool,
     /// `Optimal`'s and `Libra`'s per-batch split, per (source, expert).
     dests: Dests,
 }
@@ -148,13 +150,22 @@ impl Engine {
             predicted: Vec::new(),
             messages: MessageTally::default(),
             counts_messages: tokens,
+            skip_messages: false,
             dests: Dests::default(),
         }
     }
 
-    /// Whether steps count token messages (the workload has token routes).
+    /// Whether steps count token messages (the workload has token routes,
+    /// and they were not left out: [`Engine::without_messages`]).
     pub fn counts_messages(&self) -> bool {
-        self.counts_messages
+        self.counts_messages && !self.skip_messages
+    }
+
+    /// Steps that leave token messages out: a replay that needs only loads
+    /// and pair traffic skips a pass over every token of the batch.
+    pub fn without_messages(mut self) -> Self {
+        self.skip_messages = true;
+        self
     }
 
     /// Loads the placement of layer index `l`; `map` is its SGLang static
@@ -325,7 +336,7 @@ impl Engine {
                 self.tally.finish();
             }
         }
-        if self.counts_messages && self.mode != Mode::VllmTokens {
+        if self.counts_messages() && self.mode != Mode::VllmTokens {
             self.count_messages(workload, b, l, row);
         }
         let (balancedness, imbalance) = match optimum {
@@ -407,11 +418,14 @@ impl Engine {
         let routes = tokens.routes(l);
         let rank = tokens.source_rank();
         let top_k = tokens.top_k();
+        let messages = self.counts_messages();
         for t in workload.batch_range(b, *batch_tokens) {
             let s = rank[t] as usize;
             let i = self.token_index[s];
             self.token_index[s] += 1;
-            self.messages.begin();
+            if messages {
+                self.messages.begin();
+            }
             for (k, &e) in routes.row(t).iter().enumerate() {
                 let cand = self.view.copies(e as usize);
                 if cand.is_empty() {
@@ -421,9 +435,13 @@ impl Engine {
                 let g = self.view.slot_gpu[cand[p % cand.len()] as usize] as usize;
                 self.loads[g] += 1.0;
                 self.tally.pair(s, g, 1.0);
-                self.messages.pair_to(g as u32);
+                if messages {
+                    self.messages.pair_to(g as u32);
+                }
             }
-            self.messages.end(s);
+            if messages {
+                self.messages.end(s);
+            }
         }
     }
 

@@ -239,7 +239,7 @@ fn replay(
     let sim = match served {
         Served::Plan { plan, rule } => {
             let all = 0..work.trace().num_batches();
-            super::simulate_parts(work, &[(all, plan)], rule, timed)?
+            super::simulate_parts(work, &[(all, plan)], rule, timed, true)?
         }
         Served::Schedule { schedule, .. } => simulate(work, &schedule.strategy, timed)?,
     };
