@@ -1031,6 +1031,34 @@ async function main() {
       });
     });
 
+    // 7b. Long work shows a progress bar after 0.4 s, with Cancel: the file
+    // that takes longest to read (1.6 s) is cancelled while it reads, and the
+    // previous trace and plans come back, said as information.
+    await section("progress and cancel", async () => {
+      const pc = await openPage(browser, origin, "#r=8");
+      pages.push(pc);
+      const before = { summary: await summary(pc), trace: await text(pc, "#trace-info") };
+      check("no progress bar while the page is ready", !(await pc.locator("#busy").isVisible()));
+      const t0 = Date.now();
+      await pc.setInputFiles("#file", path.join(brokenDir, "npz-bomb-lying.npz"));
+      await pc.locator("#busy").waitFor({ state: "visible", timeout: 10000 });
+      const shownAfter = Date.now() - t0;
+      const working = await statusOf(pc);
+      check("long work: a progress bar and what is happening", /^working: .*npz-bomb-lying/.test(working.text)
+        && await pc.locator("#busy progress").isVisible(), `${working.text} (bar shown after ${shownAfter} ms)`);
+      await pc.click("#cancel");
+      await pc.waitForFunction(() => /the previous trace and plans are back$/.test(
+        document.querySelector("#status")?.textContent.trim() ?? ""), null, { timeout: 30000 });
+      const st = await statusOf(pc);
+      check("Cancel: one message saying what was cancelled, not an error",
+        /^cancelled while reading npz-bomb-lying\.npz; the previous trace and plans are back$/.test(st.text)
+        && /ready/.test(st.cls) && (await visibleErrors(pc)).length === 0 && st.restarts === 1, st.text);
+      check("Cancel: the previous trace and plans are shown", (await text(pc, "#trace-info")) === before.trace
+        && (await summary(pc)) === before.summary && !(await pc.locator("#busy").isVisible()));
+      const b = await setBudget(pc, 3);
+      check("Cancel: the page works on after it", /ready/.test(b.status), `R=3: ${b.replicas} replicas`);
+    });
+
     const shot = argValue("--screenshot");
     if (shot) {
       await section("screenshot", async () => {

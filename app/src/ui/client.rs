@@ -187,6 +187,8 @@ pub(super) struct Restoring {
     id: Option<u64>,
     what: String,
     head: String,
+    /// A Cancel, not a failure: said as information once restored.
+    cancelled: bool,
 }
 
 /// The page's one worker, and what is on its way to it.
@@ -216,6 +218,8 @@ pub(super) enum Cause {
     Panic(String),
     /// No answer within this many milliseconds.
     Silent(f64),
+    /// The person pressed Cancel while it worked.
+    Cancelled,
 }
 
 impl Cause {
@@ -231,6 +235,7 @@ impl Cause {
             Cause::Error(m) => m.clone(),
             Cause::Silent(ms) if *ms < 10_000.0 => format!("no answer within {:.1} s", ms / 1000.0),
             Cause::Silent(ms) => format!("no answer within {:.0} s", ms / 1000.0),
+            Cause::Cancelled => "cancelled".into(),
         }
     }
 }
@@ -572,6 +577,11 @@ impl Ctx {
         };
         let json = serde_json::to_string(&req).ok()?;
         let reading = matches!(source, Some(ResendableSource::File(..)));
+        // What the status line says while it works: a file by its name.
+        let doing = match &source {
+            Some(ResendableSource::File(name, _)) => format!("reading {name}"),
+            _ => "planning".into(),
+        };
         self.pending.update_value(|p| {
             p.insert(
                 id,
@@ -585,7 +595,7 @@ impl Ctx {
             );
         });
         if matches!(kind, Kind::Trace | Kind::Cluster | Kind::Export) {
-            self.status.set(Status::Busy("planning".into()));
+            self.status.set(Status::Busy(doing));
         }
         if kind == Kind::Cross {
             self.status.set(Status::Busy(
@@ -714,8 +724,13 @@ impl Ctx {
                 if phase != READING_PHASE {
                     self.disarm_watchdog(id);
                 }
-                // A restore keeps the message that explains it.
-                if !self.restoring(id) {
+                // A restore keeps the message that explains it; "reading
+                // the file" keeps the page's own words, which name the file.
+                let named = phase == READING_PHASE
+                    && self.status.with_untracked(
+                        |s| matches!(s, Status::Busy(p) if p.starts_with("reading ")),
+                    );
+                if !self.restoring(id) && !named {
                     self.status.set(Status::Busy(phase));
                 }
             }
@@ -773,6 +788,10 @@ impl Ctx {
                     self.refresh_serving();
                 }
                 let status = match restored {
+                    Some(r) if r.cancelled => Some(Status::Info(format!(
+                        "{}; the previous trace and plans are back",
+                        r.head
+                    ))),
                     Some(r) => Some(Status::Error(format!(
                         "{}; restarted it with the previous trace",
                         r.head
@@ -937,6 +956,16 @@ impl Ctx {
         }
     }
 
+    /// Stops the work in progress (the Cancel beside the progress bar): the
+    /// worker cannot be interrupted mid-computation, so it is replaced, as a
+    /// worker that died is, by a fresh one given the last trace it accepted
+    /// — the previous trace, cluster and plans, said as information.
+    pub(super) fn cancel(self) {
+        if self.status.with_untracked(|s| matches!(s, Status::Busy(_))) {
+            self.died(self.generation(), Cause::Cancelled);
+        }
+    }
+
     /// Worker number `generation` is gone: say so, start a fresh one, and
     /// send it the last trace the old one accepted.
     pub(super) fn died(self, generation: u32, cause: Cause) {
@@ -999,7 +1028,12 @@ impl Ctx {
             )));
             return;
         }
-        let head = format!("the planning worker stopped{doing} ({reason})");
+        let cancelled = matches!(cause, Cause::Cancelled);
+        let head = if cancelled {
+            format!("cancelled{doing}")
+        } else {
+            format!("the planning worker stopped{doing} ({reason})")
+        };
         let good = self.good.get_value();
         let Some(kept) = good.source else {
             self.status.set(Status::Error(format!(
@@ -1018,18 +1052,42 @@ impl Ctx {
                 s.groups = cluster.groups;
             });
         }
+        // A cancelled generation leaves the fields at what was asked: they
+        // go back to the trace shown.
+        if let ResendableSource::Generated(Source::Generate {
+            preset,
+            batches,
+            seed,
+            routes,
+        }) = &kept
+        {
+            let same = self.settings.with_untracked(|s| {
+                (&s.preset, s.batches, s.seed, s.routes) == (preset, *batches, *seed, *routes)
+            });
+            if !same {
+                self.settings.update(|s| {
+                    s.preset = preset.clone();
+                    s.batches = *batches;
+                    s.seed = *seed;
+                    s.routes = *routes;
+                });
+            }
+        }
         let what = match &kept {
             ResendableSource::File(name, _) => name.clone(),
             ResendableSource::Generated(_) => "the generated trace".into(),
         };
-        self.status.set(Status::Error(format!(
-            "{head}; restarting it with the previous trace…"
-        )));
+        self.status.set(if cancelled {
+            Status::Info(format!("{head}; bringing the previous trace back…"))
+        } else {
+            Status::Error(format!("{head}; restarting it with the previous trace…"))
+        });
         self.conn.update_value(|c| {
             c.restoring = Some(Restoring {
                 id: None,
                 what,
                 head: head.clone(),
+                cancelled,
             });
         });
         match kept {

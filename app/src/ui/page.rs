@@ -291,6 +291,13 @@ pub fn App() -> impl IntoView {
                     class=move || status.with(Status::class)>
                     {move || status.with(Status::text)}
                 </p>
+                // Long work (a large file, GRACE's clustering, the matrix):
+                // shown after 0.4 s of it (style.css), so a quick change
+                // never flashes it; Cancel keeps the previous state.
+                <div id="busy" class="busy" hidden=move || !status.with(|s| matches!(s, Status::Busy(_)))>
+                    <progress aria-label="working"></progress>
+                    <button id="cancel" on:click=move |_| ctx.cancel()>"Cancel"</button>
+                </div>
                 <p id="timings" class="timings"
                     data-budget-ms=move || timings.with(|t| t.budget.map(|x| format!("{x:.2}")).unwrap_or_default())
                     data-cluster-ms=move || timings.with(|t| t.cluster.map(|x| format!("{x:.1}")).unwrap_or_default())
