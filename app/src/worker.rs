@@ -992,6 +992,18 @@ mod tests {
         assert_eq!(shown(&s, again), v1);
     }
 
+    /// A worker that has planned the generated trace on [`CLUSTER`], R = 2.
+    fn loaded() -> WorkerState {
+        let mut s = WorkerState::default();
+        view_of(s.handle(
+            &req(1, Some(gen_source()), Some(CLUSTER), Some(2)),
+            None,
+            || 0.0,
+            |_| {},
+        ));
+        s
+    }
+
     fn libra(u: &Update) -> Option<&Figures> {
         u.plans.iter().find(|p| p.name == "libra")
     }
@@ -1005,13 +1017,7 @@ mod tests {
             gpus_per_node: 4,
             ..CLUSTER
         };
-        let mut s = WorkerState::default();
-        s.handle(
-            &req(1, Some(gen_source()), Some(CLUSTER), Some(2)),
-            None,
-            || 0.0,
-            |_| {},
-        );
+        let mut s = loaded();
         let mut options = req(2, None, None, Some(2));
         options.per_batch = Some(vec![("extra_experts_per_gpu".into(), "2".into())]);
         s.handle(&options, None, || 0.0, |_| {});
@@ -1371,13 +1377,7 @@ mod tests {
 
     #[test]
     fn export_formats() {
-        let mut s = WorkerState::default();
-        s.handle(
-            &req(1, Some(gen_source()), Some(CLUSTER), Some(2)),
-            None,
-            || 0.0,
-            |_| {},
-        );
+        let mut s = loaded();
         let mut r = req(2, None, None, Some(2));
         r.export = Some("sglang".into());
         match s.handle(&r, None, || 0.0, |_| {}) {
@@ -1423,13 +1423,7 @@ mod tests {
 
     #[test]
     fn a_failing_step_after_planning_keeps_the_previous_trace() {
-        let mut s = WorkerState::default();
-        view_of(s.handle(
-            &req(1, Some(gen_source()), Some(CLUSTER), Some(2)),
-            None,
-            || 0.0,
-            |_| {},
-        ));
+        let mut s = loaded();
         let before = summary(&mut s);
         let other = Source::Generate {
             preset: "olmoe".into(),
@@ -1468,13 +1462,7 @@ mod tests {
             .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
             .filter_map(|l| l.split_once('\t'))
             .collect();
-        let mut s = WorkerState::default();
-        view_of(s.handle(
-            &req(1, Some(gen_source()), Some(CLUSTER), Some(2)),
-            None,
-            || 0.0,
-            |_| {},
-        ));
+        let mut s = loaded();
         let before = summary(&mut s);
         let mut files: Vec<_> = std::fs::read_dir(dir)
             .unwrap()

@@ -1098,6 +1098,22 @@ mod tests {
     use moeplan::judge::simulate;
     use moeplan::{data::model, synth::generator};
 
+    /// Two plans' pair traffic, equal to rounding.
+    fn same_traffic(a: &PairTraffic, b: &PairTraffic, what: &str) {
+        for (x, y) in [
+            (a.pairs, b.pairs),
+            (a.local, b.local),
+            (a.intra_node, b.intra_node),
+            (a.cross_node, b.cross_node),
+            (a.cross_node_bytes, b.cross_node_bytes),
+        ] {
+            assert!(
+                (x - y).abs() <= 1e-9 * y.abs().max(1.0),
+                "{what}: {x} vs {y}"
+            );
+        }
+    }
+
     /// The closed form the view uses under `even` is the simulator's.
     #[test]
     fn even_traffic_is_the_simulators() {
@@ -1115,16 +1131,11 @@ mod tests {
         let v = ws.view(Some(3), 0).unwrap();
         let plan = ws.focus_plan(Some(3)).unwrap();
         let sim = simulate(&ws.work, &Strategy::fixed(plan, Rule::Even), &ws.cost).unwrap();
-        let (a, b) = (v.plans[2].traffic, PairTraffic::from(&sim.traffic));
-        for (x, y) in [
-            (a.pairs, b.pairs),
-            (a.local, b.local),
-            (a.intra_node, b.intra_node),
-            (a.cross_node, b.cross_node),
-            (a.cross_node_bytes, b.cross_node_bytes),
-        ] {
-            assert!((x - y).abs() <= 1e-9 * y.abs().max(1.0), "{x} vs {y}");
-        }
+        same_traffic(
+            &v.plans[2].traffic,
+            &PairTraffic::from(&sim.traffic),
+            "craft",
+        );
         assert_eq!(v.rule, "even");
     }
 
@@ -1156,19 +1167,8 @@ mod tests {
             let name = entry.id.to_string();
             let shown = v.plans.iter().find(|p| p.name == name).unwrap();
             let sim = simulate(&ws.work, &Strategy::fixed(plan, Rule::Even), &ws.cost).unwrap();
-            let (a, b) = (&shown.traffic, &sim.traffic);
-            for (x, y) in [
-                (a.pairs, b.pairs),
-                (a.local, b.local),
-                (a.intra_node, b.intra_node),
-                (a.cross_node, b.cross_node),
-                (a.cross_node_bytes, b.cross_node_bytes),
-            ] {
-                assert!(
-                    (x - y).abs() <= 1e-9 * y.abs().max(1.0),
-                    "{name}: {x} vs {y}"
-                );
-            }
+            same_traffic(&shown.traffic, &PairTraffic::from(&sim.traffic), &name);
+            let b = &sim.traffic;
             assert!(b.cross_node > 0.0 && b.local > 0.0, "{name}: {b:?}");
             assert_eq!(
                 shown.per_batch_imbalance, sim.per_batch_imbalance_ratio,
