@@ -30,9 +30,10 @@ pub const MAX_FILE_BYTES: u64 = MAX_TRACE_MIB << 20;
 pub const BUDGET_HINT: &str = "the page reads files that expand to at most 512 MiB; \
 use the moeplan CLI with --max-trace-mib for larger ones";
 
-/// The phase the worker reports while it reads a file (the page's read
-/// deadline runs until a later phase or an answer arrives).
-pub const READING_PHASE: &str = "reading the file";
+/// How the phase the worker reports while it reads begins (`reading
+/// big.pt`, `reading the files`): the page's read deadline runs until a
+/// later phase or an answer arrives.
+pub const READING_PHASE: &str = "reading";
 
 /// The budget the worker reads every file with.
 ///
@@ -669,7 +670,7 @@ fn read_cross(
     if let Some(message) = too_large("these files together", total as f64) {
         return Err(message);
     }
-    progress(READING_PHASE);
+    progress(&format!("{READING_PHASE} the files"));
     let options = ReadOptions {
         budget: Budget::mib(MAX_TRACE_MIB / n as u64).with_hint(BUDGET_HINT),
         ..ReadOptions::default()
@@ -852,7 +853,7 @@ fn load(
             if let Some(message) = too_large(name, bytes.len() as f64) {
                 return Err(message);
             }
-            progress(READING_PHASE);
+            progress(&format!("{READING_PHASE} {name}"));
             let options = ReadOptions {
                 budget: read_budget(),
                 ..ReadOptions::default()

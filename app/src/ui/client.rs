@@ -721,16 +721,11 @@ impl Ctx {
             }
             Response::Crashed { message } => self.died(generation, Cause::Panic(message)),
             Response::Progress { id, phase } => {
-                if phase != READING_PHASE {
+                if !phase.starts_with(READING_PHASE) {
                     self.disarm_watchdog(id);
                 }
-                // A restore keeps the message that explains it; "reading
-                // the file" keeps the page's own words, which name the file.
-                let named = phase == READING_PHASE
-                    && self.status.with_untracked(
-                        |s| matches!(s, Status::Busy(p) if p.starts_with("reading ")),
-                    );
-                if !self.restoring(id) && !named {
+                // A restore keeps the message that explains it.
+                if !self.restoring(id) {
                     self.status.set(Status::Busy(phase));
                 }
             }

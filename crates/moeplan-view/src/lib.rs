@@ -102,8 +102,8 @@ pub struct Workspace {
     /// one ([`Workload::one_batch`]). Under `even` a plan's pair traffic
     /// is this one batch's, replayed in one step per layer instead of one
     /// per batch and layer: what keeps a budget change on token routes
-    /// within a frame.
-    one_batch: Option<Workload>,
+    /// within a frame. Shared with the next cluster's workspace.
+    one_batch: Option<Arc<Workload>>,
     /// GRACE as prepared, when it grouped by affinity (token routes): the
     /// page's GRACE views read its groups and curves.
     grace: Option<Arc<Grace>>,
@@ -286,10 +286,19 @@ impl Workspace {
         defer_per_batch: bool,
         mut phase: impl FnMut(&str),
     ) -> Result<Workspace> {
-        // Reused only for the very same routes: the analysis is theirs.
-        let mut grace_analysis = previous
-            .filter(|p| p.work.tokens().is_some() && p.work.tokens() == work.tokens())
-            .and_then(|p| p.grace_analysis.clone());
+        // Reused only for the very same routes: the analysis and the summed
+        // batch are theirs, and do not depend on the cluster.
+        let same_routes =
+            previous.filter(|p| p.work.tokens().is_some() && p.work.tokens() == work.tokens());
+        let mut grace_analysis = same_routes.and_then(|p| p.grace_analysis.clone());
+        let one_batch = match (
+            same_routes.and_then(|p| p.one_batch.clone()),
+            work.num_sources(),
+        ) {
+            (Some(kept), _) => Some(kept),
+            (None, Some(_)) => Some(Arc::new(work.one_batch()?)),
+            (None, None) => None,
+        };
         let trace = work.trace();
         let topology = Topology::new(cluster.nodes, cluster.gpus_per_node)?;
         if cluster.groups == 0 {
@@ -376,10 +385,6 @@ impl Workspace {
             }
         });
         let mean = Workload::new(work.trace().mean_batch());
-        let one_batch = match work.num_sources() {
-            Some(_) => Some(work.one_batch()?),
-            None => None,
-        };
         Ok(Workspace {
             one_batch,
             mean,
@@ -805,7 +810,7 @@ impl Workspace {
     /// replay of every batch summed into one ([`Workspace::one_batch`]);
     /// the sum of the batches' to rounding.
     fn sources_even_traffic(&self, plan: &Plan) -> Result<PairTraffic> {
-        let work = self.one_batch.as_ref().unwrap_or(&self.work);
+        let work = self.one_batch.as_deref().unwrap_or(&self.work);
         let r = simulate_pairs(work, &Strategy::fixed(plan.clone(), Rule::Even), &self.cost)?;
         Ok(PairTraffic::from(&r.traffic))
     }

@@ -88,8 +88,6 @@ pub(crate) struct Engine {
     /// Token messages of the last step, counted only with token routes.
     pub messages: MessageTally,
     counts_messages: bool,
-    /// Token messages left out ([`Engine::without_messages`]).
-    skip_messages: bool,
     /// `Optimal`'s and `Libra`'s per-batch split, per (source, expert).
     dests: Dests,
 }
@@ -150,7 +148,6 @@ impl Engine {
             predicted: Vec::new(),
             messages: MessageTally::default(),
             counts_messages: tokens,
-            skip_messages: false,
             dests: Dests::default(),
         }
     }
@@ -158,13 +155,13 @@ impl Engine {
     /// Whether steps count token messages (the workload has token routes,
     /// and they were not left out: [`Engine::without_messages`]).
     pub fn counts_messages(&self) -> bool {
-        self.counts_messages && !self.skip_messages
+        self.counts_messages
     }
 
     /// Steps that leave token messages out: a replay that needs only loads
     /// and pair traffic skips a pass over every token of the batch.
     pub fn without_messages(mut self) -> Self {
-        self.skip_messages = true;
+        self.counts_messages = false;
         self
     }
 
