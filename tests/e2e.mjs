@@ -211,15 +211,16 @@ async function timeChange(page, kind, value, timeout = 60000) {
     const q = (s) => document.querySelector(s);
     const ready = () => q("#status")?.classList.contains("ready");
     const rows = () => [...document.querySelectorAll(".traffic-row")].filter((r) => r.id !== "traffic-libra");
-    const before = { ir: q("#ir-libra")?.textContent, cluster: q("#timings")?.dataset.clusterMs };
+    const before = { ir: q("#ir-libra")?.textContent, cluster: q("#timings")?.dataset.clusterMs, options: q("#timings")?.dataset.optionsSeq };
     const shown = {
       gpus: () => new RegExp(`× ${value} GPU`).test(q(".scope")?.textContent ?? ""),
       nodes: () => new RegExp(`^${value} node\\(s\\)`).test(q(".scope")?.textContent ?? ""),
       rule: () => rows().length > 0 && rows().every((r) => r.dataset.rule === value),
       "libra-n": () => q("#ir-libra")?.textContent !== before.ir,
       predictor: () => q("#ir-libra")?.textContent !== before.ir,
+      "grace-ratio": () => q("#timings")?.dataset.optionsSeq !== before.options,
     }[kind];
-    const sel = { gpus: "#gpus", nodes: "#nodes", rule: "#rule", "libra-n": "#libra-n", predictor: "#predictor" }[kind];
+    const sel = { gpus: "#gpus", nodes: "#nodes", rule: "#rule", "libra-n": "#libra-n", predictor: "#predictor", "grace-ratio": "#grace-ratio" }[kind];
     let last = 0;
     let seen = false;
     const obs = new MutationObserver(() => {
@@ -500,7 +501,7 @@ async function main() {
     });
 
     // 2c. GRACE's views, which need affinity: a generated trace with token
-    // routes (DeepSeek-V2-Lite, 8 batches of 128 tokens) on 2 nodes × 4 GPUs.
+    // routes (DeepSeek-V2-Lite, 8 batches of 512 tokens) on 2 nodes × 4 GPUs.
     await section("GRACE with token routes", async () => {
       const pg = await openPage(browser, origin, "#preset=deepseek-v2-lite&batches=8&nodes=2&gpus=4&groups=1&r=4&routes=1");
       pages.push(pg);
@@ -545,14 +546,34 @@ async function main() {
       await pg.waitForFunction((c) => document.querySelector("#grace-curve-caption")?.textContent !== c, v.curve, { timeout: 10000 });
       check("a layer change shows that layer's grouping", /layer 6:/.test(await text(pg, "#affinity-caption")), await text(pg, "#affinity-caption"));
       const before = await pg.$eval("#timings", (el) => el.dataset.clusterMs);
-      await pg.fill("#gpus", "2");
+      // Up, not down: the trace's 8 ranks each send from a GPU of their own.
+      await pg.fill("#gpus", "8");
       await pg.dispatchEvent("#gpus", "change");
       await pg.waitForFunction((b) => document.querySelector("#timings")?.dataset.clusterMs !== b
         && document.querySelector("#status")?.classList.contains("ready"), before, { timeout: 60000 });
       const g = await views();
       timings.grace_routes_cluster_ms = Number(await pg.$eval("#timings", (el) => el.dataset.clusterMs));
-      check("a GPU change re-groups: 4 GPU groups", /\(4 groups\)/.test(g.map) && (g.bounds.match(/V/g) ?? []).length === 3,
+      check("a GPU change re-groups: 16 GPU groups", /\(16 groups\)/.test(g.map) && (g.bounds.match(/V/g) ?? []).length === 15,
         `${g.map} · re-planned in ${timings.grace_routes_cluster_ms} ms`);
+      // GRACE's non-uniformity ratio: GRACE alone re-plans at it (the curve
+      // says which r, as set), the link carries it, a cluster change keeps it.
+      const others = async () => JSON.stringify(await Promise.all(["base", "eplb", "craft"].map((k) => text(pg, `#bal-${k}`))));
+      const [seq, kept, graceBal] = [await pg.$eval("#timings", (el) => el.dataset.optionsSeq), await others(), await text(pg, "#bal-grace")];
+      await pg.selectOption("#grace-ratio", "1");
+      await pg.waitForFunction((s) => document.querySelector("#timings")?.dataset.optionsSeq !== s
+        && document.querySelector("#status")?.classList.contains("ready") && /ratio=1/.test(location.hash), seq, { timeout: 60000 });
+      const r1 = await views();
+      check("GRACE's ratio: the curve marks r = 1 as set, the other plans unchanged, the link carries it",
+        /r = 1 chosen \(as set\)/.test(r1.curve) && await others() === kept && /ratio=1/.test(pg.url()),
+        `${r1.curve} · GRACE ${graceBal} → ${await text(pg, "#bal-grace")}`);
+      const before2 = await pg.$eval("#timings", (el) => el.dataset.clusterMs);
+      await pg.fill("#gpus", "4");
+      await pg.dispatchEvent("#gpus", "change");
+      await pg.waitForFunction((b) => document.querySelector("#timings")?.dataset.clusterMs !== b
+        && document.querySelector("#status")?.classList.contains("ready"), before2, { timeout: 60000 });
+      check("GRACE's ratio: kept by a cluster change", /r = 1 chosen \(as set\)/.test(await text(pg, "#grace-curve-caption")),
+        await text(pg, "#grace-curve-caption"));
+      check("GRACE's ratio: no page errors", pg.errors.length === 0, pg.errors.join("; "));
     });
 
     // 2c'. GRACE with token routes on the page's default (DeepSeek-V3, 58
@@ -973,19 +994,22 @@ async function main() {
           }
           return xs;
         };
-        const predictors = trace === "counts" ? ["oracle", "previous-batch", "oracle", "previous-batch"]
-          : ["path-table", "previous-batch", "oracle", "previous-batch"];
+        // The path table (token routes only) predicts every token of every
+        // layer: seconds on the route default, so it has a row of its own.
+        const predictors = ["oracle", "previous-batch", "oracle", "previous-batch"];
         const changes = [
           ["GPUs per node", "gpus", [4, 8, 4, 8, 4, 8]],
           ["nodes", "nodes", [4, 8, 4, 8, 4, 8]],
           ["dispatch rule", "rule", ["vllm", "sglang-static", "local-first", "even", "vllm", "even"]],
           ["Libra's N", "libra-n", [4, 8, 2, 8, 4, 8]],
           ["Libra's predictor", "predictor", predictors],
+          ["GRACE's ratio", "grace-ratio", ["0", "0.5", "auto", "1", "0.2", "auto"]],
+          ...(trace === "counts" ? [] : [["Libra's path table", "predictor", ["path-table", "previous-batch"]]]),
         ];
-        // Libra is shown where a per-batch replay stays live (PER_BATCH_CELLS;
-        // with token routes each source's row is read, and the default's 64
-        // batches × 58 layers × 64 GPUs × 256 experts are over that limit).
+        // Libra is shown on both (PER_BATCH_CELLS: with token routes each
+        // source's row counts too, 68 M cells for the 8 ranks on 64 GPUs).
         const libraShown = (await pt.$("#row-libra")) !== null;
+        check(`${trace}: Libra is shown`, libraShown);
         for (const [label, kind, values] of changes) {
           if (kind.startsWith("libra") || kind === "predictor") {
             if (!libraShown) {
@@ -995,9 +1019,12 @@ async function main() {
           }
           const r = row(label, await series(kind, values), 300);
           // Recorded against the 300 ms budget; checked against a ceiling
-          // ten times that, so a change that stops answering fails.
+          // ten times that (twenty on routes; the path table's 10–20 s on
+          // this VM is known and said in docs/speed.md, its ceiling 30 s),
+          // so a change that stops answering fails.
+          const ceiling = label.includes("path table") ? 30000 : 3000 * (trace === "counts" ? 1 : 2);
           check(`${trace}: ${label} changes answer (p95 ${r.p95_ms} ms; budget 300 ms${r.p95_ms > 300 ? `, missed by ${round(r.p95_ms - 300, 0)} ms` : ", met"})`,
-            r.n === values.length && r.p95_ms > 0 && r.p95_ms <= 3000 * (trace === "counts" ? 1 : 2), JSON.stringify(r));
+            r.n === values.length && r.p95_ms > 0 && r.p95_ms <= ceiling, JSON.stringify(r));
         }
         check(`${trace}: no page errors (change timings)`, pt.errors.length === 0, pt.errors.join("; "));
       }

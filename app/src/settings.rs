@@ -2,12 +2,12 @@
 //! `#preset=deepseek-v3&batches=64&seed=7&nodes=8&gpus=8&groups=8&r=auto&layer=0&mem=deepseek-v3&rule=even`
 //! (and `&routes=1` when the generator makes token routes; `&n=4` and
 //! `&predictor=oracle` when Libra's options differ from the registry's
-//! defaults; `&every=16&window=16` while serving with re-planning is
+//! defaults; `&ratio=0.2` for GRACE's non-uniformity ratio other than auto; `&every=16&window=16` while serving with re-planning is
 //! shown).
 //! Missing or unreadable keys fall back to the defaults.
 
 use moeplan::data::model;
-use moeplan::planners::{OptionSpec, Value, libra};
+use moeplan::planners::{Kind, OptionSpec, Value, grace, libra};
 use moeplan_view::dispatch_rule;
 
 /// Everything a user sets on the page.
@@ -39,6 +39,9 @@ pub struct Settings {
     pub libra_n: usize,
     /// Libra's predictor (a word of its registry option).
     pub predictor: String,
+    /// GRACE's non-uniformity ratio (a word of its registry option:
+    /// `auto` or a ratio).
+    pub grace_ratio: String,
     /// The hardware preset every plan is priced on
     /// ([`moeplan::data::hardware`]'s name); empty: balance only.
     pub hardware: String,
@@ -67,6 +70,7 @@ impl Default for Settings {
             rule: "even".into(),
             libra_n: default_count(&libra::EXTRA_EXPERTS_PER_GPU),
             predictor: libra::PREDICTOR.default.to_string(),
+            grace_ratio: grace::NONUNIFORMITY.default.to_string(),
             hardware: String::new(),
             serve: false,
             every: 16,
@@ -134,6 +138,7 @@ impl Settings {
                 "predictor" if Value::parse(libra::PREDICTOR.kind, v).is_ok() => {
                     s.predictor = v.to_string()
                 }
+                "ratio" if grace_ratios().contains(&v) => s.grace_ratio = v.to_string(),
                 "every" => {
                     s.every = num().unwrap_or(s.every);
                     s.serve = true
@@ -157,6 +162,9 @@ impl Settings {
         }
         if self.predictor != d.predictor {
             libra.push_str(&format!("&predictor={}", self.predictor));
+        }
+        if self.grace_ratio != d.grace_ratio {
+            libra.push_str(&format!("&ratio={}", self.grace_ratio));
         }
         if !self.hardware.is_empty() {
             libra.push_str(&format!("&hw={}", self.hardware));
@@ -202,8 +210,33 @@ impl Settings {
         ]
     }
 
+    /// The static planners' options as the worker's request carries them
+    /// (GRACE's non-uniformity ratio).
+    ///
+    /// ```
+    /// use moeplan_app::settings::Settings;
+    /// let s = Settings::from_hash("#ratio=0.2");
+    /// assert_eq!(s.static_options(), vec![("nonuniformity".to_string(), "0.2".to_string())]);
+    /// assert_eq!(Settings::from_hash(&s.to_hash()), s);
+    /// assert_eq!(Settings::from_hash("#ratio=0.25").grace_ratio, "auto");
+    /// ```
+    pub fn static_options(&self) -> Vec<(String, String)> {
+        vec![(
+            grace::NONUNIFORMITY.name.to_string(),
+            self.grace_ratio.clone(),
+        )]
+    }
+
     /// Bytes one expert of the memory model takes.
     pub fn expert_bytes(&self) -> u64 {
         model::preset(&self.memory_model).map_or(0, |p| p.expert_bytes())
+    }
+}
+
+/// The words GRACE's non-uniformity ratio takes (`auto` first).
+pub fn grace_ratios() -> &'static [&'static str] {
+    match grace::NONUNIFORMITY.kind {
+        Kind::Choice(words) => words,
+        _ => &[],
     }
 }

@@ -406,6 +406,17 @@ impl WorkerState {
                     .map_err(|e| e.to_string())?;
             fresh = Some((ws, name, stats));
         }
+        // GRACE's ratio: a new workspace on the same trace has it already
+        // (a cluster change keeps it), so this re-plans only on a change.
+        if let Some(options) = &req.static_options {
+            let settings = per_batch_settings(options)?;
+            let ws = match &mut fresh {
+                Some((ws, ..)) => ws,
+                None => self.workspace.as_mut().ok_or("no trace yet")?,
+            };
+            ws.set_options(&settings, &mut *progress)
+                .map_err(|e| e.to_string())?;
+        }
         let asked = req.per_batch.as_ref().unwrap_or(&self.per_batch).clone();
         let mut fallback = self.per_batch_note.clone();
         let pending = fresh.is_none() && self.workspace.as_ref().is_some_and(|ws| ws.has_pending());
@@ -760,8 +771,8 @@ fn predicted(p: &Prediction) -> Predicted {
     }
 }
 
-/// The registry's settings for per-batch planner options (names and values
-/// as the CLI reads them).
+/// The registry's settings for planner options (names and values as the
+/// CLI reads them).
 fn per_batch_settings(options: &[(String, String)]) -> Result<Settings, String> {
     let mut s = Settings::new();
     for (name, value) in options {
@@ -910,6 +921,7 @@ mod tests {
             hardware: String::new(),
             model: String::new(),
             per_batch: None,
+            static_options: None,
             batches: false,
             cross: None,
             serving: None,
@@ -1238,6 +1250,86 @@ mod tests {
             |_| {},
         ));
         assert!(!warm.warming(), "counts only: GRACE groups by load");
+    }
+
+    /// GRACE's ratio re-plans GRACE only (every other plan's figures as
+    /// they were), sends its grouping again, and a cluster change keeps it:
+    /// the same as a worker that loads the trace there with that ratio.
+    #[test]
+    fn graces_ratio_replans_grace_only_and_a_cluster_change_keeps_it() {
+        let cluster = Cluster {
+            nodes: 2,
+            gpus_per_node: 4,
+            groups: 1,
+        };
+        let with_ratio = |id, cluster, r: &str| {
+            let mut q = req(id, None, cluster, Some(2));
+            q.static_options = Some(vec![("nonuniformity".into(), r.into())]);
+            q
+        };
+        let mut s = WorkerState::default();
+        let first = s.handle(
+            &req(1, Some(v2lite_routes()), Some(cluster), Some(2)),
+            None,
+            || 0.0,
+            |_| {},
+        );
+        let before = shown(&s, first);
+        let mut phases = Vec::new();
+        let answer = s.handle(
+            &with_ratio(2, None, "1"),
+            None,
+            || 0.0,
+            |p| phases.push(p.to_string()),
+        );
+        let update = view_of(answer);
+        let after = s.shown.clone().expect("a view was answered");
+        assert!(phases.iter().any(|p| p.contains("GRACE")), "{phases:?}");
+        assert!(
+            !phases
+                .iter()
+                .any(|p| p.contains("CRAFT") || p.contains("EPLB")),
+            "{phases:?}"
+        );
+        let g = update.grouping.expect("the new grouping is sent");
+        assert_ne!(before.grouping.as_ref().map(|g| g.ratio), Some(Some(1.0)));
+        assert_eq!(g.ratio, Some(1.0));
+        let (b, a): (Vec<_>, Vec<_>) = (
+            before.plans.iter().filter(|p| p.name != "grace").collect(),
+            after.plans.iter().filter(|p| p.name != "grace").collect(),
+        );
+        assert_eq!(b, a);
+        let grace = |v: &Shown| v.plans.iter().find(|p| p.name == "grace").cloned();
+        assert_ne!(grace(&before), grace(&after));
+        // Asked again: nothing to re-plan, nothing sent.
+        let again = view_of(s.handle(&with_ratio(3, None, "1"), None, || 0.0, |_| {}));
+        assert!(
+            again.plans.is_empty() && again.grouping.is_none(),
+            "{again:?}"
+        );
+        // A cluster change keeps the ratio.
+        let other = Cluster {
+            nodes: 1,
+            gpus_per_node: 8,
+            groups: 1,
+        };
+        let answer = s.handle(&req(4, None, Some(other), Some(2)), None, || 0.0, |_| {});
+        let moved = shown(&s, answer);
+        let mut whole = WorkerState::default();
+        let mut load = with_ratio(1, Some(other), "1");
+        load.source = Some(v2lite_routes());
+        let answer = whole.handle(&load, None, || 0.0, |_| {});
+        let fresh = shown(&whole, answer);
+        assert_eq!(moved.grouping.as_ref().map(|g| g.ratio), Some(Some(1.0)));
+        assert_eq!(grace(&moved), grace(&fresh));
+        assert_eq!(moved.grouping, fresh.grouping);
+        // A ratio the registry does not offer is refused, the state kept.
+        let bad = s.handle(&with_ratio(5, None, "0.25"), None, || 0.0, |_| {});
+        assert!(
+            matches!(&bad, Response::Error { message, .. } if message.contains("nonuniformity")),
+            "{bad:?}"
+        );
+        assert_eq!(s.shown.as_ref().map(|v| &v.plans), Some(&moved.plans));
     }
 
     /// Generated token routes: GRACE groups by affinity and the view

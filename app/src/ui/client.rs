@@ -81,6 +81,9 @@ pub(super) enum Kind {
     /// Options of the per-batch planners (Libra's N and predictor); it
     /// carries the values to go back to if the worker refuses them.
     PerBatch,
+    /// Options of the static planners (GRACE's non-uniformity ratio),
+    /// likewise.
+    Options,
     /// Every plan's per-batch series, asked for after a new trace or
     /// cluster and once the budget rests (replays the budget path and a
     /// cluster change do not pay).
@@ -127,6 +130,8 @@ pub(super) struct Timings {
     pub(super) budget_frame_seq: u64,
     /// The budget R of the last view timed.
     pub(super) budget_r: Option<usize>,
+    /// Static planners' option changes (GRACE's ratio) on screen so far.
+    pub(super) options_seq: u64,
     /// The last replay of serving with re-planning: request to answer
     /// applied.
     pub(super) serving: Option<f64>,
@@ -167,9 +172,18 @@ pub(super) struct Pending {
     source: Option<ResendableSource>,
     /// The cluster it carried, likewise.
     cluster: Option<Cluster>,
-    /// Libra's `N` and predictor before this request changed them, put
-    /// back if the worker refuses the new ones.
-    undo: Option<(usize, String)>,
+    /// The options before this request changed them, put back if the
+    /// worker refuses the new ones.
+    undo: Option<Undo>,
+}
+
+/// Options a request changes, as they were before it.
+#[derive(Debug, Clone)]
+pub(super) enum Undo {
+    /// Libra's `N` and predictor.
+    Libra(usize, String),
+    /// GRACE's non-uniformity ratio.
+    GraceRatio(String),
 }
 
 /// The last trace and cluster the worker accepted: what a fresh worker is
@@ -336,9 +350,9 @@ pub(crate) struct Ctx {
     pub(super) next_id: StoredValue<u64>,
     pub(super) conn: StoredValue<WorkerLink, LocalStorage>,
     pub(super) good: StoredValue<LastAccepted, LocalStorage>,
-    /// Libra's options before the change the next request carries
+    /// The options before the change the next request carries
     /// ([`Pending::undo`]).
-    pub(super) undo: StoredValue<Option<(usize, String)>>,
+    pub(super) undo: StoredValue<Option<Undo>>,
     pub(super) read_deadline_ms: f64,
     /// The timer that asks for the budgeted plan's per-batch series once
     /// the budget rests ([`TIMELINE_DELAY_MS`]).
@@ -571,6 +585,7 @@ impl Ctx {
             // The worker re-plans only when these differ from the last
             // ones asked for: a budget change costs nothing more.
             per_batch: Some(s.per_batch()),
+            static_options: Some(s.static_options()),
             batches: kind == Kind::Timeline,
             cross,
             serving,
@@ -611,6 +626,12 @@ impl Ctx {
         if kind == Kind::PerBatch {
             self.status
                 .set(Status::Busy("planning Libra per batch".into()));
+        }
+        if kind == Kind::Options {
+            self.status.set(Status::Busy(format!(
+                "grouping GRACE at non-uniformity ratio {}",
+                s.grace_ratio
+            )));
         }
         if kind == Kind::Rule {
             self.status.set(Status::Busy(format!(
@@ -765,10 +786,12 @@ impl Ctx {
                 self.board.apply(*update);
                 // A new trace or cluster is drawn first; the timeline's
                 // series (a replay per plan) follow in a second answer.
-                if started
-                    .as_ref()
-                    .is_some_and(|p| matches!(p.kind, Kind::Trace | Kind::Cluster | Kind::Restore))
-                {
+                if started.as_ref().is_some_and(|p| {
+                    matches!(
+                        p.kind,
+                        Kind::Trace | Kind::Cluster | Kind::Restore | Kind::Options
+                    )
+                }) {
                     self.send(Kind::Timeline, None, None, None, None);
                 }
                 if started.as_ref().is_some_and(|p| p.kind == Kind::Cluster) {
@@ -851,6 +874,7 @@ impl Ctx {
                                 t.budget_parts = Some((worker_ms, end - received));
                                 t.budget_frame_seq += 1;
                             }
+                            Kind::Options => t.options_seq += 1,
                             Kind::Layer
                             | Kind::Rule
                             | Kind::Hardware
@@ -924,17 +948,14 @@ impl Ctx {
                     self.board.serving.set(None);
                     self.board.serving_sweep.set(None);
                 }
-                // Refused Libra options: the controls show what is drawn.
-                if let Some(Pending {
-                    kind: Kind::PerBatch,
-                    undo: Some((n, predictor)),
-                    ..
-                }) = refused
-                {
-                    self.settings.update(|s| {
+                // Refused options: the controls show what is drawn.
+                match refused.and_then(|p| p.undo) {
+                    Some(Undo::Libra(n, predictor)) => self.settings.update(|s| {
                         s.libra_n = n;
                         s.predictor = predictor;
-                    });
+                    }),
+                    Some(Undo::GraceRatio(r)) => self.settings.update(|s| s.grace_ratio = r),
+                    None => {}
                 }
                 match self.take_restore(id) {
                     Some(r) => {

@@ -14,10 +14,10 @@ use crate::charts::{
     ReplicasChart, ServingPanel, TimelineChart,
 };
 use crate::figures::{CostPanel, Scope, Summary, TrafficPanel};
-use crate::settings::Settings;
+use crate::settings::{Settings, grace_ratios};
 
 use super::client::{
-    Ctx, HASH_DELAY_MS, Kind, Status, clear_timer, cluster_of, location_hash, replace_hash,
+    Ctx, HASH_DELAY_MS, Kind, Status, Undo, clear_timer, cluster_of, location_hash, replace_hash,
     set_timer,
 };
 
@@ -67,7 +67,7 @@ pub fn App() -> impl IntoView {
     // Libra's options re-plan Libra only (the worker keeps every other
     // plan); refused ones are put back when the error arrives.
     let set_libra = move |n: Option<usize>, p: Option<String>| {
-        let before = settings.with_untracked(|s| (s.libra_n, s.predictor.clone()));
+        let before = settings.with_untracked(|s| Undo::Libra(s.libra_n, s.predictor.clone()));
         settings.update(|s| {
             if let Some(n) = n {
                 s.libra_n = n;
@@ -78,6 +78,14 @@ pub fn App() -> impl IntoView {
         });
         ctx.undo.set_value(Some(before));
         ctx.send(Kind::PerBatch, None, None, None, None);
+    };
+    // GRACE's ratio re-plans GRACE only, likewise.
+    let grace_ratio = field(|s| s.grace_ratio.clone());
+    let set_ratio = move |r: String| {
+        let before = settings.with_untracked(|s| Undo::GraceRatio(s.grace_ratio.clone()));
+        settings.update(|s| s.grace_ratio = r);
+        ctx.undo.set_value(Some(before));
+        ctx.send(Kind::Options, None, None, None, None);
     };
     let predictors: &'static [&'static str] = match libra::PREDICTOR.kind {
         moeplan::planners::Kind::Choice(words) => words,
@@ -261,6 +269,17 @@ pub fn App() -> impl IntoView {
                         }/>
                 </section>
                 {serving_controls(ctx)}
+                <section id="grace-controls">
+                    <h2>"GRACE, grouping"</h2>
+                    <p class="hint">"How far GPU group sizes may stray from equal (r: within m/G ± round(m/G·r) experts); auto picks, per layer, the knee of the size-deviation and utilisation curve"</p>
+                    <label for="grace-ratio">"Non-uniformity ratio r"</label>
+                    <select id="grace-ratio" prop:value=move || grace_ratio.get()
+                        on:change=move |ev| set_ratio(event_target_value(&ev))>
+                        {grace_ratios().iter().map(|&w| view! {
+                            <option value=w selected=move || grace_ratio.with(|x| x == w)>{w}</option>
+                        }).collect_view()}
+                    </select>
+                </section>
                 <section id="libra-controls">
                     <h2>"Libra, per batch"</h2>
                     <p class="hint">"Libra copies up to N predicted-hot experts per GPU in every layer of every batch and rebalances tokens over the copies (its own rule, libra-rebalance)"</p>
@@ -316,6 +335,7 @@ pub fn App() -> impl IntoView {
                     data-budget-from-worker-ms=move || timings.with(|t| t.budget_path.map(|x| format!("{:.2}", x.2)).unwrap_or_default())
                     data-budget-dom-seq=move || timings.with(|t| t.budget_dom_seq.to_string())
                     data-budget-frame-seq=move || timings.with(|t| t.budget_frame_seq.to_string())
+                    data-options-seq=move || timings.with(|t| t.options_seq.to_string())
                     data-budget-r=move || timings.with(|t| t.budget_r.map(|r| r.to_string()).unwrap_or_default())
                     data-serving-ms=move || timings.with(|t| t.serving.map(|x| format!("{x:.1}")).unwrap_or_default())>
                     {move || timings.with(|t| format!("last change → plan on screen: budget {} · cluster {} · trace {}",
@@ -345,7 +365,8 @@ pub fn App() -> impl IntoView {
                         <div class="grid" id="grace-views">
                             <figure><figcaption id="grace-curve-caption">{move || board.grouping.with(|g| g.as_ref().map(|g| format!(
                                 "GRACE, layer {}: affinity kept inside GPU groups (U) against group size deviation (S), one point per r; {}",
-                                g.layer, g.ratio.map_or("grouped by load".into(), |r| format!("r = {r} chosen (the knee)")))))}</figcaption>
+                                g.layer, g.ratio.map_or("grouped by load".into(), |r| format!("r = {r} chosen ({})",
+                                    if grace_ratio.with(|x| x == "auto") { "the knee" } else { "as set" })))))}</figcaption>
                                 <GraceCurve board/></figure>
                             <figure><figcaption id="affinity-caption">{move || board.grouping.with(|g| g.as_ref().map(|g| format!(
                                 "GRACE, layer {}: expert affinity (tokens choosing both), experts in group order, lines between GPU groups ({} groups)",

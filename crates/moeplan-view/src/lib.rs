@@ -63,11 +63,11 @@ use moeplan::planners::registry::{
     CurvePoint, Needs, Planner, PlannerId, Prepared, Settings, Unit, Value, prepare, registry,
 };
 pub use serving::{ReplanMark, ServingAsk, ServingView, SweepPoint, sweep_intervals};
+pub use state::PER_BATCH_CELLS;
 use state::{
     Entry, Fixed, Measured, Scheduled, State, figures, plan_at_default, shown, slider_figures,
     too_large_per_batch,
 };
-pub use state::{PER_BATCH_CELLS, PER_BATCH_CELLS_WITH_SOURCES};
 pub use view::{Export, LayerView, PairTraffic, PlanFigures, PlannerNote, View};
 
 /// The cluster and planner settings that need a new [`Workspace`].
@@ -125,6 +125,10 @@ pub struct Workspace {
     /// Predictions of the plans the budget does not move, by planner, rule
     /// and pricing: kept until one of them changes.
     priced: Arc<Mutex<Vec<KeptPrediction>>>,
+    /// The options the static planners were prepared with beyond the
+    /// cluster's groups (GRACE's non-uniformity ratio,
+    /// [`Workspace::set_options`]); a cluster change keeps them.
+    options: Settings,
 }
 
 /// A plan's prediction under a rule and pricing.
@@ -304,7 +308,10 @@ impl Workspace {
         if cluster.groups == 0 {
             return Err(Error::Argument("expert groups must be at least 1".into()));
         }
-        let settings = Settings::new().with(GROUPS.name, Value::Count(cluster.groups))?;
+        let options = previous.map(|p| p.options.clone()).unwrap_or_default();
+        let settings = options
+            .clone()
+            .with(GROUPS.name, Value::Count(cluster.groups))?;
         let cost = trace
             .model()
             .and_then(|m| model::preset(m).ok())
@@ -403,6 +410,7 @@ impl Workspace {
             grace_analysis,
             grouping: Arc::default(),
             batches: Arc::default(),
+            options,
         })
     }
 
@@ -966,6 +974,111 @@ impl Workspace {
             return Ok(false);
         }
         self.replan_per_batch(settings, true, phase).map(|_| true)
+    }
+
+    /// Re-plans the static planners that read an option `options` sets
+    /// or the last call set (GRACE's `nonuniformity`), keeping the others'
+    /// plans and GRACE's analysis; a cluster change keeps these options.
+    /// Options of the budget's planner or of a per-batch planner are
+    /// refused (those have their own calls), and then nothing changes; a
+    /// planner that cannot plan with the options says why in its row, as
+    /// in a new workspace. Whether anything changed.
+    ///
+    /// ```
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::planners::{Settings, Value};
+    /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+    /// use moeplan::{data::model, data::Workload};
+    /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?;
+    /// let work = Workload::from_tokens(t, 128)?;
+    /// let c = Cluster { nodes: 2, gpus_per_node: 4, groups: 1 };
+    /// let mut ws = Workspace::of_workload(work.clone(), c, |_| {})?;
+    /// let auto = Settings::new().with("nonuniformity", Value::Word("auto".into()))?;
+    /// assert!(!ws.set_options(&auto, |_| {})?); // the default, named
+    /// let ratio = Settings::new().with("nonuniformity", Value::Word("0".into()))?;
+    /// assert!(ws.set_options(&ratio, |_| {})?);
+    /// let g = ws.view(Some(2), 3)?.grouping.unwrap();
+    /// assert_eq!(g.ratio, Some(0.0));
+    /// // r = 0: a node's GPUs hold its experts in groups of m / G ± 1.
+    /// assert!(g.sizes.chunks(4).all(|n| n.iter().max().unwrap() - n.iter().min().unwrap() <= 2));
+    /// assert!(!ws.set_options(&ratio, |_| {})?); // nothing new
+    /// let next = Workspace::of_workload_reusing(work, Cluster { nodes: 1, gpus_per_node: 8, ..c }, Some(&ws), |_| {})?;
+    /// assert_eq!(next.view(Some(2), 3)?.grouping.unwrap().ratio, Some(0.0)); // kept
+    /// let typo = Settings::new().with("extra_experts_per_gpu", Value::Count(2))?;
+    /// assert!(ws.set_options(&typo, |_| {}).is_err()); // Libra's: `replan_scheduled`
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn set_options(&mut self, options: &Settings, mut phase: impl FnMut(&str)) -> Result<bool> {
+        // Compared at their values (a default named equals one left unset).
+        let changed: Vec<&'static str> = moeplan::planners::all_options()
+            .into_iter()
+            .filter(|o| options.value(o) != self.options.value(o))
+            .map(|o| o.name)
+            .collect();
+        if changed.is_empty() {
+            return Ok(false);
+        }
+        let reads = |p: &dyn Planner| p.options().iter().any(|o| changed.contains(&o.name));
+        for (i, e) in self.entries.iter().enumerate() {
+            let p = e.id.planner()?;
+            if reads(p) && (i == self.focus || p.per_batch()) {
+                return Err(Error::Argument(format!(
+                    "{}'s options are set with its own control, not here",
+                    p.display()
+                )));
+            }
+        }
+        let settings = options
+            .clone()
+            .with(GROUPS.name, Value::Count(self.cluster.groups))?;
+        let (mut analysis, mut ready) = (self.grace_analysis.clone(), self.grace.clone());
+        let mut next = Vec::new();
+        for (i, entry) in self.entries.iter().enumerate() {
+            let planner = entry.id.planner()?;
+            if !reads(planner) {
+                continue;
+            }
+            phase(&planner.preparing());
+            let prepared = if planner.id() == grace::ID && self.work.tokens().is_some() {
+                grace::prepare(
+                    &self.work,
+                    self.topology,
+                    &settings,
+                    &mut analysis,
+                    &mut ready,
+                )
+            } else {
+                prepare(planner, &self.work, self.topology, &settings)
+            };
+            // As a new workspace does: a planner that cannot plan here says
+            // why in its row.
+            next.push(match prepared {
+                Ok(p) => {
+                    let state =
+                        plan_at_default(planner, p.as_ref(), &self.work, self.topology, &self.cost);
+                    (i, state, p.notes())
+                }
+                Err(e) => (i, State::Failed(e.to_string()), Vec::new()),
+            });
+        }
+        let ids: Vec<PlannerId> = next
+            .iter()
+            .filter_map(|(i, ..)| self.entries.get(*i).map(|e| e.id))
+            .collect();
+        for (i, state, notes) in next {
+            if let Some(entry) = self.entries.get_mut(i) {
+                entry.state = state;
+                entry.notes = notes;
+            }
+        }
+        (self.grace_analysis, self.grace) = (analysis, ready);
+        self.options = options.clone();
+        // What was kept of the re-planned planners is theirs no longer.
+        self.grouping = Arc::default();
+        if let Ok(mut kept) = self.priced.lock() {
+            kept.retain(|(id, ..)| !ids.contains(id));
+        }
+        Ok(true)
     }
 
     fn replan_per_batch(

@@ -200,7 +200,8 @@ impl Scheduled {
         cost: &CostModel,
     ) -> Result<Self> {
         let served = moeplan::judge::Served::Schedule { base, schedule: &s };
-        let v = moeplan::judge::judge(work, served, cost, None, |_, _| {})?;
+        // The view shows pair traffic, not token messages.
+        let v = moeplan::judge::judge_pairs(work, served, cost)?;
         Ok(Scheduled {
             bound: v.report.bound,
             about: s.about.clone(),
@@ -243,39 +244,40 @@ impl Scheduled {
 
 /// Batch × layer × GPU × expert cells above which a per-batch planner is not
 /// replayed in a workspace: Libra re-places every layer of every batch,
-/// about 6 ns a cell natively on a count-only trace (the page's default,
-/// DeepSeek-V3's 64 batches on 64 GPUs, 61 M cells: 0.35 s natively), and
-/// the page re-plans on every cluster change. The CLI has no such limit.
+/// about 4–5 ns a cell natively on a count-only trace (the page's count
+/// default, DeepSeek-V3's 64 batches on 64 GPUs, 61 M cells: 0.25–0.3 s),
+/// and the page re-plans on every cluster change. With per-source counts
+/// or token routes each source's row is read too, so the cells count
+/// `(D + S) / D` times for `S` sources on `D` GPUs (the route default, 8
+/// ranks on 8 × 8: 68 M, 0.2 s; 64 ranks: 122 M, 0.47 s natively,
+/// `examples` timing of 2026-11-27 in docs/speed.md). The CLI has no such
+/// limit.
 pub const PER_BATCH_CELLS: usize = 80_000_000;
-
-/// [`PER_BATCH_CELLS`] for a workload with per-source counts or token
-/// routes: every source's row is read (O(D · E) per batch and layer, not
-/// one row; DeepSeek-V3 with token routes on the page's 8 × 8: schedule
-/// and replay 0.45–0.6 s natively, and 2.3–2.9 s a whole cluster change in
-/// the page when it was allowed).
-pub const PER_BATCH_CELLS_WITH_SOURCES: usize = 4_000_000;
 
 /// Why a per-batch planner is not replayed on `work` and `topology`, if
 /// it is too large (see [`PER_BATCH_CELLS`]).
 pub(crate) fn too_large_per_batch(work: &Workload, topology: Topology) -> Option<String> {
     let t = work.trace();
+    let d = topology.num_gpus();
     let cells = t
         .num_batches()
         .saturating_mul(t.num_layers())
-        .saturating_mul(topology.num_gpus())
+        .saturating_mul(d)
         .saturating_mul(t.num_experts());
-    let (limit, what) = match work.num_sources() {
-        None => (PER_BATCH_CELLS, ""),
-        Some(_) => (PER_BATCH_CELLS_WITH_SOURCES, " with per-source counts"),
+    let (weighted, what) = match work.num_sources() {
+        None => (cells, String::new()),
+        Some(s) => (
+            cells.saturating_mul(d.saturating_add(s)) / d.max(1),
+            format!(" with {s} sources' counts"),
+        ),
     };
-    (cells > limit).then(|| {
+    (weighted > PER_BATCH_CELLS).then(|| {
         format!(
-            "re-placed every batch, not replayed here for {} batches × {} layers × {} GPUs × {} experts{what} (over {} M cells: seconds per cluster change); fewer batches or GPUs, or the CLI (`moeplan compare`)",
+            "re-placed every batch, not replayed here for {} batches × {} layers × {d} GPUs × {} experts{what} (over {} M cells: seconds per cluster change); fewer batches or GPUs, or the CLI (`moeplan compare`)",
             t.num_batches(),
             t.num_layers(),
-            topology.num_gpus(),
             t.num_experts(),
-            limit / 1_000_000
+            PER_BATCH_CELLS / 1_000_000
         )
     })
 }

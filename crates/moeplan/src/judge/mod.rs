@@ -89,7 +89,7 @@ pub use optimal::{OptimalSplit, optimal_split};
 pub use rebalance::{DEFAULT_TOLERANCE_PERCENT, Rebalancer, RemoteStart};
 pub use sglang::sglang_dispatch_map;
 pub use traffic::{Messages, Traffic};
-pub use verdict::{Schedule, Served, Verdict, judge, price};
+pub use verdict::{Schedule, Served, Verdict, judge, judge_pairs, price};
 
 /// Sizes that turn pair counts into bytes, and (with `time`) rows and
 /// messages into time.
@@ -320,7 +320,7 @@ pub(crate) fn simulate_parts(
     if let Some(s) = workload.num_sources() {
         if s > topology.num_gpus() {
             return Err(Error::Mismatch(format!(
-                "the workload has {s} source ranks, the cluster {} GPUs",
+                "the workload has {s} source ranks, the cluster {} GPUs: each rank sends from a GPU of its own, so choose at least as many GPUs as ranks",
                 topology.num_gpus()
             )));
         }

@@ -127,8 +127,40 @@ pub fn judge(
     pricing: Option<&Pricing>,
     progress: impl FnMut(usize, usize),
 ) -> Result<Verdict> {
+    judge_parts(work, served, cost, pricing, true, progress)
+}
+
+/// [`judge`] without token messages (`sim.traffic.messages` is `None`) and
+/// without pricing: balance, pair traffic, the bound and a schedule's
+/// copies, for a view that shows no messages ([`super::simulate_pairs`];
+/// on token routes counting messages is most of a replay).
+///
+/// ```
+/// use moeplan::judge::{judge, judge_pairs, CostModel, Rule, Served};
+/// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+/// use moeplan::{data::model, planners, Topology, Workload};
+/// let work = Workload::from_tokens(generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?, 128)?;
+/// let plan = planners::contiguous(work.trace(), Topology::new(2, 4)?)?;
+/// let served = Served::Plan { plan: &plan, rule: Rule::Even };
+/// let (all, pairs) = (judge(&work, served, &CostModel::default(), None, |_, _| {})?, judge_pairs(&work, served, &CostModel::default())?);
+/// assert!(all.sim.traffic.messages.is_some() && pairs.sim.traffic.messages.is_none());
+/// assert_eq!((pairs.sim.balancedness, pairs.sim.traffic.cross_node), (all.sim.balancedness, all.sim.traffic.cross_node));
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn judge_pairs(work: &Workload, served: Served<'_>, cost: &CostModel) -> Result<Verdict> {
+    judge_parts(work, served, cost, None, false, |_, _| {})
+}
+
+fn judge_parts(
+    work: &Workload,
+    served: Served<'_>,
+    cost: &CostModel,
+    pricing: Option<&Pricing>,
+    messages: bool,
+    progress: impl FnMut(usize, usize),
+) -> Result<Verdict> {
     let mut report = evaluate_with_progress(work.trace(), served.loaded(), progress)?;
-    let (sim, predicted) = replay(work, served, cost, pricing)?;
+    let (sim, predicted) = replay(work, served, cost, pricing, messages)?;
     // The rule decides balance; the evaluator keeps memory and the bound.
     report.balancedness = sim.balancedness;
     report.imbalance_ratio = sim.imbalance_ratio;
@@ -203,7 +235,7 @@ pub fn price(
     cost: &CostModel,
     pricing: &Pricing,
 ) -> Result<Prediction> {
-    let (_, predicted) = replay(work, served, cost, Some(pricing))?;
+    let (_, predicted) = replay(work, served, cost, Some(pricing), true)?;
     predicted.ok_or_else(|| crate::error::Error::Argument("nothing was priced".into()))
 }
 
@@ -225,6 +257,7 @@ fn replay(
     served: Served<'_>,
     cost: &CostModel,
     pricing: Option<&Pricing>,
+    messages: bool,
 ) -> Result<(Report, Option<Prediction>)> {
     let (extra, copies): (usize, &[usize]) = match served {
         Served::Plan { .. } => (0, &[]),
@@ -239,9 +272,12 @@ fn replay(
     let sim = match served {
         Served::Plan { plan, rule } => {
             let all = 0..work.trace().num_batches();
-            super::simulate_parts(work, &[(all, plan)], rule, timed, true)?
+            super::simulate_parts(work, &[(all, plan)], rule, timed, messages)?
         }
-        Served::Schedule { schedule, .. } => simulate(work, &schedule.strategy, timed)?,
+        Served::Schedule { schedule, .. } if messages => simulate(work, &schedule.strategy, timed)?,
+        Served::Schedule { schedule, .. } => {
+            super::simulate_pairs(work, &schedule.strategy, timed)?
+        }
     };
     let predicted = match (pricing, &priced) {
         (Some(p), Some((c, mem))) => c

@@ -684,8 +684,8 @@ impl Predictor {
         }
         if work.num_sources().is_some_and(|s| s > gpus) || gpus == 0 {
             return Err(Error::Mismatch(format!(
-                "{gpus} GPUs for a workload with {:?} source ranks",
-                work.num_sources()
+                "the workload has {} source ranks, the cluster {gpus} GPUs: each rank sends from a GPU of its own, so choose at least as many GPUs as ranks",
+                work.num_sources().unwrap_or(0)
             )));
         }
         let even = matches!(work.source_kind(), Sources::Even);
