@@ -546,7 +546,6 @@ async function main() {
       await pg.waitForFunction((c) => document.querySelector("#grace-curve-caption")?.textContent !== c, v.curve, { timeout: 10000 });
       check("a layer change shows that layer's grouping", /layer 6:/.test(await text(pg, "#affinity-caption")), await text(pg, "#affinity-caption"));
       const before = await pg.$eval("#timings", (el) => el.dataset.clusterMs);
-      // Up, not down: the trace's 8 ranks each send from a GPU of their own.
       await pg.fill("#gpus", "8");
       await pg.dispatchEvent("#gpus", "change");
       await pg.waitForFunction((b) => document.querySelector("#timings")?.dataset.clusterMs !== b
@@ -573,6 +572,17 @@ async function main() {
         && document.querySelector("#status")?.classList.contains("ready"), before2, { timeout: 60000 });
       check("GRACE's ratio: kept by a cluster change", /r = 1 chosen \(as set\)/.test(await text(pg, "#grace-curve-caption")),
         await text(pg, "#grace-curve-caption"));
+      // Fewer GPUs than the trace's 8 ranks: rank r sends from GPU r mod 4,
+      // said in a note.
+      const before3 = await pg.$eval("#timings", (el) => el.dataset.clusterMs);
+      await pg.fill("#gpus", "2");
+      await pg.dispatchEvent("#gpus", "change");
+      await pg.waitForFunction((b) => document.querySelector("#timings")?.dataset.clusterMs !== b
+        && document.querySelector("#status")?.classList.contains("ready"), before3, { timeout: 60000 });
+      const notes = (await pg.$$eval(".note", (ns) => ns.map((n) => n.textContent))).join(" | ");
+      check("4 GPUs for 8 ranks: two ranks share a GPU, said; GRACE re-groups into 4",
+        /8 source ranks on 4 GPUs: rank r sends from GPU r mod 4/.test(notes) && /\(4 groups\)/.test(await text(pg, "#affinity-caption")),
+        `${notes} · ${await text(pg, "#affinity-caption")}`);
       check("GRACE's ratio: no page errors", pg.errors.length === 0, pg.errors.join("; "));
     });
 

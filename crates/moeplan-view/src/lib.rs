@@ -129,6 +129,11 @@ pub struct Workspace {
     /// cluster's groups (GRACE's non-uniformity ratio,
     /// [`Workspace::set_options`]); a cluster change keeps them.
     options: Settings,
+    /// The workload as given when it has more source ranks than the
+    /// cluster has GPUs: `work` is it with rank `r` on GPU `r mod D`
+    /// ([`Workload::with_sources_on`]); [`Workspace::workload`] gives this
+    /// one, so the next cluster starts from the ranks recorded.
+    whole: Option<Workload>,
 }
 
 /// A plan's prediction under a rule and pricing.
@@ -290,13 +295,25 @@ impl Workspace {
         defer_per_batch: bool,
         mut phase: impl FnMut(&str),
     ) -> Result<Workspace> {
-        // Reused only for the very same routes: the analysis and the summed
-        // batch are theirs, and do not depend on the cluster.
-        let same_routes =
+        let topology = Topology::new(cluster.nodes, cluster.gpus_per_node)?;
+        // More source ranks than GPUs: rank r sends from GPU r mod D (the
+        // simulator needs a GPU per source); the workload as given is kept
+        // for the next cluster.
+        let whole = work;
+        let work = whole.with_sources_on(topology.num_gpus())?;
+        let whole = (work.num_sources() != whole.num_sources()).then_some(whole);
+        // Reused only for the very same routes: the analysis is theirs
+        // (ranks aside), the summed batch theirs and their ranks'; neither
+        // depends on the cluster otherwise.
+        let same_routes = previous.filter(|p| {
+            p.workload().tokens().is_some()
+                && p.workload().tokens() == whole.as_ref().unwrap_or(&work).tokens()
+        });
+        let same_sources =
             previous.filter(|p| p.work.tokens().is_some() && p.work.tokens() == work.tokens());
         let mut grace_analysis = same_routes.and_then(|p| p.grace_analysis.clone());
         let one_batch = match (
-            same_routes.and_then(|p| p.one_batch.clone()),
+            same_sources.and_then(|p| p.one_batch.clone()),
             work.num_sources(),
         ) {
             (Some(kept), _) => Some(kept),
@@ -304,7 +321,6 @@ impl Workspace {
             (None, None) => None,
         };
         let trace = work.trace();
-        let topology = Topology::new(cluster.nodes, cluster.gpus_per_node)?;
         if cluster.groups == 0 {
             return Err(Error::Argument("expert groups must be at least 1".into()));
         }
@@ -411,22 +427,37 @@ impl Workspace {
             grouping: Arc::default(),
             batches: Arc::default(),
             options,
+            whole,
         })
     }
 
-    /// The workload planned: the trace, and its token routes or sources
-    /// when it has them.
+    /// The workload as given: the trace, and its token routes or sources
+    /// when it has them, with the ranks recorded. On a cluster with fewer
+    /// GPUs than source ranks the plans are made and judged with rank `r`
+    /// on GPU `r mod D` ([`Workload::with_sources_on`]), and the view's
+    /// notes say so.
     ///
     /// ```
     /// use moeplan_view::{Cluster, Workspace};
-    /// use moeplan::{synth::generator, data::model};
+    /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+    /// use moeplan::{synth::generator, data::model, data::Workload};
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
     /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
     /// assert!(ws.workload().tokens().is_none());
+    /// // 8 sequences of 64 tokens, on 8 ranks, planned for 4 GPUs.
+    /// let cfg = TokenGenConfig { sequence_tokens: 64, ..TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512) };
+    /// let work = Workload::from_tokens(generate_tokens(&cfg)?, 128)?;
+    /// let c = Cluster { nodes: 2, gpus_per_node: 2, groups: 1 };
+    /// let ws = Workspace::of_workload(work.clone(), c, |_| {})?;
+    /// assert_eq!(ws.workload(), &work);
+    /// let v = ws.view(Some(2), 0)?;
+    /// assert!(v.notes.iter().any(|n| n.contains("8 source ranks on 4 GPUs")), "{:?}", v.notes);
+    /// let folded = Workspace::of_workload(work.with_sources_on(4)?, c, |_| {})?;
+    /// assert_eq!(v.plans, folded.view(Some(2), 0)?.plans);
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn workload(&self) -> &Workload {
-        &self.work
+        self.whole.as_ref().unwrap_or(&self.work)
     }
 
     /// The trace.
@@ -664,6 +695,13 @@ impl Workspace {
         }
         let mut plans = Vec::new();
         let mut notes = Vec::new();
+        if let Some(s) = self.whole.as_ref().and_then(Workload::num_sources) {
+            let d = self.topology.num_gpus();
+            notes.push(format!(
+                "the trace's {s} source ranks on {d} GPUs: rank r sends from GPU r mod {d}, as if {} ranks shared a GPU",
+                s.div_ceil(d)
+            ));
+        }
         for (i, entry) in self.entries.iter().enumerate() {
             let planner = entry.id.planner()?;
             match &entry.state {

@@ -296,6 +296,69 @@ impl Workload {
         &self.sources
     }
 
+    /// The same workload with at most `gpus` source ranks: rank `r` sends
+    /// from GPU `r mod gpus` (several data-parallel ranks on one GPU), the
+    /// counts unchanged. What a front end does when a trace recorded on
+    /// more ranks than the cluster it plans for has GPUs (the simulator
+    /// refuses more sources than GPUs); a workload within `gpus` comes back
+    /// as it is.
+    ///
+    /// ```
+    /// use moeplan::{data::Workload, TokenTrace};
+    /// use ndarray::array;
+    /// let t = TokenTrace::new(4, vec![0], vec![array![[0, 1], [2, 3], [1, 2]]], vec![0, 3, 2])?;
+    /// let w = Workload::from_tokens(t, 2)?;
+    /// let two = w.with_sources_on(2)?;
+    /// assert_eq!((w.num_sources(), two.num_sources()), (Some(4), Some(2)));
+    /// assert_eq!(two.tokens().unwrap().source_rank(), &[0, 1, 0]);
+    /// assert_eq!(two.trace(), w.trace());
+    /// assert_eq!(w.with_sources_on(8)?, w);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn with_sources_on(&self, gpus: usize) -> Result<Workload> {
+        if gpus == 0 {
+            return Err(Error::Argument("sources need at least one GPU".into()));
+        }
+        if self.num_sources().is_none_or(|s| s <= gpus) {
+            return Ok(self.clone());
+        }
+        let sources = match &self.sources {
+            Sources::Even => Sources::Even,
+            Sources::Counts(a) => {
+                let (b, l, s_n, e) = a.dim();
+                let mut folded = Array4::zeros((b, l, gpus, e));
+                for s in 0..s_n {
+                    let mut to = folded.slice_mut(s![.., .., s % gpus, ..]);
+                    to += &a.slice(s![.., .., s, ..]);
+                }
+                Sources::Counts(folded)
+            }
+            Sources::Tokens {
+                tokens,
+                batch_tokens,
+                ..
+            } => {
+                let tokens = tokens.clone().with_sequences_on_ranks(gpus)?;
+                let ranks = tokens
+                    .source_rank()
+                    .iter()
+                    .copied()
+                    .max()
+                    .map_or(1, |r| r as usize + 1);
+                Sources::Tokens {
+                    tokens,
+                    batch_tokens: *batch_tokens,
+                    ranks,
+                }
+            }
+        };
+        Ok(Workload {
+            trace: self.trace.clone(),
+            sources,
+            affinity: self.affinity.clone(),
+        })
+    }
+
     /// Every batch as one: the counts summed over batches, and so the
     /// per-source counts (token routes become per-source counts; even
     /// arrival stays even). Under a rule whose split of an expert's pairs
@@ -385,5 +448,48 @@ impl Workload {
             _ => 0,
         };
         (b * batch_tokens).min(n)..((b + 1) * batch_tokens).min(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ndarray::{Array3, Array4};
+
+    use super::Workload;
+    use crate::data::trace::LoadTrace;
+
+    /// Per-source counts of 5 ranks on 2 GPUs: ranks 0, 2, 4 on GPU 0,
+    /// 1 and 3 on GPU 1, every (batch, layer, expert) summed.
+    #[test]
+    fn per_source_counts_fold_onto_fewer_gpus() {
+        let (b, l, s, e) = (2, 3, 5, 4);
+        let by = Array4::from_shape_fn((b, l, s, e), |(bi, li, si, ei)| {
+            (bi + 2 * li + 3 * si + ei) as f64
+        });
+        let trace = LoadTrace::new(by.sum_axis(ndarray::Axis(2)), vec![0, 1, 2]).unwrap();
+        let w = Workload::new(trace).with_sources(by.clone()).unwrap();
+        let two = w.with_sources_on(2).unwrap();
+        assert_eq!((two.num_sources(), two.trace()), (Some(2), w.trace()));
+        let mut row = Vec::new();
+        let mut checked = 0;
+        for bi in 0..b {
+            for li in 0..l {
+                two.fill_source_counts(bi, li, &mut row);
+                let want = Array3::from_shape_fn((1, 2, e), |(_, g, ei)| {
+                    (0..s)
+                        .filter(|si| si % 2 == g)
+                        .map(|si| by[[bi, li, si, ei]])
+                        .sum::<f64>()
+                });
+                assert_eq!(
+                    row,
+                    want.iter().copied().collect::<Vec<_>>(),
+                    "batch {bi}, layer {li}"
+                );
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, b * l);
+        assert!(w.with_sources_on(0).is_err());
     }
 }
