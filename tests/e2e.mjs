@@ -979,6 +979,17 @@ async function main() {
       for (const [trace, hash] of [["counts", ""], ["token routes", "#routes=1"]]) {
         const pt = await openPage(browser, origin, hash);
         pages.push(pt);
+        // With token routes the traffic panel tells plans apart (GRACE's
+        // affinity groups keep pairs on their node); with counts only every
+        // plan has the closed form of even arrival, the same for all.
+        await settled(pt);
+        const cross = await pt.$$eval(".traffic-row", (rows) => rows.map((r) => `${r.id}:${r.dataset.cross}`));
+        const distinct = new Set(cross.map((c) => c.split(":")[1])).size;
+        if (trace === "token routes") {
+          check("token routes: at least two plans' cross-node traffic differ, GRACE's the least", distinct >= 2
+            && Math.min(...cross.map((c) => Number(c.split(":")[1]))) === Number(cross.find((c) => c.startsWith("traffic-grace:"))?.split(":")[1]),
+            cross.join(" "));
+        }
         const row = (change, xs, budget) => {
           const r = { trace, change, n: xs.length, p50_ms: round(percentile(xs, 50), 1), p95_ms: round(percentile(xs, 95), 1), budget_ms: budget,
             slowest_ms: [...xs].sort((a, b) => b - a).slice(0, 3).map((x) => round(x, 1)) };

@@ -2,8 +2,8 @@
 //! `#preset=deepseek-v3&batches=64&seed=7&nodes=8&gpus=8&groups=8&r=auto&layer=0&mem=deepseek-v3&rule=even`
 //! (and `&routes=1` when the generator makes token routes; `&n=4` and
 //! `&predictor=oracle` when Libra's options differ from the registry's
-//! defaults; `&ratio=0.2` for GRACE's non-uniformity ratio other than auto; `&every=16&window=16` while serving with re-planning is
-//! shown).
+//! defaults; `&ratio=0.2` when GRACE's non-uniformity ratio is not `auto`;
+//! `&every=16&window=16` while serving with re-planning is shown).
 //! Missing or unreadable keys fall back to the defaults.
 
 use moeplan::data::model;
