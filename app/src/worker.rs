@@ -380,6 +380,12 @@ impl WorkerState {
             .workspace
             .as_ref()
             .is_none_or(|ws| ws.cluster() != cluster);
+        // GRACE's ratio: a new workspace is prepared with it, the current
+        // one re-plans GRACE only when it changed (below).
+        let statics = match &req.static_options {
+            Some(options) => Some(planner_settings(options)?),
+            None => None,
+        };
         let mut fresh = None;
         if new_trace.is_some() || changed_cluster {
             // A cluster change keeps what does not depend on the cluster
@@ -401,20 +407,25 @@ impl WorkerState {
             // planners (Libra) are planned by the request after it, the
             // page's follow-up for the timeline (see `plan_pending`).
             let defer = previous.is_some();
-            let ws =
-                Workspace::of_workload_deferring(work, cluster, previous, defer, &mut *progress)
-                    .map_err(|e| e.to_string())?;
+            let options = match (&statics, &self.workspace) {
+                (Some(s), _) => s.clone(),
+                (None, Some(ws)) => ws.options().clone(),
+                (None, None) => Settings::new(),
+            };
+            let ws = Workspace::of_workload_deferring(
+                work,
+                cluster,
+                previous,
+                defer,
+                &options,
+                &mut *progress,
+            )
+            .map_err(|e| e.to_string())?;
             fresh = Some((ws, name, stats));
         }
-        // GRACE's ratio: a new workspace on the same trace has it already
-        // (a cluster change keeps it), so this re-plans only on a change.
-        if let Some(options) = &req.static_options {
-            let settings = per_batch_settings(options)?;
-            let ws = match &mut fresh {
-                Some((ws, ..)) => ws,
-                None => self.workspace.as_mut().ok_or("no trace yet")?,
-            };
-            ws.set_options(&settings, &mut *progress)
+        if let (Some(options), None) = (&statics, &fresh) {
+            let ws = self.workspace.as_mut().ok_or("no trace yet")?;
+            ws.set_options(options, &mut *progress)
                 .map_err(|e| e.to_string())?;
         }
         let asked = req.per_batch.as_ref().unwrap_or(&self.per_batch).clone();
@@ -429,7 +440,7 @@ impl WorkerState {
             // the defaults, said in the notes, rather than refuse the trace.
             Some((ws, ..)) if !asked.is_empty() => {
                 fallback = None;
-                if let Err(e) = per_batch_settings(&asked).and_then(|s| replan(ws, &s)) {
+                if let Err(e) = planner_settings(&asked).and_then(|s| replan(ws, &s)) {
                     fallback = Some(format!("{e}: shown with its default options"));
                 }
             }
@@ -438,7 +449,7 @@ impl WorkerState {
                 let ws = self.workspace.as_mut().ok_or("no trace yet")?;
                 // The options kept from before the cluster change fed this
                 // trace then; new ones that cannot are refused as ever.
-                match per_batch_settings(&asked).and_then(|s| plan_pending(ws, &s, progress)) {
+                match planner_settings(&asked).and_then(|s| plan_pending(ws, &s, progress)) {
                     Ok(()) => fallback = None,
                     Err(e) if asked == self.per_batch => {
                         fallback = Some(format!("{e}: shown with its default options"));
@@ -449,7 +460,7 @@ impl WorkerState {
             }
             None if asked != self.per_batch => {
                 // Only the per-batch planners: on an error nothing changed.
-                let settings = per_batch_settings(&asked)?;
+                let settings = planner_settings(&asked)?;
                 let ws = self.workspace.as_mut().ok_or("no trace yet")?;
                 replan(ws, &settings)?;
                 fallback = None;
@@ -773,7 +784,7 @@ fn predicted(p: &Prediction) -> Predicted {
 
 /// The registry's settings for planner options (names and values as the
 /// CLI reads them).
-fn per_batch_settings(options: &[(String, String)]) -> Result<Settings, String> {
+fn planner_settings(options: &[(String, String)]) -> Result<Settings, String> {
     let mut s = Settings::new();
     for (name, value) in options {
         s.set_str(name, value).map_err(|e| e.to_string())?;

@@ -262,7 +262,8 @@ impl Workspace {
         previous: Option<&Workspace>,
         phase: impl FnMut(&str),
     ) -> Result<Workspace> {
-        Self::of_workload_deferring(work, cluster, previous, false, phase)
+        let options = previous.map(|p| p.options.clone()).unwrap_or_default();
+        Self::of_workload_deferring(work, cluster, previous, false, &options, phase)
     }
 
     /// [`Workspace::of_workload_reusing`], leaving the per-batch planners
@@ -270,6 +271,8 @@ impl Workspace {
     /// than every static plan together (the page's default: ~0.5 s of a
     /// 0.7 s cluster change), so the page answers a cluster change with the
     /// static plans and asks [`Workspace::plan_pending`] for the rest next.
+    /// The static planners are prepared with `options` (as
+    /// [`Workspace::set_options`] takes them; refused likewise).
     ///
     /// ```
     /// use moeplan_view::{Cluster, Workspace};
@@ -277,15 +280,17 @@ impl Workspace {
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
     /// let work = moeplan::Workload::new(t);
     /// let c = Cluster { nodes: 1, gpus_per_node: 8, groups: 1 };
-    /// let mut ws = Workspace::of_workload_deferring(work.clone(), c, None, true, |_| {})?;
+    /// let mut ws = Workspace::of_workload_deferring(work.clone(), c, None, true, &Settings::new(), |_| {})?;
     /// let names = |ws: &Workspace| -> Vec<String> {
     ///     ws.view(Some(2), 0).unwrap().plans.iter().map(|p| p.name.clone()).collect()
     /// };
     /// assert!(ws.has_pending() && !names(&ws).contains(&"libra".to_string()));
     /// assert!(ws.plan_pending(&Settings::new(), |_| {})?);
-    /// let whole = Workspace::of_workload(work, c, |_| {})?;
+    /// let whole = Workspace::of_workload(work.clone(), c, |_| {})?;
     /// assert!(!ws.has_pending() && names(&ws).contains(&"libra".to_string()));
     /// assert_eq!(ws.view(Some(2), 0)?, whole.view(Some(2), 0)?);
+    /// let libra = Settings::new().with("extra_experts_per_gpu", moeplan::planners::Value::Count(2))?;
+    /// assert!(Workspace::of_workload_deferring(work, c, None, true, &libra, |_| {}).is_err());
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn of_workload_deferring(
@@ -293,24 +298,30 @@ impl Workspace {
         cluster: Cluster,
         previous: Option<&Workspace>,
         defer_per_batch: bool,
+        options: &Settings,
         mut phase: impl FnMut(&str),
     ) -> Result<Workspace> {
         let topology = Topology::new(cluster.nodes, cluster.gpus_per_node)?;
+        changed_static_options(options, &Settings::new())?;
         // More source ranks than GPUs: rank r sends from GPU r mod D (the
         // simulator needs a GPU per source); the workload as given is kept
         // for the next cluster.
-        let whole = work;
-        let work = whole.with_sources_on(topology.num_gpus())?;
-        let whole = (work.num_sources() != whole.num_sources()).then_some(whole);
+        let d = topology.num_gpus();
+        let (work, whole) = match work.num_sources() {
+            Some(s) if s > d => (work.with_sources_on(d)?, Some(work)),
+            _ => (work, None),
+        };
         // Reused only for the very same routes: the analysis is theirs
-        // (ranks aside), the summed batch theirs and their ranks'; neither
-        // depends on the cluster otherwise.
+        // (ranks aside), the summed batch theirs and their ranks' (folded
+        // onto as many GPUs, or not folded); neither depends on the
+        // cluster otherwise.
         let same_routes = previous.filter(|p| {
             p.workload().tokens().is_some()
                 && p.workload().tokens() == whole.as_ref().unwrap_or(&work).tokens()
         });
-        let same_sources =
-            previous.filter(|p| p.work.tokens().is_some() && p.work.tokens() == work.tokens());
+        let folded_on = |w: &Option<Workload>, d: usize| w.as_ref().map(|_| d);
+        let same_sources = same_routes
+            .filter(|p| folded_on(&p.whole, p.topology.num_gpus()) == folded_on(&whole, d));
         let mut grace_analysis = same_routes.and_then(|p| p.grace_analysis.clone());
         let one_batch = match (
             same_sources.and_then(|p| p.one_batch.clone()),
@@ -324,7 +335,7 @@ impl Workspace {
         if cluster.groups == 0 {
             return Err(Error::Argument("expert groups must be at least 1".into()));
         }
-        let options = previous.map(|p| p.options.clone()).unwrap_or_default();
+        let options = options.clone();
         let settings = options
             .clone()
             .with(GROUPS.name, Value::Count(cluster.groups))?;
@@ -352,17 +363,14 @@ impl Workspace {
             }
             phase(&planner.preparing());
             let slider = planner.budget_unit() == Some(Unit::ReplicasPerGpu);
-            let prepared = if planner.id() == grace::ID && work.tokens().is_some() {
-                grace::prepare(
-                    &work,
-                    topology,
-                    &settings,
-                    &mut grace_analysis,
-                    &mut grace_ready,
-                )
-            } else {
-                prepare(planner, &work, topology, &settings)
-            };
+            let prepared = prepare_shown(
+                planner,
+                &work,
+                topology,
+                &settings,
+                &mut grace_analysis,
+                &mut grace_ready,
+            );
             let notes = prepared.as_ref().map(|p| p.notes()).unwrap_or_default();
             let state = match prepared {
                 Ok(ready) if slider => {
@@ -458,6 +466,11 @@ impl Workspace {
     /// ```
     pub fn workload(&self) -> &Workload {
         self.whole.as_ref().unwrap_or(&self.work)
+    }
+
+    /// The static planners' options in use ([`Workspace::set_options`]).
+    pub fn options(&self) -> &Settings {
+        &self.options
     }
 
     /// The trace.
@@ -1047,25 +1060,11 @@ impl Workspace {
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn set_options(&mut self, options: &Settings, mut phase: impl FnMut(&str)) -> Result<bool> {
-        // Compared at their values (a default named equals one left unset).
-        let changed: Vec<&'static str> = moeplan::planners::all_options()
-            .into_iter()
-            .filter(|o| options.value(o) != self.options.value(o))
-            .map(|o| o.name)
-            .collect();
+        let changed = changed_static_options(options, &self.options)?;
         if changed.is_empty() {
             return Ok(false);
         }
         let reads = |p: &dyn Planner| p.options().iter().any(|o| changed.contains(&o.name));
-        for (i, e) in self.entries.iter().enumerate() {
-            let p = e.id.planner()?;
-            if reads(p) && (i == self.focus || p.per_batch()) {
-                return Err(Error::Argument(format!(
-                    "{}'s options are set with its own control, not here",
-                    p.display()
-                )));
-            }
-        }
         let settings = options
             .clone()
             .with(GROUPS.name, Value::Count(self.cluster.groups))?;
@@ -1077,17 +1076,14 @@ impl Workspace {
                 continue;
             }
             phase(&planner.preparing());
-            let prepared = if planner.id() == grace::ID && self.work.tokens().is_some() {
-                grace::prepare(
-                    &self.work,
-                    self.topology,
-                    &settings,
-                    &mut analysis,
-                    &mut ready,
-                )
-            } else {
-                prepare(planner, &self.work, self.topology, &settings)
-            };
+            let prepared = prepare_shown(
+                planner,
+                &self.work,
+                self.topology,
+                &settings,
+                &mut analysis,
+                &mut ready,
+            );
             // As a new workspace does: a planner that cannot plan here says
             // why in its row.
             next.push(match prepared {
@@ -1220,6 +1216,47 @@ impl Workspace {
                 })
                 .collect(),
         }
+    }
+}
+
+/// The options `options` sets to other values than `from` (compared at
+/// their values: a default named equals one left unset); refused when the
+/// budget's planner or a per-batch planner reads one (those have their own
+/// controls: the budget, [`Workspace::replan_scheduled`]).
+fn changed_static_options(options: &Settings, from: &Settings) -> Result<Vec<&'static str>> {
+    let changed: Vec<&'static str> = moeplan::planners::all_options()
+        .into_iter()
+        .filter(|o| options.value(o) != from.value(o))
+        .map(|o| o.name)
+        .collect();
+    let own_control = registry().iter().find(|p| {
+        (p.budget_unit() == Some(Unit::ReplicasPerGpu) || p.per_batch())
+            && p.options().iter().any(|o| changed.contains(&o.name))
+    });
+    match own_control {
+        Some(p) => Err(Error::Argument(format!(
+            "{}'s options are set with its own control, not here",
+            p.display()
+        ))),
+        None => Ok(changed),
+    }
+}
+
+/// A shown planner prepared: GRACE from the kept analysis when the
+/// workload has token routes (and the grouping kept for the page's GRACE
+/// views), any other through the registry.
+fn prepare_shown(
+    planner: &dyn Planner,
+    work: &Workload,
+    topology: Topology,
+    settings: &Settings,
+    analysis: &mut Option<Arc<GraceAnalysis>>,
+    ready: &mut Option<Arc<Grace>>,
+) -> Result<Box<dyn Prepared>> {
+    if planner.id() == grace::ID && work.tokens().is_some() {
+        grace::prepare(work, topology, settings, analysis, ready)
+    } else {
+        prepare(planner, work, topology, settings)
     }
 }
 

@@ -250,8 +250,7 @@ impl Scheduled {
 /// or token routes each source's row is read too, so the cells count
 /// `(D + S) / D` times for `S` sources on `D` GPUs (the route default, 8
 /// ranks on 8 × 8: 68 M, 0.2 s; 64 ranks: 122 M, 0.47 s natively,
-/// `examples` timing of 2026-11-27 in docs/speed.md). The CLI has no such
-/// limit.
+/// measured 2026-11-27, docs/speed.md). The CLI has no such limit.
 pub const PER_BATCH_CELLS: usize = 80_000_000;
 
 /// Why a per-batch planner is not replayed on `work` and `topology`, if

@@ -131,12 +131,7 @@ impl Workload {
     /// ```
     pub fn from_tokens(tokens: TokenTrace, batch_tokens: usize) -> Result<Self> {
         let trace = tokens.to_load_trace(batch_tokens)?;
-        let ranks = tokens
-            .source_rank()
-            .iter()
-            .copied()
-            .max()
-            .map_or(1, |r| r as usize + 1);
+        let ranks = ranks_of(&tokens);
         Ok(Workload {
             trace,
             sources: Sources::Tokens {
@@ -339,12 +334,7 @@ impl Workload {
                 ..
             } => {
                 let tokens = tokens.clone().with_sequences_on_ranks(gpus)?;
-                let ranks = tokens
-                    .source_rank()
-                    .iter()
-                    .copied()
-                    .max()
-                    .map_or(1, |r| r as usize + 1);
+                let ranks = ranks_of(&tokens);
                 Sources::Tokens {
                     tokens,
                     batch_tokens: *batch_tokens,
@@ -449,6 +439,16 @@ impl Workload {
         };
         (b * batch_tokens).min(n)..((b + 1) * batch_tokens).min(n)
     }
+}
+
+/// Source ranks of token routes: the highest rank recorded, plus one.
+fn ranks_of(tokens: &TokenTrace) -> usize {
+    tokens
+        .source_rank()
+        .iter()
+        .copied()
+        .max()
+        .map_or(1, |r| r as usize + 1)
 }
 
 #[cfg(test)]
