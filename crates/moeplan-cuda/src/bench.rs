@@ -461,7 +461,7 @@ fn predict_one(
 
 /// The cost model's constants for BF16 experts of `shape` on
 /// [`PREDICTED_ON`].
-fn time_cost(shape: ExpertShape) -> Result<TimeCost> {
+pub(crate) fn time_cost(shape: ExpertShape) -> Result<TimeCost> {
     let h = moeplan::data::hardware::preset(PREDICTED_ON)?;
     let mut m = *moeplan::data::model::preset("deepseek-v3")?;
     m.hidden = shape.hidden;

@@ -13,6 +13,12 @@
 //! inter` FLOPs) against the bf16 dense peak, and an 8192³ bf16 GEMM as the
 //! reference of what cuBLAS reaches on this device.
 //!
+//! (c) One rank's cost per copy against the cost model: a rank holding `c`
+//! copies (1, 2, 4, 8, each its own weights) of `r` rows each, from 1 row to
+//! 4,096, timed as the bench times a rank, beside the core's `copy_us` for
+//! the same BF16 shape on `h100-ib-ndr` — where the model's weight read and
+//! GEMM blend misses at the few rows per copy of decode (docs/cuda.md).
+//!
 //! Every timing is GPU execution: the timed launches are queued behind a
 //! spin kernel ([`Gpu::time_queued`]), the median of `repeats`.
 
@@ -186,6 +192,29 @@ pub fn run(gpu: &Gpu, cfg: &MicroConfig, out: &mut dyn FnMut(String)) -> Result<
             fl(f),
             pct(f, peak_fl.as_ref().map(|x| x.0))
         ));
+    }
+    out(
+        "(c) one rank's time per copy, measured against the cost model (copy_us on h100-ib-ndr):"
+            .into(),
+    );
+    let model = crate::bench::time_cost(shape)?;
+    for copies in [1usize, 2, 4, 8] {
+        let gpus = vec![(0..copies as u32).collect::<Vec<_>>()];
+        let rank = LayerSlots::new(&gpus, copies, 1)?;
+        for per in [1usize, 8, 32, 64, 128, 256, 512, 1024, 2048, 4096] {
+            let mut b = gpu.buffers(copies * per, 1, shape, copies)?;
+            gpu.fill(&mut b.xp, crate::expert::seeds::X, 1.0)?;
+            let offsets: Vec<u32> = (0..=copies).map(|j| (j * per) as u32).collect();
+            let t = median_of(gpu, cfg.repeats, || {
+                gpu.experts_rank(&b, &weights, &rank, &offsets, 0)
+            })?;
+            let meas = t * 1e3 / copies as f64;
+            let pred = moeplan::judge::cost::copy_us(&model, per as f64);
+            out(format!(
+                "    per-copy copies={copies} rows={per:>5}: measured {meas:8.2} µs · predicted {pred:8.2} µs · error {:+6.1} %",
+                (pred - meas) / meas * 100.0
+            ));
+        }
     }
     drop(weights);
     let s = 8192usize;
