@@ -900,18 +900,17 @@ impl Workspace {
         })
     }
 
-    /// A fixed plan under `rule`, replayed once while the rule stays.
+    /// A fixed plan under `rule`, replayed once per rule (the page offers
+    /// a handful; each kept is a few figures per layer and batch).
     fn fixed_under(&self, fixed: &Fixed, rule: Rule) -> Result<Measured> {
         if let Ok(under) = fixed.under.lock() {
-            if let Some((r, m)) = under.as_ref() {
-                if *r == rule {
-                    return Ok(m.clone());
-                }
+            if let Some((_, m)) = under.iter().find(|(r, _)| *r == rule) {
+                return Ok(m.clone());
             }
         }
         let m = self.measure(&fixed.plan, rule)?;
         if let Ok(mut under) = fixed.under.lock() {
-            *under = Some((rule, m.clone()));
+            under.push((rule, m.clone()));
         }
         Ok(m)
     }

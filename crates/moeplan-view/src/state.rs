@@ -43,8 +43,8 @@ pub(crate) enum State {
 }
 
 /// A plan the budget does not move: its replay under `even`, and its
-/// figures under the last other rule asked for (a budget change under that
-/// rule does not replay it again).
+/// figures under each other rule asked for (a budget change, or a return to
+/// a rule seen before, does not replay it again).
 #[derive(Debug, Clone)]
 pub(crate) struct Fixed {
     pub(crate) budget: Option<usize>,
@@ -53,7 +53,7 @@ pub(crate) struct Fixed {
     /// Imbalance ratio of each batch under `even`, once a view asked for
     /// it (a replay a cluster change does not pay).
     pub(crate) per_batch: Arc<Mutex<Option<Vec<f64>>>>,
-    pub(crate) under: Arc<Mutex<Option<(Rule, Measured)>>>,
+    pub(crate) under: Arc<Mutex<Vec<(Rule, Measured)>>>,
     /// Its pair traffic under `even` on a workload with sources, once a
     /// view asked for it (it does not move with the budget).
     pub(crate) even_traffic: Arc<Mutex<Option<PairTraffic>>>,

@@ -143,12 +143,17 @@ fn split_rules_count_expected_destinations() {
     assert_eq!((m.cross_gpu, m.cross_node), (1.5, 1.0));
 }
 
-/// A random case: up to 3 × 3 GPUs, up to 9 experts, top-1..3, up to 2
-/// layers, up to 40 tokens in batches of up to 16; with `replicas`, extra
-/// copies anywhere.
+/// A random case: up to 3 × 3 GPUs (one case in four a wide cluster past
+/// 64 GPUs or 64 nodes, where token messages leave the one-word bitsets),
+/// up to 9 experts, top-1..3, up to 2 layers, up to 40 tokens in batches of
+/// up to 16; with `replicas`, extra copies anywhere.
 fn random_case(seed: u64, replicas: bool) -> (Workload, Plan, usize) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let (nodes, gpn) = (rng.random_range(1..=3), rng.random_range(1..=3));
+    let (nodes, gpn) = match rng.random_range(0..8) {
+        0 => (2, 40),
+        1 => (70, 1),
+        _ => (rng.random_range(1..=3), rng.random_range(1..=3)),
+    };
     let d = nodes * gpn;
     let e = rng.random_range(1..=9);
     let l = rng.random_range(1..=2);
@@ -295,5 +300,45 @@ proptest! {
         });
         let m = messages(&work, &plan, Rule::Vllm);
         prop_assert_eq!((m.cross_gpu, m.cross_node), want);
+        // and its pairs: local, inside a node, across nodes
+        let gpn = plan.topology().gpus_per_node();
+        let mut pairs = [0.0; 3];
+        let t = work.tokens().unwrap();
+        for l in 0..t.num_layers() {
+            let mut index = vec![0usize; plan.topology().num_gpus()];
+            for (i, row) in t.routes(l).rows().into_iter().enumerate() {
+                if i % bt == 0 {
+                    index.iter_mut().for_each(|x| *x = 0);
+                }
+                let s = t.source_rank()[i] as usize;
+                for (k, &e) in row.iter().enumerate() {
+                    let copies: Vec<usize> = plan.layers()[l]
+                        .gpus
+                        .iter()
+                        .enumerate()
+                        .flat_map(|(g, h)| h.iter().filter(|&&x| x == e).map(move |_| g))
+                        .collect();
+                    let g = copies[(index[s] * top_k + k) % copies.len()];
+                    pairs[if g == s { 0 } else if g / gpn == s / gpn { 1 } else { 2 }] += 1.0;
+                }
+                index[s] += 1;
+            }
+        }
+        let r = run(&work, &plan, Rule::Vllm).traffic;
+        prop_assert_eq!([r.local, r.intra_node, r.cross_node], pairs);
     }
+}
+
+/// The random cases really reach wide clusters (a quarter expected): the
+/// property tests above check the paths past 64 GPUs or nodes only if so.
+#[test]
+fn wide_clusters_are_checked() {
+    let wide = (0..200u64)
+        .filter(|&seed| {
+            let (work, plan, _) = random_case(seed, true);
+            let topo = plan.topology();
+            work.tokens().is_some() && (topo.num_gpus() > 64 || topo.nodes() > 64)
+        })
+        .count();
+    assert!(wide >= 20, "only {wide} of 200 random cases are wide");
 }

@@ -405,26 +405,56 @@ impl Workload {
     /// row-major, in `scratch` (reused; no allocation once it is large
     /// enough).
     pub(crate) fn fill_source_counts(&self, b: usize, l: usize, scratch: &mut Vec<f64>) {
+        let rows = match &self.sources {
+            Sources::Even => 0,
+            Sources::Counts(a) => a.dim().2,
+            Sources::Tokens { ranks, .. } => *ranks,
+        };
+        scratch.clear();
+        scratch.resize(rows * self.trace.num_experts(), 0.0);
+        self.add_source_counts(b, l, scratch);
+    }
+
+    /// Adds the counts of [`Workload::fill_source_counts`] to `into`'s
+    /// first `S × E` entries (those past its end are left out).
+    pub(crate) fn add_source_counts(&self, b: usize, l: usize, into: &mut [f64]) {
         let e_n = self.trace.num_experts();
         match &self.sources {
-            Sources::Even => scratch.clear(),
+            Sources::Even => {}
             Sources::Counts(a) => {
-                scratch.clear();
-                scratch.extend(a.slice(s![b, l, .., ..]).iter().copied());
+                for (x, &c) in into.iter_mut().zip(a.slice(s![b, l, .., ..])) {
+                    *x += c;
+                }
             }
             Sources::Tokens {
                 tokens,
                 batch_tokens,
-                ranks,
+                ..
             } => {
-                scratch.clear();
-                scratch.resize(ranks * e_n, 0.0);
                 let routes = tokens.routes(l);
                 let rank = tokens.source_rank();
-                for t in self.batch_range(b, *batch_tokens) {
-                    let s = rank[t] as usize;
-                    for &e in routes.row(t) {
-                        scratch[s * e_n + e as usize] += 1.0;
+                let range = self.batch_range(b, *batch_tokens);
+                let k = tokens.top_k();
+                let mut add = |s: u32, row: &[u32]| {
+                    let at = s as usize * e_n;
+                    for &e in row {
+                        if let Some(x) = into.get_mut(at + e as usize) {
+                            *x += 1.0;
+                        }
+                    }
+                };
+                match routes.as_slice() {
+                    // The batch's rows at once: no per-token view.
+                    Some(flat) => {
+                        let rows = flat[range.start * k..range.end * k].chunks_exact(k.max(1));
+                        for (&s, row) in rank[range].iter().zip(rows) {
+                            add(s, row);
+                        }
+                    }
+                    None => {
+                        for t in range {
+                            add(rank[t], &routes.row(t).to_vec());
+                        }
                     }
                 }
             }

@@ -79,6 +79,11 @@ pub(crate) struct Engine {
     sent: Vec<f64>,
     row_buf: Vec<f64>,
     token_index: Vec<usize>,
+    /// vLLM's per-token rule: rows from source `s` to GPU `g` at `s · D + g`
+    /// in the current step, tallied once at its end.
+    pair_rows: Vec<u32>,
+    /// vLLM's per-token rule: each expert's copies in the prepared layer.
+    vllm: Vec<VllmCopies>,
     /// GRACE's rules only, when some plan records no profile: each layer's
     /// expert loads over the whole workload, `L × E` row-major (empty
     /// otherwise) — what they predict from for such a plan.
@@ -144,6 +149,8 @@ impl Engine {
             sent: Vec::new(),
             row_buf: Vec::new(),
             token_index: Vec::new(),
+            pair_rows: Vec::new(),
+            vllm: Vec::new(),
             totals,
             predicted: Vec::new(),
             messages: MessageTally::default(),
@@ -192,7 +199,16 @@ impl Engine {
         }
         let predicted = self.predicted.as_slice();
         match self.mode {
-            Mode::BlindEven | Mode::VllmTokens => {}
+            Mode::VllmTokens => {
+                let starts = &self.view.copy_start;
+                self.vllm.clear();
+                self.vllm.extend(
+                    starts
+                        .windows(2)
+                        .map(|w| VllmCopies::new(w[0], w[1] - w[0])),
+                );
+            }
+            Mode::BlindEven => {}
             Mode::BlindSources | Mode::RoutedSources => self.routes.build(
                 self.rule,
                 &self.view,
@@ -410,34 +426,53 @@ impl Engine {
         else {
             return;
         };
+        let d = self.topology.num_gpus();
+        let gpn = self.topology.gpus_per_node().max(1);
+        let ranks = (*ranks).min(d);
         self.token_index.clear();
-        self.token_index.resize(*ranks, 0);
+        self.token_index.resize(ranks, 0);
+        // Each source's row of GPUs padded to 64 when they fit (see
+        // `VllmPass::run_with`).
+        let stride = if d <= 64 { 64 } else { d };
+        self.pair_rows.clear();
+        self.pair_rows.resize(ranks * stride, 0);
         let routes = tokens.routes(l);
+        let routes = routes.as_standard_layout();
+        let Some(flat) = routes.as_slice() else {
+            return;
+        };
         let rank = tokens.source_rank();
         let top_k = tokens.top_k();
         let messages = self.counts_messages();
-        for t in workload.batch_range(b, *batch_tokens) {
-            let s = rank[t] as usize;
-            let i = self.token_index[s];
-            self.token_index[s] += 1;
-            if messages {
-                self.messages.begin();
-            }
-            for (k, &e) in routes.row(t).iter().enumerate() {
-                let cand = self.view.copies(e as usize);
-                if cand.is_empty() {
-                    continue;
+        let pass = VllmPass {
+            flat,
+            rank,
+            top_k,
+            range: workload.batch_range(b, *batch_tokens),
+            d,
+            gpn,
+            experts: &self.vllm,
+            gpus: &self.view.copy_gpu,
+        };
+        let (index, rows) = (&mut self.token_index, &mut self.pair_rows);
+        // Every pair goes to one GPU: a token's distinct destinations are
+        // bits of one word when GPUs and nodes fit in 64 (the stamped
+        // tally, for any size, otherwise).
+        if !messages {
+            pass.run(index, rows, &mut NoMessages);
+        } else if self.messages.fits_words() {
+            pass.run(index, rows, &mut BitMessages::new(&mut self.messages));
+        } else {
+            pass.run(index, rows, &mut self.messages);
+        }
+        // Whole rows, so the sums are exact in any order.
+        for s in 0..ranks {
+            for g in 0..d {
+                let n = self.pair_rows[s * stride + g];
+                if n > 0 {
+                    self.loads[g] += f64::from(n);
+                    self.tally.pair(s, g, f64::from(n));
                 }
-                let p = i * top_k + k;
-                let g = self.view.slot_gpu[cand[p % cand.len()] as usize] as usize;
-                self.loads[g] += 1.0;
-                self.tally.pair(s, g, 1.0);
-                if messages {
-                    self.messages.pair_to(g as u32);
-                }
-            }
-            if messages {
-                self.messages.end(s);
             }
         }
     }
@@ -491,6 +526,200 @@ impl Engine {
             }
             _ => {}
         }
+    }
+}
+
+/// One (batch, layer) of vLLM's per-token rule: pair `k` of the `i`-th
+/// token from source `s` goes to copy `(i · top_k + k) mod copies`.
+struct VllmPass<'a> {
+    flat: &'a [u32],
+    rank: &'a [u32],
+    top_k: usize,
+    range: std::ops::Range<usize>,
+    d: usize,
+    gpn: usize,
+    experts: &'a [VllmCopies],
+    gpus: &'a [u32],
+}
+
+/// An expert's copies for vLLM's rule: `copy_gpu[first .. first + n]`, and
+/// `m = ⌊(2⁶⁴ − 1) / n⌋ + 1` for a remainder without division (Lemire,
+/// Kaser and Kurz, "Faster remainder by direct computation", 2019): the
+/// copy count changes from token to token, and the branch or the division
+/// per pair cost more than the rest of the pass.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct VllmCopies {
+    first: u32,
+    n: u32,
+    m: u64,
+}
+
+impl VllmCopies {
+    fn new(first: usize, n: usize) -> Self {
+        let n32 = u32::try_from(n).unwrap_or(u32::MAX).max(1);
+        VllmCopies {
+            first: u32::try_from(first).unwrap_or(u32::MAX),
+            n: u32::try_from(n).unwrap_or(0),
+            m: (u64::MAX / u64::from(n32)).wrapping_add(1),
+        }
+    }
+
+    /// `p mod n` for `p < 2³²`.
+    #[inline]
+    fn rem(self, p: u32) -> u32 {
+        let low = self.m.wrapping_mul(u64::from(p));
+        ((u128::from(low) * u128::from(self.n)) >> 64) as u32
+    }
+}
+
+impl VllmPass<'_> {
+    /// Counts rows per (source, GPU) into `rows`; `sink` sees each token's
+    /// pairs' destinations.
+    #[inline]
+    fn run(self, index: &mut [usize], rows: &mut [u32], sink: &mut impl TokenSink) {
+        // Positions fit the remainder's 32 bits in any real batch; rows of
+        // 64 GPUs index without a bounds check.
+        let small = u32::try_from(self.range.len().saturating_mul(self.top_k)).is_ok();
+        match (small, self.d <= 64) {
+            (true, true) => self.run_with::<64>(index, rows, sink),
+            (true, false) => self.run_with::<0>(index, rows, sink),
+            (false, _) => self.run_wide(index, rows, sink),
+        }
+    }
+
+    /// Rows of source `s` at `s · W ..` when `W` is 64 (`g & 63` is `g`),
+    /// else at `s · D ..`.
+    #[inline]
+    fn run_with<const W: usize>(
+        self,
+        index: &mut [usize],
+        rows: &mut [u32],
+        sink: &mut impl TokenSink,
+    ) {
+        let top_k = self.top_k;
+        let stride = if W == 64 { 64 } else { self.d };
+        for t in self.range {
+            let s = self.rank[t] as usize;
+            let Some(i) = index.get_mut(s) else {
+                continue;
+            };
+            let first = (*i * top_k) as u32;
+            *i += 1;
+            sink.begin();
+            let Some(rows) = rows.get_mut(s * stride..(s + 1) * stride) else {
+                continue;
+            };
+            for (k, &e) in self.flat[t * top_k..(t + 1) * top_k].iter().enumerate() {
+                let c = self.experts[e as usize];
+                if c.n == 0 {
+                    continue;
+                }
+                let r = c.rem(first + k as u32);
+                let g = self.gpus[(c.first + r) as usize] as usize;
+                if W == 64 {
+                    rows[g & 63] += 1;
+                } else {
+                    rows[g] += 1;
+                }
+                sink.pair(g, g / self.gpn);
+            }
+            sink.end(s);
+        }
+    }
+
+    /// Any batch size: `%` for the remainder.
+    fn run_wide(self, index: &mut [usize], rows: &mut [u32], sink: &mut impl TokenSink) {
+        let (d, top_k) = (self.d, self.top_k);
+        let stride = if d <= 64 { 64 } else { d };
+        for t in self.range {
+            let s = self.rank[t] as usize;
+            let Some(i) = index.get_mut(s) else {
+                continue;
+            };
+            let first = *i * top_k;
+            *i += 1;
+            sink.begin();
+            for (k, &e) in self.flat[t * top_k..(t + 1) * top_k].iter().enumerate() {
+                let c = self.experts[e as usize];
+                if c.n == 0 {
+                    continue;
+                }
+                let r = (first + k) % c.n as usize;
+                let g = self.gpus[c.first as usize + r] as usize;
+                rows[s * stride + g] += 1;
+                sink.pair(g, g / self.gpn);
+            }
+            sink.end(s);
+        }
+    }
+}
+
+/// What a per-token pass tells about each token's destinations.
+trait TokenSink {
+    fn begin(&mut self);
+    fn pair(&mut self, g: usize, node: usize);
+    fn end(&mut self, s: usize);
+}
+
+/// Messages left out.
+struct NoMessages;
+
+impl TokenSink for NoMessages {
+    #[inline]
+    fn begin(&mut self) {}
+    #[inline]
+    fn pair(&mut self, _: usize, _: usize) {}
+    #[inline]
+    fn end(&mut self, _: usize) {}
+}
+
+/// Messages of deterministic pairs, destinations as bits (GPUs and nodes
+/// at most 64).
+struct BitMessages<'a> {
+    msg: &'a mut MessageTally,
+    gpus: u64,
+    nodes: u64,
+}
+
+impl<'a> BitMessages<'a> {
+    fn new(msg: &'a mut MessageTally) -> Self {
+        BitMessages {
+            msg,
+            gpus: 0,
+            nodes: 0,
+        }
+    }
+}
+
+impl TokenSink for BitMessages<'_> {
+    #[inline]
+    fn begin(&mut self) {
+        (self.gpus, self.nodes) = (0, 0);
+    }
+    #[inline]
+    fn pair(&mut self, g: usize, node: usize) {
+        self.gpus |= 1u64.checked_shl(g as u32).unwrap_or(0);
+        self.nodes |= 1u64.checked_shl(node as u32).unwrap_or(0);
+    }
+    #[inline]
+    fn end(&mut self, s: usize) {
+        self.msg.end_bits(s, self.gpus, self.nodes);
+    }
+}
+
+/// Messages of any cluster size: the stamped tally.
+impl TokenSink for MessageTally {
+    #[inline]
+    fn begin(&mut self) {
+        MessageTally::begin(self);
+    }
+    #[inline]
+    fn pair(&mut self, g: usize, _: usize) {
+        self.pair_to(g as u32);
+    }
+    #[inline]
+    fn end(&mut self, s: usize) {
+        MessageTally::end(self, s);
     }
 }
 

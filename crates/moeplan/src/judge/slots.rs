@@ -18,6 +18,9 @@ pub(crate) struct SlotTable {
     /// Expert `e`'s copies are `copy_slot[copy_start[e] .. copy_start[e + 1]]`.
     pub copy_start: Vec<usize>,
     pub copy_slot: Vec<u32>,
+    /// The GPU of each copy, parallel to `copy_slot` (vLLM's per-token
+    /// rule reads it for every pair).
+    pub copy_gpu: Vec<u32>,
 }
 
 impl SlotTable {
@@ -52,6 +55,10 @@ impl SlotTable {
                 *n += 1;
             }
         }
+        self.copy_gpu.clear();
+        let slot_gpu = &self.slot_gpu;
+        self.copy_gpu
+            .extend(self.copy_slot.iter().map(|&s| slot_gpu[s as usize]));
         self.slot_share.clear();
         let copies = &self.copy_start;
         self.slot_share.extend(self.slot_expert.iter().map(|&e| {

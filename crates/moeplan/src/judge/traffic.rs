@@ -495,6 +495,24 @@ impl MessageTally {
         self.pair_nodes.clear();
     }
 
+    /// GPUs and nodes both fit in one 64-bit word ([`MessageTally::end_bits`]).
+    pub fn fits_words(&self) -> bool {
+        self.gpu_miss.len() <= 64 && self.node_miss.len() <= 64
+    }
+
+    /// Ends a token whose pairs all went to one GPU each, its destinations
+    /// given as bits (`gpu_bits` bit `g`, `node_bits` bit `ν`): the same
+    /// counts as [`MessageTally::end`] after one [`MessageTally::pair_to`]
+    /// per pair, without the per-GPU chances.
+    #[inline]
+    pub fn end_bits(&mut self, s: usize, gpu_bits: u64, node_bits: u64) {
+        let node = s / self.gpus_per_node;
+        self.counts.token_layers += 1.0;
+        let own = |i: usize| if i < 64 { 1u64 << i } else { 0 };
+        self.counts.cross_gpu += f64::from((gpu_bits & !own(s)).count_ones());
+        self.counts.cross_node += f64::from((node_bits & !own(node)).count_ones());
+    }
+
     /// A pair that goes to GPU `g` for sure.
     #[inline]
     pub fn pair_to(&mut self, g: u32) {

@@ -858,10 +858,15 @@ fn fill_true(work: &Workload, b: usize, l: usize, gpus: usize, out: &mut Predict
             }
         }
     } else {
-        let mut src = Vec::new();
-        work.fill_source_counts(b, l, &mut src);
-        for (i, &x) in src.iter().enumerate() {
-            out.add(i / e_n.max(1), i % e_n.max(1), x);
+        if out.uniform {
+            let mut src = Vec::new();
+            work.fill_source_counts(b, l, &mut src);
+            for (i, &x) in src.iter().enumerate() {
+                out.add(i / e_n.max(1), i % e_n.max(1), x);
+            }
+        } else {
+            // Straight into the rows: source `s`'s row is `s`'s counts.
+            work.add_source_counts(b, l, &mut out.counts);
         }
     }
 }

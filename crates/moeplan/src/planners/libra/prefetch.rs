@@ -41,6 +41,12 @@ use super::predict::PredictedCounts;
 
 const NAME: &str = "libra";
 
+/// Whether a row of non-negative counts has a non-zero entry: one OR of
+/// the bits (vectorised; a test per entry that stops early is not).
+fn sends(row: &[f64]) -> bool {
+    row.iter().fold(0u64, |a, &x| a | x.to_bits()) != 0
+}
+
 /// Copies `base` plus Libra's copies for one batch's layer, predicted
 /// pairs `predicted` (one row per GPU of `base`), at most `extra_per_gpu`
 /// (`N`) copies per GPU, of which `local_copies` (`L`, at most `N`) go to
@@ -221,19 +227,27 @@ impl Prefetcher {
         }
         let e_n = predicted.experts();
         for (g, slots) in out.gpus.iter_mut().enumerate() {
+            if !sends(predicted.row(g)) {
+                continue;
+            }
             self.top.clear();
             let hosts = &self.hosts[g * e_n..(g + 1) * e_n];
+            // An entry must beat this: nothing (0) until `L` are kept, then
+            // the least kept. One test per entry, which rarely passes once
+            // the buffer is full, where testing zero first was a branch
+            // that went either way.
+            let mut floor = 0.0;
             for (e, (&n, &held)) in predicted.row(g).iter().zip(hosts).enumerate() {
-                if held || n <= 0.0 {
-                    continue;
-                }
-                if self.top.len() == local && self.top.last().is_none_or(|w| n <= w.0) {
+                if (n <= floor) | held {
                     continue;
                 }
                 // After every kept entry with as many pairs: ids ascend.
                 let at = self.top.partition_point(|w| w.0 >= n);
                 self.top.insert(at, (n, e as u32));
                 self.top.truncate(local);
+                if self.top.len() == local {
+                    floor = self.top.last().map_or(0.0, |w| w.0);
+                }
             }
             for &(_, e) in &self.top {
                 self.hosts[g * e_n + e as usize] = true;
@@ -288,11 +302,15 @@ impl Prefetcher {
         self.remote.clear();
         self.remote.resize(e_n, 0.0);
         for s in 0..d {
+            let row = predicted.row(s);
+            // Sources that send nothing (ranks fewer than GPUs) add nothing.
+            if !sends(row) {
+                continue;
+            }
             let hosts = &self.hosts[s * e_n..(s + 1) * e_n];
-            for (e, (&n, &held)) in predicted.row(s).iter().zip(hosts).enumerate() {
-                if n == 0.0 {
-                    continue;
-                }
+            // A zero adds nothing either way (the sums start at +0), so no
+            // test for it: a branch on it went either way.
+            for (e, (&n, &held)) in row.iter().zip(hosts).enumerate() {
                 if held {
                     self.load[s] += n;
                 } else {
