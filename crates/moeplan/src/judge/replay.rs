@@ -543,32 +543,33 @@ struct VllmPass<'a> {
 }
 
 /// An expert's copies for vLLM's rule: `copy_gpu[first .. first + n]`, and
-/// `m = ⌊(2⁶⁴ − 1) / n⌋ + 1` for a remainder without division (Lemire,
-/// Kaser and Kurz, "Faster remainder by direct computation", 2019): the
-/// copy count changes from token to token, and the branch or the division
-/// per pair cost more than the rest of the pass.
+/// `m = ⌊(2³² − 1) / n⌋ + 1` for a remainder without division (Lemire,
+/// Kaser and Kurz, "Faster remainder by direct computation", 2019, with
+/// 16-bit positions and 32-bit products, which wasm multiplies natively):
+/// the copy count changes from token to token, and the branch or the
+/// division per pair cost more than the rest of the pass.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct VllmCopies {
     first: u32,
     n: u32,
-    m: u64,
+    m: u32,
 }
 
 impl VllmCopies {
     fn new(first: usize, n: usize) -> Self {
-        let n32 = u32::try_from(n).unwrap_or(u32::MAX).max(1);
+        let n = u32::try_from(n).unwrap_or(0);
         VllmCopies {
             first: u32::try_from(first).unwrap_or(u32::MAX),
-            n: u32::try_from(n).unwrap_or(0),
-            m: (u64::MAX / u64::from(n32)).wrapping_add(1),
+            n,
+            m: (u32::MAX / n.clamp(1, u16::MAX.into())).wrapping_add(1),
         }
     }
 
-    /// `p mod n` for `p < 2³²`.
+    /// `p mod n` for `p` and `n` below 2¹⁶.
     #[inline]
     fn rem(self, p: u32) -> u32 {
-        let low = self.m.wrapping_mul(u64::from(p));
-        ((u128::from(low) * u128::from(self.n)) >> 64) as u32
+        let low = self.m.wrapping_mul(p);
+        ((u64::from(low) * u64::from(self.n)) >> 32) as u32
     }
 }
 
@@ -577,9 +578,11 @@ impl VllmPass<'_> {
     /// pairs' destinations.
     #[inline]
     fn run(self, index: &mut [usize], rows: &mut [u32], sink: &mut impl TokenSink) {
-        // Positions fit the remainder's 32 bits in any real batch; rows of
-        // 64 GPUs index without a bounds check.
-        let small = u32::try_from(self.range.len().saturating_mul(self.top_k)).is_ok();
+        // Positions and copy counts fit the remainder's 16 bits in any
+        // real batch (a rank's tokens × k); rows of 64 GPUs index without a
+        // bounds check.
+        let small = self.range.len().saturating_mul(self.top_k) < 1 << 16
+            && self.experts.iter().all(|c| c.n < 1 << 16);
         match (small, self.d <= 64) {
             (true, true) => self.run_with::<64>(index, rows, sink),
             (true, false) => self.run_with::<0>(index, rows, sink),
@@ -740,5 +743,25 @@ fn tally_tokens<'a>(
             msg.pair(g, f);
         }
         msg.end(s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::VllmCopies;
+
+    /// The division-free remainder equals `%` for every 16-bit position,
+    /// over copy counts 1..=64 and a few wide ones.
+    #[test]
+    fn vllm_remainder_is_p_mod_n() {
+        let mut checked = 0usize;
+        for n in (1..=64).chain([255, 1000, 4097, 65_535]) {
+            let c = VllmCopies::new(0, n);
+            for p in 0..1u32 << 16 {
+                assert_eq!(c.rem(p), p % n as u32, "{p} mod {n}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 68 << 16);
     }
 }
