@@ -105,7 +105,9 @@ impl Plan {
             provenance: None,
             profile: None,
         };
-        plan.validate()?;
+        // The invariants alone: the summary is computed when asked for
+        // (a Libra schedule makes a plan per batch and never asks).
+        plan.check()?;
         Ok(plan)
     }
 
@@ -115,6 +117,12 @@ impl Plan {
     /// Two copies of an expert on one GPU are legal (DeepSeek's EPLB makes
     /// them) and counted in [`PlanSummary::same_gpu_duplicates`].
     pub fn validate(&self) -> Result<PlanSummary> {
+        self.check()?;
+        Ok(self.summary())
+    }
+
+    /// [`Plan::validate`]'s invariants, without the summary.
+    fn check(&self) -> Result<()> {
         let d = self.topology.num_gpus();
         let e = self.num_experts;
         if e == 0 {
@@ -158,7 +166,7 @@ impl Plan {
                 )));
             }
         }
-        Ok(self.summary())
+        Ok(())
     }
 
     /// Memory and replica accounting (assumes a valid plan).

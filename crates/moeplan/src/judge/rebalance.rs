@@ -563,10 +563,15 @@ impl Rebalancer {
                     .filter(|&&f| row[f as usize] > 0.0)
                     .map(|&f| (row[f as usize], f)),
             );
-            self.hot
-                .sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            for hi in 0..self.hot.len() {
-                let (r, f) = self.hot[hi];
+            // Hottest first, ties to the lower expert: the best left is
+            // picked each time (the first usually takes the transfer, so
+            // this is one pass where a sort of the whole list was
+            // O(R log R) per transfer), the same order a sort gives.
+            let hotter = |a: &(f64, u32), b: &(f64, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+            while let Some(hi) =
+                (0..self.hot.len()).min_by(|&a, &b| hotter(&self.hot[a], &self.hot[b]))
+            {
+                let (r, f) = self.hot.swap_remove(hi);
                 let f = f as usize;
                 let gd = self.flex_gpu[self.flex_start[f]..self.flex_start[f + 1]]
                     .iter()

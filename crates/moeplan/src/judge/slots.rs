@@ -21,6 +21,8 @@ pub(crate) struct SlotTable {
     /// The GPU of each copy, parallel to `copy_slot` (vLLM's per-token
     /// rule reads it for every pair).
     pub copy_gpu: Vec<u32>,
+    /// The counting sort's cursors, kept between layers.
+    next: Vec<usize>,
 }
 
 impl SlotTable {
@@ -48,9 +50,10 @@ impl SlotTable {
         // A counting sort keeps each expert's copies in slot order.
         self.copy_slot.clear();
         self.copy_slot.resize(self.slot_expert.len(), 0);
-        let mut next: Vec<usize> = self.copy_start[..num_experts].to_vec();
+        self.next.clear();
+        self.next.extend_from_slice(&self.copy_start[..num_experts]);
         for (s, &e) in self.slot_expert.iter().enumerate() {
-            if let Some(n) = next.get_mut(e as usize) {
+            if let Some(n) = self.next.get_mut(e as usize) {
                 self.copy_slot[*n] = s as u32;
                 *n += 1;
             }
