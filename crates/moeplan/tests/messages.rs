@@ -289,7 +289,7 @@ proptest! {
         // vLLM: the i-th token of rank s in its batch, pair k, goes to copy
         // (i · top_k + k) mod c of the expert's copies in slot order
         let top_k = work.tokens().unwrap().top_k();
-        let want = count(&work, &plan, bt, |l, _, i, k, e| {
+        let vllm = |l: usize, i: usize, k: usize, e: u32| {
             let copies: Vec<usize> = plan.layers()[l]
                 .gpus
                 .iter()
@@ -297,7 +297,8 @@ proptest! {
                 .flat_map(|(g, h)| h.iter().filter(|&&x| x == e).map(move |_| g))
                 .collect();
             copies[(i * top_k + k) % copies.len()]
-        });
+        };
+        let want = count(&work, &plan, bt, |l, _, i, k, e| vllm(l, i, k, e));
         let m = messages(&work, &plan, Rule::Vllm);
         prop_assert_eq!((m.cross_gpu, m.cross_node), want);
         // and its pairs: local, inside a node, across nodes
@@ -312,13 +313,7 @@ proptest! {
                 }
                 let s = t.source_rank()[i] as usize;
                 for (k, &e) in row.iter().enumerate() {
-                    let copies: Vec<usize> = plan.layers()[l]
-                        .gpus
-                        .iter()
-                        .enumerate()
-                        .flat_map(|(g, h)| h.iter().filter(|&&x| x == e).map(move |_| g))
-                        .collect();
-                    let g = copies[(index[s] * top_k + k) % copies.len()];
+                    let g = vllm(l, index[s], k, e);
                     pairs[if g == s { 0 } else if g / gpn == s / gpn { 1 } else { 2 }] += 1.0;
                 }
                 index[s] += 1;

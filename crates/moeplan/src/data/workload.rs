@@ -432,28 +432,21 @@ impl Workload {
                 ..
             } => {
                 let routes = tokens.routes(l);
-                let rank = tokens.source_rank();
+                // Borrowed as it is (routes are kept row-major): the
+                // batch's rows read at once, no per-token view.
+                let routes = routes.as_standard_layout();
+                let flat = routes.as_slice().unwrap_or(&[]);
                 let range = self.batch_range(b, *batch_tokens);
-                let k = tokens.top_k();
-                let mut add = |s: u32, row: &[u32]| {
+                let k = tokens.top_k().max(1);
+                let rows = flat
+                    .get(range.start * k..range.end * k)
+                    .unwrap_or(&[])
+                    .chunks_exact(k);
+                for (&s, row) in tokens.source_rank()[range].iter().zip(rows) {
                     let at = s as usize * e_n;
                     for &e in row {
                         if let Some(x) = into.get_mut(at + e as usize) {
                             *x += 1.0;
-                        }
-                    }
-                };
-                match routes.as_slice() {
-                    // The batch's rows at once: no per-token view.
-                    Some(flat) => {
-                        let rows = flat[range.start * k..range.end * k].chunks_exact(k.max(1));
-                        for (&s, row) in rank[range].iter().zip(rows) {
-                            add(s, row);
-                        }
-                    }
-                    None => {
-                        for t in range {
-                            add(rank[t], &routes.row(t).to_vec());
                         }
                     }
                 }

@@ -82,8 +82,10 @@ pub(crate) struct Engine {
     /// vLLM's per-token rule: rows from source `s` to GPU `g` at `s · D + g`
     /// in the current step, tallied once at its end.
     pair_rows: Vec<u32>,
-    /// vLLM's per-token rule: each expert's copies in the prepared layer.
+    /// vLLM's per-token rule: each expert's copies in the prepared layer,
+    /// and whether every count fits the division-free remainder's 16 bits.
     vllm: Vec<VllmCopies>,
+    vllm_narrow: bool,
     /// GRACE's rules only, when some plan records no profile: each layer's
     /// expert loads over the whole workload, `L × E` row-major (empty
     /// otherwise) — what they predict from for such a plan.
@@ -151,6 +153,7 @@ impl Engine {
             token_index: Vec::new(),
             pair_rows: Vec::new(),
             vllm: Vec::new(),
+            vllm_narrow: true,
             totals,
             predicted: Vec::new(),
             messages: MessageTally::default(),
@@ -207,6 +210,7 @@ impl Engine {
                         .windows(2)
                         .map(|w| VllmCopies::new(w[0], w[1] - w[0])),
                 );
+                self.vllm_narrow = self.vllm.iter().all(|c| c.n < 1 << 16);
             }
             Mode::BlindEven => {}
             Mode::BlindSources | Mode::RoutedSources => self.routes.build(
@@ -452,6 +456,7 @@ impl Engine {
             d,
             gpn,
             experts: &self.vllm,
+            narrow: self.vllm_narrow,
             gpus: &self.view.copy_gpu,
         };
         let (index, rows) = (&mut self.token_index, &mut self.pair_rows);
@@ -539,6 +544,8 @@ struct VllmPass<'a> {
     d: usize,
     gpn: usize,
     experts: &'a [VllmCopies],
+    /// Every copy count is below 2¹⁶ ([`VllmCopies::rem`]).
+    narrow: bool,
     gpus: &'a [u32],
 }
 
@@ -578,22 +585,23 @@ impl VllmPass<'_> {
     /// pairs' destinations.
     #[inline]
     fn run(self, index: &mut [usize], rows: &mut [u32], sink: &mut impl TokenSink) {
-        // Positions and copy counts fit the remainder's 16 bits in any
-        // real batch (a rank's tokens × k); rows of 64 GPUs index without a
-        // bounds check.
-        let small = self.range.len().saturating_mul(self.top_k) < 1 << 16
-            && self.experts.iter().all(|c| c.n < 1 << 16);
-        match (small, self.d <= 64) {
-            (true, true) => self.run_with::<64>(index, rows, sink),
-            (true, false) => self.run_with::<0>(index, rows, sink),
-            (false, _) => self.run_wide(index, rows, sink),
+        // Positions (a rank's tokens × k) and copy counts fit the
+        // remainder's 16 bits in any real batch; rows of 64 GPUs index
+        // without a bounds check.
+        let fast = self.narrow && self.range.len().saturating_mul(self.top_k) < 1 << 16;
+        match (fast, self.d <= 64) {
+            (true, true) => self.run_with::<64, true>(index, rows, sink),
+            (true, false) => self.run_with::<0, true>(index, rows, sink),
+            (false, true) => self.run_with::<64, false>(index, rows, sink),
+            (false, false) => self.run_with::<0, false>(index, rows, sink),
         }
     }
 
-    /// Rows of source `s` at `s · W ..` when `W` is 64 (`g & 63` is `g`),
-    /// else at `s · D ..`.
+    /// Rows of source `s` at `s · 64 ..` when `W` is 64 (`g & 63` is `g`),
+    /// else at `s · D ..`; the remainder without division when `FAST`,
+    /// else by `%`.
     #[inline]
-    fn run_with<const W: usize>(
+    fn run_with<const W: usize, const FAST: bool>(
         self,
         index: &mut [usize],
         rows: &mut [u32],
@@ -606,7 +614,7 @@ impl VllmPass<'_> {
             let Some(i) = index.get_mut(s) else {
                 continue;
             };
-            let first = (*i * top_k) as u32;
+            let first = *i * top_k;
             *i += 1;
             sink.begin();
             let Some(rows) = rows.get_mut(s * stride..(s + 1) * stride) else {
@@ -617,39 +625,17 @@ impl VllmPass<'_> {
                 if c.n == 0 {
                     continue;
                 }
-                let r = c.rem(first + k as u32);
-                let g = self.gpus[(c.first + r) as usize] as usize;
+                let r = if FAST {
+                    c.rem((first + k) as u32) as usize
+                } else {
+                    (first + k) % c.n as usize
+                };
+                let g = self.gpus[c.first as usize + r] as usize;
                 if W == 64 {
                     rows[g & 63] += 1;
                 } else {
                     rows[g] += 1;
                 }
-                sink.pair(g, g / self.gpn);
-            }
-            sink.end(s);
-        }
-    }
-
-    /// Any batch size: `%` for the remainder.
-    fn run_wide(self, index: &mut [usize], rows: &mut [u32], sink: &mut impl TokenSink) {
-        let (d, top_k) = (self.d, self.top_k);
-        let stride = if d <= 64 { 64 } else { d };
-        for t in self.range {
-            let s = self.rank[t] as usize;
-            let Some(i) = index.get_mut(s) else {
-                continue;
-            };
-            let first = *i * top_k;
-            *i += 1;
-            sink.begin();
-            for (k, &e) in self.flat[t * top_k..(t + 1) * top_k].iter().enumerate() {
-                let c = self.experts[e as usize];
-                if c.n == 0 {
-                    continue;
-                }
-                let r = (first + k) % c.n as usize;
-                let g = self.gpus[c.first as usize + r] as usize;
-                rows[s * stride + g] += 1;
                 sink.pair(g, g / self.gpn);
             }
             sink.end(s);

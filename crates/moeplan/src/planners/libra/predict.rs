@@ -858,16 +858,9 @@ fn fill_true(work: &Workload, b: usize, l: usize, gpus: usize, out: &mut Predict
             }
         }
     } else {
-        if out.uniform {
-            let mut src = Vec::new();
-            work.fill_source_counts(b, l, &mut src);
-            for (i, &x) in src.iter().enumerate() {
-                out.add(i / e_n.max(1), i % e_n.max(1), x);
-            }
-        } else {
-            // Straight into the rows: source `s`'s row is `s`'s counts.
-            work.add_source_counts(b, l, &mut out.counts);
-        }
+        // Straight into the rows, source `s`'s row its counts: a prediction
+        // is uniform only under even arrival (the branch above).
+        work.add_source_counts(b, l, &mut out.counts);
     }
 }
 

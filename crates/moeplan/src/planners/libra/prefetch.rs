@@ -103,6 +103,9 @@ pub struct Prefetcher {
     /// Per expert: the last GPU counted in `holders` (`usize::MAX`: none).
     seen: Vec<usize>,
     extras: Vec<usize>,
+    /// Per source: its predicted row has a pair (8 ranks on 64 GPUs leave
+    /// most rows empty), found once per call (not uniform) for phase 1 and the loads.
+    sends: Vec<bool>,
     load: Vec<f64>,
     /// Per expert: its remote pairs, all at its home GPU.
     remote: Vec<f64>,
@@ -162,7 +165,11 @@ impl Prefetcher {
         self.extras.resize(d, 0);
         match predicted.uniform_row() {
             Some(row) => self.phase1_uniform(row, local_copies, &mut out),
-            None => self.phase1(predicted, local_copies, &mut out),
+            None => {
+                self.sends.clear();
+                self.sends.extend((0..d).map(|g| sends(predicted.row(g))));
+                self.phase1(predicted, local_copies, &mut out)
+            }
         }
         let target = match predicted.uniform_row() {
             Some(row) => self.loads_uniform(row, &out),
@@ -227,7 +234,7 @@ impl Prefetcher {
         }
         let e_n = predicted.experts();
         for (g, slots) in out.gpus.iter_mut().enumerate() {
-            if !sends(predicted.row(g)) {
+            if !self.sends[g] {
                 continue;
             }
             self.top.clear();
@@ -302,11 +309,11 @@ impl Prefetcher {
         self.remote.clear();
         self.remote.resize(e_n, 0.0);
         for s in 0..d {
-            let row = predicted.row(s);
             // Sources that send nothing (ranks fewer than GPUs) add nothing.
-            if !sends(row) {
+            if !self.sends[s] {
                 continue;
             }
+            let row = predicted.row(s);
             let hosts = &self.hosts[s * e_n..(s + 1) * e_n];
             // A zero adds nothing either way (the sums start at +0), so no
             // test for it: a branch on it went either way.
