@@ -348,25 +348,45 @@ async function main() {
       check("default plan renders", WITH_LIBRA.every((k) => Number(bal[k]) > 0 && Number(bal[k]) <= 1),
         JSON.stringify(bal));
       // Libra re-places every layer of every batch of the default (64
-      // batches × 58 layers on 64 GPUs) in the worker: its copies and
-      // rebalancing beat the contiguous base they start from.
+      // batches × 58 layers on 64 GPUs) in the worker. Its balance against
+      // BASE is checked on counts below: the default's routes come from 8
+      // ranks, and Libra keeps a rank's pairs on its own GPU when that GPU
+      // holds a copy, so its copies load those 8 GPUs (docs/libra.md).
       const libraRow = await text(page, "#row-libra td");
-      check("Libra on the default: per batch under libra-rebalance, more balanced than BASE, its base",
-        /LIBRA \(per batch, libra-rebalance\)/.test(libraRow) && Number(bal.libra) > Number(bal.base),
+      check("Libra on the default: per batch under libra-rebalance, with numbers",
+        /LIBRA \(per batch, libra-rebalance\)/.test(libraRow) && Number(bal.libra) > 0,
         `${libraRow} · balancedness ${bal.libra} against BASE ${bal.base}`);
-      check("default trace is generated DeepSeek-V3, 64 batches", /generated deepseek-v3, 64 batches/.test(await text(page, "#trace-info")),
+      check("default trace is generated DeepSeek-V3 with token routes, 64 batches", /generated deepseek-v3 with token routes, 64 batches/.test(await text(page, "#trace-info")),
         await text(page, "#trace-info"));
       check("default cluster is 8 × 8 with 8 groups", /nodes=8&gpus=8&groups=8/.test(page.url()), await text(page, ".scope"));
       check("charts are drawn", (await page.locator("svg.chart").count()) >= 5);
-      // A generated trace is counts only: GRACE has no affinity and says so,
-      // visibly, under the summary table.
-      const graceNote = page.locator(".planner-note[data-planner='grace']");
+      // The default carries token routes: GRACE groups by affinity (its
+      // grouping views are drawn, no "by load only" note) and the traffic
+      // panel tells plans apart (GRACE's groups keep pairs on their node).
+      const graceNotes = (await page.locator(".planner-note[data-planner='grace']").allTextContents()).map((t) => t.trim());
+      check("the default has token routes: GRACE grouped by affinity, its views drawn",
+        /token routes/.test(await text(page, "#trace-info")) && await page.locator("#grace-views").isVisible()
+        && !graceNotes.some((t) => /grouped by load only/.test(t)), `${await text(page, "#trace-info")} · ${graceNotes.join(" | ")}`);
+      const cross = await page.$$eval(".traffic-row", (rows) => rows.map((r) => `${r.id}:${r.dataset.cross}`));
+      check("on the default at least two plans' cross-node traffic differ",
+        new Set(cross.map((c) => c.split(":")[1])).size >= 2, cross.join(" "));
+      // A count-only trace: GRACE has no affinity and says so, visibly,
+      // under the summary table.
+      const pc0 = await openPage(browser, origin, "#routes=0");
+      pages.push(pc0);
+      const graceNote = pc0.locator(".planner-note[data-planner='grace']");
       const noteText = (await graceNote.allTextContents()).map((t) => t.trim());
-      const [noteBox, tableBox] = [await graceNote.first().boundingBox(), await page.locator("#summary").boundingBox()];
+      const [noteBox, tableBox] = [await graceNote.first().boundingBox(), await pc0.locator("#summary").boundingBox()];
       check("GRACE's note on a count-only trace shows under the summary",
         noteText.length === 1 && /^GRACE: .*no token routes.*grouped by load only/.test(noteText[0])
         && (await graceNote.first().isVisible()) && noteBox && tableBox && noteBox.y >= tableBox.y + tableBox.height,
         noteText.join(" | "));
+      // Counts arrive evenly from all 64 GPUs: Libra's copies and
+      // rebalancing beat the contiguous base they start from.
+      const [libra0, base0] = [Number(await text(pc0, "#bal-libra")), Number(await text(pc0, "#bal-base"))];
+      check("Libra on the count-only default: more balanced than BASE, its base", libra0 > base0,
+        `balancedness ${libra0} against BASE ${base0}`);
+      await pc0.close();
       // Details show under a chart when the pointer is over it (no element
       // per bar, cell or box to carry a tooltip).
       const readout = async (chart, fx, fy) => {
@@ -641,7 +661,7 @@ async function main() {
     // visibly and changes nothing.
     await section("Libra per batch", async () => {
       const B = 12;
-      const pl = await openPage(browser, origin, `#preset=olmoe&batches=${B}&nodes=1&gpus=8&groups=1&r=4`);
+      const pl = await openPage(browser, origin, `#preset=olmoe&batches=${B}&nodes=1&gpus=8&groups=1&r=4&routes=0`);
       pages.push(pl);
       const row = await text(pl, "#row-libra td");
       const ir8 = Number(await text(pl, "#ir-libra"));
@@ -928,9 +948,10 @@ async function main() {
       check("GPU change timed", clusterMs.every((x) => x > 0), `median ${timings.cluster_ms_median} ms`);
     });
 
-    // 6b. The default (DeepSeek-V3, counts, 8 × 8): a GPU change and a node
-    // change, the whole re-plan and GRACE's share of it (by load: counts
-    // carry no affinity).
+    // 6b. The default (DeepSeek-V3 with token routes, 8 × 8): a GPU change
+    // and a node change, the whole re-plan and GRACE's share of it (GRACE,
+    // on a cluster it has not clustered yet, comes with Libra in the
+    // follow-up).
     await section("default cluster changes", async () => {
       const pd = await openPage(browser, origin, "");
       pages.push(pd);
@@ -965,8 +986,8 @@ async function main() {
         `8 × 8 → 8 × 4 ${gpu} ms (GRACE ${gpuGrace} ms, Libra ${gpuLibra} ms), → 4 × 4 ${node} ms (GRACE ${nodeGrace} ms, Libra ${nodeLibra} ms)`);
     });
 
-    // 6c. Every budgeted change, p50 and p95, on the default (counts) and
-    // on the default with token routes: the issue's table. Budgets: a
+    // 6c. Every budgeted change, p50 and p95, on the default (token
+    // routes) and on the count-only default: the issue's table. Budgets: a
     // budget change within a frame (p95 ≤ 16 ms, DOM updated), the others
     // 300 ms. The table is written whether or not a change meets its
     // budget (docs/speed.md, the README); what is checked is said per row.
@@ -976,7 +997,7 @@ async function main() {
       // two cores); they stay in `pages` for the last checks.
       for (const p of pages) if (p !== page && !p.isClosed()) await p.close();
       const table = [];
-      for (const [trace, hash] of [["counts", ""], ["token routes", "#routes=1"]]) {
+      for (const [trace, hash] of [["counts", "#routes=0"], ["token routes", ""]]) {
         const pt = await openPage(browser, origin, hash);
         pages.push(pt);
         // With token routes the traffic panel tells plans apart (GRACE's
@@ -1039,13 +1060,17 @@ async function main() {
             }
           }
           const r = row(label, await series(kind, values), 300);
-          // Recorded against the 300 ms budget; checked against a ceiling
-          // ten times that (twenty on routes; the path table's 10–20 s on
-          // this VM is known and said in docs/speed.md, its ceiling 30 s),
-          // so a change that stops answering fails.
-          const ceiling = label.includes("path table") ? 30000 : 3000 * (trace === "counts" ? 1 : 2);
-          check(`${trace}: ${label} changes answer (p95 ${r.p95_ms} ms; budget 300 ms${r.p95_ms > 300 ? `, missed by ${round(r.p95_ms - 300, 0)} ms` : ", met"})`,
-            r.n === values.length && r.p95_ms > 0 && r.p95_ms <= ceiling, JSON.stringify(r));
+          // The budget is p95 ≤ 300 ms. With 4–6 changes the p95 is the
+          // slowest, and on the 2-core CI VM one change in six lands
+          // 30–60 ms above its neighbours (another process, a GC), so what
+          // fails is a median over 300 ms or a slowest over 450; the table
+          // says how the budget fared. The path table predicts every token
+          // of every layer (10–13 s on this VM, docs/speed.md): it fails
+          // only when it stops answering (30 s).
+          const table = label.includes("path table");
+          const ok = table ? r.p95_ms <= 30000 : r.p50_ms <= 300 && r.p95_ms <= 450;
+          check(`${trace}: ${label} changes within budget (p95 ${r.p95_ms} ms; budget 300 ms${r.p95_ms > 300 ? `, missed by ${round(r.p95_ms - 300, 0)} ms` : ", met"}${table ? "; checked against 30 s" : ""})`,
+            r.n === values.length && r.p95_ms > 0 && ok, JSON.stringify(r));
         }
         check(`${trace}: no page errors (change timings)`, pt.errors.length === 0, pt.errors.join("; "));
       }
@@ -1056,7 +1081,7 @@ async function main() {
     // 7. A worker that does not answer while reading: a page whose read
     // deadline is 200 ms, and a file that takes longer to read.
     await section("read deadline", async () => {
-      const pd = await openPage(browser, origin, "#r=8", () => { globalThis.moeplanReadDeadlineMs = 200; });
+      const pd = await openPage(browser, origin, "#r=8&routes=0", () => { globalThis.moeplanReadDeadlineMs = 200; });
       pages.push(pd);
       const before = { summary: await summary(pd), trace: await text(pd, "#trace-info") };
       await pd.setInputFiles("#file", path.join(brokenDir, "npz-bomb-lying.npz"));
@@ -1083,7 +1108,7 @@ async function main() {
     // that takes longest to read (1.6 s) is cancelled while it reads, and the
     // previous trace and plans come back, said as information.
     await section("progress and cancel", async () => {
-      const pc = await openPage(browser, origin, "#r=8");
+      const pc = await openPage(browser, origin, "#r=8&routes=0");
       pages.push(pc);
       const before = { summary: await summary(pc), trace: await text(pc, "#trace-info") };
       check("no progress bar while the page is ready", !(await pc.locator("#busy").isVisible()));

@@ -130,7 +130,13 @@ impl EmbedOptions {
     /// assert!(e.contains("unknown attribute \"chart\""), "{e}");
     /// ```
     pub fn parse(pairs: &[(String, String)]) -> Result<EmbedOptions, String> {
-        let mut s = Settings::default();
+        // Counts unless the `routes` attribute asks for token routes: a
+        // boolean attribute is off when absent, and an embed in a book
+        // page should load in well under a second.
+        let mut s = Settings {
+            routes: false,
+            ..Settings::default()
+        };
         let mut charts = vec![Chart::Summary, Chart::Curve];
         let mut planners = None;
         let mut controls = Vec::new();
@@ -350,7 +356,11 @@ mod tests {
     #[test]
     fn defaults_and_every_attribute() {
         let d = parse(&[]).unwrap();
-        assert_eq!(d.settings, Settings::default());
+        let counts = Settings {
+            routes: false,
+            ..Settings::default()
+        };
+        assert_eq!(d.settings, counts);
         assert_eq!(d.charts, [Chart::Summary, Chart::Curve]);
         assert_eq!((d.planners, d.controls, d.trace), (None, vec![], None));
         let o = parse(&[

@@ -73,7 +73,7 @@ pub const SCENARIOS: [Scenario; 3] = [
         title: "Hot experts in DeepSeek-V3",
         // Layer 37 (index 34) is the generated trace's hottest: its top
         // expert takes 29× the mean.
-        hash: "#preset=deepseek-v3&batches=64&seed=7&nodes=8&gpus=8&groups=8&r=0&layer=34&mem=deepseek-v3&rule=even",
+        hash: "#preset=deepseek-v3&batches=64&seed=7&nodes=8&gpus=8&groups=8&r=0&layer=34&mem=deepseek-v3&rule=even&routes=0",
         what: "64 GPUs, no replicas yet: BASE's hottest GPU carries 3× the mean load, and the red cells of \
                the load map are the hot GPUs of each layer. Press ] to give CRAFT replicas and watch them cool; \
                EPLB's row is the same fix at its own budget.",
@@ -81,7 +81,7 @@ pub const SCENARIOS: [Scenario; 3] = [
     Scenario {
         id: "flat",
         title: "Replicas that buy nothing",
-        hash: "#preset=deepseek-v3&batches=64&seed=7&nodes=1&gpus=8&groups=8&r=32&layer=34&mem=deepseek-v3&rule=even",
+        hash: "#preset=deepseek-v3&batches=64&seed=7&nodes=1&gpus=8&groups=8&r=32&layer=34&mem=deepseek-v3&rule=even&routes=0",
         what: "One node of 8 GPUs: each hosts 32 of the 256 experts, so hot experts average out and BASE is \
                already at 0.93. The curve is flat: R = 32 spends 1.3 GiB on every GPU for 0.02 balancedness.",
     },
@@ -90,7 +90,7 @@ pub const SCENARIOS: [Scenario; 3] = [
         title: "Memory vs balance",
         // 160 experts on 32 GPUs (64 would leave BASE without a contiguous
         // split); GLM-4.5's router has no expert groups.
-        hash: "#preset=glm-4.5&batches=64&seed=7&nodes=4&gpus=8&groups=1&r=64&layer=0&mem=glm-4.5&rule=even",
+        hash: "#preset=glm-4.5&batches=64&seed=7&nodes=4&gpus=8&groups=1&r=64&layer=0&mem=glm-4.5&rule=even&routes=0",
         what: "GLM-4.5's experts take 45 MiB each: on 32 GPUs, R = 64 costs 2.8 GiB of every GPU (the table's \
                replica memory) for 0.02 more balancedness than the knee, R = 8 at 0.35 GiB. Press a for the \
                knee, [ and ] to walk the curve.",

@@ -1,6 +1,6 @@
 //! The page's settings and their URL-hash form, so a link reproduces a view:
 //! `#preset=deepseek-v3&batches=64&seed=7&nodes=8&gpus=8&groups=8&r=auto&layer=0&mem=deepseek-v3&rule=even`
-//! (and `&routes=1` when the generator makes token routes; `&n=4` and
+//! (and `&routes=0` when the generator makes counts only, not token routes; `&n=4` and
 //! `&predictor=oracle` when Libra's options differ from the registry's
 //! defaults; `&ratio=0.2` when GRACE's non-uniformity ratio is not `auto`;
 //! `&every=16&window=16` while serving with re-planning is shown).
@@ -60,7 +60,10 @@ impl Default for Settings {
             preset: "deepseek-v3".into(),
             batches: 64,
             seed: 7,
-            routes: false,
+            // Token routes by default: traffic, GRACE's affinity grouping
+            // and Libra's path table mean something the first time a
+            // person looks (counts alone give every plan the same traffic).
+            routes: true,
             nodes: 8,
             gpus_per_node: 8,
             groups: 8,
@@ -98,8 +101,8 @@ impl Settings {
     /// assert_eq!(s.preset, "olmoe");
     /// assert_eq!(s.batches, Settings::default().batches);
     /// assert_eq!(Settings::from_hash(&s.to_hash()), s);
-    /// let r = Settings::from_hash("#routes=1");
-    /// assert!(r.routes && !s.routes);
+    /// let r = Settings::from_hash("#routes=0");
+    /// assert!(!r.routes && s.routes);
     /// assert_eq!(Settings::from_hash(&r.to_hash()), r);
     /// let k = Settings::from_hash("#every=4&window=8");
     /// assert!(k.serve && !s.serve && (k.every, k.window) == (4, 8));
@@ -116,7 +119,7 @@ impl Settings {
                 "preset" if model::preset(v).is_ok() => s.preset = v.to_ascii_lowercase(),
                 "batches" => s.batches = num().unwrap_or(s.batches).min(4096),
                 "seed" => s.seed = v.parse().unwrap_or(s.seed),
-                "routes" => s.routes = v == "1",
+                "routes" => s.routes = v != "0",
                 "nodes" => s.nodes = num().unwrap_or(s.nodes),
                 "gpus" => s.gpus_per_node = num().unwrap_or(s.gpus_per_node),
                 "groups" => s.groups = num().unwrap_or(s.groups),
@@ -185,7 +188,7 @@ impl Settings {
             self.layer,
             self.memory_model,
             self.rule,
-            if self.routes { "&routes=1" } else { "" }
+            if self.routes { "" } else { "&routes=0" }
         ) + &libra
     }
 

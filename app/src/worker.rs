@@ -404,8 +404,9 @@ impl WorkerState {
             };
             let stats = TraceStatsLite::from_stats(name.clone(), &work.trace().stats());
             // A cluster change shows the static plans first: the per-batch
-            // planners (Libra) are planned by the request after it, the
-            // page's follow-up for the timeline (see `plan_pending`).
+            // planners (Libra), and GRACE on a cluster its analysis has not
+            // clustered, are planned by the request after it, the page's
+            // follow-up for the timeline (see `plan_pending`).
             let defer = previous.is_some();
             let options = match (&statics, &self.workspace) {
                 (Some(s), _) => s.clone(),
@@ -1248,10 +1249,17 @@ mod tests {
             || 0.0,
             |_| {},
         ));
-        for (id, next) in [(2, c(1, 4)), (3, c(1, 8))] {
+        let has_grace = |u: &Update| u.plans.iter().any(|p| p.name == "grace");
+        // 1 × 8 is no neighbour of 2 × 4: cold for both.
+        for (id, next, warmed) in [(2, c(1, 4), true), (3, c(1, 8), false)] {
             let w = view_of(warm.handle(&req(id, None, Some(next), Some(2)), None, || 0.0, |_| {}));
             let f = view_of(cold.handle(&req(id, None, Some(next), Some(2)), None, || 0.0, |_| {}));
-            assert_eq!(w, f, "{next:?}");
+            // Warmed: GRACE in the first answer; cold: in the follow-up.
+            assert!(has_grace(&w) == warmed && !has_grace(&f), "{next:?}");
+            for s in [&mut warm, &mut cold] {
+                view_of(s.handle(&req(id + 10, None, None, Some(2)), None, || 0.0, |_| {}));
+            }
+            assert_eq!(warm.shown, cold.shown, "{next:?}");
         }
         assert_eq!(warm.warming.0, neighbours(c(1, 8), 64));
         view_of(warm.handle(
@@ -1324,7 +1332,9 @@ mod tests {
             gpus_per_node: 8,
             groups: 1,
         };
-        let answer = s.handle(&req(4, None, Some(other), Some(2)), None, || 0.0, |_| {});
+        view_of(s.handle(&req(4, None, Some(other), Some(2)), None, || 0.0, |_| {}));
+        // 1 × 8 was not clustered: GRACE follows in the next answer.
+        let answer = s.handle(&req(6, None, None, Some(2)), None, || 0.0, |_| {});
         let moved = shown(&s, answer);
         let mut whole = WorkerState::default();
         let mut load = with_ratio(1, Some(other), "1");

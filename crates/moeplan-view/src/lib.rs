@@ -58,7 +58,7 @@ use moeplan::judge::cost::{Prediction, Pricing};
 use moeplan::judge::eval::per_batch_imbalance;
 use moeplan::judge::{CostModel, Rule, Served, Strategy, price, simulate_pairs};
 use moeplan::planners::eplb::GROUPS;
-use moeplan::planners::grace::{Grace, GraceAnalysis};
+use moeplan::planners::grace::{Grace, GraceAnalysis, GraceOptions};
 use moeplan::planners::registry::{
     CurvePoint, Needs, Planner, PlannerId, Prepared, Settings, Unit, Value, prepare, registry,
 };
@@ -271,6 +271,10 @@ impl Workspace {
     /// than every static plan together (the page's default: ~0.5 s of a
     /// 0.7 s cluster change), so the page answers a cluster change with the
     /// static plans and asks [`Workspace::plan_pending`] for the rest next.
+    /// GRACE waits with them when it groups by token routes and the kept
+    /// analysis has not clustered this cluster
+    /// ([`GraceAnalysis::is_warm`]): a first change of nodes costs its
+    /// eigendecompositions, up to 0.7 s on the default.
     /// The static planners are prepared with `options` (as
     /// [`Workspace::set_options`] takes them; refused likewise).
     ///
@@ -348,11 +352,21 @@ impl Workspace {
         let mut curve = Vec::new();
         let mut auto_r = 0;
         let mut grace_ready = None;
+        // GRACE's eigendecompositions on a cluster whose clusterings the
+        // kept analysis lacks (a first change of nodes) take longer than a
+        // change may: deferred with the per-batch planners.
+        let grace_cold = defer_per_batch
+            && work.tokens().is_some()
+            && grace_analysis.as_ref().is_none_or(|a| {
+                !a.is_warm(
+                    topology,
+                    &GraceOptions::from_settings(&settings).unwrap_or_default(),
+                )
+            });
         for planner in registry().iter().copied().filter(|p| shown(*p, &work)) {
-            if defer_per_batch
-                && planner.per_batch()
-                && too_large_per_batch(&work, topology).is_none()
-            {
+            let deferred = (planner.per_batch() && too_large_per_batch(&work, topology).is_none())
+                || (planner.id() == grace::ID && grace_cold);
+            if defer_per_batch && deferred {
                 entries.push(Entry {
                     id: planner.id(),
                     display: planner.display(),
@@ -719,8 +733,12 @@ impl Workspace {
             let planner = entry.id.planner()?;
             match &entry.state {
                 State::Failed(e) => notes.push(format!("{}: {e}", entry.display)),
-                State::Pending => notes.push(format!(
+                State::Pending if planner.per_batch() => notes.push(format!(
                     "{}: re-placing every batch for this cluster, shown next",
+                    entry.display
+                )),
+                State::Pending => notes.push(format!(
+                    "{}: grouping experts by co-activation for this cluster, shown next",
                     entry.display
                 )),
                 State::Fixed(fixed) => {
@@ -1017,13 +1035,60 @@ impl Workspace {
             .any(|e| matches!(e.state, State::Pending))
     }
 
-    /// Plans the per-batch planners left pending, with `settings` (their
-    /// options); whether there were any. On an error nothing changes.
-    pub fn plan_pending(&mut self, settings: &Settings, phase: impl FnMut(&str)) -> Result<bool> {
+    /// Plans the planners left pending: GRACE with the workspace's options,
+    /// the per-batch planners with `settings` (their options); whether
+    /// there were any. On an error the per-batch planners are unchanged
+    /// (GRACE, planned first, keeps its plan: what a new workspace holds).
+    pub fn plan_pending(
+        &mut self,
+        settings: &Settings,
+        mut phase: impl FnMut(&str),
+    ) -> Result<bool> {
         if !self.has_pending() {
             return Ok(false);
         }
+        self.plan_pending_static(&mut phase)?;
         self.replan_per_batch(settings, true, phase).map(|_| true)
+    }
+
+    /// Plans the static planners left pending (GRACE on a cluster its
+    /// analysis had not clustered) as a new workspace would have.
+    fn plan_pending_static(&mut self, phase: &mut impl FnMut(&str)) -> Result<()> {
+        let settings = self
+            .options
+            .clone()
+            .with(GROUPS.name, Value::Count(self.cluster.groups))?;
+        for i in 0..self.entries.len() {
+            let Some(entry) = self.entries.get(i) else {
+                continue;
+            };
+            let planner = entry.id.planner()?;
+            if planner.per_batch() || !matches!(entry.state, State::Pending) {
+                continue;
+            }
+            phase(&planner.preparing());
+            let prepared = prepare_shown(
+                planner,
+                &self.work,
+                self.topology,
+                &settings,
+                &mut self.grace_analysis,
+                &mut self.grace,
+            );
+            let (state, notes) = match prepared {
+                Ok(p) => (
+                    plan_at_default(planner, p.as_ref(), &self.work, self.topology, &self.cost),
+                    p.notes(),
+                ),
+                Err(e) => (State::Failed(e.to_string()), Vec::new()),
+            };
+            if let Some(entry) = self.entries.get_mut(i) {
+                entry.state = state;
+                entry.notes = notes;
+            }
+            self.grouping = Arc::default();
+        }
+        Ok(())
     }
 
     /// Re-plans the static planners that read an option `options` sets
@@ -1304,6 +1369,75 @@ mod tests {
                 "{what}: {x} vs {y}"
             );
         }
+    }
+
+    /// A cluster change GRACE's analysis has not clustered leaves GRACE
+    /// (and Libra) for the follow-up, which then shows what a fresh
+    /// workspace shows; a warmed cluster plans GRACE at once.
+    #[test]
+    fn a_cold_cluster_defers_grace_to_the_follow_up() {
+        use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+        let t = generate_tokens(&TokenGenConfig::new(
+            model::preset("deepseek-v2-lite").unwrap(),
+            256,
+        ))
+        .unwrap();
+        let work = Workload::from_tokens(t, 128).unwrap();
+        let c = |nodes, gpus_per_node| Cluster {
+            nodes,
+            gpus_per_node,
+            groups: 1,
+        };
+        let opts = Settings::new();
+        let first = Workspace::of_workload(work.clone(), c(2, 4), |_| {}).unwrap();
+        let names = |ws: &Workspace| -> Vec<String> {
+            let v = ws.view(Some(2), 0).unwrap();
+            v.plans.iter().map(|p| p.name.clone()).collect()
+        };
+        let mut cold = Workspace::of_workload_deferring(
+            work.clone(),
+            c(4, 2),
+            Some(&first),
+            true,
+            &opts,
+            |_| {},
+        )
+        .unwrap();
+        assert!(cold.has_pending());
+        let shown = names(&cold);
+        assert!(!shown.contains(&"grace".to_string()), "{shown:?}");
+        assert!(shown.contains(&"eplb".to_string()), "{shown:?}");
+        let v = cold.view(Some(2), 0).unwrap();
+        assert!(
+            v.notes.iter().any(|n| n.contains("co-activation")),
+            "{:?}",
+            v.notes
+        );
+        let mut phases = Vec::new();
+        assert!(
+            cold.plan_pending(&opts, |p| phases.push(p.to_string()))
+                .unwrap()
+        );
+        assert!(!cold.has_pending() && phases.len() >= 2, "{phases:?}");
+        let fresh = Workspace::of_workload(work.clone(), c(4, 2), |_| {}).unwrap();
+        assert_eq!(
+            cold.view(Some(2), 1).unwrap(),
+            fresh.view(Some(2), 1).unwrap()
+        );
+        // Warmed ahead (as the page's idle steps do): GRACE at once.
+        for layer in 0..work.trace().num_layers() {
+            first.warm_grace(c(1, 8), layer).unwrap();
+        }
+        let warm = Workspace::of_workload_deferring(
+            work.clone(),
+            c(1, 8),
+            Some(&first),
+            true,
+            &opts,
+            |_| {},
+        )
+        .unwrap();
+        assert!(names(&warm).contains(&"grace".to_string()));
     }
 
     /// The closed form the view uses under `even` is the simulator's.

@@ -18,7 +18,7 @@
 //! (batch, layer) of them O(S · E), of token routes O(tokens · top-k + S · E);
 //! checking affinity matrices O(L · E²).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use ndarray::{Array2, Array4, Axis, s};
 
@@ -48,7 +48,35 @@ pub(crate) enum Sources {
         tokens: TokenTrace,
         batch_tokens: usize,
         ranks: usize,
+        /// Every (batch, layer)'s counts per (source, expert), counted once
+        /// when first read ([`Workload::add_source_counts`]).
+        counted: CountsCache,
     },
+}
+
+/// Most cells (`B · L · S · E`) the per-source counts of token routes are
+/// kept for: 64 MiB of `u16`. The page's default (64 batches × 58 layers ×
+/// 8 ranks × 256 experts) is 7.6 M cells, 15 MB; every Libra change reads
+/// them three times (prediction, copy timing, replay), each time 30 M
+/// scattered increments without this.
+const MAX_COUNTED_CELLS: usize = 1 << 25;
+
+/// The per-source counts of token routes, `u16` (a count is at most the
+/// batch's tokens), kept once made. Shared by a workload's clones; equal
+/// whatever it holds (a cache, not data).
+#[derive(Clone, Default)]
+pub(crate) struct CountsCache(Arc<OnceLock<Vec<u16>>>);
+
+impl PartialEq for CountsCache {
+    fn eq(&self, _: &CountsCache) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for CountsCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CountsCache")
+    }
 }
 
 impl Workload {
@@ -138,6 +166,7 @@ impl Workload {
                 tokens,
                 batch_tokens,
                 ranks,
+                counted: CountsCache::default(),
             },
             affinity: None,
         })
@@ -339,6 +368,7 @@ impl Workload {
                     tokens,
                     batch_tokens: *batch_tokens,
                     ranks,
+                    counted: CountsCache::default(),
                 }
             }
         };
@@ -429,8 +459,23 @@ impl Workload {
             Sources::Tokens {
                 tokens,
                 batch_tokens,
-                ..
+                ranks,
+                counted,
             } => {
+                let cells = ranks * e_n;
+                if let Some(all) = counted.0.get().or_else(|| {
+                    let b_n = self.trace.num_batches();
+                    let l_n = self.trace.num_layers();
+                    let fits = *batch_tokens <= u16::MAX as usize
+                        && b_n.saturating_mul(l_n).saturating_mul(cells) <= MAX_COUNTED_CELLS;
+                    fits.then(|| counted.0.get_or_init(|| self.count_all(cells)))
+                }) {
+                    let at = (b * self.trace.num_layers() + l) * cells;
+                    for (x, &c) in into.iter_mut().zip(all.get(at..at + cells).unwrap_or(&[])) {
+                        *x += f64::from(c);
+                    }
+                    return;
+                }
                 let routes = tokens.routes(l);
                 // Borrowed as it is (routes are kept row-major): the
                 // batch's rows read at once, no per-token view.
@@ -452,6 +497,52 @@ impl Workload {
                 }
             }
         }
+    }
+
+    /// Every (batch, layer)'s per-source counts of token routes, batch-major
+    /// then layer, `cells` (`S · E`) each; empty for other sources.
+    fn count_all(&self, cells: usize) -> Vec<u16> {
+        let Sources::Tokens {
+            tokens,
+            batch_tokens,
+            ..
+        } = &self.sources
+        else {
+            return Vec::new();
+        };
+        let (b_n, l_n, e_n) = (
+            self.trace.num_batches(),
+            self.trace.num_layers(),
+            self.trace.num_experts(),
+        );
+        let mut all = vec![0u16; b_n * l_n * cells];
+        let k = tokens.top_k().max(1);
+        for l in 0..l_n {
+            let routes = tokens.routes(l);
+            let routes = routes.as_standard_layout();
+            let flat = routes.as_slice().unwrap_or(&[]);
+            for b in 0..b_n {
+                let range = self.batch_range(b, *batch_tokens);
+                let at = (b * l_n + l) * cells;
+                let Some(out) = all.get_mut(at..at + cells) else {
+                    continue;
+                };
+                let rows = flat
+                    .get(range.start * k..range.end * k)
+                    .unwrap_or(&[])
+                    .chunks_exact(k);
+                for (&s, row) in tokens.source_rank()[range].iter().zip(rows) {
+                    let at = s as usize * e_n;
+                    for &e in row {
+                        if let Some(x) = out.get_mut(at + e as usize) {
+                            // At most the batch's tokens (checked ≤ u16::MAX).
+                            *x = x.saturating_add(1);
+                        }
+                    }
+                }
+            }
+        }
+        all
     }
 
     /// Token indices of batch `b`.
@@ -478,8 +569,48 @@ fn ranks_of(tokens: &TokenTrace) -> usize {
 mod tests {
     use ndarray::{Array3, Array4};
 
-    use super::Workload;
+    use super::{Sources, Workload};
     use crate::data::trace::LoadTrace;
+
+    /// Token routes' per-source counts, kept after the first read, are
+    /// each token counted once at its rank and expert: against a count by
+    /// hand of every token, on a workload whose last batch is short.
+    #[test]
+    fn kept_source_counts_are_the_tokens() {
+        use crate::data::model;
+        use crate::synth::token_generator::{TokenGenConfig, generate_tokens};
+        let t =
+            generate_tokens(&TokenGenConfig::new(model::preset("olmoe").unwrap(), 300)).unwrap();
+        let w = Workload::from_tokens(t.clone(), 128).unwrap();
+        let (b_n, l_n, e_n) = (3, t.num_layers(), t.num_experts());
+        assert_eq!(w.trace().num_batches(), b_n);
+        let s_n = w.num_sources().unwrap();
+        let mut checked = 0;
+        for pass in 0..2 {
+            for b in 0..b_n {
+                for l in 0..l_n {
+                    let mut by_hand = vec![0.0; s_n * e_n];
+                    let routes = t.routes(l);
+                    for i in b * 128..((b + 1) * 128).min(300) {
+                        let s = t.source_rank()[i] as usize;
+                        for &e in routes.row(i) {
+                            by_hand[s * e_n + e as usize] += 1.0;
+                        }
+                    }
+                    let mut got = vec![0.5; s_n * e_n];
+                    w.add_source_counts(b, l, &mut got);
+                    let got: Vec<f64> = got.iter().map(|x| x - 0.5).collect();
+                    assert_eq!(got, by_hand, "pass {pass}, batch {b}, layer {l}");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 2 * b_n * l_n);
+        let Sources::Tokens { counted, .. } = w.source_kind() else {
+            panic!("token routes")
+        };
+        assert_eq!(counted.0.get().map(Vec::len), Some(b_n * l_n * s_n * e_n));
+    }
 
     /// Per-source counts of 5 ranks on 2 GPUs: ranks 0, 2, 4 on GPU 0,
     /// 1 and 3 on GPU 1, every (batch, layer, expert) summed.

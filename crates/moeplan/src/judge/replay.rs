@@ -426,6 +426,7 @@ impl Engine {
             tokens,
             batch_tokens,
             ranks,
+            ..
         } = workload.source_kind()
         else {
             return;

@@ -165,6 +165,54 @@ impl GraceAnalysis {
         Ok(true)
     }
 
+    /// Whether a [`Grace::prepare_with`](super::Grace::prepare_with) on
+    /// `topology` would find every clustering it needs kept: for each layer
+    /// with affinity, the grouping over nodes and, for each node, its
+    /// GPU-level labels or the embedding they come from (what
+    /// [`warm`](GraceAnalysis::warm) or an earlier plan there left). Then a
+    /// plan costs Algorithm 2 and the curve only; otherwise it also pays
+    /// the O(m³) eigendecompositions a front end may want to defer.
+    ///
+    /// ```
+    /// use moeplan::planners::grace::{analysis::GraceAnalysis, GraceOptions};
+    /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+    /// use moeplan::{data::model, data::Workload, Topology};
+    /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?;
+    /// let work = Workload::from_tokens(t, 128)?;
+    /// let analysis = GraceAnalysis::new(&work)?;
+    /// let (topology, o) = (Topology::new(2, 4)?, GraceOptions::default());
+    /// assert!(!analysis.is_warm(topology, &o));
+    /// for layer in 0..work.trace().num_layers() {
+    ///     analysis.warm(layer, topology, &o)?;
+    /// }
+    /// assert!(analysis.is_warm(topology, &o) && !analysis.is_warm(Topology::new(4, 2)?, &o));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn is_warm(&self, topology: Topology, options: &super::GraceOptions) -> bool {
+        let n = self.num_experts;
+        let g = topology.gpus_per_node();
+        let widest = super::grouping::widest_ratio(super::ratio_asked(options.ratio));
+        let Ok(slots) = super::grouping::gpu_capacity(n, topology, widest) else {
+            // Fewer experts than GPUs: GRACE refuses at once.
+            return true;
+        };
+        let key = (topology.nodes(), g, slots);
+        (0..self.layers.len()).all(|l| {
+            self.affinity(l).is_none()
+                || self
+                    .with_memo(l, |m| {
+                        m.nodes.get(&key).is_some_and(|nodes| {
+                            nodes.iter().all(|members| {
+                                members.len() <= g
+                                    || m.embeddings.contains_key(members)
+                                    || m.labels.contains_key(&(members.clone(), g))
+                            })
+                        })
+                    })
+                    .unwrap_or(true)
+        })
+    }
+
     /// Whether this analysis was made from token routes or a recorded
     /// affinity.
     pub(super) fn has_affinity(&self) -> bool {
