@@ -18,7 +18,7 @@
 //! (batch, layer) of them O(S · E), of token routes O(tokens · top-k + S · E);
 //! checking affinity matrices O(L · E²).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use ndarray::{Array2, Array4, Axis, s};
 
@@ -51,7 +51,31 @@ pub(crate) enum Sources {
         /// Every (batch, layer)'s counts per (source, expert), counted once
         /// when first read ([`Workload::add_source_counts`]).
         counted: CountsCache,
+        /// Tables derived from the routes alone, kept by name
+        /// ([`Workload::derived`]).
+        derived: Derived,
     },
+}
+
+/// Tables a planner derives from token routes alone, `u16` per cell,
+/// each kept under the name of what made it; shared by a workload's
+/// clones, equal whatever they hold (a cache, not data).
+#[derive(Clone, Default)]
+pub(crate) struct Derived(Arc<Mutex<Vec<Named>>>);
+
+/// A derived table and the name it is kept under.
+type Named = (String, Arc<Vec<u16>>);
+
+impl PartialEq for Derived {
+    fn eq(&self, _: &Derived) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Derived {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Derived")
+    }
 }
 
 /// Most cells (`B · L · S · E`) the per-source counts of token routes are
@@ -167,6 +191,7 @@ impl Workload {
                 batch_tokens,
                 ranks,
                 counted: CountsCache::default(),
+                derived: Derived::default(),
             },
             affinity: None,
         })
@@ -369,6 +394,7 @@ impl Workload {
                     batch_tokens: *batch_tokens,
                     ranks,
                     counted: CountsCache::default(),
+                    derived: Derived::default(),
                 }
             }
         };
@@ -461,6 +487,7 @@ impl Workload {
                 batch_tokens,
                 ranks,
                 counted,
+                ..
             } => {
                 let cells = ranks * e_n;
                 if let Some(all) = counted.0.get().or_else(|| {
@@ -543,6 +570,42 @@ impl Workload {
             }
         }
         all
+    }
+
+    /// The table named `name` derived from this workload's token routes:
+    /// `make()` the first time, kept for this workload and its clones
+    /// after; `None` without token routes. `make` must depend on the routes
+    /// and the name only (a planner's predictions made online from them,
+    /// say), not on a cluster or options outside the name.
+    pub(crate) fn derived(
+        &self,
+        name: &str,
+        make: impl FnOnce() -> Result<Vec<u16>>,
+    ) -> Result<Option<Arc<Vec<u16>>>> {
+        let Sources::Tokens { derived, .. } = &self.sources else {
+            return Ok(None);
+        };
+        let find = |kept: &Vec<Named>| {
+            kept.iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| Arc::clone(t))
+        };
+        // A poisoned lock only means a thread panicked between pushes: the
+        // list holds finished tables.
+        let kept = match derived.0.lock() {
+            Ok(k) => find(&k),
+            Err(p) => find(&p.into_inner()),
+        };
+        if let Some(t) = kept {
+            return Ok(Some(t));
+        }
+        // Made without the lock held: two threads may both make it, once.
+        let table = Arc::new(make()?);
+        match derived.0.lock() {
+            Ok(mut k) => k.push((name.to_string(), Arc::clone(&table))),
+            Err(p) => p.into_inner().push((name.to_string(), Arc::clone(&table))),
+        }
+        Ok(Some(table))
     }
 
     /// Token indices of batch `b`.

@@ -244,16 +244,24 @@ pub fn libra_schedule(
     // A path table grows online: it learns each batch once served.
     let mut predictor = predictor.clone();
     let (mut prefetcher, mut predicted) = (Prefetcher::default(), PredictedCounts::default());
+    // The path table's predictions, made once per workload (they depend on
+    // the routes alone); the table then need not learn here.
+    let memo = predictor.path_memo(work)?;
     for b in 0..trace.num_batches() {
         let mut layers = Vec::with_capacity(base.layers().len());
         let mut made = 0;
         for (l, layer) in base.layers().iter().enumerate() {
-            predictor.predict_into(work, b, l, d, &mut predicted)?;
+            match &memo {
+                Some(m) if b > 0 => Predictor::fill_from_memo(m, work, (b, l), d, &mut predicted),
+                _ => predictor.predict_into(work, b, l, d, &mut predicted)?,
+            }
             let next = prefetcher.run(layer, &predicted, options.extra_per_gpu, local)?;
             made += next.total_slots() - layer.total_slots();
             layers.push(next);
         }
-        predictor.learn_batch(work, b)?;
+        if memo.is_none() {
+            predictor.learn_batch(work, b)?;
+        }
         copies.push(made);
         let plan = Plan::new(base.topology(), base.num_experts(), layers, NAME)?;
         parts.push((b..b + 1, plan));

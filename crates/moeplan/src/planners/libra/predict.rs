@@ -46,6 +46,7 @@
 //! predictors.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -55,6 +56,10 @@ use crate::error::{Error, Result};
 use crate::judge::Sources;
 
 const NAME: &str = "libra";
+
+/// Most cells (`B · L · S · E`) of path-table predictions kept with a
+/// workload: 64 MiB of `u16` (the route default: 7.6 M, 15 MB).
+const MAX_MEMO_CELLS: usize = 1 << 25;
 
 /// Predicted pairs of one batch and layer per (source GPU, expert),
 /// `sources × experts` row-major.
@@ -814,6 +819,87 @@ impl Predictor {
         Ok(())
     }
 
+    /// A path table that has learnt nothing grows online from token 0, so
+    /// its predictions depend on the routes and its depth only: made once
+    /// per workload and kept with it (`Workload::derived`), every batch
+    /// after the first, per (source rank, expert), `u16` — a Libra change
+    /// that is not the predictor's (its N, a cluster) then costs what the
+    /// previous batch's does, not seconds. `None` for other predictors, a
+    /// table built on a split, counts without routes, or more than 2²⁵
+    /// cells (64 MiB).
+    pub(crate) fn path_memo(&self, work: &Workload) -> Result<Option<Arc<Vec<u16>>>> {
+        let Predictor::PathTable(table) = self else {
+            return Ok(None);
+        };
+        let Sources::Tokens {
+            batch_tokens,
+            ranks,
+            ..
+        } = work.source_kind()
+        else {
+            return Ok(None);
+        };
+        let trace = work.trace();
+        let (b_n, l_n, e_n) = (trace.num_batches(), trace.num_layers(), trace.num_experts());
+        let cells = ranks * e_n;
+        if !table.learnt().is_empty()
+            || *batch_tokens > u16::MAX as usize
+            || b_n.saturating_mul(l_n).saturating_mul(cells) > MAX_MEMO_CELLS
+        {
+            return Ok(None);
+        }
+        let name = format!("libra path table, depth {}", table.depth);
+        work.derived(&name, || {
+            let mut online = self.clone();
+            let mut out = PredictedCounts::default();
+            let mut all = vec![0u16; b_n * l_n * cells];
+            for b in 0..b_n {
+                // Batch 0 is predicted from nothing learnt (uniform):
+                // `fill_from_memo`'s caller asks the table itself.
+                for l in (0..l_n).filter(|_| b > 0) {
+                    online.predict_into(work, b, l, *ranks, &mut out)?;
+                    let at = (b * l_n + l) * cells;
+                    for (x, &c) in all.iter_mut().skip(at).take(cells).zip(&out.counts) {
+                        // Whole tokens (one per predicted expert), at most
+                        // the batch's: exact in u16.
+                        if c.fract() != 0.0 || c > f64::from(u16::MAX) {
+                            return Err(Error::planner(
+                                NAME,
+                                format!("path-table count {c} at batch {b}: not a whole count"),
+                            ));
+                        }
+                        *x = c as u16;
+                    }
+                }
+                online.learn_batch(work, b)?;
+            }
+            Ok(all)
+        })
+    }
+
+    /// Batch `b` (≥ 1), layer index `l`'s prediction from a
+    /// [`Predictor::path_memo`], into `out` for `gpus` GPUs: what
+    /// [`Predictor::predict_into`] gives the table grown online.
+    pub(crate) fn fill_from_memo(
+        memo: &[u16],
+        work: &Workload,
+        (b, l): (usize, usize),
+        gpus: usize,
+        out: &mut PredictedCounts,
+    ) {
+        let trace = work.trace();
+        let e_n = trace.num_experts();
+        let ranks = work.num_sources().unwrap_or(0);
+        let cells = ranks * e_n;
+        out.reset(gpus, e_n, false);
+        let at = (b * trace.num_layers() + l) * cells;
+        // Ranks at or past `gpus` are dropped, as `PredictedCounts::add` drops them.
+        let rows = ranks.min(gpus) * e_n;
+        for (x, &c) in out.counts.iter_mut().zip(memo.iter().skip(at).take(rows)) {
+            *x += f64::from(c);
+        }
+    }
+
     /// After batch `b` was served: the path table learns every token served
     /// up to its end that it has not learnt (it grows online; from token 0
     /// when it has learnt nothing); the other predictors keep nothing.
@@ -981,7 +1067,47 @@ pub fn accuracy(predictor: &Predictor, work: &Workload, batches: Range<usize>) -
 
 #[cfg(test)]
 mod tests {
-    use super::top_k_by;
+    use super::{PathTable, PredictedCounts, Predictor, top_k_by};
+    use crate::data::{Workload, model};
+    use crate::synth::token_generator::{TokenGenConfig, generate_tokens};
+
+    /// The path table's kept predictions are what the table grown online
+    /// predicts, batch by batch and layer by layer, for as many GPUs as
+    /// ranks, more, and fewer (ranks past the GPUs dropped alike); a second
+    /// call finds them kept.
+    #[test]
+    fn path_memo_is_the_online_table() {
+        let t =
+            generate_tokens(&TokenGenConfig::new(model::preset("olmoe").unwrap(), 640)).unwrap();
+        let work = Workload::from_tokens(t.clone(), 128).unwrap();
+        let (b_n, l_n) = (work.trace().num_batches(), work.trace().num_layers());
+        let predictor = Predictor::PathTable(PathTable::empty(&t, 2).unwrap());
+        let memo = predictor.path_memo(&work).unwrap().expect("token routes");
+        let again = predictor.path_memo(&work).unwrap().expect("kept");
+        assert!(std::sync::Arc::ptr_eq(&memo, &again));
+        let mut checked = 0;
+        for gpus in [8, 16, 4] {
+            let mut online = predictor.clone();
+            let (mut direct, mut kept) = (PredictedCounts::default(), PredictedCounts::default());
+            for b in 0..b_n {
+                for l in 0..l_n {
+                    online.predict_into(&work, b, l, gpus, &mut direct).unwrap();
+                    if b > 0 {
+                        Predictor::fill_from_memo(&memo, &work, (b, l), gpus, &mut kept);
+                        assert_eq!(kept, direct, "{gpus} GPUs, batch {b}, layer {l}");
+                        checked += 1;
+                    }
+                }
+                online.learn_batch(&work, b).unwrap();
+            }
+        }
+        assert_eq!(checked, 3 * (b_n - 1) * l_n);
+        assert!(b_n >= 5);
+        // Other predictors, and counts without routes: none.
+        assert!(Predictor::Oracle.path_memo(&work).unwrap().is_none());
+        let counts = Workload::new(work.trace().clone());
+        assert!(predictor.path_memo(&counts).unwrap().is_none());
+    }
 
     /// The one-pass top k is the full sort's first k, ties (in the primary
     /// and the secondary, drawn from few values) broken by the lower index:
