@@ -1067,21 +1067,13 @@ impl Workspace {
                 continue;
             }
             phase(&planner.preparing());
-            let prepared = prepare_shown(
+            let (state, notes) = plan_static(
                 planner,
-                &self.work,
-                self.topology,
+                (&self.work, self.topology, &self.cost),
                 &settings,
                 &mut self.grace_analysis,
                 &mut self.grace,
             );
-            let (state, notes) = match prepared {
-                Ok(p) => (
-                    plan_at_default(planner, p.as_ref(), &self.work, self.topology, &self.cost),
-                    p.notes(),
-                ),
-                Err(e) => (State::Failed(e.to_string()), Vec::new()),
-            };
             if let Some(entry) = self.entries.get_mut(i) {
                 entry.state = state;
                 entry.notes = notes;
@@ -1140,24 +1132,14 @@ impl Workspace {
                 continue;
             }
             phase(&planner.preparing());
-            let prepared = prepare_shown(
+            let (state, notes) = plan_static(
                 planner,
-                &self.work,
-                self.topology,
+                (&self.work, self.topology, &self.cost),
                 &settings,
                 &mut analysis,
                 &mut ready,
             );
-            // As a new workspace does: a planner that cannot plan here says
-            // why in its row.
-            next.push(match prepared {
-                Ok(p) => {
-                    let state =
-                        plan_at_default(planner, p.as_ref(), &self.work, self.topology, &self.cost);
-                    (i, state, p.notes())
-                }
-                Err(e) => (i, State::Failed(e.to_string()), Vec::new()),
-            });
+            next.push((i, state, notes));
         }
         let ids: Vec<PlannerId> = next
             .iter()
@@ -1321,6 +1303,24 @@ fn prepare_shown(
         grace::prepare(work, topology, settings, analysis, ready)
     } else {
         prepare(planner, work, topology, settings)
+    }
+}
+
+/// A static planner prepared and planned at its default, as a new
+/// workspace does: one that cannot plan here says why in its row.
+fn plan_static(
+    planner: &dyn Planner,
+    (work, topology, cost): (&Workload, Topology, &CostModel),
+    settings: &Settings,
+    analysis: &mut Option<Arc<GraceAnalysis>>,
+    ready: &mut Option<Arc<Grace>>,
+) -> (State, Vec<String>) {
+    match prepare_shown(planner, work, topology, settings, analysis, ready) {
+        Ok(p) => (
+            plan_at_default(planner, p.as_ref(), work, topology, cost),
+            p.notes(),
+        ),
+        Err(e) => (State::Failed(e.to_string()), Vec::new()),
     }
 }
 

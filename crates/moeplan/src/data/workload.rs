@@ -18,7 +18,7 @@
 //! (batch, layer) of them O(S · E), of token routes O(tokens · top-k + S · E);
 //! checking affinity matrices O(L · E²).
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use ndarray::{Array2, Array4, Axis, s};
 
@@ -48,11 +48,8 @@ pub(crate) enum Sources {
         tokens: TokenTrace,
         batch_tokens: usize,
         ranks: usize,
-        /// Every (batch, layer)'s counts per (source, expert), counted once
-        /// when first read ([`Workload::add_source_counts`]).
-        counted: CountsCache,
         /// Tables derived from the routes alone, kept by name
-        /// ([`Workload::derived`]).
+        /// ([`Workload::derived`]): the per-source counts among them.
         derived: Derived,
     },
 }
@@ -78,30 +75,10 @@ impl std::fmt::Debug for Derived {
     }
 }
 
-/// Most cells (`B · L · S · E`) the per-source counts of token routes are
-/// kept for: 64 MiB of `u16`. The page's default (64 batches × 58 layers ×
-/// 8 ranks × 256 experts) is 7.6 M cells, 15 MB; every Libra change reads
-/// them three times (prediction, copy timing, replay), each time 30 M
-/// scattered increments without this.
-const MAX_COUNTED_CELLS: usize = 1 << 25;
-
-/// The per-source counts of token routes, `u16` (a count is at most the
-/// batch's tokens), kept once made. Shared by a workload's clones; equal
-/// whatever it holds (a cache, not data).
-#[derive(Clone, Default)]
-pub(crate) struct CountsCache(Arc<OnceLock<Vec<u16>>>);
-
-impl PartialEq for CountsCache {
-    fn eq(&self, _: &CountsCache) -> bool {
-        true
-    }
-}
-
-impl std::fmt::Debug for CountsCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("CountsCache")
-    }
-}
+/// Most cells (`B · L · S · E`) a table derived from token routes may
+/// have: 64 MiB of `u16`. The page's default (64 batches × 58 layers × 8
+/// ranks × 256 experts) is 7.6 M cells, 15 MB per table.
+const MAX_DERIVED_CELLS: usize = 1 << 25;
 
 impl Workload {
     /// Counts only: every rank is assumed to send `1 / D` of each expert's
@@ -190,7 +167,6 @@ impl Workload {
                 tokens,
                 batch_tokens,
                 ranks,
-                counted: CountsCache::default(),
                 derived: Derived::default(),
             },
             affinity: None,
@@ -393,7 +369,6 @@ impl Workload {
                     tokens,
                     batch_tokens: *batch_tokens,
                     ranks,
-                    counted: CountsCache::default(),
                     derived: Derived::default(),
                 }
             }
@@ -486,17 +461,17 @@ impl Workload {
                 tokens,
                 batch_tokens,
                 ranks,
-                counted,
                 ..
             } => {
+                // Counted once per workload: every Libra change reads them
+                // three times (prediction, copy timing, replay), each time
+                // 30 M scattered increments on the page's default without.
                 let cells = ranks * e_n;
-                if let Some(all) = counted.0.get().or_else(|| {
-                    let b_n = self.trace.num_batches();
-                    let l_n = self.trace.num_layers();
-                    let fits = *batch_tokens <= u16::MAX as usize
-                        && b_n.saturating_mul(l_n).saturating_mul(cells) <= MAX_COUNTED_CELLS;
-                    fits.then(|| counted.0.get_or_init(|| self.count_all(cells)))
-                }) {
+                let kept = self
+                    .derived("per-source counts", || Ok(self.count_all(cells)))
+                    .ok()
+                    .flatten();
+                if let Some(all) = kept {
                     let at = (b * self.trace.num_layers() + l) * cells;
                     for (x, &c) in into.iter_mut().zip(all.get(at..at + cells).unwrap_or(&[])) {
                         *x += f64::from(c);
@@ -572,19 +547,35 @@ impl Workload {
         all
     }
 
-    /// The table named `name` derived from this workload's token routes:
-    /// `make()` the first time, kept for this workload and its clones
-    /// after; `None` without token routes. `make` must depend on the routes
-    /// and the name only (a planner's predictions made online from them,
-    /// say), not on a cluster or options outside the name.
+    /// The table named `name` derived from this workload's token routes,
+    /// one `u16` per (batch, layer, source rank, expert) — a count of the
+    /// batch's tokens at most: `make()` the first time, kept for this
+    /// workload and its clones after. `None` without token routes, above
+    /// 2²⁵ cells, or with batches of more tokens than a `u16` counts (the
+    /// caller then works without it). `make` must depend on the routes and
+    /// the name only (the per-source counts; a planner's predictions made
+    /// online from them), not on a cluster or options outside the name.
     pub(crate) fn derived(
         &self,
         name: &str,
         make: impl FnOnce() -> Result<Vec<u16>>,
     ) -> Result<Option<Arc<Vec<u16>>>> {
-        let Sources::Tokens { derived, .. } = &self.sources else {
+        let Sources::Tokens {
+            derived,
+            batch_tokens,
+            ranks,
+            ..
+        } = &self.sources
+        else {
             return Ok(None);
         };
+        let t = &self.trace;
+        let cells = [t.num_batches(), t.num_layers(), *ranks, t.num_experts()]
+            .into_iter()
+            .fold(1usize, usize::saturating_mul);
+        if *batch_tokens > u16::MAX as usize || cells > MAX_DERIVED_CELLS {
+            return Ok(None);
+        }
         let find = |kept: &Vec<Named>| {
             kept.iter()
                 .find(|(n, _)| n == name)
@@ -632,7 +623,7 @@ fn ranks_of(tokens: &TokenTrace) -> usize {
 mod tests {
     use ndarray::{Array3, Array4};
 
-    use super::{Sources, Workload};
+    use super::Workload;
     use crate::data::trace::LoadTrace;
 
     /// Token routes' per-source counts, kept after the first read, are
@@ -669,10 +660,10 @@ mod tests {
             }
         }
         assert_eq!(checked, 2 * b_n * l_n);
-        let Sources::Tokens { counted, .. } = w.source_kind() else {
-            panic!("token routes")
-        };
-        assert_eq!(counted.0.get().map(Vec::len), Some(b_n * l_n * s_n * e_n));
+        let kept = w
+            .derived("per-source counts", || panic!("counted already"))
+            .unwrap();
+        assert_eq!(kept.map(|t| t.len()), Some(b_n * l_n * s_n * e_n));
     }
 
     /// Per-source counts of 5 ranks on 2 GPUs: ranks 0, 2, 4 on GPU 0,

@@ -57,10 +57,6 @@ use crate::judge::Sources;
 
 const NAME: &str = "libra";
 
-/// Most cells (`B · L · S · E`) of path-table predictions kept with a
-/// workload: 64 MiB of `u16` (the route default: 7.6 M, 15 MB).
-const MAX_MEMO_CELLS: usize = 1 << 25;
-
 /// Predicted pairs of one batch and layer per (source GPU, expert),
 /// `sources × experts` row-major.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -831,23 +827,15 @@ impl Predictor {
         let Predictor::PathTable(table) = self else {
             return Ok(None);
         };
-        let Sources::Tokens {
-            batch_tokens,
-            ranks,
-            ..
-        } = work.source_kind()
-        else {
+        let Sources::Tokens { ranks, .. } = work.source_kind() else {
             return Ok(None);
         };
+        if !table.learnt().is_empty() {
+            return Ok(None);
+        }
         let trace = work.trace();
         let (b_n, l_n, e_n) = (trace.num_batches(), trace.num_layers(), trace.num_experts());
         let cells = ranks * e_n;
-        if !table.learnt().is_empty()
-            || *batch_tokens > u16::MAX as usize
-            || b_n.saturating_mul(l_n).saturating_mul(cells) > MAX_MEMO_CELLS
-        {
-            return Ok(None);
-        }
         let name = format!("libra path table, depth {}", table.depth);
         work.derived(&name, || {
             let mut online = self.clone();
