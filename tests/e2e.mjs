@@ -1004,6 +1004,17 @@ async function main() {
         // affinity groups keep pairs on their node); with counts only every
         // plan has the closed form of even arrival, the same for all.
         await settled(pt);
+        if (trace === "token routes") {
+          // Between requests the worker prepares GRACE's neighbouring
+          // clusters, then Libra's path-table predictions (seconds of
+          // work): the changes are timed once it is idle, as a person who
+          // has looked at the page for that long finds it.
+          const t0 = Date.now();
+          await pt.waitForFunction(() => document.querySelector("#timings")?.dataset.pathTableMs, null, { timeout: 120000 });
+          const made = { wall_s: round((Date.now() - t0) / 1000, 1), worker_ms: Number(await pt.$eval("#timings", (el) => el.dataset.pathTableMs)) };
+          timings.path_table_made_ahead = made;
+          check("token routes: Libra's path-table predictions made between requests", made.worker_ms > 0, JSON.stringify(made));
+        }
         const cross = await pt.$$eval(".traffic-row", (rows) => rows.map((r) => `${r.id}:${r.dataset.cross}`));
         const distinct = new Set(cross.map((c) => c.split(":")[1])).size;
         if (trace === "token routes") {
@@ -1046,11 +1057,11 @@ async function main() {
           ["Libra's N", "libra-n", [4, 8, 2, 8, 4, 8]],
           ["Libra's predictor", "predictor", predictors],
           ["GRACE's ratio", "grace-ratio", ["0", "0.5", "auto", "1", "0.2", "auto"]],
-          // The path table's first use predicts every token of every layer
-          // (seconds); its predictions are then kept with the trace, so N
-          // changes on it cost what they cost on the previous batch.
+          // The path table's predictions are made ahead (above) and kept
+          // with the trace, so a switch to it and N changes on it cost what
+          // they cost on the previous batch.
           ...(trace === "counts" ? [] : [
-            ["Libra's path table", "predictor", ["path-table"]],
+            ["Libra's path table, made ahead", "predictor", ["path-table", "previous-batch", "path-table"]],
             ["Libra's N, path table kept", "libra-n", [4, 8, 4, 8]],
             ["Libra's predictor, from the path table", "predictor", ["previous-batch"]],
           ]),
@@ -1073,16 +1084,27 @@ async function main() {
           // whole run's medians move by ±40 ms (Libra's predictor on counts
           // 259 and 334 ms in two runs of one build), so what fails is a
           // median over 360 ms or a slowest over 450; the table says how
-          // the budget fared. The path table predicts every token
-          // of every layer (10–13 s on this VM, docs/speed.md): it fails
-          // only when it stops answering (30 s).
-          const table = label === "Libra's path table";
-          const ok = table ? r.p95_ms <= 30000 : r.p50_ms <= 360 && r.p95_ms <= 450;
-          check(`${trace}: ${label} changes within budget (p95 ${r.p95_ms} ms; budget 300 ms${r.p95_ms > 300 ? `, missed by ${round(r.p95_ms - 300, 0)} ms` : ", met"}${table ? "; checked against 30 s" : ""})`,
-            r.n === values.length && r.p95_ms > 0 && ok, JSON.stringify(r));
+          // the budget fared.
+          check(`${trace}: ${label} changes within budget (p95 ${r.p95_ms} ms; budget 300 ms${r.p95_ms > 300 ? `, missed by ${round(r.p95_ms - 300, 0)} ms` : ", met"})`,
+            r.n === values.length && r.p95_ms > 0 && r.p50_ms <= 360 && r.p95_ms <= 450, JSON.stringify(r));
         }
         check(`${trace}: no page errors (change timings)`, pt.errors.length === 0, pt.errors.join("; "));
       }
+      // The path table asked for as soon as the route default is drawn,
+      // before the worker has made its predictions ahead: every token of
+      // every layer predicted then (10–13 s on this VM, docs/speed.md). It
+      // misses the budget by that much and fails only when it stops
+      // answering (30 s).
+      for (const p of pages) if (p !== page && !p.isClosed()) await p.close();
+      const pc = await openPage(browser, origin, "");
+      pages.push(pc);
+      await settled(pc);
+      const ms = round(await timeChange(pc, "predictor", "path-table"), 1);
+      const cold = { trace: "token routes", change: "Libra's path table, asked before made ahead", n: 1, p50_ms: ms, p95_ms: ms, budget_ms: 300, slowest_ms: [ms] };
+      table.push(cold);
+      check(`token routes: the path table asked at once answers (${cold.p95_ms} ms; budget 300 ms, missed by ${round(cold.p95_ms - 300, 0)} ms; checked against 30 s)`,
+        cold.n === 1 && cold.p95_ms > 0 && cold.p95_ms <= 30000, JSON.stringify(cold));
+      check("no page errors (the path table asked at once)", pc.errors.length === 0, pc.errors.join("; "));
       timings.changes = { loadavg: os.loadavg().map((x) => round(x)), table };
       console.log("change timings (ms):\n" + table.map((r) => `  ${r.trace.padEnd(12)} ${r.change.padEnd(20)} n=${r.n} p50 ${r.p50_ms} p95 ${r.p95_ms} (budget ${r.budget_ms})`).join("\n"));
     });

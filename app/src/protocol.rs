@@ -237,6 +237,13 @@ pub enum Response {
         /// Milliseconds of work it took, in steps between requests.
         worker_ms: f64,
     },
+    /// Between requests the worker made Libra's path-table predictions for
+    /// the trace held (after GRACE's clusterings), so switching Libra's
+    /// predictor to the path table re-places Libra from them.
+    PathTableMade {
+        /// Milliseconds of work it took, in steps between requests.
+        worker_ms: f64,
+    },
     /// Something was wrong with the input; the previous state is kept.
     Error {
         /// Request it answers.

@@ -8,6 +8,7 @@ use moeplan::data::Workload;
 use moeplan::formats::{self, ReadOptions};
 use moeplan::judge::cost::{Prediction, Pricing};
 use moeplan::planners::Settings;
+use moeplan::planners::libra::{DEFAULT_DEPTH, PathMemoBuild};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 use moeplan::{Budget, LoadTrace, data::model};
@@ -87,6 +88,20 @@ pub struct WorkerState {
     warm: Vec<(Cluster, usize)>,
     /// The clusters of `warm`, and the milliseconds spent on them so far.
     warming: (Vec<Cluster>, f64),
+    /// Libra's path-table predictions for the trace held, made between
+    /// requests once GRACE's clusterings are done, and the milliseconds
+    /// spent so far. They depend on the routes alone: a cluster change
+    /// keeps them, a new trace starts them anew.
+    memo: Option<(PathMemoBuild, f64)>,
+}
+
+/// Work ahead of time that [`WorkerState::warm_step`] finished.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Warmed {
+    /// GRACE's clusterings of these clusters (`N × G`), in this many ms.
+    Clusters(Vec<String>, f64),
+    /// Libra's path-table predictions for the trace, in this many ms.
+    PathTable(f64),
 }
 
 /// Each phase's milliseconds: from its mark to the next one, the last to
@@ -430,6 +445,23 @@ impl WorkerState {
                 .map_err(|e| e.to_string())?;
         }
         let asked = req.per_batch.as_ref().unwrap_or(&self.per_batch).clone();
+        // The path table asked for before its predictions were made ahead:
+        // the steps left now, rather than all of them again (a new trace
+        // makes its own).
+        let path_table = asked
+            .iter()
+            .any(|(k, v)| k == "predictor" && v == "path-table");
+        if path_table && req.source.is_none() {
+            let work = match &fresh {
+                Some((ws, ..)) => Some(ws.workload()),
+                None => self.workspace.as_ref().map(|ws| ws.workload()),
+            };
+            if let (Some(work), Some((build, _))) = (work, self.memo.take()) {
+                progress("Libra: the path table's predictions");
+                // On an error, planning says it again in the row.
+                let _ = build.finish(work);
+            }
+        }
         let mut fallback = self.per_batch_note.clone();
         let pending = fresh.is_none() && self.workspace.as_ref().is_some_and(|ws| ws.has_pending());
         match &mut fresh {
@@ -518,6 +550,13 @@ impl WorkerState {
         Ok(match fresh {
             Some((ws, name, stats)) => {
                 self.warm_around(&ws);
+                if req.source.is_some() {
+                    // A trace too large to keep them, or counts only: none.
+                    self.memo = PathMemoBuild::new(ws.workload(), DEFAULT_DEPTH)
+                        .ok()
+                        .flatten()
+                        .map(|b| (b, 0.0));
+                }
                 self.workspace = Some(ws);
                 self.source = name;
                 match answer {
@@ -552,37 +591,54 @@ impl WorkerState {
     }
 
     /// One step of the work ahead of time: GRACE's clusterings of one layer
-    /// for one neighbouring cluster. Returns the clusters done when this
-    /// step finished the queue (with the milliseconds spent, by `now_ms`),
-    /// `None` while work remains or when there was none. The page's worker
-    /// runs steps only between requests, so they never delay an answer by
-    /// more than one step.
-    pub fn warm_step(&mut self, now_ms: impl Fn() -> f64) -> Option<(Vec<String>, f64)> {
-        let (Some(ws), Some((cluster, layer))) = (&self.workspace, self.warm.pop()) else {
-            return None;
-        };
+    /// for one neighbouring cluster, then, once those are done, one step
+    /// of Libra's path-table predictions. Returns what this step finished
+    /// (with the milliseconds its work took, by `now_ms`), `None` while
+    /// that work goes on or when there was none. The page's worker runs
+    /// steps only between requests, so they never delay an answer by more
+    /// than one step.
+    pub fn warm_step(&mut self, now_ms: impl Fn() -> f64) -> Option<Warmed> {
+        let ws = self.workspace.as_ref()?;
         let start = now_ms();
-        // A cluster that cannot be prepared (checked again when asked
-        // for) is left to be planned from scratch then.
-        if ws.warm_grace(cluster, layer).is_err() {
-            self.warm.retain(|(c, _)| *c != cluster);
+        if let Some((cluster, layer)) = self.warm.pop() {
+            // A cluster that cannot be prepared (checked again when asked
+            // for) is left to be planned from scratch then.
+            if ws.warm_grace(cluster, layer).is_err() {
+                self.warm.retain(|(c, _)| *c != cluster);
+            }
+            self.warming.1 += now_ms() - start;
+            if !self.warm.is_empty() {
+                return None;
+            }
+            let done = self
+                .warming
+                .0
+                .iter()
+                .map(|c| format!("{} × {}", c.nodes, c.gpus_per_node))
+                .collect();
+            return Some(Warmed::Clusters(done, self.warming.1));
         }
-        self.warming.1 += now_ms() - start;
-        if !self.warm.is_empty() {
-            return None;
+        let (build, ms) = self.memo.as_mut()?;
+        let done = build.step(ws.workload());
+        *ms += now_ms() - start;
+        match done {
+            Ok(false) => None,
+            Ok(true) => {
+                let ms = *ms;
+                self.memo = None;
+                Some(Warmed::PathTable(ms))
+            }
+            // Asked for, the path table says why in Libra's row.
+            Err(_) => {
+                self.memo = None;
+                None
+            }
         }
-        let done = self
-            .warming
-            .0
-            .iter()
-            .map(|c| format!("{} × {}", c.nodes, c.gpus_per_node))
-            .collect();
-        Some((done, self.warming.1))
     }
 
     /// Whether work ahead of time is queued.
     pub fn warming(&self) -> bool {
-        !self.warm.is_empty()
+        !self.warm.is_empty() || self.memo.is_some()
     }
 
     /// Plans across the workloads `ask` names (read from `bytes`, each file
@@ -1240,7 +1296,19 @@ mod tests {
             steps += 1;
         };
         assert_eq!(steps, 4 * layers);
-        assert_eq!(done.0, vec!["2 × 2", "2 × 8", "1 × 4", "4 × 4"]);
+        let Warmed::Clusters(clusters, _) = done else {
+            panic!("GRACE's clusterings come first: {done:?}")
+        };
+        assert_eq!(clusters, vec!["2 × 2", "2 × 8", "1 × 4", "4 × 4"]);
+        // Then Libra's path-table predictions: one step per later batch and
+        // layer, one per batch learnt (2 batches here).
+        assert!(warm.warming(), "the path table's predictions follow");
+        let mut memo_steps = 1;
+        while warm.warm_step(|| 0.0).is_none() {
+            assert!(warm.warming(), "no answer yet, so work remains");
+            memo_steps += 1;
+        }
+        assert_eq!(memo_steps, layers + 2);
         assert!(!warm.warming() && warm.warm_step(|| 0.0).is_none());
         let mut cold = WorkerState::default();
         view_of(cold.handle(
@@ -1262,6 +1330,35 @@ mod tests {
             assert_eq!(warm.shown, cold.shown, "{next:?}");
         }
         assert_eq!(warm.warming.0, neighbours(c(1, 8), 64));
+        // The path table then: from predictions made ahead (`warm`), half
+        // made (a third worker), or none (`cold`), the same answer.
+        let mut half = WorkerState::default();
+        for (id, cluster) in [(1, c(2, 4)), (2, c(1, 8)), (3, c(1, 8))] {
+            let source = (id == 1).then(v2lite_routes);
+            view_of(half.handle(
+                &req(id, source, Some(cluster), Some(2)),
+                None,
+                || 0.0,
+                |_| {},
+            ));
+        }
+        while half.memo.as_ref().is_some_and(|(b, _)| b.progress() < 0.5) {
+            assert!(!matches!(
+                half.warm_step(|| 0.0),
+                Some(Warmed::PathTable(_))
+            ));
+        }
+        assert!(half.memo.is_some(), "half made");
+        let table = vec![("predictor".to_string(), "path-table".to_string())];
+        for s in [&mut warm, &mut cold, &mut half] {
+            let r = Request {
+                per_batch: Some(table.clone()),
+                ..req(20, None, None, Some(2))
+            };
+            view_of(s.handle(&r, None, || 0.0, |_| {}));
+        }
+        assert!(half.memo.is_none(), "finished for the request");
+        assert!(warm.shown == cold.shown && half.shown == cold.shown);
         view_of(warm.handle(
             &req(4, Some(gen_source()), Some(CLUSTER), Some(2)),
             None,

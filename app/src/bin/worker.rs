@@ -5,7 +5,8 @@
 //! that can take longer than a frame, so the page never freezes.
 //!
 //! Between requests it does GRACE's clusterings for the clusters a person is
-//! likely to pick next ([`WorkerState::warm_step`]): only after
+//! likely to pick next, then Libra's path-table predictions for the trace
+//! ([`WorkerState::warm_step`]): only after
 //! [`QUIET_MS`] without a request (a slider being dragged never waits on
 //! it), in steps of about [`STEP_MS`] from timers, so a request that arrives
 //! meanwhile is taken after the current step at most.
@@ -20,7 +21,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use moeplan_app::protocol::{Request, Response, encode};
-use moeplan_app::worker::WorkerState;
+use moeplan_app::worker::{Warmed, WorkerState};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use web_sys::{DedicatedWorkerGlobalScope, MessageEvent};
@@ -120,15 +121,18 @@ impl Warmer {
             let deadline = now() + STEP_MS;
             loop {
                 let done = state.borrow_mut().warm_step(now);
-                if let Some((clusters, worker_ms)) = done {
-                    post(
+                match done {
+                    Some(Warmed::Clusters(clusters, worker_ms)) => post(
                         &me.scope,
                         &Response::Warmed {
                             clusters,
                             worker_ms,
                         },
-                    );
-                    return;
+                    ),
+                    Some(Warmed::PathTable(worker_ms)) => {
+                        post(&me.scope, &Response::PathTableMade { worker_ms })
+                    }
+                    None => {}
                 }
                 if !state.borrow().warming() {
                     return;

@@ -142,6 +142,9 @@ pub(super) struct Timings {
     /// The clusters GRACE last prepared ahead of time, and the worker's
     /// milliseconds for them.
     pub(super) warmed: Option<(String, f64)>,
+    /// The worker's milliseconds for Libra's path-table predictions made
+    /// ahead of time, last made (`None` until then).
+    pub(super) path_table_ms: Option<f64>,
 }
 
 /// A trace source the page can send again, to a fresh worker.
@@ -938,6 +941,9 @@ impl Ctx {
             } => {
                 self.timings
                     .update(|t| t.warmed = Some((clusters.join(", "), worker_ms)));
+            }
+            Response::PathTableMade { worker_ms } => {
+                self.timings.update(|t| t.path_table_ms = Some(worker_ms));
             }
             Response::Error { id, message } => {
                 self.disarm_watchdog(id);

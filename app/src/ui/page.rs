@@ -324,6 +324,7 @@ pub fn App() -> impl IntoView {
                     data-libra-ms=move || timings.with(|t| t.libra.map(|x| format!("{x:.1}")).unwrap_or_default())
                     data-warmed=move || timings.with(|t| t.warmed.as_ref().map(|w| w.0.clone()).unwrap_or_default())
                     data-warmed-ms=move || timings.with(|t| t.warmed.as_ref().map(|w| format!("{:.0}", w.1)).unwrap_or_default())
+                    data-path-table-ms=move || timings.with(|t| t.path_table_ms.map(|x| format!("{x:.0}")).unwrap_or_default())
                     data-trace-ms=move || timings.with(|t| t.trace.map(|x| format!("{x:.1}")).unwrap_or_default())
                     data-budget-dom-ms=move || timings.with(|t| t.budget_dom.map(|x| format!("{x:.2}")).unwrap_or_default())
                     data-budget-worker-ms=move || timings.with(|t| t.budget_parts.map(|x| format!("{:.2}", x.0)).unwrap_or_default())

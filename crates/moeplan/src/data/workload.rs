@@ -560,6 +560,18 @@ impl Workload {
         name: &str,
         make: impl FnOnce() -> Result<Vec<u16>>,
     ) -> Result<Option<Arc<Vec<u16>>>> {
+        match self.derived_slot(name) {
+            None => Ok(None),
+            Some(Some(kept)) => Ok(Some(kept)),
+            // Made without the lock held: two threads may both make it, once.
+            Some(None) => Ok(self.keep_derived(name, make()?)),
+        }
+    }
+
+    /// Whether a table named `name` can be kept for this workload (`None`:
+    /// no token routes, or over [`Workload::derived`]'s limits), and the
+    /// one kept, if made.
+    pub(crate) fn derived_slot(&self, name: &str) -> Option<Option<Arc<Vec<u16>>>> {
         let Sources::Tokens {
             derived,
             batch_tokens,
@@ -567,14 +579,14 @@ impl Workload {
             ..
         } = &self.sources
         else {
-            return Ok(None);
+            return None;
         };
         let t = &self.trace;
         let cells = [t.num_batches(), t.num_layers(), *ranks, t.num_experts()]
             .into_iter()
             .fold(1usize, usize::saturating_mul);
         if *batch_tokens > u16::MAX as usize || cells > MAX_DERIVED_CELLS {
-            return Ok(None);
+            return None;
         }
         let find = |kept: &Vec<Named>| {
             kept.iter()
@@ -583,20 +595,30 @@ impl Workload {
         };
         // A poisoned lock only means a thread panicked between pushes: the
         // list holds finished tables.
-        let kept = match derived.0.lock() {
+        Some(match derived.0.lock() {
             Ok(k) => find(&k),
             Err(p) => find(&p.into_inner()),
+        })
+    }
+
+    /// Keeps `table` under `name` (made as [`Workload::derived`] says),
+    /// unless one is kept already; returns the one kept. `None` where no
+    /// table can be kept ([`Workload::derived_slot`]).
+    pub(crate) fn keep_derived(&self, name: &str, table: Vec<u16>) -> Option<Arc<Vec<u16>>> {
+        let Sources::Tokens { derived, .. } = &self.sources else {
+            return None;
         };
-        if let Some(t) = kept {
-            return Ok(Some(t));
+        match self.derived_slot(name) {
+            None => return None,
+            Some(Some(kept)) => return Some(kept),
+            Some(None) => {}
         }
-        // Made without the lock held: two threads may both make it, once.
-        let table = Arc::new(make()?);
+        let table = Arc::new(table);
         match derived.0.lock() {
             Ok(mut k) => k.push((name.to_string(), Arc::clone(&table))),
             Err(p) => p.into_inner().push((name.to_string(), Arc::clone(&table))),
         }
-        Ok(Some(table))
+        Some(table)
     }
 
     /// Token indices of batch `b`.

@@ -52,7 +52,7 @@ use crate::planners::registry::{
 };
 
 pub use predict::{
-    Accuracy, DEFAULT_DEPTH, Noisy, PathTable, PredictedCounts, Predictor, accuracy,
+    Accuracy, DEFAULT_DEPTH, Noisy, PathMemoBuild, PathTable, PredictedCounts, Predictor, accuracy,
 };
 pub use prefetch::{Prefetcher, prefetch};
 

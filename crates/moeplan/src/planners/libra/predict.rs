@@ -824,44 +824,12 @@ impl Predictor {
     /// table built on a split, counts without routes, or more than 2²⁵
     /// cells (64 MiB).
     pub(crate) fn path_memo(&self, work: &Workload) -> Result<Option<Arc<Vec<u16>>>> {
-        let Predictor::PathTable(table) = self else {
+        let Some((name, mut build)) = PathMemoBuild::of(self, work) else {
             return Ok(None);
         };
-        let Sources::Tokens { ranks, .. } = work.source_kind() else {
-            return Ok(None);
-        };
-        if !table.learnt().is_empty() {
-            return Ok(None);
-        }
-        let trace = work.trace();
-        let (b_n, l_n, e_n) = (trace.num_batches(), trace.num_layers(), trace.num_experts());
-        let cells = ranks * e_n;
-        let name = format!("libra path table, depth {}", table.depth);
         work.derived(&name, || {
-            let mut online = self.clone();
-            let mut out = PredictedCounts::default();
-            let mut all = vec![0u16; b_n * l_n * cells];
-            for b in 0..b_n {
-                // Batch 0 is predicted from nothing learnt (uniform):
-                // `fill_from_memo`'s caller asks the table itself.
-                for l in (0..l_n).filter(|_| b > 0) {
-                    online.predict_into(work, b, l, *ranks, &mut out)?;
-                    let at = (b * l_n + l) * cells;
-                    for (x, &c) in all.iter_mut().skip(at).take(cells).zip(&out.counts) {
-                        // Whole tokens (one per predicted expert), at most
-                        // the batch's: exact in u16.
-                        if c.fract() != 0.0 || c > f64::from(u16::MAX) {
-                            return Err(Error::planner(
-                                NAME,
-                                format!("path-table count {c} at batch {b}: not a whole count"),
-                            ));
-                        }
-                        *x = c as u16;
-                    }
-                }
-                online.learn_batch(work, b)?;
-            }
-            Ok(all)
+            while !build.advance(work)? {}
+            Ok(std::mem::take(&mut build.all))
         })
     }
 
@@ -946,6 +914,156 @@ impl Predictor {
                 true
             }
         }
+    }
+}
+
+/// [`Predictor::path_memo`]'s table made a step at a time: the page's
+/// worker makes it between requests (one batch and layer, or one batch's
+/// learning, per [`PathMemoBuild::step`], a few milliseconds each on the
+/// default), so a person's first switch to the path table finds its
+/// predictions kept instead of waiting seconds for them.
+#[derive(Debug, Clone)]
+pub struct PathMemoBuild {
+    /// The path table, grown online as it goes.
+    online: Predictor,
+    /// Batches, layers, source ranks and experts of the workload it is for.
+    shape: [usize; 4],
+    /// The predictions so far, as [`Predictor::path_memo`] keeps them.
+    all: Vec<u16>,
+    /// The next (batch, layer) to predict; layer = layers: learn the batch.
+    next: (usize, usize),
+    /// What [`Workload::derived`] keeps it under.
+    name: String,
+    out: PredictedCounts,
+}
+
+impl PathMemoBuild {
+    /// The build of the depth-`depth` path table's predictions for `work`;
+    /// `None` when there is nothing to make: counts without routes, a table
+    /// too large to keep, or one kept already.
+    ///
+    /// ```
+    /// use moeplan::planners::libra::{PathMemoBuild, DEFAULT_DEPTH};
+    /// use moeplan::{data::{model, Workload}, synth::token_generator::{TokenGenConfig, generate_tokens}};
+    /// let t = generate_tokens(&TokenGenConfig::new(model::preset("olmoe")?, 256))?;
+    /// let work = Workload::from_tokens(t, 128)?;
+    /// let mut build = PathMemoBuild::new(&work, DEFAULT_DEPTH)?.expect("token routes");
+    /// while !build.step(&work)? {}
+    /// assert!(PathMemoBuild::new(&work, DEFAULT_DEPTH)?.is_none()); // kept now
+    /// assert!(PathMemoBuild::new(&Workload::new(work.trace().clone()), DEFAULT_DEPTH)?.is_none());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn new(work: &Workload, depth: usize) -> Result<Option<PathMemoBuild>> {
+        let Some(tokens) = work.tokens() else {
+            return Ok(None);
+        };
+        let predictor = Predictor::PathTable(PathTable::empty(tokens, depth)?);
+        Ok(PathMemoBuild::of(&predictor, work)
+            .filter(|(name, _)| matches!(work.derived_slot(name), Some(None)))
+            .map(|(_, build)| build))
+    }
+
+    /// The build for `predictor` (a path table that has learnt nothing)
+    /// on `work` (token routes), with the name its table is kept under.
+    fn of(predictor: &Predictor, work: &Workload) -> Option<(String, PathMemoBuild)> {
+        let Predictor::PathTable(table) = predictor else {
+            return None;
+        };
+        let Sources::Tokens { ranks, .. } = work.source_kind() else {
+            return None;
+        };
+        if !table.learnt().is_empty() {
+            return None;
+        }
+        let name = format!("libra path table, depth {}", table.depth);
+        let t = work.trace();
+        let shape = [t.num_batches(), t.num_layers(), *ranks, t.num_experts()];
+        let build = PathMemoBuild {
+            online: predictor.clone(),
+            shape,
+            all: Vec::new(),
+            // Batch 0 is predicted from nothing learnt (uniform):
+            // `fill_from_memo`'s caller asks the table itself.
+            next: (0, shape[1]),
+            name: name.clone(),
+            out: PredictedCounts::default(),
+        };
+        Some((name, build))
+    }
+
+    /// One step; `true` once every batch is done, the table then kept with
+    /// `work` (which must be the workload it was started for, or a clone).
+    pub fn step(&mut self, work: &Workload) -> Result<bool> {
+        if !self.advance(work)? {
+            return Ok(false);
+        }
+        work.keep_derived(&self.name, std::mem::take(&mut self.all));
+        Ok(true)
+    }
+
+    /// The steps left, done now: what a request that needs the table does
+    /// when the build has not finished between requests.
+    pub fn finish(mut self, work: &Workload) -> Result<()> {
+        while !self.step(work)? {}
+        Ok(())
+    }
+
+    /// The fraction done, 0 to 1.
+    pub fn progress(&self) -> f64 {
+        let [b_n, l_n, ..] = self.shape;
+        let done = self.next.0 * (l_n + 1) + self.next.1;
+        done as f64 / (b_n * (l_n + 1)).max(1) as f64
+    }
+
+    /// One step of the table without keeping it; `true` when done.
+    fn advance(&mut self, work: &Workload) -> Result<bool> {
+        let [b_n, l_n, ranks, e_n] = self.shape;
+        let t = work.trace();
+        if [
+            t.num_batches(),
+            t.num_layers(),
+            work.num_sources().unwrap_or(0),
+            t.num_experts(),
+        ] != self.shape
+        {
+            return Err(Error::Mismatch(
+                "the path table's predictions were started for another workload".into(),
+            ));
+        }
+        let (b, l) = self.next;
+        if b >= b_n {
+            return Ok(true);
+        }
+        let cells = ranks * e_n;
+        if self.all.is_empty() {
+            self.all = vec![0u16; b_n * l_n * cells];
+        }
+        if l < l_n {
+            self.online.predict_into(work, b, l, ranks, &mut self.out)?;
+            let at = (b * l_n + l) * cells;
+            for (x, &c) in self
+                .all
+                .iter_mut()
+                .skip(at)
+                .take(cells)
+                .zip(&self.out.counts)
+            {
+                // Whole tokens (one per predicted expert), at most the
+                // batch's: exact in u16.
+                if c.fract() != 0.0 || c > f64::from(u16::MAX) {
+                    return Err(Error::planner(
+                        NAME,
+                        format!("path-table count {c} at batch {b}: not a whole count"),
+                    ));
+                }
+                *x = c as u16;
+            }
+            self.next.1 += 1;
+        } else {
+            self.online.learn_batch(work, b)?;
+            self.next = (b + 1, 0);
+        }
+        Ok(self.next.0 >= b_n)
     }
 }
 
@@ -1055,7 +1173,7 @@ pub fn accuracy(predictor: &Predictor, work: &Workload, batches: Range<usize>) -
 
 #[cfg(test)]
 mod tests {
-    use super::{PathTable, PredictedCounts, Predictor, top_k_by};
+    use super::{PathMemoBuild, PathTable, PredictedCounts, Predictor, top_k_by};
     use crate::data::{Workload, model};
     use crate::synth::token_generator::{TokenGenConfig, generate_tokens};
 
@@ -1091,6 +1209,39 @@ mod tests {
         }
         assert_eq!(checked, 3 * (b_n - 1) * l_n);
         assert!(b_n >= 5);
+        // Made a step at a time on a workload of its own (clones share
+        // what is kept): the same table, after one step per batch and
+        // layer past the first batch and one per batch learnt.
+        let fresh = Workload::from_tokens(t.clone(), 128).unwrap();
+        let mut build = PathMemoBuild::new(&fresh, 2)
+            .unwrap()
+            .expect("nothing kept yet");
+        let mut steps = 1;
+        while !build.step(&fresh).unwrap() {
+            assert!(build.progress() < 1.0);
+            steps += 1;
+        }
+        assert_eq!((steps, build.progress()), ((b_n - 1) * l_n + b_n, 1.0));
+        let stepped = predictor.path_memo(&fresh).unwrap().expect("kept");
+        assert_eq!(stepped, memo);
+        assert!(
+            PathMemoBuild::new(&fresh, 2).unwrap().is_none(),
+            "kept: nothing to make"
+        );
+        // A half-made build finished on a request's demand: the same table.
+        let other = Workload::from_tokens(t.clone(), 128).unwrap();
+        let mut half = PathMemoBuild::new(&other, 2).unwrap().unwrap();
+        for _ in 0..steps / 2 {
+            assert!(!half.step(&other).unwrap());
+        }
+        half.finish(&other).unwrap();
+        assert_eq!(predictor.path_memo(&other).unwrap().expect("kept"), memo);
+        // Another workload's steps are refused, not mixed in.
+        let shorter = Workload::from_tokens(t.clone(), 256).unwrap();
+        let mut wrong = PathMemoBuild::new(&work.clone(), 2).unwrap();
+        assert!(wrong.is_none(), "kept with `work`");
+        wrong = PathMemoBuild::new(&Workload::from_tokens(t.clone(), 128).unwrap(), 2).unwrap();
+        assert!(wrong.unwrap().step(&shorter).is_err());
         // Other predictors, and counts without routes: none.
         assert!(Predictor::Oracle.path_memo(&work).unwrap().is_none());
         let counts = Workload::new(work.trace().clone());
