@@ -25,6 +25,7 @@ export const dist = path.resolve(argValue("--dist") ?? path.join(root, "dist"));
 export const types = {
   ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm",
   ".css": "text/css", ".json": "application/json", ".png": "image/png", ".svg": "image/svg+xml",
+  ".woff2": "font/woff2", ".woff": "font/woff", ".ttf": "font/ttf",
 };
 
 export function serve(dir) {

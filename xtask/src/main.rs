@@ -6,7 +6,8 @@
 //!   crates.io, never downloaded prebuilt), Debian's chromium and
 //!   chromium-driver and firefox-esr, and the browser tests' npm packages
 //!   (playwright-core and puppeteer-core, which never download a browser,
-//!   and typescript).
+//!   and typescript), and mdBook 0.5.4 (built from crates.io with its search
+//!   only: no server, no file watcher).
 //! - `test`  — setup, then formatting, lints, every native test, the wasm
 //!   surface's tests in headless Chromium, `dist`, the browser tests of what
 //!   it built (`tests/e2e.mjs` the page, `embed.mjs` the docs embed,
@@ -19,8 +20,11 @@
 //!   relative URLs, so it works from any folder), the docs example with its
 //!   module in `DIR/embed/`, the one-file page `DIR/moeplan.html` (CSS, JS,
 //!   both wasm binaries and the worker inlined: opens from `file://`), and
-//!   the JavaScript package in `DIR/pkg/`; then each file's size and gzip
-//!   size.
+//!   the JavaScript package in `DIR/pkg/`, and the book in `DIR/book/`;
+//!   then each file's size and gzip size.
+//! - `book [--out DIR]` — the book alone (`book/`, mdBook) into `DIR/book/`
+//!   (default `dist/book/`), its live widgets the docs embed of an earlier
+//!   `dist` into the same DIR, copied beside it.
 //! - `run`   — the main job: build the planner page and serve it on
 //!   http://127.0.0.1:8080 (it opens on a generated DeepSeek-V3 trace).
 //! - `cli`   — the same job headless: plan the generated default with every
@@ -49,6 +53,10 @@ fn main() -> ExitCode {
             Ok(out) => setup().and_then(|_| dist(&out)),
             Err(e) => Err(e),
         },
+        "book" => match out_arg() {
+            Ok(out) => setup().and_then(|_| book(&out)),
+            Err(e) => Err(e),
+        },
         "run" => setup().and_then(|_| serve()),
         "cli" => setup().and_then(|_| run_cli_job()),
         "bench" => bench(),
@@ -60,7 +68,7 @@ fn main() -> ExitCode {
         ),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup|test|dist [--out DIR]|run|cli|bench|fuzz [seconds]>"
+                "usage: cargo xtask <setup|test|dist [--out DIR]|book [--out DIR]|run|cli|bench|fuzz [seconds]>"
             );
             return ExitCode::from(2);
         }
@@ -116,6 +124,8 @@ fn output(program: &str, args: &[&str]) -> Option<String> {
 
 const WASM_BINDGEN: &str = "0.2.130";
 const TRUNK: &str = "0.21.14";
+/// mdBook 0.5.x builds with this toolchain (rust-version 1.88).
+const MDBOOK: &str = "0.5.4";
 const CHROMIUM: &str = "/usr/bin/chromium";
 const FIREFOX: &str = "/usr/bin/firefox-esr";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -146,6 +156,27 @@ fn setup() -> Result {
         eprintln!("setup: trunk {TRUNK} present");
     } else {
         sh(&c, &["install", "trunk", "--version", TRUNK, "--locked"])?;
+    }
+    // `mdbook --version` says `mdbook v0.5.4`.
+    if output("mdbook", &["--version"])
+        .is_some_and(|v| v.split_whitespace().any(|w| w.trim_start_matches('v') == MDBOOK))
+    {
+        eprintln!("setup: mdbook {MDBOOK} present");
+    } else {
+        // The book needs its search, not `mdbook serve` or `watch`.
+        sh(
+            &c,
+            &[
+                "install",
+                "mdbook",
+                "--version",
+                MDBOOK,
+                "--no-default-features",
+                "--features",
+                "search",
+                "--locked",
+            ],
+        )?;
     }
     // Debian's browsers: Chromium for every browser test, Firefox ESR for
     // the one-file page's (the talks' file must open in both).
@@ -232,6 +263,7 @@ fn test() -> Result {
 /// The browser tests of `dist`'s artefacts, each taking `--dist DIR`.
 const BROWSER_TESTS: &[&str] = &[
     "tests/e2e.mjs",
+    "tests/book.mjs",
     "tests/embed.mjs",
     "tests/onefile.mjs",
     "tests/firefox.mjs",
@@ -306,7 +338,37 @@ fn dist(out: &Path) -> Result {
     eprintln!("dist: wrote {}", one.display());
     // 4. The JavaScript package.
     pkg::build(&root(), &out.join("pkg"))?;
+    // 5. The book, its widgets the embed of step 2.
+    book(out)?;
     report_sizes(out)
+}
+
+/// Builds the book (`book/`) into `out/book` and copies the docs embed of
+/// `out/embed` (a `dist` into the same folder) beside it, for its widgets.
+fn book(out: &Path) -> Result {
+    let embed = out.join("embed");
+    if !embed.join("moeplan-embed.js").is_file() {
+        return Err(format!(
+            "no docs embed in {}: the book's widgets are the embed, so run `cargo xtask dist` into the same folder first",
+            embed.display()
+        ));
+    }
+    let dest = out.join("book");
+    let dest_arg = dest.to_string_lossy();
+    sh("mdbook", &["build", "book", "--dest-dir", &dest_arg])?;
+    let book_embed = dest.join("embed");
+    std::fs::create_dir_all(&book_embed)
+        .map_err(|e| format!("cannot create {}: {e}", book_embed.display()))?;
+    for entry in files_in(&embed)? {
+        // The embed's example page is not the book's.
+        if entry.file_name().is_some_and(|n| n != "index.html") {
+            copy_into(&entry, &book_embed)?;
+        }
+    }
+    // The page's screenshot, which a chapter (docs/page.md) shows.
+    copy_into(&root().join("docs/screenshot.png"), &dest)?;
+    eprintln!("book: wrote {}", dest.join("index.html").display());
+    Ok(())
 }
 
 /// Trunk replaces its output folder whole: refuse one that holds the
@@ -370,8 +432,12 @@ fn report_sizes(out: &Path) -> Result {
         }
     }
     files.sort();
+    // The book's pages, fonts and scripts in one line, not a hundred.
+    let book = out.join("book");
+    let (in_book, files): (Vec<PathBuf>, Vec<PathBuf>) =
+        files.into_iter().partition(|f| f.starts_with(&book));
     let mut gzip_missing = false;
-    eprintln!("dist: {} ({} files)", out.display(), files.len());
+    eprintln!("dist: {} ({} files)", out.display(), files.len() + in_book.len());
     eprintln!("{:>12} {:>12}  file", "bytes", "gzip -9");
     for file in &files {
         let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
@@ -380,6 +446,13 @@ fn report_sizes(out: &Path) -> Result {
         let gz = gz.map_or_else(|| "-".to_string(), |n| n.to_string());
         let name = file.strip_prefix(out).unwrap_or(file).display();
         eprintln!("{size:>12} {gz:>12}  {name}");
+    }
+    if !in_book.is_empty() {
+        let bytes: u64 = in_book
+            .iter()
+            .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+            .sum();
+        eprintln!("{bytes:>12} {:>12}  book/ ({} files)", "", in_book.len());
     }
     if gzip_missing {
         eprintln!("dist: gzip did not run, so gzip sizes are missing");
