@@ -10,11 +10,12 @@
 //    filled in its shadow root), and a budget moved in it changes its
 //    figures; the book's search finds "redundant"; no request leaves the
 //    origin, no page error and no console error;
-//  - from file://: the chapters open, with the sidebar and the text, and the
-//    search finds "redundant" (its index is a script, not a fetch). The
-//    widgets do not start from file:// yet — a module script is refused
-//    there — and say so inside the element: checked as such, so the day they
-//    start this check fails and is turned into the real one (issue 29).
+//  - from file://: the chapters open, with the sidebar and the text, the
+//    search finds "redundant" (its index is a script, not a fetch), and the
+//    same widgets plan and follow a budget, started by the classic script
+//    that carries the embed's files (moeplan-embed-file.js: a browser
+//    fetches no module, wasm or worker file from file://); nothing is
+//    requested outside the book's folder, no page or console error.
 
 import { check, dist, finish, launch, section, serve } from "./lib.mjs";
 import path from "node:path";
@@ -80,34 +81,38 @@ async function search(page, word) {
 
 const summaryText = (r) => r.querySelector("table.summary tbody")?.textContent ?? "";
 
+/// Opens chapter `url`, checks its widget `id` plans `planner` and that a
+/// budget moved in it changes its figures.
+async function widgetLive(page, url, file, id, planner) {
+  await page.goto(url);
+  const title = await page.$eval("main h1", (h) => h.textContent.trim());
+  const widgets = await page.$$eval("main moeplan-view", (els) => els.map((e) => e.id));
+  check(`${file} ("${title}"): a live widget`, widgets.includes(id), widgets.join());
+  // The chapter's planner planned (Libra, per batch, lands after the
+  // static plans).
+  await page.waitForFunction(({ id, planner }) => {
+    const r = document.getElementById(id)?.shadowRoot;
+    const rows = [...(r?.querySelectorAll("table.summary tbody tr") ?? [])].map((tr) => tr.textContent);
+    return rows.some((t) => t.startsWith(planner) && /\d\.\d{3}/.test(t));
+  }, { id, planner }, { timeout: 180000, polling: 100 });
+  const planned = await inside(page, id, (r) => [...r.querySelectorAll("table.summary tbody tr")].map((tr) => tr.textContent.slice(0, 40)));
+  check(`${file}: ${planner} planned in the widget`, planned.some((t) => t.startsWith(planner)), planned.join(" | "));
+  const before = await inside(page, id, summaryText);
+  const r0 = await inside(page, id, (r) => r.querySelector("#budget-number")?.value);
+  const next = String(Number(r0 ?? 0) === 2 ? 6 : 2);
+  await page.locator(`#${id} #budget-number`).fill(next);
+  await page.locator(`#${id} #budget-number`).dispatchEvent("change");
+  await page.waitForFunction(({ id, before }) =>
+    (document.getElementById(id)?.shadowRoot?.querySelector("table.summary tbody")?.textContent ?? before) !== before,
+  { id, before }, { timeout: 60000, polling: 100 }).catch(() => {});
+  const after = await inside(page, id, summaryText);
+  check(`${file}: the budget ${r0} → ${next} changes the figures`, after !== before && /\d/.test(after),
+    `${before.slice(0, 80)} → ${after.slice(0, 80)}`);
+}
+
 await section("from a static server: every planner chapter's widget plans, and a budget moves it", async () => {
   const page = await openPage(origin);
-  for (const [file, id, planner] of PLANNERS) {
-    await page.goto(`${origin}/book/${file}`);
-    const title = await page.$eval("main h1", (h) => h.textContent.trim());
-    const widgets = await page.$$eval("main moeplan-view", (els) => els.map((e) => e.id));
-    check(`${file} ("${title}"): a live widget`, widgets.includes(id), widgets.join());
-    // The chapter's planner planned (Libra, per batch, lands after the
-    // static plans).
-    await page.waitForFunction(({ id, planner }) => {
-      const r = document.getElementById(id)?.shadowRoot;
-      const rows = [...(r?.querySelectorAll("table.summary tbody tr") ?? [])].map((tr) => tr.textContent);
-      return rows.some((t) => t.startsWith(planner) && /\d\.\d{3}/.test(t));
-    }, { id, planner }, { timeout: 180000, polling: 100 });
-    const planned = await inside(page, id, (r) => [...r.querySelectorAll("table.summary tbody tr")].map((tr) => tr.textContent.slice(0, 40)));
-    check(`${file}: ${planner} planned in the widget`, planned.some((t) => t.startsWith(planner)), planned.join(" | "));
-    const before = await inside(page, id, summaryText);
-    const r0 = await inside(page, id, (r) => r.querySelector("#budget-number")?.value);
-    const next = String(Number(r0 ?? 0) === 2 ? 6 : 2);
-    await page.locator(`#${id} #budget-number`).fill(next);
-    await page.locator(`#${id} #budget-number`).dispatchEvent("change");
-    await page.waitForFunction(({ id, before }) =>
-      (document.getElementById(id)?.shadowRoot?.querySelector("table.summary tbody")?.textContent ?? before) !== before,
-    { id, before }, { timeout: 60000, polling: 100 }).catch(() => {});
-    const after = await inside(page, id, summaryText);
-    check(`${file}: the budget ${r0} → ${next} changes the figures`, after !== before && /\d/.test(after),
-      `${before.slice(0, 80)} → ${after.slice(0, 80)}`);
-  }
+  for (const [file, id, planner] of PLANNERS) await widgetLive(page, `${origin}/book/${file}`, file, id, planner);
   check("no request left the origin (planner chapters)", page.outside.length === 0, page.outside.join(" "));
   check("no page or console error (planner chapters)", page.errors.length === 0, page.errors.join("; "));
   await page.close();
@@ -137,6 +142,18 @@ await section("from file://: the chapters and the search", async () => {
   const text = await page.$eval("main", (m) => m.textContent);
   check("from file://: a chapter's text (GRACE-MoE)", /affinity/.test(text) && /spectral/.test(text));
   check("no request left the book's folder (file://)", page.outside.length === 0, page.outside.join(" "));
+  check("no page or console error (file://)", page.errors.length === 0, page.errors.join("; "));
+  await page.close();
+});
+
+await section("from file://: every planner chapter's widget plans, and a budget moves it", async () => {
+  const base = pathToFileURL(bookDir).href;
+  const page = await openPage(base);
+  for (const [file, id, planner] of PLANNERS) await widgetLive(page, `${base}/${file}`, `file://…/${file}`, id, planner);
+  const scripts = await page.$$eval("script[src]", (ss) => ss.map((s) => s.getAttribute("src")));
+  check("from file://: the embed that carries its files (moeplan-embed-file.js)", scripts.some((s) => s.endsWith("embed/moeplan-embed-file.js")), scripts.join(" "));
+  check("no request left the book's folder (file://, planner chapters)", page.outside.length === 0, page.outside.join(" "));
+  check("no page or console error (file://, planner chapters)", page.errors.length === 0, page.errors.join("; "));
   await page.close();
 });
 

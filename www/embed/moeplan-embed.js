@@ -10,21 +10,32 @@
 // never meet another embed's or the docs page's, and plans in its own
 // worker, so embeds never see one another's answers. Everything it loads
 // lies beside this file.
+//
+// From file:// a browser fetches no module, wasm or worker file, so
+// `cargo xtask dist` also writes moeplan-embed-file.js, a classic script
+// that carries the glue, both wasm binaries and the worker, and sets
+// `globalThis.moeplanEmbedInline` before it starts this module from a blob:
+// then everything below comes from memory instead of the folder.
 
-import init, { mount as mountWasm } from "./moeplan-app.js";
+const inline = globalThis.moeplanEmbedInline;
+// The folder this module lies in (a blob's URL has none).
+const here = inline?.base ?? import.meta.url;
+const { default: init, mount: mountWasm } = await import(inline?.glueUrl ?? "./moeplan-app.js");
 
-// Read by the wasm when it starts (after the imports above evaluate, before
+// Read by the wasm when it starts (after the import above evaluates, before
 // init() runs its main): do not mount the whole page on <body>; start
 // workers from this folder, whichever page includes the module.
 globalThis.moeplanEmbed = true;
-globalThis.moeplanWorkerUrl = new URL("./worker_loader.js", import.meta.url).href;
+globalThis.moeplanWorkerUrl = inline?.workerUrl ?? new URL("./worker_loader.js", here).href;
 
-const styles = ["./style.css", "./embed.css"].map((f) => new URL(f, import.meta.url).href);
+const styles = ["./style.css", "./embed.css"].map((f) => new URL(f, here).href);
 
 // One wasm for every embed on the page, started once.
 let started;
 const start = () =>
-  (started ??= init({ module_or_path: new URL("./moeplan-app_bg.wasm", import.meta.url) }));
+  (started ??= (async () => init({
+    module_or_path: inline ? await inline.wasm() : new URL("./moeplan-app_bg.wasm", here),
+  }))());
 
 // Attributes every element may carry that are not the embed's options.
 const globalAttribute = /^(id|class|style|title|hidden|lang|dir|slot|part|role|tabindex|data-.*|aria-.*)$/;

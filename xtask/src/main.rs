@@ -158,9 +158,10 @@ fn setup() -> Result {
         sh(&c, &["install", "trunk", "--version", TRUNK, "--locked"])?;
     }
     // `mdbook --version` says `mdbook v0.5.4`.
-    if output("mdbook", &["--version"])
-        .is_some_and(|v| v.split_whitespace().any(|w| w.trim_start_matches('v') == MDBOOK))
-    {
+    if output("mdbook", &["--version"]).is_some_and(|v| {
+        v.split_whitespace()
+            .any(|w| w.trim_start_matches('v') == MDBOOK)
+    }) {
         eprintln!("setup: mdbook {MDBOOK} present");
     } else {
         // The book needs its search, not `mdbook serve` or `watch`.
@@ -333,6 +334,9 @@ fn dist(out: &Path) -> Result {
             copy_into(&entry, &embed)?;
         }
     }
+    // The embed for docs opened from file:// (the book's among them).
+    let file_embed = onefile::embed_for_file(&embed)?;
+    eprintln!("dist: wrote {}", file_embed.display());
     // 3. The one-file page.
     let one = onefile::build(out)?;
     eprintln!("dist: wrote {}", one.display());
@@ -437,7 +441,11 @@ fn report_sizes(out: &Path) -> Result {
     let (in_book, files): (Vec<PathBuf>, Vec<PathBuf>) =
         files.into_iter().partition(|f| f.starts_with(&book));
     let mut gzip_missing = false;
-    eprintln!("dist: {} ({} files)", out.display(), files.len() + in_book.len());
+    eprintln!(
+        "dist: {} ({} files)",
+        out.display(),
+        files.len() + in_book.len()
+    );
     eprintln!("{:>12} {:>12}  file", "bytes", "gzip -9");
     for file in &files {
         let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);

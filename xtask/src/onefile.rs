@@ -67,18 +67,8 @@ fn start_module(
             "{WORKER_JS}: not wasm-bindgen `no-modules` glue (no `wasm_bindgen`)"
         ));
     }
-    // Decoding in the page and in the worker: base64 by the built-in where
-    // the browser has it, `atob` otherwise; then gunzip by the browser's
-    // DecompressionStream (Chromium 80, Firefox 113, Safari 16.4).
-    let decode = "async (s, gz) => { \
-                  const b = Uint8Array.fromBase64 ? Uint8Array.fromBase64(s) \
-                  : Uint8Array.from(atob(s), (c) => c.charCodeAt(0)); \
-                  return gz ? new Uint8Array(await new Response(new Blob([b]).stream()\
-                  .pipeThrough(new DecompressionStream(\"gzip\"))).arrayBuffer()) : b; }";
-    let worker_tail = format!(
-        "\n({decode})(\"{}\", {}).then((b) => wasm_bindgen({{ module_or_path: b }}));\n",
-        worker_wasm.base64, worker_wasm.gzip
-    );
+    let decode = DECODE;
+    let worker_tail = worker_tail(worker_wasm);
     Ok(format!(
         "{glue}\n\
          {{\n\
@@ -94,6 +84,74 @@ fn start_module(
         gz = app_wasm.gzip,
     ))
 }
+
+/// Decoding in the page and in the worker: base64 by the built-in where
+/// the browser has it, `atob` otherwise; then gunzip by the browser's
+/// DecompressionStream (Chromium 80, Firefox 113, Safari 16.4).
+const DECODE: &str = "async (s, gz) => { \
+                      const b = Uint8Array.fromBase64 ? Uint8Array.fromBase64(s) \
+                      : Uint8Array.from(atob(s), (c) => c.charCodeAt(0)); \
+                      return gz ? new Uint8Array(await new Response(new Blob([b]).stream()\
+                      .pipeThrough(new DecompressionStream(\"gzip\"))).arrayBuffer()) : b; }";
+
+/// What follows the worker's `no-modules` glue: its wasm started from the
+/// bytes it carries.
+fn worker_tail(worker_wasm: &Packed) -> String {
+    format!(
+        "\n({DECODE})(\"{}\", {}).then((b) => wasm_bindgen({{ module_or_path: b }}));\n",
+        worker_wasm.base64, worker_wasm.gzip
+    )
+}
+
+/// The docs embed for pages opened from `file://`, where a browser fetches
+/// no module, wasm or worker file: `dir/moeplan-embed-file.js`, a classic
+/// script holding the embed's module (`moeplan-embed.js`), the app's glue,
+/// the worker and both wasm binaries, which it hands to the module as blobs
+/// (`globalThis.moeplanEmbedInline`) before it starts it. The stylesheets
+/// stay beside it (a `<link>` loads from `file://`). Returns its path.
+pub fn embed_for_file(dir: &Path) -> Result<PathBuf> {
+    let read_text = |name: &str| {
+        std::fs::read_to_string(dir.join(name))
+            .map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()))
+    };
+    let (app_js, worker_js) = (read_text(APP_JS)?, read_text(WORKER_JS)?);
+    if default_export(&app_js).is_none() || !worker_js.contains("wasm_bindgen") {
+        return Err(format!(
+            "{}: not wasm-bindgen's glue for the embed",
+            dir.display()
+        ));
+    }
+    let app = Packed::of(&dir.join(APP_WASM))?;
+    let worker = Packed::of(&dir.join(WORKER_WASM))?;
+    let script = format!(
+        "// moeplan's docs embed for pages opened from file:// (built by `cargo xtask dist`\n\
+         // from moeplan-embed.js and the files beside it): load it with a classic\n\
+         // <script src=\".../moeplan-embed-file.js\"> and write <moeplan-view> elements.\n\
+         (() => {{\n\
+         const decode = {DECODE};\n\
+         const blob = (parts) => URL.createObjectURL(new Blob(parts, {{ type: \"text/javascript\" }}));\n\
+         globalThis.moeplanEmbedInline = {{\n\
+         base: new URL(\".\", document.currentScript.src).href,\n\
+         glueUrl: blob([{glue}]),\n\
+         workerUrl: blob([{worker_js}, {tail}]),\n\
+         wasm: () => decode(\"{app}\", {gz}),\n\
+         }};\n\
+         import(blob([{embed}]));\n\
+         }})();\n",
+        glue = js_string(&app_js),
+        worker_js = js_string(&worker_js),
+        tail = js_string(&worker_tail(&worker)),
+        app = app.base64,
+        gz = app.gzip,
+        embed = js_string(&read_text("moeplan-embed.js")?),
+    );
+    let out = dir.join(EMBED_FILE_NAME);
+    std::fs::write(&out, script).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    Ok(out)
+}
+
+/// The embed for `file://` pages ([`embed_for_file`]).
+pub const EMBED_FILE_NAME: &str = "moeplan-embed-file.js";
 
 /// A wasm binary as the page carries it: gzipped (a third of the size) when
 /// `gzip` runs here, then base64.
