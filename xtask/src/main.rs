@@ -25,6 +25,11 @@
 //! - `book [--out DIR]` — the book alone (`book/`, mdBook) into `DIR/book/`
 //!   (default `dist/book/`), its live widgets the docs embed of an earlier
 //!   `dist` into the same DIR, copied beside it.
+//! - `results` — writes the book's generated pages anew from the code
+//!   (`book/src/reference/`: every CLI command's help, the presets, the
+//!   planners): the tests that compare them with the committed pages, run
+//!   with `MOEPLAN_BLESS=1`. `test` runs the same tests without it, so a
+//!   stale page fails CI.
 //! - `run`   — the main job: build the planner page and serve it on
 //!   http://127.0.0.1:8080 (it opens on a generated DeepSeek-V3 trace).
 //! - `cli`   — the same job headless: plan the generated default with every
@@ -57,6 +62,7 @@ fn main() -> ExitCode {
             Ok(out) => setup().and_then(|_| book(&out)),
             Err(e) => Err(e),
         },
+        "results" => results(),
         "run" => setup().and_then(|_| serve()),
         "cli" => setup().and_then(|_| run_cli_job()),
         "bench" => bench(),
@@ -68,7 +74,7 @@ fn main() -> ExitCode {
         ),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup|test|dist [--out DIR]|book [--out DIR]|run|cli|bench|fuzz [seconds]>"
+                "usage: cargo xtask <setup|test|dist [--out DIR]|book [--out DIR]|results|run|cli|bench|fuzz [seconds]>"
             );
             return ExitCode::from(2);
         }
@@ -345,6 +351,17 @@ fn dist(out: &Path) -> Result {
     // 5. The book, its widgets the embed of step 2.
     book(out)?;
     report_sizes(out)
+}
+
+/// Writes the book's generated pages from the code (see the module doc).
+fn results() -> Result {
+    sh_env(
+        &cargo(),
+        &["test", "-p", "moeplan-cli", "--test", "book_reference"],
+        &[("MOEPLAN_BLESS", "1")],
+    )?;
+    eprintln!("results: wrote book/src/reference/ (commit it)");
+    Ok(())
 }
 
 /// Builds the book (`book/`) into `out/book` and copies the docs embed of
