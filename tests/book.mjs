@@ -8,7 +8,8 @@
 //  - from a static server: every planner chapter (EPLB, CRAFT, GRACE-MoE,
 //    Libra) carries a live <moeplan-view> that plans (its summary table
 //    filled in its shadow root), and a budget moved in it changes its
-//    figures; the book's search finds "redundant"; no request leaves the
+//    figures; in CRAFT's, a node change re-plans and a dispatch-rule change
+//    re-judges; the book's search finds "redundant"; no request leaves the
 //    origin, no page error and no console error;
 //  - from file://: the chapters open, with the sidebar and the text, the
 //    search finds "redundant" (its index is a script, not a fetch), and the
@@ -110,9 +111,44 @@ async function widgetLive(page, url, file, id, planner) {
     `${before.slice(0, 80)} → ${after.slice(0, 80)}`);
 }
 
+/// In widget `id` (already planned): the cluster and the dispatch rule
+/// changed from its controls, each seen in its figures.
+async function clusterAndRule(page, file, id) {
+  const rows = (r) => r.querySelector("table.summary tbody")?.textContent ?? "";
+  const before = await inside(page, id, rows);
+  const nodes = await inside(page, id, (r) => r.querySelector("#nodes")?.value);
+  const next = nodes === "2" ? "4" : "2";
+  await page.locator(`#${id} #nodes`).fill(next);
+  await page.locator(`#${id} #nodes`).dispatchEvent("change");
+  await page.waitForFunction(({ id, before }) => {
+    const t = document.getElementById(id)?.shadowRoot?.querySelector("table.summary tbody")?.textContent;
+    return t && t !== before && /\d\.\d{3}/.test(t);
+  }, { id, before }, { timeout: 120000, polling: 100 }).catch(() => {});
+  const after = await inside(page, id, rows);
+  check(`${file}: nodes ${nodes} → ${next} re-plans every plan`, after !== before, `${before.slice(0, 60)} → ${after.slice(0, 60)}`);
+  const measured = (r) => (r.querySelector("#summary-caption")?.textContent ?? "").replace("measured under dispatch rule: ", "");
+  const rule0 = await inside(page, id, measured);
+  // SGLang's static dispatch (vLLM's splits evenly over copies on counts
+  // without routes: the same figures as `even`).
+  await page.locator(`#${id} #rule`).selectOption("sglang-static");
+  await page.waitForFunction(({ id, after }) => {
+    const r = document.getElementById(id)?.shadowRoot;
+    const t = r?.querySelector("table.summary tbody")?.textContent;
+    return /sglang-static$/.test(r?.querySelector("#summary-caption")?.textContent ?? "") && t && t !== after;
+  }, { id, after }, { timeout: 60000, polling: 100 }).catch(() => {});
+  const rule1 = await inside(page, id, measured);
+  const judged = await inside(page, id, rows);
+  check(`${file}: the dispatch rule ${rule0} → ${rule1} re-judges the plans`, rule0 === "even" && rule1 === "sglang-static" && judged !== after,
+    `${after.slice(0, 60)} → ${judged.slice(0, 60)}`);
+}
+
 await section("from a static server: every planner chapter's widget plans, and a budget moves it", async () => {
   const page = await openPage(origin);
-  for (const [file, id, planner] of PLANNERS) await widgetLive(page, `${origin}/book/${file}`, file, id, planner);
+  for (const [file, id, planner] of PLANNERS) {
+    await widgetLive(page, `${origin}/book/${file}`, file, id, planner);
+    // The cluster and the rule, on the quickest chapter.
+    if (file === "craft.html") await clusterAndRule(page, file, id);
+  }
   check("no request left the origin (planner chapters)", page.outside.length === 0, page.outside.join(" "));
   check("no page or console error (planner chapters)", page.errors.length === 0, page.errors.join("; "));
   await page.close();

@@ -59,6 +59,10 @@ pub enum Control {
     Budget,
     /// The placement's layer slider.
     Layer,
+    /// The cluster: nodes and GPUs per node (every plan re-planned).
+    Cluster,
+    /// The dispatch rule every plan is judged under.
+    Rule,
 }
 
 /// What an embed's attributes ask for.
@@ -220,7 +224,11 @@ impl EmbedOptions {
                         .map(|w| match w {
                             "budget" => Ok(Control::Budget),
                             "layer" => Ok(Control::Layer),
-                            _ => Err(format!("controls: unknown control \"{w}\" (budget, layer)")),
+                            "cluster" => Ok(Control::Cluster),
+                            "rule" => Ok(Control::Rule),
+                            _ => Err(format!(
+                                "controls: unknown control \"{w}\" (budget, layer, cluster, rule)"
+                            )),
                         })
                         .collect::<Result<_, _>>()?;
                 }
@@ -318,10 +326,24 @@ fn embed_view(o: EmbedOptions, file: Option<web_sys::File>) -> impl IntoView {
             </div>
         }
     });
+    let cluster = o.controls.contains(&Control::Cluster).then(|| {
+        view! {
+            <div class="embed-controls">
+                {ui::cluster_field(ctx, "Nodes", "nodes", |s| s.nodes, |s, v| s.nodes = v)}
+                {ui::cluster_field(ctx, "GPUs per node", "gpus", |s| s.gpus_per_node, |s, v| s.gpus_per_node = v)}
+            </div>
+        }
+    });
+    let rule = o
+        .controls
+        .contains(&Control::Rule)
+        .then(|| view! { <div class="embed-controls">{ui::rule_select(ctx)}</div> });
     let charts = o.charts;
     view! {
         <div class="moeplan-embed">
             {budget}
+            {cluster}
+            {rule}
             <Show when=move || ui::has_frame(ctx) fallback=move || ui::status_line(ctx)>
                 {charts.iter().map(|c| match c {
                     Chart::Curve => ui::curve_figure(ctx).into_any(),
@@ -377,7 +399,7 @@ mod tests {
             ("memory", "deepseek-v3"),
             ("planners", "eplb craft"),
             ("charts", "placement,traffic,timeline,heat,replicas,layers"),
-            ("controls", "budget, layer"),
+            ("controls", "budget, layer, cluster, rule"),
             ("trace", "traces/a.json"),
         ])
         .unwrap();
@@ -393,7 +415,15 @@ mod tests {
         );
         assert_eq!(o.planners, Some(vec!["eplb".into(), "craft".into()]));
         assert_eq!(o.charts.len(), 6);
-        assert_eq!(o.controls, [Control::Budget, Control::Layer]);
+        assert_eq!(
+            o.controls,
+            [
+                Control::Budget,
+                Control::Layer,
+                Control::Cluster,
+                Control::Rule
+            ]
+        );
         assert_eq!(o.trace.as_deref(), Some("traces/a.json"));
     }
 

@@ -62,7 +62,6 @@ pub fn App() -> impl IntoView {
     let preset = field(|s| s.preset.clone());
     let memory_model = field(|s| s.memory_model.clone());
     let hardware = field(|s| s.hardware.clone());
-    let rule = field(|s| s.rule.clone());
     let predictor = field(|s| s.predictor.clone());
     // Libra's options re-plan Libra only (the worker keeps every other
     // plan); refused ones are put back when the error arrives.
@@ -107,28 +106,6 @@ pub fn App() -> impl IntoView {
             .and_then(|l| l.get(0))
         {
             ctx.load_file(f);
-        }
-    };
-
-    // A numeric cluster field: accepted only as a whole number ≥ 1.
-    let cluster_field = move |label: &'static str,
-                              id: &'static str,
-                              get: fn(&Settings) -> usize,
-                              set: fn(&mut Settings, usize)| {
-        let value = Memo::new(move |_| settings.with(get));
-        view! {
-            <label for=id>{label}</label>
-            <input id=id type="number" min="1" step="1"
-                prop:value=move || value.get().to_string()
-                on:change=move |ev| {
-                    match event_target_value(&ev).trim().parse::<usize>() {
-                        Ok(v) if (1..=4096).contains(&v) => {
-                            settings.update(|s| set(s, v));
-                            ctx.send(Kind::Cluster, None, Some(cluster_of(&settings.get_untracked())), None, None);
-                        }
-                        _ => status.set(Status::Error(format!("{label}: a whole number from 1 to 4096"))),
-                    }
-                }/>
         }
     };
 
@@ -204,9 +181,9 @@ pub fn App() -> impl IntoView {
                 </section>
                 <section>
                     <h2>"Cluster"</h2>
-                    {cluster_field("Nodes", "nodes", |s| s.nodes, |s, v| s.nodes = v)}
-                    {cluster_field("GPUs per node", "gpus", |s| s.gpus_per_node, |s, v| s.gpus_per_node = v)}
-                    {cluster_field(charts::groups_title(), "groups", |s| s.groups, |s, v| s.groups = v)}
+                    {cluster_field(ctx, "Nodes", "nodes", |s| s.nodes, |s, v| s.nodes = v)}
+                    {cluster_field(ctx, "GPUs per node", "gpus", |s| s.gpus_per_node, |s, v| s.gpus_per_node = v)}
+                    {cluster_field(ctx, charts::groups_title(), "groups", |s| s.groups, |s, v| s.groups = v)}
                 </section>
                 <section>
                     <h2>{format!("{focus} budget")}</h2>
@@ -229,16 +206,7 @@ pub fn App() -> impl IntoView {
                 </section>
                 <section>
                     <h2>"Dispatch"</h2>
-                    <label for="rule">"Rule each engine uses to pick a copy"</label>
-                    <select id="rule" on:change=move |ev| {
-                        settings.update(|s| s.rule = event_target_value(&ev));
-                        ctx.send(Kind::Rule, None, None, None, None);
-                    }>
-                        {dispatch_rules().map(|r| {
-                            let name = r.name();
-                            view! { <option value=name selected=move || rule.with(|x| x == name)>{name}</option> }
-                        }).collect_view()}
-                    </select>
+                    {rule_select(ctx)}
                     <p class="hint">"even: split over copies (the planners' own measure); the others replay each plan through the simulator"</p>
                 </section>
                 <section id="hardware-controls">
@@ -446,6 +414,52 @@ pub(crate) fn status_line(ctx: Ctx) -> impl IntoView {
 }
 
 /// The focus plan's budget: a slider, the number, and "automatic".
+/// A numeric cluster field (the page's and an embed's): accepted only as a
+/// whole number from 1 to 4096; a change re-plans for the new cluster.
+pub(crate) fn cluster_field(
+    ctx: Ctx,
+    label: &'static str,
+    id: &'static str,
+    get: fn(&Settings) -> usize,
+    set: fn(&mut Settings, usize),
+) -> impl IntoView {
+    let (settings, status) = (ctx.settings, ctx.status);
+    let value = Memo::new(move |_| settings.with(get));
+    view! {
+        <label for=id>{label}</label>
+        <input id=id type="number" min="1" step="1"
+            prop:value=move || value.get().to_string()
+            on:change=move |ev| {
+                match event_target_value(&ev).trim().parse::<usize>() {
+                    Ok(v) if (1..=4096).contains(&v) => {
+                        settings.update(|s| set(s, v));
+                        ctx.send(Kind::Cluster, None, Some(cluster_of(&settings.get_untracked())), None, None);
+                    }
+                    _ => status.set(Status::Error(format!("{label}: a whole number from 1 to 4096"))),
+                }
+            }/>
+    }
+}
+
+/// The dispatch rule every plan is judged under (the page's and an
+/// embed's): a change re-measures every plan.
+pub(crate) fn rule_select(ctx: Ctx) -> impl IntoView {
+    let settings = ctx.settings;
+    let rule = Memo::new(move |_| settings.with(|s| s.rule.clone()));
+    view! {
+        <label for="rule">"Rule each engine uses to pick a copy"</label>
+        <select id="rule" on:change=move |ev| {
+            settings.update(|s| s.rule = event_target_value(&ev));
+            ctx.send(Kind::Rule, None, None, None, None);
+        }>
+            {dispatch_rules().map(|r| {
+                let name = r.name();
+                view! { <option value=name selected=move || rule.with(|x| x == name)>{name}</option> }
+            }).collect_view()}
+        </select>
+    }
+}
+
 pub(crate) fn budget_inputs(ctx: Ctx) -> impl IntoView {
     let (settings, board) = (ctx.settings, ctx.board);
     let max_r = move || {
