@@ -216,6 +216,19 @@ pub struct PathTable {
     learnt: Range<usize>,
 }
 
+/// What a path table's predictions are kept under ([`Workload::derived`]).
+fn memo_name(depth: usize) -> String {
+    format!("libra path table, depth {depth}")
+}
+
+/// `n` zeros, or `None` when the allocator cannot give them.
+fn try_zeros<T: Clone + Default>(n: usize) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    v.resize(n, T::default());
+    Some(v)
+}
+
 /// The path table's depth when none is given: the two previous layers.
 pub const DEFAULT_DEPTH: usize = 2;
 
@@ -233,6 +246,21 @@ impl PathTable {
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn empty(tokens: &TokenTrace, depth: usize) -> Result<Self> {
+        let (e_n, l_n) = (tokens.num_experts(), tokens.num_layers());
+        Self::try_empty(tokens, depth)?.ok_or_else(|| {
+            Error::planner(
+                NAME,
+                format!(
+                    "not enough memory for a path table of {} cells",
+                    l_n * depth * e_n * e_n
+                ),
+            )
+        })
+    }
+
+    /// [`PathTable::empty`], or `None` when the memory for it cannot be had
+    /// (work done ahead of time then skips it instead of aborting).
+    fn try_empty(tokens: &TokenTrace, depth: usize) -> Result<Option<Self>> {
         if !(1..=4).contains(&depth) {
             return Err(Error::planner(
                 NAME,
@@ -240,17 +268,26 @@ impl PathTable {
             ));
         }
         let (e_n, l_n) = (tokens.num_experts(), tokens.num_layers());
-        Ok(PathTable {
+        let cells = l_n * depth * e_n * e_n;
+        let (Some(counts), Some(row_sums), Some(freq), Some(marginal)) = (
+            try_zeros(cells),
+            try_zeros(l_n * depth * e_n),
+            try_zeros(cells),
+            try_zeros(l_n * e_n),
+        ) else {
+            return Ok(None);
+        };
+        Ok(Some(PathTable {
             depth,
             experts: e_n,
             layers: l_n,
             top_k: tokens.top_k(),
-            counts: vec![0; l_n * depth * e_n * e_n],
-            row_sums: vec![0; l_n * depth * e_n],
-            freq: vec![0.0; l_n * depth * e_n * e_n],
-            marginal: vec![0.0; l_n * e_n],
+            counts,
+            row_sums,
+            freq,
+            marginal,
             learnt: 0..0,
-        })
+        }))
     }
 
     /// Counts, on tokens `build` of `tokens`, which experts follow which
@@ -824,10 +861,16 @@ impl Predictor {
     /// table built on a split, counts without routes, or more than 2²⁵
     /// cells (64 MiB).
     pub(crate) fn path_memo(&self, work: &Workload) -> Result<Option<Arc<Vec<u16>>>> {
-        let Some((name, mut build)) = PathMemoBuild::of(self, work) else {
+        let Predictor::PathTable(table) = self else {
             return Ok(None);
         };
-        work.derived(&name, || {
+        if !table.learnt().is_empty() || !matches!(work.source_kind(), Sources::Tokens { .. }) {
+            return Ok(None);
+        }
+        // The table is cloned only when its predictions are not kept yet.
+        work.derived(&memo_name(table.depth), || {
+            let (_, mut build) = PathMemoBuild::of(self.clone(), work)
+                .ok_or_else(|| Error::planner(NAME, "no path-table predictions to make"))?;
             while !build.advance(work)? {}
             Ok(std::mem::take(&mut build.all))
         })
@@ -957,16 +1000,23 @@ impl PathMemoBuild {
         let Some(tokens) = work.tokens() else {
             return Ok(None);
         };
-        let predictor = Predictor::PathTable(PathTable::empty(tokens, depth)?);
-        Ok(PathMemoBuild::of(&predictor, work)
-            .filter(|(name, _)| matches!(work.derived_slot(name), Some(None)))
-            .map(|(_, build)| build))
+        // Kept already, or too large to keep: nothing to make.
+        if !matches!(work.derived_slot(&memo_name(depth)), Some(None)) {
+            return Ok(None);
+        }
+        // Work ahead of time must not take the memory a request needs:
+        // without room for the table, none is made (a request that asks
+        // for the path table then makes it as ever).
+        let Some(table) = PathTable::try_empty(tokens, depth)? else {
+            return Ok(None);
+        };
+        Ok(PathMemoBuild::of(Predictor::PathTable(table), work).map(|(_, build)| build))
     }
 
     /// The build for `predictor` (a path table that has learnt nothing)
     /// on `work` (token routes), with the name its table is kept under.
-    fn of(predictor: &Predictor, work: &Workload) -> Option<(String, PathMemoBuild)> {
-        let Predictor::PathTable(table) = predictor else {
+    fn of(predictor: Predictor, work: &Workload) -> Option<(String, PathMemoBuild)> {
+        let Predictor::PathTable(table) = &predictor else {
             return None;
         };
         let Sources::Tokens { ranks, .. } = work.source_kind() else {
@@ -975,11 +1025,11 @@ impl PathMemoBuild {
         if !table.learnt().is_empty() {
             return None;
         }
-        let name = format!("libra path table, depth {}", table.depth);
+        let name = memo_name(table.depth);
         let t = work.trace();
         let shape = [t.num_batches(), t.num_layers(), *ranks, t.num_experts()];
         let build = PathMemoBuild {
-            online: predictor.clone(),
+            online: predictor,
             shape,
             all: Vec::new(),
             // Batch 0 is predicted from nothing learnt (uniform):
@@ -1036,7 +1086,9 @@ impl PathMemoBuild {
         }
         let cells = ranks * e_n;
         if self.all.is_empty() {
-            self.all = vec![0u16; b_n * l_n * cells];
+            self.all = try_zeros(b_n * l_n * cells).ok_or_else(|| {
+                Error::planner(NAME, "not enough memory for the path table's predictions")
+            })?;
         }
         if l < l_n {
             self.online.predict_into(work, b, l, ranks, &mut self.out)?;
