@@ -18,7 +18,7 @@
 //    fetches no module, wasm or worker file from file://); nothing is
 //    requested outside the book's folder, no page or console error.
 
-import { check, dist, finish, launch, section, serve } from "./lib.mjs";
+import { check, dist, finish, launch, section, serve, track } from "./lib.mjs";
 import path from "node:path";
 import fs from "node:fs";
 import { pathToFileURL } from "node:url";
@@ -41,17 +41,15 @@ const origin = `http://127.0.0.1:${server.address().port}`;
 const browser = await launch();
 
 /// A page that records requests off `allowed`, page errors and console errors.
-async function openPage(allowed) {
-  const page = await browser.newPage({ viewport: { width: 1200, height: 1000 } });
-  page.outside = [];
-  page.errors = [];
-  page.on("request", (r) => {
-    const u = r.url();
-    if (!(u.startsWith(allowed) || u.startsWith("data:") || u.startsWith("blob:"))) page.outside.push(u);
-  });
-  page.on("pageerror", (e) => page.errors.push(String(e)));
-  page.on("console", (m) => { if (m.type() === "error") page.errors.push(`console: ${m.text()}`); });
-  return page;
+const openPage = async (allowed) =>
+  track(await browser.newPage({ viewport: { width: 1200, height: 1000 } }), allowed, { console: true });
+
+/// What every section ends with: nothing requested off `where`, no page or
+/// console error; then the page closes.
+async function closeClean(page, what, where) {
+  check(`no request left ${where} (${what})`, page.outside.length === 0, page.outside.join(" "));
+  check(`no page or console error (${what})`, page.errors.length === 0, page.errors.join("; "));
+  await page.close();
 }
 
 /// Reads `fn(shadowRoot)` inside widget `id`.
@@ -149,9 +147,7 @@ await section("from a static server: every planner chapter's widget plans, and a
     // The cluster and the rule, on the quickest chapter.
     if (file === "craft.html") await clusterAndRule(page, file, id);
   }
-  check("no request left the origin (planner chapters)", page.outside.length === 0, page.outside.join(" "));
-  check("no page or console error (planner chapters)", page.errors.length === 0, page.errors.join("; "));
-  await page.close();
+  await closeClean(page, "planner chapters", "the origin");
 });
 
 await section("from a static server: the search finds \"redundant\"", async () => {
@@ -159,9 +155,7 @@ await section("from a static server: the search finds \"redundant\"", async () =
   await page.goto(`${origin}/book/index.html`);
   const hits = await search(page, "redundant");
   check("the search finds \"redundant\"", hits.length > 0, `${hits.length} results: ${hits.slice(0, 3).join(" | ")}`);
-  check("no request left the origin (search)", page.outside.length === 0, page.outside.join(" "));
-  check("no page or console error (search)", page.errors.length === 0, page.errors.join("; "));
-  await page.close();
+  await closeClean(page, "search", "the origin");
 });
 
 await section("from file://: the chapters and the search", async () => {
@@ -177,9 +171,7 @@ await section("from file://: the chapters and the search", async () => {
   await page.goto(`${base}/grace.html`);
   const text = await page.$eval("main", (m) => m.textContent);
   check("from file://: a chapter's text (GRACE-MoE)", /affinity/.test(text) && /spectral/.test(text));
-  check("no request left the book's folder (file://)", page.outside.length === 0, page.outside.join(" "));
-  check("no page or console error (file://)", page.errors.length === 0, page.errors.join("; "));
-  await page.close();
+  await closeClean(page, "file://", "the book's folder");
 });
 
 await section("from file://: every planner chapter's widget plans, and a budget moves it", async () => {
@@ -188,9 +180,7 @@ await section("from file://: every planner chapter's widget plans, and a budget 
   for (const [file, id, planner] of PLANNERS) await widgetLive(page, `${base}/${file}`, `file://…/${file}`, id, planner);
   const scripts = await page.$$eval("script[src]", (ss) => ss.map((s) => s.getAttribute("src")));
   check("from file://: the embed that carries its files (moeplan-embed-file.js)", scripts.some((s) => s.endsWith("embed/moeplan-embed-file.js")), scripts.join(" "));
-  check("no request left the book's folder (file://, planner chapters)", page.outside.length === 0, page.outside.join(" "));
-  check("no page or console error (file://, planner chapters)", page.errors.length === 0, page.errors.join("; "));
-  await page.close();
+  await closeClean(page, "file://, planner chapters", "the book's folder");
 });
 
 await browser.close();

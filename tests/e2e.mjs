@@ -44,7 +44,7 @@
 //    And a worker that does not answer: a page whose read deadline is set
 //    short (globalThis.moeplanReadDeadlineMs, before it loads).
 
-import { argValue, check, dist, finish, launch, root, section, serve } from "./lib.mjs";
+import { argValue, check, dist, finish, launch, root, section, serve, track } from "./lib.mjs";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -71,14 +71,7 @@ const PAGE_GZIP = 1_210_000;
 
 /// A page that records requests off localhost and uncaught page errors.
 async function openPage(browser, origin, hash = "", init = undefined) {
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-  page.outside = [];
-  page.errors = [];
-  page.on("request", (r) => {
-    const u = r.url();
-    if (!(u.startsWith(origin) || u.startsWith("data:") || u.startsWith("blob:"))) page.outside.push(u);
-  });
-  page.on("pageerror", (e) => page.errors.push(String(e)));
+  const page = track(await browser.newPage({ viewport: { width: 1400, height: 1000 } }), origin);
   if (init) await page.addInitScript(init);
   await page.goto(`${origin}/${hash}`);
   await page.waitForSelector("#bal-craft", { timeout: 120000 });

@@ -43,6 +43,21 @@ export function serve(dir) {
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
 }
 
+/// Records on `page` the requests that do not start with `allowed` (data:
+/// and blob: URLs are the page's own) in `page.outside`, and uncaught page
+/// errors in `page.errors` — with `console`, console errors too.
+export function track(page, allowed, { console = false } = {}) {
+  page.outside = [];
+  page.errors = [];
+  page.on("request", (r) => {
+    const u = r.url();
+    if (!(u.startsWith(allowed) || u.startsWith("data:") || u.startsWith("blob:"))) page.outside.push(u);
+  });
+  page.on("pageerror", (e) => page.errors.push(String(e)));
+  if (console) page.on("console", (m) => { if (m.type() === "error") page.errors.push(`console: ${m.text()}`); });
+  return page;
+}
+
 export const tally = { passed: 0, failed: 0 };
 export function check(name, ok, detail = "") {
   if (ok) { tally.passed++; console.log(`ok   ${name}${detail ? ` — ${detail}` : ""}`); }

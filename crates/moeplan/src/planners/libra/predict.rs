@@ -869,7 +869,7 @@ impl Predictor {
         }
         // The table is cloned only when its predictions are not kept yet.
         work.derived(&memo_name(table.depth), || {
-            let (_, mut build) = PathMemoBuild::of(self.clone(), work)
+            let mut build = PathMemoBuild::of(self.clone(), work)
                 .ok_or_else(|| Error::planner(NAME, "no path-table predictions to make"))?;
             while !build.advance(work)? {}
             Ok(std::mem::take(&mut build.all))
@@ -1010,12 +1010,12 @@ impl PathMemoBuild {
         let Some(table) = PathTable::try_empty(tokens, depth)? else {
             return Ok(None);
         };
-        Ok(PathMemoBuild::of(Predictor::PathTable(table), work).map(|(_, build)| build))
+        Ok(PathMemoBuild::of(Predictor::PathTable(table), work))
     }
 
     /// The build for `predictor` (a path table that has learnt nothing)
-    /// on `work` (token routes), with the name its table is kept under.
-    fn of(predictor: Predictor, work: &Workload) -> Option<(String, PathMemoBuild)> {
+    /// on `work` (token routes).
+    fn of(predictor: Predictor, work: &Workload) -> Option<PathMemoBuild> {
         let Predictor::PathTable(table) = &predictor else {
             return None;
         };
@@ -1025,9 +1025,9 @@ impl PathMemoBuild {
         if !table.learnt().is_empty() {
             return None;
         }
-        let name = memo_name(table.depth);
         let t = work.trace();
         let shape = [t.num_batches(), t.num_layers(), *ranks, t.num_experts()];
+        let name = memo_name(table.depth);
         let build = PathMemoBuild {
             online: predictor,
             shape,
@@ -1035,10 +1035,10 @@ impl PathMemoBuild {
             // Batch 0 is predicted from nothing learnt (uniform):
             // `fill_from_memo`'s caller asks the table itself.
             next: (0, shape[1]),
-            name: name.clone(),
+            name,
             out: PredictedCounts::default(),
         };
-        Some((name, build))
+        Some(build)
     }
 
     /// One step; `true` once every batch is done, the table then kept with
