@@ -225,7 +225,17 @@ pub(super) struct WorkerLink {
     /// The timer of the start deadline.
     start_timer: Option<i32>,
     restoring: Option<Restoring>,
+    /// When the last workers died (not cancelled), for [`CRASH_CAP`].
+    deaths: Vec<f64>,
 }
+
+/// A worker that dies this many times within [`CRASH_WINDOW_MS`] is
+/// restarted without a trace: the trace (or the work the worker does on it
+/// between requests) is what kills it, and restoring it again would loop.
+pub(super) const CRASH_CAP: usize = 3;
+
+/// The window of [`CRASH_CAP`]: a minute, far longer than a restore takes.
+pub(super) const CRASH_WINDOW_MS: f64 = 60_000.0;
 
 /// Why the page gave a worker up.
 pub(super) enum Cause {
@@ -991,7 +1001,8 @@ impl Ctx {
     /// Worker number `generation` is gone: say so, start a fresh one, and
     /// send it the last trace the old one accepted.
     pub(super) fn died(self, generation: u32, cause: Cause) {
-        let Some((was_ready, restoring)) = self
+        let cancelled = matches!(cause, Cause::Cancelled);
+        let Some((was_ready, restoring, looping)) = self
             .conn
             .try_update_value(|c| {
                 if c.generation != generation {
@@ -999,6 +1010,15 @@ impl Ctx {
                 }
                 let worker = c.worker.take()?;
                 worker.terminate();
+                let t = now();
+                c.deaths.retain(|&d| t - d < CRASH_WINDOW_MS);
+                if !cancelled {
+                    c.deaths.push(t);
+                }
+                let looping = c.deaths.len() >= CRASH_CAP;
+                if looping {
+                    c.deaths.clear();
+                }
                 for t in [c.watchdog.take().map(|w| w.1), c.start_timer.take()]
                     .into_iter()
                     .flatten()
@@ -1007,7 +1027,7 @@ impl Ctx {
                 }
                 c.queue.clear();
                 c.hold = false;
-                Some((c.ready, c.restoring.take()))
+                Some((c.ready, c.restoring.take(), looping))
             })
             .flatten()
         else {
@@ -1050,7 +1070,14 @@ impl Ctx {
             )));
             return;
         }
-        let cancelled = matches!(cause, Cause::Cancelled);
+        if looping {
+            self.good.set_value(LastAccepted::default());
+            self.status.set(Status::Error(format!(
+                "the planning worker stopped{doing} ({reason}), {CRASH_CAP} times within a \
+                 minute; restarted it without a trace — load a file or press Generate"
+            )));
+            return;
+        }
         let head = if cancelled {
             format!("cancelled{doing}")
         } else {
