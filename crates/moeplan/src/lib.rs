@@ -96,6 +96,7 @@ pub mod error;
 pub mod formats;
 pub mod judge;
 pub mod planners;
+mod sort;
 pub mod studies;
 pub mod synth;
 

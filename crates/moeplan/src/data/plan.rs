@@ -537,7 +537,7 @@ fn place_apart(copies: &[u32], slots: &[usize], share: &[f64]) -> Option<Vec<Vec
     let mut load = vec![0.0f64; slots.len()];
     let mut gpus: Vec<Vec<u32>> = slots.iter().map(|&n| Vec::with_capacity(n)).collect();
     let mut order: Vec<usize> = (0..copies.len()).collect();
-    order.sort_by(|&p, &q| {
+    crate::sort::sort_by(&mut order, |&p, &q| {
         copies[q]
             .cmp(&copies[p])
             .then(share[q].total_cmp(&share[p]))
@@ -546,7 +546,7 @@ fn place_apart(copies: &[u32], slots: &[usize], share: &[f64]) -> Option<Vec<Vec
     let mut by: Vec<usize> = (0..slots.len()).collect();
     for x in order {
         let c = copies[x] as usize;
-        by.sort_by(|&p, &q| {
+        crate::sort::sort_by(&mut by, |&p, &q| {
             room[q]
                 .cmp(&room[p])
                 .then(load[p].total_cmp(&load[q]))

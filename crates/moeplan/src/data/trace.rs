@@ -421,7 +421,9 @@ impl LoadTrace {
             .map(|(li, (row, &id))| {
                 let total: f64 = row.sum();
                 let mut order: Vec<usize> = (0..row.len()).collect();
-                order.sort_by(|&a, &b| row[b].total_cmp(&row[a]).then(a.cmp(&b)));
+                crate::sort::sort_by(&mut order, |&a, &b| {
+                    row[b].total_cmp(&row[a]).then(a.cmp(&b))
+                });
                 let share = |x: f64| if total > 0.0 { x / total } else { 0.0 };
                 let max = row[order[0]];
                 let per_batch: f64 = self

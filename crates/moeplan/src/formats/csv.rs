@@ -222,7 +222,7 @@ pub fn read_plan_csv(bytes: &[u8], topology: Topology, num_experts: usize) -> Re
             gpus: gpus
                 .into_iter()
                 .map(|mut g| {
-                    g.sort_by_key(|&(s, _)| s);
+                    crate::sort::sort_by_key(&mut g, |&(s, _)| s);
                     g.into_iter().map(|(_, e)| e).collect()
                 })
                 .collect(),

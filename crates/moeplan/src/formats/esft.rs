@@ -54,7 +54,7 @@ pub fn read_esft(
     if layers.is_empty() {
         return Err(Error::parse(FORMAT, "no expert_weights_<layer>.txt files"));
     }
-    layers.sort_by_key(|&(l, ..)| l);
+    crate::sort::sort_by_key(&mut layers, |&(l, ..)| l);
     if let Some(w) = layers.windows(2).find(|w| w[0].0 == w[1].0) {
         return Err(Error::parse(
             FORMAT,

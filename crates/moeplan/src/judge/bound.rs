@@ -343,7 +343,7 @@ fn feasible(
         }
         // cheapest slots per heavy copy removed first (fractional knapsack:
         // never more than the integer optimum, so a failure is a proof)
-        heavy.sort_by(|a, b| a.0.total_cmp(&b.0));
+        crate::sort::sort_by(heavy, |a, b| a.0.total_cmp(&b.0));
         let mut extra = 0.0;
         for &(ratio, m) in heavy.iter() {
             if excess <= 0.0 || !ratio.is_finite() {

@@ -269,7 +269,7 @@ fn median(x: &mut [f64]) -> f64 {
     if x.is_empty() {
         return 0.0;
     }
-    x.sort_by(f64::total_cmp);
+    crate::sort::sort_by(x, f64::total_cmp);
     let n = x.len();
     if n % 2 == 1 {
         x[n / 2]

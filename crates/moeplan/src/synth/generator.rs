@@ -334,7 +334,7 @@ fn round_to_total(p: &[f64], total: f64) -> Vec<f64> {
     let mut out: Vec<f64> = exact.iter().map(|x| x.floor()).collect();
     let missing = (total - out.iter().sum::<f64>()).round().max(0.0) as usize;
     let mut order: Vec<usize> = (0..p.len()).collect();
-    order.sort_by(|&a, &b| {
+    crate::sort::sort_by(&mut order, |&a, &b| {
         let ra = exact[a] - out[a];
         let rb = exact[b] - out[b];
         rb.total_cmp(&ra).then(a.cmp(&b))

@@ -210,7 +210,7 @@ pub fn summarize(a: &Array2<f64>, groups: usize) -> Result<AffinitySummary> {
         }
     }
     let total: f64 = pairs.iter().sum();
-    pairs.sort_unstable_by(|x, y| y.total_cmp(x));
+    crate::sort::sort_unstable_by(&mut pairs, |x, y| y.total_cmp(x));
     let top = pairs.len().div_ceil(100).max(1).min(pairs.len());
     let top_sum: f64 = pairs.iter().take(top).sum();
     let size = n.div_ceil(groups);
@@ -219,7 +219,7 @@ pub fn summarize(a: &Array2<f64>, groups: usize) -> Result<AffinitySummary> {
     for i in 0..n {
         row.clear();
         row.extend((0..n).filter(|&j| j != i).map(|j| a[[i, j]]));
-        row.sort_unstable_by(|x, y| y.total_cmp(x));
+        crate::sort::sort_unstable_by(&mut row, |x, y| y.total_cmp(x));
         bound += row.iter().take(size - 1).sum::<f64>();
     }
     let share = |x: f64| {

@@ -246,7 +246,7 @@ fn bounded_unchecked(
                     (tie, i)
                 })
                 .collect();
-            scored.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+            crate::sort::sort_by(&mut scored, |x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
             let (keep, rest) = scored.split_at(max);
             groups.push(keep.iter().map(|&(_, i)| i).collect::<Vec<_>>());
             omega.extend(rest.iter().map(|&(_, i)| i));
@@ -736,7 +736,9 @@ pub fn load_grouping(loads: &[f64], d: usize) -> Vec<Vec<usize>> {
     }
     let (base, mut larger) = (n / d, n % d);
     let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&x, &y| loads[y].total_cmp(&loads[x]).then(x.cmp(&y)));
+    crate::sort::sort_by(&mut order, |&x, &y| {
+        loads[y].total_cmp(&loads[x]).then(x.cmp(&y))
+    });
     let mut weight = vec![0.0f64; d];
     for e in order {
         let room = |g: usize, groups: &[Vec<usize>]| {

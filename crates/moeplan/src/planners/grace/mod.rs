@@ -179,7 +179,7 @@ fn group_layer(
     if let Ratio::Fixed(r) = ratio {
         if !ratios.contains(&r) {
             ratios.push(r);
-            ratios.sort_by(f64::total_cmp);
+            crate::sort::sort_by(&mut ratios, f64::total_cmp);
         }
     }
     let d = topology.num_gpus();

@@ -67,7 +67,9 @@ pub fn hot_experts(group: &[usize], loads: &[f64], n: usize) -> Vec<usize> {
     }
     let threshold = total * n as f64 / (1 + n) as f64;
     let mut ranked = group.to_vec();
-    ranked.sort_by(|&x, &y| load(y).total_cmp(&load(x)).then(x.cmp(&y)));
+    crate::sort::sort_by(&mut ranked, |&x, &y| {
+        load(y).total_cmp(&load(x)).then(x.cmp(&y))
+    });
     let mut cum = 0.0;
     let mut hot = Vec::new();
     for e in ranked {
@@ -210,7 +212,9 @@ pub fn replicate(groups: &[Vec<usize>], loads: &[f64]) -> Replication {
     let mut order: Vec<usize> = (0..d)
         .filter(|&g| g != heaviest && !hot.iter().any(|e| groups[g].contains(e)))
         .collect();
-    order.sort_by(|&x, &y| group_loads[x].total_cmp(&group_loads[y]).then(x.cmp(&y)));
+    crate::sort::sort_by(&mut order, |&x, &y| {
+        group_loads[x].total_cmp(&group_loads[y]).then(x.cmp(&y))
+    });
     order.truncate(n);
     let replicated: f64 = hot.iter().map(|&e| load(e)).sum();
     Replication {

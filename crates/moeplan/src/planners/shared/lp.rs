@@ -141,7 +141,7 @@ pub fn relaxed_counts(loads: &[f64], capacity: &[usize]) -> Option<Vec<u32>> {
     let mut left = slots.checked_sub(counts.iter().map(|&c| c as usize).sum())?;
     // largest remainder first, then the highest load per copy
     let mut order: Vec<usize> = (0..e).collect();
-    order.sort_by(|&a, &b| {
+    crate::sort::sort_by(&mut order, |&a, &b| {
         (expected[b] - expected[b].floor())
             .total_cmp(&(expected[a] - expected[a].floor()))
             .then((w[b] / f64::from(counts[b])).total_cmp(&(w[a] / f64::from(counts[a]))))

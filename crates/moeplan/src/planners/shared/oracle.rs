@@ -199,7 +199,7 @@ fn warm_start(
         while end < d && capacity[end] == capacity[start] {
             end += 1;
         }
-        order[start..end].sort_by(|&a, &b| load(b).total_cmp(&load(a)));
+        crate::sort::sort_by(&mut order[start..end], |&a, &b| load(b).total_cmp(&load(a)));
         start = end;
     }
     let mut hint = Vec::new();

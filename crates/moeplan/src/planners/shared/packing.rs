@@ -22,7 +22,7 @@ pub fn balanced_packing(weight: &[f32], num_packs: usize) -> (Vec<usize>, Vec<us
     }
     let mut order: Vec<usize> = (0..n).collect();
     // Stable: equal weights keep index order, as the reference's sort does.
-    order.sort_by(|&a, &b| weight[b].total_cmp(&weight[a]));
+    crate::sort::sort_by(&mut order, |&a, &b| weight[b].total_cmp(&weight[a]));
     let mut pack_weight = vec![0f32; num_packs];
     let mut pack_items = vec![0usize; num_packs];
     let mut pack_index = vec![0usize; n];

@@ -62,7 +62,7 @@ pub fn capacity_aware_placement(
         items.extend(std::iter::repeat_n((share, e as u32), c as usize));
     }
     // Heaviest first; copies of one expert stay adjacent (ties by id).
-    items.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    crate::sort::sort_by(&mut items, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let mut gpus: Vec<Vec<u32>> = capacity.iter().map(|&c| Vec::with_capacity(c)).collect();
     let mut load = vec![0.0f64; d];
     // Min-heap of GPUs with a free slot, by (load, more free slots, id).
@@ -176,7 +176,7 @@ pub fn refine_placement(loads: &[f64], copies: &[u32], gpus: &mut [Vec<u32>]) {
     // Swaps that gain less than 0.1 % of the mean GPU load change
     // balancedness by less than 0.001: not worth their time.
     let min_gain = 1e-3 * load.iter().sum::<f64>() / d.max(1) as f64;
-    by_load.sort_by(|&x, &y| load[x].total_cmp(&load[y]));
+    crate::sort::sort_by(&mut by_load, |&x, &y| load[x].total_cmp(&load[y]));
     for _ in 0..4 * d {
         let Some(&a) = by_load.last() else { return };
         let la = load[a];
@@ -228,9 +228,9 @@ pub fn refine_placement(loads: &[f64], copies: &[u32], gpus: &mut [Vec<u32>]) {
 pub(crate) fn relabel(placed: &[Vec<u32>], capacity: &[usize]) -> Result<Vec<Vec<u32>>> {
     let mut out = vec![Vec::new(); capacity.len()];
     let mut targets: Vec<usize> = (0..capacity.len()).collect();
-    targets.sort_by_key(|&g| capacity[g]);
+    crate::sort::sort_by_key(&mut targets, |&g| capacity[g]);
     let mut sources: Vec<usize> = (0..placed.len()).collect();
-    sources.sort_by_key(|&g| placed[g].len());
+    crate::sort::sort_by_key(&mut sources, |&g| placed[g].len());
     if placed.len() != capacity.len()
         || sources
             .iter()
