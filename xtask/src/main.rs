@@ -28,8 +28,11 @@
 //! - `results` — writes the book's generated pages anew from the code
 //!   (`book/src/reference/`: every CLI command's help, the presets, the
 //!   planners): the tests that compare them with the committed pages, run
-//!   with `MOEPLAN_BLESS=1`. `test` runs the same tests without it, so a
-//!   stale page fails CI.
+//!   with `MOEPLAN_BLESS=1`; and every results table marked in `docs/` and
+//!   `book/src/` (`<!-- results EXAMPLE N -->`), from the examples that
+//!   make them on `../shared/data` (`results.rs`). `test` runs the same
+//!   tests and examples and compares, so a stale page or table fails CI;
+//!   `results --check` compares the tables alone.
 //! - `run`   — the main job: build the planner page and serve it on
 //!   http://127.0.0.1:8080 (it opens on a generated DeepSeek-V3 trace).
 //! - `cli`   — the same job headless: plan the generated default with every
@@ -45,6 +48,7 @@
 
 mod onefile;
 mod pkg;
+mod results;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -62,6 +66,9 @@ fn main() -> ExitCode {
             Ok(out) => setup().and_then(|_| book(&out)),
             Err(e) => Err(e),
         },
+        "results" if std::env::args().nth(2).as_deref() == Some("--check") => {
+            results::results(true)
+        }
         "results" => results(),
         "run" => setup().and_then(|_| serve()),
         "cli" => setup().and_then(|_| run_cli_job()),
@@ -244,6 +251,8 @@ fn test() -> Result {
     // The workspace build turns on the core's `parallel` feature (the CLI
     // asks for it); the core alone is the single-threaded path wasm uses.
     sh(&c, &["test", "-p", "moeplan", "--tests"])?;
+    // The results tables in the pages are what the examples make now.
+    results::results(true)?;
     // The JavaScript surface, in headless Chromium.
     sh_env(
         &c,
@@ -353,7 +362,8 @@ fn dist(out: &Path) -> Result {
     report_sizes(out)
 }
 
-/// Writes the book's generated pages from the code (see the module doc).
+/// Writes the book's generated pages and the pages' results tables from
+/// the code (see the module doc).
 fn results() -> Result {
     sh_env(
         &cargo(),
@@ -361,7 +371,7 @@ fn results() -> Result {
         &[("MOEPLAN_BLESS", "1")],
     )?;
     eprintln!("results: wrote book/src/reference/ (commit it)");
-    Ok(())
+    results::results(false)
 }
 
 /// Builds the book (`book/`) into `out/book` and copies the docs embed of
