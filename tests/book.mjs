@@ -8,17 +8,20 @@
 //  - from a static server: every planner chapter (EPLB, CRAFT, GRACE-MoE,
 //    Libra) carries a live <moeplan-view> that plans (its summary table
 //    filled in its shadow root), and a budget moved in it changes its
-//    figures; in CRAFT's, a node change re-plans and a dispatch-rule change
-//    re-judges; the book's search finds "redundant"; no request leaves the
+//    figures; in CRAFT's, a node change re-plans, a dispatch-rule change
+//    re-judges, and a real trace chosen in its file control (one of
+//    SGLang's DeepSeek-V3 dumps from ../shared/data, required when
+//    CI=true) is planned; the book's search finds "redundant"; no request leaves the
 //    origin, no page error and no console error;
 //  - from file://: the chapters open, with the sidebar and the text, the
 //    search finds "redundant" (its index is a script, not a fetch), and the
 //    same widgets plan and follow a budget, started by the classic script
 //    that carries the embed's files (moeplan-embed-file.js: a browser
-//    fetches no module, wasm or worker file from file://); nothing is
+//    fetches no module, wasm or worker file from file://), and EPLB's plans
+//    a real trace chosen in its file control; nothing is
 //    requested outside the book's folder, no page or console error.
 
-import { check, dist, finish, launch, section, serve, track } from "./lib.mjs";
+import { check, dist, finish, launch, root, section, serve, track } from "./lib.mjs";
 import path from "node:path";
 import fs from "node:fs";
 import { pathToFileURL } from "node:url";
@@ -30,7 +33,10 @@ if (!fs.existsSync(path.join(bookDir, "index.html")) || !fs.existsSync(path.join
   process.exit(1);
 }
 
-/// The chapters with a planner's widget: file, widget id.
+/// A real trace a reader brings: one of SGLang's DeepSeek-V3 dumps (the book
+/// cannot ship it; the test reads it from ../shared/data).
+const REAL = path.resolve(root, "..", "shared", "data", "sglang-deepseek-v3", "prefill_in4096.json");
+
 /// The chapters with a planner's widget: file, widget id, the planner's row
 /// in the widget's summary.
 const PLANNERS = [["eplb.html", "eplb-widget", "EPLB"], ["craft.html", "craft-widget", "CRAFT"],
@@ -140,12 +146,36 @@ async function clusterAndRule(page, file, id) {
     `${after.slice(0, 60)} → ${judged.slice(0, 60)}`);
 }
 
+/// In widget `id` (already planned): a real trace chosen in its file
+/// control replaces the generated one, every plan made again on it.
+async function ownTrace(page, file, id) {
+  if (!fs.existsSync(REAL)) {
+    if (process.env.CI === "true") check(`${file}: a real trace chosen in the widget`, false, `CI=true but ${REAL} is missing`);
+    else console.log(`SKIP ${file}: a real trace chosen in the widget (${REAL} not found)`);
+    return;
+  }
+  const before = await inside(page, id, summaryText);
+  await page.locator(`#${id} input.embed-file`).setInputFiles(REAL);
+  await page.waitForFunction(({ id, before }) => {
+    const t = document.getElementById(id)?.shadowRoot?.querySelector("table.summary tbody")?.textContent;
+    return t && t !== before && /\d\.\d{3}/.test(t);
+  }, { id, before }, { timeout: 120000, polling: 100 }).catch(() => {});
+  const after = await inside(page, id, summaryText);
+  const errors = await inside(page, id, (r) => [...r.querySelectorAll(".error")].map((e) => e.textContent.trim()));
+  check(`${file}: a real trace chosen in the widget (SGLang's prefill_in4096.json) is planned`,
+    after !== before && /\d\.\d{3}/.test(after) && errors.length === 0,
+    `${before.slice(0, 60)} → ${after.slice(0, 60)}${errors.length ? `; ${errors.join("; ")}` : ""}`);
+}
+
 await section("from a static server: every planner chapter's widget plans, and a budget moves it", async () => {
   const page = await openPage(origin);
   for (const [file, id, planner] of PLANNERS) {
     await widgetLive(page, `${origin}/book/${file}`, file, id, planner);
     // The cluster and the rule, on the quickest chapter.
-    if (file === "craft.html") await clusterAndRule(page, file, id);
+    if (file === "craft.html") {
+      await clusterAndRule(page, file, id);
+      await ownTrace(page, file, id);
+    }
   }
   await closeClean(page, "planner chapters", "the origin");
 });
@@ -177,7 +207,10 @@ await section("from file://: the chapters and the search", async () => {
 await section("from file://: every planner chapter's widget plans, and a budget moves it", async () => {
   const base = pathToFileURL(bookDir).href;
   const page = await openPage(base);
-  for (const [file, id, planner] of PLANNERS) await widgetLive(page, `${base}/${file}`, `file://…/${file}`, id, planner);
+  for (const [file, id, planner] of PLANNERS) {
+    await widgetLive(page, `${base}/${file}`, `file://…/${file}`, id, planner);
+    if (file === "eplb.html") await ownTrace(page, `file://…/${file}`, id);
+  }
   const scripts = await page.$$eval("script[src]", (ss) => ss.map((s) => s.getAttribute("src")));
   check("from file://: the embed that carries its files (moeplan-embed-file.js)", scripts.some((s) => s.endsWith("embed/moeplan-embed-file.js")), scripts.join(" "));
   await closeClean(page, "file://, planner chapters", "the book's folder");

@@ -63,6 +63,10 @@ pub enum Control {
     Cluster,
     /// The dispatch rule every plan is judged under.
     Rule,
+    /// A trace file of the reader's own, read in the browser with the
+    /// page's readers and limit (a docs page cannot ship engines' dumps it
+    /// does not own; a reader can bring theirs).
+    File,
 }
 
 /// What an embed's attributes ask for.
@@ -226,8 +230,9 @@ impl EmbedOptions {
                             "layer" => Ok(Control::Layer),
                             "cluster" => Ok(Control::Cluster),
                             "rule" => Ok(Control::Rule),
+                            "file" => Ok(Control::File),
                             _ => Err(format!(
-                                "controls: unknown control \"{w}\" (budget, layer, cluster, rule)"
+                                "controls: unknown control \"{w}\" (budget, layer, cluster, rule, file)"
                             )),
                         })
                         .collect::<Result<_, _>>()?;
@@ -338,9 +343,20 @@ fn embed_view(o: EmbedOptions, file: Option<web_sys::File>) -> impl IntoView {
         .controls
         .contains(&Control::Rule)
         .then(|| view! { <div class="embed-controls">{ui::rule_select(ctx)}</div> });
+    let own_file = o.controls.contains(&Control::File).then(|| {
+        view! {
+            <div class="embed-controls">
+                <label class="embed-label">"Your trace: "
+                    <input class="embed-file" type="file" accept=ui::TRACE_FILES
+                        on:change=move |ev| ui::load_chosen(ctx, &ev)/>
+                </label>
+            </div>
+        }
+    });
     let charts = o.charts;
     view! {
         <div class="moeplan-embed">
+            {own_file}
             {budget}
             {cluster}
             {rule}
@@ -399,7 +415,7 @@ mod tests {
             ("memory", "deepseek-v3"),
             ("planners", "eplb craft"),
             ("charts", "placement,traffic,timeline,heat,replicas,layers"),
-            ("controls", "budget, layer, cluster, rule"),
+            ("controls", "budget, layer, cluster, rule, file"),
             ("trace", "traces/a.json"),
         ])
         .unwrap();
@@ -421,7 +437,8 @@ mod tests {
                 Control::Budget,
                 Control::Layer,
                 Control::Cluster,
-                Control::Rule
+                Control::Rule,
+                Control::File
             ]
         );
         assert_eq!(o.trace.as_deref(), Some("traces/a.json"));

@@ -13,7 +13,7 @@ mod page;
 pub(crate) use client::Ctx;
 pub use page::App;
 pub(crate) use page::{
-    budget_inputs, cluster_field, curve_figure, has_frame, heat_figure, is_error, layers_figure,
-    placement_figure, replicas_figure, rule_select, status_line, summary_table, timeline_figure,
-    traffic_panel,
+    TRACE_FILES, budget_inputs, cluster_field, curve_figure, has_frame, heat_figure, is_error,
+    layers_figure, load_chosen, placement_figure, replicas_figure, rule_select, status_line,
+    summary_table, timeline_figure, traffic_panel,
 };

@@ -91,13 +91,7 @@ pub fn App() -> impl IntoView {
         _ => &[],
     };
 
-    let on_file = move |ev: leptos::ev::Event| {
-        let input: web_sys::HtmlInputElement = event_target(&ev);
-        if let Some(f) = input.files().and_then(|l| l.get(0)) {
-            ctx.load_file(f);
-        }
-        input.set_value("");
-    };
+    let on_file = move |ev: leptos::ev::Event| load_chosen(ctx, &ev);
     let on_drop = move |ev: leptos::ev::DragEvent| {
         ev.prevent_default();
         if let Some(f) = ev
@@ -141,7 +135,7 @@ pub fn App() -> impl IntoView {
                     <h2>"Trace"</h2>
                     <div class="drop" on:dragover=|ev: leptos::ev::DragEvent| ev.prevent_default() on:drop=on_drop>
                         <p>"Drop a trace here — SGLang dump (.json, .pt), NumPy (.npy, .npz), vLLM load window, wide or per-rank CSV, moeplan trace — or"</p>
-                        <input id="file" type="file" accept=".json,.csv,.txt,.pt,.npy,.npz" on:change=on_file/>
+                        <input id="file" type="file" accept=TRACE_FILES on:change=on_file/>
                     </div>
                     <p class="or">"or generate one with a real model's shape:"</p>
                     <label for="preset">"Model"</label>
@@ -416,6 +410,20 @@ pub(crate) fn status_line(ctx: Ctx) -> impl IntoView {
 /// The focus plan's budget: a slider, the number, and "automatic".
 /// A numeric cluster field (the page's and an embed's): accepted only as a
 /// whole number from 1 to 4096; a change re-plans for the new cluster.
+/// The file types a trace chooser offers (every reader's).
+pub(crate) const TRACE_FILES: &str = ".json,.csv,.txt,.pt,.npy,.npz";
+
+/// A trace file chosen in a file input (the page's, or an embed's `file`
+/// control): read by the worker; the input is cleared so the same file can
+/// be chosen again.
+pub(crate) fn load_chosen(ctx: Ctx, ev: &leptos::ev::Event) {
+    let input: web_sys::HtmlInputElement = event_target(ev);
+    if let Some(f) = input.files().and_then(|l| l.get(0)) {
+        ctx.load_file(f);
+    }
+    input.set_value("");
+}
+
 pub(crate) fn cluster_field(
     ctx: Ctx,
     label: &'static str,
