@@ -29,52 +29,68 @@ pub struct Figure {
     pub name: &'static str,
     /// The package it belongs to.
     pub package: &'static str,
+    /// Its package's features: the core's `parallel` for every one (one
+    /// build of the core; the threads only split independent work, so the
+    /// figures are the same without it).
+    pub features: &'static str,
     /// Its arguments; `{data}` is `../shared/data`.
     pub args: &'static [&'static str],
 }
 
-/// Every example whose tables the pages hold. All are built with the
-/// core's `parallel` feature (one build; their figures are the same
-/// without it: the threads only split independent work).
+/// Every example whose tables the pages hold.
 pub const FIGURES: &[Figure] = &[
     Figure {
         name: "dispatch_table",
         package: "moeplan",
+        features: "parallel",
         args: &["{data}/sglang-deepseek-v3"],
     },
     Figure {
         name: "cross_table",
         package: "moeplan",
+        features: "parallel",
         args: &["{data}/sglang-deepseek-v3"],
     },
     Figure {
         name: "placement_table",
         package: "moeplan",
+        features: "parallel",
         args: &["{data}/sglang-deepseek-v3"],
     },
     Figure {
         name: "libra_accuracy",
         package: "moeplan",
+        features: "parallel",
         args: &["{data}"],
     },
     Figure {
         name: "libra_shift",
         package: "moeplan",
+        features: "parallel",
         args: &["{data}"],
     },
     Figure {
         name: "libra_time",
         package: "moeplan",
+        features: "parallel",
         args: &[],
     },
     Figure {
         name: "grace_table",
         package: "moeplan",
+        features: "parallel",
+        args: &["{data}"],
+    },
+    Figure {
+        name: "calibration",
+        package: "moeplan-view",
+        features: "moeplan/parallel",
         args: &["{data}"],
     },
     Figure {
         name: "token_calibration",
         package: "moeplan",
+        features: "parallel",
         args: &["{data}"],
     },
 ];
@@ -180,7 +196,7 @@ fn run(figure: &Figure, data: &Path) -> Result<String> {
         "-p",
         figure.package,
         "--features",
-        "parallel",
+        figure.features,
         "--example",
         figure.name,
         "--",
@@ -226,19 +242,25 @@ pub fn results(check: bool) -> Result {
             pages_regions.push((path.clone(), text.clone(), found));
         }
     }
-    // Build once for all the examples, then run each one the pages name.
-    crate::sh(
-        &cargo(),
-        &[
-            "build",
-            "--release",
-            "-p",
-            "moeplan",
-            "--features",
-            "parallel",
-            "--examples",
-        ],
-    )?;
+    // Build each package's examples once, then run each one the pages name.
+    let mut built: Vec<&str> = Vec::new();
+    for f in FIGURES {
+        if !built.contains(&f.package) {
+            crate::sh(
+                &cargo(),
+                &[
+                    "build",
+                    "--release",
+                    "-p",
+                    f.package,
+                    "--features",
+                    f.features,
+                    "--examples",
+                ],
+            )?;
+            built.push(f.package);
+        }
+    }
     let mut outputs = std::collections::HashMap::new();
     for figure in FIGURES {
         if pages_regions

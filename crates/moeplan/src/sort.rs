@@ -53,7 +53,7 @@ mod tests {
                 })
                 .collect();
             let (mut a, mut b) = (v.clone(), v.clone());
-            a.sort_by(|p, q| q.0.cmp(&p.0));
+            a.sort_by_key(|p| std::cmp::Reverse(p.0));
             sort_by(&mut b, |p, q| q.0.cmp(&p.0));
             assert_eq!(a, b, "stable, n = {n}");
             let (mut a, mut b) = (v.clone(), v.clone());
@@ -61,7 +61,7 @@ mod tests {
             sort_by_key(&mut b, |p| p.0);
             assert_eq!(a, b, "by key, n = {n}");
             let (mut a, mut b) = (v.clone(), v);
-            a.sort_unstable_by(|p, q| p.cmp(q));
+            a.sort_unstable();
             sort_unstable_by(&mut b, |p, q| p.cmp(q));
             assert_eq!(a, b, "unstable on distinct items, n = {n}");
             checked += 1;
