@@ -4,6 +4,8 @@
 //!   whole-run total) or `[N][L][E]` (N recorded steps, read as batches).
 //!   Layers whose counts are all zero are dense layers and are dropped; the
 //!   others keep their row index as layer id, so plans map back to the model.
+//!   Steps whose counts are all zero are slots of SGLang's recorder buffer
+//!   that no forward pass filled ([`recorded_steps`]) and are dropped too.
 //! - Reading: the legacy per-rank CSVs (`layer_id,expert_id,count`, one file
 //!   per rank), summed ([`read_rank_csvs`]) or with each rank's counts kept
 //!   as the simulator's per-source counts ([`read_rank_csvs_by_rank`]; the
@@ -87,6 +89,7 @@ pub(crate) fn from_counts_value(lc: &Value) -> Result<LoadTrace> {
             ));
         }
     }
+    dense.retain(|m| m.iter().flatten().any(|&x| x != 0.0));
     let moe: Vec<usize> = (0..l)
         .filter(|&li| dense.iter().any(|m| m[li].iter().any(|&x| x != 0.0)))
         .collect();
@@ -98,6 +101,26 @@ pub(crate) fn from_counts_value(lc: &Value) -> Result<LoadTrace> {
     });
     let ids = moe.iter().map(|&x| x as u32).collect();
     Ok(LoadTrace::new(counts, ids)?.with_model_layers(l))
+}
+
+/// The steps of a `[steps][layers][experts]` recorder dump that a forward
+/// pass filled: SGLang's `stat` recorder dumps its whole buffer
+/// (`_CircularBuffer.get_all`, `--expert-distribution-recorder-buffer-size`,
+/// 1,000 steps unless set), zeros where no pass was recorded, and every
+/// recorded pass routes tokens in every MoE layer. Read as batches, the
+/// empty slots would each count as a perfectly balanced batch.
+///
+/// ```
+/// let a = ndarray::Array3::from_shape_vec((3, 1, 2), vec![1.0, 2.0, 0.0, 0.0, 3.0, 0.0]).unwrap();
+/// assert_eq!(moeplan::formats::sglang::recorded_steps(&a), vec![0, 2]);
+/// ```
+pub fn recorded_steps(counts: &Array3<f64>) -> Vec<usize> {
+    counts
+        .outer_iter()
+        .enumerate()
+        .filter(|(_, step)| step.iter().any(|&x| x != 0.0))
+        .map(|(b, _)| b)
+        .collect()
 }
 
 fn depth(v: &Value) -> usize {
@@ -538,6 +561,24 @@ fn for_each_count(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `stat` dump of a buffer of 4 steps with 2 recorded (SGLang's
+    /// circular buffer, zeros where no pass was): 2 batches, not 4, and the
+    /// dense layer still dropped.
+    #[test]
+    fn steps_no_pass_filled_are_not_batches() {
+        let json = br#"{"logical_count": [
+            [[0, 0], [3, 1]],
+            [[0, 0], [0, 0]],
+            [[0, 0], [2, 2]],
+            [[0, 0], [0, 0]]]}"#;
+        let t = read_expert_distribution(json).unwrap();
+        assert_eq!(t.num_batches(), 2);
+        assert_eq!(t.layer_ids(), &[1]);
+        assert_eq!(t.counts().as_slice().unwrap(), &[3.0, 1.0, 2.0, 2.0]);
+        let none = br#"{"logical_count": [[[0, 0]], [[0, 0]]]}"#;
+        assert!(read_expert_distribution(none).is_err());
+    }
 
     /// The rank is the digits after the last `rank`, else those the name ends with.
     #[test]

@@ -50,7 +50,8 @@
 //!
 //! Both drop the dense layers (all-zero rows over every step, as SGLang
 //! records them) and keep the MoE layers' model ids and the model's layer
-//! count.
+//! count; `stat` drops the buffer's steps no pass filled
+//! ([`super::sglang::recorded_steps`]).
 
 use std::collections::HashMap;
 use std::io::Cursor;
@@ -361,6 +362,13 @@ fn stat_trace(size: &[u64], data: Vec<f64>, meter: &mut Meter) -> Result<LoadTra
         return Err(err("logical_count is empty"));
     }
     let a = ndarray::Array3::from_shape_vec(shape, data).map_err(|e| err(e.to_string()))?;
+    // The recorder's buffer slots no pass filled (all zero) are not batches.
+    let steps = super::sglang::recorded_steps(&a);
+    let a = if steps.len() < shape.0 {
+        a.select(ndarray::Axis(0), &steps)
+    } else {
+        a
+    };
     let layers = shape.1;
     let moe: Vec<usize> = (0..layers)
         .filter(|&l| a.index_axis(ndarray::Axis(1), l).iter().any(|&x| x != 0.0))
@@ -369,7 +377,7 @@ fn stat_trace(size: &[u64], data: Vec<f64>, meter: &mut Meter) -> Result<LoadTra
         return Err(Error::Trace("every layer's counts are zero".into()));
     }
     meter.bytes(
-        (shape.0 * moe.len() * shape.2 * 8) as u64,
+        (a.len_of(ndarray::Axis(0)) * moe.len() * shape.2 * 8) as u64,
         "the MoE layers' counts",
     )?;
     let counts = a.select(ndarray::Axis(1), &moe);
@@ -1331,6 +1339,24 @@ fn le_signed(b: &[u8]) -> i64 {
 mod tests {
     use super::*;
     use crate::Budget;
+
+    /// `stat` mode dumps its whole recorder buffer: the steps no pass filled
+    /// (all zero) are dropped, the recorded ones kept in order.
+    #[test]
+    fn stat_drops_the_buffer_steps_no_pass_filled() {
+        let mut meter = Meter::new(Budget::mib(1));
+        let data = vec![
+            0.0, 0.0, 4.0, 1.0, // step 0: layer 0 dense, layer 1 recorded
+            0.0, 0.0, 0.0, 0.0, // step 1: an empty slot
+            0.0, 0.0, 1.0, 5.0, // step 2
+        ];
+        let t = stat_trace(&[3, 2, 2], data, &mut meter).unwrap();
+        assert_eq!(t.num_batches(), 2);
+        assert_eq!(t.layer_ids(), &[1]);
+        assert_eq!(t.counts().as_slice().unwrap(), &[4.0, 1.0, 1.0, 5.0]);
+        let mut meter = Meter::new(Budget::mib(1));
+        assert!(stat_trace(&[2, 1, 2], vec![0.0; 4], &mut meter).is_err());
+    }
 
     fn unpickle(bytes: &[u8], budget: Budget) -> Result<(Arena, Id)> {
         let mut meter = Meter::new(budget);
