@@ -5,6 +5,7 @@
 //   node tests/book.mjs [--dist DIR]
 //
 // What it covers:
+//  - every relative link in the built pages leads to a file of the book;
 //  - from a static server: every planner chapter (EPLB, CRAFT, GRACE-MoE,
 //    Libra) carries a live <moeplan-view> that plans (its summary table
 //    filled in its shadow root), and a budget moved in it changes its
@@ -166,6 +167,28 @@ async function ownTrace(page, file, id) {
     after !== before && /\d\.\d{3}/.test(after) && errors.length === 0,
     `${before.slice(0, 60)} → ${after.slice(0, 60)}${errors.length ? `; ${errors.join("; ")}` : ""}`);
 }
+
+await section("every link between the book's pages leads to a file of the book", async () => {
+  // The chapters include docs/ pages, whose links were written for the
+  // repository: one to a source file (../crates/…) breaks in the book.
+  const pages = [];
+  const walk = (d) => fs.readdirSync(d, { withFileTypes: true }).forEach((e) =>
+    e.isDirectory() ? walk(path.join(d, e.name)) : e.name.endsWith(".html") && pages.push(path.join(d, e.name)));
+  walk(bookDir);
+  const broken = [];
+  let links = 0;
+  for (const page of pages) {
+    for (const [, href] of fs.readFileSync(page, "utf8").matchAll(/href="([^"]+)"/g)) {
+      if (/^(https?:|#|mailto:|data:|javascript:)/.test(href)) continue;
+      const file = href.split("#")[0];
+      if (!file) continue;
+      links++;
+      if (!fs.existsSync(path.resolve(path.dirname(page), decodeURI(file)))) broken.push(`${path.relative(bookDir, page)} → ${href}`);
+    }
+  }
+  check(`every link between the book's pages resolves (${links} links in ${pages.length} pages)`,
+    broken.length === 0 && links > 100, broken.slice(0, 5).join("; "));
+});
 
 await section("from a static server: every planner chapter's widget plans, and a budget moves it", async () => {
   const page = await openPage(origin);
