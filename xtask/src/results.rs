@@ -46,6 +46,12 @@ pub const FIGURES: &[Figure] = &[
         args: &["{data}/sglang-deepseek-v3"],
     },
     Figure {
+        name: "eplb_craft_table",
+        package: "moeplan",
+        features: "parallel",
+        args: &["{data}/sglang-deepseek-v3/prefill_in4096.json"],
+    },
+    Figure {
         name: "cross_table",
         package: "moeplan",
         features: "parallel",
