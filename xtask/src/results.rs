@@ -52,6 +52,12 @@ pub const FIGURES: &[Figure] = &[
         args: &["{data}/sglang-deepseek-v3/prefill_in4096.json"],
     },
     Figure {
+        name: "holdout_table",
+        package: "moeplan",
+        features: "parallel",
+        args: &["{data}"],
+    },
+    Figure {
         name: "cross_table",
         package: "moeplan",
         features: "parallel",
