@@ -70,6 +70,12 @@ pub const FIGURES: &[Figure] = &[
         args: &["{data}/sglang-deepseek-v3"],
     },
     Figure {
+        name: "relabel_table",
+        package: "moeplan",
+        features: "parallel",
+        args: &["{data}/sglang-deepseek-v3"],
+    },
+    Figure {
         name: "libra_accuracy",
         package: "moeplan",
         features: "parallel",
