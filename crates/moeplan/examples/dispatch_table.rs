@@ -40,6 +40,10 @@ use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
 use moeplan::planners::{EplbConfig, base, eplb};
 use moeplan::{LoadTrace, Plan, Topology};
 
+#[path = "common/text.rs"]
+mod text;
+use text::thousands;
+
 /// A cluster the table covers: name, nodes, GPUs per node, expert groups.
 const CLUSTERS: [(&str, usize, usize, usize); 2] = [("1 × 64", 1, 64, 1), ("8 × 8", 8, 8, 8)];
 
@@ -265,18 +269,6 @@ fn pct(x: f64, of: f64) -> String {
     } else {
         "—".into()
     }
-}
-
-fn thousands(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn find<'a>(rows: &'a [Row], file: &str, cluster: &str, plan: &str, rule: Rule) -> Option<&'a Row> {

@@ -26,6 +26,10 @@ use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
 use moeplan::planners::{EplbConfig, eplb};
 use moeplan::{EvalReport, Plan, Topology, evaluate};
 
+#[path = "common/text.rs"]
+mod text;
+use text::thousands;
+
 fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
@@ -140,17 +144,4 @@ fn run() -> Result<(), String> {
         eplb_one.bound
     );
     Ok(())
-}
-
-/// `3712` → `3,712`, as the docs write counts.
-fn thousands(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }

@@ -27,6 +27,10 @@ use moeplan::studies::sweep::sweep;
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{LoadTrace, Topology};
 
+#[path = "common/text.rs"]
+mod text;
+use text::thousands;
+
 fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
@@ -133,17 +137,4 @@ fn row(
         s.auto_replicas_per_gpu
     );
     Ok(())
-}
-
-/// `3712` → `3,712`, as the docs write counts.
-fn thousands(n: usize) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
