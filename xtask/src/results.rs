@@ -351,19 +351,19 @@ pub fn results(check: bool) -> Result {
             written += 1;
         }
     }
-    let tables: usize = pages_regions.iter().map(|(_, _, rs)| rs.len()).sum();
+    let marked: usize = pages_regions.iter().map(|(_, _, rs)| rs.len()).sum();
     if check {
         if !stale.is_empty() {
             return Err(format!(
-                "{} of {tables} results tables are stale; `cargo xtask results` writes them anew:\n{}",
+                "{} of {marked} results tables are stale; `cargo xtask results` writes them anew:\n{}",
                 stale.len(),
                 stale.join("\n")
             ));
         }
-        eprintln!("results: {tables} tables in the pages are what the code makes now");
+        eprintln!("results: {marked} tables in the pages are what the code makes now");
     } else {
         eprintln!(
-            "results: {tables} tables from {} examples; {written} pages rewritten, {} tables changed",
+            "results: {marked} tables from {} examples; {written} pages rewritten, {} tables changed",
             outputs.len(),
             stale.len()
         );

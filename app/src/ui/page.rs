@@ -407,9 +407,6 @@ pub(crate) fn status_line(ctx: Ctx) -> impl IntoView {
     }
 }
 
-/// The focus plan's budget: a slider, the number, and "automatic".
-/// A numeric cluster field (the page's and an embed's): accepted only as a
-/// whole number from 1 to 4096; a change re-plans for the new cluster.
 /// The file types a trace chooser offers (every reader's).
 pub(crate) const TRACE_FILES: &str = ".json,.csv,.txt,.pt,.npy,.npz";
 
@@ -424,6 +421,8 @@ pub(crate) fn load_chosen(ctx: Ctx, ev: &leptos::ev::Event) {
     input.set_value("");
 }
 
+/// A numeric cluster field (the page's and an embed's): accepted only as a
+/// whole number from 1 to 4096; a change re-plans for the new cluster.
 pub(crate) fn cluster_field(
     ctx: Ctx,
     label: &'static str,
@@ -468,6 +467,7 @@ pub(crate) fn rule_select(ctx: Ctx) -> impl IntoView {
     }
 }
 
+/// The focus plan's budget: a slider, the number, and "automatic".
 pub(crate) fn budget_inputs(ctx: Ctx) -> impl IntoView {
     let (settings, board) = (ctx.settings, ctx.board);
     let max_r = move || {

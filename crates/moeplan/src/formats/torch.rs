@@ -362,13 +362,9 @@ fn stat_trace(size: &[u64], data: Vec<f64>, meter: &mut Meter) -> Result<LoadTra
         return Err(err("logical_count is empty"));
     }
     let a = ndarray::Array3::from_shape_vec(shape, data).map_err(|e| err(e.to_string()))?;
-    // The recorder's buffer slots no pass filled (all zero) are not batches.
+    // The recorder's buffer slots no pass filled (all zero) are not batches;
+    // being zero, they change no layer's dense-or-MoE verdict below.
     let steps = super::sglang::recorded_steps(&a);
-    let a = if steps.len() < shape.0 {
-        a.select(ndarray::Axis(0), &steps)
-    } else {
-        a
-    };
     let layers = shape.1;
     let moe: Vec<usize> = (0..layers)
         .filter(|&l| a.index_axis(ndarray::Axis(1), l).iter().any(|&x| x != 0.0))
@@ -377,10 +373,13 @@ fn stat_trace(size: &[u64], data: Vec<f64>, meter: &mut Meter) -> Result<LoadTra
         return Err(Error::Trace("every layer's counts are zero".into()));
     }
     meter.bytes(
-        (a.len_of(ndarray::Axis(0)) * moe.len() * shape.2 * 8) as u64,
+        (steps.len() * moe.len() * shape.2 * 8) as u64,
         "the MoE layers' counts",
     )?;
-    let counts = a.select(ndarray::Axis(1), &moe);
+    // One copy: the recorded steps of the MoE layers.
+    let counts = ndarray::Array3::from_shape_fn((steps.len(), moe.len(), shape.2), |(b, l, e)| {
+        a[[steps[b], moe[l], e]]
+    });
     Ok(LoadTrace::new(counts, layer_ids(&moe)?)?.with_model_layers(layers))
 }
 
