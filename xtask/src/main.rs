@@ -66,10 +66,12 @@ fn main() -> ExitCode {
             Ok(out) => setup().and_then(|_| book(&out)),
             Err(e) => Err(e),
         },
-        "results" if std::env::args().nth(2).as_deref() == Some("--check") => {
-            results::results(true)
-        }
-        "results" => results(),
+        "results" => match results_args() {
+            Ok((true, only)) => results::results(true, only.as_deref()),
+            Ok((false, None)) => results(),
+            Ok((false, only)) => results::results(false, only.as_deref()),
+            Err(e) => Err(e),
+        },
         "run" => setup().and_then(|_| serve()),
         "cli" => setup().and_then(|_| run_cli_job()),
         "bench" => bench(),
@@ -81,7 +83,7 @@ fn main() -> ExitCode {
         ),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup|test|dist [--out DIR]|book [--out DIR]|results|run|cli|bench|fuzz [seconds]>"
+                "usage: cargo xtask <setup|test|dist [--out DIR]|book [--out DIR]|results [--check] [--only NAME,…]|run|cli|bench|fuzz [seconds]>"
             );
             return ExitCode::from(2);
         }
@@ -252,7 +254,7 @@ fn test() -> Result {
     // asks for it); the core alone is the single-threaded path wasm uses.
     sh(&c, &["test", "-p", "moeplan", "--tests"])?;
     // The results tables in the pages are what the examples make now.
-    results::results(true)?;
+    results::results(true, None)?;
     // The JavaScript surface, in headless Chromium.
     sh_env(
         &c,
@@ -364,6 +366,24 @@ fn dist(out: &Path) -> Result {
 
 /// Writes the book's generated pages and the pages' results tables from
 /// the code (see the module doc).
+/// `results [--check] [--only NAME[,NAME…]]`.
+fn results_args() -> Result<(bool, Option<Vec<String>>)> {
+    let mut check = false;
+    let mut only = None;
+    let mut args = std::env::args().skip(2);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--check" => check = true,
+            "--only" => {
+                let names = args.next().ok_or("--only takes NAME[,NAME…]")?;
+                only = Some(names.split(',').map(str::to_string).collect());
+            }
+            other => return Err(format!("results: unknown argument {other}")),
+        }
+    }
+    Ok((check, only))
+}
+
 fn results() -> Result {
     sh_env(
         &cargo(),
@@ -371,7 +391,7 @@ fn results() -> Result {
         &[("MOEPLAN_BLESS", "1")],
     )?;
     eprintln!("results: wrote book/src/reference/ (commit it)");
-    results::results(false)
+    results::results(false, None)
 }
 
 /// Builds the book (`book/`) into `out/book` and copies the docs embed of

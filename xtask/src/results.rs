@@ -237,10 +237,18 @@ fn run(figure: &Figure, data: &Path) -> Result<String> {
         .map_err(|_| format!("example {}: output is not UTF-8", figure.name))
 }
 
-/// Writes (`check == false`) or checks every marked table. Without the
-/// real data beside the repository it says so and does nothing, unless
-/// `CI=true` (then `test` has already failed on the missing data).
-pub fn results(check: bool) -> Result {
+/// Writes (`check == false`) or checks every marked table — or, with
+/// `only`, the tables of those examples alone (a quick turn while editing
+/// one). Without the real data beside the repository it says so and does
+/// nothing, unless `CI=true` (then `test` has already failed on the
+/// missing data).
+pub fn results(check: bool, only: Option<&[String]>) -> Result {
+    if let Some(names) = only {
+        if let Some(bad) = names.iter().find(|n| !FIGURES.iter().any(|f| f.name == *n)) {
+            return Err(format!("--only {bad}: no figure of that name in xtask's FIGURES"));
+        }
+    }
+    let chosen = |name: &str| only.is_none_or(|names| names.iter().any(|n| n == name));
     let data = root().join("../shared/data");
     if !data.is_dir() {
         eprintln!(
@@ -255,14 +263,15 @@ pub fn results(check: bool) -> Result {
         let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let lines: Vec<&str> = text.lines().collect();
-        let found = regions(&path, &lines)?;
+        let mut found = regions(&path, &lines)?;
+        found.retain(|r| chosen(&r.figure));
         if !found.is_empty() {
             pages_regions.push((path.clone(), text.clone(), found));
         }
     }
     // Build each package's examples once, then run each one the pages name.
     let mut built: Vec<&str> = Vec::new();
-    for f in FIGURES {
+    for f in FIGURES.iter().filter(|f| chosen(f.name)) {
         if !built.contains(&f.package) {
             crate::sh(
                 &cargo(),

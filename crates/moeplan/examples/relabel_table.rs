@@ -13,6 +13,16 @@
 //! (`--algo craft --replicas-per-gpu 8`). Copies, bytes and the pause are
 //! `judge::migration`'s at DeepSeek-V3's expert size on `h100-ib-ndr`, as
 //! `moeplan plan --from served.json` prints them.
+//!
+//! Then the incremental re-plans' tables: the served plan (EPLB, then
+//! CRAFT R = 8, made on `prefill_in4096`) when the workload becomes
+//! `decode_in1000out1000`, left as is, replaced by a fresh plan relabelled,
+//! or adjusted within a copy budget
+//! (`planners::shared::incremental`, as `moeplan plan --from served.json
+//! --max-moved-experts N`). Balancedness is in-sample on the new workload
+//! under `even`; the predicted MoE layer is the time model's on
+//! `h100-ib-ndr` (its default assumptions, DeepSeek-V3), as
+//! `moeplan eval --hardware h100-ib-ndr` prints it.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -21,10 +31,12 @@ use moeplan::data::hardware;
 use moeplan::data::model::preset;
 use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::judge::cost::Pricing;
+use moeplan::judge::{CostModel, Rule, Served, judge};
 use moeplan::judge::migration::{Migration, MoveCost, migration, relabel};
+use moeplan::planners::shared::incremental::{Goal, incremental};
 use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
 use moeplan::planners::{EplbConfig, eplb};
-use moeplan::{LoadTrace, Plan, Topology};
+use moeplan::{LoadTrace, Plan, Topology, Workload};
 
 #[path = "common/text.rs"]
 mod text;
@@ -117,6 +129,75 @@ fn run() -> Result<(), String> {
                 cell(&naive, None),
                 cell(&ours, Some(naive.copies()))
             );
+        }
+    }
+    // The incremental re-plans, on the move to the decode workload.
+    let next_on = read("decode_in1000out1000")?;
+    let work = Workload::new(next_on.clone());
+    let model = CostModel::for_model(&pricing.model);
+    // balancedness and predicted MoE layer (ms) of a plan on the new workload
+    let judged = |p: &Plan| -> Result<(f64, f64), String> {
+        let v = judge(
+            &work,
+            Served::Plan {
+                plan: p,
+                rule: Rule::Even,
+            },
+            &model,
+            Some(&pricing),
+            |_, _| {},
+        )
+        .map_err(e)?;
+        let layer = v.predicted.ok_or("no prediction")?.moe_layer_us;
+        Ok((v.report.balancedness, layer / 1e3))
+    };
+    let row = |what: &str, served: &Plan, p: &Plan| -> Result<String, String> {
+        let (b, ms) = judged(p)?;
+        let m = migration(served, p).map_err(e)?;
+        let (intra, inter) = m.bytes(expert_bytes);
+        let moved = if m.copies() == 0 {
+            "— | —".to_string()
+        } else {
+            format!(
+                "{:.1} / {:.1} GB | {:.1} ms",
+                intra / 1e9,
+                inter / 1e9,
+                m.time_us(h100, expert_bytes) / 1e3
+            )
+        };
+        Ok(format!(
+            "| {what} | {b:.4} | {} | {moved} | {ms:.0} ms |",
+            thousands(m.copies())
+        ))
+    };
+    for (name, make, budgets) in [
+        (
+            "EPLB",
+            &eplb64 as &dyn Fn(&LoadTrace) -> Result<Plan, String>,
+            &[58, 290, 1160][..],
+        ),
+        ("CRAFT", &craft8, &[1160][..]),
+    ] {
+        let served = make(&served_on)?;
+        let fresh = relabel(&served, &make(&next_on)?, cost).map_err(e)?;
+        println!(
+            "\n{name} served (made on prefill_in4096), the workload now decode_in1000out1000; 8 × 8, in-sample, `even`, {}:\n",
+            h100.name
+        );
+        println!(
+            "| re-plan | balancedness | copies | moved (inside / across nodes) | pause | predicted MoE layer |"
+        );
+        println!("| --- | --- | --- | --- | --- | --- |");
+        println!("{}", row("none (served as is)", &served, &served)?);
+        println!("{}", row(&format!("fresh {name}, relabelled"), &served, &fresh)?);
+        for &n in budgets {
+            let goal = Goal {
+                max_moved_experts: Some(n),
+                min_balancedness: None,
+            };
+            let adjusted = incremental(&served, next_on.summed().view(), goal).map_err(e)?;
+            let what = format!("incremental, ≤ {} copies", thousands(n));
+            println!("{}", row(&what, &served, &adjusted.plan)?);
         }
     }
     Ok(())
