@@ -76,6 +76,12 @@ pub const FIGURES: &[Figure] = &[
         args: &["{data}/sglang-deepseek-v3"],
     },
     Figure {
+        name: "replay_table",
+        package: "moeplan",
+        features: "parallel",
+        args: &["{data}"],
+    },
+    Figure {
         name: "libra_accuracy",
         package: "moeplan",
         features: "parallel",
@@ -245,7 +251,9 @@ fn run(figure: &Figure, data: &Path) -> Result<String> {
 pub fn results(check: bool, only: Option<&[String]>) -> Result {
     if let Some(names) = only {
         if let Some(bad) = names.iter().find(|n| !FIGURES.iter().any(|f| f.name == *n)) {
-            return Err(format!("--only {bad}: no figure of that name in xtask's FIGURES"));
+            return Err(format!(
+                "--only {bad}: no figure of that name in xtask's FIGURES"
+            ));
         }
     }
     let chosen = |name: &str| only.is_none_or(|names| names.iter().any(|n| n == name));

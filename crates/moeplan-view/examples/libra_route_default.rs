@@ -74,7 +74,11 @@ fn run() -> Result<(), moeplan::Error> {
                 None => "—".into(),
             })
             .collect();
-        why.extend(view.notes.iter().map(|n| format!("{nodes} × {gpus_per_node}: {n}")));
+        why.extend(
+            view.notes
+                .iter()
+                .map(|n| format!("{nodes} × {gpus_per_node}: {n}")),
+        );
         for predictor in PREDICTORS {
             let settings = Settings::new().with("predictor", Value::Word(predictor.into()))?;
             let cell = match ws.replan_scheduled(&settings) {
@@ -89,7 +93,10 @@ fn run() -> Result<(), moeplan::Error> {
             };
             cells.push(cell);
         }
-        rows.push(format!("| {nodes} × {gpus_per_node} | {} |", cells.join(" | ")));
+        rows.push(format!(
+            "| {nodes} × {gpus_per_node} | {} |",
+            cells.join(" | ")
+        ));
         previous = Some(ws);
     }
     println!(

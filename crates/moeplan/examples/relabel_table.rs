@@ -31,10 +31,10 @@ use moeplan::data::hardware;
 use moeplan::data::model::preset;
 use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::judge::cost::Pricing;
-use moeplan::judge::{CostModel, Rule, Served, judge};
 use moeplan::judge::migration::{Migration, MoveCost, migration, relabel};
-use moeplan::planners::shared::incremental::{Goal, incremental};
+use moeplan::judge::{CostModel, Rule, Served, judge};
 use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
+use moeplan::planners::shared::incremental::{Goal, incremental};
 use moeplan::planners::{EplbConfig, eplb};
 use moeplan::{LoadTrace, Plan, Topology, Workload};
 
@@ -189,7 +189,10 @@ fn run() -> Result<(), String> {
         );
         println!("| --- | --- | --- | --- | --- | --- |");
         println!("{}", row("none (served as is)", &served, &served)?);
-        println!("{}", row(&format!("fresh {name}, relabelled"), &served, &fresh)?);
+        println!(
+            "{}",
+            row(&format!("fresh {name}, relabelled"), &served, &fresh)?
+        );
         for &n in budgets {
             let goal = Goal {
                 max_moved_experts: Some(n),

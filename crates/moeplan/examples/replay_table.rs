@@ -1,0 +1,372 @@
+//! The serving tables of docs/replan.md: how often re-balancing pays on
+//! real data, and what re-plans move on a generated trace that does not
+//! shift, printed as Markdown.
+//!
+//! ```text
+//! cargo run --release -p moeplan --example replay_table -- ../shared/data
+//! ```
+//!
+//! First table: `studies::serving::serve` (what `moeplan replay` runs) with
+//! EPLB relabelled, under `even`, sweeping the interval `K` and the window
+//! `W`, each setting priced on two machines (the time model's default
+//! assumptions, the trace's model), with Libra serving the same batches.
+//! Every run of a trace serves the batches after the largest window. Data:
+//! HarMoEny's `expert_freq_qwen_datasets.csv` (Qwen1.5-MoE, 1 × 8, EPLB
+//! +4) one dataset at a time, two back to back, and all three; ESFT's
+//! `intent` then `summary` token folders (DeepSeek-V2-Lite, 512-token
+//! batches dealt evenly, 2 × 4, EPLB +8 in one group). "Best" is the
+//! fastest setting over the sweep: an in-sample choice.
+//!
+//! Second table: a generated DeepSeek-V3 trace (256 batches of 4,096
+//! tokens, seed 7, as `moeplan gen --batches 256`), 4 × 8, EPLB's
+//! defaults, re-planned every 16 batches on the last 16 and priced on
+//! `h100-ib-ndr`, moving fresh, relabelled, incrementally within a copy
+//! budget, or skipping while balancedness reaches 0.85.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use moeplan::data::hardware;
+use moeplan::data::model::{ModelPreset, preset};
+use moeplan::formats::dataset::{FolderError, FolderOptions, read_folder};
+use moeplan::formats::{ReadOptions, read_trace};
+use moeplan::judge::Rule;
+use moeplan::judge::cost::Pricing;
+use moeplan::planners::shared::incremental::Goal;
+use moeplan::planners::{Settings, Value, eplb};
+use moeplan::studies::serving::{Migrate, Serving, ServingReport, serve};
+use moeplan::synth::generator::{GenConfig, generate};
+use moeplan::{Budget, Deal, LoadTrace, Topology};
+
+#[path = "common/text.rs"]
+mod text;
+use text::thousands;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("replay_table: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// One trace served on a cluster: its row's first cells and its sweep.
+struct Case {
+    name: &'static str,
+    trace: LoadTrace,
+    model: &'static ModelPreset,
+    topology: Topology,
+    redundant: usize,
+    settings: Settings,
+    every: &'static [usize],
+    window: &'static [usize],
+    machines: [&'static str; 2],
+}
+
+fn run() -> Result<(), String> {
+    let data = std::env::args()
+        .nth(1)
+        .ok_or("usage: replay_table DATA (the shared data folder)")?;
+    let data = Path::new(&data);
+    let e = |x: moeplan::Error| x.to_string();
+    let csv = data.join("harmoeny-qwen1.5-moe/expert_freq_qwen_datasets.csv");
+    let bytes = std::fs::read(&csv).map_err(|x| format!("{}: {x}", csv.display()))?;
+    let harmoeny = |dataset: Option<&str>| {
+        let options = ReadOptions {
+            dataset: dataset.map(str::to_string),
+            ..ReadOptions::default()
+        };
+        read_trace(&bytes, &options).map_err(|x| format!("{}: {x}", csv.display()))
+    };
+    let esft = |task: &str| -> Result<LoadTrace, String> {
+        let dir = data.join("esft-deepseek-v2-lite").join(task);
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .map_err(|x| format!("{}: {x}", dir.display()))?
+            .flatten()
+            .map(|f| f.file_name().to_string_lossy().into_owned())
+            .collect();
+        let options = FolderOptions {
+            token_model: preset("deepseek-v2-lite").map_err(e)?,
+            batch_tokens: 512,
+            deal: Deal::Even,
+            budget: Budget::default(),
+        };
+        let read = |name: &str| std::fs::read(dir.join(name));
+        read_folder(&names, read, &options, &mut Vec::new())
+            .map(|d| d.trace)
+            .map_err(|x| {
+                let why = match x {
+                    FolderError::Read(x) => x.to_string(),
+                    FolderError::Data(x) => x.to_string(),
+                };
+                format!("{}: {why}", dir.display())
+            })
+    };
+    let eplb_with = |redundant: usize, groups: Option<usize>| -> Result<Settings, String> {
+        let s = Settings::new()
+            .with(eplb::REDUNDANT_EXPERTS.name, Value::Count(redundant))
+            .map_err(e)?;
+        match groups {
+            Some(g) => s.with(eplb::GROUPS.name, Value::Count(g)).map_err(e),
+            None => Ok(s),
+        }
+    };
+    let qwen = preset("qwen1.5-moe-a2.7b").map_err(e)?;
+    let one_node = Topology::new(1, 8).map_err(e)?;
+    let harmoeny_case = |name, trace, every, window| -> Result<Case, String> {
+        Ok(Case {
+            name,
+            trace,
+            model: qwen,
+            topology: one_node,
+            redundant: 4,
+            settings: eplb_with(4, None)?,
+            every,
+            window,
+            machines: ["h200-ib-ndr", "4090-pcie4-25gbe"],
+        })
+    };
+    let one = &[1, 2, 4, 8][..];
+    let sweep = &[1, 2, 4, 8, 16][..];
+    let mut cases = Vec::new();
+    for (name, dataset) in [
+        ("HarMoEny bookcorpus", "bookcorpus"),
+        ("HarMoEny wikitext", "wikitext"),
+        ("HarMoEny random", "random"),
+    ] {
+        cases.push(harmoeny_case(
+            name,
+            harmoeny(Some(dataset))?,
+            one,
+            &[1, 2, 4],
+        )?);
+    }
+    cases.push(harmoeny_case(
+        "HarMoEny, the three back to back",
+        harmoeny(None)?,
+        sweep,
+        &[1, 4, 16],
+    )?);
+    for (name, a, b) in [
+        (
+            "HarMoEny bookcorpus, then wikitext",
+            "bookcorpus",
+            "wikitext",
+        ),
+        ("HarMoEny wikitext, then random", "wikitext", "random"),
+        ("HarMoEny random, then bookcorpus", "random", "bookcorpus"),
+    ] {
+        let t = harmoeny(Some(a))?.then(&harmoeny(Some(b))?).map_err(e)?;
+        cases.push(harmoeny_case(name, t, sweep, &[1, 4, 16])?);
+    }
+    cases.push(Case {
+        name: "ESFT intent, then summary (512-token batches)",
+        trace: esft("intent")?.then(&esft("summary")?).map_err(e)?,
+        model: preset("deepseek-v2-lite").map_err(e)?,
+        topology: Topology::new(2, 4).map_err(e)?,
+        redundant: 8,
+        settings: eplb_with(8, Some(1))?,
+        every: sweep,
+        window: &[1, 2, 4, 8],
+        machines: ["4090-pcie4-25gbe", "h100-ib-ndr"],
+    });
+
+    println!(
+        "EPLB relabelled under `even`; time is the served batches' MoE layers plus every pause, × never against the first plan kept:\n"
+    );
+    println!(
+        "| real trace | cluster, EPLB | served | hardware | best K, W | × never | balancedness (never) | payback, batches | Libra × never |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for case in &cases {
+        let start = case.window.iter().copied().max().unwrap_or(0);
+        for (m, machine) in case.machines.iter().enumerate() {
+            let pricing = Pricing::new(hardware::preset(machine).map_err(e)?, case.model);
+            let settings = case.settings.clone().priced(Some(pricing.clone()));
+            let mut runs = Vec::new();
+            for &k in case.every {
+                for &w in case.window {
+                    let knobs = Serving {
+                        every: k,
+                        window: w,
+                        min_balancedness: None,
+                        migrate: Migrate::Relabel,
+                        rule: Rule::Even,
+                        start,
+                        // Libra once per window: its copies do not depend on K
+                        libra: k == case.every[0],
+                    };
+                    let r = serve(
+                        &case.trace,
+                        case.topology,
+                        eplb::ID.planner().map_err(e)?,
+                        &settings,
+                        knobs,
+                        Some(&pricing),
+                    )
+                    .map_err(e)?;
+                    runs.push((k, w, r));
+                }
+            }
+            let lead = if m == 0 {
+                format!(
+                    "| {} | {} × {}, +{} | {start}..{} |",
+                    case.name,
+                    case.topology.nodes(),
+                    case.topology.gpus_per_node(),
+                    case.redundant,
+                    case.trace.num_batches()
+                )
+            } else {
+                "| | | |".into()
+            };
+            println!("{lead} `{machine}` | {} |", sweep_cells(&runs)?);
+        }
+    }
+
+    let g = generate(&GenConfig::new(preset("deepseek-v3").map_err(e)?, 256)).map_err(e)?;
+    let topology = Topology::new(4, 8).map_err(e)?;
+    let pricing = Pricing::new(
+        hardware::preset("h100-ib-ndr").map_err(e)?,
+        preset("deepseek-v3").map_err(e)?,
+    );
+    let settings = Settings::new().priced(Some(pricing.clone()));
+    // expert slots of a plan: every layer's experts and its redundant copies
+    let slots = g.num_layers()
+        * (g.num_experts() + eplb::default_redundant_experts(g.num_experts(), topology.num_gpus()));
+    let serve_with = |migrate, min_balancedness| {
+        serve(
+            &g,
+            topology,
+            eplb::ID.planner()?,
+            &settings,
+            Serving {
+                every: 16,
+                window: 16,
+                min_balancedness,
+                migrate,
+                rule: Rule::Even,
+                start: 0,
+                libra: false,
+            },
+            Some(&pricing),
+        )
+    };
+    let budget = |n| {
+        Migrate::Incremental(Goal {
+            max_moved_experts: Some(n),
+            min_balancedness: None,
+        })
+    };
+    let rows = [
+        ("fresh EPLB as numbered", serve_with(Migrate::Fresh, None)),
+        ("fresh EPLB relabelled", serve_with(Migrate::Relabel, None)),
+        (
+            "incremental, ≤ 32 copies a re-plan",
+            serve_with(budget(32), None),
+        ),
+        (
+            "incremental, ≤ 128 copies a re-plan",
+            serve_with(budget(128), None),
+        ),
+        (
+            "relabelled, `--min-balancedness 0.85`",
+            serve_with(Migrate::Relabel, Some(0.85)),
+        ),
+    ];
+    let kept = rows[0].1.as_ref().map_err(|x| x.to_string())?;
+    println!(
+        "\nGenerated DeepSeek-V3, {} batches, 4 × 8, EPLB's defaults, K = W = 16, {}; {} re-plans:\n",
+        g.num_batches(),
+        pricing.hardware.name,
+        kept.replans.len()
+    );
+    println!(
+        "| re-plan | copies moved in all (per re-plan) | balancedness (kept: {:.4}) | MoE + pauses × never |",
+        kept.static_balancedness
+    );
+    println!("| --- | --- | --- | --- |");
+    for (what, r) in rows {
+        let r = r.map_err(e)?;
+        let done = r.replans.iter().filter(|p| !p.skipped).count();
+        let moved = if done == 0 {
+            format!("0: all {} skipped", r.replans.len())
+        } else {
+            let per = r.copies_moved as f64 / done as f64;
+            format!(
+                "{} ({}: {:.2} % of the slots)",
+                thousands(r.copies_moved),
+                thousands(per.round() as usize),
+                100.0 * per / slots as f64
+            )
+        };
+        let (t, never) = r.total_us.ok_or("no time")?;
+        println!(
+            "| {what} | {moved} | {:.4} | {:.3}× |",
+            r.balancedness,
+            t / never
+        );
+    }
+    Ok(())
+}
+
+/// A machine's cells of the sweep table: the best setting against never
+/// re-planning, its balancedness, the range of paybacks, Libra.
+fn sweep_cells(runs: &[(usize, usize, ServingReport)]) -> Result<String, String> {
+    let timed = |r: &ServingReport| r.total_us.ok_or("no time");
+    let mut best = None;
+    // never re-planning: the fastest of the first plans (one per window)
+    let (mut never, mut kept) = (f64::INFINITY, 0.0);
+    for (k, w, r) in runs {
+        let (t, s) = timed(r)?;
+        if s < never {
+            (never, kept) = (s, r.static_balancedness);
+        }
+        if best.is_none_or(|(_, _, b, _): (usize, usize, f64, &ServingReport)| t < b) {
+            best = Some((*k, *w, t, r));
+        }
+    }
+    let (k, w, t, r) = best.ok_or("no runs")?;
+    let (setting, times) = if t < never {
+        (format!("K = {k}, W = {w}"), format!("{:.3}×", t / never))
+    } else {
+        (
+            format!("never (K = {k}, W = {w}: {:.3}×)", t / never),
+            "1".into(),
+        )
+    };
+    let paybacks: Vec<f64> = runs
+        .iter()
+        .filter_map(|(_, _, r)| r.payback_batches)
+        .collect();
+    let lo = paybacks.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = paybacks.iter().copied().fold(0.0, f64::max);
+    let batches = |x: f64| {
+        if x < 10.0 {
+            format!("{x:.2}")
+        } else {
+            thousands(x.round() as usize)
+        }
+    };
+    let mut payback = match paybacks.len() {
+        0 => "no gain".to_string(),
+        _ if batches(lo) == batches(hi) => batches(lo),
+        _ => format!("{}–{}", batches(lo), batches(hi)),
+    };
+    let moved = runs.iter().filter(|(_, _, r)| r.copies_moved > 0).count();
+    if !paybacks.is_empty() && paybacks.len() < moved {
+        payback += ", or no gain";
+    }
+    let libra = runs
+        .iter()
+        .filter_map(|(_, _, r)| r.libra.as_ref().and_then(|l| l.total_us))
+        .fold(f64::INFINITY, f64::min);
+    Ok(format!(
+        "{setting} | {times} | {:.4} ({:.4}) | {payback} | {:.3}×",
+        r.balancedness,
+        kept,
+        libra / never
+    ))
+}
