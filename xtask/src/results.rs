@@ -82,6 +82,12 @@ pub const FIGURES: &[Figure] = &[
         args: &["{data}"],
     },
     Figure {
+        name: "cost_table",
+        package: "moeplan",
+        features: "parallel",
+        args: &["{data}"],
+    },
+    Figure {
         name: "libra_accuracy",
         package: "moeplan",
         features: "parallel",
