@@ -118,6 +118,12 @@ pub const FIGURES: &[Figure] = &[
         args: &["{data}"],
     },
     Figure {
+        name: "libra_route_default",
+        package: "moeplan-view",
+        features: "moeplan/parallel",
+        args: &[],
+    },
+    Figure {
         name: "token_calibration",
         package: "moeplan",
         features: "parallel",
@@ -255,12 +261,14 @@ fn run(figure: &Figure, data: &Path) -> Result<String> {
 /// nothing, unless `CI=true` (then `test` has already failed on the
 /// missing data).
 pub fn results(check: bool, only: Option<&[String]>) -> Result {
-    if let Some(names) = only {
-        if let Some(bad) = names.iter().find(|n| !FIGURES.iter().any(|f| f.name == *n)) {
-            return Err(format!(
-                "--only {bad}: no figure of that name in xtask's FIGURES"
-            ));
-        }
+    if let Some(bad) = only
+        .unwrap_or_default()
+        .iter()
+        .find(|n| !FIGURES.iter().any(|f| f.name == *n))
+    {
+        return Err(format!(
+            "--only {bad}: no figure of that name in xtask's FIGURES"
+        ));
     }
     let chosen = |name: &str| only.is_none_or(|names| names.iter().any(|n| n == name));
     let data = root().join("../shared/data");

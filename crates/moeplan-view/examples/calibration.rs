@@ -470,14 +470,27 @@ fn page_default() -> Result<(), moeplan::Error> {
             groups: 8,
         },
     )?;
-    let view = ws.view(Some(8), 0)?;
     println!(
-        "Page default (generated DeepSeek-V3, 64 batches, seed 7, 8 × 8 GPUs, 8 groups, CRAFT R = 8), in-sample:\n"
+        "Page default (generated DeepSeek-V3, 64 batches, seed 7, 8 × 8 GPUs, 8 groups; CRAFT at R = 8, then at the page's automatic R), in-sample:\n"
     );
     println!("| plan | balancedness | bound |");
     println!("| --- | ---: | ---: |");
+    let view = ws.view(Some(8), 0)?;
     for p in &view.plans {
         println!("| {} | {:.4} | {:.4} |", p.label, p.balancedness, p.bound);
+    }
+    // the focus planner's row at the page's default budget (its automatic R)
+    let auto = ws.view(None, 0)?;
+    if let Some(focus) = auto.plans.iter().find(|p| {
+        !view
+            .plans
+            .iter()
+            .any(|q| q.label == p.label && q.balancedness == p.balancedness)
+    }) {
+        println!(
+            "| {} | {:.4} | {:.4} |",
+            focus.label, focus.balancedness, focus.bound
+        );
     }
     Ok(())
 }

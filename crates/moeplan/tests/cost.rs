@@ -403,6 +403,77 @@ fn predicted_keys_are_stable_and_documented() {
     }
 }
 
+/// docs/cost.md's presets table is hand-written (the GPU and link names,
+/// the sources), so its figures are held here: one row per preset, in
+/// order, with the preset's TFLOPS, HBM bandwidth and memory as the code
+/// has them, and its links' GB/s named in the link cells.
+#[test]
+fn the_docs_presets_table_is_the_presets() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/cost.md"))
+        .unwrap();
+    let rows: Vec<Vec<&str>> = docs
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+        .filter(|c: &Vec<&str>| c.len() == 8)
+        .collect();
+    let names: Vec<String> = rows.iter().map(|c| c[0].trim_matches('`').into()).collect();
+    let presets: Vec<String> = hardware::PRESETS
+        .iter()
+        .map(|h| h.name.to_string())
+        .collect();
+    assert_eq!(
+        names, presets,
+        "docs/cost.md's presets table lists other presets"
+    );
+    // 1979 → "1,979", 989.5 → "989.5", 0 → "—"
+    let figure = |x: f64| {
+        if x == 0.0 {
+            return "—".to_string();
+        }
+        let whole = x.trunc() as u64;
+        let mut int = String::new();
+        for (i, c) in whole.to_string().chars().enumerate() {
+            if i > 0 && (whole.to_string().len() - i) % 3 == 0 {
+                int.push(',');
+            }
+            int.push(c);
+        }
+        let frac = format!("{:.1}", x.fract());
+        if x.fract() == 0.0 {
+            int
+        } else {
+            format!("{int}{}", &frac[1..])
+        }
+    };
+    let gbps = |x: f64| format!("{} GB/s", figure(x));
+    let mut checked = 0;
+    for (cells, h) in rows.iter().zip(hardware::PRESETS) {
+        let g = &h.gpu;
+        let want = [
+            format!("{} / {}", figure(g.bf16_tflops), figure(g.fp8_tflops)),
+            figure(g.hbm_gb_per_s),
+            figure(g.memory_gib),
+        ];
+        assert_eq!(cells[2..5], want, "docs/cost.md's row for {}", h.name);
+        // links given per port or in bits are named so; the rest in GB/s
+        for (cell, link) in [(cells[5], &h.intra_node), (cells[6], &h.inter_node)] {
+            let bits = format!("{} Gb", figure(link.gb_per_s * 8.0));
+            let ethernet = format!("{} GbE", figure(link.gb_per_s * 8.0));
+            assert!(
+                cell.contains(&gbps(link.gb_per_s))
+                    || cell.contains(&bits)
+                    || cell.contains(&ethernet),
+                "docs/cost.md's row for {}: {cell:?} does not say {}",
+                h.name,
+                gbps(link.gb_per_s)
+            );
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, hardware::PRESETS.len());
+}
+
 /// Every preset passes its own check and round-trips through the custom
 /// reader; broken files are refused with the field named.
 #[test]
