@@ -427,7 +427,11 @@ impl Prepared for Libra {
                 s.predictor.0,
                 s.predictor.1
             ),
-            strategy: s.strategy(),
+            // moved, not cloned: a plan per batch is most of the schedule
+            strategy: Strategy {
+                placement: s.placement,
+                rule: s.rule,
+            },
             copies_per_batch: s.copies,
             extra_slots_per_gpu: self.options.extra_per_gpu,
             resident_slots_per_gpu: 2 * self.options.extra_per_gpu,
