@@ -364,8 +364,6 @@ fn dist(out: &Path) -> Result {
     report_sizes(out)
 }
 
-/// Writes the book's generated pages and the pages' results tables from
-/// the code (see the module doc).
 /// `results [--check] [--only NAME[,NAME…]]`.
 fn results_args() -> Result<(bool, Option<Vec<String>>)> {
     let mut check = false;
@@ -384,6 +382,8 @@ fn results_args() -> Result<(bool, Option<Vec<String>>)> {
     Ok((check, only))
 }
 
+/// Writes the book's generated pages and the pages' results tables from
+/// the code (see the module doc).
 fn results() -> Result {
     sh_env(
         &cargo(),

@@ -23,25 +23,23 @@
 //! under each table in docs/cost.md. Table 1 and 3's "memory row's
 //! assumptions" are CRAFT's (BF16 weights, a 4,096-token buffer per peer,
 //! memory fraction 0.6725), with decode batches holding 2,048 tokens of
-//! context. Table 2's "ours" are the checks of
-//! `crates/moeplan/tests/cost.rs` (`h100_rank_times_within_10_percent`,
-//! `craft_kv_cache_loss_within_3_points`, `deepep_tables_within_25_percent`),
-//! computed the same way here; "theirs" are the published figures, cited
-//! where they are written.
+//! context. Table 2 is `moeplan::judge::checks`: the published and
+//! measured figures (cited there) beside the model's, the same rows
+//! `crates/moeplan/tests/cost.rs` holds within their gaps.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use moeplan::data::hardware::{self, Hardware};
-use moeplan::data::model::{self, ModelPreset};
+use moeplan::data::hardware;
+use moeplan::data::model;
 use moeplan::formats::dataset::{self, Dataset, FolderError, FolderOptions, Sources, Split};
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::judge::cost::{self, Assumptions, Kernel, LOW_LATENCY_OVERHEAD_US, Phase, Pricing};
-use moeplan::judge::{CostModel, Rule, Served, Strategy, Verdict, judge, simulate};
-use moeplan::planners::{self, EplbConfig, ReplicaBudget, Settings};
+use moeplan::judge::checks::{self, Pair};
+use moeplan::judge::cost::{self, Assumptions, LOW_LATENCY_OVERHEAD_US, Phase, Pricing};
+use moeplan::judge::{CostModel, Rule, Served, Verdict, judge};
+use moeplan::planners::{self, Settings};
 use moeplan::synth::generator::{GenConfig, generate};
-use moeplan::{Budget, Deal, LoadTrace, Plan, Topology, Workload};
-use ndarray::{Array3, s};
+use moeplan::{Budget, Deal, LoadTrace, Plan, Topology};
 
 #[path = "common/text.rs"]
 mod text;
@@ -72,10 +70,7 @@ fn run() -> Result<(), String> {
     let craft_ran = Assumptions {
         phase: Phase::Decode,
         context_tokens: 2048,
-        bytes_per_weight: Some(2),
-        peer_buffer_tokens: 4096,
-        memory_fraction: 0.6725,
-        ..Assumptions::default()
+        ..checks::craft_assumptions()
     };
     let a100 = Bench::new(&v3, (8, 8), None, Rule::Even, "a100-80g-efa", craft_ran)?;
     let h200 = Bench::new(
@@ -175,24 +170,9 @@ fn measured_table(v3: &LoadTrace) -> Result<(), String> {
     deepep_rows()
 }
 
-/// moeplan-cuda's H100 rank times against the compute term, as
-/// `h100_rank_times_within_10_percent` computes them.
+/// moeplan-cuda's H100 rank times against the compute term
+/// ([`checks::h100_rank_times`], what `tests/cost.rs` holds within 10 %).
 fn h100_row(trace: &LoadTrace) -> Result<(), String> {
-    // (plan, layer, measured ms): docs/cuda.md table (c), 1 × 64, vLLM
-    // dispatch, layer ms (moeplan-cuda on one H100 80GB HBM3, 2026-11-26).
-    const MEASURED: [(&str, u32, f64); 11] = [
-        ("base", 3, 0.489),
-        ("base", 30, 0.489),
-        ("eplb", 3, 0.367),
-        ("eplb", 30, 0.377),
-        ("eplb", 60, 0.383),
-        ("craft8", 3, 0.425),
-        ("craft8", 30, 0.385),
-        ("craft8", 60, 0.439),
-        ("craft16", 60, 0.382),
-        ("contiguous", 3, 0.685),
-        ("contiguous", 30, 0.693),
-    ];
     // How the plans are named in the cell, in the cell's order.
     const NAMES: [(&str, &str); 5] = [
         ("base", "BASE"),
@@ -204,66 +184,8 @@ fn h100_row(trace: &LoadTrace) -> Result<(), String> {
     // docs/cuda.md table (c), layer 3, CRAFT R = 8: the rows' balancedness
     // (the planner's metric) and the measured time balance.
     const CRAFT_ROWS_TO_TIME: (f64, f64) = (0.926, 0.772);
-
-    // Each layer scaled to the 131,072 rows the bench drew.
-    let mut c = trace.counts().to_owned();
-    for l in 0..trace.num_layers() {
-        let sum: f64 = c.slice(s![0, l, ..]).sum();
-        c.slice_mut(s![0, l, ..])
-            .mapv_inplace(|x| x * 131_072.0 / sum);
-    }
-    let scaled = LoadTrace::new(c, trace.layer_ids().to_vec()).map_err(err)?;
-    let topo = Topology::new(1, 64).map_err(err)?;
-    let mut pricing = Pricing::new(
-        hardware::preset("h100-ib-ndr").map_err(err)?,
-        model::preset("deepseek-v3").map_err(err)?,
-    );
-    pricing.assumptions.bytes_per_weight = Some(2);
-    let craft = |r| planners::craft(trace, topo, ReplicaBudget::ReplicasPerGpu(r)).map_err(err);
-    let eplb = planners::eplb(
-        trace,
-        topo,
-        EplbConfig {
-            redundant_experts: 64,
-            groups: 1,
-        },
-    )
-    .map_err(err)?;
-    let plans = [
-        ("base", planners::base(trace, topo, 1).map_err(err)?),
-        ("eplb", eplb),
-        ("craft8", craft(8)?),
-        ("craft16", craft(16)?),
-        (
-            "contiguous",
-            planners::contiguous(trace, topo).map_err(err)?,
-        ),
-    ];
-    let work = Workload::new(scaled);
-    let mut per_layer = Vec::new();
-    for (name, plan) in &plans {
-        let t = priced(&work, plan, Rule::Vllm, &pricing)?
-            .sim
-            .time
-            .ok_or("no time predicted")?;
-        per_layer.push((*name, t.per_layer_compute_us));
-    }
-    let ids = work.trace().layer_ids();
-    // (plan, predicted ms, measured ms) in MEASURED's order.
-    let mut rows = Vec::new();
-    for (name, layer, ms) in MEASURED {
-        let at = ids
-            .iter()
-            .position(|&x| x == layer)
-            .ok_or(format!("no layer {layer}"))?;
-        let us = per_layer
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, t)| t[at])
-            .ok_or(format!("no plan {name}"))?;
-        rows.push((name, us / 1e3, ms));
-    }
-    let cell = |pick: &dyn Fn(&(&str, f64, f64)) -> f64, ms: bool| {
+    let rows = checks::h100_rank_times(trace).map_err(err)?;
+    let cell = |pick: &dyn Fn(&Pair) -> f64, ms: bool| {
         NAMES
             .iter()
             .enumerate()
@@ -271,7 +193,7 @@ fn h100_row(trace: &LoadTrace) -> Result<(), String> {
                 let xs: Vec<String> = rows
                     .iter()
                     .filter(|r| r.0 == *id)
-                    .map(|r| format!("{:.3}", pick(r)))
+                    .map(|r| format!("{:.3}", pick(&r.2)))
                     .collect();
                 let unit = if ms && i == 0 { " ms" } else { "" };
                 let label = if ms {
@@ -287,14 +209,14 @@ fn h100_row(trace: &LoadTrace) -> Result<(), String> {
     let gaps = |planners: &[&str]| -> Vec<f64> {
         rows.iter()
             .filter(|r| planners.contains(&r.0))
-            .map(|r| 100.0 * (r.1 / r.2 - 1.0))
+            .map(|r| 100.0 * r.2.gap())
             .collect()
     };
     let (rows_b, time_b) = CRAFT_ROWS_TO_TIME;
     println!(
         "| **Compute**, moeplan-cuda H100 rank times (docs/cuda.md (c); real `prefill_in4096.json`, 1 × 64, vLLM rule, BF16 experts), layer 3 / 30 / 60 | {} | {} | {} % (BASE, EPLB, CRAFT; the aim: 10 %), contiguous {} %. The token metric missed CRAFT's time by {:.0} % | `cargo test -p moeplan --test cost h100 -- --nocapture` |",
-        cell(&|r| r.2, true),
-        cell(&|r| r.1, false),
+        cell(&|p| p.theirs, true),
+        cell(&|p| p.ours, false),
         range(&gaps(&["base", "eplb", "craft8", "craft16"]), " to "),
         range(&gaps(&["contiguous"]), "–"),
         100.0 * (1.0 - time_b / rows_b),
@@ -302,58 +224,22 @@ fn h100_row(trace: &LoadTrace) -> Result<(), String> {
     Ok(())
 }
 
-/// CRAFT §5.3's KV-cache loss, as `craft_kv_cache_loss_within_3_points`
-/// computes it.
+/// CRAFT §5.3's KV-cache loss ([`checks::craft_kv_loss`]).
 fn memory_row() -> Result<(), String> {
-    // CRAFT (seed 000) §5.3: EPLB with one replica per MoE layer per GPU
-    // shrinks the KV cache by 19 % (DeepSeek-R1, 8 × 8 A100-80GB), 75 %
-    // (Kimi-K2, 6 nodes) and 24 % (Kimi-K2, 12 nodes). The K × 6 row is
-    // the one the memory fraction is fitted to.
-    const PAPER: [(&str, usize, f64); 3] = [
-        ("deepseek-v3", 8, 19.0),
-        ("kimi-k2", 6, 75.0),
-        ("kimi-k2", 12, 24.0),
-    ];
-    const FITTED: usize = 1;
-    let a = Assumptions {
-        bytes_per_weight: Some(2),
-        peer_buffer_tokens: 4096,
-        memory_fraction: 0.6725,
-        ..Assumptions::default()
-    };
-    let h = hardware::preset("a100-80g-efa").map_err(err)?;
-    let mut ours = Vec::new();
-    for (name, nodes, _) in PAPER {
-        let m = model::preset(name).map_err(err)?;
-        let trace = generate(&GenConfig::new(m, 1)).map_err(err)?;
-        let topo = Topology::new(nodes, 8).map_err(err)?;
-        let base = planners::base(&trace, topo, 1).map_err(err)?;
-        let eplb = planners::eplb(
-            &trace,
-            topo,
-            EplbConfig {
-                redundant_experts: topo.num_gpus(),
-                groups: 1,
-            },
-        )
-        .map_err(err)?;
-        let kv = |p: &Plan| cost::memory(p, 0, h, m, &a).kv_cache;
-        ours.push(100.0 * (1.0 - kv(&eplb) / kv(&base)));
-    }
-    let theirs: Vec<String> = PAPER.iter().map(|p| format!("{:.0} %", p.2)).collect();
-    let shown: Vec<String> = ours.iter().map(|x| format!("{x:.1} %")).collect();
-    let gaps: Vec<String> = ours
+    let rows = checks::craft_kv_loss().map_err(err)?;
+    let theirs: Vec<String> = rows.iter().map(|p| format!("{:.0} %", p.theirs)).collect();
+    let shown: Vec<String> = rows.iter().map(|p| format!("{:.1} %", p.ours)).collect();
+    let gaps: Vec<String> = rows
         .iter()
-        .zip(PAPER)
         .enumerate()
-        .map(|(i, (x, p))| {
-            let g = x - p.2;
+        .map(|(i, p)| {
+            let g = p.ours - p.theirs;
             let g = if g.abs() < 0.05 {
                 "0".to_string()
             } else {
                 signed(g, 1)
             };
-            if i == FITTED {
+            if i == checks::CRAFT_KV_FITTED {
                 format!("{g} (fitted)")
             } else {
                 g
@@ -369,139 +255,56 @@ fn memory_row() -> Result<(), String> {
     Ok(())
 }
 
-/// DeepEP's kernel tables, as `deepep_tables_within_25_percent` computes
-/// them.
+/// DeepEP's kernel tables ([`checks::deepep_low_latency`],
+/// [`checks::deepep_normal`]).
 fn deepep_rows() -> Result<(), String> {
-    // deepseek-ai/DeepEP docs/legacy.md, H800 + CX7 400 Gb/s: low-latency
-    // kernels, 128 tokens × top-8 per GPU, (EP, dispatch µs, combine µs).
-    const LOW_LATENCY: [(usize, f64, f64); 6] = [
-        (8, 77.0, 114.0),
-        (16, 118.0, 195.0),
-        (32, 155.0, 273.0),
-        (64, 173.0, 314.0),
-        (128, 192.0, 369.0),
-        (256, 194.0, 360.0),
-    ];
-    // The same page, normal kernels, 4,096 tokens × top-8 per GPU: (EP,
-    // dispatch GB/s, combine GB/s) of the bottleneck link.
-    const NORMAL: [(usize, f64, f64); 4] = [
-        (8, 153.0, 158.0),
-        (16, 43.0, 43.0),
-        (32, 58.0, 57.0),
-        (64, 51.0, 50.0),
-    ];
     let h = hardware::preset("h800-ib-ndr").map_err(err)?;
-    let m = model::preset("deepseek-v3").map_err(err)?;
-    let join = |xs: &[f64]| {
+    let join = |xs: Vec<f64>| {
         xs.iter()
             .map(|x| format!("{x:.0}"))
             .collect::<Vec<_>>()
             .join(" / ")
     };
-    let eps = |eps: Vec<usize>| {
-        eps.iter()
-            .map(|e| e.to_string())
+    type Row = (usize, Pair, Pair);
+    let eps = |rows: &[Row]| {
+        rows.iter()
+            .map(|r| r.0.to_string())
             .collect::<Vec<_>>()
             .join(" / ")
     };
-    let pct = |ours: f64, theirs: f64| 100.0 * (ours / theirs - 1.0);
-
-    let mut ll = (Vec::new(), Vec::new());
-    for (ep, _, _) in LOW_LATENCY {
-        let t = deepep(h, m, ep, 128.0, Kernel::LowLatency)?;
-        ll.0.push(t.0);
-        ll.1.push(t.1);
-    }
-    let theirs_d: Vec<f64> = LOW_LATENCY.iter().map(|r| r.1).collect();
-    let theirs_c: Vec<f64> = LOW_LATENCY.iter().map(|r| r.2).collect();
-    let gd: Vec<f64> =
-        ll.0.iter()
-            .zip(&theirs_d)
-            .map(|(o, t)| pct(*o, *t))
-            .collect();
-    let gc: Vec<f64> =
-        ll.1.iter()
-            .zip(&theirs_c)
-            .map(|(o, t)| pct(*o, *t))
-            .collect();
+    let col = |rows: &[Row], pick: &dyn Fn(&Row) -> f64| rows.iter().map(pick).collect::<Vec<_>>();
+    let ll = checks::deepep_low_latency().map_err(err)?;
     println!(
         "| **Communication**, DeepEP low-latency kernels (H800, 128 tokens × top-8, FP8 dispatch / BF16 combine), EP {} | dispatch {} µs; combine {} µs | {}; {} | dispatch {} % (EP {} set the {:.0} µs overhead), combine {} % | `cargo test -p moeplan --test cost deepep -- --nocapture` |",
-        eps(LOW_LATENCY.iter().map(|r| r.0).collect()),
-        join(&theirs_d),
-        join(&theirs_c),
-        join(&ll.0),
-        join(&ll.1),
-        range(&gd, " to "),
-        LOW_LATENCY[LOW_LATENCY.len() - 1].0,
+        eps(&ll),
+        join(col(&ll, &|r| r.1.theirs)),
+        join(col(&ll, &|r| r.2.theirs)),
+        join(col(&ll, &|r| r.1.ours)),
+        join(col(&ll, &|r| r.2.ours)),
+        range(&col(&ll, &|r| 100.0 * r.1.gap()), " to "),
+        ll.last().map_or(0, |r| r.0),
         LOW_LATENCY_OVERHEAD_US,
-        range(&gc, " to "),
+        range(&col(&ll, &|r| 100.0 * r.2.gap()), " to "),
     );
-
-    let mut bw = (Vec::new(), Vec::new());
-    for (ep, _, _) in NORMAL {
-        let (d, c) = deepep(h, m, ep, 4096.0, Kernel::Normal)?;
-        let (link, lat) = if ep == 8 {
-            (
-                h.intra_node.gb_per_s * h.efficiency.intra_node,
-                h.intra_node.latency_us,
-            )
-        } else {
-            (
-                h.inter_node.gb_per_s * h.efficiency.inter_node,
-                h.inter_node.latency_us,
-            )
-        };
-        bw.0.push(link * (d - lat) / d);
-        bw.1.push(link * (c - lat) / c);
-    }
-    let list = |ours: &[f64], theirs: &[f64]| {
-        ours.iter()
-            .zip(theirs)
-            .map(|(o, t)| signed(pct(*o, *t), 0))
+    let normal = checks::deepep_normal().map_err(err)?;
+    let list = |xs: Vec<f64>| {
+        xs.iter()
+            .map(|x| signed(100.0 * x, 0))
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let theirs_d: Vec<f64> = NORMAL.iter().map(|r| r.1).collect();
-    let theirs_c: Vec<f64> = NORMAL.iter().map(|r| r.2).collect();
     println!(
         "| **Communication**, DeepEP normal kernels (H800, 4,096 tokens × top-8), bottleneck bandwidth EP {} | dispatch {} GB/s; combine {} | {}; {} | {} %; {} %. Here the model's answer is its sustained link bandwidth less latency, so this checks the efficiencies only; DeepEP's EP 32 figure exceeds the port's ~{:.0} GB/s, which logical-bandwidth accounting (local traffic counted) explains | same |",
-        eps(NORMAL.iter().map(|r| r.0).collect()),
-        join(&theirs_d),
-        join(&theirs_c),
-        join(&bw.0),
-        join(&bw.1),
-        list(&bw.0, &theirs_d),
-        list(&bw.1, &theirs_c),
+        eps(&normal),
+        join(col(&normal, &|r| r.1.theirs)),
+        join(col(&normal, &|r| r.2.theirs)),
+        join(col(&normal, &|r| r.1.ours)),
+        join(col(&normal, &|r| r.2.ours)),
+        list(col(&normal, &|r| r.1.gap())),
+        list(col(&normal, &|r| r.2.gap())),
         h.inter_node.gb_per_s,
     );
     Ok(())
-}
-
-/// Dispatch and combine, µs, of uniform top-8 routing over 256 experts
-/// with `tokens` per GPU on EP `ep`, the kernels alone (no memory cap).
-fn deepep(
-    h: &Hardware,
-    m: &ModelPreset,
-    ep: usize,
-    tokens: f64,
-    kernel: Kernel,
-) -> Result<(f64, f64), String> {
-    let counts = Array3::from_elem((1, 1, 256), tokens * ep as f64 * 8.0 / 256.0);
-    let trace = LoadTrace::new(counts, vec![3]).map_err(err)?;
-    let topo = Topology::new((ep / 8).max(1), ep.min(8)).map_err(err)?;
-    let plan = planners::contiguous(&trace, topo).map_err(err)?;
-    let mut p = Pricing::new(h, m);
-    p.assumptions.kernel = kernel;
-    let cost = CostModel {
-        time: Some(p.time_cost()),
-        ..CostModel::for_model(m)
-    };
-    let work = Workload::new(trace);
-    let t = simulate(&work, &Strategy::fixed(plan, Rule::Even), &cost)
-        .map_err(err)?
-        .time
-        .ok_or("no time predicted")?;
-    Ok((t.dispatch_us, t.combine_us))
 }
 
 /// Table 3: each paper's claim against the model's prediction.
@@ -861,19 +664,6 @@ impl Bench {
             verdict,
         })
     }
-}
-
-/// `plan` on `work` under `rule`, priced: the tests' `priced`.
-fn priced(work: &Workload, plan: &Plan, rule: Rule, pricing: &Pricing) -> Result<Verdict, String> {
-    let cost = CostModel::for_model(&pricing.model);
-    judge(
-        work,
-        Served::Plan { plan, rule },
-        &cost,
-        Some(pricing),
-        |_, _| {},
-    )
-    .map_err(err)
 }
 
 /// Where a result lies against a paper's factor (both over the same

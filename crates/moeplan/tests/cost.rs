@@ -9,8 +9,8 @@ use std::borrow::Cow;
 
 use moeplan::data::hardware::{self, Efficiency, Gpu, Hardware, Link};
 use moeplan::data::model::{self, ModelPreset};
-use moeplan::judge::cost::{self, Assumptions, Kernel, Phase, Prediction, Pricing};
-use moeplan::judge::{CostModel, Rule, Served, Verdict, judge};
+use moeplan::judge::cost::{self, Assumptions, Phase, Prediction, Pricing};
+use moeplan::judge::{CostModel, Rule, Served, Verdict, checks, judge};
 use moeplan::planners::{self, EplbConfig, ReplicaBudget};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{LoadTrace, Plan, Topology, Workload};
@@ -522,72 +522,22 @@ fn h100_rank_times_within_10_percent() {
     let Some(trace) = common::read_shared_trace("sglang-deepseek-v3/prefill_in4096.json") else {
         return;
     };
-    // Each layer scaled to the 131,072 rows the bench drew.
-    let mut c = trace.counts().to_owned();
-    for l in 0..trace.num_layers() {
-        let s: f64 = c.slice(ndarray::s![0, l, ..]).sum();
-        c.slice_mut(ndarray::s![0, l, ..])
-            .mapv_inplace(|x| x * 131_072.0 / s);
-    }
-    let scaled = LoadTrace::new(c, trace.layer_ids().to_vec()).unwrap();
-    let topo = Topology::new(1, 64).unwrap();
-    let mut pricing = Pricing::new(
-        hardware::preset("h100-ib-ndr").unwrap(),
-        model::preset("deepseek-v3").unwrap(),
-    );
-    pricing.assumptions.bytes_per_weight = Some(2);
-    let craft = |r| planners::craft(&trace, topo, ReplicaBudget::ReplicasPerGpu(r)).unwrap();
-    let plans = [
-        ("base", planners::base(&trace, topo, 1).unwrap()),
-        (
-            "eplb",
-            planners::eplb(
-                &trace,
-                topo,
-                EplbConfig {
-                    redundant_experts: 64,
-                    groups: 1,
-                },
-            )
-            .unwrap(),
-        ),
-        ("craft8", craft(8)),
-        ("craft16", craft(16)),
-        ("contiguous", planners::contiguous(&trace, topo).unwrap()),
-    ];
-    // (plan, layer, measured ms) from docs/cuda.md.
-    let measured = [
-        ("base", 3, 0.489),
-        ("base", 30, 0.489),
-        ("eplb", 3, 0.367),
-        ("eplb", 30, 0.377),
-        ("eplb", 60, 0.383),
-        ("craft8", 3, 0.425),
-        ("craft8", 30, 0.385),
-        ("craft8", 60, 0.439),
-        ("craft16", 60, 0.382),
-        ("contiguous", 3, 0.685),
-        ("contiguous", 30, 0.693),
-    ];
-    let ids = scaled.layer_ids();
+    let rows = checks::h100_rank_times(&trace).unwrap();
+    assert_eq!(rows.len(), checks::H100_RANK_MS.len());
     let mut worst = 0.0f64;
-    for (name, layer, ms) in measured {
-        let plan = &plans.iter().find(|(n, _)| *n == name).unwrap().1;
-        let t = priced(&scaled, plan, Rule::Vllm, &pricing)
-            .sim
-            .time
-            .unwrap();
-        let at = ids.iter().position(|&x| x == layer).unwrap();
-        let pred = t.per_layer_compute_us[at] / 1e3;
-        let gap = pred / ms - 1.0;
+    for (name, layer, p) in rows {
         eprintln!(
-            "{name:<10} layer {layer:>2}: predicted {pred:.3} ms, measured {ms:.3} ms ({:+.1} %)",
-            gap * 100.0
+            "{name:<10} layer {layer:>2}: predicted {:.3} ms, measured {:.3} ms ({:+.1} %)",
+            p.ours,
+            p.theirs,
+            p.gap() * 100.0
         );
-        worst = worst.max(gap.abs());
+        worst = worst.max(p.gap().abs());
         assert!(
-            gap.abs() <= 0.10,
-            "{name} layer {layer}: {pred:.3} vs {ms:.3}"
+            p.gap().abs() <= 0.10,
+            "{name} layer {layer}: {:.3} vs {:.3}",
+            p.ours,
+            p.theirs
         );
     }
     eprintln!("largest gap {:.1} %", worst * 100.0);
@@ -602,40 +552,18 @@ fn h100_rank_times_within_10_percent() {
 /// the other two are checked: within 3 points.
 #[test]
 fn craft_kv_cache_loss_within_3_points() {
-    let a = Assumptions {
-        bytes_per_weight: Some(2),
-        peer_buffer_tokens: 4096,
-        memory_fraction: 0.6725,
-        ..Assumptions::default()
-    };
-    let h = hardware::preset("a100-80g-efa").unwrap();
-    for (name, nodes, paper) in [
-        ("deepseek-v3", 8, 19.0),
-        ("kimi-k2", 6, 75.0),
-        ("kimi-k2", 12, 24.0),
-    ] {
-        let m = model::preset(name).unwrap();
-        let trace = generate(&GenConfig::new(m, 1)).unwrap();
-        let topo = Topology::new(nodes, 8).unwrap();
-        let d = topo.num_gpus();
-        let base = planners::base(&trace, topo, 1).unwrap();
-        let eplb = planners::eplb(
-            &trace,
-            topo,
-            EplbConfig {
-                redundant_experts: d,
-                groups: 1,
-            },
-        )
-        .unwrap();
-        let kv = |p: &Plan| cost::memory(p, 0, h, m, &a).kv_cache;
-        let loss = 100.0 * (1.0 - kv(&eplb) / kv(&base));
+    let rows = checks::craft_kv_loss().unwrap();
+    assert_eq!(rows.len(), checks::CRAFT_KV_LOSS.len());
+    for ((name, nodes, _), p) in checks::CRAFT_KV_LOSS.iter().zip(rows) {
         eprintln!(
-            "{name} on {nodes} × 8: EPLB shrinks the KV cache by {loss:.1} % (paper {paper} %)"
+            "{name} on {nodes} × 8: EPLB shrinks the KV cache by {:.1} % (paper {} %)",
+            p.ours, p.theirs
         );
         assert!(
-            (loss - paper).abs() <= 3.0,
-            "{name} {nodes}: {loss:.1} vs {paper}"
+            (p.ours - p.theirs).abs() <= 3.0,
+            "{name} {nodes}: {:.1} vs {}",
+            p.ours,
+            p.theirs
         );
     }
 }
@@ -650,82 +578,27 @@ fn craft_kv_cache_loss_within_3_points() {
 /// latency, so the check holds the efficiencies, not more.
 #[test]
 fn deepep_tables_within_25_percent() {
-    let h = hardware::preset("h800-ib-ndr").unwrap();
-    let m = model::preset("deepseek-v3").unwrap();
-    let run = |ep: usize, tokens: f64, kernel: Kernel| {
-        let counts = Array3::from_elem((1, 1, 256), tokens * ep as f64 * 8.0 / 256.0);
-        let trace = LoadTrace::new(counts, vec![3]).unwrap();
-        let topo = Topology::new((ep / 8).max(1), ep.min(8)).unwrap();
-        let plan = planners::contiguous(&trace, topo).unwrap();
-        // The kernels alone: no memory cap (DeepSeek-V3 does not fit on
-        // one node of 80 GB GPUs, DeepEP's EP 8 row runs the kernels only).
-        let mut p = Pricing::new(h, m);
-        p.assumptions.kernel = kernel;
-        let cost = CostModel {
-            time: Some(p.time_cost()),
-            ..CostModel::for_model(m)
-        };
-        let work = Workload::new(trace);
-        moeplan::judge::simulate(
-            &work,
-            &moeplan::judge::Strategy::fixed(plan, Rule::Even),
-            &cost,
-        )
-        .unwrap()
-        .time
-        .unwrap()
-    };
-    let ll = [
-        (8, 77.0, 114.0),
-        (16, 118.0, 195.0),
-        (32, 155.0, 273.0),
-        (64, 173.0, 314.0),
-        (128, 192.0, 369.0),
-        (256, 194.0, 360.0),
+    let tables = [
+        ("low-latency", "µs", checks::deepep_low_latency().unwrap()),
+        ("normal", "GB/s", checks::deepep_normal().unwrap()),
     ];
-    for (ep, dispatch, combine) in ll {
-        let t = run(ep, 128.0, Kernel::LowLatency);
-        let (gd, gc) = (t.dispatch_us / dispatch - 1.0, t.combine_us / combine - 1.0);
-        eprintln!(
-            "low-latency EP {ep:>3}: dispatch {:.0} µs vs {dispatch} ({:+.1} %), combine {:.0} µs vs {combine} ({:+.1} %)",
-            t.dispatch_us,
-            gd * 100.0,
-            t.combine_us,
-            gc * 100.0
-        );
-        assert!(gd.abs() <= 0.25 && gc.abs() <= 0.25, "EP {ep}");
-    }
-    let normal = [
-        (8, 153.0, 158.0),
-        (16, 43.0, 43.0),
-        (32, 58.0, 57.0),
-        (64, 51.0, 50.0),
-    ];
-    for (ep, dispatch, combine) in normal {
-        let t = run(ep, 4096.0, Kernel::Normal);
-        let (bw, lat) = if ep == 8 {
-            (
-                h.intra_node.gb_per_s * h.efficiency.intra_node,
-                h.intra_node.latency_us,
-            )
-        } else {
-            (
-                h.inter_node.gb_per_s * h.efficiency.inter_node,
-                h.inter_node.latency_us,
-            )
-        };
-        let pd = bw * (t.dispatch_us - lat) / t.dispatch_us;
-        let pc = bw * (t.combine_us - lat) / t.combine_us;
-        eprintln!(
-            "normal EP {ep:>2}: dispatch {pd:.0} GB/s vs {dispatch} ({:+.1} %), combine {pc:.0} vs {combine} ({:+.1} %); {:.0} / {:.0} µs",
-            (pd / dispatch - 1.0) * 100.0,
-            (pc / combine - 1.0) * 100.0,
-            t.dispatch_us,
-            t.combine_us
-        );
-        assert!(
-            (pd / dispatch - 1.0).abs() <= 0.25 && (pc / combine - 1.0).abs() <= 0.25,
-            "EP {ep}"
-        );
+    assert_eq!(tables[0].2.len(), checks::DEEPEP_LOW_LATENCY.len());
+    assert_eq!(tables[1].2.len(), checks::DEEPEP_NORMAL.len());
+    for (kernels, unit, rows) in tables {
+        for (ep, d, c) in rows {
+            eprintln!(
+                "{kernels} EP {ep:>3}: dispatch {:.0} {unit} vs {} ({:+.1} %), combine {:.0} vs {} ({:+.1} %)",
+                d.ours,
+                d.theirs,
+                d.gap() * 100.0,
+                c.ours,
+                c.theirs,
+                c.gap() * 100.0
+            );
+            assert!(
+                d.gap().abs() <= 0.25 && c.gap().abs() <= 0.25,
+                "{kernels} EP {ep}"
+            );
+        }
     }
 }

@@ -61,6 +61,7 @@
 //! ```
 
 pub mod bound;
+pub mod checks;
 pub mod cost;
 mod dispatch;
 pub mod eval;
