@@ -23,7 +23,7 @@
 //! under each table in docs/cost.md. Table 1 and 3's "memory row's
 //! assumptions" are CRAFT's (BF16 weights, a 4,096-token buffer per peer,
 //! memory fraction 0.6725), with decode batches holding 2,048 tokens of
-//! context. Table 2 is `moeplan::judge::checks`: the published and
+//! context. Table 2 is `moeplan::studies::cost_checks`: the published and
 //! measured figures (cited there) beside the model's, the same rows
 //! `crates/moeplan/tests/cost.rs` holds within their gaps.
 
@@ -34,10 +34,10 @@ use moeplan::data::hardware;
 use moeplan::data::model;
 use moeplan::formats::dataset::{self, Dataset, FolderError, FolderOptions, Sources, Split};
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::judge::checks::{self, Pair};
 use moeplan::judge::cost::{self, Assumptions, LOW_LATENCY_OVERHEAD_US, Phase, Pricing};
 use moeplan::judge::{CostModel, Rule, Served, Verdict, judge};
 use moeplan::planners::{self, Settings};
+use moeplan::studies::cost_checks::{self as checks, Pair};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{Budget, Deal, LoadTrace, Plan, Topology};
 

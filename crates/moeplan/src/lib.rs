@@ -17,7 +17,7 @@
 //! | [`planners`] | one folder or file per planner, the registry, and [`planners::shared`] |
 //! | [`formats`] | readers and writers of every engine's files, the reading limits |
 //! | [`synth`] | seeded generated traces: counts and token routes |
-//! | [`studies`] | across workloads, the budget sweep, batch-to-batch variation |
+//! | [`studies`] | across workloads, the budget sweep, batch-to-batch variation, serving with re-planning, the time model against published figures |
 //!
 //! Each folder reads only the ones above it in this table (`data` reads
 //! none but [`error`]): the judge knows no planner, a planner no file

@@ -61,7 +61,6 @@
 //! ```
 
 pub mod bound;
-pub mod checks;
 pub mod cost;
 mod dispatch;
 pub mod eval;

@@ -14,8 +14,6 @@
 
 use ndarray::{Array3, s};
 
-use super::cost::{self, Assumptions, Kernel, Pricing};
-use super::{CostModel, Rule, Served, Strategy, judge, simulate};
 use crate::data::Workload;
 use crate::data::hardware::{self, Hardware};
 use crate::data::model::{self, ModelPreset};
@@ -23,6 +21,8 @@ use crate::data::plan::Plan;
 use crate::data::topology::Topology;
 use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
+use crate::judge::cost::{self, Assumptions, Kernel, Pricing};
+use crate::judge::{CostModel, Rule, Served, Strategy, judge, simulate};
 use crate::planners::{self, EplbConfig, ReplicaBudget};
 use crate::synth::generator::{GenConfig, generate};
 
@@ -112,7 +112,7 @@ impl Pair {
 /// to the 131,072 rows the bench drew, plans made on `trace` for 1 × 64.
 ///
 /// ```
-/// use moeplan::judge::checks::{h100_rank_times, H100_RANK_MS};
+/// use moeplan::studies::cost_checks::{h100_rank_times, H100_RANK_MS};
 /// use moeplan::{synth::generator, data::model};
 /// let t = generator::generate(&generator::GenConfig::new(model::preset("deepseek-v3")?, 1))?;
 /// let rows = h100_rank_times(&t)?;
@@ -191,7 +191,7 @@ pub fn h100_rank_times(trace: &LoadTrace) -> Result<Vec<(&'static str, u32, Pair
 /// [`craft_assumptions`], on a generated trace of each model.
 ///
 /// ```
-/// use moeplan::judge::checks::{craft_kv_loss, CRAFT_KV_LOSS};
+/// use moeplan::studies::cost_checks::{craft_kv_loss, CRAFT_KV_LOSS};
 /// let rows = craft_kv_loss()?;
 /// assert!(rows.iter().zip(CRAFT_KV_LOSS).all(|(r, c)| r.theirs == c.2));
 /// # Ok::<(), moeplan::Error>(())
@@ -224,7 +224,7 @@ pub fn craft_kv_loss() -> Result<Vec<Pair>> {
 /// `h800-ib-ndr`, uniform top-8 routing over DeepSeek-V3's 256 experts.
 ///
 /// ```
-/// use moeplan::judge::checks::deepep_low_latency;
+/// use moeplan::studies::cost_checks::deepep_low_latency;
 /// let rows = deepep_low_latency()?;
 /// assert!(rows.iter().all(|(_, d, c)| d.ours > 0.0 && c.ours > 0.0));
 /// # Ok::<(), moeplan::Error>(())
@@ -255,7 +255,7 @@ pub fn deepep_low_latency() -> Result<Vec<(usize, Pair, Pair)>> {
 /// comes to there — so this checks the efficiencies, not more.
 ///
 /// ```
-/// use moeplan::judge::checks::deepep_normal;
+/// use moeplan::studies::cost_checks::deepep_normal;
 /// let rows = deepep_normal()?;
 /// assert!(rows.iter().all(|(_, d, _)| d.ours > 0.0));
 /// # Ok::<(), moeplan::Error>(())
