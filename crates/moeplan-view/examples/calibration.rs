@@ -480,13 +480,13 @@ fn page_default() -> Result<(), moeplan::Error> {
         println!("| {} | {:.4} | {:.4} |", p.label, p.balancedness, p.bound);
     }
     // the focus planner's row at the page's default budget (its automatic R)
-    let auto = ws.view(None, 0)?;
-    if let Some(focus) = auto.plans.iter().find(|p| {
-        !view
-            .plans
-            .iter()
-            .any(|q| q.label == p.label && q.balancedness == p.balancedness)
-    }) {
+    let focus = ws.focus_id().map(|id| id.to_string());
+    if let Some(focus) = ws
+        .view(None, 0)?
+        .plans
+        .into_iter()
+        .find(|p| Some(&p.name) == focus.as_ref())
+    {
         println!(
             "| {} | {:.4} | {:.4} |",
             focus.label, focus.balancedness, focus.bound

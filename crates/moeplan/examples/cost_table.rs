@@ -32,15 +32,17 @@ use std::process::ExitCode;
 
 use moeplan::data::hardware;
 use moeplan::data::model;
-use moeplan::formats::dataset::{self, Dataset, FolderError, FolderOptions, Sources, Split};
+use moeplan::formats::dataset::{self, Dataset, Sources, Split};
 use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::judge::cost::{self, Assumptions, LOW_LATENCY_OVERHEAD_US, Phase, Pricing};
 use moeplan::judge::{CostModel, Rule, Served, Verdict, judge};
 use moeplan::planners::{self, Settings};
 use moeplan::studies::cost_checks::{self as checks, Pair};
 use moeplan::synth::generator::{GenConfig, generate};
-use moeplan::{Budget, Deal, LoadTrace, Plan, Topology};
+use moeplan::{LoadTrace, Plan, Topology};
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "common/text.rs"]
 mod text;
 use text::thousands;
@@ -432,7 +434,9 @@ fn grace_row(data: &Path) -> Result<(), String> {
     // (hardware, trace, GPUs per node) → (grace, contiguous, base, eplb)
     let mut runs: Vec<(&str, &str, usize, [Judged; 4], f64)> = Vec::new();
     for folder in ["intent", "summary"] {
-        let dataset = read_esft(&data.join("esft-deepseek-v2-lite").join(folder))?;
+        // as `moeplan compare --trace FOLDER` reads it: 1,024-token batches
+        let dataset =
+            common::read_folder_as_cli(&data.join("esft-deepseek-v2-lite").join(folder), 1024)?;
         for gpus in [2, 4] {
             for hw in ["4090-pcie4-25gbe", "h100-ib-ndr"] {
                 let b = Bench::new(
@@ -761,29 +765,5 @@ fn read_file(path: &Path) -> Result<Dataset, String> {
     Ok(Dataset {
         trace,
         sources: Sources::Even,
-    })
-}
-
-/// An ESFT folder as `moeplan compare --trace FOLDER` reads it: its token
-/// routes, DeepSeek-V2-Lite's, in batches of 1,024 tokens dealt evenly.
-fn read_esft(dir: &Path) -> Result<Dataset, String> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-    let mut names: Vec<String> = entries
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    let options = FolderOptions {
-        token_model: model::preset("deepseek-v2-lite").map_err(err)?,
-        batch_tokens: 1024,
-        deal: Deal::Even,
-        budget: Budget::default(),
-    };
-    let read = |name: &str| std::fs::read(dir.join(name));
-    let mut notes = Vec::new();
-    dataset::read_folder(&names, read, &options, &mut notes).map_err(|e| match e {
-        FolderError::Read(e) => format!("{}: {e}", dir.display()),
-        FolderError::Data(e) => format!("{}: {e}", dir.display()),
     })
 }

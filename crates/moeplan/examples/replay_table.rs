@@ -28,7 +28,6 @@ use std::process::ExitCode;
 
 use moeplan::data::hardware;
 use moeplan::data::model::{ModelPreset, preset};
-use moeplan::formats::dataset::{FolderError, FolderOptions, read_folder};
 use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::judge::Rule;
 use moeplan::judge::cost::Pricing;
@@ -36,8 +35,10 @@ use moeplan::planners::shared::incremental::Goal;
 use moeplan::planners::{Settings, Value, eplb};
 use moeplan::studies::serving::{Migrate, Serving, ServingReport, serve};
 use moeplan::synth::generator::{GenConfig, generate};
-use moeplan::{Budget, Deal, LoadTrace, Topology};
+use moeplan::{LoadTrace, Topology};
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "common/text.rs"]
 mod text;
 use text::thousands;
@@ -80,29 +81,10 @@ fn run() -> Result<(), String> {
         };
         read_trace(&bytes, &options).map_err(|x| format!("{}: {x}", csv.display()))
     };
-    let esft = |task: &str| -> Result<LoadTrace, String> {
-        let dir = data.join("esft-deepseek-v2-lite").join(task);
-        let names: Vec<String> = std::fs::read_dir(&dir)
-            .map_err(|x| format!("{}: {x}", dir.display()))?
-            .flatten()
-            .map(|f| f.file_name().to_string_lossy().into_owned())
-            .collect();
-        let options = FolderOptions {
-            token_model: preset("deepseek-v2-lite").map_err(e)?,
-            batch_tokens: 512,
-            deal: Deal::Even,
-            budget: Budget::default(),
-        };
-        let read = |name: &str| std::fs::read(dir.join(name));
-        read_folder(&names, read, &options, &mut Vec::new())
+    // as `moeplan replay --trace FOLDER --batch-tokens 512` reads it
+    let esft = |task: &str| {
+        common::read_folder_as_cli(&data.join("esft-deepseek-v2-lite").join(task), 512)
             .map(|d| d.trace)
-            .map_err(|x| {
-                let why = match x {
-                    FolderError::Read(x) => x.to_string(),
-                    FolderError::Data(x) => x.to_string(),
-                };
-                format!("{}: {why}", dir.display())
-            })
     };
     let eplb_with = |redundant: usize, groups: Option<usize>| -> Result<Settings, String> {
         let s = Settings::new()

@@ -266,15 +266,10 @@ pub fn deepep_normal() -> Result<Vec<(usize, Pair, Pair)>> {
         .iter()
         .map(|&(ep, d, c)| {
             let (td, tc) = deepep(ep, 4096.0, Kernel::Normal)?;
-            let link = if ep == 8 {
-                &h.intra_node
+            let (link, eff) = if ep == 8 {
+                (&h.intra_node, h.efficiency.intra_node)
             } else {
-                &h.inter_node
-            };
-            let eff = if ep == 8 {
-                h.efficiency.intra_node
-            } else {
-                h.efficiency.inter_node
+                (&h.inter_node, h.efficiency.inter_node)
             };
             let bw = |t: f64| link.gb_per_s * eff * (t - link.latency_us) / t;
             Ok((
