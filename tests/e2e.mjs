@@ -61,13 +61,13 @@ const median = (xs) => {
 };
 const round = (x, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
 
-/// The page's weight budgets, gzip -9 bytes. The main thread's is the
-/// issue's 400 KB; the whole page's is above the issue's 1.0 MB (see
-/// docs/speed.md, "What the page weighs": the worker alone is 0.81 MB with
-/// its planners at full speed, and a size-built worker plans more slowly);
-/// held at what the page weighs now (1.19 MB), so it does not grow back.
+/// The page's weight budgets, gzip -9 bytes: the issue's 400 KB for the
+/// main thread and 1.0 MB for everything the page loads when it opens. The
+/// file reader (its own worker, `reader_*`) is loaded only when a file is
+/// read; its ceiling holds it near what it weighs now (docs/speed.md).
 const MAIN_WASM_GZIP = 400_000;
-const PAGE_GZIP = 1_195_000;
+const PAGE_GZIP = 1_000_000;
+const READER_GZIP = 260_000;
 
 /// A page that records requests off localhost and uncaught page errors.
 async function openPage(browser, origin, hash = "", init = undefined) {
@@ -311,13 +311,17 @@ async function main() {
   await section("page weight", async () => {
     const gz = (f) => zlib.gzipSync(fs.readFileSync(path.join(dist, f)), { level: 9 }).length;
     const loaded = ["index.html", "style.css", "moeplan-app.js", "moeplan-app_bg.wasm", "worker_loader.js", "worker.js", "worker_bg.wasm"];
-    const sizes = Object.fromEntries(loaded.map((f) => [f, gz(f)]));
-    const total = Object.values(sizes).reduce((a, b) => a + b, 0);
-    weight = { gzip_bytes: sizes, total_gzip_bytes: total };
+    const onRead = ["reader_loader.js", "reader.js", "reader_bg.wasm"];
+    const sizes = Object.fromEntries([...loaded, ...onRead].map((f) => [f, gz(f)]));
+    const total = loaded.reduce((a, f) => a + sizes[f], 0);
+    const reader = onRead.reduce((a, f) => a + sizes[f], 0);
+    weight = { gzip_bytes: sizes, total_gzip_bytes: total, reader_gzip_bytes: reader };
     check(`main-thread wasm ≤ ${MAIN_WASM_GZIP / 1000} KB gzip`, sizes["moeplan-app_bg.wasm"] <= MAIN_WASM_GZIP,
       `${round(sizes["moeplan-app_bg.wasm"] / 1000, 1)} KB`);
-    check(`everything the page loads ≤ ${PAGE_GZIP / 1000} KB gzip`, total <= PAGE_GZIP,
+    check(`everything the page loads when it opens ≤ ${PAGE_GZIP / 1000} KB gzip`, total <= PAGE_GZIP,
       `${round(total / 1000, 1)} KB: ${loaded.map((f) => `${f} ${round(sizes[f] / 1000, 1)}`).join(", ")}`);
+    check(`the file reader, loaded when a file is read, ≤ ${READER_GZIP / 1000} KB gzip`, reader <= READER_GZIP,
+      `${round(reader / 1000, 1)} KB: ${onRead.map((f) => `${f} ${round(sizes[f] / 1000, 1)}`).join(", ")}`);
   });
 
   const server = await serve(dist);
@@ -336,6 +340,9 @@ async function main() {
     await section("default view opens", async () => {
       page = await openPage(browser, origin);
       pages.push(page);
+      const workers = page.workers().map((w) => w.url());
+      check("one worker when the page opens: the file reader starts only when a file is read",
+        workers.length === 1 && workers[0].endsWith("/worker_loader.js"), workers.join(" "));
       check("the summary shows every planner that reads the loads, in the registry's order, Libra too",
         JSON.stringify(await planIds(page)) === JSON.stringify(WITH_LIBRA), JSON.stringify(await planIds(page)));
       const bal = Object.fromEntries(await Promise.all(WITH_LIBRA.map(async (k) => [k, await text(page, `#bal-${k}`)])));
@@ -1198,28 +1205,43 @@ async function main() {
     fs.rmSync(bigFile, { force: true });
   }
 
-  // 8. A worker that dies: out of memory in a browser whose wasm memory is
-  // capped at 256 MiB (4096 pages of 64 KiB), below the page's reading budget.
+  // 8. Out of memory in a browser whose wasm memory is capped at 256 MiB
+  // (4096 pages of 64 KiB), below the page's reading budget. The file
+  // reader, a worker of its own, dies reading the bomb: one error, and the
+  // planning worker keeps its trace (no restart). The planning worker
+  // trapping (as a failed allocation does) is restarted with its trace.
   const small = await launch(["--js-flags=--wasm-max-mem-pages=4096"]);
   try {
-    await section("worker out of memory", async () => {
+    await section("out of memory", async () => {
       const page = await openPage(small, origin, "#r=8");
-      let before = { summary: await summary(page), trace: await text(page, "#trace-info") };
       const bomb = path.join(brokenDir, "npz-bomb-lying.npz");
-      await page.setInputFiles("#file", bomb);
-      await expectRestart(page, {
-        label: "worker out of memory (generated trace)", stopped: "stopped while reading npz-bomb-lying.npz",
-        because: /stopped while reading npz-bomb-lying\.npz \(out of memory\?\)/, restarts: 1, before, nextR: 3,
-      });
-      // The budget went back to 8 → 3 above; restore from a file's bytes next.
+      const readerDies = async (label) => {
+        const before = { summary: await summary(page), trace: await text(page, "#trace-info") };
+        await page.setInputFiles("#file", bomb);
+        await page.waitForFunction(() => document.querySelector("#status")?.classList.contains("error"), null, { timeout: 60000 });
+        const st = await statusOf(page);
+        check(`${label}: one message, the reader out of memory, no restart`,
+          /^npz-bomb-lying\.npz: the file reader stopped \(out of memory\?\); the page keeps what it had$/.test(st.text)
+          && st.restarts === 0 && (await visibleErrors(page)).length === 1, st.text);
+        check(`${label}: the trace and plans are kept`,
+          (await text(page, "#trace-info")) === before.trace && (await summary(page)) === before.summary);
+        const b = await setBudget(page, (await craftR(page)) === 2 ? 4 : 2);
+        check(`${label}: the page works on after it`, /ready/.test(b.status), `${b.replicas} replicas`);
+      };
+      await readerDies("reader out of memory (generated trace)");
       await page.setInputFiles("#file", path.join(fixtures, "torch", "sglang_stat.pt"));
       await page.waitForFunction(() => /sglang_stat\.pt/.test(document.querySelector("#trace-info")?.textContent ?? "")
         && document.querySelector("#status")?.classList.contains("ready"), null, { timeout: 20000 });
-      before = { summary: await summary(page), trace: await text(page, "#trace-info") };
-      await page.setInputFiles("#file", bomb);
+      await readerDies("reader out of memory (a file's trace)");
+      // The planning worker trapping: its `error` event, as a wasm abort
+      // (a failed allocation) raises it, from inside the live worker.
+      const before = { summary: await summary(page), trace: await text(page, "#trace-info") };
+      const live = page.workers().find((w) => w.url().endsWith("/worker_loader.js"));
+      if (!live) throw new Error("no live planning worker");
+      await live.evaluate(() => { setTimeout(() => { throw new WebAssembly.RuntimeError("unreachable"); }); });
       await expectRestart(page, {
-        label: "worker out of memory (a file's trace)", stopped: "stopped while reading npz-bomb-lying.npz",
-        because: /stopped while reading npz-bomb-lying\.npz \(out of memory\?\)/, restarts: 2, before,
+        label: "planning worker trapped (a file's trace)", stopped: "stopped (out of memory?)",
+        because: /^the planning worker stopped \(out of memory\?\); restarted/, restarts: 1, before,
         nextR: (await craftR(page)) === 2 ? 4 : 2,
       });
       check("restored from the file's bytes", /sglang_stat\.pt/.test(await text(page, "#trace-info")));

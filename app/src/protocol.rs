@@ -120,6 +120,12 @@ pub struct Request {
     /// [`Response::Serving`]; the plans shown are untouched.
     #[serde(default)]
     pub serving: Option<ServingAsk>,
+    /// Where the reader worker's script is, for a request that carries
+    /// files (a host's `blob:` URL: the one-file page, the `file://`
+    /// embed); empty: `reader_loader.js` beside the planning worker's own
+    /// script ([`crate::reader`]).
+    #[serde(default)]
+    pub reader: String,
 }
 
 /// Which traces to judge plans across.

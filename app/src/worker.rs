@@ -5,7 +5,6 @@
 //! file never costs the user the trace they had.
 
 use moeplan::data::Workload;
-use moeplan::formats::{self, ReadOptions};
 use moeplan::judge::cost::{Prediction, Pricing};
 use moeplan::planners::Settings;
 use moeplan::planners::libra::{DEFAULT_DEPTH, PathMemoBuild};
@@ -18,6 +17,7 @@ use crate::protocol::{
     CrossAsk, CrossLine, CrossTable, CurvePoint, Figures, Frame, Grouping, Heat, Placement,
     Predicted, Request, Response, Slot, Source, TOKENS_PER_BATCH, TraceStatsLite, Update,
 };
+use crate::reader::ReadAsk;
 
 /// The page's reading limit in MiB: a file larger than this on disk is
 /// refused before it is read, and reading may build no more than this
@@ -65,6 +65,10 @@ pub fn too_large(name: &str, size: f64) -> Option<String> {
         )
     })
 }
+
+/// The traces a request's files held, each with the name the page shows
+/// ([`crate::reader::read`]).
+pub type Read = Vec<(String, LoadTrace)>;
 
 /// What the worker holds between requests.
 #[derive(Default)]
@@ -308,7 +312,11 @@ impl Shown {
 }
 
 impl WorkerState {
-    /// Answers one request. `progress` is called with each long phase.
+    /// Answers one request whose files (`bytes`, when it carries any) are
+    /// read here, as the page's reader worker reads them
+    /// ([`crate::reader::read`]); the page's worker uses
+    /// [`WorkerState::handle_read`] with what its reader read. `progress` is
+    /// called with each long phase.
     pub fn handle(
         &mut self,
         req: &Request,
@@ -316,9 +324,36 @@ impl WorkerState {
         now_ms: impl Fn() -> f64,
         mut progress: impl FnMut(&str),
     ) -> Response {
+        let read = match (bytes, ReadAsk::of(req, bytes.map_or(0, <[u8]>::len))) {
+            (Some(bytes), Some(ask)) => {
+                progress(&ask.phase());
+                match crate::reader::read(&ask, bytes) {
+                    Ok(traces) => Some(traces),
+                    Err(message) => {
+                        return Response::Error {
+                            id: req.id,
+                            message,
+                        };
+                    }
+                }
+            }
+            _ => None,
+        };
+        self.handle_read(req, read, now_ms, progress)
+    }
+
+    /// Answers one request, given the traces its files held (`None` when it
+    /// carries no files). `progress` is called with each long phase.
+    pub fn handle_read(
+        &mut self,
+        req: &Request,
+        read: Option<Read>,
+        now_ms: impl Fn() -> f64,
+        mut progress: impl FnMut(&str),
+    ) -> Response {
         let start = now_ms();
         if let Some(ask) = &req.cross {
-            return match self.cross(req, ask, bytes, &mut progress) {
+            return match self.cross(req, ask, read, &mut progress) {
                 Ok(table) => Response::Cross {
                     id: req.id,
                     table,
@@ -349,7 +384,7 @@ impl WorkerState {
             marks.push((phase.to_string(), now_ms()));
             progress(phase);
         };
-        let answer = self.try_handle(req, bytes, &mut marked);
+        let answer = self.try_handle(req, read, &mut marked);
         let end = now_ms();
         match answer {
             Ok(Answer::View(update, stats)) => Response::View {
@@ -379,11 +414,11 @@ impl WorkerState {
     fn try_handle(
         &mut self,
         req: &Request,
-        bytes: Option<&[u8]>,
+        read: Option<Read>,
         progress: &mut dyn FnMut(&str),
     ) -> Result<Answer, String> {
         let new_trace = match &req.source {
-            Some(source) => Some(load(source, bytes, progress)?),
+            Some(source) => Some(load(source, read, progress)?),
             None => None,
         };
         let cluster = match (req.cluster, &self.workspace) {
@@ -641,7 +676,7 @@ impl WorkerState {
         !self.warm.is_empty() || self.memo.is_some()
     }
 
-    /// Plans across the workloads `ask` names (read from `bytes`, each file
+    /// Plans across the workloads `ask` names (`read` from its files, each
     /// within its share of the page's reading budget) or, when it names
     /// none, the ones held; at the request's cluster (else the workspace's)
     /// and budget. The traces are kept only when the matrix is made.
@@ -649,7 +684,7 @@ impl WorkerState {
         &mut self,
         req: &Request,
         ask: &CrossAsk,
-        bytes: Option<&[u8]>,
+        read: Option<Read>,
         progress: &mut dyn FnMut(&str),
     ) -> Result<CrossTable, String> {
         let cluster = req
@@ -659,7 +694,8 @@ impl WorkerState {
         let fresh = if ask.names.is_empty() {
             None
         } else {
-            Some(read_cross(ask, bytes.unwrap_or_default(), progress)?)
+            let read = read.ok_or("the files' bytes did not arrive")?;
+            Some(read.into_iter().unzip::<_, _, Vec<_>, Vec<_>>())
         };
         let (names, traces) = match (&fresh, &self.cross) {
             (Some((n, t)), _) | (None, Some((n, t))) => (n, t),
@@ -724,50 +760,6 @@ fn cross_settings(groups: usize, replicas_per_gpu: Option<usize>) -> Result<Sett
         .with("groups", Value::Count(groups))
         .and_then(|s| s.with("replicas_per_gpu", budget))
         .map_err(|e| e.to_string())
-}
-
-/// Splits `bytes` into the files `ask` names and reads each, the page's
-/// reading budget shared out among them.
-fn read_cross(
-    ask: &CrossAsk,
-    bytes: &[u8],
-    progress: &mut dyn FnMut(&str),
-) -> Result<(Vec<String>, Vec<LoadTrace>), String> {
-    let n = ask.names.len();
-    if n < 2 {
-        return Err("plans across workloads need at least two traces: choose several files".into());
-    }
-    if n > MAX_CROSS_TRACES {
-        return Err(format!(
-            "{n} traces: the page judges plans across at most {MAX_CROSS_TRACES} (use `moeplan cross` for more)"
-        ));
-    }
-    if ask.sizes.len() != n || ask.sizes.iter().sum::<usize>() != bytes.len() {
-        return Err("the files' bytes did not arrive whole".into());
-    }
-    let total: usize = ask.sizes.iter().sum();
-    if let Some(message) = too_large("these files together", total as f64) {
-        return Err(message);
-    }
-    progress(&format!("{READING_PHASE} the files"));
-    let options = ReadOptions {
-        budget: Budget::mib(MAX_TRACE_MIB / n as u64).with_hint(BUDGET_HINT),
-        ..ReadOptions::default()
-    };
-    let mut rest = bytes;
-    let mut traces = Vec::with_capacity(n);
-    let mut names = Vec::with_capacity(n);
-    for (name, &size) in ask.names.iter().zip(&ask.sizes) {
-        let (file, after) = rest
-            .split_at_checked(size)
-            .ok_or("the files' bytes did not arrive whole")?;
-        rest = after;
-        let t = formats::read_trace(file, &options).map_err(|e| format!("{name}: {e}"))?;
-        let (t, shown) = placed_in_model(t, name);
-        traces.push(t);
-        names.push(shown);
-    }
-    Ok((names, traces))
 }
 
 /// The request's dispatch rule (`even` when it names none).
@@ -884,7 +876,7 @@ enum Answer {
 
 fn load(
     source: &Source,
-    bytes: Option<&[u8]>,
+    read: Option<Read>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(Workload, String), String> {
     match source {
@@ -928,53 +920,19 @@ fn load(
             ))
         }
         Source::File { name } => {
-            let bytes = bytes.ok_or_else(|| format!("{name}: no file content arrived"))?;
-            if let Some(message) = too_large(name, bytes.len() as f64) {
-                return Err(message);
-            }
-            progress(&format!("{READING_PHASE} {name}"));
-            let options = ReadOptions {
-                budget: read_budget(),
-                ..ReadOptions::default()
-            };
-            let t = formats::read_trace(bytes, &options).map_err(|e| format!("{name}: {e}"))?;
-            let (t, name) = placed_in_model(t, name);
+            let (name, t) = read
+                .and_then(|r| r.into_iter().next())
+                .ok_or_else(|| format!("{name}: no file content arrived"))?;
             Ok((Workload::new(t), name))
         }
-    }
-}
-
-/// A file that holds only its MoE layers (a `.npy` of DeepSeek-V3's 58 ×
-/// 256, say) does not say where they sit in the model, and SGLang indexes
-/// its placement rows by model layer. When exactly one model preset has the
-/// trace's shape, the page places the trace there (DeepSeek-V3: MoE layers
-/// 3..60) and says so in the source line, so the SGLang export is right;
-/// otherwise the trace stays as read and that export explains itself.
-fn placed_in_model(t: LoadTrace, name: &str) -> (LoadTrace, String) {
-    if t.known_model_layers().is_some() {
-        return (t, name.to_string());
-    }
-    let mut shaped = model::PRESETS
-        .iter()
-        .filter(|p| p.experts == t.num_experts() && p.moe_layers() == t.num_layers());
-    let (Some(p), None) = (shaped.next(), shaped.next()) else {
-        return (t, name.to_string());
-    };
-    match t.clone().in_model(p.total_layers, Some(p.first_moe_layer)) {
-        Ok(placed) => (
-            placed.with_model(p.name),
-            format!(
-                "{name} (placed as {}: {} dense layers first)",
-                p.name, p.first_moe_layer
-            ),
-        ),
-        Err(_) => (t, name.to_string()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reader::placed_in_model;
+    use moeplan::formats;
     use moeplan_view::Cluster;
 
     fn req(id: u64, source: Option<Source>, cluster: Option<Cluster>, r: Option<usize>) -> Request {
@@ -993,6 +951,7 @@ mod tests {
             batches: false,
             cross: None,
             serving: None,
+            reader: String::new(),
         }
     }
 

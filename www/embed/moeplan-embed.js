@@ -13,7 +13,7 @@
 //
 // From file:// a browser fetches no module, wasm or worker file, so
 // `cargo xtask dist` also writes moeplan-embed-file.js, a classic script
-// that carries the glue, both wasm binaries and the worker, and sets
+// that carries the glue, every wasm binary and both workers, and sets
 // `globalThis.moeplanEmbedInline` before it starts this module from a blob:
 // then everything below comes from memory instead of the folder.
 
@@ -27,6 +27,8 @@ const { default: init, mount: mountWasm } = await import(inline?.glueUrl ?? "./m
 // workers from this folder, whichever page includes the module.
 globalThis.moeplanEmbed = true;
 globalThis.moeplanWorkerUrl = inline?.workerUrl ?? new URL("./worker_loader.js", here).href;
+// The planning worker starts the file reader when a file is dropped.
+globalThis.moeplanReaderUrl = inline?.readerUrl ?? new URL("./reader_loader.js", here).href;
 
 const styles = ["./style.css", "./embed.css"].map((f) => new URL(f, here).href);
 

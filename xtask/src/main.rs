@@ -19,7 +19,7 @@
 //!   DIR (default `dist/`), offline: the page (trunk, unhashed names and
 //!   relative URLs, so it works from any folder), the docs example with its
 //!   module in `DIR/embed/`, the one-file page `DIR/moeplan.html` (CSS, JS,
-//!   both wasm binaries and the worker inlined: opens from `file://`), and
+//!   every wasm binary and both workers inlined: opens from `file://`), and
 //!   the JavaScript package in `DIR/pkg/`, and the book in `DIR/book/`;
 //!   then each file's size and gzip size.
 //! - `book [--out DIR]` — the book alone (`book/`, mdBook) into `DIR/book/`

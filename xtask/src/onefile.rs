@@ -11,6 +11,9 @@
 //!   defining `wasm_bindgen`) followed by a call handing it the worker wasm,
 //!   put in a `Blob` whose object URL is `globalThis.moeplanWorkerUrl` before
 //!   the app's wasm starts (the page reads it when it starts its worker);
+//! - the reader worker likewise, from `reader.js` and its wasm, at
+//!   `globalThis.moeplanReaderUrl` (the page passes it to the planning
+//!   worker, which starts the reader when a file is read);
 //! - preload and modulepreload links go (they would fetch the files);
 //!   integrity attributes go with the tags that carried them.
 //!
@@ -26,6 +29,8 @@ const APP_JS: &str = "moeplan-app.js";
 const APP_WASM: &str = "moeplan-app_bg.wasm";
 const WORKER_JS: &str = "worker.js";
 const WORKER_WASM: &str = "worker_bg.wasm";
+const READER_JS: &str = "reader.js";
+const READER_WASM: &str = "reader_bg.wasm";
 pub const FILE_NAME: &str = "moeplan.html";
 
 /// Writes `dir/moeplan.html` from the trunk build in `dir`; returns its path.
@@ -38,8 +43,8 @@ pub fn build(dir: &Path) -> Result<PathBuf> {
     let start = start_module(
         &read_text(APP_JS)?,
         &Packed::of(&dir.join(APP_WASM))?,
-        &read_text(WORKER_JS)?,
-        &Packed::of(&dir.join(WORKER_WASM))?,
+        &Worker::of(dir, WORKER_JS, WORKER_WASM)?,
+        &Worker::of(dir, READER_JS, READER_WASM)?,
     )?;
     let page = inline(&html, &start, &|name| read_text(name))?;
     check_self_contained(&page)?;
@@ -54,35 +59,63 @@ pub fn build(dir: &Path) -> Result<PathBuf> {
 fn start_module(
     app_js: &str,
     app_wasm: &Packed,
-    worker_js: &str,
-    worker_wasm: &Packed,
+    worker: &Worker,
+    reader: &Worker,
 ) -> Result<String> {
     // wasm-bindgen's `--target web` glue ends with
     // `export { initSync, __wbg_init as default };`: its init is whatever
     // the default export names.
     let init = default_export(app_js)
         .ok_or_else(|| format!("{APP_JS}: no `export {{ … as default }}` to start the app with"))?;
-    if !worker_js.contains("wasm_bindgen") {
-        return Err(format!(
-            "{WORKER_JS}: not wasm-bindgen `no-modules` glue (no `wasm_bindgen`)"
-        ));
-    }
     let decode = DECODE;
-    let worker_tail = worker_tail(worker_wasm);
     Ok(format!(
         "{glue}\n\
          {{\n\
          const moeplanBytes = {decode};\n\
-         globalThis.moeplanWorkerUrl = URL.createObjectURL(new Blob([{worker}, {tail}], {{ type: \"text/javascript\" }}));\n\
+         globalThis.moeplanWorkerUrl = URL.createObjectURL(new Blob({worker}, {{ type: \"text/javascript\" }}));\n\
+         globalThis.moeplanReaderUrl = URL.createObjectURL(new Blob({reader}, {{ type: \"text/javascript\" }}));\n\
          const wasm = await {init}({{ module_or_path: await moeplanBytes(\"{app}\", {gz}) }});\n\
          dispatchEvent(new CustomEvent(\"TrunkApplicationStarted\", {{ detail: {{ wasm }} }}));\n\
          }}\n",
         glue = script_safe(app_js),
-        worker = js_string(worker_js),
-        tail = js_string(&worker_tail),
+        worker = worker.blob_parts(),
+        reader = reader.blob_parts(),
         app = app_wasm.base64,
         gz = app_wasm.gzip,
     ))
+}
+
+/// A worker as the one-file page and the `file://` embed carry it: its
+/// wasm-bindgen `no-modules` glue and its wasm.
+struct Worker {
+    js: String,
+    wasm: Packed,
+}
+
+impl Worker {
+    fn of(dir: &Path, js: &str, wasm: &str) -> Result<Worker> {
+        let text = std::fs::read_to_string(dir.join(js))
+            .map_err(|e| format!("cannot read {}: {e}", dir.join(js).display()))?;
+        if !text.contains("wasm_bindgen") {
+            return Err(format!(
+                "{js}: not wasm-bindgen `no-modules` glue (no `wasm_bindgen`)"
+            ));
+        }
+        Ok(Worker {
+            js: text,
+            wasm: Packed::of(&dir.join(wasm))?,
+        })
+    }
+
+    /// The parts of its script's `Blob`, as a JavaScript array: the glue,
+    /// then its wasm started from the bytes it carries.
+    fn blob_parts(&self) -> String {
+        format!(
+            "[{}, {}]",
+            js_string(&self.js),
+            js_string(&worker_tail(&self.wasm))
+        )
+    }
 }
 
 /// Decoding in the page and in the worker: base64 by the built-in where
@@ -106,7 +139,7 @@ fn worker_tail(worker_wasm: &Packed) -> String {
 /// The docs embed for pages opened from `file://`, where a browser fetches
 /// no module, wasm or worker file: `dir/moeplan-embed-file.js`, a classic
 /// script holding the embed's module (`moeplan-embed.js`), the app's glue,
-/// the worker and both wasm binaries, which it hands to the module as blobs
+/// both workers and every wasm binary, which it hands to the module as blobs
 /// (`globalThis.moeplanEmbedInline`) before it starts it. The stylesheets
 /// stay beside it (a `<link>` loads from `file://`). Returns its path.
 pub fn embed_for_file(dir: &Path) -> Result<PathBuf> {
@@ -114,15 +147,16 @@ pub fn embed_for_file(dir: &Path) -> Result<PathBuf> {
         std::fs::read_to_string(dir.join(name))
             .map_err(|e| format!("cannot read {}: {e}", dir.join(name).display()))
     };
-    let (app_js, worker_js) = (read_text(APP_JS)?, read_text(WORKER_JS)?);
-    if default_export(&app_js).is_none() || !worker_js.contains("wasm_bindgen") {
+    let app_js = read_text(APP_JS)?;
+    if default_export(&app_js).is_none() {
         return Err(format!(
             "{}: not wasm-bindgen's glue for the embed",
             dir.display()
         ));
     }
     let app = Packed::of(&dir.join(APP_WASM))?;
-    let worker = Packed::of(&dir.join(WORKER_WASM))?;
+    let worker = Worker::of(dir, WORKER_JS, WORKER_WASM)?;
+    let reader = Worker::of(dir, READER_JS, READER_WASM)?;
     let script = format!(
         "// moeplan's docs embed for pages opened from file:// (built by `cargo xtask dist`\n\
          // from moeplan-embed.js and the files beside it): load it with a classic\n\
@@ -133,14 +167,15 @@ pub fn embed_for_file(dir: &Path) -> Result<PathBuf> {
          globalThis.moeplanEmbedInline = {{\n\
          base: new URL(\".\", document.currentScript.src).href,\n\
          glueUrl: blob([{glue}]),\n\
-         workerUrl: blob([{worker_js}, {tail}]),\n\
+         workerUrl: blob({worker}),\n\
+         readerUrl: blob({reader}),\n\
          wasm: () => decode(\"{app}\", {gz}),\n\
          }};\n\
          import(blob([{embed}]));\n\
          }})();\n",
         glue = js_string(&app_js),
-        worker_js = js_string(&worker_js),
-        tail = js_string(&worker_tail(&worker)),
+        worker = worker.blob_parts(),
+        reader = reader.blob_parts(),
         app = app.base64,
         gz = app.gzip,
         embed = js_string(&read_text("moeplan-embed.js")?),

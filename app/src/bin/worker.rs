@@ -4,6 +4,13 @@
 //! transferred typed array, see [`moeplan_app::protocol`]). Runs everything
 //! that can take longer than a frame, so the page never freezes.
 //!
+//! A request that carries files is read by a reader worker this worker
+//! starts for it and stops after (`bin/reader.rs`, which holds the format
+//! readers this one does not); requests that arrive meanwhile wait, so
+//! every answer still comes in the order asked. A file the reader refuses,
+//! or one that kills it (out of memory), is an error answer: the trace
+//! held stays.
+//!
 //! Between requests it does GRACE's clusterings for the clusters a person is
 //! likely to pick next, then Libra's path-table predictions for the trace
 //! ([`WorkerState::warm_step`]): only after
@@ -18,13 +25,15 @@
 //! with its previous trace (see `ui.rs`).
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 use moeplan_app::protocol::{Request, Response, encode};
-use moeplan_app::worker::{Warmed, WorkerState};
+use moeplan_app::reader::{READER_READY, ReadAnswer, ReadAsk, unpack};
+use moeplan_app::worker::{Read, Warmed, WorkerState};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
-use web_sys::{DedicatedWorkerGlobalScope, MessageEvent};
+use web_sys::{DedicatedWorkerGlobalScope, ErrorEvent, MessageEvent, Worker};
 
 fn main() {
     std::panic::set_hook(Box::new(|info| {
@@ -39,53 +48,254 @@ fn main() {
     }));
     let scope: DedicatedWorkerGlobalScope = js_sys::global().unchecked_into();
     let state = Rc::new(RefCell::new(WorkerState::default()));
-    let warmer = Warmer::new(&scope, &state);
-    let post_scope = scope.clone();
+    let server = Rc::new(Server {
+        warmer: Warmer::new(&scope, &state),
+        scope: scope.clone(),
+        state,
+        reading: RefCell::new(None),
+        spent: RefCell::new(None),
+        backlog: RefCell::new(VecDeque::new()),
+    });
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
-        warmer.cancel();
-        let received = epoch_ms();
         let data = js_sys::Array::from(&ev.data());
         let text = data.get(0).as_string().unwrap_or_default();
-        let bytes = data
-            .get(1)
-            .dyn_into::<js_sys::Uint8Array>()
-            .ok()
-            .map(|a| a.to_vec());
-        let post = |r: &Response| post(&post_scope, r);
-        let mut response = match serde_json::from_str::<Request>(&text) {
-            Ok(req) => {
-                let now = || {
-                    js_sys::global()
-                        .unchecked_into::<web_sys::WorkerGlobalScope>()
-                        .performance()
-                        .map_or(0.0, |p| p.now())
-                };
-                let id = req.id;
-                state
-                    .borrow_mut()
-                    .handle(&req, bytes.as_deref(), now, |phase| {
-                        post(&Response::Progress {
-                            id,
-                            phase: phase.to_string(),
-                        })
-                    })
-            }
-            Err(e) => Response::Error {
-                id: 0,
-                message: format!("bad request from the page: {e}"),
-            },
-        };
-        if let Response::View { span, .. } = &mut response {
-            *span = (received, epoch_ms());
-        }
-        post(&response);
-        if state.borrow().warming() {
-            warmer.schedule(QUIET_MS);
-        }
+        let bytes = data.get(1).dyn_into::<js_sys::Uint8Array>().ok();
+        server.receive(text, bytes, epoch_ms());
     });
     scope.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
     on_message.forget();
     post(&scope, &Response::Ready);
+}
+
+/// The worker's loop: requests are answered in the order they came; one
+/// that carries files waits for the reader worker, and requests arriving
+/// meanwhile wait behind it.
+struct Server {
+    scope: DedicatedWorkerGlobalScope,
+    state: Rc<RefCell<WorkerState>>,
+    warmer: Warmer,
+    /// The request whose files the reader is reading.
+    reading: RefCell<Option<Reading>>,
+    /// The last read's reader and callbacks, dropped at the next read (not
+    /// inside their own callback).
+    spent: RefCell<Option<Reading>>,
+    /// Requests that came while a file was read: `[json, bytes]` and when.
+    backlog: RefCell<VecDeque<(String, Option<js_sys::Uint8Array>, f64)>>,
+}
+
+/// A read in progress.
+struct Reading {
+    req: Request,
+    /// The files' names, for a message should the reader die.
+    names: String,
+    /// When the request arrived (its answer's span starts there).
+    received: f64,
+    reader: Worker,
+    /// What it is to read (`[json ReadAsk, bytes]`), until it is listening.
+    ask: Option<(String, js_sys::Uint8Array)>,
+    _on_message: Closure<dyn FnMut(MessageEvent)>,
+    _on_error: Closure<dyn FnMut(ErrorEvent)>,
+}
+
+impl Server {
+    fn receive(self: &Rc<Self>, text: String, bytes: Option<js_sys::Uint8Array>, received: f64) {
+        self.warmer.cancel();
+        if self.reading.borrow().is_some() {
+            self.backlog.borrow_mut().push_back((text, bytes, received));
+            return;
+        }
+        self.take(&text, bytes, received);
+    }
+
+    /// Answers one request, or starts reading its files.
+    fn take(self: &Rc<Self>, text: &str, bytes: Option<js_sys::Uint8Array>, received: f64) {
+        let req = match serde_json::from_str::<Request>(text) {
+            Ok(req) => req,
+            Err(e) => {
+                return post(
+                    &self.scope,
+                    &Response::Error {
+                        id: 0,
+                        message: format!("bad request from the page: {e}"),
+                    },
+                );
+            }
+        };
+        let ask = bytes
+            .as_ref()
+            .and_then(|b| ReadAsk::of(&req, b.length() as usize));
+        match (ask, bytes) {
+            (Some(ask), Some(bytes)) => self.read(req, ask, bytes, received),
+            _ => self.answer(&req, None, received),
+        }
+    }
+
+    /// Plans `req` with the traces its files held, posts the answer, and
+    /// goes on with the requests that waited.
+    fn answer(self: &Rc<Self>, req: &Request, read: Option<Read>, received: f64) {
+        let id = req.id;
+        let mut response = self
+            .state
+            .borrow_mut()
+            .handle_read(req, read, now, |phase| {
+                post(
+                    &self.scope,
+                    &Response::Progress {
+                        id,
+                        phase: phase.to_string(),
+                    },
+                )
+            });
+        if let Response::View { span, .. } = &mut response {
+            *span = (received, epoch_ms());
+        }
+        post(&self.scope, &response);
+        self.next();
+    }
+
+    /// Takes the requests that waited, until one reads files again; then
+    /// work ahead of time once all is quiet.
+    fn next(self: &Rc<Self>) {
+        while self.reading.borrow().is_none() {
+            let Some((text, bytes, received)) = self.backlog.borrow_mut().pop_front() else {
+                break;
+            };
+            self.take(&text, bytes, received);
+        }
+        if self.reading.borrow().is_none() && self.state.borrow().warming() {
+            self.warmer.schedule(QUIET_MS);
+        }
+    }
+
+    /// Starts a reader worker on the files `req` carries (their bytes
+    /// transferred to it); [`Server::read_done`] takes its answer.
+    fn read(self: &Rc<Self>, req: Request, ask: ReadAsk, bytes: js_sys::Uint8Array, received: f64) {
+        self.spent.borrow_mut().take();
+        let phase = ask.phase();
+        post(
+            &self.scope,
+            &Response::Progress {
+                id: req.id,
+                phase: phase.clone(),
+            },
+        );
+        let url = if req.reader.is_empty() {
+            "./reader_loader.js"
+        } else {
+            &req.reader
+        };
+        let reader = match Worker::new(url) {
+            Ok(w) => w,
+            Err(e) => {
+                let why = e.as_string().unwrap_or_else(|| format!("{e:?}"));
+                return self.refuse(
+                    &req,
+                    format!("the page could not start its file reader: {why}"),
+                );
+            }
+        };
+        let me = Rc::clone(self);
+        let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+            let data = js_sys::Array::from(&ev.data());
+            let text = data.get(0).as_string().unwrap_or_default();
+            if text == READER_READY {
+                me.reader_ready();
+                return;
+            }
+            let counts = data.get(1).dyn_into::<js_sys::Float64Array>().ok();
+            me.read_done(Ok((text, counts)));
+        });
+        let me = Rc::clone(self);
+        let on_error = Closure::<dyn FnMut(ErrorEvent)>::new(move |ev: ErrorEvent| {
+            ev.prevent_default();
+            me.read_done(Err(ev.message()));
+        });
+        reader.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        reader.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+        let json = serde_json::to_string(&ask).unwrap_or_default();
+        *self.reading.borrow_mut() = Some(Reading {
+            req,
+            names: ask.names.join(", "),
+            received,
+            reader,
+            ask: Some((json, bytes)),
+            _on_message: on_message,
+            _on_error: on_error,
+        });
+    }
+
+    /// The reader is listening (its wasm has started): give it the files.
+    fn reader_ready(&self) {
+        let mut reading = self.reading.borrow_mut();
+        let Some(reading) = reading.as_mut() else {
+            return;
+        };
+        let Some((json, bytes)) = reading.ask.take() else {
+            return;
+        };
+        let msg = js_sys::Array::of2(&JsValue::from_str(&json), &bytes);
+        if reading
+            .reader
+            .post_message_with_transfer(&msg, &js_sys::Array::of1(&bytes.buffer()))
+            .is_err()
+        {
+            let _ = reading.reader.post_message(&msg);
+        }
+    }
+
+    /// The reader's answer (`[json, counts]`), or its error event's message.
+    fn read_done(self: &Rc<Self>, answer: Result<(String, Option<js_sys::Float64Array>), String>) {
+        let Some(reading) = self.reading.borrow_mut().take() else {
+            return;
+        };
+        reading.reader.terminate();
+        reading.reader.set_onmessage(None);
+        reading.reader.set_onerror(None);
+        let (req, received, names) = (reading.req.clone(), reading.received, reading.names.clone());
+        *self.spent.borrow_mut() = Some(reading);
+        let read = match answer {
+            Ok((text, counts)) => match serde_json::from_str::<ReadAnswer>(&text) {
+                Ok(Ok(headers)) => {
+                    let counts = counts.map(|a| a.to_vec()).unwrap_or_default();
+                    unpack(&headers, &counts)
+                }
+                Ok(Err(message)) => Err(message),
+                Err(e) => Err(format!("the file reader answered nonsense: {e}")),
+            },
+            Err(message) => Err(format!(
+                "{names}: the file reader stopped ({}); the page keeps what it had",
+                reader_death(&message)
+            )),
+        };
+        match read {
+            Ok(traces) => self.answer(&req, Some(traces), received),
+            Err(message) => self.refuse(&req, message),
+        }
+    }
+
+    /// Answers `req` with an error (the state stays as it was) and goes on.
+    fn refuse(self: &Rc<Self>, req: &Request, message: String) {
+        post(
+            &self.scope,
+            &Response::Error {
+                id: req.id,
+                message,
+            },
+        );
+        self.next();
+    }
+}
+
+/// Why a reader worker died, from its `error` event: a wasm abort with no
+/// panic message before it (`unreachable`) is a failed allocation.
+fn reader_death(message: &str) -> String {
+    if message.contains("unreachable") || message.to_lowercase().contains("memory") {
+        "out of memory?".into()
+    } else if message.is_empty() {
+        "an uncaught error".into()
+    } else {
+        message.to_string()
+    }
 }
 
 /// Quiet time after a request before work ahead of time starts.

@@ -310,7 +310,6 @@ pub(super) fn replace_hash(hash: &str) {
     }
 }
 
-/// The read deadline: [`READ_DEADLINE_MS`], or a test's shorter one.
 /// Where the worker's loader is: `globalThis.moeplanWorkerUrl` when a host
 /// sets it (the one-file page's `blob:` URL, an embed served from another
 /// folder), else beside the page.
@@ -321,6 +320,17 @@ pub(super) fn worker_url() -> String {
         .unwrap_or_else(|| "./worker_loader.js".into())
 }
 
+/// Where the reader worker's loader is, for a request that carries files:
+/// `globalThis.moeplanReaderUrl` when a host sets it (a `blob:` URL), else
+/// empty, and the planning worker finds it beside its own script.
+pub(super) fn reader_url() -> String {
+    js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str("moeplanReaderUrl"))
+        .ok()
+        .and_then(|v| v.as_string())
+        .unwrap_or_default()
+}
+
+/// The read deadline: [`READ_DEADLINE_MS`], or a test's shorter one.
 pub(super) fn read_deadline_ms() -> f64 {
     js_sys::Reflect::get(
         &js_sys::global(),
@@ -602,6 +612,11 @@ impl Ctx {
             batches: kind == Kind::Timeline,
             cross,
             serving,
+            reader: if bytes.is_some() {
+                reader_url()
+            } else {
+                String::new()
+            },
         };
         let json = serde_json::to_string(&req).ok()?;
         let reading = matches!(source, Some(ResendableSource::File(..)));
