@@ -18,11 +18,15 @@
 //  - a bad attribute is one visible line inside its element, the other
 //    embeds untouched; an embed added later by script, and one reading a
 //    trace file by URL (fetched from the page's origin), work too;
+//  - from file:// (moeplan-embed-file.js), an embed reads a trace from its
+//    own file control;
 //  - no request leaves the page's origin, no page error.
 
 import { check, dist, finish, launch, root, section, serve } from "./lib.mjs";
 import path from "node:path";
 import fs from "node:fs";
+import os from "node:os";
+import { pathToFileURL } from "node:url";
 
 const fixture = path.join(root, "crates", "moeplan", "tests", "fixtures", "torch", "sglang_stat.pt");
 
@@ -239,6 +243,44 @@ await section("mount(element, options), the module's export, with a layer slider
 
 check("no request left the page's origin", outside.length === 0, outside.slice(0, 3).join(" "));
 check("no page errors", errors.length === 0, errors.slice(0, 3).join(" | "));
+
+// From file://, through moeplan-embed-file.js: a docs page on disk whose
+// embed reads a trace from its own file control. The planning worker
+// starts the reader from the script the page passes it (a file:// page's
+// workers may start no blob: URL the page made).
+await section("from file://, a trace read through the embed's file control", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "moeplan-embed-"));
+  const html = path.join(dir, "docs.html");
+  fs.writeFileSync(html, `<!doctype html><meta charset="utf-8"><body>
+<moeplan-view id="own" preset="olmoe" batches="8" nodes="1" gpus-per-node="4" charts="summary" planners="eplb,craft" controls="file"></moeplan-view>
+<script src="${pathToFileURL(path.join(dist, "embed", "moeplan-embed-file.js")).href}"></script>`);
+  const fp = await browser.newPage();
+  const fpErrors = [];
+  fp.on("pageerror", (e) => fpErrors.push(String(e)));
+  try {
+    await fp.goto(pathToFileURL(html).href);
+    const inOwn = (fn) => fp.waitForFunction((fn) => {
+      const r = document.getElementById("own")?.shadowRoot;
+      return r ? new Function("r", `return (${fn})(r)`)(r) : false;
+    }, fn.toString(), { timeout: 120000, polling: 100 });
+    await inOwn((r) => /\d/.test(r.querySelector("#bal-craft")?.textContent ?? ""));
+    const table = () => fp.evaluate(() => document.getElementById("own").shadowRoot.querySelector("table.summary tbody").textContent);
+    const before = await table();
+    await fp.locator("#own .embed-file").setInputFiles(fixture);
+    await fp.waitForFunction((before) => {
+      const r = document.getElementById("own").shadowRoot;
+      return r.querySelector(".status.error") || r.querySelector("table.summary tbody").textContent !== before;
+    }, before, { timeout: 60000, polling: 100 });
+    const err = await fp.evaluate(() => document.getElementById("own").shadowRoot.querySelector(".status.error")?.textContent);
+    const after = await table();
+    check("the file is read (the reader started from its script) and planned", !err && /\d/.test(after),
+      err ?? `${before.slice(0, 60)} → ${after.slice(0, 60)}`);
+    check("no page errors (file://)", fpErrors.length === 0, fpErrors.slice(0, 3).join(" | "));
+  } finally {
+    await fp.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
 
 await browser.close();
 server.close();

@@ -121,11 +121,17 @@ pub struct Request {
     #[serde(default)]
     pub serving: Option<ServingAsk>,
     /// Where the reader worker's script is, for a request that carries
-    /// files (a host's `blob:` URL: the one-file page, the `file://`
-    /// embed); empty: `reader_loader.js` beside the planning worker's own
-    /// script ([`crate::reader`]).
+    /// files (an embed served from another folder); empty:
+    /// `reader_loader.js` beside the planning worker's own script
+    /// ([`crate::reader`]).
     #[serde(default)]
     pub reader: String,
+    /// The reader worker's whole script, for a request that carries files
+    /// on a page whose `blob:` URLs no worker may start (a `file://` page:
+    /// its origin is opaque, so the planning worker makes the reader's
+    /// `blob:` URL itself): the one-file page, the `file://` embed.
+    #[serde(default)]
+    pub reader_script: String,
 }
 
 /// Which traces to judge plans across.

@@ -952,6 +952,7 @@ mod tests {
             cross: None,
             serving: None,
             reader: String::new(),
+            reader_script: String::new(),
         }
     }
 

@@ -27,8 +27,11 @@ const { default: init, mount: mountWasm } = await import(inline?.glueUrl ?? "./m
 // workers from this folder, whichever page includes the module.
 globalThis.moeplanEmbed = true;
 globalThis.moeplanWorkerUrl = inline?.workerUrl ?? new URL("./worker_loader.js", here).href;
-// The planning worker starts the file reader when a file is dropped.
-globalThis.moeplanReaderUrl = inline?.readerUrl ?? new URL("./reader_loader.js", here).href;
+// The planning worker starts the file reader when a file is dropped: from
+// this folder, or from its script (from file://, whose origin is opaque, a
+// worker may start only a blob: URL it made itself).
+if (inline) globalThis.moeplanReaderScript = inline.readerScript;
+else globalThis.moeplanReaderUrl = new URL("./reader_loader.js", here).href;
 
 const styles = ["./style.css", "./embed.css"].map((f) => new URL(f, here).href);
 

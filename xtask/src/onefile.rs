@@ -11,9 +11,11 @@
 //!   defining `wasm_bindgen`) followed by a call handing it the worker wasm,
 //!   put in a `Blob` whose object URL is `globalThis.moeplanWorkerUrl` before
 //!   the app's wasm starts (the page reads it when it starts its worker);
-//! - the reader worker likewise, from `reader.js` and its wasm, at
-//!   `globalThis.moeplanReaderUrl` (the page passes it to the planning
-//!   worker, which starts the reader when a file is read);
+//! - the reader worker likewise, from `reader.js` and its wasm, but as the
+//!   script itself, `globalThis.moeplanReaderScript`: the page passes it to
+//!   the planning worker, which makes its `blob:` URL and starts the reader
+//!   when a file is read (a worker of a `file://` page, whose origin is
+//!   opaque, may not start a `blob:` URL the page made);
 //! - preload and modulepreload links go (they would fetch the files);
 //!   integrity attributes go with the tags that carried them.
 //!
@@ -73,7 +75,7 @@ fn start_module(
          {{\n\
          const moeplanBytes = {decode};\n\
          globalThis.moeplanWorkerUrl = URL.createObjectURL(new Blob({worker}, {{ type: \"text/javascript\" }}));\n\
-         globalThis.moeplanReaderUrl = URL.createObjectURL(new Blob({reader}, {{ type: \"text/javascript\" }}));\n\
+         globalThis.moeplanReaderScript = {reader}.join(\"\");\n\
          const wasm = await {init}({{ module_or_path: await moeplanBytes(\"{app}\", {gz}) }});\n\
          dispatchEvent(new CustomEvent(\"TrunkApplicationStarted\", {{ detail: {{ wasm }} }}));\n\
          }}\n",
@@ -168,7 +170,7 @@ pub fn embed_for_file(dir: &Path) -> Result<PathBuf> {
          base: new URL(\".\", document.currentScript.src).href,\n\
          glueUrl: blob([{glue}]),\n\
          workerUrl: blob({worker}),\n\
-         readerUrl: blob({reader}),\n\
+         readerScript: {reader}.join(\"\"),\n\
          wasm: () => decode(\"{app}\", {gz}),\n\
          }};\n\
          import(blob([{embed}]));\n\

@@ -91,6 +91,9 @@ struct Reading {
     /// When the request arrived (its answer's span starts there).
     received: f64,
     reader: Worker,
+    /// The `blob:` URL this worker made for the reader's script, revoked
+    /// once it has answered.
+    blob_url: Option<String>,
     /// What it is to read (`[json ReadAsk, bytes]`), until it is listening.
     ask: Option<(String, js_sys::Uint8Array)>,
     _on_message: Closure<dyn FnMut(MessageEvent)>,
@@ -179,18 +182,16 @@ impl Server {
                 phase: phase.clone(),
             },
         );
-        let url = if req.reader.is_empty() {
-            "./reader_loader.js"
-        } else {
-            &req.reader
-        };
-        let reader = match Worker::new(url) {
+        let (reader, blob_url) = match start_reader(&req) {
             Ok(w) => w,
             Err(e) => {
                 let why = e.as_string().unwrap_or_else(|| format!("{e:?}"));
                 return self.refuse(
                     &req,
-                    format!("the page could not start its file reader: {why}"),
+                    format!(
+                        "{}: the page could not start its file reader: {why}",
+                        ask.names.join(", ")
+                    ),
                 );
             }
         };
@@ -218,6 +219,7 @@ impl Server {
             names: ask.names.join(", "),
             received,
             reader,
+            blob_url,
             ask: Some((json, bytes)),
             _on_message: on_message,
             _on_error: on_error,
@@ -251,6 +253,9 @@ impl Server {
         reading.reader.terminate();
         reading.reader.set_onmessage(None);
         reading.reader.set_onerror(None);
+        if let Some(url) = &reading.blob_url {
+            let _ = web_sys::Url::revoke_object_url(url);
+        }
         let (req, received, names) = (reading.req.clone(), reading.received, reading.names.clone());
         *self.spent.borrow_mut() = Some(reading);
         let read = match answer {
@@ -283,6 +288,33 @@ impl Server {
             },
         );
         self.next();
+    }
+}
+
+/// Starts a reader worker: from the script the request carries (made a
+/// `blob:` URL here, which this worker may start whatever the page's
+/// origin), else from its URL, else from `reader_loader.js` beside this
+/// worker's own script.
+fn start_reader(req: &Request) -> Result<(Worker, Option<String>), JsValue> {
+    if req.reader_script.is_empty() {
+        let url = if req.reader.is_empty() {
+            "./reader_loader.js"
+        } else {
+            &req.reader
+        };
+        return Ok((Worker::new(url)?, None));
+    }
+    let options = web_sys::BlobPropertyBag::new();
+    options.set_type("text/javascript");
+    let parts = js_sys::Array::of1(&JsValue::from_str(&req.reader_script));
+    let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options)?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob)?;
+    match Worker::new(&url) {
+        Ok(w) => Ok((w, Some(url))),
+        Err(e) => {
+            let _ = web_sys::Url::revoke_object_url(&url);
+            Err(e)
+        }
     }
 }
 

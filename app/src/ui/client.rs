@@ -320,11 +320,12 @@ pub(super) fn worker_url() -> String {
         .unwrap_or_else(|| "./worker_loader.js".into())
 }
 
-/// Where the reader worker's loader is, for a request that carries files:
-/// `globalThis.moeplanReaderUrl` when a host sets it (a `blob:` URL), else
-/// empty, and the planning worker finds it beside its own script.
-pub(super) fn reader_url() -> String {
-    js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str("moeplanReaderUrl"))
+/// A string a host sets on `globalThis` (empty when it sets none): where
+/// the reader worker is (`moeplanReaderUrl`, an embed in another folder) or
+/// its whole script (`moeplanReaderScript`, a `file://` page); with
+/// neither, the planning worker finds it beside its own script.
+pub(super) fn host_string(name: &str) -> String {
+    js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str(name))
         .ok()
         .and_then(|v| v.as_string())
         .unwrap_or_default()
@@ -613,7 +614,12 @@ impl Ctx {
             cross,
             serving,
             reader: if bytes.is_some() {
-                reader_url()
+                host_string("moeplanReaderUrl")
+            } else {
+                String::new()
+            },
+            reader_script: if bytes.is_some() {
+                host_string("moeplanReaderScript")
             } else {
                 String::new()
             },
