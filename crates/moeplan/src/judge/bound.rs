@@ -91,7 +91,13 @@ pub fn per_batch_bound(
     for (range, plan) in crate::judge::segments(placement, b_n)? {
         plan.check_matches(trace)?;
         let d = plan.topology().num_gpus();
-        let replicas = plan.summary().replicas_per_layer;
+        // Each layer's slots beyond one per expert (the summary would also
+        // count same-GPU duplicates, for every plan of a schedule).
+        let replicas: Vec<usize> = plan
+            .layers()
+            .iter()
+            .map(|lp| lp.total_slots().saturating_sub(plan.num_experts()))
+            .collect();
         for b in range {
             for (l, &r) in replicas.iter().enumerate() {
                 let row = trace.counts().slice(ndarray::s![b, l, ..]);

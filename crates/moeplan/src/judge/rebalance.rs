@@ -261,10 +261,21 @@ impl Rebalancer {
     pub(crate) fn prepare(&mut self, view: &SlotTable) {
         let d = view.num_gpus();
         let e_n = view.copy_start.len().saturating_sub(1);
+        if self.d == d && self.e_n == e_n && self.hosted.len() == d * e_n {
+            // Unset only what the last layer set (its GPUs' distinct
+            // experts): a replay prepares every layer of every batch, and
+            // the whole D × E table is most of the work at 64 × 256.
+            for (g, w) in self.held_start.windows(2).enumerate() {
+                for &e in &self.held[w[0]..w[1]] {
+                    self.hosted[g * e_n + e as usize] = false;
+                }
+            }
+        } else {
+            self.hosted.clear();
+            self.hosted.resize(d * e_n, false);
+        }
         self.d = d;
         self.e_n = e_n;
-        self.hosted.clear();
-        self.hosted.resize(d * e_n, false);
         self.held.clear();
         self.held_start.clear();
         self.held_start.push(0);
