@@ -556,6 +556,48 @@ pub fn encode(r: &Response) -> Result<(String, Option<Vec<f64>>), String> {
     Ok((json, numbers(r)))
 }
 
+/// Why a worker stopped, from its `error` event's message: a wasm abort
+/// with no panic message before it (`unreachable`) is a failed allocation.
+///
+/// ```
+/// use moeplan_app::protocol::why_stopped;
+/// assert_eq!(why_stopped("Uncaught RuntimeError: unreachable"), "out of memory?");
+/// assert_eq!(why_stopped(""), "an uncaught error");
+/// assert_eq!(why_stopped("boom"), "boom");
+/// ```
+pub fn why_stopped(message: &str) -> String {
+    if message.contains("unreachable") || message.to_lowercase().contains("memory") {
+        "out of memory?".into()
+    } else if message.is_empty() {
+        "an uncaught error".into()
+    } else {
+        message.to_string()
+    }
+}
+
+/// Posts `[json, numbers | null]` from a worker, the numbers in one
+/// `Float64Array` whose buffer is transferred, not copied.
+pub fn post_with_numbers(
+    scope: &web_sys::DedicatedWorkerGlobalScope,
+    json: &str,
+    numbers: Option<&[f64]>,
+) {
+    use wasm_bindgen::JsValue;
+    let json = JsValue::from_str(json);
+    let _ = match numbers {
+        Some(xs) => {
+            let array = js_sys::Float64Array::new_with_length(xs.len() as u32);
+            array.copy_from(xs);
+            let buffer = array.buffer();
+            scope.post_message_with_transfer(
+                &js_sys::Array::of2(&json, &array),
+                &js_sys::Array::of1(&buffer),
+            )
+        }
+        None => scope.post_message(&js_sys::Array::of2(&json, &JsValue::NULL)),
+    };
+}
+
 /// Reads a message [`encode`] wrote (a view's numbers are required).
 pub fn decode(json: &str, numbers: Option<&[f64]>) -> Result<Response, String> {
     let r: Response = serde_json::from_str(json).map_err(|e| e.to_string())?;

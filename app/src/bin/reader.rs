@@ -11,6 +11,7 @@
 //! memory traps with no message, which the planning worker sees as this
 //! worker's `error` event. Either way the planning worker keeps its trace.
 
+use moeplan_app::protocol::post_with_numbers;
 use moeplan_app::reader::{READER_READY, ReadAnswer, ReadAsk, pack, read};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -48,29 +49,13 @@ fn main() {
     });
     scope.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
     on_message.forget();
-    let _ = scope.post_message(&js_sys::Array::of2(
-        &JsValue::from_str(READER_READY),
-        &JsValue::NULL,
-    ));
+    post_with_numbers(&scope, READER_READY, None);
 }
 
 /// Posts `[json, counts | null]`, the counts' buffer transferred.
 fn answer(a: &ReadAnswer, counts: Option<&[f64]>) {
     let scope: DedicatedWorkerGlobalScope = js_sys::global().unchecked_into();
-    let Ok(json) = serde_json::to_string(a) else {
-        return;
-    };
-    let json = JsValue::from_str(&json);
-    let _ = match counts {
-        Some(xs) => {
-            let array = js_sys::Float64Array::new_with_length(xs.len() as u32);
-            array.copy_from(xs);
-            let buffer = array.buffer();
-            scope.post_message_with_transfer(
-                &js_sys::Array::of2(&json, &array),
-                &js_sys::Array::of1(&buffer),
-            )
-        }
-        None => scope.post_message(&js_sys::Array::of2(&json, &JsValue::NULL)),
-    };
+    if let Ok(json) = serde_json::to_string(a) {
+        post_with_numbers(&scope, &json, counts);
+    }
 }

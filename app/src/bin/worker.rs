@@ -28,7 +28,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 
-use moeplan_app::protocol::{Request, Response, encode};
+use moeplan_app::protocol::{Request, Response, encode, post_with_numbers, why_stopped};
 use moeplan_app::reader::{READER_READY, ReadAnswer, ReadAsk, unpack};
 use moeplan_app::worker::{Read, Warmed, WorkerState};
 use wasm_bindgen::JsCast;
@@ -269,7 +269,7 @@ impl Server {
             },
             Err(message) => Err(format!(
                 "{names}: the file reader stopped ({}); the page keeps what it had",
-                reader_death(&message)
+                why_stopped(&message)
             )),
         };
         match read {
@@ -315,18 +315,6 @@ fn start_reader(req: &Request) -> Result<(Worker, Option<String>), JsValue> {
             let _ = web_sys::Url::revoke_object_url(&url);
             Err(e)
         }
-    }
-}
-
-/// Why a reader worker died, from its `error` event: a wasm abort with no
-/// panic message before it (`unreachable`) is a failed allocation.
-fn reader_death(message: &str) -> String {
-    if message.contains("unreachable") || message.to_lowercase().contains("memory") {
-        "out of memory?".into()
-    } else if message.is_empty() {
-        "an uncaught error".into()
-    } else {
-        message.to_string()
     }
 }
 
@@ -431,20 +419,7 @@ fn epoch_ms() -> f64 {
 
 /// Posts `[json, numbers | null]`, the numbers' buffer transferred.
 fn post(scope: &DedicatedWorkerGlobalScope, r: &Response) {
-    let Ok((json, numbers)) = encode(r) else {
-        return;
-    };
-    let json = JsValue::from_str(&json);
-    let _ = match numbers {
-        Some(xs) => {
-            let array = js_sys::Float64Array::new_with_length(xs.len() as u32);
-            array.copy_from(&xs);
-            let buffer = array.buffer();
-            scope.post_message_with_transfer(
-                &js_sys::Array::of2(&json, &array),
-                &js_sys::Array::of1(&buffer),
-            )
-        }
-        None => scope.post_message(&js_sys::Array::of2(&json, &JsValue::NULL)),
-    };
+    if let Ok((json, numbers)) = encode(r) {
+        post_with_numbers(scope, &json, numbers.as_deref());
+    }
 }

@@ -253,13 +253,7 @@ impl Cause {
     pub(super) fn describe(&self) -> String {
         match self {
             Cause::Panic(m) => format!("a bug: {}", m.replace('\n', " ")),
-            // An abort in Rust's wasm is `unreachable`: with no panic message
-            // before it, that is a failed allocation.
-            Cause::Error(m) if m.contains("unreachable") || m.to_lowercase().contains("memory") => {
-                "out of memory?".into()
-            }
-            Cause::Error(m) if m.is_empty() => "an uncaught error".into(),
-            Cause::Error(m) => m.clone(),
+            Cause::Error(m) => crate::protocol::why_stopped(m),
             Cause::Silent(ms) if *ms < 10_000.0 => format!("no answer within {:.1} s", ms / 1000.0),
             Cause::Silent(ms) => format!("no answer within {:.0} s", ms / 1000.0),
             Cause::Cancelled => "cancelled".into(),
