@@ -183,11 +183,12 @@ fn batch_curve(
         // One more copy for the expert with the highest load per copy; an
         // expert already on every GPU cannot come down further, and neither
         // can the bound.
+        // Re-keyed where it stands (one sift, not a pop and a push): the
+        // order is total (ties by expert), so the same top follows.
         if top.copies < gpus {
-            if let Some(mut t) = heap.pop() {
+            if let Some(mut t) = heap.peek_mut() {
                 t.copies += 1;
                 t.load = row[t.expert] / t.copies as f64;
-                heap.push(t);
             }
         }
     }

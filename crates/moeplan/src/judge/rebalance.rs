@@ -45,7 +45,9 @@ use crate::data::plan::LayerPlacement;
 use crate::error::{Error, Result};
 
 use std::collections::BinaryHeap;
+use std::collections::binary_heap::PeekMut;
 
+use super::eval::largest;
 use super::slots::SlotTable;
 use super::traffic::Tally;
 use crate::data::topology::Topology;
@@ -136,9 +138,12 @@ pub struct Rebalancer {
     flex: Vec<u32>,
     /// Per expert: its index in `flex`, or `NONE`.
     flex_index: Vec<u32>,
-    /// Flex expert `f`'s distinct GPUs: `flex_gpu[flex_start[f] .. flex_start[f + 1]]`.
+    /// Flex expert `f`'s distinct GPUs: `flex_gpu[flex_start[f] .. flex_start[f + 1]]`;
+    /// a position there is one (flex expert, GPU) copy.
     flex_start: Vec<usize>,
     flex_gpu: Vec<u32>,
+    /// Per copy position: its flex expert.
+    flex_of: Vec<u32>,
     /// Copies of the flex expert on each of `flex_gpu`'s GPUs.
     flex_mult: Vec<u32>,
     /// Flex expert `f`'s copies in all (the even start's denominator).
@@ -148,8 +153,8 @@ pub struct Rebalancer {
     held: Vec<u32>,
     /// Per expert: the GPUs holding it.
     holders: Vec<u32>,
-    /// GPU `g`'s replicated experts (flex indices, ascending):
-    /// `gpu_flex[gpu_flex_start[g] .. gpu_flex_start[g + 1]]`.
+    /// GPU `g`'s replicated experts (their copy positions, ascending as
+    /// their flex indices are): `gpu_flex[gpu_flex_start[g] .. gpu_flex_start[g + 1]]`.
     gpu_flex_start: Vec<usize>,
     gpu_flex: Vec<u32>,
     cursor: Vec<usize>,
@@ -158,9 +163,14 @@ pub struct Rebalancer {
     node_share: Vec<f64>,
     /// Per node: `node_share` summed over experts.
     node_total: Vec<f64>,
+    /// The entries of `node_share` the last route wrote, zeroed after it
+    /// (clearing all `E × nodes` every batch and layer was 3 % of a replay).
+    touched: Vec<u32>,
     /// Where remote pairs start.
     start: RemoteStart,
-    /// Per call: GPU loads, local pairs, remote pairs per (GPU, flex expert).
+    /// Per call: GPU loads, local pairs, remote pairs per copy position
+    /// (only the GPUs holding an expert serve its remote pairs, so a
+    /// D × F table would be mostly zeros to clear).
     loads: Vec<f64>,
     local: Vec<f64>,
     remote: Vec<f64>,
@@ -299,51 +309,57 @@ impl Rebalancer {
         while self.held_start.len() <= d {
             self.held_start.push(self.held.len());
         }
+        // Primary copies in one pass over the slots, GPU by GPU: the
+        // smallest position within its GPU, then the lowest GPU, is the
+        // first slot seen at the smallest position.
         self.primary.clear();
+        self.primary.resize(e_n, NONE);
+        self.cursor.clear();
+        self.cursor.resize(e_n, usize::MAX);
+        for g in 0..d {
+            let (lo, hi) = (view.gpu_start[g], view.gpu_start[g + 1]);
+            for (pos, &e) in view.slot_expert[lo..hi].iter().enumerate() {
+                if let Some(best) = self.cursor.get_mut(e as usize)
+                    && pos < *best
+                {
+                    *best = pos;
+                    self.primary[e as usize] = g as u32;
+                }
+            }
+        }
         self.flex.clear();
         self.flex_index.clear();
         self.flex_start.clear();
         self.flex_gpu.clear();
+        self.flex_of.clear();
         self.flex_mult.clear();
         self.flex_copies.clear();
         self.flex_start.push(0);
         for e in 0..e_n {
-            let cand = view.copies(e);
-            // Smallest position within its GPU's slots, then lowest GPU.
-            let primary = cand
-                .iter()
-                .map(|&c| {
-                    let g = view.slot_gpu[c as usize] as usize;
-                    (c as usize - view.gpu_start[g], g)
-                })
-                .min()
-                .map_or(NONE, |(_, g)| g as u32);
-            self.primary.push(primary);
-            let first = cand.first().map(|&c| view.slot_gpu[c as usize]);
-            if cand
-                .iter()
-                .any(|&c| Some(view.slot_gpu[c as usize]) != first)
-            {
-                self.flex_index.push(self.flex.len() as u32);
-                self.flex.push(e as u32);
-                // Copies come GPU-ascending (slot order), so duplicates
-                // on one GPU are adjacent.
-                let mut last = NONE;
-                for &c in cand {
-                    let g = view.slot_gpu[c as usize];
-                    if g != last {
-                        self.flex_gpu.push(g);
-                        self.flex_mult.push(1);
-                        last = g;
-                    } else if let Some(m) = self.flex_mult.last_mut() {
-                        *m += 1;
-                    }
-                }
-                self.flex_copies.push(cand.len() as u32);
-                self.flex_start.push(self.flex_gpu.len());
-            } else {
+            // Replicated: copies on two GPUs or more.
+            if self.holders[e] < 2 {
                 self.flex_index.push(NONE);
+                continue;
             }
+            let cand = view.copies(e);
+            self.flex_index.push(self.flex.len() as u32);
+            self.flex.push(e as u32);
+            // Copies come GPU-ascending (slot order), so duplicates on
+            // one GPU are adjacent.
+            let mut last = NONE;
+            for &c in cand {
+                let g = view.slot_gpu[c as usize];
+                if g != last {
+                    self.flex_gpu.push(g);
+                    self.flex_of.push(self.flex.len() as u32 - 1);
+                    self.flex_mult.push(1);
+                    last = g;
+                } else if let Some(m) = self.flex_mult.last_mut() {
+                    *m += 1;
+                }
+            }
+            self.flex_copies.push(cand.len() as u32);
+            self.flex_start.push(self.flex_gpu.len());
         }
         // Each GPU's replicated experts, ascending: a source's candidates.
         self.gpu_flex_start.clear();
@@ -357,12 +373,10 @@ impl Rebalancer {
         self.gpu_flex.clear();
         self.gpu_flex.resize(self.flex_gpu.len(), 0);
         self.cursor.clone_from(&self.gpu_flex_start);
-        for f in 0..self.flex.len() {
-            for &g in &self.flex_gpu[self.flex_start[f]..self.flex_start[f + 1]] {
-                let at = &mut self.cursor[g as usize];
-                self.gpu_flex[*at] = f as u32;
-                *at += 1;
-            }
+        for (p, &g) in self.flex_gpu.iter().enumerate() {
+            let at = &mut self.cursor[g as usize];
+            self.gpu_flex[*at] = p as u32;
+            *at += 1;
         }
     }
 
@@ -449,7 +463,7 @@ impl Rebalancer {
     /// them (on its primary copy when it is on one GPU only).
     #[inline]
     fn start_remote(&mut self, e: usize, n: f64) {
-        let (d, f_n) = (self.d, self.flex.len());
+        let d = self.d;
         match self.flex_index.get(e) {
             Some(&f) if f != NONE => {
                 let f = f as usize;
@@ -458,19 +472,19 @@ impl Rebalancer {
                 match self.start {
                     RemoteStart::Even => {
                         let copies = self.flex_copies[f];
-                        for (&g, &m) in self.flex_gpu[span.clone()]
-                            .iter()
-                            .zip(&self.flex_mult[span])
-                        {
+                        for p in span {
+                            let (g, m) = (self.flex_gpu[p], self.flex_mult[p]);
                             let x = n * f64::from(m) / f64::from(copies.max(1));
                             self.loads[g as usize] += x;
-                            self.remote[g as usize * f_n + f] += x;
+                            self.remote[p] += x;
                         }
                     }
                     RemoteStart::Primary => {
-                        let p = self.primary[e] as usize;
-                        self.loads[p] += n;
-                        self.remote[p * f_n + f] += n;
+                        let g = self.primary[e];
+                        self.loads[g as usize] += n;
+                        if let Some(p) = span.clone().find(|&p| self.flex_gpu[p] == g) {
+                            self.remote[p] += n;
+                        }
                     }
                 }
             }
@@ -491,7 +505,7 @@ impl Rebalancer {
         for (v, n) in [
             (&mut self.loads, d),
             (&mut self.local, d),
-            (&mut self.remote, d * f_n),
+            (&mut self.remote, self.flex_gpu.len()),
             (&mut self.remote_total, f_n),
             (&mut self.fixed_remote, e_n),
         ] {
@@ -511,7 +525,7 @@ impl Rebalancer {
         let target = total / d.max(1) as f64;
         let bound = (1.0 + epsilon) * target;
         let room_floor = 1e-9 * target;
-        self.initial_max = self.loads.iter().copied().fold(0.0, f64::max);
+        self.initial_max = largest(&self.loads);
         if f_n == 0 {
             return self.initial_max;
         }
@@ -535,46 +549,70 @@ impl Rebalancer {
             if top.max(stuck_max) <= bound {
                 break;
             }
-            let Some(Busiest(_, gs)) = heap.pop() else {
+            // The busiest is re-keyed where it stands while it stays a
+            // source (one sift instead of a pop and a push); GPUs are
+            // distinct, so the order is total and the same either way.
+            let Some(mut top) = heap.peek_mut() else {
                 break;
             };
-            let gs = gs as usize;
+            let gs = top.1 as usize;
             if !self.give(gs, target, room_floor) {
+                PeekMut::pop(top);
                 self.stuck.push(gs as u32);
                 stuck_max = stuck_max.max(self.loads[gs]);
                 continue;
             }
             self.transfers += 1;
             if self.loads[gs] > target {
-                heap.push(Busiest(self.loads[gs], gs as u32));
-            } else if target - self.loads[gs] > room_floor {
-                // It can receive now: every stuck source may give again.
-                for &g in &self.stuck {
-                    heap.push(Busiest(self.loads[g as usize], g));
-                }
-                self.stuck.clear();
+                top.0 = self.loads[gs];
+                continue;
+            }
+            PeekMut::pop(top);
+            if target - self.loads[gs] > room_floor {
+                // It can receive now: a stuck source may give again if it
+                // has remote pairs of an expert `gs` holds (no other GPU
+                // gained room, and a stuck source's pairs stay as they
+                // are); the others would only fail again.
+                let e_n = self.e_n;
+                let mut kept = 0;
                 stuck_max = 0.0;
+                for i in 0..self.stuck.len() {
+                    let g = self.stuck[i] as usize;
+                    let span = self.gpu_flex_start[g]..self.gpu_flex_start[g + 1];
+                    let unblocked = self.gpu_flex[span].iter().any(|&p| {
+                        let e = self.flex[self.flex_of[p as usize] as usize] as usize;
+                        self.remote[p as usize] > 0.0 && self.hosted[gs * e_n + e]
+                    });
+                    if unblocked {
+                        heap.push(Busiest(self.loads[g], g as u32));
+                    } else {
+                        self.stuck[kept] = g as u32;
+                        kept += 1;
+                        stuck_max = stuck_max.max(self.loads[g]);
+                    }
+                }
+                self.stuck.truncate(kept);
             }
         }
         self.heap = heap.into_vec();
-        self.loads.iter().copied().fold(0.0, f64::max)
+        largest(&self.loads)
     }
 
     /// One transfer of Algorithm 2's loop body from source `gs`: its
     /// hottest replicated expert first, to the least-loaded other copy
     /// with room. False when it can give nothing.
     fn give(&mut self, gs: usize, target: f64, room_floor: f64) -> bool {
-        let f_n = self.flex.len();
         {
             self.hot.clear();
-            let row = &self.remote[gs * f_n..(gs + 1) * f_n];
+            let remote = &self.remote;
             self.hot.extend(
                 self.gpu_flex[self.gpu_flex_start[gs]..self.gpu_flex_start[gs + 1]]
                     .iter()
-                    .filter(|&&f| row[f as usize] > 0.0)
-                    .map(|&f| (row[f as usize], f)),
+                    .filter(|&&p| remote[p as usize] > 0.0)
+                    .map(|&p| (remote[p as usize], p)),
             );
-            // Hottest first, ties to the lower expert: the best left is
+            // Hottest first, ties to the lower expert (a GPU's positions
+            // ascend with their experts): the best left is
             // picked each time (the first usually takes the transfer, so
             // this is one pass where a sort of the whole list was
             // O(R log R) per transfer), the same order a sort gives.
@@ -582,19 +620,25 @@ impl Rebalancer {
             while let Some(hi) =
                 (0..self.hot.len()).min_by(|&a, &b| hotter(&self.hot[a], &self.hot[b]))
             {
-                let (r, f) = self.hot.swap_remove(hi);
-                let f = f as usize;
-                let gd = self.flex_gpu[self.flex_start[f]..self.flex_start[f + 1]]
-                    .iter()
-                    .map(|&g| g as usize)
-                    .filter(|&g| g != gs)
-                    .min_by(|&a, &b| self.loads[a].total_cmp(&self.loads[b]).then(a.cmp(&b)));
-                let Some(gd) = gd else { continue };
+                let (r, ps) = self.hot.swap_remove(hi);
+                let f = self.flex_of[ps as usize] as usize;
+                // The least-loaded other holder, ties to the lower GPU
+                // (positions ascend with their GPUs).
+                let mut best: Option<(usize, usize)> = None;
+                for q in self.flex_start[f]..self.flex_start[f + 1] {
+                    let g = self.flex_gpu[q] as usize;
+                    if g != gs
+                        && best.is_none_or(|(_, b)| self.loads[g].total_cmp(&self.loads[b]).is_lt())
+                    {
+                        best = Some((q, g));
+                    }
+                }
+                let Some((pd, gd)) = best else { continue };
                 let room = target - self.loads[gd];
                 if room > room_floor {
                     let moved = r.min(room);
-                    self.remote[gs * f_n + f] -= moved;
-                    self.remote[gd * f_n + f] += moved;
+                    self.remote[ps as usize] -= moved;
+                    self.remote[pd] += moved;
                     self.loads[gs] -= moved;
                     self.loads[gd] += moved;
                     return true;
@@ -659,14 +703,13 @@ impl Rebalancer {
     /// pairs) for every GPU serving some, through `f`. An expert on one
     /// GPU only sends everything to its primary copy.
     pub(crate) fn remote_split(&self, e: usize, remote: f64, mut f: impl FnMut(usize, f64)) {
-        let f_n = self.flex.len();
         match self.flex_index.get(e) {
             Some(&fi) if fi != NONE => {
                 let fi = fi as usize;
-                for &g in &self.flex_gpu[self.flex_start[fi]..self.flex_start[fi + 1]] {
-                    let x = self.remote[g as usize * f_n + fi];
+                for p in self.flex_start[fi]..self.flex_start[fi + 1] {
+                    let x = self.remote[p];
                     if x > 0.0 {
-                        f(g as usize, x);
+                        f(self.flex_gpu[p] as usize, x);
                     }
                 }
             }
@@ -701,11 +744,13 @@ impl Rebalancer {
     /// O(D · E · copies); equal to routing `D` copies of `row` up to
     /// rounding.
     pub(crate) fn route_uniform(&mut self, row: &[f64], topology: Topology, tally: &mut Tally) {
-        let (d, e_n, f_n) = (self.d, self.e_n, self.flex.len());
+        let (d, e_n) = (self.d, self.e_n);
         let gpn = topology.gpus_per_node().max(1);
         let nodes = d.div_ceil(gpn);
-        self.node_share.clear();
-        self.node_share.resize(e_n * nodes, 0.0);
+        if self.node_share.len() != e_n * nodes {
+            self.node_share.clear();
+            self.node_share.resize(e_n * nodes, 0.0);
+        }
         self.node_total.clear();
         self.node_total.resize(nodes, 0.0);
         let mut sent = 0.0;
@@ -722,24 +767,26 @@ impl Rebalancer {
             // The expert's holders and the GPUs serving its remote pairs,
             // with one source's share on each.
             let fi = self.flex_index[e];
-            let (holders, total) = if fi == NONE {
+            let (holders, total, first) = if fi == NONE {
                 let p = self.primary[e];
                 if p as usize >= d {
                     continue;
                 }
-                (std::slice::from_ref(&self.primary[e]), 0.0)
+                (std::slice::from_ref(&self.primary[e]), 0.0, 0)
             } else {
                 let fi = fi as usize;
+                let first = self.flex_start[fi];
                 (
-                    &self.flex_gpu[self.flex_start[fi]..self.flex_start[fi + 1]],
+                    &self.flex_gpu[first..self.flex_start[fi + 1]],
                     self.remote_total[fi],
+                    first,
                 )
             };
-            for &g in holders {
+            for (i, &g) in holders.iter().enumerate() {
                 let a = if fi == NONE {
                     n
                 } else if total > 0.0 {
-                    n * (self.remote[g as usize * f_n + fi as usize] / total)
+                    n * (self.remote[first + i] / total)
                 } else {
                     0.0
                 };
@@ -758,7 +805,11 @@ impl Rebalancer {
                 tally.intra += a * near;
                 tally.cross += a * far;
                 tally.ingress_cross[g as usize] += a * far;
-                self.node_share[e * nodes + node] += a;
+                let at = e * nodes + node;
+                if self.node_share[at] == 0.0 {
+                    self.touched.push(at as u32);
+                }
+                self.node_share[at] += a;
                 self.node_total[node] += a;
             }
         }
@@ -775,6 +826,10 @@ impl Rebalancer {
             tally.egress[g] += out;
             tally.egress_cross[g] += (out - near).max(0.0);
         }
+        for &at in &self.touched {
+            self.node_share[at as usize] = 0.0;
+        }
+        self.touched.clear();
     }
 
     /// Where source `s`'s `n` pairs of expert `e` go after the last
@@ -799,7 +854,6 @@ impl Rebalancer {
         if n == 0.0 || s >= self.d || e >= self.e_n {
             return;
         }
-        let f_n = self.flex.len();
         if self.hosted[s * self.e_n + e] {
             f(s, n);
             return;
@@ -811,10 +865,10 @@ impl Rebalancer {
             let total = self.remote_total[fi as usize];
             if total > 0.0 {
                 let fi = fi as usize;
-                for &g in &self.flex_gpu[self.flex_start[fi]..self.flex_start[fi + 1]] {
-                    let x = self.remote[g as usize * f_n + fi];
+                for p in self.flex_start[fi]..self.flex_start[fi + 1] {
+                    let x = self.remote[p];
                     if x > 0.0 {
-                        f(g as usize, n * (x / total));
+                        f(self.flex_gpu[p] as usize, n * (x / total));
                     }
                 }
             }
@@ -912,6 +966,165 @@ mod tests {
         assert!(
             checked == 400 && moved > 200,
             "{checked} cases, {moved} transfers"
+        );
+    }
+
+    /// Algorithm 2 written out plainly, with dense tables and no heap or
+    /// stuck list: while the busiest GPU is above `(1 + ε) · B`, the
+    /// busiest source (above `B`) that can give hands its hottest
+    /// replicated expert's remote pairs to that expert's least-loaded
+    /// other holder, up to `B`. The sums run in the rebalancer's order, so
+    /// loads and transfers must match it exactly. Returns (loads, transfers).
+    fn plain_algorithm_2(
+        gpus: &[Vec<u32>],
+        e_n: usize,
+        src: &[f64],
+        eps: f64,
+        start: RemoteStart,
+    ) -> (Vec<f64>, usize) {
+        let d = gpus.len();
+        let mut mult = vec![vec![0u32; e_n]; d];
+        for (g, slots) in gpus.iter().enumerate() {
+            for &e in slots {
+                mult[g][e as usize] += 1;
+            }
+        }
+        let mult = &mult;
+        let holders = |e: usize| (0..d).filter(move |&g| mult[g][e] > 0);
+        let primary = |e: usize| {
+            (0..d)
+                .filter_map(|g| {
+                    gpus[g]
+                        .iter()
+                        .position(|&x| x as usize == e)
+                        .map(|p| (p, g))
+                })
+                .min()
+                .map(|(_, g)| g)
+        };
+        let flex = |e: usize| holders(e).count() > 1;
+        let (mut loads, mut local) = (vec![0.0; d], vec![0.0; d]);
+        let mut remote = vec![vec![0.0; e_n]; d];
+        for s in 0..src.len() / e_n {
+            for e in 0..e_n {
+                let n = src[s * e_n + e];
+                if n == 0.0 {
+                    continue;
+                }
+                if mult[s][e] > 0 {
+                    local[s] += n;
+                } else if flex(e) && start == RemoteStart::Even {
+                    let copies: u32 = (0..d).map(|g| mult[g][e]).sum();
+                    for g in holders(e) {
+                        let x = n * f64::from(mult[g][e]) / f64::from(copies);
+                        loads[g] += x;
+                        remote[g][e] += x;
+                    }
+                } else if let Some(p) = primary(e) {
+                    loads[p] += n;
+                    remote[p][e] += n;
+                }
+            }
+        }
+        for (l, x) in loads.iter_mut().zip(&local) {
+            *l += x;
+        }
+        let target = loads.iter().sum::<f64>() / d as f64;
+        let (bound, floor) = ((1.0 + eps) * target, 1e-9 * target);
+        let mut transfers = 0;
+        loop {
+            if loads.iter().copied().fold(0.0, f64::max) <= bound {
+                break;
+            }
+            let mut sources: Vec<usize> = (0..d).filter(|&g| loads[g] > target).collect();
+            sources.sort_by(|&a, &b| loads[b].total_cmp(&loads[a]).then(a.cmp(&b)));
+            let mut gave = false;
+            'sources: for gs in sources {
+                let mut hot: Vec<usize> = (0..e_n)
+                    .filter(|&e| flex(e) && remote[gs][e] > 0.0)
+                    .collect();
+                hot.sort_by(|&a, &b| remote[gs][b].total_cmp(&remote[gs][a]).then(a.cmp(&b)));
+                for e in hot {
+                    let Some(gd) = holders(e)
+                        .filter(|&g| g != gs)
+                        .min_by(|&a, &b| loads[a].total_cmp(&loads[b]).then(a.cmp(&b)))
+                    else {
+                        continue;
+                    };
+                    let room = target - loads[gd];
+                    if room > floor {
+                        let moved = remote[gs][e].min(room);
+                        remote[gs][e] -= moved;
+                        remote[gd][e] += moved;
+                        loads[gs] -= moved;
+                        loads[gd] += moved;
+                        transfers += 1;
+                        gave = true;
+                        break 'sources;
+                    }
+                }
+            }
+            if !gave {
+                break;
+            }
+        }
+        (loads, transfers)
+    }
+
+    /// The rebalancer (its heap, its stuck sources woken only by a GPU
+    /// that holds one of their experts, its copy-indexed tables) takes
+    /// exactly Algorithm 2's steps: the same loads to the bit and the same
+    /// transfers as [`plain_algorithm_2`], on random layers with copies
+    /// (some twice on one GPU), fewer sources than GPUs, both starts.
+    #[test]
+    fn the_rebalancer_is_algorithm_2() {
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let (mut checked, mut moved, mut stuck_then_gave) = (0, 0, 0);
+        for case in 0..600 {
+            let d = rng.random_range(2..10);
+            let e_n = rng.random_range(d..30);
+            let mut gpus = vec![Vec::new(); d];
+            for e in 0..e_n {
+                gpus[rng.random_range(0..d)].push(e as u32);
+            }
+            for _ in 0..rng.random_range(0..5 * d + 1) {
+                gpus[rng.random_range(0..d)].push(rng.random_range(0..e_n) as u32);
+            }
+            let sources = rng.random_range(1..=d);
+            let src: Vec<f64> = (0..sources * e_n)
+                .map(|_| {
+                    let u: f64 = rng.random();
+                    if u < 0.3 {
+                        0.0
+                    } else {
+                        (u.powi(4) * 60.0).round()
+                    }
+                })
+                .collect();
+            let start = RemoteStart::ALL[case % 2];
+            let eps = f64::from(rng.random_range(0u32..10)) / 100.0;
+            let layer = LayerPlacement {
+                layer: 0,
+                gpus: gpus.clone(),
+            };
+            let mut r = Rebalancer::new(&layer, e_n)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .with_start(start);
+            let max = r.solve(&src, eps).unwrap_or_else(|e| panic!("{e}"));
+            let (loads, transfers) = plain_algorithm_2(&gpus, e_n, &src, eps, start);
+            let msg = format!(
+                "case {case}: {d} GPUs, {e_n} experts, {sources} sources, {start:?}, ε {eps}"
+            );
+            assert_eq!(r.gpu_loads(), loads.as_slice(), "{msg}");
+            assert_eq!(r.transfers(), transfers, "{msg}");
+            assert_eq!(max, loads.iter().copied().fold(0.0, f64::max), "{msg}");
+            checked += 1;
+            moved += transfers;
+            stuck_then_gave += usize::from(transfers > d);
+        }
+        assert!(
+            checked == 600 && moved > 1000 && stuck_then_gave > 20,
+            "{checked} cases, {moved} transfers, {stuck_then_gave} cases with more transfers than GPUs"
         );
     }
 }

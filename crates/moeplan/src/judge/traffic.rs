@@ -229,8 +229,8 @@ impl Tally {
 
     /// Takes the busiest GPUs from the per-GPU tallies.
     pub fn finish(&mut self) {
-        self.max_ingress = self.ingress.iter().copied().fold(0.0, f64::max);
-        self.max_egress = self.egress.iter().copied().fold(0.0, f64::max);
+        self.max_ingress = super::eval::largest(&self.ingress);
+        self.max_egress = super::eval::largest(&self.egress);
     }
 
     /// The closed form of a source-blind rule under even arrival.

@@ -63,8 +63,15 @@ const NAME: &str = "libra";
 pub struct PredictedCounts {
     sources: usize,
     experts: usize,
-    /// `sources × experts` row-major, or one row every source sends.
+    /// The first `held` sources' rows, `held × experts` row-major (every
+    /// source past them sends nothing), or one row every source sends.
     counts: Vec<f64>,
+    /// Rows held in `counts` (not uniform): a workload's ranks, which may
+    /// be fewer than the GPUs (8 ranks on 64 GPUs: an eighth of the zeros
+    /// to write and read for every batch and layer of a schedule).
+    held: usize,
+    /// One row of zeros: the row of a source past `held`.
+    zeros: Vec<f64>,
     /// Every source sends the same row (even arrival): `counts` is it.
     uniform: bool,
 }
@@ -95,6 +102,8 @@ impl PredictedCounts {
             sources,
             experts,
             counts,
+            held: sources,
+            zeros: vec![0.0; experts],
             uniform: false,
         })
     }
@@ -119,23 +128,41 @@ impl PredictedCounts {
     }
 
     fn zeros(sources: usize, experts: usize) -> Self {
-        PredictedCounts {
-            sources,
-            experts,
-            counts: vec![0.0; sources * experts],
-            uniform: false,
-        }
+        let mut p = PredictedCounts::default();
+        p.reset(sources, experts, false);
+        p
     }
 
     /// Refills `self` as `sources × experts` zeros, dense, keeping its
     /// allocation.
     fn reset(&mut self, sources: usize, experts: usize, uniform: bool) {
+        self.reset_held(sources, sources, experts, uniform);
+    }
+
+    /// [`PredictedCounts::reset`] with only the first `held` sources'
+    /// rows kept (at most `sources`): the others send nothing.
+    fn reset_held(&mut self, sources: usize, held: usize, experts: usize, uniform: bool) {
         self.sources = sources;
         self.experts = experts;
         self.uniform = uniform;
+        self.held = held.min(sources);
         self.counts.clear();
-        let rows = if uniform { 1 } else { sources };
+        let rows = if uniform { 1 } else { self.held };
         self.counts.resize(rows * experts, 0.0);
+        if self.zeros.len() != experts {
+            self.zeros.clear();
+            self.zeros.resize(experts, 0.0);
+        }
+    }
+
+    /// Sources whose rows may send something: all of them, or the first
+    /// ranks of a workload with fewer ranks than GPUs.
+    pub(crate) fn held_rows(&self) -> usize {
+        if self.uniform {
+            self.sources
+        } else {
+            self.held
+        }
     }
 
     /// Source GPUs (rows).
@@ -162,6 +189,9 @@ impl PredictedCounts {
         let r = if self.uniform { 0 } else { s };
         if s >= self.sources {
             return &[];
+        }
+        if r >= self.held_rows() {
+            return &self.zeros;
         }
         self.counts
             .get(r * self.experts..(r + 1) * self.experts)
@@ -756,14 +786,16 @@ impl Predictor {
             )));
         }
         let even = matches!(work.source_kind(), Sources::Even);
+        // Ranks past the workload's send nothing: only theirs are held.
+        let held = work.num_sources().unwrap_or(gpus);
         let counts = trace.counts();
         match self {
             Predictor::Oracle => {
-                out.reset(gpus, e_n, even);
+                out.reset_held(gpus, held, e_n, even);
                 fill_true(work, b, l, gpus, out);
             }
             Predictor::PreviousBatch => {
-                out.reset(gpus, e_n, even);
+                out.reset_held(gpus, held, e_n, even);
                 if b == 0 {
                     // Each source's pairs of this batch, spread uniformly.
                     if even {
@@ -784,7 +816,7 @@ impl Predictor {
                 }
             }
             Predictor::PathTable(table) => {
-                out.reset(gpus, e_n, false);
+                out.reset_held(gpus, held, e_n, false);
                 let (tokens, batch_tokens) = need_tokens(work)?;
                 table.check(tokens)?;
                 let batch = work.batch_range(b, batch_tokens);
@@ -813,7 +845,7 @@ impl Predictor {
             }
             Predictor::Noisy(noisy) => match work.tokens() {
                 Some(tokens) => {
-                    out.reset(gpus, e_n, false);
+                    out.reset_held(gpus, held, e_n, false);
                     let (_, batch_tokens) = need_tokens(work)?;
                     let rank = tokens.source_rank();
                     let routes = tokens.routes(l);
@@ -827,9 +859,9 @@ impl Predictor {
                     }
                 }
                 None => {
-                    out.reset(gpus, e_n, even);
+                    out.reset_held(gpus, held, e_n, even);
                     let mut now = PredictedCounts::zeros(0, 0);
-                    now.reset(gpus, e_n, even);
+                    now.reset_held(gpus, held, e_n, even);
                     fill_true(work, b, l, gpus, &mut now);
                     let weights = noisy.marginal.get(l * e_n..(l + 1) * e_n).unwrap_or(&[]);
                     let total: f64 = weights.iter().sum();
@@ -890,7 +922,7 @@ impl Predictor {
         let e_n = trace.num_experts();
         let ranks = work.num_sources().unwrap_or(0);
         let cells = ranks * e_n;
-        out.reset(gpus, e_n, false);
+        out.reset_held(gpus, ranks, e_n, false);
         let at = (b * trace.num_layers() + l) * cells;
         // Ranks at or past `gpus` are dropped, as `PredictedCounts::add` drops them.
         let rows = ranks.min(gpus) * e_n;

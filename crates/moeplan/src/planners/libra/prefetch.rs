@@ -92,6 +92,9 @@ pub fn prefetch(
 pub struct Prefetcher {
     /// `hosts[g · E + e]`: GPU `g` holds `e` (base and copies so far).
     hosts: Vec<bool>,
+    /// `hosts` is all false (a finished call unsets what it set: clearing
+    /// the whole D × E table every batch and layer was 4 % of a schedule).
+    hosts_clear: bool,
     /// Per expert: its primary copy's (slot position, GPU).
     primary: Vec<(usize, usize)>,
     /// Experts by home GPU: `homed[homed_start[g] .. homed_start[g + 1]]`.
@@ -167,7 +170,9 @@ impl Prefetcher {
             Some(row) => self.phase1_uniform(row, local_copies, &mut out),
             None => {
                 self.sends.clear();
-                self.sends.extend((0..d).map(|g| sends(predicted.row(g))));
+                let held = predicted.held_rows();
+                self.sends
+                    .extend((0..d).map(|g| g < held && sends(predicted.row(g))));
                 self.phase1(predicted, local_copies, &mut out)
             }
         }
@@ -176,14 +181,23 @@ impl Prefetcher {
             None => self.loads(predicted),
         };
         self.phase2(predicted, target, extra_per_gpu, &mut out);
+        for (g, slots) in out.gpus.iter().enumerate() {
+            for &e in slots {
+                self.hosts[g * e_n + e as usize] = false;
+            }
+        }
+        self.hosts_clear = true;
         Ok(out)
     }
 
     /// Hosts, primaries and each GPU's homed experts from the base.
     fn index_base(&mut self, base: &LayerPlacement, e_n: usize) -> Result<()> {
         let d = base.gpus.len();
-        self.hosts.clear();
-        self.hosts.resize(d * e_n, false);
+        if !(self.hosts_clear && self.hosts.len() == d * e_n) {
+            self.hosts.clear();
+            self.hosts.resize(d * e_n, false);
+        }
+        self.hosts_clear = false;
         self.primary.clear();
         self.primary.resize(e_n, (usize::MAX, usize::MAX));
         for (g, slots) in base.gpus.iter().enumerate() {
@@ -412,14 +426,19 @@ impl Prefetcher {
                 continue;
             };
             let hosts = &self.hosts;
-            let dst = self
-                .dsts
-                .iter()
-                .map(|&g| g as usize)
-                .find(|&g| !hosts[g * e_n + e]);
+            let di = self.dsts.iter().position(|&g| !hosts[g as usize * e_n + e]);
+            let dst = di.map(|i| self.dsts[i] as usize);
             let own = dst.map_or(0.0, |g| predicted.get(g, e));
-            match dst {
-                Some(g) if self.load[g] + own <= target => {
+            match (di, dst) {
+                (Some(di), Some(g)) if self.load[g] + own <= target => {
+                    // Where the source stands among the destinations, by
+                    // its load before the copy (found by bisection, not a
+                    // scan once the loads have moved).
+                    let load = &self.load;
+                    let at = self
+                        .dsts
+                        .partition_point(|x| lightest(load, x, &(src as u32)).is_lt());
+                    let si = (self.dsts.get(at) == Some(&(src as u32))).then_some(at);
                     self.hosts[g * e_n + e] = true;
                     out.gpus[g].push(e as u32);
                     self.extras[g] += 1;
@@ -431,24 +450,32 @@ impl Prefetcher {
                     self.remote[e] -= moved;
                     self.load[src] -= moved;
                     self.load[g] += moved;
-                    self.resort(src, g, target, extra_per_gpu);
+                    self.resort(src, (g, di), si, target, extra_per_gpu);
                 }
                 _ => self.tried[e] = true,
             }
         }
     }
 
-    /// Puts the source `src` and the destination `dst` back in order in
-    /// the two lists after a copy changed their loads (and `dst`'s room).
-    fn resort(&mut self, src: usize, dst: usize, target: f64, extra_per_gpu: usize) {
+    /// Puts the source `src` (the first of `srcs`, at `si` in `dsts` if
+    /// there) and the destination `dst` (at `di` in `dsts`) back in order
+    /// in the two lists after a copy changed their loads (and `dst`'s room).
+    fn resort(
+        &mut self,
+        src: usize,
+        (dst, di): (usize, usize),
+        si: Option<usize>,
+        target: f64,
+        extra_per_gpu: usize,
+    ) {
         let load = &self.load;
         let busiest = |a: &u32, b: &u32| {
             load[*b as usize]
                 .total_cmp(&load[*a as usize])
                 .then(a.cmp(b))
         };
-        if let Some(i) = self.srcs.iter().position(|&g| g as usize == src) {
-            self.srcs.remove(i);
+        if self.srcs.first() == Some(&(src as u32)) {
+            self.srcs.remove(0);
         }
         if load[src] > target {
             let at = self
@@ -456,14 +483,16 @@ impl Prefetcher {
                 .partition_point(|g| busiest(g, &(src as u32)).is_lt());
             self.srcs.insert(at, src as u32);
         }
-        // Both out before either goes back: the search needs the rest in
-        // order.
+        // Both out before either goes back (the later position first):
+        // the search needs the rest in order.
         let mut back = [None, None];
-        for (slot, (g, stays)) in back
-            .iter_mut()
-            .zip([(src, true), (dst, self.extras[dst] < extra_per_gpu)])
-        {
-            if let Some(i) = self.dsts.iter().position(|&x| x as usize == g) {
+        let mut out = [
+            (si, src, true),
+            (Some(di), dst, self.extras[dst] < extra_per_gpu),
+        ];
+        out.sort_by_key(|o| std::cmp::Reverse(o.0));
+        for (slot, (at, g, stays)) in back.iter_mut().zip(out) {
+            if let Some(i) = at {
                 self.dsts.remove(i);
                 *slot = stays.then_some(g as u32);
             }
