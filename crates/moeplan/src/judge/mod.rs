@@ -337,7 +337,8 @@ pub(crate) fn simulate_parts(
     // GRACE's rules predict from each plan's profile; only a plan without
     // one falls back to the workload's own loads.
     let profiled = segments.iter().all(|(_, p)| p.profile().is_some());
-    let mut engine = replay::Engine::new(topology, rule, workload, profiled);
+    let mut engine =
+        replay::Engine::new(topology, rule, workload, profiled).timed(cost.time.is_some());
     if !messages {
         engine = engine.without_messages();
     }

@@ -48,7 +48,6 @@ use std::collections::BinaryHeap;
 use std::collections::binary_heap::PeekMut;
 
 use super::eval::largest;
-use super::slots::SlotTable;
 use super::traffic::Tally;
 use crate::data::topology::Topology;
 
@@ -148,9 +147,13 @@ pub struct Rebalancer {
     flex_mult: Vec<u32>,
     /// Flex expert `f`'s copies in all (the even start's denominator).
     flex_copies: Vec<u32>,
-    /// GPU `g`'s distinct experts: `held[held_start[g] .. held_start[g + 1]]`.
+    /// GPU `g`'s distinct experts: `held[held_start[g] .. held_start[g + 1]]`,
+    /// with its copies of each in `held_mult`.
     held_start: Vec<usize>,
     held: Vec<u32>,
+    held_mult: Vec<u32>,
+    /// Per expert: its copies in the layer.
+    copies: Vec<u32>,
     /// Per expert: the GPUs holding it.
     holders: Vec<u32>,
     /// GPU `g`'s replicated experts (their copy positions, ascending as
@@ -235,10 +238,8 @@ impl Rebalancer {
                 layer.layer
             )));
         }
-        let mut view = SlotTable::default();
-        view.prepare(layer, num_experts);
         let mut r = Rebalancer::default();
-        r.prepare(&view);
+        r.prepare(layer, num_experts);
         Ok(r)
     }
 
@@ -268,13 +269,17 @@ impl Rebalancer {
         self.start = start;
     }
 
-    pub(crate) fn prepare(&mut self, view: &SlotTable) {
-        let d = view.num_gpus();
-        let e_n = view.copy_start.len().saturating_sub(1);
+    /// Builds the tables of `layer` for experts `0..num_experts` (ids
+    /// past them are skipped; [`Rebalancer::new`] refuses them), straight
+    /// from its slots: a replay prepares every layer of every batch of a
+    /// schedule (3,712 a Libra change on the page's default), and a slot
+    /// table built first only to be read here was 7 % of that.
+    pub(crate) fn prepare(&mut self, layer: &LayerPlacement, num_experts: usize) {
+        let d = layer.gpus.len();
+        let e_n = num_experts;
         if self.d == d && self.e_n == e_n && self.hosted.len() == d * e_n {
             // Unset only what the last layer set (its GPUs' distinct
-            // experts): a replay prepares every layer of every batch, and
-            // the whole D × E table is most of the work at 64 × 256.
+            // experts): the whole D × E table is most of the work at 64 × 256.
             for (g, w) in self.held_start.windows(2).enumerate() {
                 for &e in &self.held[w[0]..w[1]] {
                     self.hosted[g * e_n + e as usize] = false;
@@ -287,79 +292,91 @@ impl Rebalancer {
         self.d = d;
         self.e_n = e_n;
         self.held.clear();
+        self.held_mult.clear();
         self.held_start.clear();
         self.held_start.push(0);
         self.holders.clear();
         self.holders.resize(e_n, 0);
-        // Slots come GPU by GPU: each GPU's distinct experts in slot order.
-        let mut last_gpu = 0;
-        for (&e, &g) in view.slot_expert.iter().zip(&view.slot_gpu) {
-            while last_gpu < g as usize {
-                self.held_start.push(self.held.len());
-                last_gpu += 1;
-            }
-            if let Some(h) = self.hosted.get_mut(g as usize * e_n + e as usize)
-                && !*h
-            {
-                *h = true;
-                self.held.push(e);
-                self.holders[e as usize] += 1;
-            }
-        }
-        while self.held_start.len() <= d {
-            self.held_start.push(self.held.len());
-        }
-        // Primary copies in one pass over the slots, GPU by GPU: the
-        // smallest position within its GPU, then the lowest GPU, is the
-        // first slot seen at the smallest position.
+        self.copies.clear();
+        self.copies.resize(e_n, 0);
+        // Primary copies in the same pass: the smallest position within
+        // its GPU, then the lowest GPU, is the first slot seen at the
+        // smallest position (GPUs in order).
         self.primary.clear();
         self.primary.resize(e_n, NONE);
         self.cursor.clear();
         self.cursor.resize(e_n, usize::MAX);
-        for g in 0..d {
-            let (lo, hi) = (view.gpu_start[g], view.gpu_start[g + 1]);
-            for (pos, &e) in view.slot_expert[lo..hi].iter().enumerate() {
-                if let Some(best) = self.cursor.get_mut(e as usize)
-                    && pos < *best
-                {
-                    *best = pos;
-                    self.primary[e as usize] = g as u32;
+        for (g, slots) in layer.gpus.iter().enumerate() {
+            let start = self.held.len();
+            for (pos, &e) in slots.iter().enumerate() {
+                if e as usize >= e_n {
+                    continue;
+                }
+                let Some(h) = self.hosted.get_mut(g * e_n + e as usize) else {
+                    continue;
+                };
+                let e = e as usize;
+                self.copies[e] += 1;
+                if pos < self.cursor[e] {
+                    self.cursor[e] = pos;
+                    self.primary[e] = g as u32;
+                }
+                if *h {
+                    // A second copy on this GPU (EPLB makes them): counted
+                    // on its entry, found among this GPU's few.
+                    if let Some(i) = self.held[start..].iter().position(|&x| x as usize == e) {
+                        self.held_mult[start + i] += 1;
+                    }
+                } else {
+                    *h = true;
+                    self.held.push(e as u32);
+                    self.held_mult.push(1);
+                    self.holders[e] += 1;
                 }
             }
+            self.held_start.push(self.held.len());
         }
+        // Replicated experts (copies on two GPUs or more), ascending, each
+        // with its GPUs ascending: a counting sort of the held entries.
         self.flex.clear();
         self.flex_index.clear();
-        self.flex_start.clear();
-        self.flex_gpu.clear();
-        self.flex_of.clear();
-        self.flex_mult.clear();
         self.flex_copies.clear();
+        self.flex_start.clear();
         self.flex_start.push(0);
         for e in 0..e_n {
-            // Replicated: copies on two GPUs or more.
             if self.holders[e] < 2 {
                 self.flex_index.push(NONE);
                 continue;
             }
-            let cand = view.copies(e);
             self.flex_index.push(self.flex.len() as u32);
             self.flex.push(e as u32);
-            // Copies come GPU-ascending (slot order), so duplicates on
-            // one GPU are adjacent.
-            let mut last = NONE;
-            for &c in cand {
-                let g = view.slot_gpu[c as usize];
-                if g != last {
-                    self.flex_gpu.push(g);
-                    self.flex_of.push(self.flex.len() as u32 - 1);
-                    self.flex_mult.push(1);
-                    last = g;
-                } else if let Some(m) = self.flex_mult.last_mut() {
-                    *m += 1;
+            self.flex_copies.push(self.copies[e]);
+            let end = self.flex_start[self.flex_start.len() - 1] + self.holders[e] as usize;
+            self.flex_start.push(end);
+        }
+        let positions = self.flex_start[self.flex_start.len() - 1];
+        self.flex_gpu.clear();
+        self.flex_gpu.resize(positions, 0);
+        self.flex_of.clear();
+        self.flex_of.resize(positions, 0);
+        self.flex_mult.clear();
+        self.flex_mult.resize(positions, 0);
+        self.cursor.clear();
+        self.cursor
+            .extend_from_slice(&self.flex_start[..self.flex.len()]);
+        for g in 0..d {
+            let (lo, hi) = (self.held_start[g], self.held_start[g + 1]);
+            for (&e, &m) in self.held[lo..hi].iter().zip(&self.held_mult[lo..hi]) {
+                let f = self.flex_index[e as usize];
+                if f == NONE {
+                    continue;
                 }
+                let at = &mut self.cursor[f as usize];
+                self.flex_gpu[*at] = g as u32;
+                self.flex_of[*at] = f;
+                self.flex_mult[*at] = m;
+                *at += 1;
             }
-            self.flex_copies.push(cand.len() as u32);
-            self.flex_start.push(self.flex_gpu.len());
         }
         // Each GPU's replicated experts, ascending: a source's candidates.
         self.gpu_flex_start.clear();

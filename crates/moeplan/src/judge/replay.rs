@@ -95,6 +95,9 @@ pub(crate) struct Engine {
     /// Token messages of the last step, counted only with token routes.
     pub messages: MessageTally,
     counts_messages: bool,
+    /// Steps are timed (the cost model's timer reads the slot table):
+    /// Libra's rule builds its own tables and needs the slot table only then.
+    timed: bool,
     /// `Optimal`'s and `Libra`'s per-batch split, per (source, expert).
     dests: Dests,
 }
@@ -158,6 +161,7 @@ impl Engine {
             predicted: Vec::new(),
             messages: MessageTally::default(),
             counts_messages: tokens,
+            timed: true,
             dests: Dests::default(),
         }
     }
@@ -166,6 +170,13 @@ impl Engine {
     /// and they were not left out: [`Engine::without_messages`]).
     pub fn counts_messages(&self) -> bool {
         self.counts_messages
+    }
+
+    /// Whether the caller times steps (it reads [`Engine::view`]); a
+    /// replay that does not spares Libra's rule a slot table per layer.
+    pub fn timed(mut self, timed: bool) -> Self {
+        self.timed = timed;
+        self
     }
 
     /// Steps that leave token messages out: a replay that needs only loads
@@ -186,7 +197,9 @@ impl Engine {
         map: Option<&[u32]>,
         profile: Option<&[f64]>,
     ) {
-        self.view.prepare(layer, self.experts);
+        if self.mode != Mode::Libra || self.timed {
+            self.view.prepare(layer, self.experts);
+        }
         let d = self.topology.num_gpus();
         self.predicted.clear();
         let e_n = self.experts;
@@ -231,7 +244,7 @@ impl Engine {
                 if let Rule::Libra { start, .. } = self.rule {
                     self.rebalancer.set_start(start);
                 }
-                self.rebalancer.prepare(&self.view);
+                self.rebalancer.prepare(layer, self.experts);
             }
         }
     }

@@ -400,10 +400,16 @@ impl Prefetcher {
         self.srcs
             .extend((0..d as u32).filter(|&g| load[g as usize] > target));
         self.srcs.sort_unstable_by(busiest);
-        // Destinations with room, least loaded first.
+        // Destinations with room, least loaded first. A GPU above the mean
+        // could never take a copy (its load plus its own pairs would pass
+        // the mean), so the sources are left out until they drop to it:
+        // the first non-holder is then the same GPU or none, and a source
+        // need not be found among the destinations at every copy.
         self.dsts.clear();
         self.dsts
-            .extend((0..d as u32).filter(|&g| self.extras[g as usize] < extra_per_gpu));
+            .extend((0..d as u32).filter(|&g| {
+                self.extras[g as usize] < extra_per_gpu && load[g as usize] <= target
+            }));
         self.dsts.sort_unstable_by(|a, b| lightest(load, a, b));
         let steps = d * extra_per_gpu + e_n + d;
         for _ in 0..steps {
@@ -431,14 +437,6 @@ impl Prefetcher {
             let own = dst.map_or(0.0, |g| predicted.get(g, e));
             match (di, dst) {
                 (Some(di), Some(g)) if self.load[g] + own <= target => {
-                    // Where the source stands among the destinations, by
-                    // its load before the copy (found by bisection, not a
-                    // scan once the loads have moved).
-                    let load = &self.load;
-                    let at = self
-                        .dsts
-                        .partition_point(|x| lightest(load, x, &(src as u32)).is_lt());
-                    let si = (self.dsts.get(at) == Some(&(src as u32))).then_some(at);
                     self.hosts[g * e_n + e] = true;
                     out.gpus[g].push(e as u32);
                     self.extras[g] += 1;
@@ -450,24 +448,19 @@ impl Prefetcher {
                     self.remote[e] -= moved;
                     self.load[src] -= moved;
                     self.load[g] += moved;
-                    self.resort(src, (g, di), si, target, extra_per_gpu);
+                    self.resort(src, (g, di), target, extra_per_gpu);
                 }
                 _ => self.tried[e] = true,
             }
         }
     }
 
-    /// Puts the source `src` (the first of `srcs`, at `si` in `dsts` if
-    /// there) and the destination `dst` (at `di` in `dsts`) back in order
-    /// in the two lists after a copy changed their loads (and `dst`'s room).
-    fn resort(
-        &mut self,
-        src: usize,
-        (dst, di): (usize, usize),
-        si: Option<usize>,
-        target: f64,
-        extra_per_gpu: usize,
-    ) {
+    /// Puts the source `src` (the first of `srcs`, not among the
+    /// destinations while above the mean) and the destination `dst` (at
+    /// `di` in `dsts`) back in order in the two lists after a copy changed
+    /// their loads (and `dst`'s room); a source that dropped to the mean
+    /// joins the destinations if it has room.
+    fn resort(&mut self, src: usize, (dst, di): (usize, usize), target: f64, extra_per_gpu: usize) {
         let load = &self.load;
         let busiest = |a: &u32, b: &u32| {
             load[*b as usize]
@@ -483,20 +476,12 @@ impl Prefetcher {
                 .partition_point(|g| busiest(g, &(src as u32)).is_lt());
             self.srcs.insert(at, src as u32);
         }
-        // Both out before either goes back (the later position first):
-        // the search needs the rest in order.
-        let mut back = [None, None];
-        let mut out = [
-            (si, src, true),
-            (Some(di), dst, self.extras[dst] < extra_per_gpu),
+        // Out before anything goes back: the search needs the rest in order.
+        self.dsts.remove(di);
+        let back = [
+            (self.extras[dst] < extra_per_gpu).then_some(dst as u32),
+            (load[src] <= target && self.extras[src] < extra_per_gpu).then_some(src as u32),
         ];
-        out.sort_by_key(|o| std::cmp::Reverse(o.0));
-        for (slot, (at, g, stays)) in back.iter_mut().zip(out) {
-            if let Some(i) = at {
-                self.dsts.remove(i);
-                *slot = stays.then_some(g as u32);
-            }
-        }
         for g in back.into_iter().flatten() {
             let at = self.dsts.partition_point(|x| lightest(load, x, &g).is_lt());
             self.dsts.insert(at, g);
