@@ -900,6 +900,19 @@ mod tests {
 
     use super::*;
 
+    /// Random slots on `d` GPUs: every expert of `e_n` once somewhere,
+    /// then up to `copies · d` more copies anywhere (some twice on a GPU).
+    fn random_slots(rng: &mut ChaCha8Rng, d: usize, e_n: usize, copies: usize) -> Vec<Vec<u32>> {
+        let mut gpus = vec![Vec::new(); d];
+        for e in 0..e_n {
+            gpus[rng.random_range(0..d)].push(e as u32);
+        }
+        for _ in 0..rng.random_range(0..copies * d + 1) {
+            gpus[rng.random_range(0..d)].push(rng.random_range(0..e_n) as u32);
+        }
+        gpus
+    }
+
     /// Under even arrival the replay reads one row (`run_uniform`,
     /// `route_uniform`); it must give what `D` copies of the row give
     /// through the general path, loads and every traffic figure, up to
@@ -915,13 +928,7 @@ mod tests {
             let topology = Topology::new(nodes, gpn).unwrap_or_else(|e| panic!("{e}"));
             let d = topology.num_gpus();
             let e_n = rng.random_range(d..40);
-            let mut gpus = vec![Vec::new(); d];
-            for e in 0..e_n {
-                gpus[rng.random_range(0..d)].push(e as u32);
-            }
-            for _ in 0..rng.random_range(0..3 * d + 1) {
-                gpus[rng.random_range(0..d)].push(rng.random_range(0..e_n) as u32);
-            }
+            let gpus = random_slots(&mut rng, d, e_n, 3);
             let layer = LayerPlacement { layer: 0, gpus };
             let row: Vec<f64> = (0..e_n)
                 .map(|_| {
@@ -1100,13 +1107,7 @@ mod tests {
         for case in 0..600 {
             let d = rng.random_range(2..10);
             let e_n = rng.random_range(d..30);
-            let mut gpus = vec![Vec::new(); d];
-            for e in 0..e_n {
-                gpus[rng.random_range(0..d)].push(e as u32);
-            }
-            for _ in 0..rng.random_range(0..5 * d + 1) {
-                gpus[rng.random_range(0..d)].push(rng.random_range(0..e_n) as u32);
-            }
+            let gpus = random_slots(&mut rng, d, e_n, 5);
             let sources = rng.random_range(1..=d);
             let src: Vec<f64> = (0..sources * e_n)
                 .map(|_| {
