@@ -1032,12 +1032,11 @@ async function main() {
         // 24 budget changes (p95 is the second slowest).
         const b = [await timeBudget(pt, `${trace}: budget`), await timeBudget(pt, `${trace}: budget, again`)];
         const budget = row("budget (CRAFT's R)", b.flatMap((x) => x.samples), 16);
-        // The target is p95 ≤ 16 ms (a frame). On the 2-core CI machine a
-        // change's p95 moves by ±10 ms between runs (15–25 ms seen, the
-        // median 8–10 ms), so what fails is a median over one frame or a
-        // p95 over two; the table says how the target fared.
-        check(`${trace}: budget changes in the DOM within a frame at the median, two at p95 (p95 ${budget.p95_ms} ms; target 16 ms${budget.p95_ms > 16 ? `, missed by ${round(budget.p95_ms - 16, 1)} ms` : ", met"})`,
-          budget.p50_ms <= 16 && budget.p95_ms <= 33, JSON.stringify(budget));
+        // The target is p95 ≤ 16 ms (a frame), and the test fails above it
+        // (6.8 and 9.8 ms in the fresh-clone CI run at f20da24, load 2.0–2.8;
+        // 9–15 ms in the runs before).
+        check(`${trace}: budget changes in the DOM within a frame at p95 (p95 ${budget.p95_ms} ms; target 16 ms${budget.p95_ms > 16 ? `, missed by ${round(budget.p95_ms - 16, 1)} ms` : ", met"})`,
+          budget.p95_ms <= 16, JSON.stringify(budget));
         // Each change once the one before has settled (Libra's row back):
         // a change made while the worker still re-places Libra waits for it.
         const series = async (kind, values) => {
@@ -1079,16 +1078,13 @@ async function main() {
             }
           }
           const r = row(label, await series(kind, values), 300);
-          // The budget is p95 ≤ 300 ms. With 4–6 changes the p95 is the
-          // slowest, and on the 2-core CI VM one change in six lands
-          // 30–60 ms above its neighbours (another process, a GC) and a
-          // whole run's medians move by ±40 ms (Libra's rows on routes
-          // 224 / 276 and 290 / 304 in two fresh-clone runs of one tree;
-          // a gate at the median over 300 failed the second on the path
-          // table's 308), so what fails is a median over 360 ms or a
-          // slowest over 450; the table says how the budget fared.
+          // The budget is p95 ≤ 300 ms, and the test fails above it. With
+          // 4–6 changes the p95 is the slowest; whole runs on the 2-core VM
+          // move by up to a quarter, and the slowest row's p95 was 227 ms
+          // in the fresh-clone CI run at f20da24 (load 2.0–2.8; Libra's
+          // rows 176–218 ms).
           check(`${trace}: ${label} changes within budget (p95 ${r.p95_ms} ms; budget 300 ms${r.p95_ms > 300 ? `, missed by ${round(r.p95_ms - 300, 0)} ms` : ", met"})`,
-            r.n === values.length && r.p95_ms > 0 && r.p50_ms <= 360 && r.p95_ms <= 450, JSON.stringify(r));
+            r.n === values.length && r.p95_ms > 0 && r.p95_ms <= 300, JSON.stringify(r));
         }
         check(`${trace}: no page errors (change timings)`, pt.errors.length === 0, pt.errors.join("; "));
       }
