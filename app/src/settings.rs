@@ -230,6 +230,25 @@ impl Settings {
         )]
     }
 
+    /// The cluster the settings name.
+    pub fn cluster(&self) -> moeplan_view::Cluster {
+        moeplan_view::Cluster {
+            nodes: self.nodes,
+            gpus_per_node: self.gpus_per_node,
+            groups: self.groups,
+        }
+    }
+
+    /// The generator's trace the settings name.
+    pub fn generated(&self) -> crate::protocol::Source {
+        crate::protocol::Source::Generate {
+            preset: self.preset.clone(),
+            batches: self.batches,
+            seed: self.seed,
+            routes: self.routes,
+        }
+    }
+
     /// Bytes one expert of the memory model takes.
     pub fn expert_bytes(&self) -> u64 {
         model::preset(&self.memory_model).map_or(0, |p| p.expert_bytes())

@@ -8,13 +8,19 @@
 //!   (playwright-core and puppeteer-core, which never download a browser,
 //!   and typescript), and mdBook 0.5.4 (built from crates.io with its search
 //!   only: no server, no file watcher).
-//! - `test`  — setup, then formatting, lints, every native test, the wasm
-//!   surface's tests in headless Chromium, `dist`, the browser tests of what
-//!   it built (`tests/e2e.mjs` the page, `embed.mjs` the docs embed,
-//!   `onefile.mjs` the one-file page from `file://` in Chromium and
-//!   `firefox.mjs` in Firefox, `present.mjs` the
-//!   presenter's features) and the JavaScript package's type check. This is
-//!   what CI runs.
+//! - `test`  — setup, then formatting, lints, every native test, the
+//!   results tables, the page's heaviest changes counted in instructions
+//!   against their ceilings (`instructions.rs`), the wasm surface's tests in
+//!   headless Chromium, `dist`, the browser tests of what it built
+//!   (`tests/e2e.mjs` the page, `embed.mjs` the docs embed, `onefile.mjs`
+//!   the one-file page from `file://` in Chromium and `firefox.mjs` in
+//!   Firefox, `present.mjs` the presenter's features) and the JavaScript
+//!   package's type check; then each phase's wall-clock time. No check in it
+//!   depends on the machine's speed beyond a hang (an answer that never
+//!   comes, a median over 5× its budget). This is what CI runs.
+//! - `instructions [--write]` — the page's heaviest changes counted under
+//!   valgrind; `--write` writes docs/speed.md's table of them (the counts
+//!   and the ceilings `test` holds them to).
 //! - `dist [--out DIR]` — the one build of everything a user hosts, into
 //!   DIR (default `dist/`), offline: the page (trunk, unhashed names and
 //!   relative URLs, so it works from any folder), the docs example with its
@@ -37,7 +43,10 @@
 //!   http://127.0.0.1:8080 (it opens on a generated DeepSeek-V3 trace).
 //! - `cli`   — the same job headless: plan the generated default with every
 //!   planner from the command line.
-//! - `bench` — the criterion benchmarks.
+//! - `bench` — the criterion benchmarks; `bench page` — the page built as
+//!   `dist` builds it, every change timed in Chromium (`tests/e2e.mjs
+//!   --bench`) and held to its budget (p50 / p95), with the machine and its
+//!   load: for a person on a quiet machine, not CI.
 //! - `fuzz [SECONDS] [TARGET]` — every cargo-fuzz target (or one) for
 //!   SECONDS each (default 60) under a 2 GiB RSS limit, seeded from
 //!   `../shared/data`, the fixtures and `fuzz/seeds/`. Needs
@@ -46,6 +55,7 @@
 //!
 //! Plain `std::process::Command`: no dependencies, so it builds in seconds.
 
+mod instructions;
 mod onefile;
 mod pkg;
 mod results;
@@ -57,7 +67,14 @@ fn main() -> ExitCode {
     let task = std::env::args().nth(1).unwrap_or_default();
     let result = match task.as_str() {
         "setup" => setup(),
-        "test" => setup().and_then(|_| test()),
+        "test" => {
+            let mut phases = Phases::default();
+            let result = phases
+                .run("setup (install what is missing)", setup)
+                .and_then(|_| test(&mut phases));
+            phases.print();
+            result
+        }
         "dist" => match out_arg() {
             Ok(out) => setup().and_then(|_| dist(&out)),
             Err(e) => Err(e),
@@ -74,7 +91,19 @@ fn main() -> ExitCode {
         },
         "run" => setup().and_then(|_| serve()),
         "cli" => setup().and_then(|_| run_cli_job()),
-        "bench" => bench(),
+        "instructions" => {
+            let args: Vec<String> = std::env::args().skip(2).collect();
+            let write = args.iter().any(|a| a == "--write");
+            let only = args.iter().find(|a| *a != "--write").map(String::as_str);
+            instructions::run(only, write)
+        }
+        "bench" => match std::env::args().nth(2).as_deref() {
+            None => bench(),
+            Some("page") => setup().and_then(|_| bench_page()),
+            Some(other) => Err(format!(
+                "unknown bench {other:?}; usage: cargo xtask bench [page]"
+            )),
+        },
         "fuzz" => fuzz(
             std::env::args()
                 .nth(2)
@@ -83,7 +112,7 @@ fn main() -> ExitCode {
         ),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup|test|dist [--out DIR]|book [--out DIR]|results [--check] [--only NAME,…]|run|cli|bench|fuzz [seconds]>"
+                "usage: cargo xtask <setup|test|dist [--out DIR]|book [--out DIR]|results [--check] [--only NAME,…]|instructions [routes|counts] [--write]|run|cli|bench [page]|fuzz [seconds]>"
             );
             return ExitCode::from(2);
         }
@@ -144,6 +173,8 @@ const MDBOOK: &str = "0.5.4";
 const CHROMIUM: &str = "/usr/bin/chromium";
 const FIREFOX: &str = "/usr/bin/firefox-esr";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+const VALGRIND: &str = "/usr/bin/valgrind";
+const CALLGRIND_H: &str = "/usr/include/valgrind/callgrind.h";
 
 fn setup() -> Result {
     let installed = output("rustup", &["target", "list", "--installed"]).unwrap_or_default();
@@ -203,8 +234,13 @@ fn setup() -> Result {
     if !Path::new(FIREFOX).exists() {
         missing.push("firefox-esr");
     }
+    // valgrind counts the page's changes in instructions, and its headers
+    // build the client requests (`crabgrind`); every machine kind has it.
+    if !(Path::new(VALGRIND).exists() && Path::new(CALLGRIND_H).exists()) {
+        missing.push("valgrind");
+    }
     if missing.is_empty() {
-        eprintln!("setup: chromium, chromedriver and firefox-esr present");
+        eprintln!("setup: chromium, chromedriver, firefox-esr and valgrind present");
     } else {
         sh("apt-get", &["update"])?;
         let mut args = vec!["install", "-y", "--no-install-recommends"];
@@ -226,7 +262,40 @@ fn setup() -> Result {
     Ok(())
 }
 
-fn test() -> Result {
+/// Each phase of `test` with its wall-clock time, printed at the end (pass
+/// or fail) so the next slow phase is visible in CI's log.
+#[derive(Default)]
+struct Phases {
+    done: Vec<(String, std::time::Duration, bool)>,
+    start: Option<std::time::Instant>,
+}
+
+impl Phases {
+    fn run(&mut self, name: &str, phase: impl FnOnce() -> Result) -> Result {
+        let t = std::time::Instant::now();
+        self.start.get_or_insert(t);
+        let result = phase();
+        self.done
+            .push((name.to_string(), t.elapsed(), result.is_ok()));
+        result
+    }
+
+    fn print(&self) {
+        let total = self.start.map(|t| t.elapsed()).unwrap_or_default();
+        eprintln!("\nxtask test: phases (wall clock)");
+        for (name, took, ok) in &self.done {
+            let mark = if *ok { "" } else { "  FAILED" };
+            eprintln!("{:>8.1} s  {name}{mark}", took.as_secs_f64());
+        }
+        eprintln!(
+            "{:>8.1} s  in all ({:.1} min)",
+            total.as_secs_f64(),
+            total.as_secs_f64() / 60.0
+        );
+    }
+}
+
+fn test(phases: &mut Phases) -> Result {
     // CI always runs with the real data beside the repository; a run that
     // lacks it would pass its real-data tests vacuously.
     let shared = root().join("../shared/data");
@@ -237,45 +306,104 @@ fn test() -> Result {
         ));
     }
     let c = cargo();
-    sh(&c, &["fmt", "--all", "--", "--check"])?;
-    sh(
-        &c,
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ],
-    )?;
-    sh(&c, &["test", "--workspace"])?;
+    phases.run("fmt", || sh(&c, &["fmt", "--all", "--", "--check"]))?;
+    phases.run("clippy", || {
+        sh(
+            &c,
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        )
+    })?;
+    phases.run("native tests (workspace)", || {
+        sh(&c, &["test", "--workspace"])
+    })?;
     // The workspace build turns on the core's `parallel` feature (the CLI
     // asks for it); the core alone is the single-threaded path wasm uses.
-    sh(&c, &["test", "-p", "moeplan", "--tests"])?;
+    phases.run("native tests (the core single-threaded)", || {
+        sh(&c, &["test", "-p", "moeplan", "--tests"])
+    })?;
     // The results tables in the pages are what the examples make now.
-    results::results(true, None)?;
+    phases.run("results tables", || results::results(true, None))?;
     // The JavaScript surface, in headless Chromium.
-    sh_env(
-        &c,
-        &[
-            "test",
-            "-p",
-            "moeplan-wasm",
-            "--target",
-            "wasm32-unknown-unknown",
-        ],
-        &[("CHROMEDRIVER", CHROMEDRIVER)],
-    )?;
+    phases.run("wasm tests (Chromium)", || {
+        sh_env(
+            &c,
+            &[
+                "test",
+                "-p",
+                "moeplan-wasm",
+                "--target",
+                "wasm32-unknown-unknown",
+            ],
+            &[("CHROMEDRIVER", CHROMEDRIVER)],
+        )
+    })?;
     // Everything a user hosts, built as a user would, with no network, and
     // each artefact in a browser.
     let out = root().join("dist");
-    dist(&out)?;
+    phases.run("dist", || dist(&out))?;
+    // The work of the page's heaviest changes, in instructions: counted
+    // under valgrind in the background while the browser tests run (the
+    // counts do not depend on what else runs), checked after them.
+    let mut counting = None;
+    phases.run("instruction counts: build, start", || {
+        counting = Some(instructions::start(None)?);
+        Ok(())
+    })?;
     let dir = out.to_string_lossy();
+    let timings = root().join("target/e2e-timings.json");
+    let timings = timings.to_string_lossy();
     for test in BROWSER_TESTS {
-        sh("node", &[test, "--dist", &dir])?;
+        phases.run(test, || {
+            if *test == "tests/e2e.mjs" {
+                sh("node", &[test, "--dist", &dir, "--timings", &timings])
+            } else {
+                sh("node", &[test, "--dist", &dir])
+            }
+        })?;
     }
-    pkg::typecheck(&root())
+    phases.run("tsc (the JS API's types)", || pkg::typecheck(&root()))?;
+    phases.run("instruction counts: wait, check", || match counting {
+        Some(c) => instructions::check(c),
+        None => Err("the instruction counts did not start".into()),
+    })
+}
+
+/// `bench page`: the page built as `dist` builds it, then the e2e's timed
+/// sections alone, each change held to its budget (p50 / p95); the machine
+/// and its load are printed with the table, and the figures written to
+/// `target/page-bench.json`. For a person on a quiet machine, not CI.
+fn bench_page() -> Result {
+    let out = root().join("dist");
+    dist(&out)?;
+    let timings = root().join("target/page-bench.json");
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    eprintln!(
+        "bench page: load average before it {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    sh(
+        "node",
+        &[
+            "tests/e2e.mjs",
+            "--dist",
+            &out.to_string_lossy(),
+            "--bench",
+            "--timings",
+            &timings.to_string_lossy(),
+        ],
+    )?;
+    eprintln!("bench page: figures in {}", timings.display());
+    Ok(())
 }
 
 /// The browser tests of `dist`'s artefacts, each taking `--dist DIR`.

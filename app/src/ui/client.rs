@@ -345,11 +345,7 @@ pub(super) fn download(name: &str, text: &str) {
 }
 
 pub(super) fn cluster_of(s: &Settings) -> Cluster {
-    Cluster {
-        nodes: s.nodes,
-        gpus_per_node: s.gpus_per_node,
-        groups: s.groups,
-    }
+    s.cluster()
 }
 
 /// The page's state and its worker, as one `Copy` handle the event
@@ -591,20 +587,6 @@ impl Ctx {
         let id = self.next_id.get_value();
         self.next_id.set_value(id + 1);
         let req = Request {
-            id,
-            source: source.as_ref().map(ResendableSource::source),
-            cluster,
-            replicas_per_gpu: s.replicas_per_gpu,
-            layer: s.layer,
-            rule: s.rule.clone(),
-            export,
-            hardware: s.hardware.clone(),
-            model: s.memory_model.clone(),
-            // The worker re-plans only when these differ from the last
-            // ones asked for: a budget change costs nothing more.
-            per_batch: Some(s.per_batch()),
-            static_options: Some(s.static_options()),
-            batches: kind == Kind::Timeline,
             cross,
             serving,
             reader: if bytes.is_some() {
@@ -617,6 +599,14 @@ impl Ctx {
             } else {
                 String::new()
             },
+            ..Request::from_settings(
+                id,
+                &s,
+                source.as_ref().map(ResendableSource::source),
+                cluster,
+                export,
+                kind == Kind::Timeline,
+            )
         };
         let json = serde_json::to_string(&req).ok()?;
         let reading = matches!(source, Some(ResendableSource::File(..)));
@@ -1212,12 +1202,7 @@ impl Ctx {
         let s = self.settings.get_untracked();
         self.send(
             Kind::Trace,
-            Some(ResendableSource::Generated(Source::Generate {
-                preset: s.preset.clone(),
-                batches: s.batches,
-                seed: s.seed,
-                routes: s.routes,
-            })),
+            Some(ResendableSource::Generated(s.generated())),
             Some(cluster_of(&s)),
             None,
             None,
