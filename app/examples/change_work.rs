@@ -48,29 +48,16 @@ const CHANGES: &[(&str, Change)] = &[
 ];
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let which = args.first().cloned().unwrap_or_default();
-    let batches = match args.get(1..) {
-        Some([]) | None => Some(Settings::default().batches),
-        Some([flag, n]) if flag == "--batches" => n.parse().ok().filter(|&n| n > 0),
-        Some(_) => None,
+    let which = std::env::args().nth(1).unwrap_or_default();
+    let routes = match which.as_str() {
+        "routes" => true,
+        "counts" => false,
+        _ => {
+            eprintln!("usage: change_work routes|counts");
+            return ExitCode::from(2);
+        }
     };
-    let (routes, Some(batches)) = (
-        match which.as_str() {
-            "routes" => Some(true),
-            "counts" => Some(false),
-            _ => None,
-        },
-        batches,
-    ) else {
-        eprintln!("usage: change_work routes|counts [--batches N]");
-        return ExitCode::from(2);
-    };
-    let Some(routes) = routes else {
-        eprintln!("usage: change_work routes|counts [--batches N]");
-        return ExitCode::from(2);
-    };
-    match run(routes, batches) {
+    match run(routes) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("change_work {which}: {e}");
@@ -79,10 +66,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(routes: bool, batches: usize) -> Result<(), String> {
+fn run(routes: bool) -> Result<(), String> {
     let mut s = Settings {
         routes,
-        batches,
         ..Settings::default()
     };
     let t0 = Instant::now();

