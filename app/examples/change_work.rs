@@ -4,7 +4,7 @@
 //! move (issue 46: no wall-clock gate in the test command).
 //!
 //! ```text
-//! cargo run --release -p moeplan-app --example change_work -- routes|counts
+//! cargo run --release -p moeplan-app --no-default-features --example change_work -- routes|counts
 //! valgrind --tool=callgrind --instr-atstart=no target/release/examples/change_work routes
 //! ```
 //!

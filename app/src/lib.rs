@@ -5,13 +5,19 @@
 //! [`figures`], [`charts`]), and the docs embed that mounts the same
 //! figures into a docs page ([`embed`]).
 
+#[cfg(feature = "ui")]
 pub mod board;
+#[cfg(feature = "ui")]
 pub mod charts;
+#[cfg(feature = "ui")]
 pub mod embed;
+#[cfg(feature = "ui")]
 pub mod figures;
+#[cfg(feature = "ui")]
 pub mod present;
 pub mod protocol;
 pub mod reader;
 pub mod settings;
+#[cfg(feature = "ui")]
 pub mod ui;
 pub mod worker;

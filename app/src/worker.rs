@@ -86,10 +86,10 @@ pub struct WorkerState {
     /// The traces of the last cross-workload matrix ([`Request::cross`]),
     /// with their names, judged again after a cluster change.
     cross: Option<(Vec<String>, Vec<LoadTrace>)>,
-    /// GRACE's clusterings still to do ahead of time, one (cluster, layer)
-    /// per step, the next one last; set anew whenever the workspace changes
-    /// ([`WorkerState::warm_step`]).
-    warm: Vec<(Cluster, usize)>,
+    /// The work still to do ahead of time for the clusters next to the
+    /// one shown, one (what, cluster, layer) per step, the next one last;
+    /// set anew whenever the workspace changes ([`WorkerState::warm_step`]).
+    warm: Vec<(Ahead, Cluster, usize)>,
     /// The clusters of `warm`, and the milliseconds spent on them so far.
     warming: (Vec<Cluster>, f64),
     /// Libra's path-table predictions for the trace held, made between
@@ -97,12 +97,27 @@ pub struct WorkerState {
     /// spent so far. They depend on the routes alone: a cluster change
     /// keeps them, a new trace starts them anew.
     memo: Option<(PathMemoBuild, f64)>,
+    /// Workspaces a cluster change or new trace replaced, freed by the
+    /// next step ahead of time rather than before the answer (freeing the
+    /// route default's was a tenth of a GPU change).
+    retired: Vec<Workspace>,
+}
+
+/// What one step ahead of time prepares for a neighbouring cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ahead {
+    /// CRAFT's measurements of one layer (the step after the last layer:
+    /// its budget bound), kept with the trace.
+    Craft,
+    /// GRACE's clusterings of one layer (token routes only).
+    Grace,
 }
 
 /// Work ahead of time that [`WorkerState::warm_step`] finished.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Warmed {
-    /// GRACE's clusterings of these clusters (`N × G`), in this many ms.
+    /// CRAFT's measurements and (token routes) GRACE's clusterings of these
+    /// clusters (`N × G`), in this many ms.
     Clusters(Vec<String>, f64),
     /// Libra's path-table predictions for the trace, in this many ms.
     PathTable(f64),
@@ -592,7 +607,7 @@ impl WorkerState {
                         .flatten()
                         .map(|b| (b, 0.0));
                 }
-                self.workspace = Some(ws);
+                self.retired.extend(self.workspace.replace(ws));
                 self.source = name;
                 match answer {
                     Answer::View(v, _) => Answer::View(v, Some(stats)),
@@ -605,41 +620,58 @@ impl WorkerState {
 }
 
 impl WorkerState {
-    /// Queues GRACE's clusterings for `ws`'s [`neighbours`], every layer of
-    /// each, when `ws` groups by token routes (else nothing: a count-only
-    /// trace groups by load, which costs nothing to re-plan).
+    /// Queues the work ahead of time for `ws`'s [`neighbours`], the first
+    /// neighbour first: CRAFT's measurements of every layer (most of a
+    /// cluster change's work, whatever the trace), then GRACE's
+    /// clusterings of every layer when `ws` groups by token routes (a
+    /// count-only trace groups by load, which costs nothing to re-plan).
     fn warm_around(&mut self, ws: &Workspace) {
         self.warm.clear();
         self.warming = (Vec::new(), 0.0);
-        if ws.workload().tokens().is_none() {
-            return;
-        }
         let clusters = neighbours(ws.cluster(), ws.trace().num_experts());
         let layers = ws.trace().num_layers();
-        // Popped from the end: the first neighbour's first layer last.
+        let grace = if ws.workload().tokens().is_some() {
+            layers
+        } else {
+            0
+        };
+        // Popped from the end: the first neighbour's first step last.
         for &c in clusters.iter().rev() {
-            for layer in (0..layers).rev() {
-                self.warm.push((c, layer));
+            for layer in (0..grace).rev() {
+                self.warm.push((Ahead::Grace, c, layer));
+            }
+            for step in (0..ws.craft_warm_steps()).rev() {
+                self.warm.push((Ahead::Craft, c, step));
             }
         }
         self.warming.0 = clusters;
     }
 
-    /// One step of the work ahead of time: GRACE's clusterings of one layer
-    /// for one neighbouring cluster, then, once those are done, one step
-    /// of Libra's path-table predictions. Returns what this step finished
-    /// (with the milliseconds its work took, by `now_ms`), `None` while
-    /// that work goes on or when there was none. The page's worker runs
-    /// steps only between requests, so they never delay an answer by more
-    /// than one step.
+    /// One step of the work ahead of time: CRAFT's measurements or GRACE's
+    /// clusterings of one layer for one neighbouring cluster, then, once
+    /// those are done, one step of Libra's path-table predictions. Returns
+    /// what this step finished (with the milliseconds its work took, by
+    /// `now_ms`), `None` while that work goes on or when there was none.
+    /// The page's worker runs steps only between requests, so they never
+    /// delay an answer by more than one step.
     pub fn warm_step(&mut self, now_ms: impl Fn() -> f64) -> Option<Warmed> {
+        // What the last answers replaced is freed first, a step of its own.
+        if self.retired.pop().is_some()
+            || self.workspace.as_mut().is_some_and(Workspace::drop_retired)
+        {
+            return None;
+        }
         let ws = self.workspace.as_ref()?;
         let start = now_ms();
-        if let Some((cluster, layer)) = self.warm.pop() {
+        if let Some((what, cluster, step)) = self.warm.pop() {
             // A cluster that cannot be prepared (checked again when asked
             // for) is left to be planned from scratch then.
-            if ws.warm_grace(cluster, layer).is_err() {
-                self.warm.retain(|(c, _)| *c != cluster);
+            let failed = match what {
+                Ahead::Craft => ws.warm_craft(cluster, step).is_err(),
+                Ahead::Grace => ws.warm_grace(cluster, step).is_err(),
+            };
+            if failed {
+                self.warm.retain(|(w, c, _)| (*w, *c) != (what, cluster));
             }
             self.warming.1 += now_ms() - start;
             if !self.warm.is_empty() {
@@ -673,7 +705,10 @@ impl WorkerState {
 
     /// Whether work ahead of time is queued.
     pub fn warming(&self) -> bool {
-        !self.warm.is_empty() || self.memo.is_some()
+        !self.warm.is_empty()
+            || self.memo.is_some()
+            || !self.retired.is_empty()
+            || self.workspace.as_ref().is_some_and(Workspace::has_retired)
     }
 
     /// Plans across the workloads `ask` names (`read` from its files, each
@@ -1225,13 +1260,13 @@ mod tests {
     }
 
     /// Work ahead of time: after a token-routes trace the worker queues
-    /// GRACE's clusterings for every layer of each neighbouring cluster, a
-    /// step at a time; the last step names them. A change to one of them
-    /// then answers exactly what a worker that never warmed answers, and
-    /// queues the new cluster's neighbours; a count-only trace queues
-    /// nothing.
+    /// CRAFT's measurements and GRACE's clusterings for every layer of each
+    /// neighbouring cluster, a step at a time; the last step names them. A
+    /// change to one of them then answers exactly what a worker that never
+    /// warmed answers, and queues the new cluster's neighbours; a
+    /// count-only trace queues CRAFT's only.
     #[test]
-    fn graces_clusterings_ahead_of_time_change_no_answer() {
+    fn work_ahead_of_time_changes_no_answer() {
         let c = |nodes, gpus_per_node| Cluster {
             nodes,
             gpus_per_node,
@@ -1246,7 +1281,13 @@ mod tests {
             |_| {},
         ));
         let layers = 26;
-        assert_eq!(warm.warm.len(), 4 * layers, "2 × 2, 2 × 8, 1 × 4 and 4 × 4");
+        // Per neighbour: CRAFT's layers and its budget bound, GRACE's layers.
+        let per_cluster = (layers + 1) + layers;
+        assert_eq!(
+            warm.warm.len(),
+            4 * per_cluster,
+            "2 × 2, 2 × 8, 1 × 4 and 4 × 4"
+        );
         let mut steps = 1;
         let done = loop {
             if let Some(done) = warm.warm_step(|| 0.0) {
@@ -1255,9 +1296,9 @@ mod tests {
             assert!(warm.warming(), "no answer yet, so work remains");
             steps += 1;
         };
-        assert_eq!(steps, 4 * layers);
+        assert_eq!(steps, 4 * per_cluster);
         let Warmed::Clusters(clusters, _) = done else {
-            panic!("GRACE's clusterings come first: {done:?}")
+            panic!("the clusters' work comes first: {done:?}")
         };
         assert_eq!(clusters, vec!["2 × 2", "2 × 8", "1 × 4", "4 × 4"]);
         // Then Libra's path-table predictions: one step per later batch and
@@ -1325,7 +1366,15 @@ mod tests {
             || 0.0,
             |_| {},
         ));
-        assert!(!warm.warming(), "counts only: GRACE groups by load");
+        assert_eq!(
+            warm.warm.len(),
+            neighbours(CLUSTER, 64).len()
+                * warm
+                    .workspace
+                    .as_ref()
+                    .map_or(0, |ws| ws.craft_warm_steps()),
+            "counts only: CRAFT's steps, none of GRACE's (it groups by load)"
+        );
     }
 
     /// GRACE's ratio re-plans GRACE only (every other plan's figures as

@@ -199,6 +199,13 @@ pub fn start(only: Option<&str>) -> Result<Counting> {
             bin.display()
         );
         let child = Command::new("valgrind")
+            // Valgrind runs FMA instructions through a software helper some
+            // hundred times slower than any other; glibc's `exp` takes its
+            // FMA build on a CPU that has FMA (as valgrind reports it), its
+            // AVX build without. The token generator's `exp` calls are then
+            // as quick as the rest of the setup (faer's kernels still find
+            // FMA themselves).
+            .env("GLIBC_TUNABLES", "glibc.cpu.hwcaps=-FMA")
             .args([
                 "--tool=callgrind",
                 "--instr-atstart=no",

@@ -307,6 +307,16 @@ fn test(phases: &mut Phases) -> Result {
     }
     let c = cargo();
     phases.run("fmt", || sh(&c, &["fmt", "--all", "--", "--check"]))?;
+    // The work of the page's heaviest changes, in instructions: counted
+    // under valgrind in the background from the start (the counts do not
+    // depend on what else runs; the route default's setup alone takes ten
+    // minutes there, which the builds and tests below hide), checked at
+    // the end.
+    let mut counting = None;
+    phases.run("instruction counts: build, start", || {
+        counting = Some(instructions::start(None)?);
+        Ok(())
+    })?;
     phases.run("clippy", || {
         sh(
             &c,
@@ -348,14 +358,6 @@ fn test(phases: &mut Phases) -> Result {
     // each artefact in a browser.
     let out = root().join("dist");
     phases.run("dist", || dist(&out))?;
-    // The work of the page's heaviest changes, in instructions: counted
-    // under valgrind in the background while the browser tests run (the
-    // counts do not depend on what else runs), checked after them.
-    let mut counting = None;
-    phases.run("instruction counts: build, start", || {
-        counting = Some(instructions::start(None)?);
-        Ok(())
-    })?;
     let dir = out.to_string_lossy();
     let timings = root().join("target/e2e-timings.json");
     let timings = timings.to_string_lossy();

@@ -84,6 +84,10 @@ pub struct Cluster {
 /// A trace planned on a cluster.
 #[derive(Debug, Clone)]
 pub struct Workspace {
+    /// Plans a re-plan replaced, freed between requests
+    /// ([`Workspace::drop_retired`]): freeing a Libra schedule (a plan per
+    /// batch) was 2 % of a Libra option change.
+    retired: Vec<State>,
     work: Workload,
     topology: Topology,
     cluster: Cluster,
@@ -431,6 +435,7 @@ impl Workspace {
         });
         let mean = Workload::new(work.trace().mean_batch());
         Ok(Workspace {
+            retired: Vec::new(),
             one_batch,
             mean,
             priced: Arc::default(),
@@ -490,6 +495,41 @@ impl Workspace {
     /// The trace.
     pub fn trace(&self) -> &LoadTrace {
         self.work.trace()
+    }
+
+    /// One step of measuring CRAFT ahead of time for `cluster` with this
+    /// workspace's options ([`moeplan::planners::craft::warm`]; steps
+    /// `0..`[`Workspace::craft_warm_steps`]): a change to that cluster
+    /// then reads CRAFT's benefit table instead of measuring it, the most
+    /// of a cluster change's work.
+    ///
+    /// ```
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::{synth::generator, data::model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+    /// let c = |nodes, gpus_per_node| Cluster { nodes, gpus_per_node, groups: 1 };
+    /// let first = Workspace::new(t.clone(), c(1, 8))?;
+    /// for step in 0..first.craft_warm_steps() {
+    ///     first.warm_craft(c(1, 4), step)?;
+    /// }
+    /// let next = Workspace::of_workload(first.workload().clone(), c(1, 4), |_| {})?;
+    /// // The same trace made again keeps nothing measured: measured afresh.
+    /// let again = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+    /// assert_eq!(next.view(Some(2), 0)?, Workspace::new(again, c(1, 4))?.view(Some(2), 0)?);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn warm_craft(&self, cluster: Cluster, step: usize) -> Result<()> {
+        let topology = Topology::new(cluster.nodes, cluster.gpus_per_node)?;
+        let settings = self
+            .options
+            .clone()
+            .with(GROUPS.name, Value::Count(cluster.groups))?;
+        moeplan::planners::craft::warm(self.trace(), topology, &settings, step)
+    }
+
+    /// The steps of [`Workspace::warm_craft`] for one cluster.
+    pub fn craft_warm_steps(&self) -> usize {
+        moeplan::planners::craft::warm_steps(self.trace())
     }
 
     /// The cluster's shape.
@@ -1195,11 +1235,25 @@ impl Workspace {
         }
         for (i, state, notes) in next {
             if let Some(entry) = self.entries.get_mut(i) {
-                entry.state = state;
+                self.retired
+                    .push(std::mem::replace(&mut entry.state, state));
                 entry.notes = notes;
             }
         }
         Ok(())
+    }
+
+    /// Whether re-planning replaced plans not yet freed.
+    pub fn has_retired(&self) -> bool {
+        !self.retired.is_empty()
+    }
+
+    /// Frees the plans re-planning replaced (kept until now so that an
+    /// answer does not wait for it); whether there were any.
+    pub fn drop_retired(&mut self) -> bool {
+        let any = !self.retired.is_empty();
+        self.retired.clear();
+        any
     }
 
     fn heat(&self, plan: &Plan) -> Vec<Vec<f64>> {

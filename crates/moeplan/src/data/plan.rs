@@ -111,6 +111,79 @@ impl Plan {
         Ok(plan)
     }
 
+    /// `base` with copies appended to its GPUs' slots, layer by layer
+    /// (`layers[ℓ]` the base's layer ℓ with slots added after its own):
+    /// Libra's plan of one batch. Checks only what the appended slots can
+    /// break — the same layers and GPUs, each base slot list a prefix,
+    /// expert ids in range, the slot bound — since every expert already has
+    /// its base copy: O(slots) with no allocation, where [`Plan::new`]
+    /// counts every expert's copies (a Libra schedule makes a plan per
+    /// batch, 64 on the page's default).
+    ///
+    /// ```
+    /// use moeplan::{LayerPlacement, Plan, Topology};
+    /// let base = Plan::new(Topology::new(1, 2)?, 2, vec![LayerPlacement { layer: 0, gpus: vec![vec![0], vec![1]] }], "base")?;
+    /// let more = vec![LayerPlacement { layer: 0, gpus: vec![vec![0, 1], vec![1]] }];
+    /// assert_eq!(Plan::extending(&base, more, "libra")?.summary().replicas, 1);
+    /// let lost = vec![LayerPlacement { layer: 0, gpus: vec![vec![1], vec![1]] }];
+    /// assert!(Plan::extending(&base, lost, "libra").is_err()); // expert 0's base copy is gone
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn extending(
+        base: &Plan,
+        layers: Vec<LayerPlacement>,
+        algorithm: impl Into<String>,
+    ) -> Result<Self> {
+        if layers.len() != base.layers.len() {
+            return Err(Error::Plan(format!(
+                "{} layers extend a base of {}",
+                layers.len(),
+                base.layers.len()
+            )));
+        }
+        let e = base.num_experts;
+        for (lp, bp) in layers.iter().zip(&base.layers) {
+            if lp.layer != bp.layer || lp.gpus.len() != bp.gpus.len() {
+                return Err(Error::Plan(format!(
+                    "layer {} ({} GPUs) does not extend the base's layer {} ({} GPUs)",
+                    lp.layer,
+                    lp.gpus.len(),
+                    bp.layer,
+                    bp.gpus.len()
+                )));
+            }
+            if lp.total_slots() > MAX_SLOTS_PER_LAYER {
+                return Err(Error::Plan(format!(
+                    "layer {} has {} slots, more than the {MAX_SLOTS_PER_LAYER} supported",
+                    lp.layer,
+                    lp.total_slots(),
+                )));
+            }
+            for (g, (slots, own)) in lp.gpus.iter().zip(&bp.gpus).enumerate() {
+                let added = slots.strip_prefix(own.as_slice()).ok_or_else(|| {
+                    Error::Plan(format!(
+                        "layer {}, GPU {g}: the base's slots are not kept first",
+                        lp.layer
+                    ))
+                })?;
+                if let Some(&bad) = added.iter().find(|&&x| x as usize >= e) {
+                    return Err(Error::Plan(format!(
+                        "layer {}, GPU {g}: expert {bad} is out of range (0..{e})",
+                        lp.layer
+                    )));
+                }
+            }
+        }
+        Ok(Plan {
+            topology: base.topology,
+            num_experts: e,
+            layers,
+            algorithm: algorithm.into(),
+            provenance: None,
+            profile: None,
+        })
+    }
+
     /// Checks every invariant and returns the memory summary: at least one
     /// layer, strictly increasing layer ids, one slot list per GPU, expert ids
     /// in range, every logical expert with at least one copy in every layer.

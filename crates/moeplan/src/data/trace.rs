@@ -6,6 +6,9 @@
 //! the rank each token came from) that traffic- and affinity-aware planners
 //! need; it folds into a `LoadTrace` by batching tokens.
 
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+
 use ndarray::{Array2, Array3, ArrayView2, Axis, s};
 use serde::Serialize;
 
@@ -19,7 +22,10 @@ pub const MAX_LAYERS: usize = 1 << 12;
 /// Token counts per batch, MoE layer and logical expert.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadTrace {
-    counts: Array3<f64>,
+    /// Shared by clones: a workspace keeps its workload when the cluster
+    /// changes, and copying 7.6 MB of counts (the page's default) was a
+    /// tenth of such a change.
+    counts: Arc<Array3<f64>>,
     layer_ids: Vec<u32>,
     /// Layers of the model in all, when a file or a preset said so; `None`
     /// when only the MoE layers are known (engines' per-layer files need
@@ -27,9 +33,52 @@ pub struct LoadTrace {
     model_layers: Option<usize>,
     top_k: Option<usize>,
     model: Option<String>,
+    /// What planners derive from the counts alone, kept with them and
+    /// shared by the trace's clones (see [`Memo`]).
+    memo: Memo,
+}
+
+/// Tables planners derive from a trace's counts alone, each kept under
+/// the name of what made it (CRAFT's per-layer measurements at each GPU
+/// count among them), so a cluster change back to one seen before, or one
+/// measured ahead of time, does not measure again. Shared by a trace's
+/// clones; a trace made from another (a slice, a sum, a join) starts
+/// empty. Equal whatever it holds: a cache, not data. Each kind bounds
+/// what it keeps.
+#[derive(Clone, Default)]
+pub(crate) struct Memo(Arc<Mutex<Vec<MemoEntry>>>);
+
+type MemoEntry = (&'static str, Arc<dyn Any + Send + Sync>);
+
+impl PartialEq for Memo {
+    fn eq(&self, _: &Memo) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Memo")
+    }
 }
 
 impl LoadTrace {
+    /// The table kept under `name` (made empty the first time).
+    pub(crate) fn memo<T: Any + Send + Sync + Default>(&self, name: &'static str) -> Arc<T> {
+        let mut kept = self.memo.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = kept
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, t)| Arc::clone(t).downcast::<T>().ok())
+        {
+            return t;
+        }
+        let t = Arc::new(T::default());
+        kept.retain(|(n, _)| *n != name);
+        kept.push((name, Arc::clone(&t) as Arc<dyn Any + Send + Sync>));
+        t
+    }
+
     /// Builds a trace from `counts[b][l][e]` and the model's id of each MoE
     /// layer (dense layers are absent from `counts` but keep their ids free).
     ///
@@ -86,11 +135,12 @@ impl LoadTrace {
             return Err(Error::Trace("total token count overflows".into()));
         }
         Ok(LoadTrace {
-            counts,
+            counts: Arc::new(counts),
             layer_ids,
             model_layers: None,
             top_k: None,
             model: None,
+            memo: Memo::default(),
         })
     }
 
@@ -287,22 +337,24 @@ impl LoadTrace {
     pub fn mean_batch(&self) -> LoadTrace {
         let b_n = self.num_batches().max(1) as f64;
         LoadTrace {
-            counts: self.summed().mapv(|x| x / b_n).insert_axis(Axis(0)),
+            counts: Arc::new(self.summed().mapv(|x| x / b_n).insert_axis(Axis(0))),
             layer_ids: self.layer_ids.clone(),
             model_layers: self.model_layers,
             top_k: self.top_k,
             model: self.model.clone(),
+            memo: Memo::default(),
         }
     }
 
     /// Every batch's counts summed into one batch, the trace's model kept.
     pub fn summed_batch(&self) -> LoadTrace {
         LoadTrace {
-            counts: self.summed().insert_axis(Axis(0)),
+            counts: Arc::new(self.summed().insert_axis(Axis(0))),
             layer_ids: self.layer_ids.clone(),
             model_layers: self.model_layers,
             top_k: self.top_k,
             model: self.model.clone(),
+            memo: Memo::default(),
         }
     }
 
@@ -317,11 +369,12 @@ impl LoadTrace {
             )));
         }
         Ok(LoadTrace {
-            counts: self.counts.slice(s![range, .., ..]).to_owned(),
+            counts: Arc::new(self.counts.slice(s![range, .., ..]).to_owned()),
             layer_ids: self.layer_ids.clone(),
             model_layers: self.model_layers,
             top_k: self.top_k,
             model: self.model.clone(),
+            memo: Memo::default(),
         })
     }
 
@@ -355,7 +408,7 @@ impl LoadTrace {
             .map_err(|e| Error::Trace(format!("joining traces: {e}")))?;
         let same = |a: &Option<String>, b: &Option<String>| (a == b).then(|| a.clone()).flatten();
         Ok(LoadTrace {
-            counts,
+            counts: Arc::new(counts),
             layer_ids: self.layer_ids.clone(),
             model_layers: match (self.model_layers, next.model_layers) {
                 (Some(a), Some(b)) => Some(a.max(b)),
@@ -363,6 +416,7 @@ impl LoadTrace {
             },
             top_k: (self.top_k == next.top_k).then_some(self.top_k).flatten(),
             model: same(&self.model, &next.model),
+            memo: Memo::default(),
         })
     }
 
@@ -526,8 +580,9 @@ pub struct LayerStats {
 pub struct TokenTrace {
     num_experts: usize,
     layer_ids: Vec<u32>,
-    /// `routes[l]` is `tokens × top_k`.
-    routes: Vec<Array2<u32>>,
+    /// `routes[l]` is `tokens × top_k`. Shared by clones (60 MB on the
+    /// page's route default; a cluster change clones the workload).
+    routes: Arc<[Array2<u32>]>,
     source_rank: Vec<u32>,
 }
 
@@ -595,7 +650,7 @@ impl TokenTrace {
         Ok(TokenTrace {
             num_experts,
             layer_ids,
-            routes,
+            routes: routes.into(),
             source_rank,
         })
     }

@@ -21,6 +21,7 @@
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::sync::{Arc, Mutex};
 
 use ndarray::{ArrayView1, Axis};
 
@@ -52,9 +53,60 @@ pub fn layer_bound_curve(trace: &LoadTrace, layer: usize, gpus: usize, r_max: us
     curve
 }
 
-/// The bound for one layer at exactly `r` replicas, averaged over batches.
+/// The bound for one layer at exactly `r` replicas, averaged over batches
+/// (read from the curve kept with the trace for `r ≤ gpus`).
 pub fn layer_bound(trace: &LoadTrace, layer: usize, gpus: usize, r: usize) -> f64 {
+    if r <= gpus && layer < trace.num_layers() {
+        return kept_curve(trace, layer, gpus)[r];
+    }
     layer_bound_curve(trace, layer, gpus, r)[r]
+}
+
+/// Layer curves kept with a trace ([`LoadTrace::memo`]), per GPU count
+/// and layer: every plan judged on a cluster reads the same ones (the
+/// page judges three static plans and CRAFT measures them again at every
+/// cluster change). At most [`KEPT`] GPU counts, the oldest dropped.
+#[derive(Default)]
+struct Kept(Mutex<Vec<(usize, Vec<Option<Arc<Vec<f64>>>>)>>);
+
+impl Kept {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(usize, Vec<Option<Arc<Vec<f64>>>>)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// GPU counts whose curves a trace keeps.
+const KEPT: usize = 4;
+
+/// [`layer_bound_curve`] with `r_max = gpus`, kept with the trace: the
+/// curve at `r` does not depend on how far it goes (each batch's copies
+/// are added one at a time), so every bound up to `gpus` replicas reads it.
+pub(crate) fn kept_curve(trace: &LoadTrace, layer: usize, gpus: usize) -> Arc<Vec<f64>> {
+    let kept = trace.memo::<Kept>("judge::bound");
+    if let Some(c) = kept
+        .lock()
+        .iter()
+        .find(|(d, _)| *d == gpus)
+        .and_then(|(_, layers)| layers.get(layer).cloned().flatten())
+    {
+        return c;
+    }
+    let curve = Arc::new(layer_bound_curve(trace, layer, gpus, gpus));
+    let mut all = kept.lock();
+    let at = match all.iter().position(|(d, _)| *d == gpus) {
+        Some(i) => i,
+        None => {
+            if all.len() >= KEPT {
+                all.remove(0);
+            }
+            all.push((gpus, vec![None; trace.num_layers()]));
+            all.len() - 1
+        }
+    };
+    if let Some(slot) = all[at].1.get_mut(layer) {
+        *slot = Some(Arc::clone(&curve));
+    }
+    curve
 }
 
 /// The bound under a per-batch schedule (Libra's): every batch is bounded
@@ -365,4 +417,34 @@ fn feasible(
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::model;
+    use crate::synth::generator::{GenConfig, generate};
+
+    /// The kept curve's bounds are the ones computed to exactly `r`, for
+    /// every layer and `r ≤ D` at several GPU counts (more than are kept),
+    /// and a second read is the kept curve itself.
+    #[test]
+    fn kept_curves_are_the_bounds_computed_to_r() {
+        let trace = generate(&GenConfig::new(model::preset("olmoe").unwrap(), 3)).unwrap();
+        let mut checked = 0;
+        for d in [4, 8, 16, 32, 8, 64] {
+            for l in 0..trace.num_layers() {
+                for r in 0..=d {
+                    let direct = layer_bound_curve(&trace, l, d, r)[r];
+                    assert_eq!(layer_bound(&trace, l, d, r).to_bits(), direct.to_bits());
+                    checked += 1;
+                }
+                assert!(Arc::ptr_eq(
+                    &kept_curve(&trace, l, d),
+                    &kept_curve(&trace, l, d)
+                ));
+            }
+        }
+        assert_eq!(checked, 16 * (5 + 9 + 17 + 33 + 9 + 65));
+    }
 }

@@ -17,13 +17,17 @@
 //! counts, `L` layers, `B` batches, `E` experts, `D` GPUs and `S = E + r`
 //! slots; layers run in parallel with the `parallel` feature.
 
+use std::sync::{Arc, Mutex, OnceLock};
+
 use ndarray::Array2;
 use serde::Serialize;
 
+use super::curve::budget_bound;
 use super::interleave::interleaved_assignment;
 use crate::data::topology::Topology;
 use crate::data::trace::LoadTrace;
 use crate::error::Result;
+use crate::judge::bound::kept_curve;
 use crate::judge::eval::Replay;
 use crate::planners::shared::joint::place;
 use crate::planners::shared::layers::map_layers;
@@ -100,30 +104,236 @@ pub(super) fn estimate(
     refine: bool,
     joint: bool,
 ) -> Result<(BenefitTable, Vec<LayerPlacements>)> {
-    let summed = trace.summed();
-    let d = topology.num_gpus();
-    let per_layer = map_layers(trace.num_layers(), |l| {
-        estimate_layer(trace, &summed, l, d, counts, refine, joint)
-    })?;
-    let mut table = BenefitTable {
-        counts: counts.to_vec(),
-        base: Vec::with_capacity(per_layer.len()),
-        gains: vec![Vec::with_capacity(per_layer.len()); counts.len()],
-        imbalance: vec![Vec::with_capacity(per_layer.len()); counts.len() + 1],
-        compute_us: Vec::new(),
-    };
-    let mut placements = Vec::with_capacity(per_layer.len());
-    for (base, gains, imbalance, placed) in per_layer {
-        table.base.push(base);
-        for (k, g) in gains.into_iter().enumerate() {
-            table.gains[k].push(g);
-        }
-        for (k, x) in imbalance.into_iter().enumerate() {
-            table.imbalance[k].push(x);
-        }
-        placements.push(placed);
-    }
+    let (mut table, placements) =
+        measured(trace, topology.num_gpus(), counts, refine, joint)?.table();
+    table.counts = counts.to_vec();
     Ok((table, placements))
+}
+
+/// One layer as Algorithm 1 measured it at one GPU count: the
+/// placement-only balancedness, the gain at each count, the imbalance at
+/// `[0] ++ counts`, the placements, and the layer's bound at `0..=D`
+/// replicas ([`layer_bound_curve`](crate::judge::bound::layer_bound_curve)).
+#[derive(Debug)]
+pub(super) struct LayerMeasured {
+    base: f64,
+    gains: Vec<f64>,
+    imbalance: Vec<f64>,
+    placed: LayerPlacements,
+    pub(super) bound_curve: Arc<Vec<f64>>,
+}
+
+/// Every layer of a trace measured at one GPU count, with the best mean
+/// bound per total replica count over them (the knapsack of
+/// [`budget_bound`]), as [`Craft::prepare`](super::Craft::prepare) needs.
+pub(super) struct Measured {
+    pub(super) layers: Vec<Arc<LayerMeasured>>,
+    pub(super) budget_bound: Arc<Vec<f64>>,
+}
+
+impl Measured {
+    /// The benefit table (its `counts` left empty) and the placements, in
+    /// layer order.
+    pub(super) fn table(&self) -> (BenefitTable, Vec<LayerPlacements>) {
+        let n = self.layers.len();
+        let k_n = self.layers.first().map_or(0, |m| m.gains.len());
+        let mut table = BenefitTable {
+            counts: Vec::new(),
+            base: Vec::with_capacity(n),
+            gains: vec![Vec::with_capacity(n); k_n],
+            imbalance: vec![Vec::with_capacity(n); k_n + 1],
+            compute_us: Vec::new(),
+        };
+        let mut placements = Vec::with_capacity(n);
+        for m in &self.layers {
+            table.base.push(m.base);
+            for (k, &g) in m.gains.iter().enumerate() {
+                table.gains[k].push(g);
+            }
+            for (k, &x) in m.imbalance.iter().enumerate() {
+                table.imbalance[k].push(x);
+            }
+            placements.push(m.placed.clone());
+        }
+        (table, placements)
+    }
+}
+
+/// What a measurement depends on besides the trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Key {
+    gpus: usize,
+    counts: Vec<usize>,
+    refine: bool,
+    joint: bool,
+}
+
+/// CRAFT's measurements kept with a trace ([`LoadTrace::memo`]): per GPU
+/// count (and options), each layer once measured and the budget bound once
+/// every layer is. The page measures the clusters next to the one shown
+/// ahead of time, a layer per step ([`warm_layer`]), and a change back to
+/// a cluster seen before measures nothing. At most [`KEPT`] GPU counts are
+/// kept, the oldest dropped.
+#[derive(Default)]
+pub(crate) struct Memo {
+    summed: OnceLock<Array2<f64>>,
+    kept: Mutex<Vec<Entry>>,
+}
+
+/// One GPU count's measurements: each layer once measured, the budget
+/// bound once every layer is.
+type Entry = (Key, Vec<Option<Arc<LayerMeasured>>>, Option<Arc<Vec<f64>>>);
+
+/// GPU counts whose measurements a trace keeps: the one shown, the one
+/// before and its neighbours (halving and doubling the GPUs).
+const KEPT: usize = 4;
+
+/// The name the measurements are kept under in the trace's memo.
+const MEMO: &str = "craft::benefit";
+
+impl Memo {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn layer(&self, key: &Key, l: usize) -> Option<Arc<LayerMeasured>> {
+        let kept = self.lock();
+        let (_, layers, _) = kept.iter().find(|(k, ..)| k == key)?;
+        layers.get(l).cloned().flatten()
+    }
+
+    fn budget(&self, key: &Key) -> Option<Arc<Vec<f64>>> {
+        let kept = self.lock();
+        kept.iter().find(|(k, ..)| k == key)?.2.clone()
+    }
+
+    /// The entry for `key`, made (the oldest dropped past [`KEPT`]) when
+    /// absent, moved last as the most recently used.
+    fn with_entry<T>(
+        &self,
+        key: &Key,
+        layers: usize,
+        f: impl FnOnce(&mut Vec<Option<Arc<LayerMeasured>>>, &mut Option<Arc<Vec<f64>>>) -> T,
+    ) -> T {
+        let mut kept = self.lock();
+        let at = match kept.iter().position(|(k, ..)| k == key) {
+            Some(i) => {
+                let e = kept.remove(i);
+                kept.push(e);
+                kept.len() - 1
+            }
+            None => {
+                if kept.len() >= KEPT {
+                    kept.remove(0);
+                }
+                kept.push((key.clone(), vec![None; layers], None));
+                kept.len() - 1
+            }
+        };
+        let (_, l, b) = &mut kept[at];
+        f(l, b)
+    }
+}
+
+/// Layer `l` measured at `key` (from the memo, or measured and kept).
+fn layer_measured(
+    trace: &LoadTrace,
+    memo: &Memo,
+    key: &Key,
+    l: usize,
+) -> Result<Arc<LayerMeasured>> {
+    if let Some(m) = memo.layer(key, l) {
+        return Ok(m);
+    }
+    let summed = memo.summed.get_or_init(|| trace.summed());
+    let (base, gains, imbalance, placed) = estimate_layer(
+        trace,
+        summed,
+        l,
+        key.gpus,
+        &key.counts,
+        key.refine,
+        key.joint,
+    )?;
+    let m = Arc::new(LayerMeasured {
+        base,
+        gains,
+        imbalance,
+        placed,
+        bound_curve: kept_curve(trace, l, key.gpus),
+    });
+    let layers = trace.num_layers();
+    memo.with_entry(key, layers, |kept, _| {
+        if let Some(slot) = kept.get_mut(l) {
+            *slot = Some(Arc::clone(&m));
+        }
+    });
+    Ok(m)
+}
+
+/// Every layer measured at `gpus` (layers in parallel with the `parallel`
+/// feature), from the trace's memo where it has them.
+pub(super) fn measured(
+    trace: &LoadTrace,
+    gpus: usize,
+    counts: &[usize],
+    refine: bool,
+    joint: bool,
+) -> Result<Measured> {
+    let memo = trace.memo::<Memo>(MEMO);
+    let key = Key {
+        gpus,
+        counts: counts.to_vec(),
+        refine,
+        joint,
+    };
+    let layers = map_layers(trace.num_layers(), |l| {
+        layer_measured(trace, &memo, &key, l)
+    })?;
+    let budget = match memo.budget(&key) {
+        Some(b) => b,
+        None => {
+            let curves: Vec<Vec<f64>> = layers.iter().map(|m| m.bound_curve.to_vec()).collect();
+            let b = Arc::new(budget_bound(&curves, trace.num_layers() * gpus));
+            memo.with_entry(&key, trace.num_layers(), |_, kept| {
+                *kept = Some(Arc::clone(&b))
+            });
+            b
+        }
+    };
+    Ok(Measured {
+        layers,
+        budget_bound: budget,
+    })
+}
+
+/// One step of measuring ahead of time at `gpus`: layer `step` when
+/// `step` is a layer index, else (`step` = the layer count) the budget
+/// bound over every layer, measuring the layers still missing. Cheap
+/// when already kept. What [`measured`] then reads, so a later
+/// [`Craft::prepare`](super::Craft::prepare) at that GPU count measures
+/// nothing.
+pub(super) fn warm(
+    trace: &LoadTrace,
+    gpus: usize,
+    counts: &[usize],
+    refine: bool,
+    joint: bool,
+    step: usize,
+) -> Result<()> {
+    if step < trace.num_layers() {
+        let memo = trace.memo::<Memo>(MEMO);
+        let key = Key {
+            gpus,
+            counts: counts.to_vec(),
+            refine,
+            joint,
+        };
+        layer_measured(trace, &memo, &key, step)?;
+        Ok(())
+    } else {
+        measured(trace, gpus, counts, refine, joint).map(|_| ())
+    }
 }
 
 fn estimate_layer(
@@ -181,4 +391,66 @@ fn layer_capacity(slots: usize, d: usize) -> Vec<usize> {
     interleaved_assignment(&[slots], d)
         .pop()
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::model;
+    use crate::synth::generator::{GenConfig, generate};
+
+    fn olmoe() -> LoadTrace {
+        generate(&GenConfig::new(model::preset("olmoe").unwrap(), 3)).unwrap()
+    }
+
+    /// What a trace keeps is what a trace made again measures afresh, at
+    /// every GPU count in turn (more than are kept, so the oldest go and
+    /// come back), and what was warmed is read back, not measured.
+    #[test]
+    fn kept_measurements_are_the_fresh_ones() {
+        let kept = olmoe();
+        let counts = |d: usize| -> Vec<usize> {
+            std::iter::successors(Some(1), |x| Some(x * 2))
+                .take_while(|&x| x <= d)
+                .collect()
+        };
+        let memo = kept.memo::<Memo>(MEMO);
+        let mut checked = 0;
+        for d in [4, 8, 16, 8, 32, 2, 4] {
+            let c = counts(d);
+            let a = measured(&kept, d, &c, true, true).unwrap();
+            let b = measured(&olmoe(), d, &c, true, true).unwrap();
+            assert_eq!(a.table(), b.table(), "{d} GPUs");
+            assert_eq!(a.budget_bound, b.budget_bound, "{d} GPUs");
+            assert!(memo.lock().len() <= KEPT);
+            checked += 1;
+        }
+        assert_eq!(checked, 7);
+        // Warmed a layer at a time: every layer and the bound are kept, and
+        // a prepare reads those very measurements.
+        let d = 64;
+        let c = counts(d);
+        let key = Key {
+            gpus: d,
+            counts: c.clone(),
+            refine: true,
+            joint: true,
+        };
+        for step in 0..=kept.num_layers() {
+            warm(&kept, d, &c, true, true, step).unwrap();
+            let have = (0..kept.num_layers())
+                .filter(|&l| memo.layer(&key, l).is_some())
+                .count();
+            assert_eq!(have, (step + 1).min(kept.num_layers()), "step {step}");
+        }
+        let bound = memo
+            .budget(&key)
+            .expect("the budget bound after the last step");
+        let read = measured(&kept, d, &c, true, true).unwrap();
+        assert!(Arc::ptr_eq(&bound, &read.budget_bound));
+        assert!(
+            (0..kept.num_layers())
+                .all(|l| Arc::ptr_eq(&read.layers[l], &memo.layer(&key, l).unwrap()))
+        );
+    }
 }

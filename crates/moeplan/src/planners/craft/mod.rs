@@ -74,8 +74,8 @@ use std::borrow::Cow;
 use serde::Serialize;
 
 use self::allocation::Allocation;
-use self::benefit::{LayerPlacements, estimate};
-use self::curve::{budget_bound, knee};
+use self::benefit::LayerPlacements;
+use self::curve::knee;
 use crate::data::Workload;
 use crate::data::plan::{LayerPlacement, Plan};
 use crate::data::topology::Topology;
@@ -234,6 +234,9 @@ pub struct Craft {
     /// [`Craft::fastest_replicas_per_gpu`] once found: a front end asks
     /// for the `auto` budget's name and then plans it.
     fastest: std::sync::OnceLock<usize>,
+    /// [`Craft::curve`] once traced: every view of the page draws it and
+    /// plans the knee, an allocation per factor each time otherwise.
+    traced: std::sync::OnceLock<Vec<CurvePoint>>,
 }
 
 #[derive(Debug, Clone)]
@@ -272,8 +275,11 @@ impl Craft {
     pub fn prepare(trace: &LoadTrace, topology: Topology, options: &CraftOptions) -> Result<Craft> {
         let d = topology.num_gpus();
         let counts = options.replica_counts.resolve(d)?;
-        let (mut table, placements) =
-            estimate(trace, topology, &counts, options.refine, options.joint)?;
+        // Kept with the trace: a GPU count measured before (or ahead of
+        // time, `warm`) is read back, not measured again.
+        let measured = benefit::measured(trace, d, &counts, options.refine, options.joint)?;
+        let (mut table, placements) = measured.table();
+        table.counts = counts;
         let priced = match (options.objective, &options.pricing) {
             (Objective::Time, None) => return Err(needs_pricing()),
             (Objective::Time, Some(pricing)) => {
@@ -287,9 +293,11 @@ impl Craft {
             }
             _ => None,
         };
-        let curves = map_layers(trace.num_layers(), |l| {
-            Ok(crate::judge::bound::layer_bound_curve(trace, l, d, d))
-        })?;
+        let curves: Vec<Vec<f64>> = measured
+            .layers
+            .iter()
+            .map(|m| m.bound_curve.to_vec())
+            .collect();
         Ok(Craft {
             topology,
             layer_ids: trace.layer_ids().to_vec(),
@@ -297,12 +305,13 @@ impl Craft {
             table,
             placements,
             objective: options.objective,
-            budget_bound: budget_bound(&curves, trace.num_layers() * d),
+            budget_bound: measured.budget_bound.to_vec(),
             bound_curves: curves,
             repair: options.repair.then(|| trace.summed()),
             batches: trace.num_batches(),
             priced,
             fastest: std::sync::OnceLock::new(),
+            traced: std::sync::OnceLock::new(),
         })
     }
 
@@ -385,18 +394,22 @@ impl Craft {
 
     /// Predicted balancedness and bound at each replication factor.
     pub fn curve(&self) -> Vec<CurvePoint> {
-        self.curve_factors()
-            .into_iter()
-            .map(|r| {
-                let a = self.allocate(r);
-                CurvePoint {
-                    replicas_per_gpu: r,
-                    replicas: a.total,
-                    predicted_balancedness: a.predicted_balancedness,
-                    bound: self.bound_for(r * self.topology.num_gpus()),
-                }
+        self.traced
+            .get_or_init(|| {
+                self.curve_factors()
+                    .into_iter()
+                    .map(|r| {
+                        let a = self.allocate(r);
+                        CurvePoint {
+                            replicas_per_gpu: r,
+                            replicas: a.total,
+                            predicted_balancedness: a.predicted_balancedness,
+                            bound: self.bound_for(r * self.topology.num_gpus()),
+                        }
+                    })
+                    .collect()
             })
-            .collect()
+            .clone()
     }
 
     /// Step 2: the replication factor where more replicas stop paying.
@@ -701,6 +714,35 @@ pub const SPEC: PlannerSpec = PlannerSpec {
     needs: Needs::Counts,
     options: &OPTIONS,
 };
+
+/// One step of measuring CRAFT ahead of time for `topology` with the
+/// options in `settings`: layer `step` of `trace` for `step` below its
+/// layer count, the budget bound over every layer at `step` = the layer
+/// count (see [`warm_steps`]). What a later prepare at that GPU count reads
+/// instead of measuring; the page's worker runs these between requests
+/// for the clusters next to the one shown.
+///
+/// ```
+/// use moeplan::planners::{craft, Settings};
+/// use moeplan::{synth::generator, data::model, Topology};
+/// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+/// let topology = Topology::new(1, 4)?;
+/// for step in 0..craft::warm_steps(&t) {
+///     craft::warm(&t, topology, &Settings::new(), step)?;
+/// }
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn warm(trace: &LoadTrace, topology: Topology, settings: &Settings, step: usize) -> Result<()> {
+    let options = CraftOptions::from_settings(settings)?;
+    let d = topology.num_gpus();
+    let counts = options.replica_counts.resolve(d)?;
+    benefit::warm(trace, d, &counts, options.refine, options.joint, step)
+}
+
+/// The steps of [`warm`] for `trace`: one per layer, then the budget bound.
+pub fn warm_steps(trace: &LoadTrace) -> usize {
+    trace.num_layers() + 1
+}
 
 impl Planner for CraftPlanner {
     fn spec(&self) -> &'static PlannerSpec {

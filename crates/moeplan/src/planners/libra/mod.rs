@@ -263,7 +263,7 @@ pub fn libra_schedule(
             predictor.learn_batch(work, b)?;
         }
         copies.push(made);
-        let plan = Plan::new(base.topology(), base.num_experts(), layers, NAME)?;
+        let plan = Plan::extending(base, layers, NAME)?;
         parts.push((b..b + 1, plan));
     }
     Ok(LibraSchedule {
