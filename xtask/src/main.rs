@@ -177,6 +177,75 @@ const VALGRIND: &str = "/usr/bin/valgrind";
 const CALLGRIND_H: &str = "/usr/include/valgrind/callgrind.h";
 
 fn setup() -> Result {
+    // What downloads (Debian's browsers and valgrind, the npm packages)
+    // runs beside what compiles (the cargo tools): on a fresh machine of
+    // two cores the downloads left a core idle for minutes.
+    let mut background = Vec::new();
+    // Debian's browsers: Chromium for every browser test, Firefox ESR for
+    // the one-file page's (the talks' file must open in both).
+    let mut missing = Vec::new();
+    if !(Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists()) {
+        missing.extend(["chromium", "chromium-driver"]);
+    }
+    if !Path::new(FIREFOX).exists() {
+        missing.push("firefox-esr");
+    }
+    // valgrind counts the page's changes in instructions, and its headers
+    // build the client requests (`crabgrind`); every machine kind has it.
+    if !(Path::new(VALGRIND).exists() && Path::new(CALLGRIND_H).exists()) {
+        missing.push("valgrind");
+    }
+    if missing.is_empty() {
+        eprintln!("setup: chromium, chromedriver, firefox-esr and valgrind present");
+    } else {
+        let script = format!(
+            "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {}",
+            missing.join(" ")
+        );
+        eprintln!("$ {script} (in the background)");
+        background.push((
+            "apt-get",
+            Command::new("sh")
+                .args(["-c", &script])
+                .spawn()
+                .map_err(|e| format!("cannot start apt-get: {e}"))?,
+        ));
+    }
+    let modules = root().join("tests/node_modules");
+    if ["playwright-core", "puppeteer-core", "typescript"]
+        .iter()
+        .all(|m| modules.join(m).exists())
+    {
+        eprintln!("setup: playwright-core, puppeteer-core and typescript present");
+    } else {
+        eprintln!("$ npm ci --prefix tests --no-audit --no-fund (in the background)");
+        background.push((
+            "npm ci",
+            Command::new("npm")
+                .args(["ci", "--prefix", "tests", "--no-audit", "--no-fund"])
+                .spawn()
+                .map_err(|e| format!("cannot start npm: {e}"))?,
+        ));
+    }
+    let compiled = compile_tools();
+    let mut failed = Vec::new();
+    for (name, mut child) in background {
+        match child.wait() {
+            Ok(status) if status.success() => {}
+            Ok(status) => failed.push(format!("{name} failed ({status})")),
+            Err(e) => failed.push(format!("{name}: {e}")),
+        }
+    }
+    compiled?;
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("; "))
+    }
+}
+
+/// The rustup target and the cargo tools at their pinned versions.
+fn compile_tools() -> Result {
     let installed = output("rustup", &["target", "list", "--installed"]).unwrap_or_default();
     if installed
         .lines()
@@ -201,7 +270,17 @@ fn setup() -> Result {
     if has("trunk", TRUNK) {
         eprintln!("setup: trunk {TRUNK} present");
     } else {
-        sh(&c, &["install", "trunk", "--version", TRUNK, "--locked"])?;
+        // Trunk's own release profile links with fat LTO in one codegen
+        // unit, minutes on one core for a tool that only runs cargo and
+        // wasm-bindgen here: built with cargo's release defaults instead.
+        sh_env(
+            &c,
+            &["install", "trunk", "--version", TRUNK, "--locked"],
+            &[
+                ("CARGO_PROFILE_RELEASE_LTO", "false"),
+                ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16"),
+            ],
+        )?;
     }
     // `mdbook --version` says `mdbook v0.5.4`.
     if output("mdbook", &["--version"]).is_some_and(|v| {
@@ -223,40 +302,6 @@ fn setup() -> Result {
                 "search",
                 "--locked",
             ],
-        )?;
-    }
-    // Debian's browsers: Chromium for every browser test, Firefox ESR for
-    // the one-file page's (the talks' file must open in both).
-    let mut missing = Vec::new();
-    if !(Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists()) {
-        missing.extend(["chromium", "chromium-driver"]);
-    }
-    if !Path::new(FIREFOX).exists() {
-        missing.push("firefox-esr");
-    }
-    // valgrind counts the page's changes in instructions, and its headers
-    // build the client requests (`crabgrind`); every machine kind has it.
-    if !(Path::new(VALGRIND).exists() && Path::new(CALLGRIND_H).exists()) {
-        missing.push("valgrind");
-    }
-    if missing.is_empty() {
-        eprintln!("setup: chromium, chromedriver, firefox-esr and valgrind present");
-    } else {
-        sh("apt-get", &["update"])?;
-        let mut args = vec!["install", "-y", "--no-install-recommends"];
-        args.extend(&missing);
-        sh_env("apt-get", &args, &[("DEBIAN_FRONTEND", "noninteractive")])?;
-    }
-    let modules = root().join("tests/node_modules");
-    if ["playwright-core", "puppeteer-core", "typescript"]
-        .iter()
-        .all(|m| modules.join(m).exists())
-    {
-        eprintln!("setup: playwright-core, puppeteer-core and typescript present");
-    } else {
-        sh(
-            "npm",
-            &["ci", "--prefix", "tests", "--no-audit", "--no-fund"],
         )?;
     }
     Ok(())
