@@ -159,9 +159,9 @@ impl Drop for Counting {
 /// Builds the example and starts counting the changes of every default
 /// (`only`: that one, by `change_work`'s name), one process each. The
 /// route default takes about ten minutes under valgrind (its setup,
-/// GRACE's spectral clustering of 58 layers, runs some 150× slower there
-/// than natively), so `test` starts it before the browser tests and
-/// collects it after them.
+/// GRACE's spectral clustering of 58 layers on faer's FMA kernels, runs
+/// some 200× slower there than natively), so `test` starts it first and
+/// collects it at the end.
 pub fn start(only: Option<&str>) -> Result<Counting> {
     if Command::new("valgrind").arg("--version").output().is_err() {
         return Err("valgrind is missing (`cargo xtask setup` installs Debian's)".into());
@@ -176,6 +176,8 @@ pub fn start(only: Option<&str>) -> Result<Counting> {
             "--release",
             "-p",
             "moeplan-app",
+            // The worker's side only: none of the crates Leptos brings.
+            "--no-default-features",
             "--example",
             "change_work",
         ],

@@ -32,6 +32,20 @@ impl LayerPlacement {
         self.gpus.iter().map(Vec::len).sum()
     }
 
+    /// At most [`MAX_SLOTS_PER_LAYER`] slots: a bound that keeps a hostile
+    /// plan file from making the replay allocate without limit (real plans
+    /// are far below it).
+    fn check_slots(&self) -> Result<()> {
+        let n = self.total_slots();
+        if n > MAX_SLOTS_PER_LAYER {
+            return Err(Error::Plan(format!(
+                "layer {} has {n} slots, more than the {MAX_SLOTS_PER_LAYER} supported",
+                self.layer,
+            )));
+        }
+        Ok(())
+    }
+
     /// Copies of each logical expert.
     pub fn copies(&self, num_experts: usize) -> Vec<u32> {
         let mut c = vec![0u32; num_experts];
@@ -152,13 +166,7 @@ impl Plan {
                     bp.gpus.len()
                 )));
             }
-            if lp.total_slots() > MAX_SLOTS_PER_LAYER {
-                return Err(Error::Plan(format!(
-                    "layer {} has {} slots, more than the {MAX_SLOTS_PER_LAYER} supported",
-                    lp.layer,
-                    lp.total_slots(),
-                )));
-            }
+            lp.check_slots()?;
             for (g, (slots, own)) in lp.gpus.iter().zip(&bp.gpus).enumerate() {
                 let added = slots.strip_prefix(own.as_slice()).ok_or_else(|| {
                     Error::Plan(format!(
@@ -215,15 +223,7 @@ impl Plan {
                     lp.gpus.len()
                 )));
             }
-            // A bound on slots keeps a hostile plan file from making the
-            // replay allocate without limit; real plans are far below it.
-            if lp.total_slots() > MAX_SLOTS_PER_LAYER {
-                return Err(Error::Plan(format!(
-                    "layer {} has {} slots, more than the {MAX_SLOTS_PER_LAYER} supported",
-                    lp.layer,
-                    lp.total_slots(),
-                )));
-            }
+            lp.check_slots()?;
             for (g, slots) in lp.gpus.iter().enumerate() {
                 if let Some(&bad) = slots.iter().find(|&&x| x as usize >= e) {
                     return Err(Error::Plan(format!(

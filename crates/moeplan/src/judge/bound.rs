@@ -67,10 +67,13 @@ pub fn layer_bound(trace: &LoadTrace, layer: usize, gpus: usize, r: usize) -> f6
 /// page judges three static plans and CRAFT measures them again at every
 /// cluster change). At most [`KEPT`] GPU counts, the oldest dropped.
 #[derive(Default)]
-struct Kept(Mutex<Vec<(usize, Vec<Option<Arc<Vec<f64>>>>)>>);
+struct Kept(Mutex<Vec<KeptCurves>>);
+
+/// One GPU count's curves, each layer's once computed.
+type KeptCurves = (usize, Vec<Option<Arc<Vec<f64>>>>);
 
 impl Kept {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(usize, Vec<Option<Arc<Vec<f64>>>>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<KeptCurves>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

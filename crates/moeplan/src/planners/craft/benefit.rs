@@ -271,6 +271,23 @@ fn layer_measured(
     Ok(m)
 }
 
+/// The trace's measurements and the key of these.
+fn kept(
+    trace: &LoadTrace,
+    gpus: usize,
+    counts: &[usize],
+    refine: bool,
+    joint: bool,
+) -> (Arc<Memo>, Key) {
+    let key = Key {
+        gpus,
+        counts: counts.to_vec(),
+        refine,
+        joint,
+    };
+    (trace.memo::<Memo>(MEMO), key)
+}
+
 /// Every layer measured at `gpus` (layers in parallel with the `parallel`
 /// feature), from the trace's memo where it has them.
 pub(super) fn measured(
@@ -280,13 +297,7 @@ pub(super) fn measured(
     refine: bool,
     joint: bool,
 ) -> Result<Measured> {
-    let memo = trace.memo::<Memo>(MEMO);
-    let key = Key {
-        gpus,
-        counts: counts.to_vec(),
-        refine,
-        joint,
-    };
+    let (memo, key) = kept(trace, gpus, counts, refine, joint);
     let layers = map_layers(trace.num_layers(), |l| {
         layer_measured(trace, &memo, &key, l)
     })?;
@@ -322,13 +333,7 @@ pub(super) fn warm(
     step: usize,
 ) -> Result<()> {
     if step < trace.num_layers() {
-        let memo = trace.memo::<Memo>(MEMO);
-        let key = Key {
-            gpus,
-            counts: counts.to_vec(),
-            refine,
-            joint,
-        };
+        let (memo, key) = kept(trace, gpus, counts, refine, joint);
         layer_measured(trace, &memo, &key, step)?;
         Ok(())
     } else {
