@@ -656,9 +656,7 @@ impl WorkerState {
     /// delay an answer by more than one step.
     pub fn warm_step(&mut self, now_ms: impl Fn() -> f64) -> Option<Warmed> {
         // What the last answers replaced is freed first, a step of its own.
-        if self.retired.pop().is_some()
-            || self.workspace.as_mut().is_some_and(Workspace::drop_retired)
-        {
+        if self.retired.pop().is_some() {
             return None;
         }
         let ws = self.workspace.as_ref()?;
@@ -705,10 +703,7 @@ impl WorkerState {
 
     /// Whether work ahead of time is queued.
     pub fn warming(&self) -> bool {
-        !self.warm.is_empty()
-            || self.memo.is_some()
-            || !self.retired.is_empty()
-            || self.workspace.as_ref().is_some_and(Workspace::has_retired)
+        !self.warm.is_empty() || self.memo.is_some() || !self.retired.is_empty()
     }
 
     /// Plans across the workloads `ask` names (`read` from its files, each
@@ -1281,8 +1276,8 @@ mod tests {
             |_| {},
         ));
         let layers = 26;
-        // Per neighbour: CRAFT's layers and its budget bound, GRACE's layers.
-        let per_cluster = (layers + 1) + layers;
+        // Per neighbour: CRAFT's layers, GRACE's layers.
+        let per_cluster = layers + layers;
         assert_eq!(
             warm.warm.len(),
             4 * per_cluster,

@@ -84,10 +84,6 @@ pub struct Cluster {
 /// A trace planned on a cluster.
 #[derive(Debug, Clone)]
 pub struct Workspace {
-    /// Plans a re-plan replaced, freed between requests
-    /// ([`Workspace::drop_retired`]): freeing a Libra schedule (a plan per
-    /// batch) was 2 % of a Libra option change.
-    retired: Vec<State>,
     work: Workload,
     topology: Topology,
     cluster: Cluster,
@@ -435,7 +431,6 @@ impl Workspace {
         });
         let mean = Workload::new(work.trace().mean_batch());
         Ok(Workspace {
-            retired: Vec::new(),
             one_batch,
             mean,
             priced: Arc::default(),
@@ -1235,25 +1230,11 @@ impl Workspace {
         }
         for (i, state, notes) in next {
             if let Some(entry) = self.entries.get_mut(i) {
-                self.retired
-                    .push(std::mem::replace(&mut entry.state, state));
+                entry.state = state;
                 entry.notes = notes;
             }
         }
         Ok(())
-    }
-
-    /// Whether re-planning replaced plans not yet freed.
-    pub fn has_retired(&self) -> bool {
-        !self.retired.is_empty()
-    }
-
-    /// Frees the plans re-planning replaced (kept until now so that an
-    /// answer does not wait for it); whether there were any.
-    pub fn drop_retired(&mut self) -> bool {
-        let any = !self.retired.is_empty();
-        self.retired.clear();
-        any
     }
 
     fn heat(&self, plan: &Plan) -> Vec<Vec<f64>> {

@@ -716,9 +716,7 @@ pub const SPEC: PlannerSpec = PlannerSpec {
 };
 
 /// One step of measuring CRAFT ahead of time for `topology` with the
-/// options in `settings`: layer `step` of `trace` for `step` below its
-/// layer count, the budget bound over every layer at `step` = the layer
-/// count (see [`warm_steps`]). What a later prepare at that GPU count reads
+/// options in `settings`: layer `step` of `trace` (see [`warm_steps`]). What a later prepare at that GPU count reads
 /// instead of measuring; the page's worker runs these between requests
 /// for the clusters next to the one shown.
 ///
@@ -739,9 +737,9 @@ pub fn warm(trace: &LoadTrace, topology: Topology, settings: &Settings, step: us
     benefit::warm(trace, d, &counts, options.refine, options.joint, step)
 }
 
-/// The steps of [`warm`] for `trace`: one per layer, then the budget bound.
+/// The steps of [`warm`] for `trace`: one per layer.
 pub fn warm_steps(trace: &LoadTrace) -> usize {
-    trace.num_layers() + 1
+    trace.num_layers()
 }
 
 impl Planner for CraftPlanner {
