@@ -640,8 +640,8 @@ impl WorkerState {
             for layer in (0..grace).rev() {
                 self.warm.push((Ahead::Grace, c, layer));
             }
-            for step in (0..ws.craft_warm_steps()).rev() {
-                self.warm.push((Ahead::Craft, c, step));
+            for layer in (0..layers).rev() {
+                self.warm.push((Ahead::Craft, c, layer));
             }
         }
         self.warming.0 = clusters;
@@ -661,12 +661,12 @@ impl WorkerState {
         }
         let ws = self.workspace.as_ref()?;
         let start = now_ms();
-        if let Some((what, cluster, step)) = self.warm.pop() {
+        if let Some((what, cluster, layer)) = self.warm.pop() {
             // A cluster that cannot be prepared (checked again when asked
             // for) is left to be planned from scratch then.
             let failed = match what {
-                Ahead::Craft => ws.warm_craft(cluster, step).is_err(),
-                Ahead::Grace => ws.warm_grace(cluster, step).is_err(),
+                Ahead::Craft => ws.warm_craft(cluster, layer).is_err(),
+                Ahead::Grace => ws.warm_grace(cluster, layer).is_err(),
             };
             if failed {
                 self.warm.retain(|(w, c, _)| (*w, *c) != (what, cluster));
@@ -1367,7 +1367,7 @@ mod tests {
                 * warm
                     .workspace
                     .as_ref()
-                    .map_or(0, |ws| ws.craft_warm_steps()),
+                    .map_or(0, |ws| ws.trace().num_layers()),
             "counts only: CRAFT's steps, none of GRACE's (it groups by load)"
         );
     }

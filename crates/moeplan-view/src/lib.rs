@@ -492,11 +492,10 @@ impl Workspace {
         self.work.trace()
     }
 
-    /// One step of measuring CRAFT ahead of time for `cluster` with this
-    /// workspace's options ([`moeplan::planners::craft::warm`]; steps
-    /// `0..`[`Workspace::craft_warm_steps`]): a change to that cluster
-    /// then reads CRAFT's benefit table instead of measuring it, the most
-    /// of a cluster change's work.
+    /// Measures CRAFT's layer `layer` ahead of time for `cluster` with this
+    /// workspace's options ([`moeplan::planners::craft::warm`]): a change
+    /// to that cluster then reads CRAFT's benefit table instead of
+    /// measuring it, the most of a cluster change's work.
     ///
     /// ```
     /// use moeplan_view::{Cluster, Workspace};
@@ -504,8 +503,8 @@ impl Workspace {
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
     /// let c = |nodes, gpus_per_node| Cluster { nodes, gpus_per_node, groups: 1 };
     /// let first = Workspace::new(t.clone(), c(1, 8))?;
-    /// for step in 0..first.craft_warm_steps() {
-    ///     first.warm_craft(c(1, 4), step)?;
+    /// for layer in 0..first.trace().num_layers() {
+    ///     first.warm_craft(c(1, 4), layer)?;
     /// }
     /// let next = Workspace::of_workload(first.workload().clone(), c(1, 4), |_| {})?;
     /// // The same trace made again keeps nothing measured: measured afresh.
@@ -513,18 +512,13 @@ impl Workspace {
     /// assert_eq!(next.view(Some(2), 0)?, Workspace::new(again, c(1, 4))?.view(Some(2), 0)?);
     /// # Ok::<(), moeplan::Error>(())
     /// ```
-    pub fn warm_craft(&self, cluster: Cluster, step: usize) -> Result<()> {
+    pub fn warm_craft(&self, cluster: Cluster, layer: usize) -> Result<()> {
         let topology = Topology::new(cluster.nodes, cluster.gpus_per_node)?;
         let settings = self
             .options
             .clone()
             .with(GROUPS.name, Value::Count(cluster.groups))?;
-        moeplan::planners::craft::warm(self.trace(), topology, &settings, step)
-    }
-
-    /// The steps of [`Workspace::warm_craft`] for one cluster.
-    pub fn craft_warm_steps(&self) -> usize {
-        moeplan::planners::craft::warm_steps(self.trace())
+        moeplan::planners::craft::warm(self.trace(), topology, &settings, layer)
     }
 
     /// The cluster's shape.

@@ -2,6 +2,7 @@
 //! cluster, the model, a plan, and the workload a plan is judged on. No
 //! algorithm lives here, only the types, their checks and their summaries.
 
+pub(crate) mod cache;
 pub mod hardware;
 pub mod model;
 pub mod plan;

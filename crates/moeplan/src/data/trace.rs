@@ -7,11 +7,12 @@
 //! need; it folds into a `LoadTrace` by batching tokens.
 
 use std::any::Any;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ndarray::{Array2, Array3, ArrayView2, Axis, s};
 use serde::Serialize;
 
+use crate::data::cache::Shared;
 use crate::error::{Error, Result};
 
 /// Most experts per layer accepted; real models have at most a few hundred.
@@ -43,29 +44,13 @@ pub struct LoadTrace {
 /// count among them), so a cluster change back to one seen before, or one
 /// measured ahead of time, does not measure again. Shared by a trace's
 /// clones; a trace made from another (a slice, a sum, a join) starts
-/// empty. Equal whatever it holds: a cache, not data. Each kind bounds
-/// what it keeps.
-#[derive(Clone, Default)]
-pub(crate) struct Memo(Arc<Mutex<Vec<MemoEntry>>>);
-
-type MemoEntry = (&'static str, Arc<dyn Any + Send + Sync>);
-
-impl PartialEq for Memo {
-    fn eq(&self, _: &Memo) -> bool {
-        true
-    }
-}
-
-impl std::fmt::Debug for Memo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Memo")
-    }
-}
+/// empty. Each kind bounds what it keeps.
+type Memo = Shared<(&'static str, Arc<dyn Any + Send + Sync>)>;
 
 impl LoadTrace {
     /// The table kept under `name` (made empty the first time).
     pub(crate) fn memo<T: Any + Send + Sync + Default>(&self, name: &'static str) -> Arc<T> {
-        let mut kept = self.memo.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = self.memo.lock();
         if let Some(t) = kept
             .iter()
             .find(|(n, _)| *n == name)

@@ -18,10 +18,11 @@
 //! (batch, layer) of them O(S · E), of token routes O(tokens · top-k + S · E);
 //! checking affinity matrices O(L · E²).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ndarray::{Array2, Array4, Axis, s};
 
+use crate::data::cache::Shared;
 use crate::data::trace::{LoadTrace, TokenTrace};
 use crate::error::{Error, Result};
 
@@ -57,23 +58,10 @@ pub(crate) enum Sources {
 /// Tables a planner derives from token routes alone, `u16` per cell,
 /// each kept under the name of what made it; shared by a workload's
 /// clones, equal whatever they hold (a cache, not data).
-#[derive(Clone, Default)]
-pub(crate) struct Derived(Arc<Mutex<Vec<Named>>>);
+pub(crate) type Derived = Shared<Named>;
 
 /// A derived table and the name it is kept under.
 type Named = (String, Arc<Vec<u16>>);
-
-impl PartialEq for Derived {
-    fn eq(&self, _: &Derived) -> bool {
-        true
-    }
-}
-
-impl std::fmt::Debug for Derived {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Derived")
-    }
-}
 
 /// Most cells (`B · L · S · E`) a table derived from token routes may
 /// have: 64 MiB of `u16`. The page's default (64 batches × 58 layers × 8
@@ -588,17 +576,13 @@ impl Workload {
         if *batch_tokens > u16::MAX as usize || cells > MAX_DERIVED_CELLS {
             return None;
         }
-        let find = |kept: &Vec<Named>| {
-            kept.iter()
+        Some(
+            derived
+                .lock()
+                .iter()
                 .find(|(n, _)| n == name)
-                .map(|(_, t)| Arc::clone(t))
-        };
-        // A poisoned lock only means a thread panicked between pushes: the
-        // list holds finished tables.
-        Some(match derived.0.lock() {
-            Ok(k) => find(&k),
-            Err(p) => find(&p.into_inner()),
-        })
+                .map(|(_, t)| Arc::clone(t)),
+        )
     }
 
     /// Keeps `table` under `name` (made as [`Workload::derived`] says),
@@ -614,10 +598,7 @@ impl Workload {
             Some(None) => {}
         }
         let table = Arc::new(table);
-        match derived.0.lock() {
-            Ok(mut k) => k.push((name.to_string(), Arc::clone(&table))),
-            Err(p) => p.into_inner().push((name.to_string(), Arc::clone(&table))),
-        }
+        derived.lock().push((name.to_string(), Arc::clone(&table)));
         Some(table)
     }
 

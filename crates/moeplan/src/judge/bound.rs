@@ -21,10 +21,11 @@
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use ndarray::{ArrayView1, Axis};
 
+use crate::data::cache::PerLayer;
 use crate::data::trace::LoadTrace;
 
 /// Per-batch bound curve of one layer: `curve[r]` for `r = 0..=r_max`,
@@ -65,50 +66,19 @@ pub fn layer_bound(trace: &LoadTrace, layer: usize, gpus: usize, r: usize) -> f6
 /// Layer curves kept with a trace ([`LoadTrace::memo`]), per GPU count
 /// and layer: every plan judged on a cluster reads the same ones (the
 /// page judges three static plans and CRAFT measures them again at every
-/// cluster change). At most [`KEPT`] GPU counts, the oldest dropped.
-#[derive(Default)]
-struct Kept(Mutex<Vec<KeptCurves>>);
-
-/// One GPU count's curves, each layer's once computed.
-type KeptCurves = (usize, Vec<Option<Arc<Vec<f64>>>>);
-
-impl Kept {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<KeptCurves>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// GPU counts whose curves a trace keeps.
-const KEPT: usize = 4;
+/// cluster change). At most four GPU counts.
+type Kept = PerLayer<usize, Vec<f64>, 4>;
 
 /// [`layer_bound_curve`] with `r_max = gpus`, kept with the trace: the
 /// curve at `r` does not depend on how far it goes (each batch's copies
 /// are added one at a time), so every bound up to `gpus` replicas reads it.
 pub(crate) fn kept_curve(trace: &LoadTrace, layer: usize, gpus: usize) -> Arc<Vec<f64>> {
     let kept = trace.memo::<Kept>("judge::bound");
-    if let Some(c) = kept
-        .lock()
-        .iter()
-        .find(|(d, _)| *d == gpus)
-        .and_then(|(_, layers)| layers.get(layer).cloned().flatten())
-    {
+    if let Some(c) = kept.get(&gpus, layer) {
         return c;
     }
     let curve = Arc::new(layer_bound_curve(trace, layer, gpus, gpus));
-    let mut all = kept.lock();
-    let at = match all.iter().position(|(d, _)| *d == gpus) {
-        Some(i) => i,
-        None => {
-            if all.len() >= KEPT {
-                all.remove(0);
-            }
-            all.push((gpus, vec![None; trace.num_layers()]));
-            all.len() - 1
-        }
-    };
-    if let Some(slot) = all[at].1.get_mut(layer) {
-        *slot = Some(Arc::clone(&curve));
-    }
+    kept.put(&gpus, trace.num_layers(), layer, Arc::clone(&curve));
     curve
 }
 

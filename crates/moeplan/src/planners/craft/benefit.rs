@@ -17,13 +17,14 @@
 //! counts, `L` layers, `B` batches, `E` experts, `D` GPUs and `S = E + r`
 //! slots; layers run in parallel with the `parallel` feature.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use ndarray::Array2;
 use serde::Serialize;
 
 use super::curve::budget_bound;
 use super::interleave::interleaved_assignment;
+use crate::data::cache::PerLayer;
 use crate::data::topology::Topology;
 use crate::data::trace::LoadTrace;
 use crate::error::Result;
@@ -170,19 +171,17 @@ struct Key {
 
 /// CRAFT's measurements kept with a trace ([`LoadTrace::memo`]): per GPU
 /// count (and options), each layer once measured and the budget bound once
-/// every layer is. The page measures the clusters next to the one shown
-/// ahead of time, a layer per step ([`warm_layer`]), and a change back to
+/// a prepare needed it. The page measures the clusters next to the one
+/// shown ahead of time, a layer per step ([`warm`]), and a change back to
 /// a cluster seen before measures nothing. At most [`KEPT`] GPU counts are
-/// kept, the oldest dropped.
+/// kept, the least recently used dropped.
 #[derive(Default)]
 pub(crate) struct Memo {
     summed: OnceLock<Array2<f64>>,
-    kept: Mutex<Vec<Entry>>,
+    layers: PerLayer<Key, LayerMeasured, KEPT>,
+    /// The budget bound, kept as its key's only "layer".
+    budgets: PerLayer<Key, Vec<f64>, KEPT>,
 }
-
-/// One GPU count's measurements: each layer once measured, the budget
-/// bound once every layer is.
-type Entry = (Key, Vec<Option<Arc<LayerMeasured>>>, Option<Arc<Vec<f64>>>);
 
 /// GPU counts whose measurements a trace keeps: the one shown, the one
 /// before and its neighbours (halving and doubling the GPUs).
@@ -192,46 +191,12 @@ const KEPT: usize = 4;
 const MEMO: &str = "craft::benefit";
 
 impl Memo {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
-        self.kept.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn layer(&self, key: &Key, l: usize) -> Option<Arc<LayerMeasured>> {
-        let kept = self.lock();
-        let (_, layers, _) = kept.iter().find(|(k, ..)| k == key)?;
-        layers.get(l).cloned().flatten()
+        self.layers.get(key, l)
     }
 
     fn budget(&self, key: &Key) -> Option<Arc<Vec<f64>>> {
-        let kept = self.lock();
-        kept.iter().find(|(k, ..)| k == key)?.2.clone()
-    }
-
-    /// The entry for `key`, made (the oldest dropped past [`KEPT`]) when
-    /// absent, moved last as the most recently used.
-    fn with_entry<T>(
-        &self,
-        key: &Key,
-        layers: usize,
-        f: impl FnOnce(&mut Vec<Option<Arc<LayerMeasured>>>, &mut Option<Arc<Vec<f64>>>) -> T,
-    ) -> T {
-        let mut kept = self.lock();
-        let at = match kept.iter().position(|(k, ..)| k == key) {
-            Some(i) => {
-                let e = kept.remove(i);
-                kept.push(e);
-                kept.len() - 1
-            }
-            None => {
-                if kept.len() >= KEPT {
-                    kept.remove(0);
-                }
-                kept.push((key.clone(), vec![None; layers], None));
-                kept.len() - 1
-            }
-        };
-        let (_, l, b) = &mut kept[at];
-        f(l, b)
+        self.budgets.get(key, 0)
     }
 }
 
@@ -262,12 +227,7 @@ fn layer_measured(
         placed,
         bound_curve: kept_curve(trace, l, key.gpus),
     });
-    let layers = trace.num_layers();
-    memo.with_entry(key, layers, |kept, _| {
-        if let Some(slot) = kept.get_mut(l) {
-            *slot = Some(Arc::clone(&m));
-        }
-    });
+    memo.layers.put(key, trace.num_layers(), l, Arc::clone(&m));
     Ok(m)
 }
 
@@ -306,9 +266,7 @@ pub(super) fn measured(
         None => {
             let curves: Vec<Vec<f64>> = layers.iter().map(|m| m.bound_curve.to_vec()).collect();
             let b = Arc::new(budget_bound(&curves, trace.num_layers() * gpus));
-            memo.with_entry(&key, trace.num_layers(), |_, kept| {
-                *kept = Some(Arc::clone(&b))
-            });
+            memo.budgets.put(&key, 1, 0, Arc::clone(&b));
             b
         }
     };
@@ -318,10 +276,10 @@ pub(super) fn measured(
     })
 }
 
-/// One step of measuring ahead of time at `gpus`: layer `step`. Cheap
-/// when already kept. What [`measured`] then reads, so a later
+/// Measures layer `layer` ahead of time at `gpus` (nothing when kept):
+/// what [`measured`] then reads, so a later
 /// [`Craft::prepare`](super::Craft::prepare) at that GPU count measures no
-/// layer; the budget bound over them (one knapsack over every layer, up to
+/// layer. The budget bound over them (one knapsack over every layer, up to
 /// 100 ms in the page at 128 GPUs) is left to it, so no step is long.
 pub(super) fn warm(
     trace: &LoadTrace,
@@ -329,10 +287,10 @@ pub(super) fn warm(
     counts: &[usize],
     refine: bool,
     joint: bool,
-    step: usize,
+    layer: usize,
 ) -> Result<()> {
     let (memo, key) = kept(trace, gpus, counts, refine, joint);
-    layer_measured(trace, &memo, &key, step)?;
+    layer_measured(trace, &memo, &key, layer)?;
     Ok(())
 }
 
@@ -422,7 +380,7 @@ mod tests {
             let b = measured(&olmoe(), d, &c, true, true).unwrap();
             assert_eq!(a.table(), b.table(), "{d} GPUs");
             assert_eq!(a.budget_bound, b.budget_bound, "{d} GPUs");
-            assert!(memo.lock().len() <= KEPT);
+            assert!(memo.layers.len() <= KEPT);
             checked += 1;
         }
         assert_eq!(checked, 7);

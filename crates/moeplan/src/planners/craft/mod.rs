@@ -715,31 +715,31 @@ pub const SPEC: PlannerSpec = PlannerSpec {
     options: &OPTIONS,
 };
 
-/// One step of measuring CRAFT ahead of time for `topology` with the
-/// options in `settings`: layer `step` of `trace` (see [`warm_steps`]). What a later prepare at that GPU count reads
-/// instead of measuring; the page's worker runs these between requests
-/// for the clusters next to the one shown.
+/// Measures CRAFT's layer `layer` of `trace` ahead of time for `topology`
+/// with the options in `settings`: what a later prepare at that GPU count
+/// reads instead of measuring. The page's worker runs one layer per step
+/// between requests for the clusters next to the one shown.
 ///
 /// ```
 /// use moeplan::planners::{craft, Settings};
 /// use moeplan::{synth::generator, data::model, Topology};
 /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
 /// let topology = Topology::new(1, 4)?;
-/// for step in 0..craft::warm_steps(&t) {
-///     craft::warm(&t, topology, &Settings::new(), step)?;
+/// for layer in 0..t.num_layers() {
+///     craft::warm(&t, topology, &Settings::new(), layer)?;
 /// }
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn warm(trace: &LoadTrace, topology: Topology, settings: &Settings, step: usize) -> Result<()> {
+pub fn warm(
+    trace: &LoadTrace,
+    topology: Topology,
+    settings: &Settings,
+    layer: usize,
+) -> Result<()> {
     let options = CraftOptions::from_settings(settings)?;
     let d = topology.num_gpus();
     let counts = options.replica_counts.resolve(d)?;
-    benefit::warm(trace, d, &counts, options.refine, options.joint, step)
-}
-
-/// The steps of [`warm`] for `trace`: one per layer.
-pub fn warm_steps(trace: &LoadTrace) -> usize {
-    trace.num_layers()
+    benefit::warm(trace, d, &counts, options.refine, options.joint, layer)
 }
 
 impl Planner for CraftPlanner {
