@@ -262,9 +262,18 @@ fn compile_tools() -> Result {
     if has("wasm-bindgen", WASM_BINDGEN) {
         eprintln!("setup: wasm-bindgen {WASM_BINDGEN} present");
     } else {
+        // Without its default TLS backend (rustls and ring: 40 s of the
+        // cold install on 2 cores): the test runner is given Debian's
+        // chromedriver and never downloads one.
         sh(
             &c,
-            &["install", "wasm-bindgen-cli", "--version", WASM_BINDGEN],
+            &[
+                "install",
+                "wasm-bindgen-cli",
+                "--version",
+                WASM_BINDGEN,
+                "--no-default-features",
+            ],
         )?;
     }
     if has("trunk", TRUNK) {
@@ -272,10 +281,20 @@ fn compile_tools() -> Result {
     } else {
         // Trunk's own release profile links with fat LTO in one codegen
         // unit, minutes on one core for a tool that only runs cargo and
-        // wasm-bindgen here: built with cargo's release defaults instead.
+        // wasm-bindgen here: built with cargo's release defaults instead,
+        // and without its default features (the update check and TLS:
+        // `trunk build --offline` with wasm-bindgen on the PATH downloads
+        // nothing), 395 -> 332 s cold on 2 cores.
         sh_env(
             &c,
-            &["install", "trunk", "--version", TRUNK, "--locked"],
+            &[
+                "install",
+                "trunk",
+                "--version",
+                TRUNK,
+                "--locked",
+                "--no-default-features",
+            ],
             &[
                 ("CARGO_PROFILE_RELEASE_LTO", "false"),
                 ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16"),
