@@ -83,6 +83,8 @@ fn toy_hardware() -> Hardware {
             inter_node: 1.0,
             roofline_p: 1.0,
         },
+        kernels: None,
+        calibration: None,
     }
 }
 
@@ -177,6 +179,76 @@ fn each_term_against_a_hand_computed_case() {
         "{}",
         nic.dispatch_us
     );
+}
+
+/// A kernel fit on the toy case: each GPU with rows pays the grouped
+/// GEMM's fixed time once, dispatch and combine their own fixed times in
+/// place of the links' latency, and the achieved bandwidth replaces the
+/// link's sustained one where it is given (0 keeps the link's).
+#[test]
+fn kernel_fit_terms_by_hand() {
+    use moeplan::data::hardware::{CommKernel, Kernels};
+    let (trace, plan) = toy_case();
+    let mut p = toy_pricing();
+    let fit = CommKernel {
+        dispatch_fixed_us: 11.0,
+        combine_fixed_us: 13.0,
+        intra_gb_per_s: 0.0,
+        inter_gb_per_s: 0.25,
+    };
+    p.hardware.kernels = Some(Kernels {
+        moe_fixed_us: 7.0,
+        normal: fit,
+        low_latency: CommKernel {
+            dispatch_fixed_us: 3.0,
+            combine_fixed_us: 5.0,
+            ..fit
+        },
+    });
+    p.hardware.check().unwrap();
+    let t = priced(&trace, &plan, Rule::Even, &p).sim.time.unwrap();
+    // 31 µs as without the fit, + 7 on the busiest GPU.
+    assert!(close(t.compute_us, 31.0 + 7.0), "{}", t.compute_us);
+    // 15 BF16 messages of 256 bytes at 250 B/µs, + 11 or 13.
+    assert!(
+        close(t.dispatch_us, 15.0 * 256.0 / 250.0 + 11.0),
+        "{}",
+        t.dispatch_us
+    );
+    assert!(
+        close(t.combine_us, 15.0 * 256.0 / 250.0 + 13.0),
+        "{}",
+        t.combine_us
+    );
+    // Inside one node: the link's 1 GB/s (the fit gives 0 there).
+    let one = planners::contiguous(&trace, Topology::new(1, 2).unwrap()).unwrap();
+    let t1 = priced(&trace, &one, Rule::Even, &p).sim.time.unwrap();
+    assert!(
+        close(t1.dispatch_us, 15.0 * 256.0 / 1000.0 + 11.0),
+        "{}",
+        t1.dispatch_us
+    );
+    // The low-latency kernel's own fixed times (every remote pair a message).
+    let mut ll = p.clone();
+    ll.assumptions.kernel = moeplan::judge::cost::Kernel::LowLatency;
+    let tl = priced(&trace, &plan, Rule::Even, &ll).sim.time.unwrap();
+    assert!(
+        close(tl.dispatch_us, 15.0 * 256.0 / 250.0 + 3.0),
+        "{}",
+        tl.dispatch_us
+    );
+    assert!(
+        close(tl.combine_us, 15.0 * 256.0 / 250.0 + 5.0),
+        "{}",
+        tl.combine_us
+    );
+    // A negative fixed time is refused.
+    let mut bad = p.hardware.clone();
+    if let Some(k) = bad.kernels.as_mut() {
+        k.normal.combine_fixed_us = -1.0;
+    }
+    let e = bad.check().unwrap_err().to_string();
+    assert!(e.contains("kernels.normal"), "{e}");
 }
 
 #[test]

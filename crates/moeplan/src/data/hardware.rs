@@ -63,6 +63,57 @@ pub struct Efficiency {
     pub roofline_p: f64,
 }
 
+/// One all-to-all kernel as measured: the fixed time of a dispatch and of
+/// a combine, and the bandwidth the kernel achieves on the bytes the cost
+/// model counts (its token messages), per GPU and direction.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommKernel {
+    /// Fixed time of one dispatch (launch, notify, the first byte), µs.
+    pub dispatch_fixed_us: f64,
+    /// Fixed time of one combine, µs.
+    pub combine_fixed_us: f64,
+    /// Achieved bandwidth inside a node, GB/s; 0: the link's sustained
+    /// bandwidth (`intra_node` × `efficiency.intra_node`).
+    pub intra_gb_per_s: f64,
+    /// Achieved bandwidth between nodes, GB/s (the node's when the link is
+    /// shared by the node); 0: the link's sustained bandwidth.
+    pub inter_gb_per_s: f64,
+}
+
+/// The kernels' own times, fitted to measurements (`moeplan calibrate`):
+/// what the peaks and efficiencies alone miss — a fixed time per
+/// grouped-GEMM call and per all-to-all, and the bandwidth each
+/// all-to-all kernel reaches. A preset without them prices with the
+/// links' latencies and sustained bandwidths.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Kernels {
+    /// Fixed time of one GPU's expert computation in one layer (the
+    /// grouped GEMMs' launch and their last partial wave), µs: paid by
+    /// every GPU that receives rows.
+    pub moe_fixed_us: f64,
+    /// DeepEP's normal (high-throughput) kernels.
+    pub normal: CommKernel,
+    /// DeepEP's low-latency kernels.
+    pub low_latency: CommKernel,
+}
+
+/// Where a preset's figures were fitted and how well they held there
+/// (the fit's residuals, [`crate::judge::calibrate`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Calibration {
+    /// What was measured: the tables or bench file and the GPU.
+    pub source: Cow<'static, str>,
+    /// Measurements the fit used.
+    pub rows: u32,
+    /// Median of |predicted − measured| / measured over them, percent.
+    pub median_error_pct: f64,
+    /// The largest such error, percent.
+    pub worst_error_pct: f64,
+}
+
 /// A named machine: GPU, links and efficiencies.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -80,6 +131,13 @@ pub struct Hardware {
     pub inter_node: Link,
     /// Fractions of the peaks sustained.
     pub efficiency: Efficiency,
+    /// The kernels' fixed times and achieved bandwidths, where measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernels: Option<Kernels>,
+    /// Where the figures were fitted, and their error there; `None`: from
+    /// datasheets and assumptions, not fitted to this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Calibration>,
 }
 
 /// NVIDIA GPUs' sustained fractions. GEMM 0.75 and memory 0.88: moeplan-cuda
@@ -159,6 +217,8 @@ pub const PRESETS: &[Hardware] = &[
             shared_by_node: true,
         },
         efficiency: NVIDIA,
+        kernels: None,
+        calibration: None,
     },
     Hardware {
         name: Cow::Borrowed("h100-ib-ndr"),
@@ -175,6 +235,8 @@ pub const PRESETS: &[Hardware] = &[
         intra_node: NVLINK4,
         inter_node: IB_NDR,
         efficiency: NVIDIA,
+        kernels: None,
+        calibration: None,
     },
     Hardware {
         name: Cow::Borrowed("h800-ib-ndr"),
@@ -198,6 +260,8 @@ pub const PRESETS: &[Hardware] = &[
         },
         inter_node: IB_NDR,
         efficiency: NVIDIA,
+        kernels: None,
+        calibration: None,
     },
     Hardware {
         name: Cow::Borrowed("h200-ib-ndr"),
@@ -216,6 +280,8 @@ pub const PRESETS: &[Hardware] = &[
         intra_node: NVLINK4,
         inter_node: IB_NDR,
         efficiency: NVIDIA,
+        kernels: None,
+        calibration: None,
     },
     Hardware {
         name: Cow::Borrowed("b200-ib-ndr"),
@@ -237,6 +303,8 @@ pub const PRESETS: &[Hardware] = &[
         },
         inter_node: IB_NDR,
         efficiency: NVIDIA,
+        kernels: None,
+        calibration: None,
     },
     Hardware {
         name: Cow::Borrowed("4090-pcie4-25gbe"),
@@ -262,6 +330,8 @@ pub const PRESETS: &[Hardware] = &[
         },
         inter_node: ETH_25G,
         efficiency: NVIDIA,
+        kernels: None,
+        calibration: None,
     },
     Hardware {
         name: Cow::Borrowed("3090-pcie1-25gbe"),
@@ -284,6 +354,8 @@ pub const PRESETS: &[Hardware] = &[
         },
         inter_node: ETH_25G,
         efficiency: NVIDIA,
+        kernels: None,
+        calibration: None,
     },
     Hardware {
         name: Cow::Borrowed("mi300x-ib-ndr"),
@@ -307,6 +379,8 @@ pub const PRESETS: &[Hardware] = &[
         inter_node: IB_NDR,
         // Not measured on AMD: the NVIDIA fractions, an assumption.
         efficiency: NVIDIA,
+        kernels: None,
+        calibration: None,
     },
     Hardware {
         name: Cow::Borrowed("910b-hccs-roce"),
@@ -335,6 +409,8 @@ pub const PRESETS: &[Hardware] = &[
         },
         // Not measured on Ascend: assumption.
         efficiency: NVIDIA,
+        kernels: None,
+        calibration: None,
     },
 ];
 
@@ -395,6 +471,38 @@ impl Hardware {
         }
         if !(e.roofline_p.is_finite() && (1.0..=64.0).contains(&e.roofline_p)) {
             return Err(bad("efficiency.roofline_p", e.roofline_p, "in [1, 64]"));
+        }
+        if let Some(k) = &self.kernels {
+            let mut fields = vec![("kernels.moe_fixed_us", k.moe_fixed_us)];
+            for (name, c) in [("normal", &k.normal), ("low_latency", &k.low_latency)] {
+                fields.extend([
+                    (name, c.dispatch_fixed_us),
+                    (name, c.combine_fixed_us),
+                    (name, c.intra_gb_per_s),
+                    (name, c.inter_gb_per_s),
+                ]);
+            }
+            for (what, x) in fields {
+                // A day is far beyond any kernel; a bandwidth past 1 PB/s too.
+                if !(x.is_finite() && (0.0..=1e9).contains(&x)) {
+                    let what = if what.starts_with("kernels") {
+                        what.to_string()
+                    } else {
+                        format!("kernels.{what}")
+                    };
+                    return Err(bad(&what, x, "finite, not negative and at most 1e9"));
+                }
+            }
+        }
+        if let Some(c) = &self.calibration {
+            for (what, x) in [
+                ("calibration.median_error_pct", c.median_error_pct),
+                ("calibration.worst_error_pct", c.worst_error_pct),
+            ] {
+                if !(x.is_finite() && x >= 0.0) {
+                    return Err(bad(what, x, "finite and not negative"));
+                }
+            }
         }
         Ok(())
     }

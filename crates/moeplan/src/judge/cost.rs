@@ -226,6 +226,15 @@ pub struct TimeCost {
     /// phase instead of link latency (low-latency kernels); `None`:
     /// normal kernels.
     pub low_latency_us: Option<f64>,
+    /// Fixed time of one GPU's expert computation per layer, µs
+    /// ([`Kernels::moe_fixed_us`]; 0 where the hardware has no kernel fit).
+    ///
+    /// [`Kernels::moe_fixed_us`]: crate::data::hardware::Kernels::moe_fixed_us
+    pub moe_fixed_us: f64,
+    /// The all-to-all kernel's fixed time of a dispatch and of a combine,
+    /// µs, in place of the links' latency (or the low-latency overhead);
+    /// `None` where the hardware has no kernel fit.
+    pub phase_fixed_us: Option<[f64; 2]>,
     /// Tokens one step may serve before the KV cache runs out (infinite:
     /// not capped): the cache's tokens in prefill, its requests in decode;
     /// a larger batch is served in that share ([`judge`](super::judge) sets
@@ -250,6 +259,17 @@ impl TimeCost {
         let e = hardware.efficiency;
         let flops_per_row = 2.0 * model.expert_params() as f64;
         let hidden = model.hidden as f64;
+        // The kernel's own fit where the hardware has one: its achieved
+        // bandwidths replace the links' sustained ones, its fixed times
+        // their latencies.
+        let fit = hardware.kernels.map(|k| match assumptions.kernel {
+            Kernel::Normal => k.normal,
+            Kernel::LowLatency => k.low_latency,
+        });
+        let achieved = |gb_per_s: Option<f64>, sustained: f64| match gb_per_s {
+            Some(x) if x > 0.0 => x * 1e3,
+            _ => sustained,
+        };
         TimeCost {
             weight_read_us: expert_bytes / (hardware.gpu.hbm_gb_per_s * 1e3 * e.hbm),
             row_us: flops_per_row / (hardware.tflops_for(bpw) * 1e6 * e.gemm),
@@ -262,14 +282,22 @@ impl TimeCost {
                 2.0 * hidden
             },
             combine_bytes: 2.0 * hidden,
-            intra_bytes_per_us: hardware.intra_node.gb_per_s * 1e3 * e.intra_node,
-            inter_bytes_per_us: hardware.inter_node.gb_per_s * 1e3 * e.inter_node,
+            intra_bytes_per_us: achieved(
+                fit.map(|f| f.intra_gb_per_s),
+                hardware.intra_node.gb_per_s * 1e3 * e.intra_node,
+            ),
+            inter_bytes_per_us: achieved(
+                fit.map(|f| f.inter_gb_per_s),
+                hardware.inter_node.gb_per_s * 1e3 * e.inter_node,
+            ),
             inter_shared: hardware.inter_node.shared_by_node,
             intra_latency_us: hardware.intra_node.latency_us,
             inter_latency_us: hardware.inter_node.latency_us,
             top_k: model.top_k.max(1),
             low_latency_us: (assumptions.kernel == Kernel::LowLatency)
                 .then_some(LOW_LATENCY_OVERHEAD_US),
+            moe_fixed_us: hardware.kernels.map_or(0.0, |k| k.moe_fixed_us),
+            phase_fixed_us: fit.map(|f| [f.dispatch_fixed_us, f.combine_fixed_us]),
             max_tokens_per_step: f64::INFINITY,
         }
     }
@@ -357,6 +385,9 @@ impl LayerCompute {
                 if r > 0.0 {
                     us += self.blend.of(t.weight_read_us, r * t.row_us);
                 }
+            }
+            if us > 0.0 {
+                us += t.moe_fixed_us;
             }
             busiest = busiest.max(us);
         }
@@ -498,6 +529,9 @@ impl Timer {
                 // choice): one copy's worth.
                 us = copy(load * share);
             }
+            if us > 0.0 {
+                us += t.moe_fixed_us;
+            }
             compute = compute.max(us);
         }
         // Distinct messages per remote pair, inside a node and across.
@@ -564,11 +598,16 @@ impl Timer {
                 l
             }
         };
-        let link = |bytes_per_message: f64| worst * share * bytes_per_message + fixed;
+        let (dispatch_fixed, combine_fixed) = match t.phase_fixed_us {
+            Some([d, c]) if worst > 0.0 => (d, c),
+            Some(_) => (0.0, 0.0),
+            None => (fixed, fixed),
+        };
+        let link = |bytes_per_message: f64, fixed: f64| worst * share * bytes_per_message + fixed;
         StepTime {
             compute_us: compute,
-            dispatch_us: link(t.dispatch_bytes),
-            combine_us: link(t.combine_bytes),
+            dispatch_us: link(t.dispatch_bytes, dispatch_fixed),
+            combine_us: link(t.combine_bytes, combine_fixed),
         }
     }
 

@@ -61,6 +61,7 @@
 //! ```
 
 pub mod bound;
+pub mod calibrate;
 pub mod cost;
 mod dispatch;
 pub mod eval;
