@@ -69,6 +69,10 @@ pub enum Command {
     /// Plans across workloads: BASE, EPLB and CRAFT made on each of several
     /// traces (and CRAFT mean and robust made on all), judged on every trace.
     Cross(CrossArgs),
+    /// A hardware file fitted to measured kernel times: the base's
+    /// efficiencies, a fixed time per grouped-GEMM call and per all-to-all,
+    /// each kernel's bandwidth, and the fit's error per kernel.
+    Calibrate(CalibrateArgs),
     /// The built-in model shapes.
     Presets,
     /// The built-in hardware for --hardware: GPU, links, efficiencies.
@@ -444,6 +448,31 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub judge: JudgeArgs,
     /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct CalibrateArgs {
+    /// The hardware to start from: its peaks and links are kept, its
+    /// efficiencies and kernel times fitted (a preset name or a JSON file).
+    #[arg(long)]
+    pub hardware: String,
+    /// Measured kernel times: a JSON array of measurements (docs/cost.md,
+    /// "Fitted to measurements").
+    #[arg(long)]
+    pub measurements: PathBuf,
+    /// Where to write the fitted hardware file (`-`: standard output).
+    #[arg(long, required_unless_present = "check")]
+    pub out: Option<String>,
+    /// Fit nothing: how far `--hardware` as it is lies from the
+    /// measurements, per kernel (an uncalibrated preset's error).
+    #[arg(long, conflicts_with_all = ["out", "name"])]
+    pub check: bool,
+    /// The new preset's name (default: the base's with `-calibrated`).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Print the fit's residuals as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
 }

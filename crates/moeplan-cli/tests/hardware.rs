@@ -265,3 +265,238 @@ fn objective_time_plans_for_the_hardware() {
     let file: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(file["options"]["objective"], "time", "{}", file["options"]);
 }
+
+/// Measurements made by a known machine (the H100 preset with a kernel fit
+/// and other efficiencies), as `moeplan calibrate` reads them.
+fn made_measurements() -> (moeplan::data::hardware::Hardware, String) {
+    use moeplan::data::hardware::{CommKernel, Kernels, preset};
+    use moeplan::judge::calibrate::{CommPhase, Measurement, predict_us, uniform_rank_bytes};
+    use moeplan::judge::cost::Kernel;
+    let mut truth = preset("h100-ib-ndr").unwrap().clone();
+    truth.efficiency.hbm = 0.64;
+    truth.efficiency.roofline_p = 2.0;
+    let comm = CommKernel {
+        dispatch_fixed_us: 25.0,
+        combine_fixed_us: 45.0,
+        intra_gb_per_s: 300.0,
+        inter_gb_per_s: 0.0,
+    };
+    truth.kernels = Some(Kernels {
+        moe_fixed_us: 30.0,
+        normal: comm,
+        low_latency: comm,
+    });
+    let m = moeplan::data::model::preset("deepseek-v3").unwrap();
+    let params = m.expert_params() as f64;
+    let mut rows = Vec::new();
+    for ep in [8usize, 32, 128] {
+        for b in [1.0f64, 16.0, 256.0] {
+            let x = Measurement::Compute {
+                expert_bytes: params,
+                flops_per_row: 2.0 * params,
+                peak_tflops: 1979.0,
+                copies: ((256 / ep) as f64).min(8.0 * b),
+                rows: 8.0 * b,
+                us: 1.0,
+            };
+            rows.push((x, predict_us(&truth, &x)));
+        }
+    }
+    for kernel in [Kernel::Normal, Kernel::LowLatency] {
+        for t in [16.0f64, 512.0, 4096.0] {
+            for (phase, bytes) in [(CommPhase::Dispatch, 7392.0), (CommPhase::Combine, 14336.0)] {
+                let (intra_bytes, inter_bytes) = uniform_rank_bytes(kernel, t, 8, 8, 8, bytes);
+                let x = Measurement::Comm {
+                    kernel,
+                    phase,
+                    intra_bytes,
+                    inter_bytes,
+                    us: 1.0,
+                };
+                rows.push((x, predict_us(&truth, &x)));
+            }
+        }
+    }
+    let rows: Vec<Measurement> = rows
+        .into_iter()
+        .map(|(mut x, us)| {
+            match &mut x {
+                Measurement::Compute { us: u, .. } | Measurement::Comm { us: u, .. } => *u = us,
+            }
+            x
+        })
+        .collect();
+    (truth, serde_json::to_string(&rows).unwrap())
+}
+
+/// `calibrate`: measurements in, a hardware file out that `--hardware`
+/// reads back, fitted to the machine that made them (residuals near 0),
+/// and which prices a plan as that machine does.
+#[test]
+fn calibrate_writes_a_hardware_file_the_cost_model_reads() {
+    let (truth, text) = made_measurements();
+    let input = tmp("calibrate", "measured.json");
+    std::fs::write(&input, &text).unwrap();
+    let out = tmp("calibrate", "fitted.json");
+    let o = moeplan(&[
+        "calibrate",
+        "--hardware",
+        "h100-ib-ndr",
+        "--measurements",
+        input.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let residuals: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let all = residuals.as_array().unwrap().last().unwrap();
+    assert_eq!(all["group"], "all");
+    assert_eq!(all["rows"], 21);
+    assert!(
+        all["worst_error_pct"].as_f64().unwrap() < 2.0,
+        "{residuals}"
+    );
+    let fitted: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(fitted["name"], "h100-ib-ndr-calibrated");
+    assert_eq!(fitted["calibration"]["rows"], 21);
+    let fixed = fitted["kernels"]["moe_fixed_us"].as_f64().unwrap();
+    assert!((fixed / 30.0 - 1.0).abs() < 0.05, "{fitted}");
+    // The fitted file prices a plan within 2 % of the machine that made
+    // the measurements, where the shipped preset is further off.
+    let truth_file = tmp("calibrate", "truth.json");
+    std::fs::write(&truth_file, serde_json::to_vec(&truth).unwrap()).unwrap();
+    let layer_us = |hw: &str| {
+        let v = json_of(&[
+            "compare",
+            "--preset",
+            "deepseek-v3",
+            "--batches",
+            "2",
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "8",
+            "--hardware",
+            hw,
+            "--json",
+        ]);
+        let base = v["plans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"].as_str().is_some_and(|n| n.starts_with("base")))
+            .unwrap()
+            .clone();
+        base["report"]["predicted"]["moe_layer_us"]
+            .as_f64()
+            .unwrap()
+    };
+    let (t, f, p) = (
+        layer_us(truth_file.to_str().unwrap()),
+        layer_us(out.to_str().unwrap()),
+        layer_us("h100-ib-ndr"),
+    );
+    assert!((f / t - 1.0).abs() < 0.02, "fitted {f} µs, truth {t} µs");
+    assert!(
+        (p / t - 1.0).abs() > 0.05,
+        "the preset {p} µs already near the truth {t} µs"
+    );
+    // `--check` fits nothing: the machine itself is exact on its own
+    // measurements, the shipped preset is not.
+    let worst = |hw: &str| {
+        let v = json_of(&[
+            "calibrate",
+            "--hardware",
+            hw,
+            "--measurements",
+            input.to_str().unwrap(),
+            "--check",
+            "--json",
+        ]);
+        v.as_array().unwrap().last().unwrap()["worst_error_pct"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(worst(truth_file.to_str().unwrap()) < 0.1);
+    assert!(worst("h100-ib-ndr") > 10.0);
+    // The text table names every kernel fitted.
+    let o = moeplan(&[
+        "calibrate",
+        "--hardware",
+        "h100-ib-ndr",
+        "--measurements",
+        input.to_str().unwrap(),
+        "--out",
+        "-",
+    ]);
+    assert!(o.status.success());
+    let table = String::from_utf8_lossy(&o.stderr);
+    for g in [
+        "expert compute",
+        "normal dispatch",
+        "low-latency combine",
+        "| all |",
+    ] {
+        assert!(table.contains(g), "{table}");
+    }
+    let file: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(file["calibration"]["rows"], 21);
+}
+
+/// A truncated file, a wrong shape, an unknown field and an oversized file
+/// are each one line, exit 2.
+#[test]
+fn calibrate_refuses_bad_measurements() {
+    let (_, text) = made_measurements();
+    let out = tmp("calibrate-bad", "out.json");
+    let try_file = |name: &str, bytes: &[u8], needle: &str| {
+        let p = tmp("calibrate-bad", name);
+        std::fs::write(&p, bytes).unwrap();
+        refused(
+            &[
+                "calibrate",
+                "--hardware",
+                "h100-ib-ndr",
+                "--measurements",
+                p.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            needle,
+        );
+    };
+    try_file(
+        "truncated.json",
+        &text.as_bytes()[..text.len() / 2],
+        "measurements JSON",
+    );
+    try_file("shape.json", br#"{"rows": []}"#, "measurements JSON");
+    try_file(
+        "unknown.json",
+        br#"[{"kind": "comm", "kernel": "normal", "phase": "dispatch", "intra_bytes": 1, "inter_bytes": 0, "us": 1, "sms": 20}]"#,
+        "unknown field",
+    );
+    try_file("empty.json", b"[]", "no measurements");
+    let big = tmp("calibrate-bad", "big.json");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(moeplan::formats::measurements::MAX_BYTES + 1)
+        .unwrap();
+    refused(
+        &[
+            "calibrate",
+            "--hardware",
+            "h100-ib-ndr",
+            "--measurements",
+            big.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        "limit",
+    );
+    assert!(
+        !out.exists(),
+        "a refused calibration wrote {}",
+        out.display()
+    );
+}

@@ -1,5 +1,6 @@
 //! One module per command; what several share lives here.
 
+mod calibrate;
 mod compare;
 mod cross;
 mod eval;
@@ -39,6 +40,7 @@ pub fn run(command: Command) -> Result<(), CliError> {
         Command::Sweep(args) => sweep::run(args),
         Command::Replay(args) => replay::run(args),
         Command::Cross(args) => cross::run(args),
+        Command::Calibrate(args) => calibrate::run(args),
         Command::Hardware { json } => {
             if json {
                 emit(

@@ -18,12 +18,14 @@
 //! | TensorRT-LLM expert statistics (`rank<r>.safetensors`, `"{iteration}_{layer}"`) | [`trtllm::read_statistics`], co-occurrence as affinity [`trtllm::read_cooccurrence`] | — |
 //! | TensorRT-LLM load-balancer YAML (`initial_global_assignments`) | [`trtllm::read_placement`] | [`trtllm::write_placement`] |
 //! | any plan file above, detected by content | [`plan_any::read_any_plan`] | — |
+//! | measured kernel times for calibration | [`measurements::read_measurements`] | — |
 
 pub mod csv;
 pub mod dataset;
 pub mod esft;
 pub mod hardware;
 pub mod limits;
+pub mod measurements;
 pub mod npy;
 pub mod plan_any;
 pub mod plan_json;

@@ -45,7 +45,7 @@ pub enum CommPhase {
 
 /// One measured kernel time.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Measurement {
     /// One GPU's expert computation for one layer.
     Compute {
@@ -347,7 +347,40 @@ pub fn calibrate(base: &Hardware, measured: &[Measurement], source: &str) -> Res
     }
     hw.kernels = Some(kernels);
     hw.check()?;
-    // Residuals with the fitted preset, per group and in all.
+    let residuals = residuals(&hw, measured)?;
+    let total = residuals
+        .last()
+        .cloned()
+        .ok_or_else(|| Error::Argument("calibrate: no measurements to fit".into()))?;
+    hw.calibration = Some(Calibration {
+        source: Cow::Owned(source.to_string()),
+        rows: u32::try_from(measured.len()).unwrap_or(u32::MAX),
+        median_error_pct: total.median_error_pct,
+        worst_error_pct: total.worst_error_pct,
+    });
+    Ok(Fitted {
+        hardware: hw,
+        residuals,
+    })
+}
+
+/// How far `hardware` is from `measured`, per group of kernels, then all
+/// together (last): the check of a preset not fitted to them, or the
+/// residuals of one that was.
+///
+/// ```
+/// use moeplan::judge::calibrate::{residuals, Measurement, CommPhase};
+/// use moeplan::judge::cost::Kernel;
+/// let h = moeplan::data::hardware::preset("h100-ib-ndr")?;
+/// let m = Measurement::Comm { kernel: Kernel::Normal, phase: CommPhase::Dispatch, intra_bytes: 3.6e6, inter_bytes: 0.0, us: 13.0 };
+/// // 3.6 MB at 0.8 × 450 GB/s is 10 µs, + 3 µs of NVLink latency
+/// assert!(residuals(h, &[m])?.last().unwrap().worst_error_pct < 0.1);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn residuals(hardware: &Hardware, measured: &[Measurement]) -> Result<Vec<Residuals>> {
+    for m in measured {
+        m.check()?;
+    }
     let group = |m: &Measurement| -> &'static str {
         match m {
             Measurement::Compute { .. } => "expert compute",
@@ -367,7 +400,8 @@ pub fn calibrate(base: &Hardware, measured: &[Measurement], source: &str) -> Res
             Measurement::Comm { .. } => "low-latency combine",
         }
     };
-    let mut residuals = Vec::new();
+    let error = |m: &Measurement| predict_us(hardware, m) / m.us() - 1.0;
+    let mut out = Vec::new();
     for name in [
         "expert compute",
         "normal dispatch",
@@ -378,29 +412,16 @@ pub fn calibrate(base: &Hardware, measured: &[Measurement], source: &str) -> Res
         let errors: Vec<f64> = measured
             .iter()
             .filter(|m| group(m) == name)
-            .map(|m| predict_us(&hw, m) / m.us() - 1.0)
+            .map(error)
             .collect();
-        if let Some(r) = residuals_of(name, &errors) {
-            residuals.push(r);
-        }
+        out.extend(residuals_of(name, &errors));
     }
-    let all: Vec<f64> = measured
-        .iter()
-        .map(|m| predict_us(&hw, m) / m.us() - 1.0)
-        .collect();
-    let total = residuals_of("all", &all)
-        .ok_or_else(|| Error::Argument("calibrate: no measurements to fit".into()))?;
-    hw.calibration = Some(Calibration {
-        source: Cow::Owned(source.to_string()),
-        rows: u32::try_from(measured.len()).unwrap_or(u32::MAX),
-        median_error_pct: total.median_error_pct,
-        worst_error_pct: total.worst_error_pct,
-    });
-    residuals.push(total);
-    Ok(Fitted {
-        hardware: hw,
-        residuals,
-    })
+    let all: Vec<f64> = measured.iter().map(error).collect();
+    match residuals_of("all", &all) {
+        Some(r) => out.push(r),
+        None => return Err(Error::Argument("no measurements".into())),
+    }
+    Ok(out)
 }
 
 fn residuals_of(group: &str, errors: &[f64]) -> Option<Residuals> {

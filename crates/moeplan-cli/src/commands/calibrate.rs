@@ -1,0 +1,120 @@
+//! `moeplan calibrate`: measured kernel times in, a hardware file out
+//! (`crates/moeplan/src/judge/calibrate.rs` fits it), with the fit's
+//! residuals printed.
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use moeplan::formats::measurements::{MAX_BYTES, read_measurements};
+use moeplan::judge::calibrate::{Residuals, calibrate, residuals};
+
+use crate::args::CalibrateArgs;
+use crate::error::CliError;
+use crate::io::{emit, hardware, read_file, write_file};
+
+pub fn run(args: CalibrateArgs) -> Result<(), CliError> {
+    let base = hardware(&args.hardware)?;
+    let path = args.measurements.as_path();
+    let len = std::fs::metadata(path)
+        .map_err(|source| CliError::Read {
+            path: path.display().to_string(),
+            source,
+        })?
+        .len();
+    if len > MAX_BYTES {
+        return Err(CliError::in_file(path)(moeplan::Error::Argument(format!(
+            "{len} bytes is more than the {MAX_BYTES}-byte limit for a measurements file"
+        ))));
+    }
+    let rows = read_measurements(&read_file(path)?).map_err(CliError::in_file(path))?;
+    let source = format!(
+        "{} ({} measurements, from {})",
+        file_name(path),
+        rows.len(),
+        base.name
+    );
+    if args.check {
+        let r = residuals(&base, &rows)?;
+        emit(&if args.json {
+            serde_json::to_string(&r).unwrap_or_default()
+        } else {
+            format!("{} as it is, on {source}\n\n{}", base.name, table(&r))
+        });
+        return Ok(());
+    }
+    let out = args.out.clone().unwrap_or_else(|| "-".into());
+    let mut fitted = calibrate(&base, &rows, &source)?;
+    fitted.hardware.name = Cow::Owned(
+        args.name
+            .clone()
+            .unwrap_or_else(|| format!("{}-calibrated", base.name)),
+    );
+    fitted.hardware.about = Cow::Owned(format!("{} — calibrated on {source}", base.about));
+    let text = serde_json::to_string_pretty(&fitted.hardware).unwrap_or_default();
+    if out == "-" {
+        emit(&text);
+    } else {
+        write_file(Path::new(&out), &text)?;
+    }
+    let report = if args.json {
+        serde_json::to_string(&fitted.residuals).unwrap_or_default()
+    } else {
+        format!(
+            "{}\n{}",
+            table(&fitted.residuals),
+            fitted_line(&fitted.hardware)
+        )
+    };
+    // The file on stdout keeps stdout for it alone.
+    if out == "-" {
+        eprintln!("{report}");
+    } else {
+        emit(&report);
+    }
+    Ok(())
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+/// The residuals as a table.
+fn table(residuals: &[Residuals]) -> String {
+    let mut s = String::from(
+        "|predicted − measured| / measured\n\n| kernel | measurements | median | worst | median bias |\n| --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in residuals {
+        s.push_str(&format!(
+            "| {} | {} | {:.1} % | {:.1} % | {:+.1} % |\n",
+            r.group, r.rows, r.median_error_pct, r.worst_error_pct, r.median_bias_pct
+        ));
+    }
+    s
+}
+
+/// What was fitted, in one line.
+fn fitted_line(h: &moeplan::data::hardware::Hardware) -> String {
+    let e = h.efficiency;
+    let mut s = format!(
+        "fitted: HBM {:.3}, GEMM {:.3}, p {:.3}",
+        e.hbm, e.gemm, e.roofline_p
+    );
+    if let Some(k) = h.kernels {
+        s.push_str(&format!(
+            "; expert compute fixed {:.1} µs; normal dispatch / combine fixed {:.1} / {:.1} µs at {:.0} GB/s (node) {:.0} GB/s (across; 0: the link's); low-latency {:.1} / {:.1} µs at {:.0} / {:.0} GB/s",
+            k.moe_fixed_us,
+            k.normal.dispatch_fixed_us,
+            k.normal.combine_fixed_us,
+            k.normal.intra_gb_per_s,
+            k.normal.inter_gb_per_s,
+            k.low_latency.dispatch_fixed_us,
+            k.low_latency.combine_fixed_us,
+            k.low_latency.intra_gb_per_s,
+            k.low_latency.inter_gb_per_s,
+        ));
+    }
+    s
+}
