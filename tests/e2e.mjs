@@ -534,6 +534,8 @@ async function main() {
         (await text(page, "#speedup-base")) === "1.000×" && /^[\d.]+ ms$/.test(await text(page, "#step-craft"))
         && Number(await text(page, "#tput-craft")) > 0,
         `${await text(page, "#step-craft")} · ${await text(page, "#tput-craft")} · ${await text(page, "#speedup-craft")}`);
+      check("the prices say how far to trust them: an uncalibrated preset's error where the model was checked",
+        /uncalibrated .*median.*worst.*moeplan calibrate/.test(await text(page, "#cost-band")), await text(page, "#cost-band"));
       check("the hardware is in the URL hash", await page.waitForFunction(() => /hw=h100-ib-ndr/.test(location.hash), null, { timeout: 5000 }).then(() => true), page.url());
       timings.priced_8x8 = await timeBudget(page, "8 × 8 priced on h100-ib-ndr");
       timings.priced_8x8.added_in_worker_ms = round(timings.priced_8x8.in_worker_ms_median - timings.default_8x8.in_worker_ms_median);

@@ -177,18 +177,19 @@ pub fn CostPanel(board: Board) -> impl IntoView {
         board.plans.with(|ps| {
             ps.iter()
                 .filter_map(|p| p.predicted.as_ref())
-                .map(|p| (p.hardware.clone(), p.step_ms))
-                .fold(None, |acc: Option<(String, f64)>, (h, ms)| {
-                    Some((h, acc.map_or(ms, |(_, m)| m.max(ms))))
+                .map(|p| (p.hardware.clone(), p.step_ms, p.error_band.clone()))
+                .fold(None, |acc: Option<(String, f64, String)>, (h, ms, band)| {
+                    Some((h, acc.map_or(ms, |(_, m, _)| m.max(ms)), band))
                 })
         })
     });
     move || {
-        priced.get().map(|(hardware, slowest)| {
+        priced.get().map(|(hardware, slowest, band)| {
             view! {
                 <figure class="cost" id="cost" data-hardware=hardware.clone()>
                     <figcaption id="cost-caption">{format!(
                         "Predicted step on {hardware}: expert compute · dispatch · combine (all MoE layers) · dense part · copies not hidden")}</figcaption>
+                    <p class="cost-band" id="cost-band">{band}</p>
                     {names.get().into_iter().map(|name| cost_row(board, name, slowest)).collect_view()}
                 </figure>
             }

@@ -513,6 +513,9 @@ pub struct Predicted {
     pub moe_layers: usize,
     /// KV cache per GPU, GiB.
     pub kv_cache_gib_per_gpu: f64,
+    /// How far to trust it, one sentence (the hardware's calibration, or
+    /// the model's error where an uncalibrated preset was checked).
+    pub error_band: String,
 }
 
 /// CRAFT's load per GPU and layer, relative to the layer's mean GPU load.

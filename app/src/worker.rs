@@ -858,6 +858,7 @@ fn predicted(p: &Prediction) -> Predicted {
             0
         },
         kv_cache_gib_per_gpu: p.kv_cache_gib_per_gpu,
+        error_band: p.error_band.about.clone(),
     }
 }
 

@@ -210,6 +210,7 @@ fn predicted(o: &mut String, p: &moeplan::judge::cost::Prediction) {
     for n in &p.notes {
         wl!(o, "  assumed        {n}");
     }
+    wl!(o, "  trust          {}", p.error_band.about);
 }
 
 pub fn compare(
@@ -308,6 +309,12 @@ pub fn compare(
             }
             Err(e) => wl!(o, "{name:<16} not possible: {e}"),
         }
+    }
+    let band = rows
+        .iter()
+        .find_map(|(_, r)| r.as_ref().ok().and_then(|j| j.predicted.as_ref()));
+    if let Some(p) = band {
+        wl!(o, "predicted times: {}", p.error_band.about);
     }
     for note in notes {
         wl!(o, "note: {note}");
@@ -464,6 +471,7 @@ pub fn sweep_predicted(
             );
         }
     }
+    wl!(o, "predicted times: {}", first.error_band.about);
     o
 }
 

@@ -448,6 +448,7 @@ fn predicted_keys_are_stable_and_documented() {
         "speedup_over",
         "assumptions",
         "notes",
+        "error_band",
     ];
     let (trace, plan) = toy_case();
     let mut pred = prediction(&trace, &plan, &toy_pricing());

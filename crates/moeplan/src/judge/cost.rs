@@ -668,6 +668,63 @@ pub struct TimeReport {
     pub per_batch_share: Vec<f64>,
 }
 
+/// How far an uncalibrated preset's kernel times were from measured ones
+/// where they were checked: the shipped `h100-ib-ndr` and `b200-ib-ndr`
+/// against AIConfigurator's H100 and B200 tables (docs/cost.md, "Fitted
+/// to measurements": median 21.7 and 50.0 %, worst 97.8 and 76.6 %; the
+/// larger of each).
+pub const UNCALIBRATED_MEDIAN_PCT: f64 = 50.0;
+/// The worst error of the same check.
+pub const UNCALIBRATED_WORST_PCT: f64 = 97.8;
+
+/// How far to trust a prediction: the residuals of the hardware's
+/// calibration, or, for hardware not fitted to measurements, how far the
+/// model's kernel times were on the GPUs it was checked against.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+pub struct ErrorBand {
+    /// The hardware was fitted to measurements of its GPU.
+    pub calibrated: bool,
+    /// Median |predicted − measured| / measured of kernel times, percent.
+    pub median_pct: f64,
+    /// Largest such error, percent.
+    pub worst_pct: f64,
+    /// Where the figures come from, one sentence.
+    pub about: String,
+}
+
+impl ErrorBand {
+    /// The band of predictions made on `hardware`.
+    ///
+    /// ```
+    /// use moeplan::judge::cost::ErrorBand;
+    /// let b = ErrorBand::of(moeplan::data::hardware::preset("a100-80g-efa")?);
+    /// assert!(!b.calibrated && b.worst_pct > b.median_pct);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn of(hardware: &Hardware) -> ErrorBand {
+        match &hardware.calibration {
+            Some(c) => ErrorBand {
+                calibrated: true,
+                median_pct: c.median_error_pct,
+                worst_pct: c.worst_error_pct,
+                about: format!(
+                    "calibrated on {}: kernel times within {:.1} % (median), {:.1} % (worst) of {} measurements",
+                    c.source, c.median_error_pct, c.worst_error_pct, c.rows
+                ),
+            },
+            None => ErrorBand {
+                calibrated: false,
+                median_pct: UNCALIBRATED_MEDIAN_PCT,
+                worst_pct: UNCALIBRATED_WORST_PCT,
+                about: format!(
+                    "uncalibrated (datasheet figures): kernel times within ±{UNCALIBRATED_MEDIAN_PCT:.0} % (median), ±{UNCALIBRATED_WORST_PCT:.0} % (worst) on the GPUs checked (H100, B200); `moeplan calibrate` fits a file to your GPU"
+                ),
+            },
+        }
+    }
+}
+
 /// What the cost model predicts for one served plan: the `predicted` key
 /// of `eval` / `compare --json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -718,6 +775,8 @@ pub struct Prediction {
     pub assumptions: Assumptions,
     /// Every other assumption, one sentence each.
     pub notes: Vec<String>,
+    /// How far to trust it ([`ErrorBand::of`] the hardware).
+    pub error_band: ErrorBand,
 }
 
 /// What [`Prediction::speedup`] is over, as front ends say it.
@@ -1005,7 +1064,11 @@ pub(crate) fn predict(
             if bpw == 1.0 { "FP8" } else { "BF16" },
             model.kv_heads
         ),
-        "not modelled: attention's context-dependent FLOPs, launch gaps, overlap of dispatch and combine with compute".to_string(),
+        if hardware.kernels.is_some() {
+            "not modelled: attention's context-dependent FLOPs, overlap of dispatch and combine with compute (the kernels' fixed times are the hardware file's)".to_string()
+        } else {
+            "not modelled: attention's context-dependent FLOPs, launch gaps, overlap of dispatch and combine with compute".to_string()
+        },
     ];
     if mem.kv_cache <= 0.0 {
         notes.push(format!(
@@ -1040,5 +1103,6 @@ pub(crate) fn predict(
         speedup_over: None,
         assumptions: *assumptions,
         notes,
+        error_band: ErrorBand::of(hardware),
     }
 }
