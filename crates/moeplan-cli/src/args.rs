@@ -460,8 +460,12 @@ pub struct CalibrateArgs {
     pub hardware: String,
     /// Measured kernel times: a JSON array of measurements (docs/cost.md,
     /// "Fitted to measurements").
+    #[arg(long, required_unless_present = "bench", conflicts_with = "bench")]
+    pub measurements: Option<PathBuf>,
+    /// `moeplan-cuda bench --json` output: each rank's measured expert
+    /// compute, priced at the hardware's BF16 peak.
     #[arg(long)]
-    pub measurements: PathBuf,
+    pub bench: Option<PathBuf>,
     /// Where to write the fitted hardware file (`-`: standard output).
     #[arg(long, required_unless_present = "check")]
     pub out: Option<String>,

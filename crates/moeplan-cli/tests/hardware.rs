@@ -500,3 +500,93 @@ fn calibrate_refuses_bad_measurements() {
         out.display()
     );
 }
+
+/// `calibrate --bench`: `moeplan-cuda bench --json` lines (each rank's
+/// rows, slots and time; BF16 experts) fit the expert compute; a
+/// `--predict-only` line, which measured nothing, is refused.
+#[test]
+fn calibrate_from_moeplan_cuda_bench_lines() {
+    use moeplan::data::hardware::{CommKernel, Kernels, preset};
+    use moeplan::judge::calibrate::{Measurement, predict_us};
+    let mut truth = preset("h100-ib-ndr").unwrap().clone();
+    truth.efficiency.hbm = 0.7;
+    truth.efficiency.roofline_p = 1.8;
+    let none = CommKernel {
+        dispatch_fixed_us: 0.0,
+        combine_fixed_us: 0.0,
+        intra_gb_per_s: 0.0,
+        inter_gb_per_s: 0.0,
+    };
+    truth.kernels = Some(Kernels {
+        moe_fixed_us: 12.0,
+        normal: none,
+        low_latency: none,
+    });
+    let expert = 3.0 * 7168.0 * 2048.0;
+    let mut lines = String::new();
+    for slots in [2.0f64, 4.0, 8.0] {
+        let ranks: Vec<(f64, f64)> = [64.0f64, 256.0, 1024.0, 4096.0]
+            .iter()
+            .map(|&rows| {
+                let m = Measurement::Compute {
+                    expert_bytes: 2.0 * expert,
+                    flops_per_row: 2.0 * expert,
+                    peak_tflops: 989.5,
+                    copies: slots,
+                    rows,
+                    us: 1.0,
+                };
+                (rows, predict_us(&truth, &m) / 1e3)
+            })
+            .collect();
+        let line = serde_json::json!({
+            "layer": 3, "plan": "craft R=8",
+            "rows_per_rank": ranks.iter().map(|r| r.0).collect::<Vec<_>>(),
+            "slots_per_rank": vec![slots; ranks.len()],
+            "rank_ms": ranks.iter().map(|r| r.1).collect::<Vec<_>>(),
+            "hidden": 7168, "inter": 2048, "bytes_per_weight": 2,
+        });
+        lines.push_str(&format!("{line}\n"));
+    }
+    let bench = tmp("calibrate-bench", "bench.jsonl");
+    std::fs::write(&bench, &lines).unwrap();
+    let out = tmp("calibrate-bench", "fitted.json");
+    let v = json_of(&[
+        "calibrate",
+        "--hardware",
+        "h100-ib-ndr",
+        "--bench",
+        bench.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    let all = v.as_array().unwrap().last().unwrap();
+    assert_eq!(all["rows"], 12);
+    assert!(all["worst_error_pct"].as_f64().unwrap() < 2.0, "{v}");
+    let fitted: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let fixed = fitted["kernels"]["moe_fixed_us"].as_f64().unwrap();
+    assert!((fixed / 12.0 - 1.0).abs() < 0.1, "{fitted}");
+    let predict_only = tmp("calibrate-bench", "predict-only.jsonl");
+    std::fs::write(
+        &predict_only,
+        r#"{"layer": 3, "plan": "craft", "rows_per_rank": [1, 2], "slots_per_rank": [1, 1]}"#,
+    )
+    .unwrap();
+    refused(
+        &[
+            "calibrate",
+            "--hardware",
+            "h100-ib-ndr",
+            "--bench",
+            predict_only.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        "rank_ms",
+    );
+    refused(
+        &["calibrate", "--hardware", "h100-ib-ndr", "--out", "x.json"],
+        "--measurements",
+    );
+}

@@ -528,7 +528,15 @@ fn run_bench(device: usize, a: &BenchArgs) -> Result<Outcome> {
     header(&gpu.info.describe(), cfg.pool);
     let results = bench::run(&gpu, &trace, &plans, &cfg, &mut |r| {
         if a.json {
-            println!("{}", r.to_json());
+            // The expert's shape and precision with each line: what
+            // `moeplan calibrate --bench` needs to fit the rank times.
+            let mut j = r.to_json();
+            if let Some(o) = j.as_object_mut() {
+                o.insert("hidden".into(), shape.hidden.into());
+                o.insert("inter".into(), shape.inter.into());
+                o.insert("bytes_per_weight".into(), 2.into());
+            }
+            println!("{j}");
         } else {
             layer_line(r.prediction.layer);
             println!("{}", r.to_text());

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::path::Path;
 
-use moeplan::formats::measurements::{MAX_BYTES, read_measurements};
+use moeplan::formats::measurements::{MAX_BYTES, read_cuda_bench, read_measurements};
 use moeplan::judge::calibrate::{Residuals, calibrate, residuals};
 
 use crate::args::CalibrateArgs;
@@ -14,7 +14,16 @@ use crate::io::{emit, hardware, read_file, write_file};
 
 pub fn run(args: CalibrateArgs) -> Result<(), CliError> {
     let base = hardware(&args.hardware)?;
-    let path = args.measurements.as_path();
+    let (path, bench) = match (&args.measurements, &args.bench) {
+        (Some(p), _) => (p.as_path(), false),
+        (None, Some(p)) => (p.as_path(), true),
+        (None, None) => {
+            return Err(moeplan::Error::Argument(
+                "calibrate needs --measurements FILE or --bench FILE".into(),
+            )
+            .into());
+        }
+    };
     let len = std::fs::metadata(path)
         .map_err(|source| CliError::Read {
             path: path.display().to_string(),
@@ -26,7 +35,13 @@ pub fn run(args: CalibrateArgs) -> Result<(), CliError> {
             "{len} bytes is more than the {MAX_BYTES}-byte limit for a measurements file"
         ))));
     }
-    let rows = read_measurements(&read_file(path)?).map_err(CliError::in_file(path))?;
+    let bytes = read_file(path)?;
+    let rows = if bench {
+        read_cuda_bench(&bytes, base.gpu.bf16_tflops)
+    } else {
+        read_measurements(&bytes)
+    }
+    .map_err(CliError::in_file(path))?;
     let source = format!(
         "{} ({} measurements, from {})",
         file_name(path),
