@@ -269,6 +269,11 @@ pub struct CostArgs {
     /// DeepEP's fixed buffers.
     #[arg(long, default_value_t = 0, requires = "hardware")]
     pub peer_buffer_tokens: usize,
+    /// Two-batch overlap: `tbo` runs each batch as two micro-batches, one's
+    /// dispatch and combine under the other's compute (SGLang's
+    /// --enable-two-batch-overlap); `none` one after another.
+    #[arg(long, default_value = "none", value_parser = ["none", "tbo"], requires = "hardware")]
+    pub overlap: String,
 }
 
 #[derive(Args)]

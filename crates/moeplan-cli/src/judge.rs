@@ -3,7 +3,7 @@
 //! sizes that turn pairs into bytes came from, and the JSON it prints.
 
 use moeplan::Workload;
-use moeplan::judge::cost::{Assumptions, Kernel, Phase, Prediction, Pricing};
+use moeplan::judge::cost::{Assumptions, Kernel, Overlap, Phase, Prediction, Pricing};
 use moeplan::judge::{CostModel, Messages, Report, Rule, Schedule, Served};
 use moeplan::planners::Prepared;
 use moeplan::{EvalReport, LoadTrace, Plan, data::model};
@@ -67,6 +67,11 @@ impl Cost {
                 .weight_precision
                 .as_deref()
                 .map(|w| if w == "fp8" { 1 } else { 2 }),
+            overlap: if args.overlap == "tbo" {
+                Overlap::Tbo
+            } else {
+                Overlap::None
+            },
         };
         assumptions.check()?;
         self.pricing = Some(Pricing {

@@ -676,3 +676,69 @@ fn deepep_tables_within_25_percent() {
         }
     }
 }
+
+/// Two-batch overlap never predicts a slower layer than none, on every
+/// plan, kernel and preset tried, and hides some of the all-to-all where
+/// the batch is large (the H100's prefill on 2 × 8); its compute,
+/// dispatch and combine terms are the same work either way.
+#[test]
+fn two_batch_overlap_is_never_slower() {
+    use moeplan::judge::cost::{Kernel, Overlap};
+    let trace = generate(&GenConfig::new(model::preset("deepseek-v3").unwrap(), 3)).unwrap();
+    let topology = Topology::new(2, 8).unwrap();
+    let plans = [
+        planners::contiguous(&trace, topology).unwrap(),
+        planners::eplb(
+            &trace,
+            topology,
+            EplbConfig {
+                redundant_experts: 32,
+                groups: 8,
+            },
+        )
+        .unwrap(),
+    ];
+    let (mut checked, mut hidden) = (0, 0);
+    for hw in ["h100-ib-ndr", "b200-ib-ndr", "4090-pcie4-25gbe"] {
+        for kernel in [Kernel::Normal, Kernel::LowLatency] {
+            for plan in &plans {
+                let pricing = |overlap| Pricing {
+                    hardware: hardware::preset(hw).unwrap().clone(),
+                    model: *model::preset("deepseek-v3").unwrap(),
+                    assumptions: Assumptions {
+                        kernel,
+                        overlap,
+                        ..Assumptions::default()
+                    },
+                };
+                let none = prediction(&trace, plan, &pricing(Overlap::None));
+                let tbo = prediction(&trace, plan, &pricing(Overlap::Tbo));
+                assert!(
+                    tbo.moe_layer_us <= none.moe_layer_us * (1.0 + 1e-12),
+                    "{hw} {kernel:?}: tbo {} µs > none {} µs",
+                    tbo.moe_layer_us,
+                    none.moe_layer_us
+                );
+                assert!(tbo.step_ms <= none.step_ms * (1.0 + 1e-12));
+                assert_eq!(
+                    (tbo.compute_us, tbo.dispatch_us, tbo.combine_us),
+                    (none.compute_us, none.dispatch_us, none.combine_us)
+                );
+                assert!(
+                    (none.moe_layer_us - none.compute_us - none.dispatch_us - none.combine_us)
+                        .abs()
+                        < 1e-9 * none.moe_layer_us
+                );
+                if tbo.moe_layer_us < 0.95 * none.moe_layer_us {
+                    hidden += 1;
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 12);
+    assert!(
+        hidden >= 4,
+        "two-batch overlap hid time in only {hidden} of 12 cases"
+    );
+}

@@ -89,6 +89,23 @@ pub enum Kernel {
     LowLatency,
 }
 
+/// Whether dispatch and combine overlap expert compute.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[serde(rename_all = "lowercase")]
+pub enum Overlap {
+    /// Dispatch, compute and combine one after another.
+    #[default]
+    None,
+    /// Two-batch overlap (SGLang's `--enable-two-batch-overlap`, DeepEP's
+    /// hook-based overlap): the batch runs as two micro-batches, one's
+    /// dispatch and combine under the other's compute. Each micro-batch
+    /// carries half the rows and bytes and pays every kernel's fixed time
+    /// in full; where that is slower than one batch, one batch is taken
+    /// (moeplan's assumption: the engine would not split).
+    Tbo,
+}
+
 /// The fixed part of one low-latency dispatch or combine, µs: DeepEP's
 /// EP 256 dispatch row (194 µs for 128 tokens × top-8 in FP8, of which
 /// the model's bytes over 0.9 × 50 GB/s take 163 µs) leaves 31.
@@ -123,6 +140,9 @@ pub struct Assumptions {
     /// Bytes per weight served; `None`: the model's checkpoint precision
     /// (CRAFT served both its models in BF16: give 2).
     pub bytes_per_weight: Option<usize>,
+    /// Whether dispatch and combine hide under compute.
+    #[serde(default)]
+    pub overlap: Overlap,
 }
 
 impl Default for Assumptions {
@@ -138,6 +158,7 @@ impl Default for Assumptions {
             memory_fraction: 0.85,
             attention_tp: None,
             bytes_per_weight: None,
+            overlap: Overlap::None,
         }
     }
 }
@@ -235,6 +256,8 @@ pub struct TimeCost {
     /// µs, in place of the links' latency (or the low-latency overhead);
     /// `None` where the hardware has no kernel fit.
     pub phase_fixed_us: Option<[f64; 2]>,
+    /// Two-batch overlap ([`Overlap::Tbo`]).
+    pub tbo: bool,
     /// Tokens one step may serve before the KV cache runs out (infinite:
     /// not capped): the cache's tokens in prefill, its requests in decode;
     /// a larger batch is served in that share ([`judge`](super::judge) sets
@@ -298,6 +321,7 @@ impl TimeCost {
                 .then_some(LOW_LATENCY_OVERHEAD_US),
             moe_fixed_us: hardware.kernels.map_or(0.0, |k| k.moe_fixed_us),
             phase_fixed_us: fit.map(|f| [f.dispatch_fixed_us, f.combine_fixed_us]),
+            tbo: assumptions.overlap == Overlap::Tbo,
             max_tokens_per_step: f64::INFINITY,
         }
     }
@@ -401,11 +425,25 @@ pub(crate) struct StepTime {
     pub compute_us: f64,
     pub dispatch_us: f64,
     pub combine_us: f64,
+    /// The fixed parts of the three (paid by each micro-batch in full).
+    pub fixed_us: [f64; 3],
 }
 
 impl StepTime {
-    pub fn layer_us(&self) -> f64 {
-        self.compute_us + self.dispatch_us + self.combine_us
+    /// The layer's time: the three in sequence, or under two-batch
+    /// overlap (`tbo`) two micro-batches of half the variable work each,
+    /// one's dispatch and combine under the other's compute — `d + max(c,
+    /// d) + max(c, k) + k` — when that is the shorter.
+    pub fn layer_us(&self, tbo: bool) -> f64 {
+        let one = self.compute_us + self.dispatch_us + self.combine_us;
+        if !tbo {
+            return one;
+        }
+        let half = |x: f64, f: f64| (x - f).max(0.0) / 2.0 + f;
+        let c = half(self.compute_us, self.fixed_us[0]);
+        let d = half(self.dispatch_us, self.fixed_us[1]);
+        let k = half(self.combine_us, self.fixed_us[2]);
+        (d + c.max(d) + c.max(k) + k).min(one)
     }
 }
 
@@ -608,6 +646,11 @@ impl Timer {
             compute_us: compute,
             dispatch_us: link(t.dispatch_bytes, dispatch_fixed),
             combine_us: link(t.combine_bytes, combine_fixed),
+            fixed_us: [
+                if compute > 0.0 { t.moe_fixed_us } else { 0.0 },
+                dispatch_fixed,
+                combine_fixed,
+            ],
         }
     }
 

@@ -409,8 +409,10 @@ pub(crate) fn simulate_parts(
                     rep.compute_us += st.compute_us;
                     rep.dispatch_us += st.dispatch_us;
                     rep.combine_us += st.combine_us;
-                    rep.per_batch_moe_us[b] += st.layer_us();
-                    rep.per_layer_us[l] += st.layer_us();
+                    let layer_us = st.layer_us(t.tbo);
+                    rep.per_batch_moe_us[b] += layer_us;
+                    rep.per_layer_us[l] += layer_us;
+                    rep.moe_layer_us += layer_us;
                     rep.per_layer_compute_us[l] += st.compute_us;
                 }
                 bal += step.balancedness;
@@ -468,12 +470,18 @@ pub(crate) fn simulate_parts(
             algorithm.push(plan.algorithm());
         }
     }
-    let time = time.map(|(_, share, mut rep)| {
+    let time = time.map(|(t, share, mut rep)| {
         let steps = (b_n * l_n).max(1) as f64;
         rep.compute_us /= steps;
         rep.dispatch_us /= steps;
         rep.combine_us /= steps;
-        rep.moe_layer_us = rep.compute_us + rep.dispatch_us + rep.combine_us;
+        // Under two-batch overlap the layers' own times, less than the
+        // terms' sum; otherwise that sum (summed as it always was).
+        rep.moe_layer_us = if t.tbo {
+            rep.moe_layer_us / steps
+        } else {
+            rep.compute_us + rep.dispatch_us + rep.combine_us
+        };
         for x in rep
             .per_layer_us
             .iter_mut()
