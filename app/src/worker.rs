@@ -840,7 +840,7 @@ fn memory_model(ws: &Workspace, req: &Request) -> Result<&'static model::ModelPr
 /// The few figures the page draws of a prediction, per MoE layer and per
 /// step.
 fn predicted(p: &Prediction) -> Predicted {
-    let moe_step_us = p.step_ms * 1e3 - p.dense_us - p.copy_exposed_us;
+    let moe_step_us = p.step_ms * 1e3 - p.dense_us - p.copy_exposed_us - p.attention_us;
     Predicted {
         hardware: p.hardware.clone(),
         step_ms: p.step_ms,

@@ -188,12 +188,18 @@ fn predicted(o: &mut String, p: &moeplan::judge::cost::Prediction) {
     );
     wl!(
         o,
-        "  MoE layer      {:.1} µs = compute {:.1} + dispatch {:.1} + combine {:.1} (mean per layer and batch); dense part {:.1} µs per step; copies not hidden {:.1} µs per step",
+        "  MoE layer      {:.1} µs = compute {:.1} + dispatch {:.1} + combine {:.1} (mean per layer and batch{}); dense part {:.1} µs per step; attention's KV reads {:.1} µs per step; copies not hidden {:.1} µs per step",
         p.moe_layer_us,
         p.compute_us,
         p.dispatch_us,
         p.combine_us,
+        if p.assumptions.overlap == moeplan::judge::cost::Overlap::Tbo {
+            ", two-batch overlap: less than their sum"
+        } else {
+            ""
+        },
         p.dense_us,
+        p.attention_us,
         p.copy_exposed_us
     );
     wl!(

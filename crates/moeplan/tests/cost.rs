@@ -436,6 +436,7 @@ fn predicted_keys_are_stable_and_documented() {
         "combine_us",
         "copy_exposed_us",
         "dense_us",
+        "attention_us",
         "step_ms",
         "tokens_per_step",
         "served_tokens_per_step",
@@ -741,4 +742,59 @@ fn two_batch_overlap_is_never_slower() {
         hidden >= 4,
         "two-batch overlap hid time in only {hidden} of 12 cases"
     );
+}
+
+/// Decode with attention: on a fixed plan, predicted tokens/s rises as the
+/// context falls from 32,768 to 512 (more requests fit, each reads less
+/// cache) and then flattens (the batch, not the cache, caps the requests;
+/// the KV reads no longer dominate the step).
+#[test]
+fn decode_throughput_rises_then_flattens_as_context_falls() {
+    use moeplan::judge::cost::Phase;
+    let m = model::preset("deepseek-v3").unwrap();
+    // Decode steps of 512 running requests: the cache caps them above a
+    // few thousand tokens of context, the batch below (with the generated
+    // default's 4,096 the cache would cap them down to 1,024).
+    let trace = generate(&GenConfig {
+        tokens_per_batch: 512,
+        ..GenConfig::new(m, 2)
+    })
+    .unwrap();
+    let topology = Topology::new(2, 8).unwrap();
+    let plan = planners::contiguous(&trace, topology).unwrap();
+    let contexts = [32_768usize, 16_384, 8_192, 4_096, 2_048, 1_024, 512];
+    let t: Vec<(f64, f64, f64)> = contexts
+        .iter()
+        .map(|&context| {
+            let p = prediction(
+                &trace,
+                &plan,
+                &Pricing {
+                    hardware: hardware::preset("h200-ib-ndr").unwrap().clone(),
+                    model: *m,
+                    assumptions: Assumptions {
+                        phase: Phase::Decode,
+                        context_tokens: context,
+                        ..Assumptions::default()
+                    },
+                },
+            );
+            (p.tokens_per_s, p.attention_us, p.step_ms)
+        })
+        .collect();
+    let tput: Vec<f64> = t.iter().map(|x| x.0).collect();
+    eprintln!(
+        "context → (tokens/s, attention µs, step ms): {:?}",
+        contexts.iter().zip(&t).collect::<Vec<_>>()
+    );
+    // Rises (never falls) as the context shrinks …
+    assert!(tput.windows(2).all(|w| w[1] >= w[0] * 0.999), "{t:?}");
+    assert!(tput[3] > 2.0 * tput[0], "{t:?}");
+    // … and flattens: the last halving gains far less than the first.
+    let gain = |i: usize| tput[i + 1] / tput[i] - 1.0;
+    assert!(gain(5) < 0.25 * gain(0), "{t:?}");
+    // Attention's reads are in every step, and shrink with the context
+    // once the batch caps the requests.
+    assert!(t.iter().all(|x| x.1 > 0.0), "{t:?}");
+    assert!(t[6].1 < t[4].1, "{t:?}");
 }

@@ -791,6 +791,9 @@ pub struct Prediction {
     /// The dense part of a step (attention projections, shared experts,
     /// dense layers), µs.
     pub dense_us: f64,
+    /// Decode attention's KV-cache reads per step, µs: every request reads
+    /// its `context_tokens` of cache in every layer (0 in prefill).
+    pub attention_us: f64,
     /// One step: every MoE layer of the model, its dense part and the
     /// exposed copies, ms.
     pub step_ms: f64,
@@ -965,6 +968,44 @@ pub fn dense_us(
     compute.max(read)
 }
 
+/// Decode attention's time per step for `tokens` running requests on `d`
+/// GPUs, µs: each reads its `context_tokens` of KV cache (BF16, as the
+/// memory counts it) in every layer, spread over the GPUs; every rank of
+/// an attention group reads what it keeps — the whole latent under MLA
+/// (one KV head), its heads' share under grouped-query attention. Memory
+/// bound (decode attention reads each cached byte for a few FLOPs); 0 in
+/// prefill, whose attention is not modelled.
+///
+/// ```
+/// use moeplan::data::{hardware, model};
+/// use moeplan::judge::cost::{attention_us, Assumptions, Phase};
+/// let (h, m) = (hardware::preset("h100-ib-ndr")?, model::preset("deepseek-v3")?);
+/// let decode = |context| Assumptions { phase: Phase::Decode, context_tokens: context, ..Assumptions::default() };
+/// let short = attention_us(256.0, 8, h, m, &decode(1024), 8);
+/// assert!((attention_us(256.0, 8, h, m, &decode(4096), 8) / short - 4.0).abs() < 1e-9);
+/// assert_eq!(attention_us(256.0, 8, h, m, &Assumptions::default(), 8), 0.0); // prefill
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn attention_us(
+    tokens: f64,
+    d: usize,
+    hardware: &Hardware,
+    model: &ModelPreset,
+    assumptions: &Assumptions,
+    tp: usize,
+) -> f64 {
+    if assumptions.phase != Phase::Decode || tokens <= 0.0 {
+        return 0.0;
+    }
+    let tp = tp.max(1) as f64;
+    // The cache per token is split over min(TP, KV heads) ranks and kept
+    // whole on the others: `tp / split` copies read in all.
+    let split = (model.kv_heads.max(1) as f64).min(tp);
+    let bytes =
+        tokens * assumptions.context_tokens as f64 * model.kv_bytes_per_token as f64 * tp / split;
+    bytes / d.max(1) as f64 / (hardware.gpu.hbm_gb_per_s * 1e3 * hardware.efficiency.hbm)
+}
+
 /// Hardware, model and assumptions: everything the cost model needs
 /// beside the plan.
 #[derive(Debug, Clone, PartialEq)]
@@ -1054,6 +1095,7 @@ pub(crate) fn predict(
     let bpw = assumptions.bytes_per_weight(model) as f64;
     let expert_bytes = assumptions.expert_bytes(model);
     let (mut step_us, mut served, mut exposed_sum, mut dense_sum) = (0.0, 0.0, 0.0, 0.0);
+    let mut attention_sum = 0.0;
     for (b, &tokens_b) in tokens.iter().enumerate() {
         let share = time.per_batch_share.get(b).copied().unwrap_or(1.0);
         let served_b = tokens_b * share;
@@ -1079,10 +1121,12 @@ pub(crate) fn predict(
             }
         }
         let dense = dense_us(served_b, d, hardware, model, assumptions, tp);
+        let attention = attention_us(served_b, d, hardware, model, assumptions, tp);
         let moe = time.per_batch_moe_us.get(b).copied().unwrap_or(0.0);
-        step_us += (moe + exposed) * scale + dense;
+        step_us += (moe + exposed) * scale + dense + attention;
         exposed_sum += exposed * scale;
         dense_sum += dense;
+        attention_sum += attention;
         served += served_b;
     }
     let n = b_n as f64;
@@ -1107,11 +1151,22 @@ pub(crate) fn predict(
             if bpw == 1.0 { "FP8" } else { "BF16" },
             model.kv_heads
         ),
-        if hardware.kernels.is_some() {
-            "not modelled: attention's context-dependent FLOPs, overlap of dispatch and combine with compute (the kernels' fixed times are the hardware file's)".to_string()
-        } else {
-            "not modelled: attention's context-dependent FLOPs, launch gaps, overlap of dispatch and combine with compute".to_string()
-        },
+        format!(
+            "not modelled: {}{}",
+            match assumptions.phase {
+                Phase::Decode =>
+                    "attention's FLOPs (its KV-cache reads are: every request reads its context in every layer)",
+                Phase::Prefill => "attention's context-dependent FLOPs and reads (prefill)",
+            },
+            match (hardware.kernels.is_some(), assumptions.overlap) {
+                (true, Overlap::Tbo) => "",
+                (true, Overlap::None) =>
+                    ", overlap of dispatch and combine with compute (--overlap tbo)",
+                (false, Overlap::Tbo) => ", launch gaps (the hardware has no kernel fit)",
+                (false, Overlap::None) =>
+                    ", launch gaps, overlap of dispatch and combine with compute (--overlap tbo)",
+            }
+        ),
     ];
     if mem.kv_cache <= 0.0 {
         notes.push(format!(
@@ -1130,6 +1185,7 @@ pub(crate) fn predict(
         combine_us: time.combine_us,
         copy_exposed_us: exposed_sum / n,
         dense_us: dense_sum / n,
+        attention_us: attention_sum / n,
         step_ms,
         tokens_per_step: tokens.iter().sum::<f64>() / n,
         served_tokens_per_step,
