@@ -107,7 +107,11 @@ fn check_size(path: &Path, max_mib: u64) -> Result<(), CliError> {
 
 /// Refuses a file of more than `limit` bytes before reading it, with
 /// `say(its length)`.
-fn refuse_over(path: &Path, limit: u64, say: impl FnOnce(u64) -> String) -> Result<(), CliError> {
+pub fn refuse_over(
+    path: &Path,
+    limit: u64,
+    say: impl FnOnce(u64) -> String,
+) -> Result<(), CliError> {
     let len = std::fs::metadata(path)
         .map_err(|source| CliError::Read {
             path: path.display().to_string(),

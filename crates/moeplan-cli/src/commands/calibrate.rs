@@ -10,7 +10,7 @@ use moeplan::judge::calibrate::{Residuals, calibrate, residuals};
 
 use crate::args::CalibrateArgs;
 use crate::error::CliError;
-use crate::io::{emit, hardware, read_file, write_file};
+use crate::io::{emit, hardware, read_file, refuse_over, write_file};
 
 pub fn run(args: CalibrateArgs) -> Result<(), CliError> {
     let base = hardware(&args.hardware)?;
@@ -24,17 +24,9 @@ pub fn run(args: CalibrateArgs) -> Result<(), CliError> {
             .into());
         }
     };
-    let len = std::fs::metadata(path)
-        .map_err(|source| CliError::Read {
-            path: path.display().to_string(),
-            source,
-        })?
-        .len();
-    if len > MAX_BYTES {
-        return Err(CliError::in_file(path)(moeplan::Error::Argument(format!(
-            "{len} bytes is more than the {MAX_BYTES}-byte limit for a measurements file"
-        ))));
-    }
+    refuse_over(path, MAX_BYTES, |len| {
+        format!("{len} bytes is more than the {MAX_BYTES}-byte limit for a measurements file")
+    })?;
     let bytes = read_file(path)?;
     let rows = if bench {
         read_cuda_bench(&bytes, base.gpu.bf16_tflops)

@@ -205,23 +205,12 @@ pub struct Fitted {
 pub fn predict_us(hardware: &Hardware, m: &Measurement) -> f64 {
     let e = hardware.efficiency;
     match *m {
-        Measurement::Compute {
-            expert_bytes,
-            flops_per_row,
-            peak_tflops,
-            copies,
-            rows,
-            ..
-        } => {
+        Measurement::Compute { .. } => {
             let fixed = hardware.kernels.map_or(0.0, |k| k.moe_fixed_us);
             compute_us(
                 [e.hbm, e.gemm, e.roofline_p, fixed],
                 hardware.gpu.hbm_gb_per_s,
-                expert_bytes,
-                flops_per_row,
-                peak_tflops,
-                copies,
-                rows,
+                m,
             )
         }
         Measurement::Comm {
@@ -267,16 +256,20 @@ pub fn predict_us(hardware: &Hardware, m: &Measurement) -> f64 {
     }
 }
 
-/// `fixed + c · blend(w, (r / c) · g)`, as the cost model prices a GPU.
-fn compute_us(
-    [hbm, gemm, p, fixed]: [f64; 4],
-    hbm_gb_per_s: f64,
-    expert_bytes: f64,
-    flops_per_row: f64,
-    peak_tflops: f64,
-    copies: f64,
-    rows: f64,
-) -> f64 {
+/// `fixed + c · blend(w, (r / c) · g)` for a compute measurement, as the
+/// cost model prices a GPU (0 for an all-to-all one).
+fn compute_us([hbm, gemm, p, fixed]: [f64; 4], hbm_gb_per_s: f64, m: &Measurement) -> f64 {
+    let Measurement::Compute {
+        expert_bytes,
+        flops_per_row,
+        peak_tflops,
+        copies,
+        rows,
+        ..
+    } = *m
+    else {
+        return 0.0;
+    };
     if rows <= 0.0 || copies <= 0.0 {
         return 0.0;
     }
@@ -451,28 +444,9 @@ fn residuals_of(group: &str, errors: &[f64]) -> Option<Residuals> {
 /// The compute fit: `[hbm, gemm, p, fixed]` minimising Σ (pred / y − 1)².
 fn fit_compute(base: &Hardware, rows: &[&Measurement]) -> [f64; 4] {
     let hbm_bw = base.gpu.hbm_gb_per_s;
-    // Per row: (y, the variable part at the grid point).
-    let variable = |hbm: f64, gemm: f64, p: f64, m: &Measurement| -> f64 {
-        match *m {
-            Measurement::Compute {
-                expert_bytes,
-                flops_per_row,
-                peak_tflops,
-                copies,
-                rows,
-                ..
-            } => compute_us(
-                [hbm, gemm, p, 0.0],
-                hbm_bw,
-                expert_bytes,
-                flops_per_row,
-                peak_tflops,
-                copies,
-                rows,
-            ),
-            Measurement::Comm { .. } => 0.0,
-        }
-    };
+    // Per row: the variable part at the grid point.
+    let variable =
+        |hbm: f64, gemm: f64, p: f64, m: &Measurement| compute_us([hbm, gemm, p, 0.0], hbm_bw, m);
     // At fixed efficiencies the best fixed time is linear least squares on
     // relative errors: minimise Σ ((f + v_i) / y_i − 1)².
     let score = |hbm: f64, gemm: f64, p: f64| -> (f64, f64) {
