@@ -24,6 +24,20 @@ pub const MAX_ROWS: usize = 200_000;
 
 const WHAT: &str = "measurements JSON";
 
+/// Refuses `bytes` over [`MAX_BYTES`] before any parsing; the meter that
+/// then charges what parsing them builds.
+fn metered(bytes: &[u8], what: &str) -> Result<Meter> {
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(Error::Argument(format!(
+            "{what}: {} bytes is more than the {MAX_BYTES}-byte limit",
+            bytes.len()
+        )));
+    }
+    let mut meter = Meter::new(Budget::mib(64));
+    meter.bytes(bytes.len() as u64, what)?;
+    Ok(meter)
+}
+
 /// Reads measurements from JSON bytes.
 ///
 /// ```
@@ -36,14 +50,7 @@ const WHAT: &str = "measurements JSON";
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 pub fn read_measurements(bytes: &[u8]) -> Result<Vec<Measurement>> {
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(Error::Argument(format!(
-            "{WHAT}: {} bytes is more than the {MAX_BYTES}-byte limit",
-            bytes.len()
-        )));
-    }
-    let mut meter = Meter::new(Budget::mib(64));
-    meter.bytes(bytes.len() as u64, WHAT)?;
+    let mut meter = metered(bytes, WHAT)?;
     charge_json(&mut meter, bytes, WHAT)?;
     // Each measurement is an object of at most 8 values: a cheap bound
     // on the rows before they are built.
@@ -92,14 +99,7 @@ struct BenchLine {
 /// ```
 pub fn read_cuda_bench(bytes: &[u8], peak_tflops: f64) -> Result<Vec<Measurement>> {
     const BENCH: &str = "moeplan-cuda bench JSON";
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(Error::Argument(format!(
-            "{BENCH}: {} bytes is more than the {MAX_BYTES}-byte limit",
-            bytes.len()
-        )));
-    }
-    let mut meter = Meter::new(Budget::mib(64));
-    meter.bytes(bytes.len() as u64, BENCH)?;
+    let mut meter = metered(bytes, BENCH)?;
     let text = std::str::from_utf8(bytes)
         .map_err(|e| Error::Argument(format!("{BENCH}: not UTF-8 ({e})")))?;
     let mut out = Vec::new();

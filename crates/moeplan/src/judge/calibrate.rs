@@ -340,7 +340,7 @@ pub fn calibrate(base: &Hardware, measured: &[Measurement], source: &str) -> Res
     }
     hw.kernels = Some(kernels);
     hw.check()?;
-    let residuals = residuals(&hw, measured)?;
+    let residuals = residuals_checked(&hw, measured)?;
     let total = residuals
         .last()
         .cloned()
@@ -374,6 +374,11 @@ pub fn residuals(hardware: &Hardware, measured: &[Measurement]) -> Result<Vec<Re
     for m in measured {
         m.check()?;
     }
+    residuals_checked(hardware, measured)
+}
+
+/// [`residuals`] of measurements already checked.
+fn residuals_checked(hardware: &Hardware, measured: &[Measurement]) -> Result<Vec<Residuals>> {
     let group = |m: &Measurement| -> &'static str {
         match m {
             Measurement::Compute { .. } => "expert compute",
