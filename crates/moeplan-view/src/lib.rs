@@ -134,7 +134,23 @@ pub struct Workspace {
     /// ([`Workload::with_sources_on`]); [`Workspace::workload`] gives this
     /// one, so the next cluster starts from the ranks recorded.
     whole: Option<Workload>,
+    /// The per-batch schedules replayed on this workspace (its workload,
+    /// cluster and cost model), by planner and resolved options, the most
+    /// recent last, at most [`KEPT_SCHEDULES`]: a return to options seen
+    /// before (Libra's N 8 → 4 → 8, a predictor and back) shows them
+    /// again without replaying every layer of every batch.
+    schedules: Vec<KeptSchedule>,
 }
+
+/// Per-batch schedules a workspace keeps ([`Workspace::replan_scheduled`]):
+/// the one shown and the two before it. A schedule holds a plan per batch
+/// (the page's default: 64 batches × 58 layers × 64 GPUs, about 17 MB), so
+/// the page keeps few.
+pub const KEPT_SCHEDULES: usize = 3;
+
+/// A per-batch planner's replayed schedule at its resolved options, and
+/// what it noted when it prepared.
+type KeptSchedule = (PlannerId, Settings, Arc<Scheduled>, Vec<String>);
 
 /// A plan's prediction under a rule and pricing.
 type KeptPrediction = (PlannerId, Rule, Pricing, Prediction);
@@ -450,6 +466,7 @@ impl Workspace {
             batches: Arc::default(),
             options,
             whole,
+            schedules: Vec::new(),
         })
     }
 
@@ -1208,24 +1225,39 @@ impl Workspace {
             {
                 continue;
             }
+            let key = settings.resolved_for(planner.spec());
+            if let Some((.., s, notes)) = self
+                .schedules
+                .iter()
+                .find(|(id, k, ..)| *id == entry.id && *k == key)
+            {
+                next.push((i, key, s.clone(), notes.clone()));
+                continue;
+            }
             phase(&planner.preparing());
             let ready = prepare(planner, &self.work, self.topology, &settings)?;
             let planned = ready.plan(None)?;
             let Some(s) = ready.schedule(&planned.plan, &self.work)? else {
                 continue;
             };
-            let state = State::Scheduled(Box::new(Scheduled::replay(
-                s,
-                &planned.plan,
-                &self.work,
-                &self.cost,
-            )?));
-            next.push((i, state, ready.notes()));
+            let s = Arc::new(Scheduled::replay(s, &planned.plan, &self.work, &self.cost)?);
+            next.push((i, key, s, ready.notes()));
         }
-        for (i, state, notes) in next {
-            if let Some(entry) = self.entries.get_mut(i) {
-                entry.state = state;
-                entry.notes = notes;
+        for (i, key, s, notes) in next {
+            let Some(entry) = self.entries.get_mut(i) else {
+                continue;
+            };
+            entry.state = State::Scheduled(s.clone());
+            entry.notes = notes.clone();
+            // Its prediction was the schedule's it replaces.
+            if let Ok(mut kept) = self.priced.lock() {
+                kept.retain(|(id, ..)| *id != entry.id);
+            }
+            self.schedules
+                .retain(|(id, k, ..)| !(*id == entry.id && *k == key));
+            self.schedules.push((entry.id, key, s, notes));
+            if self.schedules.len() > KEPT_SCHEDULES {
+                self.schedules.remove(0);
             }
         }
         Ok(())
@@ -1383,6 +1415,51 @@ mod tests {
     use super::*;
     use moeplan::judge::simulate;
     use moeplan::{data::model, synth::generator};
+
+    /// Libra's options and back: a schedule kept from before is shown as a
+    /// fresh replay would show it, priced anew (the prediction kept for
+    /// the options before is not the schedule's now), and at most
+    /// [`KEPT_SCHEDULES`] are kept.
+    #[test]
+    fn kept_schedules_show_what_a_replay_would() {
+        use moeplan::judge::cost::Pricing;
+        use moeplan::planners::Value;
+        let m = model::preset("olmoe").unwrap();
+        let t = generator::generate(&generator::GenConfig::new(m, 4)).unwrap();
+        let c = Cluster { nodes: 1, gpus_per_node: 8, groups: 1 };
+        let p = Pricing::new(moeplan::data::hardware::preset("h100-ib-ndr").unwrap(), m);
+        let libra = |ws: &Workspace| {
+            let v = ws.view_priced(Some(2), 0, Rule::Even, true, Some(&p)).unwrap();
+            v.plans.into_iter().find(|f| f.name == "libra").expect("a Libra row")
+        };
+        let n = |n| Settings::new().with("extra_experts_per_gpu", Value::Count(n)).unwrap();
+        let mut ws = Workspace::new(t.clone(), c).unwrap();
+        let mut shown = Vec::new();
+        for k in [8, 1, 2, 3, 8, 2, 1] {
+            ws.replan_scheduled(&n(k)).unwrap();
+            let mut fresh = Workspace::new(t.clone(), c).unwrap();
+            fresh.replan_scheduled(&n(k)).unwrap();
+            let (kept, want) = (libra(&ws), libra(&fresh));
+            assert_eq!(kept, want, "N = {k}");
+            assert!(ws.schedules.len() <= KEPT_SCHEDULES);
+            shown.push((k, kept));
+        }
+        // Different options were shown differently (the test can fail).
+        let (one, eight) = (&shown[1].1, &shown[0].1);
+        assert!(one.imbalance_ratio > eight.imbalance_ratio);
+        assert_ne!(one.predicted, eight.predicted);
+        // N = 8 came back from the kept schedules (1, 2, 3 in between
+        // pushed it out; 8 was replayed again and 2 then kept).
+        let kept: Vec<usize> = ws
+            .schedules
+            .iter()
+            .map(|(_, k, ..)| match k.get("extra_experts_per_gpu") {
+                Some(Value::Count(x)) => *x,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(kept, vec![8, 2, 1]);
+    }
 
     /// Two plans' pair traffic, equal to rounding.
     fn same_traffic(a: &PairTraffic, b: &PairTraffic, what: &str) {

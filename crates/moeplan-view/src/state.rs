@@ -35,7 +35,7 @@ pub(crate) enum State {
     /// Moves with the view's budget.
     Slider(Arc<dyn Prepared>),
     /// Re-places per batch (Libra): its schedule replayed once.
-    Scheduled(Box<Scheduled>),
+    Scheduled(Arc<Scheduled>),
     /// A per-batch planner not planned yet: a cluster change is answered
     /// without it, and [`crate::Workspace::plan_pending`] plans it for the
     /// answer after (the page's follow-up), so the static plans show first.
@@ -173,7 +173,7 @@ pub(crate) fn plan_at_default(
     let made = ready
         .plan(None)
         .and_then(|p| match ready.schedule(&p.plan, work)? {
-            Some(s) => Ok(State::Scheduled(Box::new(Scheduled::replay(
+            Some(s) => Ok(State::Scheduled(Arc::new(Scheduled::replay(
                 s, &p.plan, work, cost,
             )?))),
             None => {
