@@ -1426,13 +1426,26 @@ mod tests {
         use moeplan::planners::Value;
         let m = model::preset("olmoe").unwrap();
         let t = generator::generate(&generator::GenConfig::new(m, 4)).unwrap();
-        let c = Cluster { nodes: 1, gpus_per_node: 8, groups: 1 };
+        let c = Cluster {
+            nodes: 1,
+            gpus_per_node: 8,
+            groups: 1,
+        };
         let p = Pricing::new(moeplan::data::hardware::preset("h100-ib-ndr").unwrap(), m);
         let libra = |ws: &Workspace| {
-            let v = ws.view_priced(Some(2), 0, Rule::Even, true, Some(&p)).unwrap();
-            v.plans.into_iter().find(|f| f.name == "libra").expect("a Libra row")
+            let v = ws
+                .view_priced(Some(2), 0, Rule::Even, true, Some(&p))
+                .unwrap();
+            v.plans
+                .into_iter()
+                .find(|f| f.name == "libra")
+                .expect("a Libra row")
         };
-        let n = |n| Settings::new().with("extra_experts_per_gpu", Value::Count(n)).unwrap();
+        let n = |n| {
+            Settings::new()
+                .with("extra_experts_per_gpu", Value::Count(n))
+                .unwrap()
+        };
         let mut ws = Workspace::new(t.clone(), c).unwrap();
         let mut shown = Vec::new();
         for k in [8, 1, 2, 3, 8, 2, 1] {
