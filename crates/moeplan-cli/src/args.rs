@@ -465,12 +465,21 @@ pub struct CalibrateArgs {
     pub hardware: String,
     /// Measured kernel times: a JSON array of measurements (docs/cost.md,
     /// "Fitted to measurements").
-    #[arg(long, required_unless_present = "bench", conflicts_with = "bench")]
+    #[arg(long, required_unless_present_any = ["bench", "aiconfigurator"], conflicts_with_all = ["bench", "aiconfigurator"])]
     pub measurements: Option<PathBuf>,
     /// `moeplan-cuda bench --json` output: each rank's measured expert
     /// compute, priced at the hardware's BF16 peak.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "aiconfigurator")]
     pub bench: Option<PathBuf>,
+    /// One GPU's folder of AIConfigurator's measured tables (the
+    /// `aiconfigurator-core` wheel's `aiconfigurator_core/systems/data/<gpu>/`):
+    /// its SGLang wide-EP decode MoE and DeepEP tables, the rows of
+    /// `--model`'s shape.
+    #[arg(long, value_name = "DIR")]
+    pub aiconfigurator: Option<PathBuf>,
+    /// The model whose shape the AIConfigurator rows are read for.
+    #[arg(long, default_value = "deepseek-v3", requires = "aiconfigurator")]
+    pub model: String,
     /// Where to write the fitted hardware file (`-`: standard output).
     #[arg(long, required_unless_present = "check")]
     pub out: Option<String>,
@@ -674,11 +683,11 @@ impl<const BUDGETS: bool> FromArgMatches for PlannerArgs<BUDGETS> {
                 },
                 _ => m.try_get_one::<Value>(o.name).ok().flatten().cloned(),
             };
-            if let Some(Value::Word(w)) = &value {
-                if extra_words(o.name).contains(&w.as_ref()) {
-                    robust |= w == ROBUST;
-                    continue;
-                }
+            if let Some(Value::Word(w)) = &value
+                && extra_words(o.name).contains(&w.as_ref())
+            {
+                robust |= w == ROBUST;
+                continue;
             }
             if let Some(v) = value {
                 settings.set(o.name, v).map_err(invalid)?;

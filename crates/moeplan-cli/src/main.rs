@@ -6,9 +6,11 @@
 //! - `commands/`: one module per command.
 //! - `judge.rs`: a plan judged under a dispatch rule (evaluator + simulator).
 //! - `io.rs`: reading within the budget, writing, stdout, progress.
+//! - `aiconfigurator.rs`: AIConfigurator's Parquet tables as measurements.
 //! - `report.rs`: the tables.
 //! - `error.rs`: the one error type.
 
+mod aiconfigurator;
 mod args;
 mod commands;
 mod error;

@@ -590,3 +590,327 @@ fn calibrate_from_moeplan_cuda_bench_lines() {
         "--measurements",
     );
 }
+
+/// One column of a Parquet table a test writes.
+enum Values {
+    Text(Vec<&'static str>),
+    Long(Vec<i64>),
+    Double(Vec<f64>),
+}
+
+/// Writes `columns` (equal lengths) to `path` as Parquet with ZSTD pages,
+/// as AIConfigurator's tables are written.
+fn write_parquet(path: &std::path::Path, columns: &[(&str, Values)]) {
+    use parquet::basic::{Compression, ZstdLevel};
+    use parquet::data_type::{ByteArray, ByteArrayType, DoubleType, Int64Type};
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::writer::SerializedFileWriter;
+    use std::sync::Arc;
+    let fields: Vec<String> = columns
+        .iter()
+        .map(|(name, v)| match v {
+            Values::Text(_) => format!("required binary {name} (UTF8);"),
+            Values::Long(_) => format!("required int64 {name};"),
+            Values::Double(_) => format!("required double {name};"),
+        })
+        .collect();
+    let schema = parquet::schema::parser::parse_message_type(&format!(
+        "message table {{ {} }}",
+        fields.join(" ")
+    ))
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .build();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props)).unwrap();
+    let mut group = w.next_row_group().unwrap();
+    for (_, values) in columns {
+        let mut col = group.next_column().unwrap().unwrap();
+        match values {
+            Values::Text(v) => {
+                let v: Vec<ByteArray> = v.iter().map(|s| ByteArray::from(*s)).collect();
+                col.typed::<ByteArrayType>()
+                    .write_batch(&v, None, None)
+                    .unwrap();
+            }
+            Values::Long(v) => {
+                col.typed::<Int64Type>().write_batch(v, None, None).unwrap();
+            }
+            Values::Double(v) => {
+                col.typed::<DoubleType>()
+                    .write_batch(v, None, None)
+                    .unwrap();
+            }
+        }
+        col.close().unwrap();
+    }
+    group.close().unwrap();
+    w.close().unwrap();
+}
+
+/// A few rows of AIConfigurator 0.12.0's H100 SXM tables (the
+/// `aiconfigurator-core` wheel, `aiconfigurator_core/systems/data/h100_sxm/`),
+/// kept as facts: DeepSeek-V3's shape, FP8 block weights. Each table has
+/// rows `--aiconfigurator` must skip (another routing, EP 4, 4 SMs, a
+/// token count outside the range). Written under `dir` in the wheel's
+/// layout.
+fn h100_tables(dir: &std::path::Path) {
+    use Values::{Double, Long, Text};
+    // moe/sglang/0.5.10/wideep_generation_moe_perf.parquet:
+    // (moe_ep_size, num_tokens, distribution, latency ms).
+    let gen_rows: [(i64, i64, &str, f64); 12] = [
+        (8, 1024, "uniform", 0.5312543869018554),
+        (16, 2048, "uniform", 0.27816319465637207),
+        (32, 4096, "uniform", 0.161843204498291),
+        (32, 512, "uniform", 0.15225919485092163),
+        (64, 8192, "uniform", 0.10992000102996827),
+        (64, 64, "uniform", 0.0851967990398407),
+        (128, 16384, "uniform", 0.09437119960784912),
+        (128, 512, "uniform", 0.053625601530075076),
+        (256, 256, "uniform", 0.03555519878864288),
+        (256, 16384, "uniform", 0.06104320287704468),
+        (8, 1024, "power_law_1.2", 0.5744095993041992),
+        (4, 64, "uniform", 1.049020767211914),
+    ];
+    let n = gen_rows.len();
+    write_parquet(
+        &dir.join("moe/sglang/0.5.10/wideep_generation_moe_perf.parquet"),
+        &[
+            ("moe_dtype", Text(vec!["fp8_block"; n])),
+            ("num_tokens", Long(gen_rows.iter().map(|r| r.1).collect())),
+            ("hidden_size", Long(vec![7168; n])),
+            ("inter_size", Long(vec![2048; n])),
+            ("topk", Long(vec![8; n])),
+            ("num_experts", Long(vec![256; n])),
+            ("moe_tp_size", Long(vec![1; n])),
+            ("moe_ep_size", Long(gen_rows.iter().map(|r| r.0).collect())),
+            ("distribution", Text(gen_rows.iter().map(|r| r.2).collect())),
+            ("latency", Double(gen_rows.iter().map(|r| r.3).collect())),
+        ],
+    );
+    // comm/sglang/0.5.12/wideep_deepep_normal_perf.parquet, node_num 1,
+    // hidden 7168, top-8, 256 experts: (num_token, SMs, dispatch µs,
+    // combine µs), notify 0 inside a node.
+    let normal: [(i64, i64, f64, f64); 6] = [
+        (512, 20, 100.17371451368136, 187.12816220157),
+        (2048, 20, 270.4685719645753, 534.8754294064581),
+        (8192, 20, 967.617301308379, 1845.1918436556448),
+        (16384, 20, 1960.135182555841, 3565.430208128325),
+        (4096, 4, 2068.486520222255, 3000.0),
+        (131072, 20, 15837.432822402645, 26656.87572712801),
+    ];
+    let n = normal.len();
+    write_parquet(
+        &dir.join("comm/sglang/0.5.12/wideep_deepep_normal_perf.parquet"),
+        &[
+            ("node_num", Long(vec![1; n])),
+            ("hidden_size", Long(vec![7168; n])),
+            ("num_token", Long(normal.iter().map(|r| r.0).collect())),
+            ("num_topk", Long(vec![8; n])),
+            ("num_experts", Long(vec![256; n])),
+            ("dispatch_sms", Long(normal.iter().map(|r| r.1).collect())),
+            (
+                "dispatch_transmit_us",
+                Double(normal.iter().map(|r| r.2).collect()),
+            ),
+            ("dispatch_notify_us", Double(vec![0.0; n])),
+            ("combine_sms", Long(normal.iter().map(|r| r.1).collect())),
+            (
+                "combine_transmit_us",
+                Double(normal.iter().map(|r| r.3).collect()),
+            ),
+            ("combine_notify_us", Double(vec![0.0; n])),
+        ],
+    );
+    // comm/sglang/0.5.12/wideep_deepep_ll_perf.parquet, the same shape:
+    // (num_token, dispatch µs, combine µs).
+    let ll: [(i64, f64, f64); 5] = [
+        (32, 17.999, 26.261),
+        (128, 36.721, 66.981),
+        (512, 115.522, 259.23),
+        (1024, 224.057, 489.4340000000001),
+        (8, 11.0, 12.0),
+    ];
+    let n = ll.len();
+    write_parquet(
+        &dir.join("comm/sglang/0.5.12/wideep_deepep_ll_perf.parquet"),
+        &[
+            ("node_num", Long(vec![1; n])),
+            ("hidden_size", Long(vec![7168; n])),
+            ("num_token", Long(ll.iter().map(|r| r.0).collect())),
+            ("num_topk", Long(vec![8; n])),
+            ("num_experts", Long(vec![256; n])),
+            (
+                "dispatch_avg_t_us",
+                Double(ll.iter().map(|r| r.1).collect()),
+            ),
+            ("combine_avg_t_us", Double(ll.iter().map(|r| r.2).collect())),
+        ],
+    );
+}
+
+/// `calibrate --aiconfigurator DIR`: the tables of a GPU's folder read
+/// (only the rows of the model's shape in range), a hardware file out
+/// that fits them far better than the shipped preset does.
+#[test]
+fn calibrate_reads_aiconfigurator_tables() {
+    let dir = tmp("aiconfigurator", "h100_sxm");
+    h100_tables(&dir);
+    let out = tmp("aiconfigurator", "h100-fitted.json");
+    let o = moeplan(&[
+        "calibrate",
+        "--hardware",
+        "h100-ib-ndr",
+        "--aiconfigurator",
+        dir.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let residuals: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let group = |name: &str| {
+        residuals
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["group"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {residuals}"))
+            .clone()
+    };
+    // 10 compute rows of 12, 4 normal of 6 and 4 low-latency of 5, each
+    // comm row a dispatch and a combine.
+    assert_eq!(group("expert compute")["rows"], 10);
+    assert_eq!(group("normal dispatch")["rows"], 4);
+    assert_eq!(group("low-latency combine")["rows"], 4);
+    assert_eq!(group("all")["rows"], 26);
+    let fitted: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(
+        fitted["calibration"]["source"]
+            .as_str()
+            .is_some_and(|s| s.contains("wideep_generation_moe_perf.parquet (10 of 12 rows)")),
+        "{}",
+        fitted["calibration"]
+    );
+    // In-sample on real H100 rows: within the 10 % median and 20 %
+    // worst, where the shipped preset is not.
+    let all = group("all");
+    assert!(all["median_error_pct"].as_f64().unwrap() < 10.0, "{all}");
+    assert!(all["worst_error_pct"].as_f64().unwrap() < 20.0, "{all}");
+    let shipped = json_of(&[
+        "calibrate",
+        "--hardware",
+        "h100-ib-ndr",
+        "--aiconfigurator",
+        dir.to_str().unwrap(),
+        "--check",
+        "--json",
+    ]);
+    let shipped = shipped.as_array().unwrap().last().unwrap().clone();
+    assert!(
+        shipped["median_error_pct"].as_f64().unwrap()
+            > 2.0 * all["median_error_pct"].as_f64().unwrap(),
+        "shipped {shipped}, fitted {all}"
+    );
+    // The fitted file is a hardware file the other commands read.
+    json_of(&[
+        "compare",
+        "--preset",
+        "deepseek-v3",
+        "--batches",
+        "2",
+        "--hardware",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+}
+
+/// Broken tables are refused with one line and exit 2: a truncated file,
+/// a table with a column missing or of the wrong type, a file over the
+/// size limit (checked before reading), a folder without tables, and a
+/// model whose shape no row has.
+#[test]
+fn calibrate_refuses_broken_aiconfigurator_tables() {
+    use Values::{Double, Long, Text};
+    let table = "moe/sglang/0.5.10/wideep_generation_moe_perf.parquet";
+    let run = |dir: &std::path::Path, needle: &str| {
+        refused(
+            &[
+                "calibrate",
+                "--hardware",
+                "h100-ib-ndr",
+                "--aiconfigurator",
+                dir.to_str().unwrap(),
+                "--check",
+            ],
+            needle,
+        )
+    };
+    // Truncated: the good table cut in half.
+    let good = tmp("aiconfigurator-broken", "good");
+    h100_tables(&good);
+    let cut = tmp("aiconfigurator-broken", "cut");
+    h100_tables(&cut);
+    let bytes = std::fs::read(good.join(table)).unwrap();
+    std::fs::write(cut.join(table), &bytes[..bytes.len() / 2]).unwrap();
+    run(&cut, "not a readable Parquet file");
+    // Garbage where a table should be.
+    std::fs::write(cut.join(table), b"PAR1 this is not parquet PAR1").unwrap();
+    run(&cut, "not a readable Parquet file");
+    // A column missing, and one of the wrong type.
+    let schema = tmp("aiconfigurator-broken", "schema");
+    write_parquet(
+        &schema.join(table),
+        &[
+            ("num_tokens", Long(vec![64])),
+            ("latency", Double(vec![0.1])),
+        ],
+    );
+    run(&schema, "no column \"moe_dtype\"");
+    write_parquet(
+        &schema.join(table),
+        &[
+            ("moe_dtype", Text(vec!["fp8_block"])),
+            ("distribution", Text(vec!["uniform"])),
+            ("num_tokens", Long(vec![64])),
+            ("hidden_size", Long(vec![7168])),
+            ("inter_size", Long(vec![2048])),
+            ("topk", Long(vec![8])),
+            ("num_experts", Long(vec![256])),
+            ("moe_tp_size", Long(vec![1])),
+            ("moe_ep_size", Long(vec![8])),
+            ("latency", Text(vec!["0.1"])),
+        ],
+    );
+    run(
+        &schema,
+        "column \"latency\" is BYTE_ARRAY where DOUBLE was expected",
+    );
+    // Over the size limit: refused by its length, never read (a sparse file).
+    let big = tmp("aiconfigurator-broken", "big");
+    std::fs::create_dir_all(big.join("moe/sglang/0.5.10")).unwrap();
+    std::fs::File::create(big.join(table))
+        .unwrap()
+        .set_len(17 << 20)
+        .unwrap();
+    run(&big, "more than the 16777216-byte limit");
+    // No tables, and no rows of the model's shape.
+    let empty = tmp("aiconfigurator-broken", "empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    run(&empty, "no tables found");
+    refused(
+        &[
+            "calibrate",
+            "--hardware",
+            "h100-ib-ndr",
+            "--aiconfigurator",
+            good.to_str().unwrap(),
+            "--model",
+            "olmoe",
+            "--check",
+        ],
+        "no rows of olmoe's shape",
+    );
+}

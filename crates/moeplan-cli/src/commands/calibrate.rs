@@ -14,32 +14,27 @@ use crate::io::{emit, hardware, read_file, refuse_over, write_file};
 
 pub fn run(args: CalibrateArgs) -> Result<(), CliError> {
     let base = hardware(&args.hardware)?;
-    let (path, bench) = match (&args.measurements, &args.bench) {
-        (Some(p), _) => (p.as_path(), false),
-        (None, Some(p)) => (p.as_path(), true),
-        (None, None) => {
+    let (rows, source) = match (&args.measurements, &args.bench, &args.aiconfigurator) {
+        (_, _, Some(dir)) => {
+            let model = moeplan::data::model::preset(&args.model)?;
+            let read = crate::aiconfigurator::read_dir(dir, model, &base)?;
+            let source = format!(
+                "{} ({} measurements, priced from {})",
+                read.source,
+                read.measurements.len(),
+                base.name
+            );
+            (read.measurements, source)
+        }
+        (Some(p), _, None) => json_rows(p, false, &base)?,
+        (None, Some(p), None) => json_rows(p, true, &base)?,
+        (None, None, None) => {
             return Err(moeplan::Error::Argument(
-                "calibrate needs --measurements FILE or --bench FILE".into(),
+                "calibrate needs --measurements FILE, --bench FILE or --aiconfigurator DIR".into(),
             )
             .into());
         }
     };
-    refuse_over(path, MAX_BYTES, |len| {
-        format!("{len} bytes is more than the {MAX_BYTES}-byte limit for a measurements file")
-    })?;
-    let bytes = read_file(path)?;
-    let rows = if bench {
-        read_cuda_bench(&bytes, base.gpu.bf16_tflops)
-    } else {
-        read_measurements(&bytes)
-    }
-    .map_err(CliError::in_file(path))?;
-    let source = format!(
-        "{} ({} measurements, from {})",
-        file_name(path),
-        rows.len(),
-        base.name
-    );
     if args.check {
         let r = residuals(&base, &rows)?;
         emit(&if args.json {
@@ -79,6 +74,32 @@ pub fn run(args: CalibrateArgs) -> Result<(), CliError> {
         emit(&report);
     }
     Ok(())
+}
+
+/// Measurements from a JSON file (`--measurements`) or moeplan-cuda's
+/// bench output (`--bench`), and where they came from.
+fn json_rows(
+    path: &Path,
+    bench: bool,
+    base: &moeplan::data::hardware::Hardware,
+) -> Result<(Vec<moeplan::judge::calibrate::Measurement>, String), CliError> {
+    refuse_over(path, MAX_BYTES, |len| {
+        format!("{len} bytes is more than the {MAX_BYTES}-byte limit for a measurements file")
+    })?;
+    let bytes = read_file(path)?;
+    let rows = if bench {
+        read_cuda_bench(&bytes, base.gpu.bf16_tflops)
+    } else {
+        read_measurements(&bytes)
+    }
+    .map_err(CliError::in_file(path))?;
+    let source = format!(
+        "{} ({} measurements, from {})",
+        file_name(path),
+        rows.len(),
+        base.name
+    );
+    Ok((rows, source))
 }
 
 fn file_name(path: &Path) -> String {

@@ -177,16 +177,16 @@ pub fn place_in_model(
         }
         None => None,
     };
-    if let Some(p) = preset {
-        if p.experts != trace.num_experts() {
-            return Err(moeplan::Error::Mismatch(format!(
-                "the trace has {} experts per layer, {} has {}",
-                trace.num_experts(),
-                p.name,
-                p.experts
-            ))
-            .into());
-        }
+    if let Some(p) = preset
+        && p.experts != trace.num_experts()
+    {
+        return Err(moeplan::Error::Mismatch(format!(
+            "the trace has {} experts per layer, {} has {}",
+            trace.num_experts(),
+            p.name,
+            p.experts
+        ))
+        .into());
     }
     let total = match (model_layers, preset) {
         (Some(n), Some(p)) if n != p.total_layers => {

@@ -169,13 +169,13 @@ fn from_current(
     if args.max_moved_experts.is_none() && args.min_balancedness.is_none() {
         return Ok(relabelled);
     }
-    if let Some(b) = args.min_balancedness {
-        if !(0.0..=1.0).contains(&b) {
-            return Err(moeplan::Error::Argument(format!(
-                "--min-balancedness {b} must be between 0 and 1"
-            ))
-            .into());
-        }
+    if let Some(b) = args.min_balancedness
+        && !(0.0..=1.0).contains(&b)
+    {
+        return Err(moeplan::Error::Argument(format!(
+            "--min-balancedness {b} must be between 0 and 1"
+        ))
+        .into());
     }
     let goal = Goal {
         max_moved_experts: args.max_moved_experts,
