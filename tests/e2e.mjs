@@ -534,8 +534,8 @@ async function main() {
         (await text(page, "#speedup-base")) === "1.000×" && /^[\d.]+ ms$/.test(await text(page, "#step-craft"))
         && Number(await text(page, "#tput-craft")) > 0,
         `${await text(page, "#step-craft")} · ${await text(page, "#tput-craft")} · ${await text(page, "#speedup-craft")}`);
-      check("the prices say how far to trust them: an uncalibrated preset's error where the model was checked",
-        /uncalibrated .*median.*worst.*moeplan calibrate/.test(await text(page, "#cost-band")), await text(page, "#cost-band"));
+      check("the prices say how far to trust them: the H100 preset's calibration and its error there",
+        /calibrated on AIConfigurator.*median.*worst/.test(await text(page, "#cost-band")), await text(page, "#cost-band"));
       check("the hardware is in the URL hash", await page.waitForFunction(() => /hw=h100-ib-ndr/.test(location.hash), null, { timeout: 5000 }).then(() => true), page.url());
       timings.priced_8x8 = await timeBudget(page, "8 × 8 priced on h100-ib-ndr");
       timings.priced_8x8.added_in_worker_ms = round(timings.priced_8x8.in_worker_ms_median - timings.default_8x8.in_worker_ms_median);
@@ -570,6 +570,8 @@ async function main() {
       const slow = await cost(page);
       check("a slower machine (RTX 3090, PCIe 1.0, 25 GbE) slows every plan's step",
         slow.length === h100.length && slow.every((c, i) => c.step > h100[i].step), JSON.stringify(slow.map((c) => c.step)));
+      check("an uncalibrated preset says so, with the model's error where it was checked",
+        /uncalibrated .*median.*worst.*moeplan calibrate/.test(await text(page, "#cost-band")), await text(page, "#cost-band"));
       await setHardware(page, "");
       check("back to none: no cost panel", (await page.$("#cost")) === null);
     });

@@ -211,8 +211,13 @@ pub fn App() -> impl IntoView {
                         ctx.send(Kind::Hardware, None, None, None, None);
                     }>
                         <option value="" selected=move || hardware.with(String::is_empty)>"— balance only"</option>
-                        {hardware::listed().map(|(name, about)| view! {
-                            <option value=name title=about selected=move || hardware.with(|x| x == name)>{name}</option>
+                        {hardware::listed().map(|(name, about)| {
+                            // Which presets were fitted to their own GPU shows in the menu.
+                            let label = hardware::preset(name)
+                                .map_or_else(|_| name.to_string(), |h| format!("{name} ({})", h.provenance()));
+                            view! {
+                                <option value=name title=about selected=move || hardware.with(|x| x == name)>{label}</option>
+                            }
                         }).collect_view()}
                     </select>
                     <p class="hint">"Predicted step time and tokens/s against BASE (the cost model, docs/cost.md), with the sizes of the model chosen above; a static plan is priced on the mean batch, Libra on every batch"</p>

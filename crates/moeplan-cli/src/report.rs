@@ -369,14 +369,15 @@ pub fn hardware() -> String {
     let mut o = String::new();
     wl!(
         o,
-        "{:<18} {:>9} {:>8} {:>9} {:>7} {:>11} {:>11}  about",
+        "{:<18} {:>9} {:>8} {:>9} {:>7} {:>11} {:>11}  {:<19}  about",
         "hardware",
         "BF16 TF",
         "FP8 TF",
         "HBM GB/s",
         "GiB",
         "node GB/s",
-        "x-node GB/s"
+        "x-node GB/s",
+        "figures"
     );
     for h in moeplan::data::hardware::PRESETS {
         let fp8 = if h.gpu.fp8_tflops > 0.0 {
@@ -391,7 +392,7 @@ pub fn hardware() -> String {
         };
         wl!(
             o,
-            "{:<18} {:>9.0} {:>8} {:>9.0} {:>7.0} {:>11.1} {:>11}  {}",
+            "{:<18} {:>9.0} {:>8} {:>9.0} {:>7.0} {:>11.1} {:>11}  {:<19}  {}",
             h.name,
             h.gpu.bf16_tflops,
             fp8,
@@ -399,12 +400,13 @@ pub fn hardware() -> String {
             h.gpu.memory_gib,
             h.intra_node.gb_per_s,
             format!("{:.3}{shared}", h.inter_node.gb_per_s),
+            h.provenance(),
             h.about
         );
     }
     wl!(
         o,
-        "bandwidth per GPU and direction (x-node: /node = one NIC the node's GPUs share); sustained fractions and sources: moeplan hardware --json, docs/cost.md"
+        "bandwidth per GPU and direction (x-node: /node = one NIC the node's GPUs share); figures: calibrated on its GPU's measured kernel times, its datasheet with the H100's fitted kernel times, or its datasheet alone (each prediction's error band says how far each held, docs/cost.md); sustained fractions and sources: moeplan hardware --json"
     );
     o
 }

@@ -273,12 +273,14 @@ fn made_measurements() -> (moeplan::data::hardware::Hardware, String) {
     use moeplan::judge::calibrate::{CommPhase, Measurement, predict_us, uniform_rank_bytes};
     use moeplan::judge::cost::Kernel;
     let mut truth = preset("h100-ib-ndr").unwrap().clone();
-    truth.efficiency.hbm = 0.64;
+    // Far enough from the shipped preset (itself fitted on an H100's
+    // tables) that fitting is seen to move it.
+    truth.efficiency.hbm = 0.55;
     truth.efficiency.roofline_p = 2.0;
     let comm = CommKernel {
         dispatch_fixed_us: 25.0,
         combine_fixed_us: 45.0,
-        intra_gb_per_s: 300.0,
+        intra_gb_per_s: 200.0,
         inter_gb_per_s: 0.0,
     };
     truth.kernels = Some(Kernels {
@@ -795,24 +797,47 @@ fn calibrate_reads_aiconfigurator_tables() {
         fitted["calibration"]
     );
     // In-sample on real H100 rows: within the 10 % median and 20 %
-    // worst, where the shipped preset is not.
+    // worst.
     let all = group("all");
     assert!(all["median_error_pct"].as_f64().unwrap() < 10.0, "{all}");
     assert!(all["worst_error_pct"].as_f64().unwrap() < 20.0, "{all}");
-    let shipped = json_of(&[
-        "calibrate",
-        "--hardware",
-        "h100-ib-ndr",
-        "--aiconfigurator",
-        dir.to_str().unwrap(),
-        "--check",
-        "--json",
-    ]);
-    let shipped = shipped.as_array().unwrap().last().unwrap().clone();
+    let check = |hw: &str| {
+        let v = json_of(&[
+            "calibrate",
+            "--hardware",
+            hw,
+            "--aiconfigurator",
+            dir.to_str().unwrap(),
+            "--check",
+            "--json",
+        ]);
+        v.as_array().unwrap().last().unwrap().clone()
+    };
+    // The H100 from its datasheet alone (the preset before it was fitted
+    // on these tables: no kernel times, the old sustained fractions) is
+    // far off; the shipped preset, fitted on the whole tables, holds on
+    // these rows within the bound for it (15 % median, 30 % worst).
+    let mut datasheet = moeplan::data::hardware::preset("h100-ib-ndr")
+        .unwrap()
+        .clone();
+    datasheet.name = "h100-datasheet".into();
+    datasheet.kernels = None;
+    datasheet.calibration = None;
+    datasheet.efficiency = moeplan::data::hardware::preset("a100-80g-efa")
+        .unwrap()
+        .efficiency;
+    let datasheet_file = tmp("aiconfigurator", "h100-datasheet.json");
+    std::fs::write(&datasheet_file, serde_json::to_vec(&datasheet).unwrap()).unwrap();
+    let old = check(datasheet_file.to_str().unwrap());
     assert!(
-        shipped["median_error_pct"].as_f64().unwrap()
-            > 2.0 * all["median_error_pct"].as_f64().unwrap(),
-        "shipped {shipped}, fitted {all}"
+        old["median_error_pct"].as_f64().unwrap() > 2.0 * all["median_error_pct"].as_f64().unwrap(),
+        "datasheet {old}, fitted {all}"
+    );
+    let shipped = check("h100-ib-ndr");
+    assert!(
+        shipped["median_error_pct"].as_f64().unwrap() <= 15.0
+            && shipped["worst_error_pct"].as_f64().unwrap() <= 30.0,
+        "{shipped}"
     );
     // The fitted file is a hardware file the other commands read.
     json_of(&[

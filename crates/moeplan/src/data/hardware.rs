@@ -159,6 +159,55 @@ const NVIDIA: Efficiency = Efficiency {
     roofline_p: 1.22,
 };
 
+/// The H100 SXM fitted to measured kernel times (issue 47): AIConfigurator
+/// 0.12.0's `h100_sxm` tables (the `aiconfigurator-core` wheel: SGLang
+/// 0.5.10 wide-EP decode MoE, 0.5.12 DeepEP normal and low-latency inside
+/// one node; DeepSeek-V3's shape, FP8 block weights, uniform routing, EP
+/// 8–256), read and fitted by `moeplan calibrate --hardware h100-ib-ndr
+/// --aiconfigurator …/h100_sxm` (e460ef0): 65 measurements, in-sample
+/// median 1.3 %, worst 10.6 % (docs/cost.md, "Fitted to measurements").
+/// The link fractions are not fitted (inside one node the kernels'
+/// achieved bandwidths below replace them).
+const H100_FITTED: Efficiency = Efficiency {
+    gemm: 0.653,
+    hbm: 0.819,
+    intra_node: 0.8,
+    inter_node: 0.9,
+    roofline_p: 2.195,
+};
+
+/// The same fit's kernel times: 20.9 µs per grouped-GEMM call; DeepEP's
+/// normal kernels 42.1 µs (dispatch) and 78.2 µs (combine) fixed at
+/// 301 GB/s achieved over NVLink 4's 450, the low-latency ones 10.1 and
+/// 12.9 µs at 235 GB/s. Between nodes: the link's (the 0.5.12 tables are
+/// one node only).
+const H100_KERNELS: Kernels = deepep_on(450.0);
+
+/// [`H100_KERNELS`] on a GPU whose NVLink carries `nvlink_gb_per_s` per
+/// direction: the fixed times as measured on the H100, each kernel's
+/// achieved bandwidth the same fraction of its link (301 / 450 and
+/// 235 / 450). What a preset not fitted to its own GPU's tables takes
+/// from the H100's (its structure, not its speed); checked against the
+/// H200's and B200's own tables in docs/cost.md.
+const fn deepep_on(nvlink_gb_per_s: f64) -> Kernels {
+    let scale = nvlink_gb_per_s / 450.0;
+    Kernels {
+        moe_fixed_us: 20.89,
+        normal: CommKernel {
+            dispatch_fixed_us: 42.06,
+            combine_fixed_us: 78.16,
+            intra_gb_per_s: 301.43 * scale,
+            inter_gb_per_s: 0.0,
+        },
+        low_latency: CommKernel {
+            dispatch_fixed_us: 10.14,
+            combine_fixed_us: 12.93,
+            intra_gb_per_s: 234.78 * scale,
+            inter_gb_per_s: 0.0,
+        },
+    }
+}
+
 /// InfiniBand NDR / ConnectX-7: 400 Gb/s = 50 GB/s per GPU per direction
 /// (NVIDIA DGX H100 / B200 user guides: one 400 Gb/s ConnectX-7 per GPU);
 /// latency a few µs end to end through a switch (assumption: 5 µs with
@@ -234,9 +283,16 @@ pub const PRESETS: &[Hardware] = &[
         },
         intra_node: NVLINK4,
         inter_node: IB_NDR,
-        efficiency: NVIDIA,
-        kernels: None,
-        calibration: None,
+        efficiency: H100_FITTED,
+        kernels: Some(H100_KERNELS),
+        calibration: Some(Calibration {
+            source: Cow::Borrowed(
+                "AIConfigurator 0.12.0's H100 SXM tables (SGLang wide-EP decode MoE, DeepEP normal and low-latency; DeepSeek-V3's shape)",
+            ),
+            rows: 65,
+            median_error_pct: 1.3,
+            worst_error_pct: 10.6,
+        }),
     },
     Hardware {
         name: Cow::Borrowed("h800-ib-ndr"),
@@ -259,8 +315,8 @@ pub const PRESETS: &[Hardware] = &[
             shared_by_node: false,
         },
         inter_node: IB_NDR,
-        efficiency: NVIDIA,
-        kernels: None,
+        efficiency: H100_FITTED,
+        kernels: Some(deepep_on(200.0)),
         calibration: None,
     },
     Hardware {
@@ -279,8 +335,8 @@ pub const PRESETS: &[Hardware] = &[
         },
         intra_node: NVLINK4,
         inter_node: IB_NDR,
-        efficiency: NVIDIA,
-        kernels: None,
+        efficiency: H100_FITTED,
+        kernels: Some(deepep_on(450.0)),
         calibration: None,
     },
     Hardware {
@@ -302,8 +358,8 @@ pub const PRESETS: &[Hardware] = &[
             shared_by_node: false,
         },
         inter_node: IB_NDR,
-        efficiency: NVIDIA,
-        kernels: None,
+        efficiency: H100_FITTED,
+        kernels: Some(deepep_on(900.0)),
         calibration: None,
     },
     Hardware {
@@ -415,6 +471,27 @@ pub const PRESETS: &[Hardware] = &[
 ];
 
 impl Hardware {
+    /// Where the figures come from, in a word or three: `calibrated` (fitted
+    /// to its own GPU's measured kernel times, [`Hardware::calibration`]),
+    /// `H100-fitted kernels` (its datasheet with the kernel times fitted on
+    /// an H100) or `datasheet`. The CLI's `hardware` table and the page's
+    /// hardware menu show it.
+    ///
+    /// ```
+    /// use moeplan::data::hardware::preset;
+    /// assert_eq!(preset("h100-ib-ndr")?.provenance(), "calibrated");
+    /// assert_eq!(preset("b200-ib-ndr")?.provenance(), "H100-fitted kernels");
+    /// assert_eq!(preset("a100-80g-efa")?.provenance(), "datasheet");
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn provenance(&self) -> &'static str {
+        match (&self.calibration, &self.kernels) {
+            (Some(_), _) => "calibrated",
+            (None, Some(_)) => "H100-fitted kernels",
+            (None, None) => "datasheet",
+        }
+    }
+
     /// Refuses a preset whose figures cannot be used: every peak finite
     /// and positive (FP8 may be 0: none), efficiencies in (0, 1],
     /// latencies finite and not negative, name non-empty.

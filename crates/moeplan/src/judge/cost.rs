@@ -271,9 +271,10 @@ impl TimeCost {
     /// ```
     /// use moeplan::data::{hardware, model};
     /// use moeplan::judge::cost::{Assumptions, TimeCost};
-    /// let t = TimeCost::new(hardware::preset("h100-ib-ndr")?, model::preset("deepseek-v3")?, &Assumptions::default());
-    /// // 44 MB of FP8 weights at 0.88 × 3.35 TB/s
-    /// assert!((t.weight_read_us - 3.0 * 7168.0 * 2048.0 / (0.88 * 3350e3)).abs() < 1e-9);
+    /// let h = hardware::preset("h100-ib-ndr")?;
+    /// let t = TimeCost::new(h, model::preset("deepseek-v3")?, &Assumptions::default());
+    /// // 44 MB of FP8 weights at the sustained share of 3.35 TB/s
+    /// assert!((t.weight_read_us - 3.0 * 7168.0 * 2048.0 / (h.efficiency.hbm * 3350e3)).abs() < 1e-9);
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn new(hardware: &Hardware, model: &ModelPreset, assumptions: &Assumptions) -> Self {
@@ -366,9 +367,10 @@ impl LayerCompute {
     /// use moeplan::{data::{hardware, model}, judge::cost::{copy_us, Assumptions, LayerCompute, TimeCost}};
     /// let t = TimeCost::new(hardware::preset("h100-ib-ndr")?, model::preset("deepseek-v3")?, &Assumptions::default());
     /// let mut c = LayerCompute::default();
-    /// // expert 0 (800 rows) on both GPUs: 400 rows a copy beside expert 1 or 2
+    /// // expert 0 (800 rows) on both GPUs: 400 rows a copy beside expert 1
+    /// // or 2, and the grouped GEMM's fixed time once
     /// let us = c.busiest_us(&t, &[vec![0, 1], vec![0, 2]], &[800.0, 100.0, 10.0]);
-    /// assert!((us - copy_us(&t, 400.0) - copy_us(&t, 100.0)).abs() < 1e-3 * us);
+    /// assert!((us - t.moe_fixed_us - copy_us(&t, 400.0) - copy_us(&t, 100.0)).abs() < 1e-3 * us);
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn busiest_us(&mut self, t: &TimeCost, gpus: &[Vec<u32>], rows: &[f64]) -> f64 {
@@ -711,14 +713,25 @@ pub struct TimeReport {
     pub per_batch_share: Vec<f64>,
 }
 
-/// How far an uncalibrated preset's kernel times were from measured ones
-/// where they were checked: the shipped `h100-ib-ndr` and `b200-ib-ndr`
-/// against AIConfigurator's H100 and B200 tables (docs/cost.md, "Fitted
-/// to measurements": median 21.7 and 50.0 %, worst 97.8 and 76.6 %; the
-/// larger of each).
+/// How far a datasheet-only preset's kernel times were from measured ones
+/// where they were checked: `h100-ib-ndr` and `b200-ib-ndr` as they were
+/// before either carried a kernel fit (until e460ef0), against
+/// AIConfigurator's H100 and B200 tables (docs/cost.md, "Fitted to
+/// measurements": median 21.7 and 50.0 %, worst 97.8 and 76.6 %; the
+/// larger of each). The presets without [`Hardware::kernels`] are still
+/// such.
 pub const UNCALIBRATED_MEDIAN_PCT: f64 = 50.0;
 /// The worst error of the same check.
 pub const UNCALIBRATED_WORST_PCT: f64 = 97.8;
+
+/// How far a preset that carries the H100's fitted kernel times on its
+/// own datasheet (`h800-ib-ndr`, `h200-ib-ndr`, `b200-ib-ndr`), not fitted
+/// to its GPU, was from that GPU's measured tables: AIConfigurator's H200
+/// and B200 tables (docs/cost.md: median 2.3 and 12.1 %, worst 11.7 and
+/// 49.9 %; the larger of each).
+pub const TRANSFERRED_MEDIAN_PCT: f64 = 12.1;
+/// The worst error of the same check.
+pub const TRANSFERRED_WORST_PCT: f64 = 49.9;
 
 /// How far to trust a prediction: the residuals of the hardware's
 /// calibration, or, for hardware not fitted to measurements, how far the
@@ -741,8 +754,12 @@ impl ErrorBand {
     ///
     /// ```
     /// use moeplan::judge::cost::ErrorBand;
-    /// let b = ErrorBand::of(moeplan::data::hardware::preset("a100-80g-efa")?);
+    /// use moeplan::data::hardware::preset;
+    /// let b = ErrorBand::of(preset("a100-80g-efa")?);
     /// assert!(!b.calibrated && b.worst_pct > b.median_pct);
+    /// assert!(ErrorBand::of(preset("h100-ib-ndr")?).calibrated);
+    /// // the B200 carries the H100's fitted kernels: a narrower band
+    /// assert!(ErrorBand::of(preset("b200-ib-ndr")?).worst_pct < b.worst_pct);
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn of(hardware: &Hardware) -> ErrorBand {
@@ -754,6 +771,14 @@ impl ErrorBand {
                 about: format!(
                     "calibrated on {}: kernel times within {:.1} % (median), {:.1} % (worst) of {} measurements",
                     c.source, c.median_error_pct, c.worst_error_pct, c.rows
+                ),
+            },
+            None if hardware.kernels.is_some() => ErrorBand {
+                calibrated: false,
+                median_pct: TRANSFERRED_MEDIAN_PCT,
+                worst_pct: TRANSFERRED_WORST_PCT,
+                about: format!(
+                    "uncalibrated (its datasheet with the H100's fitted kernel times): kernel times within ±{TRANSFERRED_MEDIAN_PCT:.0} % (median), ±{TRANSFERRED_WORST_PCT:.0} % (worst) on the GPUs checked (H200, B200); `moeplan calibrate` fits a file to your GPU"
                 ),
             },
             None => ErrorBand {

@@ -21,7 +21,7 @@
 //! balancedness (mean / max) of that load vector. Several batches (the mean
 //! of per-batch maxima) are not modelled: callers pass summed loads or one
 //! batch. Branch and bound is exponential in the worst case; the sizes are
-//! guarded ([`MAX_BINARIES`]) and the solve is limited in time. The joint
+//! guarded ([`MAX_BINARIES`]) and the solve is limited in work ([`NODE_BUDGET`]). The joint
 //! search's plan ([`joint_layer`]) bounds the optimum from above: it rules
 //! out copy counts whose per-copy load alone exceeds it and seeds the
 //! solver's incumbent.
@@ -61,8 +61,14 @@ pub struct Optimum {
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 pub fn optimal_layer(loads: &[f64], capacity: &[usize]) -> Result<Optimum> {
-    optimal_layer_within(loads, capacity, Duration::from_secs(60))
+    solve(loads, capacity, None)
 }
+
+/// Branch-and-bound nodes the oracle may solve before giving up: a budget
+/// of work, not of time, so that whether an optimum is proven does not
+/// depend on the machine or its load (FlashLB's 8 × 2 example takes
+/// 16,808; a 60 s limit once failed it on a loaded 2-core machine).
+pub const NODE_BUDGET: u64 = 200_000;
 
 /// [`optimal_layer`] with a time limit of the caller's: an error when the
 /// optimum is not proven within `limit` (branch and bound on symmetric
@@ -76,6 +82,11 @@ pub fn optimal_layer(loads: &[f64], capacity: &[usize]) -> Result<Optimum> {
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 pub fn optimal_layer_within(loads: &[f64], capacity: &[usize], limit: Duration) -> Result<Optimum> {
+    solve(loads, capacity, Some(limit))
+}
+
+/// The solve, within [`NODE_BUDGET`] nodes and `limit` if given.
+fn solve(loads: &[f64], capacity: &[usize], limit: Option<Duration>) -> Result<Optimum> {
     let e = loads.len();
     let d = capacity.len();
     let slots: usize = capacity.iter().sum();
@@ -123,16 +134,20 @@ pub fn optimal_layer_within(loads: &[f64], capacity: &[usize], limit: Duration) 
     let Model { p, z, .. } = model(&w, capacity, &k_lo, ub, true);
     let warm = warm_start(&w, capacity, &heuristic, &k_lo, &z);
     let mut options = SolveOptions::default();
-    options.time_limit = Some(limit);
+    options.time_limit = limit;
+    options.node_limit = Some(NODE_BUDGET);
     options.warm_start = Some(warm);
     let outcome = p
         .solve_with(options)
         .map_err(|err| Error::planner(NAME, format!("the solver failed: {err}")))?;
     if !outcome.is_optimal() {
-        return Err(Error::Limit(format!(
-            "the exact oracle proved no optimum within {} s",
-            limit.as_secs_f64()
-        )));
+        return Err(Error::Limit(match limit {
+            Some(l) => format!(
+                "the exact oracle proved no optimum within {} s or {NODE_BUDGET} nodes",
+                l.as_secs_f64()
+            ),
+            None => format!("the exact oracle proved no optimum within {NODE_BUDGET} nodes"),
+        }));
     }
     let sol = outcome
         .solution()
