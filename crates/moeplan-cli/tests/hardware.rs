@@ -939,3 +939,118 @@ fn calibrate_refuses_broken_aiconfigurator_tables() {
         "no rows of olmoe's shape",
     );
 }
+
+/// The page and the CLI give the same `predicted` for the same trace, plan
+/// and hardware file (issue 47): `moeplan compare --hardware FILE --json`
+/// against the page's view model (`moeplan_view::Workspace::view_priced`)
+/// on one generated batch (the page prices a static plan on the mean
+/// batch, the CLI on every batch: the same batch here), for the plans both
+/// make alike (BASE, EPLB at its default, Libra's schedule).
+#[test]
+fn the_page_and_the_cli_price_alike() {
+    use moeplan::judge::Rule;
+    use moeplan::judge::cost::Pricing;
+    use moeplan::synth::generator::{GenConfig, generate};
+    // A hardware file: the B200 preset under another name.
+    let mut hw = moeplan::data::hardware::preset("b200-ib-ndr")
+        .unwrap()
+        .clone();
+    hw.name = "b200-mine".into();
+    let file = tmp("price-alike", "b200-mine.json");
+    std::fs::write(&file, serde_json::to_vec(&hw).unwrap()).unwrap();
+    let cli = json_of(&[
+        "compare",
+        "--preset",
+        "deepseek-v3",
+        "--batches",
+        "1",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "8",
+        "--hardware",
+        file.to_str().unwrap(),
+        "--json",
+    ]);
+    let model = moeplan::data::model::preset("deepseek-v3").unwrap();
+    // The CLI's generated default: 1 batch of 4,096 tokens, seed 7.
+    let trace = generate(&GenConfig {
+        tokens_per_batch: 4096,
+        seed: 7,
+        ..GenConfig::new(model, 1)
+    })
+    .unwrap();
+    let ws = moeplan_view::Workspace::new(
+        trace,
+        moeplan_view::Cluster {
+            nodes: 2,
+            gpus_per_node: 8,
+            groups: 1,
+        },
+    )
+    .unwrap();
+    let view = ws
+        .view_priced(None, 0, Rule::Even, false, Some(&Pricing::new(&hw, model)))
+        .unwrap();
+    let mut compared = 0;
+    for name in ["base", "eplb", "libra"] {
+        let page = view
+            .plans
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.predicted.clone())
+            .unwrap_or_else(|| panic!("the page priced no {name}"));
+        let cli_plan = cli["plans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| {
+                p["name"]
+                    .as_str()
+                    .is_some_and(|n| n.split(' ').next() == Some(name))
+            })
+            .unwrap_or_else(|| panic!("the CLI made no {name}"));
+        let mut cli_pred: moeplan::judge::cost::Prediction =
+            serde_json::from_value(cli_plan["report"]["predicted"].clone()).unwrap();
+        // The speed-up over BASE is each front end's comparison, not the price.
+        cli_pred.speedup = page.speedup;
+        cli_pred.speedup_over = page.speedup_over.clone();
+        for (what, a, b) in [
+            ("MoE layer", page.moe_layer_us, cli_pred.moe_layer_us),
+            ("step", page.step_ms, cli_pred.step_ms),
+            ("tokens/s", page.tokens_per_s, cli_pred.tokens_per_s),
+        ] {
+            assert!(
+                (a / b - 1.0).abs() < 1e-9,
+                "{name}: {what} on the page {a}, in the CLI {b}"
+            );
+        }
+        // Every field equal, numbers to the last few bits (the CLI's
+        // figures pass through its JSON).
+        fn close(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+            use serde_json::Value::{Array, Number, Object};
+            match (a, b) {
+                (Number(x), Number(y)) => {
+                    let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+                    (x - y).abs() <= 1e-12 * x.abs().max(y.abs())
+                }
+                (Array(x), Array(y)) => {
+                    x.len() == y.len() && x.iter().zip(y).all(|(x, y)| close(x, y))
+                }
+                (Object(x), Object(y)) => {
+                    x.len() == y.len()
+                        && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| close(v, w)))
+                }
+                _ => a == b,
+            }
+        }
+        let (p, c) = (
+            serde_json::to_value(&page).unwrap(),
+            serde_json::to_value(&cli_pred).unwrap(),
+        );
+        assert!(close(&p, &c), "{name}: page {p}\nCLI {c}");
+        assert_eq!(page.hardware, "b200-mine");
+        compared += 1;
+    }
+    assert_eq!(compared, 3);
+}
