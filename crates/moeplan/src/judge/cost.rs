@@ -773,22 +773,32 @@ impl ErrorBand {
                     c.source, c.median_error_pct, c.worst_error_pct, c.rows
                 ),
             },
-            None if hardware.kernels.is_some() => ErrorBand {
-                calibrated: false,
-                median_pct: TRANSFERRED_MEDIAN_PCT,
-                worst_pct: TRANSFERRED_WORST_PCT,
-                about: format!(
-                    "uncalibrated (its datasheet with the H100's fitted kernel times): kernel times within ±{TRANSFERRED_MEDIAN_PCT:.0} % (median), ±{TRANSFERRED_WORST_PCT:.0} % (worst) on the GPUs checked (H200, B200); `moeplan calibrate` fits a file to your GPU"
-                ),
-            },
-            None => ErrorBand {
-                calibrated: false,
-                median_pct: UNCALIBRATED_MEDIAN_PCT,
-                worst_pct: UNCALIBRATED_WORST_PCT,
-                about: format!(
-                    "uncalibrated (datasheet figures): kernel times within ±{UNCALIBRATED_MEDIAN_PCT:.0} % (median), ±{UNCALIBRATED_WORST_PCT:.0} % (worst) on the GPUs checked (H100, B200); `moeplan calibrate` fits a file to your GPU"
-                ),
-            },
+            None => {
+                // Two kinds of uncalibrated preset, each with the check
+                // that measured it.
+                let (median_pct, worst_pct, figures, checked) = match hardware.kernels {
+                    Some(_) => (
+                        TRANSFERRED_MEDIAN_PCT,
+                        TRANSFERRED_WORST_PCT,
+                        "its datasheet with the H100's fitted kernel times",
+                        "H200, B200",
+                    ),
+                    None => (
+                        UNCALIBRATED_MEDIAN_PCT,
+                        UNCALIBRATED_WORST_PCT,
+                        "datasheet figures",
+                        "H100, B200",
+                    ),
+                };
+                ErrorBand {
+                    calibrated: false,
+                    median_pct,
+                    worst_pct,
+                    about: format!(
+                        "uncalibrated ({figures}): kernel times within ±{median_pct:.0} % (median), ±{worst_pct:.0} % (worst) on the GPUs checked ({checked}); `moeplan calibrate` fits a file to your GPU"
+                    ),
+                }
+            }
         }
     }
 }
