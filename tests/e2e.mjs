@@ -572,6 +572,31 @@ async function main() {
         slow.length === h100.length && slow.every((c, i) => c.step > h100[i].step), JSON.stringify(slow.map((c) => c.step)));
       check("an uncalibrated preset says so, with the model's error where it was checked",
         /uncalibrated .*median.*worst.*moeplan calibrate/.test(await text(page, "#cost-band")), await text(page, "#cost-band"));
+      // A hardware file of the person's own (what `moeplan calibrate --out`
+      // writes; here an H100 on 200 Gb/s RoCE, from docs' example), read
+      // through the section's file input and priced like a preset.
+      const own = {
+        name: "h100-roce", about: "H100 SXM with 200 Gb/s RoCE",
+        gpu: { bf16_tflops: 989.5, fp8_tflops: 1979, hbm_gb_per_s: 3350, memory_gib: 80 },
+        intra_node: { gb_per_s: 450, latency_us: 3 }, inter_node: { gb_per_s: 25, latency_us: 8 },
+        efficiency: { gemm: 0.75, hbm: 0.88, intra_node: 0.8, inter_node: 0.9, roofline_p: 1.22 },
+      };
+      await page.setInputFiles("#hardware-file", { name: "my-gpu.json", mimeType: "application/json", buffer: Buffer.from(JSON.stringify(own)) });
+      await page.waitForFunction(() => document.querySelector("#cost")?.dataset.hardware === "h100-roce"
+        && document.querySelector("#status")?.classList.contains("ready"), null, { timeout: 60000 });
+      const mine = await cost(page);
+      check("a hardware file (my-gpu.json) prices every plan, named in the menu, not in the URL hash",
+        mine.length === h100.length && mine.every((c) => c.step > 0 && c.tput > 0)
+        && /h100-roce \(datasheet, from my-gpu\.json\)/.test(await page.$eval("#hardware", (el) => el.selectedOptions[0]?.textContent ?? ""))
+        && !/hw=/.test(await page.evaluate(() => location.hash)),
+        `${await page.$eval("#hardware", (el) => el.selectedOptions[0]?.textContent)} · ${JSON.stringify(mine.map((c) => c.step))}`);
+      check("the file's prices say how far to trust them (not fitted: uncalibrated)",
+        /uncalibrated/.test(await text(page, "#cost-band")), await text(page, "#cost-band"));
+      await page.setInputFiles("#hardware-file", { name: "broken.json", mimeType: "application/json", buffer: Buffer.from('{"name": "x"}') });
+      await page.waitForSelector("#status.error", { timeout: 10000 });
+      check("a file that is not hardware: one message naming it, the prices kept",
+        /broken\.json: .*hardware JSON/.test(await text(page, "#status")) && (await page.$eval("#cost", (el) => el.dataset.hardware)) === "h100-roce",
+        await text(page, "#status"));
       await setHardware(page, "");
       check("back to none: no cost panel", (await page.$("#cost")) === null);
     });

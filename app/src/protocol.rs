@@ -88,6 +88,10 @@ pub struct Request {
     /// (`moeplan::data::hardware`'s name); empty: balance only.
     #[serde(default)]
     pub hardware: String,
+    /// A hardware file's JSON (the page's loaded file): priced on it, and
+    /// `hardware` is its name. `None`: `hardware` names a preset.
+    #[serde(default)]
+    pub hardware_json: Option<String>,
     /// The model whose sizes the prices use (the page's memory model);
     /// empty: the trace's, else DeepSeek-V3.
     #[serde(default)]
@@ -164,7 +168,19 @@ impl Request {
             layer: s.layer,
             rule: s.rule.clone(),
             export,
-            hardware: s.hardware.clone(),
+            hardware: match (
+                &s.hardware_file,
+                s.hardware == crate::settings::FILE_HARDWARE,
+            ) {
+                (Some(f), true) => f.name.clone(),
+                (None, true) => String::new(),
+                _ => s.hardware.clone(),
+            },
+            hardware_json: s
+                .hardware_file
+                .as_ref()
+                .filter(|_| s.hardware == crate::settings::FILE_HARDWARE)
+                .map(|f| f.json.clone()),
             model: s.memory_model.clone(),
             // The worker re-plans only when these differ from the last
             // ones asked for: a budget change costs nothing more.

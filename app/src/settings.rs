@@ -10,6 +10,48 @@ use moeplan::data::model;
 use moeplan::planners::{Kind, OptionSpec, Value, grace, libra};
 use moeplan_view::dispatch_rule;
 
+/// The hardware menu's value for a loaded hardware file (no preset has
+/// this name: theirs start with the GPU).
+pub const FILE_HARDWARE: &str = "file";
+
+/// A hardware file read on the page, checked as the CLI's `--hardware FILE`
+/// is ([`moeplan::formats::hardware::read_hardware`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HardwareFile {
+    /// The file's name on the person's disk.
+    pub file: String,
+    /// The preset's own name (its `name` field).
+    pub name: String,
+    /// Where its figures come from ([`moeplan::data::hardware::Hardware::provenance`]).
+    pub provenance: &'static str,
+    /// The file's JSON, sent with every request priced on it.
+    pub json: String,
+}
+
+impl HardwareFile {
+    /// Reads and checks a hardware file's bytes; the error is one line
+    /// naming the file.
+    ///
+    /// ```
+    /// use moeplan_app::settings::HardwareFile;
+    /// let h100 = moeplan::data::hardware::preset("h100-ib-ndr")?;
+    /// let f = HardwareFile::read("gpu.json", &serde_json::to_vec(h100).unwrap()).unwrap();
+    /// assert_eq!((f.name.as_str(), f.provenance), ("h100-ib-ndr", "calibrated"));
+    /// assert!(HardwareFile::read("x.json", b"{\"name\": 1}").unwrap_err().starts_with("x.json: "));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn read(file: &str, bytes: &[u8]) -> Result<HardwareFile, String> {
+        let h =
+            moeplan::formats::hardware::read_hardware(bytes).map_err(|e| format!("{file}: {e}"))?;
+        Ok(HardwareFile {
+            file: file.to_string(),
+            name: h.name.to_string(),
+            provenance: h.provenance(),
+            json: String::from_utf8_lossy(bytes).into_owned(),
+        })
+    }
+}
+
 /// Everything a user sets on the page.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -43,8 +85,13 @@ pub struct Settings {
     /// `auto` or a ratio).
     pub grace_ratio: String,
     /// The hardware preset every plan is priced on
-    /// ([`moeplan::data::hardware`]'s name); empty: balance only.
+    /// ([`moeplan::data::hardware`]'s name), or [`FILE_HARDWARE`]: the
+    /// file in `hardware_file`; empty: balance only.
     pub hardware: String,
+    /// A hardware file the person loaded (what `moeplan calibrate --out`
+    /// writes), kept while another preset is chosen so the menu can go back
+    /// to it; never in the URL hash (a link cannot carry a file).
+    pub hardware_file: Option<HardwareFile>,
     /// Serving with re-planning shown: EPLB re-planned every `every`
     /// batches on the last `window`.
     pub serve: bool,
@@ -75,6 +122,7 @@ impl Default for Settings {
             predictor: libra::PREDICTOR.default.to_string(),
             grace_ratio: grace::NONUNIFORMITY.default.to_string(),
             hardware: String::new(),
+            hardware_file: None,
             serve: false,
             every: 16,
             window: 16,
@@ -169,7 +217,7 @@ impl Settings {
         if self.grace_ratio != d.grace_ratio {
             libra.push_str(&format!("&ratio={}", self.grace_ratio));
         }
-        if !self.hardware.is_empty() {
+        if !self.hardware.is_empty() && self.hardware != FILE_HARDWARE {
             libra.push_str(&format!("&hw={}", self.hardware));
         }
         if self.serve {

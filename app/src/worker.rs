@@ -822,7 +822,16 @@ fn pricing(ws: &Workspace, req: &Request) -> Result<Option<Pricing>, String> {
     if req.hardware.is_empty() {
         return Ok(None);
     }
-    let hardware = moeplan::data::hardware::preset(&req.hardware).map_err(|e| e.to_string())?;
+    // A loaded file is checked again here: the worker trusts no message.
+    let file;
+    let hardware = match &req.hardware_json {
+        Some(json) => {
+            file = moeplan::formats::hardware::read_hardware(json.as_bytes())
+                .map_err(|e| e.to_string())?;
+            &file
+        }
+        None => moeplan::data::hardware::preset(&req.hardware).map_err(|e| e.to_string())?,
+    };
     Ok(Some(Pricing::new(hardware, memory_model(ws, req)?)))
 }
 
@@ -976,6 +985,7 @@ mod tests {
             rule: String::new(),
             export: None,
             hardware: String::new(),
+            hardware_json: None,
             model: String::new(),
             per_batch: None,
             static_options: None,
@@ -1953,5 +1963,77 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(summary(&mut s), before);
+    }
+
+    /// A hardware file sent with a request prices every plan as the preset
+    /// it copies does (its name aside); a changed figure moves the prices;
+    /// a file that is not hardware is refused in one line, the view kept.
+    #[test]
+    fn a_hardware_file_prices_like_the_preset_it_copies() {
+        let mut s = WorkerState::default();
+        view_of(s.handle(
+            &req(1, Some(gen_source()), Some(CLUSTER), Some(2)),
+            None,
+            || 0.0,
+            |_| {},
+        ));
+        let h100 = moeplan::data::hardware::preset("h100-ib-ndr").unwrap();
+        let priced = |s: &mut WorkerState, id, hardware: &str, json: Option<String>| {
+            let r = Request {
+                hardware: hardware.into(),
+                hardware_json: json,
+                ..req(id, None, None, Some(2))
+            };
+            view_of(s.handle(&r, None, || 0.0, |_| {}))
+                .plans
+                .into_iter()
+                .map(|f| (f.name, f.predicted.expect("priced")))
+                .collect::<Vec<_>>()
+        };
+        let preset = priced(&mut s, 2, "h100-ib-ndr", None);
+        let mut mine = h100.clone();
+        mine.name = "my-h100".into();
+        let json = serde_json::to_string(&mine).unwrap();
+        let file = priced(&mut s, 3, "my-h100", Some(json));
+        assert!(!preset.is_empty() && preset.len() == file.len());
+        for ((n1, p1), (n2, p2)) in preset.iter().zip(&file) {
+            assert_eq!((n1, p2.hardware.as_str()), (n2, "my-h100"));
+            assert_eq!(
+                Predicted {
+                    hardware: String::new(),
+                    ..p1.clone()
+                },
+                Predicted {
+                    hardware: String::new(),
+                    ..p2.clone()
+                }
+            );
+        }
+        mine.gpu.hbm_gb_per_s /= 4.0;
+        let slower = priced(
+            &mut s,
+            4,
+            "my-h100",
+            Some(serde_json::to_string(&mine).unwrap()),
+        );
+        assert!(
+            slower
+                .iter()
+                .zip(&file)
+                .all(|((_, a), (_, b))| a.step_ms > b.step_ms)
+        );
+        let before = s.shown.clone();
+        let bad = Request {
+            hardware: "x".into(),
+            hardware_json: Some(r#"{"name": "x"}"#.into()),
+            ..req(5, None, None, Some(2))
+        };
+        match s.handle(&bad, None, || 0.0, |_| {}) {
+            Response::Error { message, .. } => {
+                assert!(message.contains("hardware JSON"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.shown, before);
     }
 }

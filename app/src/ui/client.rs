@@ -1330,6 +1330,45 @@ impl Ctx {
     }
 }
 
+impl Ctx {
+    /// A hardware file chosen or dropped: read and checked here, then every
+    /// plan priced on it. A file refused (too large, not a hardware preset)
+    /// leaves the prices as they were and says why in the status line.
+    pub(crate) fn load_hardware(self, file: web_sys::File) {
+        let name = file.name();
+        let limit = moeplan::formats::hardware::MAX_BYTES;
+        if file.size() > limit as f64 {
+            self.status.set(Status::Error(format!(
+                "{name}: {} bytes is more than the {limit}-byte limit for a hardware file",
+                file.size()
+            )));
+            return;
+        }
+        wasm_bindgen_futures::spawn_local(async move {
+            let read = wasm_bindgen_futures::JsFuture::from(file.array_buffer()).await;
+            let Ok(buf) = read else {
+                self.status.set(Status::Error(format!(
+                    "{name}: the browser could not read the file"
+                )));
+                return;
+            };
+            match crate::settings::HardwareFile::read(
+                &name,
+                &js_sys::Uint8Array::new(&buf).to_vec(),
+            ) {
+                Ok(f) => {
+                    self.settings.update(|s| {
+                        s.hardware_file = Some(f);
+                        s.hardware = crate::settings::FILE_HARDWARE.into();
+                    });
+                    self.send(Kind::Hardware, None, None, None, None);
+                }
+                Err(message) => self.status.set(Status::Error(message)),
+            }
+        });
+    }
+}
+
 impl Status {
     /// The status line's classes.
     pub(super) fn class(&self) -> &'static str {

@@ -14,7 +14,7 @@ use crate::charts::{
     ReplicasChart, ServingPanel, TimelineChart,
 };
 use crate::figures::{CostPanel, Scope, Summary, TrafficPanel};
-use crate::settings::{Settings, grace_ratios};
+use crate::settings::{FILE_HARDWARE, Settings, grace_ratios};
 
 use super::client::{
     Ctx, HASH_DELAY_MS, Kind, Status, Undo, clear_timer, cluster_of, location_hash, replace_hash,
@@ -203,7 +203,17 @@ pub fn App() -> impl IntoView {
                     {rule_select(ctx)}
                     <p class="hint">"even: split over copies (the planners' own measure); the others replay each plan through the simulator"</p>
                 </section>
-                <section id="hardware-controls">
+                <section id="hardware-controls"
+                    on:dragover=move |ev: leptos::ev::DragEvent| ev.prevent_default()
+                    on:drop=move |ev: leptos::ev::DragEvent| {
+                        // A file dropped on this section is hardware, not a
+                        // trace: the page's own drop does not see it.
+                        ev.prevent_default();
+                        ev.stop_propagation();
+                        if let Some(f) = ev.data_transfer().and_then(|d| d.files()).and_then(|l| l.get(0)) {
+                            ctx.load_hardware(f);
+                        }
+                    }>
                     <h2>"Hardware"</h2>
                     <label for="hardware">"Price every plan on"</label>
                     <select id="hardware" on:change=move |ev| {
@@ -211,6 +221,11 @@ pub fn App() -> impl IntoView {
                         ctx.send(Kind::Hardware, None, None, None, None);
                     }>
                         <option value="" selected=move || hardware.with(String::is_empty)>"— balance only"</option>
+                        {move || settings.with(|s| s.hardware_file.as_ref().map(|f| format!("{} ({}, from {})", f.name, f.provenance, f.file)))
+                            .map(|label| view! {
+                                <option id="hardware-file-option" value=FILE_HARDWARE
+                                    selected=move || hardware.with(|x| x == FILE_HARDWARE)>{label}</option>
+                            })}
                         {hardware::listed().map(|(name, about)| {
                             // Which presets were fitted to their own GPU shows in the menu.
                             let label = hardware::preset(name)
@@ -220,6 +235,16 @@ pub fn App() -> impl IntoView {
                             }
                         }).collect_view()}
                     </select>
+                    <label for="hardware-file">"or your own hardware file"</label>
+                    <input id="hardware-file" type="file" accept=".json,application/json"
+                        on:change=move |ev: leptos::ev::Event| {
+                            let input: web_sys::HtmlInputElement = event_target(&ev);
+                            if let Some(f) = input.files().and_then(|l| l.get(0)) {
+                                ctx.load_hardware(f);
+                            }
+                            input.set_value("");
+                        }/>
+                    <p class="hint">"A file `moeplan calibrate --out` writes from your GPU's measurements (or any file of schemas/moeplan.hardware.schema.json); dropped here, a file is read as hardware, not as a trace"</p>
                     <p class="hint">"Predicted step time and tokens/s against BASE (the cost model, docs/cost.md), with the sizes of the model chosen above; a static plan is priced on the mean batch, Libra on every batch"</p>
                 </section>
                 <section id="cross-controls">
