@@ -1970,13 +1970,7 @@ mod tests {
     /// a file that is not hardware is refused in one line, the view kept.
     #[test]
     fn a_hardware_file_prices_like_the_preset_it_copies() {
-        let mut s = WorkerState::default();
-        view_of(s.handle(
-            &req(1, Some(gen_source()), Some(CLUSTER), Some(2)),
-            None,
-            || 0.0,
-            |_| {},
-        ));
+        let mut s = loaded();
         let h100 = moeplan::data::hardware::preset("h100-ib-ndr").unwrap();
         let priced = |s: &mut WorkerState, id, hardware: &str, json: Option<String>| {
             let r = Request {
