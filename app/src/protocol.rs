@@ -160,6 +160,9 @@ impl Request {
         export: Option<String>,
         batches: bool,
     ) -> Request {
+        // Priced on the loaded file: its name, and its JSON for the worker.
+        let on_file = s.hardware == crate::settings::FILE_HARDWARE;
+        let file = s.hardware_file.as_ref().filter(|_| on_file);
         Request {
             id,
             source,
@@ -168,19 +171,12 @@ impl Request {
             layer: s.layer,
             rule: s.rule.clone(),
             export,
-            hardware: match (
-                &s.hardware_file,
-                s.hardware == crate::settings::FILE_HARDWARE,
-            ) {
-                (Some(f), true) => f.name.clone(),
-                (None, true) => String::new(),
-                _ => s.hardware.clone(),
+            hardware: match file {
+                Some(f) => f.name.clone(),
+                None if on_file => String::new(),
+                None => s.hardware.clone(),
             },
-            hardware_json: s
-                .hardware_file
-                .as_ref()
-                .filter(|_| s.hardware == crate::settings::FILE_HARDWARE)
-                .map(|f| f.json.clone()),
+            hardware_json: file.map(|f| f.json.clone()),
             model: s.memory_model.clone(),
             // The worker re-plans only when these differ from the last
             // ones asked for: a budget change costs nothing more.
