@@ -98,7 +98,7 @@ function timing(name, r, b, detail = JSON.stringify(r)) {
     answered && r.p50_ms <= limit, detail);
 }
 
-/// The page's weight budgets, gzip -9 bytes: the issue's 400 KB for the
+/// The page's weight budgets, gzip -9 bytes: 400 KB for the
 /// main thread and 1.0 MB for everything the page loads when it opens. The
 /// file reader (its own worker, `reader_*`) is loaded only when a file is
 /// read; its ceiling holds it near what it weighs now (docs/speed.md).
@@ -249,7 +249,7 @@ const percentile = (xs, p) => {
 /// One change made in the page and timed from outside it: from the input
 /// event to the figures' last mutation once the change's answer is shown
 /// (`kind` says what shows it) and the page says ready. Every kind of
-/// change the issue budgets has one here, so the table is one loop.
+/// change with a budget (docs/speed.md) has one here, so the table is one loop.
 async function timeChange(page, kind, value, timeout = 60000) {
   return page.evaluate(({ kind, value, timeout }) => new Promise((resolve, reject) => {
     const q = (s) => document.querySelector(s);
@@ -1068,7 +1068,7 @@ async function main() {
     });
 
     // 6c. Every budgeted change, p50 and p95, on the default (token
-    // routes) and on the count-only default: the issue's table. Budgets: a
+    // routes) and on the count-only default: docs/speed.md's table. Budgets: a
     // budget change within a frame (p95 ≤ 16 ms, DOM updated), the others
     // 300 ms. The table is written whether or not a change meets its
     // budget (docs/speed.md, the README); what is checked is said per row.

@@ -12,10 +12,10 @@
 //! ## The house
 //! | folder | what it is for |
 //! | --- | --- |
-//! | [`data`] | the types: trace and token routes, topology, model, plan, workload |
+//! | [`data`] | the types: trace and token routes, topology, model, plan, workload; the reading limits every reader works within |
 //! | [`judge`] | a plan or a schedule judged under a dispatch rule: balance, traffic, bytes moved, the bound |
 //! | [`planners`] | one folder or file per planner, the registry, and [`planners::shared`] |
-//! | [`formats`] | readers and writers of every engine's files, the reading limits |
+//! | [`formats`] | readers and writers of every engine's files |
 //! | [`synth`] | seeded generated traces: counts and token routes |
 //! | [`studies`] | across workloads, the budget sweep, batch-to-batch variation, serving with re-planning, the time model against published figures |
 //!
@@ -100,10 +100,10 @@ mod sort;
 pub mod studies;
 pub mod synth;
 
+pub use data::limits::{Budget, Meter};
 pub use data::plan::{LayerPlacement, Plan, PlanSummary};
 pub use data::topology::Topology;
 pub use data::trace::{Deal, HoldoutSplit, LayerStats, LoadTrace, TokenTrace, TraceStats};
 pub use data::workload::Workload;
 pub use error::{Error, Result};
-pub use formats::limits::{Budget, Meter};
 pub use judge::eval::{BoundCounts, EvalReport, evaluate, evaluate_with_progress, gpu_loads};

@@ -4,6 +4,7 @@
 
 pub(crate) mod cache;
 pub mod hardware;
+pub mod limits;
 pub mod model;
 pub mod plan;
 pub mod topology;

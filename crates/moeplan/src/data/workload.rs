@@ -13,8 +13,8 @@
 //! (TensorRT-LLM's co-occurrence counts): what GRACE-MoE groups by when
 //! there are no token routes to count it from.
 //!
-//! Source: the design brief's `Workload` (its section "Next
-//! shape"). Cost: O(B · L · S · E) to check per-source counts; reading one
+//! Source: moeplan's own design (one input for every planner and rule;
+//! ARCHITECTURE.md, "The one-way flow"). Cost: O(B · L · S · E) to check per-source counts; reading one
 //! (batch, layer) of them O(S · E), of token routes O(tokens · top-k + S · E);
 //! checking affinity matrices O(L · E²).
 

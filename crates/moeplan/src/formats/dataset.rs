@@ -17,12 +17,12 @@ use std::ops::Range;
 
 use ndarray::{Array4, s};
 
+use crate::data::limits::{Budget, Meter};
 use crate::data::model::ModelPreset;
 use crate::data::topology::Topology;
 use crate::data::trace::{Deal, LoadTrace, TokenTrace};
 use crate::data::workload::Workload;
 use crate::error::{Error, Result};
-use crate::formats::limits::{Budget, Meter};
 use crate::formats::{esft, sglang, trtllm};
 use crate::judge::Rule;
 

@@ -6,10 +6,11 @@
 //! file, so tokens can be followed across layers.
 //!
 //! Read into a [`TokenTrace`] (each token's source is its sequence's line
-//! number: ESFT records no ranks; [`TokenTrace::with_sequences_on_ranks`]
-//! deals whole sequences to a cluster's ranks round-robin, the rule the
-//! simulator's per-source dispatch uses) and from there into load batches of
-//! a chosen number of tokens. The core reads no folders: callers hand it the
+//! number: ESFT records no ranks; a caller deals the tokens to a cluster's
+//! ranks, [`TokenTrace::with_sequences_on_ranks`] whole sequences
+//! round-robin or [`TokenTrace::with_tokens_dealt_evenly`] equal shares of
+//! each batch) and from there into load batches of a chosen number of
+//! tokens. The core reads no folders: callers hand it the
 //! files' names and bytes.
 
 use ndarray::Array2;
@@ -65,7 +66,7 @@ pub fn read_esft(
     let mut sequence_tokens: Option<Vec<usize>> = None;
     for &(layer, name, bytes) in &layers {
         // Every field may become one id (4 bytes) and one weight count.
-        crate::formats::limits::charge_fields(meter, bytes, 8, name)?;
+        crate::data::limits::charge_fields(meter, bytes, 8, name)?;
         let (ids, per_line) = parse_layer(name, bytes, num_experts, top_k)?;
         match &sequence_tokens {
             None => sequence_tokens = Some(per_line),

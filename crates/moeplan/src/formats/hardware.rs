@@ -14,8 +14,8 @@
 //! ```
 
 use crate::data::hardware::Hardware;
+use crate::data::limits::{Budget, Meter, charge_json};
 use crate::error::{Error, Result};
-use crate::formats::limits::{Budget, Meter, charge_json};
 
 /// The largest hardware file read: 64 KiB (a preset is under 1 KiB).
 pub const MAX_BYTES: u64 = 64 << 10;

@@ -11,8 +11,8 @@
 //!   "intra_bytes": 1.2e6, "inter_bytes": 0, "us": 48.6}]
 //! ```
 
+use crate::data::limits::{Budget, Meter, charge_json};
 use crate::error::{Error, Result};
-use crate::formats::limits::{Budget, Meter, charge_json};
 use crate::judge::calibrate::Measurement;
 
 /// The largest measurements file read: 16 MiB (AIConfigurator's whole

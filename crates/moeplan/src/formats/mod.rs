@@ -24,7 +24,6 @@ pub mod csv;
 pub mod dataset;
 pub mod esft;
 pub mod hardware;
-pub mod limits;
 pub mod measurements;
 pub mod npy;
 pub mod plan_any;
@@ -189,7 +188,7 @@ pub fn read_trace(bytes: &[u8], options: &ReadOptions) -> Result<LoadTrace> {
     let mut meter = crate::Meter::new(options.budget);
     meter.bytes(bytes.len() as u64, "the file")?;
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let json = crate::formats::limits::json_first(&meter, body, "the JSON")?;
+    let json = crate::data::limits::json_first(&meter, body, "the JSON")?;
     let format = detect(body)?;
     charge_text(format, body, json, &mut meter)?;
     match format {
@@ -228,10 +227,10 @@ fn charge_text(
 ) -> Result<()> {
     match format {
         TraceFormat::SglangJson | TraceFormat::MoeplanTrace | TraceFormat::VllmLoadWindow => {
-            crate::formats::limits::charge_json_shape(meter, body, json, "the JSON")
+            crate::data::limits::charge_json_shape(meter, body, json, "the JSON")
         }
         TraceFormat::WideCsv | TraceFormat::SglangRankCsv => {
-            crate::formats::limits::charge_fields(meter, body, 8, "the CSV")
+            crate::data::limits::charge_fields(meter, body, 8, "the CSV")
         }
         TraceFormat::Npy
         | TraceFormat::Npz

@@ -17,9 +17,9 @@ use std::io::Cursor;
 
 use ndarray::{Array3, ArrayD, Axis, IxDyn};
 
+use crate::data::limits::Meter;
 use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
-use crate::formats::limits::Meter;
 
 const NPY: &str = "NumPy .npy";
 const NPZ: &str = "NumPy .npz";

@@ -229,14 +229,14 @@ pub fn read_any_plan(bytes: &[u8], ctx: &PlanContext<'_>) -> Result<PlanFile> {
     meter.bytes(bytes.len() as u64, "the plan file")?;
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     // (YAML's nesting is charged first thing by its reader, a CSV has none)
-    let json = crate::formats::limits::json_first(&meter, body, "the plan JSON")?;
+    let json = crate::data::limits::json_first(&meter, body, "the plan JSON")?;
     let format = detect_plan(body)?;
     if format == PlanFormat::Csv {
-        crate::formats::limits::charge_fields(&mut meter, body, 8, "the plan CSV")?;
+        crate::data::limits::charge_fields(&mut meter, body, 8, "the plan CSV")?;
     } else if format == PlanFormat::Trtllm {
         // charged by its reader, number by number
     } else {
-        crate::formats::limits::charge_json_shape(&mut meter, body, json, "the plan JSON")?;
+        crate::data::limits::charge_json_shape(&mut meter, body, json, "the plan JSON")?;
     }
     let needs_topology = || {
         ctx.topology.ok_or_else(|| {

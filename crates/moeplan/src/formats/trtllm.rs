@@ -137,7 +137,7 @@ fn open<'a>(name: &str, bytes: &'a [u8], meter: &mut crate::Meter) -> Result<Saf
     }
     // `declared <= held`, so the range is inside `bytes`.
     let header = bytes.get(8..8 + declared as usize).unwrap_or_default();
-    crate::formats::limits::charge_json(meter, header, "the safetensors header")?;
+    crate::data::limits::charge_json(meter, header, "the safetensors header")?;
     SafeTensors::deserialize(bytes)
         .map_err(|e| fail(format!("not a readable safetensors file: {e}")))
 }
@@ -217,7 +217,7 @@ struct Meta {
 }
 
 fn read_meta(name: &str, bytes: &[u8], meter: &mut crate::Meter) -> Result<Meta> {
-    crate::formats::limits::charge_json(meter, bytes, "meta_info.json")?;
+    crate::data::limits::charge_json(meter, bytes, "meta_info.json")?;
     serde_json::from_slice(bytes).map_err(|e| Error::parse(STATISTICS, format!("{name}: {e}")))
 }
 
@@ -709,7 +709,7 @@ pub(crate) fn read_placement_yaml(bytes: &[u8], meter: &mut crate::Meter) -> Res
     // Flow nesting is charged before the parser runs (first: the scan stops
     // at the first level too deep): libyaml's time grows with tokens ×
     // depth (a 400 KB file of nested `[` took 74 s).
-    let depth = crate::formats::limits::yaml_flow_depth(bytes, meter.budget().max_depth);
+    let depth = crate::data::limits::yaml_flow_depth(bytes, meter.budget().max_depth);
     meter.depth(depth, "the placement YAML's [ ] and { } nesting")?;
     // Every number of the text is a run of digits: an upper bound on what a
     // parse without aliases builds.

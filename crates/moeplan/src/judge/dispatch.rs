@@ -363,8 +363,9 @@ pub struct RouteShares {
 impl RouteShares {
     /// The table of `rule` for `layer` on `topology`, every GPU a source.
     /// `expert_loads[e]` is expert `e`'s load over the whole workload, from
-    /// which GRACE's rules take [`predicted_loads`] (the simulator sums the
-    /// layer's counts over every batch); the other rules ignore it, but it
+    /// which GRACE's rules take [`predicted_loads`] (the simulator passes
+    /// the plan's profile, the loads it was planned on, or for a plan
+    /// without one the layer's counts over every batch); the other rules ignore it, but it
     /// must still cover every hosted expert, which fixes the number of
     /// experts.
     ///

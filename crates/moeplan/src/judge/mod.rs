@@ -38,8 +38,8 @@
 //!   token routes, `Vllm` with token routes): integer counts give integer
 //!   loads and traffic. Even arrival divides by `D`.
 //!
-//! Source: the design brief, "Next shape: one simulator for every
-//! planner"; the rules' sources are listed in `judge/dispatch.rs`. Cost:
+//! Source: moeplan's own design, one simulator for every planner and
+//! rule; the rules' sources are listed in `judge/dispatch.rs`. Cost:
 //! O(B · L · (slots + D)) for even-split rules without sources (the bench:
 //! 256 batches × 58 layers × 256 experts on 64 GPUs); see `judge/replay.rs` for
 //! the rest, plus one SGLang map per plan for `SglangStatic`.

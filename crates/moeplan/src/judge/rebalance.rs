@@ -105,8 +105,8 @@ impl RemoteStart {
     }
 }
 
-/// The paper's ε when none is given: the loop stops once the busiest GPU
-/// is within 5 % of the mean.
+/// moeplan's ε when none is given: the loop stops once the busiest GPU is
+/// within 5 % of the mean (the paper gives only ε ∈ (0, 1)).
 pub const DEFAULT_TOLERANCE_PERCENT: u16 = 5;
 
 /// Algorithm 2 on one layer's placement, its tables built once and reused

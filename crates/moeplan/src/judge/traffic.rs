@@ -51,7 +51,7 @@
 //! each node, then across nodes — the least traffic that split allows
 //! (not the least over all optimal splits).
 //!
-//! Source: the design brief's traffic definitions
+//! Source: moeplan's own traffic definitions (stated above)
 //! and GRACE-MoE's metrics (max ingress / egress) and dispatch (§5.1).
 //! Cost: O(D) per (batch, layer) for the closed forms, O(pairs routed)
 //! otherwise; messages add O(tokens · top-k · c · m) per (batch, layer)

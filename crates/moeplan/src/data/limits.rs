@@ -212,7 +212,7 @@ impl Meter {
 /// not JSON is left for the parser to reject.
 ///
 /// ```
-/// assert_eq!(moeplan::formats::limits::json_shape(br#"{"a": [[1, 2.5e3], [-3]], "s": "[1,2]"}"#), (3, 3));
+/// assert_eq!(moeplan::data::limits::json_shape(br#"{"a": [[1, 2.5e3], [-3]], "s": "[1,2]"}"#), (3, 3));
 /// ```
 pub fn json_shape(bytes: &[u8]) -> (u64, u32) {
     json_shape_within(bytes, u32::MAX)
