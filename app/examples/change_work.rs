@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use crabgrind::callgrind;
-use moeplan_app::protocol::{Request, Response};
+use moeplan_app::protocol::{Request, Response, Source};
 use moeplan_app::settings::Settings;
 use moeplan_app::worker::{Warmed, WorkerState};
 
@@ -89,7 +89,7 @@ fn run(routes: bool) -> Result<(), String> {
     let open = Request::from_settings(
         next(),
         &s,
-        Some(s.generated()),
+        Some(Source::generated(&s)),
         Some(s.cluster()),
         None,
         false,

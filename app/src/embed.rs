@@ -5,7 +5,7 @@
 //! which gives each embed a shadow root (so the page's element ids stay
 //! unique in every embed) and calls [`mount`] with the element's attributes.
 //!
-//! Each embed has its own [`Ctx`]: its own signals and its own worker, so
+//! Each embed has its own `Ctx` (`ui/client.rs`): its own signals and its own worker, so
 //! several on one page never see one another's answers. Nothing is written
 //! to the URL hash.
 

@@ -51,6 +51,24 @@ pub enum Source {
     },
 }
 
+impl Source {
+    /// The generator's trace `settings` name.
+    ///
+    /// ```
+    /// use moeplan_app::{protocol::Source, settings::Settings};
+    /// let s = Settings::from_hash("#routes=0");
+    /// assert!(matches!(Source::generated(&s), Source::Generate { routes: false, .. }));
+    /// ```
+    pub fn generated(settings: &crate::settings::Settings) -> Source {
+        Source::Generate {
+            preset: settings.preset.clone(),
+            batches: settings.batches,
+            seed: settings.seed,
+            routes: settings.routes,
+        }
+    }
+}
+
 /// Tokens in each batch of a generated trace with token routes. At 128 a
 /// batch put 16 (token, expert) pairs on each of the default's 64 GPUs and
 /// the previous batch predicted the next one no better than chance (Libra

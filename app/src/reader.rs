@@ -20,9 +20,57 @@ use ndarray::Array3;
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::{Request, Source};
-use crate::worker::{
-    BUDGET_HINT, MAX_CROSS_TRACES, MAX_TRACE_MIB, READING_PHASE, read_budget, too_large,
-};
+
+/// The page's reading limit in MiB: a file larger than this on disk is
+/// refused before it is read, and reading may build no more than this
+/// (the file itself, what it decompresses to and the parsed values).
+pub const MAX_TRACE_MIB: u64 = 512;
+
+/// Largest trace file the page accepts, in bytes.
+pub const MAX_FILE_BYTES: u64 = MAX_TRACE_MIB << 20;
+
+/// Tells a page user what the limit is and where to go past it.
+pub const BUDGET_HINT: &str = "the page reads files that expand to at most 512 MiB; \
+use the moeplan CLI with --max-trace-mib for larger ones";
+
+/// How the phase the worker reports while it reads begins (`reading
+/// big.pt`, `reading the files`): the page's read deadline runs until a
+/// later phase or an answer arrives.
+pub const READING_PHASE: &str = "reading";
+
+/// The budget the worker reads every file with.
+///
+/// ```
+/// let b = moeplan_app::reader::read_budget();
+/// assert_eq!(b.max_bytes, moeplan_app::reader::MAX_FILE_BYTES);
+/// assert!(b.raise_hint.contains("--max-trace-mib"));
+/// ```
+pub fn read_budget() -> Budget {
+    Budget::mib(MAX_TRACE_MIB).with_hint(BUDGET_HINT)
+}
+
+/// The message for a file of `size` bytes on disk when it is over the
+/// page's limit, or `None` when the page may read it.
+///
+/// ```
+/// use moeplan_app::reader::{MAX_FILE_BYTES, too_large};
+/// assert!(too_large("a.json", MAX_FILE_BYTES as f64).is_none());
+/// let m = too_large("a.json", (600u64 << 20) as f64).unwrap();
+/// assert!(m.starts_with("a.json: 600 MiB on disk") && m.contains("512 MiB"), "{m}");
+/// ```
+pub fn too_large(name: &str, size: f64) -> Option<String> {
+    (size > MAX_FILE_BYTES as f64).then(|| {
+        format!(
+            "{name}: {:.0} MiB on disk is more than the {MAX_TRACE_MIB} MiB the page reads \
+(use the moeplan CLI with --max-trace-mib for larger files)",
+            (size / (1u64 << 20) as f64).ceil()
+        )
+    })
+}
+
+/// Most traces the page judges plans across: the matrix costs `3 · T + 2`
+/// plannings and `(3 · T + 3) · T` evaluations.
+pub const MAX_CROSS_TRACES: usize = 8;
 
 /// The reader's first message: it is listening (its wasm has started, so
 /// the files posted now are not lost).

@@ -287,16 +287,6 @@ impl Settings {
         }
     }
 
-    /// The generator's trace the settings name.
-    pub fn generated(&self) -> crate::protocol::Source {
-        crate::protocol::Source::Generate {
-            preset: self.preset.clone(),
-            batches: self.batches,
-            seed: self.seed,
-            routes: self.routes,
-        }
-    }
-
     /// Bytes one expert of the memory model takes.
     pub fn expert_bytes(&self) -> u64 {
         model::preset(&self.memory_model).map_or(0, |p| p.expert_bytes())

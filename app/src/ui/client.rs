@@ -35,8 +35,8 @@ use web_sys::{MessageEvent, Worker};
 
 use crate::board::Board;
 use crate::protocol::{CrossAsk, Request, Response, Source, TraceStatsLite, decode};
+use crate::reader::{READING_PHASE, too_large};
 use crate::settings::Settings;
-use crate::worker::{READING_PHASE, too_large};
 
 /// How long the worker may stay silent while it reads a file before the
 /// page gives it up for dead: reading is bounded by the 512 MiB budget,
@@ -1202,7 +1202,7 @@ impl Ctx {
         let s = self.settings.get_untracked();
         self.send(
             Kind::Trace,
-            Some(ResendableSource::Generated(s.generated())),
+            Some(ResendableSource::Generated(Source::generated(&s))),
             Some(cluster_of(&s)),
             None,
             None,

@@ -1,11 +1,11 @@
 //! The page: controls on the left, figures on the right. All planning
 //! happens in the worker (see `bin/worker.rs`); this module only sends
-//! requests, hands each answer to the [`Board`] (what changed since the
+//! requests, hands each answer to the [`Board`](crate::board::Board) (what changed since the
 //! last one), and times the round trip. What is drawn is in `figures.rs`
 //! and `charts/`, each piece reading only its own part of the board.
 //!
-//! [`client`] is the worker client (requests, timings, restarts);
-//! [`page`] the layout and controls.
+//! `client` is the worker client (requests, timings, restarts);
+//! `page` the layout and controls.
 
 mod client;
 mod page;

@@ -1,6 +1,7 @@
 //! What the page and the JavaScript API draw, serialised: a [`View`] of
 //! every plan's figures ([`PlanFigures`]), one layer's placement
-//! ([`LayerView`]), an exported file ([`Export`]) and the planners' notes.
+//! ([`LayerView`]), an exported file ([`Export`]) and the planners' notes;
+//! and how a workspace makes them.
 
 use serde::{Deserialize, Serialize};
 
@@ -10,6 +11,8 @@ use moeplan::judge::cost::Prediction;
 use moeplan::planners::registry::CurvePoint;
 
 use crate::grace::GroupingView;
+#[allow(clippy::wildcard_imports)]
+use crate::*;
 
 /// An exported plan.
 #[derive(Debug, Clone, PartialEq)]
@@ -171,4 +174,286 @@ pub struct View {
     /// routes (without them there is no affinity to draw).
     #[serde(default)]
     pub grouping: Option<GroupingView>,
+}
+
+/// How a workspace makes its views and exports.
+impl Workspace {
+    /// The figures for one budget and the placement of layer index `layer`,
+    /// under the evaluator's even split.
+    pub fn view(&self, replicas_per_gpu: Option<usize>, layer: usize) -> Result<View> {
+        self.view_under(replicas_per_gpu, layer, Rule::Even)
+    }
+
+    /// [`Workspace::view`] with every plan's balance and traffic measured by
+    /// [`simulate`](moeplan::judge::simulate) under `rule`. Under [`Rule::Even`] the figures are
+    /// exactly [`Workspace::view`]'s (CRAFT's from its preparation, the
+    /// others' from [`evaluate`](moeplan::evaluate)) and the traffic is the closed form of even
+    /// arrival (no replay: a budget change stays as cheap as before). A plan the
+    /// budget does not move is replayed once per rule asked for in a row.
+    ///
+    /// ```
+    /// use moeplan::judge::Rule;
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::{synth::generator, data::model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 2, gpus_per_node: 4, groups: 1 })?;
+    /// let v = ws.view_under(Some(2), 0, Rule::Optimal)?;
+    /// assert_eq!(v.rule, "optimal");
+    /// let t = &v.plans[2].traffic;
+    /// assert!((t.local + t.intra_node + t.cross_node - t.pairs).abs() < 1e-6 * t.pairs);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn view_under(
+        &self,
+        replicas_per_gpu: Option<usize>,
+        layer: usize,
+        rule: Rule,
+    ) -> Result<View> {
+        self.view_inner(replicas_per_gpu, layer, rule, false, None)
+    }
+
+    /// [`Workspace::view_under`] (with the per-batch series when
+    /// `batches`) with every plan priced on `pricing`'s hardware
+    /// ([`PlanFigures::predicted`]), each speedup over BASE's. A static
+    /// plan is priced on the workload's mean batch — one batch, so a
+    /// budget change stays within a few milliseconds; `moeplan eval
+    /// --hardware` prices every batch — and a per-batch plan (Libra) on
+    /// every batch, since its copies change from batch to batch. The plans
+    /// the budget does not move are priced once per rule and pricing.
+    ///
+    /// ```
+    /// use moeplan::judge::{Rule, cost::Pricing};
+    /// use moeplan::{data::{hardware, model}, synth::generator};
+    /// use moeplan_view::{Cluster, Workspace};
+    /// let m = model::preset("olmoe")?;
+    /// let ws = Workspace::new(generator::generate(&generator::GenConfig::new(m, 4))?, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
+    /// let p = Pricing::new(hardware::preset("h100-ib-ndr")?, m);
+    /// let v = ws.view_priced(Some(2), 0, Rule::Even, false, Some(&p))?;
+    /// let base = v.plans[0].predicted.as_ref().unwrap();
+    /// assert_eq!((v.plans[0].name.as_str(), base.speedup), ("base", Some(1.0)));
+    /// assert!(v.plans[2].predicted.as_ref().unwrap().step_ms > 0.0);
+    /// assert!(ws.view(Some(2), 0)?.plans[2].predicted.is_none());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn view_priced(
+        &self,
+        replicas_per_gpu: Option<usize>,
+        layer: usize,
+        rule: Rule,
+        batches: bool,
+        pricing: Option<&Pricing>,
+    ) -> Result<View> {
+        self.view_inner(replicas_per_gpu, layer, rule, batches, pricing)
+    }
+
+    /// [`Workspace::view_under`] with every plan's imbalance per batch
+    /// ([`PlanFigures::per_batch_imbalance`]). A view without it leaves a
+    /// plan's series out under `even` unless it was computed before (the
+    /// planners' own figures are per layer, and a series takes a replay:
+    /// about 7 ms natively for DeepSeek-V3's 64 batches on 64 GPUs, most of
+    /// a budget change), so the page asks for them after a new trace or
+    /// cluster and once the slider rests.
+    ///
+    /// ```
+    /// use moeplan::judge::Rule;
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::{synth::generator, data::model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
+    /// let craft = |v: moeplan_view::View| v.plans.into_iter().find(|p| p.name == "craft").unwrap();
+    /// assert!(craft(ws.view(Some(3), 0)?).per_batch_imbalance.is_empty());
+    /// assert_eq!(craft(ws.view_with_batches(Some(3), 0, Rule::Even)?).per_batch_imbalance.len(), 4);
+    /// assert_eq!(craft(ws.view(Some(3), 0)?).per_batch_imbalance.len(), 4); // kept
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn view_with_batches(
+        &self,
+        replicas_per_gpu: Option<usize>,
+        layer: usize,
+        rule: Rule,
+    ) -> Result<View> {
+        self.view_inner(replicas_per_gpu, layer, rule, true, None)
+    }
+
+    pub(crate) fn view_inner(
+        &self,
+        replicas_per_gpu: Option<usize>,
+        layer: usize,
+        rule: Rule,
+        batches: bool,
+        pricing: Option<&Pricing>,
+    ) -> Result<View> {
+        let focus = self.focus()?.plan(replicas_per_gpu)?;
+        let l = self.trace().num_layers();
+        if layer >= l {
+            return Err(Error::Argument(format!(
+                "layer index {layer} is outside 0..{l}"
+            )));
+        }
+        let mut plans = Vec::new();
+        let mut notes = Vec::new();
+        if let Some(s) = self.whole.as_ref().and_then(Workload::num_sources) {
+            let d = self.topology.num_gpus();
+            notes.push(format!(
+                "the trace's {s} source ranks on {d} GPUs: rank r sends from GPU r mod {d}, as if {} ranks shared a GPU",
+                s.div_ceil(d)
+            ));
+        }
+        for (i, entry) in self.entries.iter().enumerate() {
+            let planner = entry.id.planner()?;
+            match &entry.state {
+                State::Failed(e) => notes.push(format!("{}: {e}", entry.display)),
+                State::Pending if planner.per_batch() => notes.push(format!(
+                    "{}: re-placing every batch for this cluster, shown next",
+                    entry.display
+                )),
+                State::Pending => notes.push(format!(
+                    "{}: grouping experts by co-activation for this cluster, shown next",
+                    entry.display
+                )),
+                State::Fixed(fixed) => {
+                    let mut f = figures(planner, fixed.budget, &fixed.report);
+                    f.per_batch_imbalance = self.fixed_batches(fixed, batches)?;
+                    match (rule, self.even_traffic) {
+                        (Rule::Even, Some(t)) => f.traffic = t,
+                        (Rule::Even, None) => f.traffic = self.fixed_even_traffic(fixed)?,
+                        _ => self.fixed_under(fixed, rule)?.apply(&mut f),
+                    }
+                    if let Some(p) = pricing {
+                        f.predicted = self.kept_prediction(entry.id, rule, p, || {
+                            self.predict(&fixed.plan, rule, p)
+                        })?;
+                    }
+                    plans.push(f);
+                }
+                State::Scheduled(s) => {
+                    let mut f = s.figures(planner);
+                    if let Some(p) = pricing {
+                        // Under its own rule, whatever the view's.
+                        f.predicted = self.kept_prediction(entry.id, rule, p, || {
+                            let served = Served::Schedule {
+                                base: &s.base,
+                                schedule: &s.schedule,
+                            };
+                            price(&self.work, served, &self.cost, p).map(Some)
+                        })?;
+                    }
+                    plans.push(f);
+                }
+                State::Slider(ready) => {
+                    // The focus is planned once above, for the charts too.
+                    let other;
+                    let planned = if i == self.focus {
+                        &focus
+                    } else {
+                        other = ready.plan(replicas_per_gpu)?;
+                        &other
+                    };
+                    let mut f = self.slider_under(planner, planned, rule, batches)?;
+                    if let Some(p) = pricing {
+                        f.predicted = self.predict(&planned.plan, rule, p)?;
+                    }
+                    plans.push(f);
+                }
+            }
+        }
+        // Every speedup over BASE's throughput, when BASE is shown.
+        let base = plans
+            .iter()
+            .find(|f| f.name == "base")
+            .and_then(|f| f.predicted.clone());
+        if let Some(base) = base {
+            for p in plans.iter_mut().filter_map(|f| f.predicted.as_mut()) {
+                p.compare_with(&base);
+            }
+        }
+        Ok(View {
+            topology: self.topology,
+            layer_ids: self.trace().layer_ids().to_vec(),
+            batches: self.trace().num_batches(),
+            rule: rule.name().to_string(),
+            plans,
+            notes,
+            planner_notes: self.planner_notes(),
+            focus: self
+                .entries
+                .get(self.focus)
+                .map(|e| e.id.to_string())
+                .unwrap_or_default(),
+            replicas_per_gpu: focus.budget.unwrap_or(0),
+            auto_replicas_per_gpu: self.auto_r,
+            curve: self.curve.clone(),
+            heat: self.heat(&focus.plan),
+            layer: self.layer_view(&focus.plan, layer),
+            grouping: self.grouping_view(layer)?,
+        })
+    }
+
+    /// The focus planner's (CRAFT's) plan for a budget in the project's JSON
+    /// or SGLang's `--init-expert-location` JSON (`format`: `moeplan` or
+    /// `sglang`).
+    /// SGLang needs the same slot count on every GPU in every layer; a CRAFT
+    /// plan that varies is padded to the closest such plan
+    /// ([`Plan::padded_to_uniform`]) and the export says so.
+    pub fn export(&self, replicas_per_gpu: Option<usize>, format: &str) -> Result<Export> {
+        let Some(file) = export_formats().find(|f| f.name() == format) else {
+            let names: Vec<&str> = export_formats().map(PlanFormat::name).collect();
+            return Err(Error::Argument(format!(
+                "unknown export format {format:?}: {}",
+                names.join(" or ")
+            )));
+        };
+        let plan = self.focus_plan(replicas_per_gpu)?;
+        let (plan, meta, note) = match file {
+            PlanFormat::Sglang if plan.uniform_slots_per_gpu().is_none() => {
+                let padded = plan.padded_to_uniform(self.summed.view())?;
+                let added = padded.summary().replicas - plan.summary().replicas;
+                let per_gpu = padded.uniform_slots_per_gpu().unwrap_or(0);
+                let note = format!(
+                    "SGLang needs the same slot count on every GPU in every layer: padded to {per_gpu} slots per GPU with {added} more replicas (the hottest experts per copy)"
+                );
+                (padded, self.export_meta(file, replicas_per_gpu), Some(note))
+            }
+            _ => (plan, self.export_meta(file, replicas_per_gpu), None),
+        };
+        Ok(Export {
+            text: file.write(&plan, &meta)?,
+            note,
+        })
+    }
+
+    /// What an exported file records: moeplan's JSON the model's layers
+    /// and the focus planner's options; SGLang's rows only a layer count
+    /// the trace knows (an assumed one could place MoE positions wrongly).
+    pub(crate) fn export_meta(
+        &self,
+        file: PlanFormat,
+        replicas_per_gpu: Option<usize>,
+    ) -> PlanMeta {
+        match file {
+            PlanFormat::Moeplan => PlanMeta {
+                model_layers: Some(self.trace().model_layers()),
+                model: self.trace().model().map(str::to_string),
+                holdout: None,
+                options: self.focus_options(replicas_per_gpu),
+            },
+            _ => PlanMeta {
+                model_layers: self.trace().known_model_layers(),
+                ..PlanMeta::default()
+            },
+        }
+    }
+
+    /// The focus planner's options for a budget (the rest at their
+    /// defaults, as the workspace plans it), as a plan file records them.
+    pub(crate) fn focus_options(&self, replicas_per_gpu: Option<usize>) -> Option<Settings> {
+        let spec = focus_planner()?.spec();
+        let budget = spec
+            .options
+            .iter()
+            .find(|o| matches!(o.kind, moeplan::planners::Kind::Budget(_)))?;
+        let value = replicas_per_gpu.map_or(Value::Auto, Value::Count);
+        let set = Settings::new().with(budget.name, value).ok()?;
+        Some(set.resolved_for(spec))
+    }
 }

@@ -25,7 +25,7 @@ pub use eplb::{EplbConfig, base, eplb};
 pub use registry::{
     CurvePoint, Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerInfo, PlannerSpec,
     Predicted, Prepared, Settings, Unit, Value, all_options, describe, find, option, plan, prepare,
-    registry,
+    prepare_by, registry,
 };
 
 /// Every planner's registry entry, in [`PLANNERS`]' order, as data only:

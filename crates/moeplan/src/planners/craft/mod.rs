@@ -26,7 +26,7 @@
 //!    default): swaps, then the joint search over counts and places
 //!    ([`joint_search`](crate::planners::shared::joint::joint_search))
 //!    for every (layer, replica count) of Algorithm 1; `repair` searches the
-//!    final plan again ([`repair`](crate::planners::shared::joint::repair)).
+//!    final plan again ([`crate::planners::shared::joint::repair`]).
 //!
 //! Steps 1–2 live in [`Craft::prepare`]; a budget change re-runs only steps
 //! 3–5 in [`Craft::plan`] (the app's slider).
@@ -180,7 +180,7 @@ pub struct CraftOptions {
     /// was before the joint search — for comparisons).
     pub joint: bool,
     /// After the plan for a budget is made, search each layer again with
-    /// random restarts ([`repair`](crate::planners::shared::joint::repair))
+    /// random restarts ([`crate::planners::shared::joint::repair`])
     /// at the same memory. Costs time at every budget change; off by default.
     pub repair: bool,
     /// The hardware and model [`Objective::Time`] prices with.

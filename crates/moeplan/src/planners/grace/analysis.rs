@@ -13,7 +13,7 @@
 //! matrix are done once per layer.
 //!
 //! Every memoised value is a deterministic function of its key (the layer's
-//! affinity, the expert set, the group count and [`SEED`](super::SEED)), so
+//! affinity, the expert set, the group count and [`super::SEED`]), so
 //! plans are the same bit for bit whether an analysis is fresh or reused.
 //!
 //! Cost: building is O(L · T · k²) (the affinity); memory O(L · n²) for the

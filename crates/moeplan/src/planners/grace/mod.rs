@@ -13,8 +13,8 @@
 //! 3. For every ratio of [`RATIOS`]: the
 //!    [`hierarchical_grouping`](grouping::hierarchical_grouping) (Algorithm
 //!    2 within each node) and its `(S(r), U(r))` point (Eq. 1); `r` at the
-//!    curve's [`knee`](grouping::knee), or the one asked for. O(P · n²).
-//! 4. [`replicate`](replication::replicate) (Eq. 2) on the chosen groups.
+//!    curve's [`grouping::knee`], or the one asked for. O(P · n²).
+//! 4. [`replication::replicate`] (Eq. 2) on the chosen groups.
 //!
 //! [`Grace::plan`] assembles the groups, with the replicas when
 //! [`REPLICATION`] is on: cheap. GRACE has no replica budget — Eq. 2
@@ -30,7 +30,7 @@
 //! only — no token routes, no recorded affinity — (and in a layer with no
 //! co-activation at all: top-1 routing, or with fewer experts than GPUs)
 //! the grouping falls back to load only —
-//! [`load_grouping`](grouping::load_grouping): heaviest expert first to the
+//! [`grouping::load_grouping`]: heaviest expert first to the
 //! lightest GPU with room, `⌊n / D⌋` or `⌈n / D⌉` experts each — and
 //! replication still follows Eq. 2. [`Prepared::notes`] says so, for the
 //! front ends to show.

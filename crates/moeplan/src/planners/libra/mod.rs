@@ -4,7 +4,7 @@
 //! Static plans (EPLB, CRAFT, GRACE) place experts once; Libra re-places
 //! every layer of every batch: while layer `i` runs it predicts layer
 //! `i + 1`'s routing ([`predict`]), copies up to `N` experts per GPU onto
-//! a static base ([`prefetch`], Algorithm 1), and shards the remote pairs
+//! a static base ([`prefetch()`], Algorithm 1), and shards the remote pairs
 //! of replicated experts over the copies on the CPU
 //! ([`crate::judge::Rebalancer`], Algorithm 2, the dispatch rule
 //! [`Rule::Libra`]).
@@ -17,7 +17,7 @@
 //! (it refills its buffers every layer of every batch).
 //!
 //! **Files.** This one: options and the schedule. [`predict`]: the
-//! predictors and their accuracy (Table 1's metric). [`prefetch`]:
+//! predictors and their accuracy (Table 1's metric). [`prefetch`](mod@prefetch):
 //! Algorithm 1. The rebalancer lives in the judge (`judge/rebalance.rs`).
 //!
 //! **In the registry.** [`LibraPlanner`] (`--algo libra`) plans a
@@ -25,7 +25,7 @@
 //! loads, the paper's starting point (it builds on the serving engine's
 //! expert-parallel layout) and independent of the loads, so no budget moves
 //! it — and serves it per batch through
-//! [`Prepared::schedule`](crate::planners::Prepared::schedule): on whatever
+//! [`crate::planners::Prepared::schedule`]: on whatever
 //! workload it serves (Libra is online), the predictor named by
 //! [`PREDICTOR`] is built on that workload and [`libra_schedule`] runs on
 //! it. Front ends show the base as the plan an engine loads and the

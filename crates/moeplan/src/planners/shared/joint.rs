@@ -3,7 +3,7 @@
 //!
 //! Beyond the papers. CRAFT and EPLB fix the copy counts first
 //! (the next copy to the highest load per copy) and place second; the swap
-//! refinement ([`refine_placement`](super::refine_placement)) cannot change
+//! refinement ([`super::placement::refine_placement`]) cannot change
 //! the counts. On vllm-ascend's FlashLB example (loads 600, 560, 120, 120,
 //! 20, 10, 10, 10 on 8 devices × 2 slots) that order peaks at 232 where
 //! 196.7 is possible. [`joint_search`] starts from any valid placement and,
@@ -584,7 +584,7 @@ fn kick(loads: &[f64], gpus: &mut [Vec<u32>], rng: &mut ChaCha8Rng) {
 
 /// The repair step at the same memory (`--repair`): every layer of `plan`
 /// searched by [`joint_layer`] from its own placement, on that layer's
-/// loads (`summed` = layers × experts, e.g. [`LoadTrace::summed`]), with
+/// loads (`summed` = layers × experts, e.g. [`LoadTrace::summed`](crate::LoadTrace::summed)), with
 /// each GPU's slot count kept. A layer whose busiest GPU does not get
 /// lighter keeps its placement, so no layer gets worse on these loads.
 ///

@@ -94,7 +94,7 @@ pub(crate) fn model(w: &[f64], capacity: &[usize], k_lo: &[usize], ub: f64, bina
 /// Copy counts from the oracle's linear relaxation (every binary in
 /// `[0, 1]`): each expert's expected copy count `Σ k · u[e][k]`, rounded by
 /// largest remainder so the counts fill the slots, `1 ≤ c ≤ D`. A start for
-/// the joint search ([`joint_layer`]) that owes nothing to the greedy
+/// the joint search ([`joint_layer`](super::joint::joint_layer)) that owes nothing to the greedy
 /// highest-load-per-copy order; `None` for a layer too large to model
 /// ([`MAX_BINARIES`]) or when the solver fails. Polynomial (simplex).
 ///
