@@ -394,6 +394,19 @@ fn test(phases: &mut Phases) -> Result {
             ],
         )
     })?;
+    // Every doc link resolves and every doc comment parses: a stale link is
+    // a claim about code that is gone.
+    // The CLI's binary is also named `moeplan`: documented with the
+    // libraries, cargo warns that one page overwrites the other.
+    phases.run("docs (warnings denied)", || {
+        let deny = [("RUSTDOCFLAGS", "-D warnings")];
+        sh_env(&c, &["doc", "--workspace", "--no-deps", "--lib"], &deny)?;
+        sh_env(
+            &c,
+            &["doc", "--workspace", "--no-deps", "--bin", "moeplan"],
+            &deny,
+        )
+    })?;
     phases.run("native tests (workspace)", || {
         sh(&c, &["test", "--workspace"])
     })?;

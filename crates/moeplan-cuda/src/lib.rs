@@ -13,7 +13,7 @@
 //! | expert compute: gate/up GEMM, SiLU(gate)·up, down GEMM in bf16 (f32 accumulate) | [`expert`] | [`gpu::Gpu::experts_rank`] (cuBLAS) |
 //! | combine: gate-weighted sum back into token order | [`combine`] | [`gpu::Gpu::combine`] |
 //!
-//! Expert parallelism is emulated on one GPU ([`bench`]): each simulated
+//! Expert parallelism is emulated on one GPU ([`bench`](mod@bench)): each simulated
 //! rank's share — the rows its hosted copies receive — runs alone, timed
 //! with CUDA events; a layer takes as long as its slowest rank.
 //!

@@ -4,7 +4,7 @@
 //! [`Workspace`], every method returning `Result<_, js_sys::Error>` through
 //! one conversion helper, values crossing as plain JS objects
 //! (serde-wasm-bindgen). Planner names, options and defaults are the core's
-//! registry ([`planners`] lists them). A documentation page that only wants
+//! registry ([`planners()`] lists them). A documentation page that only wants
 //! one plan calls [`plan`]:
 //!
 //! ```js
