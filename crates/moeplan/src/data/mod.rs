@@ -7,6 +7,7 @@ pub mod hardware;
 pub mod limits;
 pub mod model;
 pub mod plan;
+mod provenance;
 pub mod topology;
 pub mod trace;
 pub mod workload;
