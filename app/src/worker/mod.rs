@@ -418,14 +418,12 @@ fn pricing(ws: &Workspace, req: &Request) -> Result<Option<Pricing>, String> {
     Ok(Some(Pricing::new(hardware, memory_model(ws, req)?)))
 }
 
-/// The page's memory model, else the trace's, else DeepSeek-V3.
+/// The page's memory model, else the trace's, else DeepSeek-V3: the core's
+/// one choice ([`moeplan::judge::ModelChoice::choose`]).
 fn memory_model(ws: &Workspace, req: &Request) -> Result<&'static model::ModelPreset, String> {
-    let name = Some(req.model.as_str())
-        .filter(|m| !m.is_empty())
-        .or(ws.trace().model())
-        .unwrap_or("deepseek-v3");
-    model::preset(name)
-        .or_else(|_| model::preset("deepseek-v3"))
+    let asked = Some(req.model.as_str()).filter(|m| !m.is_empty());
+    moeplan::judge::ModelChoice::choose(asked, ws.trace())
+        .map(|c| c.preset)
         .map_err(|e| e.to_string())
 }
 

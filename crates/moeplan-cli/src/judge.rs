@@ -4,7 +4,7 @@
 
 use moeplan::Workload;
 use moeplan::judge::cost::{Assumptions, Kernel, Overlap, Phase, Prediction, Pricing};
-use moeplan::judge::{CostModel, Messages, Report, Rule, Schedule, Served};
+use moeplan::judge::{CostModel, Messages, ModelChoice, Report, Rule, Schedule, Served};
 use moeplan::planners::Prepared;
 use moeplan::{EvalReport, LoadTrace, Plan, data::model};
 use serde_json::{Value, json};
@@ -23,20 +23,17 @@ pub struct Cost {
 
 impl Cost {
     /// `--model`, else the trace's model when it is a preset, else
-    /// DeepSeek-V3.
+    /// DeepSeek-V3: the core's one choice ([`ModelChoice::choose`]).
     pub fn choose(model: Option<&str>, trace: &LoadTrace) -> Result<Cost, moeplan::Error> {
-        let (preset, from) = match model {
-            Some(name) => (model::preset(name)?, "--model"),
-            None => match trace.model().and_then(|n| model::preset(n).ok()) {
-                Some(p) => (p, "the trace"),
-                None => (model::preset("deepseek-v3")?, "default"),
-            },
-        };
+        let chosen = ModelChoice::choose(model, trace)?;
         Ok(Cost {
-            model: CostModel::for_model(preset),
+            model: chosen.cost(),
             pricing: None,
-            preset: preset.name,
-            from,
+            preset: chosen.preset.name,
+            from: match chosen.from {
+                "asked" => "--model",
+                other => other,
+            },
         })
     }
 

@@ -51,7 +51,6 @@ use serde::{Deserialize, Serialize};
 
 pub use grace::{GroupingView, RatioPoint};
 use moeplan::Workload;
-use moeplan::data::model;
 use moeplan::data::plan::Plan;
 use moeplan::data::topology::Topology;
 use moeplan::data::trace::LoadTrace;
@@ -363,10 +362,7 @@ impl Workspace {
         let settings = options
             .clone()
             .with(GROUPS.name, Value::Count(cluster.groups))?;
-        let cost = trace
-            .model()
-            .and_then(|m| model::preset(m).ok())
-            .map_or_else(CostModel::default, CostModel::for_model);
+        let cost = moeplan::judge::ModelChoice::choose(None, trace)?.cost();
         let mut entries = Vec::new();
         let mut focus = None;
         let mut curve = Vec::new();

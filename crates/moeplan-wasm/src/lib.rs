@@ -28,7 +28,7 @@
 use moeplan::Workload;
 use moeplan::formats::{self, plan_json};
 use moeplan::judge::cost::Pricing;
-use moeplan::judge::{CostModel, Schedule, simulate};
+use moeplan::judge::{ModelChoice, Schedule, simulate};
 use moeplan::planners::{self, PlannerId, Settings, craft};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{EvalReport, LoadTrace, Topology, data::model, evaluate};
@@ -153,14 +153,10 @@ impl Priced {
         let Some(h) = &self.hardware else {
             return Ok(None);
         };
-        let name = self
-            .model
-            .as_deref()
-            .or(trace.model())
-            .unwrap_or("deepseek-v3");
+        let chosen = ModelChoice::choose(self.model.as_deref(), trace)?;
         Ok(Some(Pricing::new(
             moeplan::data::hardware::preset(h)?,
-            model::preset(name)?,
+            chosen.preset,
         )))
     }
 }
@@ -259,11 +255,7 @@ pub struct ScheduleReplay {
 /// are the simulator's figures it serves with. Only the replay: the base's
 /// evaluation is `report` already.
 fn schedule_replay(work: &Workload, s: &Schedule) -> Result<ScheduleReplay, moeplan::Error> {
-    let cost = work
-        .trace()
-        .model()
-        .and_then(|m| model::preset(m).ok())
-        .map_or_else(CostModel::default, CostModel::for_model);
+    let cost = ModelChoice::choose(None, work.trace())?.cost();
     let r = simulate(work, &s.strategy, &cost)?;
     Ok(ScheduleReplay {
         about: s.about.clone(),

@@ -332,7 +332,7 @@ impl LoadTrace {
     }
 
     /// Every batch's counts summed into one batch, the trace's model kept.
-    pub fn summed_batch(&self) -> LoadTrace {
+    pub(crate) fn summed_batch(&self) -> LoadTrace {
         LoadTrace {
             counts: Arc::new(self.summed().insert_axis(Axis(0))),
             layer_ids: self.layer_ids.clone(),

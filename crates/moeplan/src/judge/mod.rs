@@ -128,6 +128,66 @@ impl CostModel {
     }
 }
 
+/// Whose sizes price a plan (its traffic bytes, its copies, its time): the
+/// one choice every front end makes, with one fallback.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelChoice {
+    /// The model.
+    pub preset: &'static ModelPreset,
+    /// Where the choice came from: `asked` (a flag, the page's control),
+    /// `the trace` (it names a preset) or `default` ([`DEFAULT_MODEL`]).
+    pub from: &'static str,
+}
+
+/// The model when neither the caller nor the trace names one: DeepSeek-V3,
+/// the model the engines' expert-parallel balancers were built for.
+pub const DEFAULT_MODEL: &str = "deepseek-v3";
+
+impl ModelChoice {
+    /// `asked` when given (an unknown name is an error, never a silent
+    /// fallback), else the trace's model when it names a preset, else
+    /// [`DEFAULT_MODEL`].
+    ///
+    /// ```
+    /// use moeplan::judge::{CostModel, ModelChoice};
+    /// use moeplan::LoadTrace;
+    /// use ndarray::Array3;
+    /// let t = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![0])?;
+    /// let c = ModelChoice::choose(None, &t)?;
+    /// assert_eq!((c.preset.name, c.from), ("deepseek-v3", "default"));
+    /// assert_eq!(c.cost(), CostModel::default());
+    /// let t = t.with_model("olmoe");
+    /// assert_eq!(ModelChoice::choose(None, &t)?.from, "the trace");
+    /// assert_eq!(ModelChoice::choose(Some("qwen3-30b-a3b"), &t)?.from, "asked");
+    /// assert!(ModelChoice::choose(Some("gpt-5"), &t).is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn choose(asked: Option<&str>, trace: &crate::LoadTrace) -> Result<ModelChoice> {
+        use crate::data::model::preset;
+        Ok(match asked {
+            Some(name) => ModelChoice {
+                preset: preset(name)?,
+                from: "asked",
+            },
+            None => match trace.model().and_then(|n| preset(n).ok()) {
+                Some(p) => ModelChoice {
+                    preset: p,
+                    from: "the trace",
+                },
+                None => ModelChoice {
+                    preset: preset(DEFAULT_MODEL)?,
+                    from: "default",
+                },
+            },
+        })
+    }
+
+    /// The chosen model's sizes ([`CostModel::for_model`]).
+    pub fn cost(&self) -> CostModel {
+        CostModel::for_model(self.preset)
+    }
+}
+
 impl Default for CostModel {
     /// DeepSeek-V3: hidden 7168, bf16 activations, FP8 experts of
     /// 3 × 7168 × 2048 bytes.

@@ -132,7 +132,7 @@ impl Mix {
     }
 
     /// The same traces with other weights.
-    pub fn with_weights(&self, weights: &[f64]) -> Result<Mix> {
+    pub(crate) fn with_weights(&self, weights: &[f64]) -> Result<Mix> {
         Mix::new(self.traces.clone(), Some(weights))
     }
 

@@ -324,7 +324,7 @@ impl Craft {
     /// it on the planning batches (`r` = 0 or one of the table's counts; the
     /// plan for any budget uses exactly these placements, so in-sample this
     /// is the plan's balancedness, no replay needed).
-    pub fn layer_balancedness(&self, l: usize, r: usize) -> Result<f64> {
+    pub(crate) fn layer_balancedness(&self, l: usize, r: usize) -> Result<f64> {
         let k = self.column(l, r)?;
         let base = self.table.base.get(l).copied();
         let gain = match k {
@@ -337,7 +337,7 @@ impl Craft {
     }
 
     /// Imbalance ratio of layer `l` with `r` replicas (planning batches).
-    pub fn layer_imbalance(&self, l: usize, r: usize) -> Result<f64> {
+    pub(crate) fn layer_imbalance(&self, l: usize, r: usize) -> Result<f64> {
         let k = self.column(l, r)?;
         self.table
             .imbalance
