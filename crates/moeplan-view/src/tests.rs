@@ -292,7 +292,7 @@ fn graces_plan_records_its_profile_as_every_planners_does() {
                 State::Slider(p) => p.plan(Some(2)).unwrap().plan,
                 _ => continue,
             };
-            let summed = work.trace().counts().sum_axis(ndarray::Axis(0));
+            let summed = work.trace().summed();
             assert_eq!(
                 plan.profile(),
                 Some(summed.view()),

@@ -245,12 +245,10 @@ fn repair_reaches_the_optimum_on_the_zipf_layer_and_its_neighbours() {
     // most): each solve takes about 5 s of a debug build; all 16 one-load
     // neighbours matched the optimum exactly when this was written
     // (2026-11-28).
-    for i in [7] {
-        for f in [0.5f64, 2.0] {
-            let mut w = layer.to_vec();
-            w[i] = (w[i] * f).round();
-            layers.push(w);
-        }
+    for f in [0.5f64, 2.0] {
+        let mut w = layer.to_vec();
+        w[7] = (w[7] * f).round();
+        layers.push(w);
     }
     let mut checked = 0;
     for w in &layers {

@@ -21,6 +21,18 @@ fn core_sources() -> Vec<PathBuf> {
     v
 }
 
+/// A core file's code without its tests: `None` for a module's tests
+/// (`mod tests;` under `#[cfg(test)]`, in `tests.rs`), else the text
+/// before an inline `#[cfg(test)] mod tests`.
+fn module_code(p: &Path) -> Option<String> {
+    if p.ends_with("tests.rs") {
+        return None;
+    }
+    let text = std::fs::read_to_string(p).unwrap();
+    let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+    Some(code.to_string())
+}
+
 #[test]
 fn every_core_file_opens_with_a_doc_comment() {
     for p in core_sources() {
@@ -143,13 +155,12 @@ fn module_imports() -> std::collections::BTreeMap<String, std::collections::BTre
         "lib.rs's re-exports not read: {reexports:?}"
     );
     let mut out = BTreeMap::new();
-    // A module's tests (`mod tests;` under `#[cfg(test)]`, in `tests.rs`)
-    // are not its code, as an inline `mod tests` is not.
-    for p in files.iter().filter(|p| !p.ends_with("tests.rs")) {
+    for p in &files {
+        let Some(text) = module_code(p) else {
+            continue;
+        };
         let here = module_of(p);
         let name = here.join("::");
-        let text = std::fs::read_to_string(p).unwrap();
-        let text = text.split("#[cfg(test)]\nmod tests").next().unwrap();
         let code: String = text
             .lines()
             .filter(|l| !l.trim_start().starts_with("//"))
@@ -480,12 +491,8 @@ fn pub_items() -> usize {
     };
     core_sources()
         .iter()
-        .filter(|p| !p.ends_with("tests.rs"))
-        .map(|p| {
-            let text = std::fs::read_to_string(p).unwrap();
-            let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
-            code.lines().filter(|l| item(l)).count()
-        })
+        .filter_map(|p| module_code(p))
+        .map(|code| code.lines().filter(|l| item(l)).count())
         .sum()
 }
 

@@ -475,7 +475,7 @@ pub fn prepare_by(
         )));
     }
     let inner = own()?;
-    let profile = work.trace().counts().sum_axis(ndarray::Axis(0));
+    let profile = work.trace().summed();
     Ok(Box::new(Profiled { inner, profile }))
 }
 
