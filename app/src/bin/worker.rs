@@ -30,7 +30,9 @@ use std::rc::Rc;
 
 use moeplan_app::protocol::{Request, Response, encode, post_with_numbers, why_stopped};
 use moeplan_app::reader::{READER_READY, ReadAnswer, ReadAsk, unpack};
-use moeplan_app::worker::{Read, Warmed, WorkerState};
+use moeplan_app::worker::{
+    HELPER, Helper, HelperAnswer, HelperAsk, Read, Shared, Warmed, WorkerState,
+};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use web_sys::{DedicatedWorkerGlobalScope, ErrorEvent, MessageEvent, Worker};
@@ -55,10 +57,24 @@ fn main() {
         reading: RefCell::new(None),
         spent: RefCell::new(None),
         backlog: RefCell::new(VecDeque::new()),
+        helper: RefCell::new(None),
+        helper_failed: Cell::new(false),
+        waiting: RefCell::new(None),
+        as_helper: RefCell::new(Helper::default()),
     });
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
         let data = js_sys::Array::from(&ev.data());
         let text = data.get(0).as_string().unwrap_or_default();
+        // This instance is another planning worker's helper for this message.
+        if data.get(2).as_string().as_deref() == Some(HELPER) {
+            let numbers = data
+                .get(1)
+                .dyn_into::<js_sys::Float64Array>()
+                .map(|a| a.to_vec())
+                .unwrap_or_default();
+            server.help(&text, &numbers);
+            return;
+        }
         let bytes = data.get(1).dyn_into::<js_sys::Uint8Array>().ok();
         server.receive(text, bytes, epoch_ms());
     });
@@ -79,8 +95,41 @@ struct Server {
     /// The last read's reader and callbacks, dropped at the next read (not
     /// inside their own callback).
     spent: RefCell<Option<Reading>>,
-    /// Requests that came while a file was read: `[json, bytes]` and when.
+    /// Requests that came while a file was read or a part was made by the
+    /// helper: `[json, bytes]` and when.
     backlog: RefCell<VecDeque<(String, Option<js_sys::Uint8Array>, f64)>>,
+    /// The helper worker ([`moeplan_app::worker::Helper`]), once started.
+    helper: RefCell<Option<HelperConn>>,
+    /// The helper could not start or died: this worker works alone.
+    helper_failed: Cell<bool>,
+    /// A request whose re-plan is shared with the helper, waiting for its
+    /// part.
+    waiting: RefCell<Option<Waiting>>,
+    /// This instance's state as another worker's helper.
+    as_helper: RefCell<Helper>,
+}
+
+/// The helper worker and what it holds.
+struct HelperConn {
+    worker: Worker,
+    /// Its wasm is running (it said [`Response::Ready`]).
+    ready: bool,
+    /// The trace it holds, and the one it is loading.
+    held: Option<u64>,
+    loading: Option<u64>,
+    /// It is making a part.
+    busy: bool,
+    _on_message: Closure<dyn FnMut(MessageEvent)>,
+    _on_error: Closure<dyn FnMut(ErrorEvent)>,
+}
+
+/// A request waiting for the helper's part of its re-plan.
+struct Waiting {
+    req: Request,
+    received: f64,
+    shared: Shared,
+    /// When this worker started its half and when it had made it.
+    marks: (f64, f64),
 }
 
 /// A read in progress.
@@ -103,7 +152,7 @@ struct Reading {
 impl Server {
     fn receive(self: &Rc<Self>, text: String, bytes: Option<js_sys::Uint8Array>, received: f64) {
         self.warmer.cancel();
-        if self.reading.borrow().is_some() {
+        if self.reading.borrow().is_some() || self.waiting.borrow().is_some() {
             self.backlog.borrow_mut().push_back((text, bytes, received));
             return;
         }
@@ -129,7 +178,291 @@ impl Server {
             .and_then(|b| ReadAsk::of(&req, b.length() as usize));
         match (ask, bytes) {
             (Some(ask), Some(bytes)) => self.read(req, ask, bytes, received),
+            _ if self.share(&req, received) => {}
             _ => self.answer(&req, None, received),
+        }
+    }
+
+    /// Shares `req`'s re-plan with the helper when it can: the helper's
+    /// part asked for, this worker's made now; the answer waits for the
+    /// helper's ([`Server::helped`]). Whether it did.
+    fn share(self: &Rc<Self>, req: &Request, received: f64) -> bool {
+        let trace = self.state.borrow().trace_number();
+        let job = {
+            let helper = self.helper.borrow();
+            match helper.as_ref() {
+                Some(h) if h.ready && !h.busy && h.held == Some(trace) => {
+                    self.state.borrow().split_job(req)
+                }
+                _ => None,
+            }
+        };
+        let Some(job) = job else {
+            return false;
+        };
+        let ask = HelperAsk::Part {
+            trace,
+            job: job.clone(),
+        };
+        if !self.ask_helper(&ask, None) {
+            return false;
+        }
+        post(
+            &self.scope,
+            &Response::Progress {
+                id: req.id,
+                phase: "re-placing every batch, half in a second worker".into(),
+            },
+        );
+        let started = now();
+        let Some(shared) = self.state.borrow().share(job) else {
+            return false;
+        };
+        *self.waiting.borrow_mut() = Some(Waiting {
+            req: req.clone(),
+            received,
+            shared,
+            marks: (started, now()),
+        });
+        // Never waits on a helper that has stopped answering.
+        self.after(HELPER_WAIT_MS, move |me| {
+            let same = me
+                .waiting
+                .borrow()
+                .as_ref()
+                .is_some_and(|w| w.received == received);
+            if same {
+                me.helped(None, 0.0);
+            }
+        });
+        true
+    }
+
+    /// The helper's part (`None`: none comes) for the waiting request: kept
+    /// when it is one, then the request answered.
+    fn helped(self: &Rc<Self>, part: Option<&[f64]>, helper_ms: f64) {
+        let Some(w) = self.waiting.borrow_mut().take() else {
+            return;
+        };
+        let came = now();
+        if let Some(numbers) = part {
+            let mut state = self.state.borrow_mut();
+            match state.keep_shared(w.shared, numbers) {
+                Ok(()) => {
+                    let (started, made) = w.marks;
+                    state.phases_before(vec![
+                        ("Libra: the first half here (shared)".into(), made - started),
+                        (
+                            "Libra: the helper's half awaited (shared)".into(),
+                            came - made,
+                        ),
+                        ("Libra: the helper's half made (shared)".into(), helper_ms),
+                        ("Libra: the halves joined (shared)".into(), now() - came),
+                    ]);
+                }
+                Err(e) => {
+                    web_sys::console::warn_1(&format!("moeplan: the helper's part: {e}").into())
+                }
+            }
+        }
+        self.answer(&w.req, None, w.received);
+    }
+
+    /// Posts `ask` to the helper; whether it went.
+    fn ask_helper(&self, ask: &HelperAsk, numbers: Option<&[f64]>) -> bool {
+        let mut helper = self.helper.borrow_mut();
+        let Some(h) = helper.as_mut() else {
+            return false;
+        };
+        let Ok(json) = serde_json::to_string(ask) else {
+            return false;
+        };
+        let numbers = numbers.map(|xs| {
+            let a = js_sys::Float64Array::new_with_length(xs.len() as u32);
+            a.copy_from(xs);
+            a
+        });
+        let msg = js_sys::Array::of3(
+            &JsValue::from_str(&json),
+            &numbers.as_ref().map_or(JsValue::NULL, |a| a.clone().into()),
+            &JsValue::from_str(HELPER),
+        );
+        let sent = match &numbers {
+            Some(a) => h
+                .worker
+                .post_message_with_transfer(&msg, &js_sys::Array::of1(&a.buffer())),
+            None => h.worker.post_message(&msg),
+        };
+        match (sent.is_ok(), ask) {
+            (true, HelperAsk::Part { .. }) => h.busy = true,
+            (true, HelperAsk::Load { trace, .. }) => h.loading = Some(*trace),
+            _ => {}
+        }
+        sent.is_ok()
+    }
+
+    /// Starts the helper, or gives it the trace held, once the page is
+    /// quiet: never while a request waits.
+    fn sync_helper(self: &Rc<Self>) {
+        if self.helper_failed.get()
+            || self.waiting.borrow().is_some()
+            || self.reading.borrow().is_some()
+            || !self.state.borrow().wants_helper()
+        {
+            return;
+        }
+        if self.helper.borrow().is_none() {
+            return self.start_helper();
+        }
+        let trace = self.state.borrow().trace_number();
+        let due = self.helper.borrow().as_ref().is_some_and(|h| {
+            h.ready && !h.busy && h.held != Some(trace) && h.loading != Some(trace)
+        });
+        if !due {
+            return;
+        }
+        let Some((ask, numbers)) = self.state.borrow().helper_load() else {
+            return;
+        };
+        self.ask_helper(&ask, numbers.as_deref());
+    }
+
+    /// Starts another instance of this worker's script as its helper.
+    fn start_helper(self: &Rc<Self>) {
+        let url = js_sys::global()
+            .unchecked_into::<web_sys::WorkerGlobalScope>()
+            .location()
+            .href();
+        // A `file://` page's blob: URL may not start from here: then alone.
+        let Ok(worker) = Worker::new(&url) else {
+            return self.helper_failed.set(true);
+        };
+        let me = Rc::clone(self);
+        let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
+            let data = js_sys::Array::from(&ev.data());
+            let text = data.get(0).as_string().unwrap_or_default();
+            let numbers = data
+                .get(1)
+                .dyn_into::<js_sys::Float64Array>()
+                .ok()
+                .map(|a| a.to_vec());
+            me.from_helper(&text, numbers.as_deref());
+        });
+        let me = Rc::clone(self);
+        let on_error = Closure::<dyn FnMut(ErrorEvent)>::new(move |ev: ErrorEvent| {
+            ev.prevent_default();
+            me.helper_lost(&ev.message());
+        });
+        worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+        *self.helper.borrow_mut() = Some(HelperConn {
+            worker,
+            ready: false,
+            held: None,
+            loading: None,
+            busy: false,
+            _on_message: on_message,
+            _on_error: on_error,
+        });
+    }
+
+    /// A message from the helper.
+    fn from_helper(self: &Rc<Self>, text: &str, numbers: Option<&[f64]>) {
+        if let Ok(answer) = serde_json::from_str::<HelperAnswer>(text) {
+            if let Some(h) = self.helper.borrow_mut().as_mut() {
+                match &answer {
+                    HelperAnswer::Loaded { trace } => {
+                        h.held = Some(*trace);
+                        h.loading = None;
+                    }
+                    HelperAnswer::Part { .. } => h.busy = false,
+                    HelperAnswer::Refused { .. } => {
+                        // A load refused, or a part: either way idle.
+                        h.busy = false;
+                        h.loading = None;
+                    }
+                }
+            }
+            match answer {
+                HelperAnswer::Part { job, worker_ms } => {
+                    let mine = self
+                        .waiting
+                        .borrow()
+                        .as_ref()
+                        .is_some_and(|w| w.shared.job == job);
+                    if mine {
+                        self.helped(numbers, worker_ms);
+                    }
+                }
+                HelperAnswer::Refused { message } => {
+                    web_sys::console::warn_1(&format!("moeplan: the helper: {message}").into());
+                    self.helped(None, 0.0);
+                }
+                HelperAnswer::Loaded { .. } => self.sync_helper(),
+            }
+            return;
+        }
+        match serde_json::from_str::<Response>(text) {
+            Ok(Response::Ready) => {
+                if let Some(h) = self.helper.borrow_mut().as_mut() {
+                    h.ready = true;
+                }
+                self.sync_helper();
+            }
+            Ok(Response::Crashed { message }) => self.helper_lost(&message),
+            _ => {}
+        }
+    }
+
+    /// The helper died: this worker works alone from now on, and a request
+    /// waiting for it is answered.
+    fn helper_lost(self: &Rc<Self>, message: &str) {
+        web_sys::console::warn_1(
+            &format!(
+                "moeplan: the helper stopped ({}); planning alone",
+                why_stopped(message)
+            )
+            .into(),
+        );
+        if let Some(h) = self.helper.borrow_mut().take() {
+            h.worker.terminate();
+            h.worker.set_onmessage(None);
+            h.worker.set_onerror(None);
+            // Its callbacks are dropped by a timer, not inside their own call.
+            let (m, e) = (h._on_message, h._on_error);
+            self.after(0, move |_| drop((m, e)));
+        }
+        self.helper_failed.set(true);
+        self.helped(None, 0.0);
+    }
+
+    /// Runs `f` in `ms` milliseconds, once (the callback frees itself
+    /// when run).
+    fn after(self: &Rc<Self>, ms: i32, f: impl FnOnce(&Rc<Server>) + 'static) {
+        let me = Rc::clone(self);
+        let tick = Closure::once_into_js(move || f(&me));
+        let _ = self
+            .scope
+            .set_timeout_with_callback_and_timeout_and_arguments_0(tick.unchecked_ref(), ms);
+    }
+
+    /// As another worker's helper: answers its ask.
+    fn help(&self, text: &str, numbers: &[f64]) {
+        let started = now();
+        let (mut answer, out) = match serde_json::from_str::<HelperAsk>(text) {
+            Ok(ask) => self.as_helper.borrow_mut().handle(&ask, numbers),
+            Err(e) => (
+                HelperAnswer::Refused {
+                    message: format!("bad ask: {e}"),
+                },
+                None,
+            ),
+        };
+        if let HelperAnswer::Part { worker_ms, .. } = &mut answer {
+            *worker_ms = now() - started;
+        }
+        if let Ok(json) = serde_json::to_string(&answer) {
+            post_with_numbers(&self.scope, &json, out.as_deref());
         }
     }
 
@@ -159,14 +492,20 @@ impl Server {
     /// Takes the requests that waited, until one reads files again; then
     /// work ahead of time once all is quiet.
     fn next(self: &Rc<Self>) {
-        while self.reading.borrow().is_none() {
+        let free = || self.reading.borrow().is_none() && self.waiting.borrow().is_none();
+        while free() {
             let Some((text, bytes, received)) = self.backlog.borrow_mut().pop_front() else {
                 break;
             };
             self.take(&text, bytes, received);
         }
-        if self.reading.borrow().is_none() && self.state.borrow().warming() {
+        if free() && self.state.borrow().warming() {
             self.warmer.schedule(QUIET_MS);
+        }
+        // The helper takes its copy of the trace once the page is quiet (a
+        // request meanwhile waits for nothing: it is answered alone).
+        if free() && !self.helper_failed.get() {
+            self.after(HELPER_QUIET_MS, |me| me.sync_helper());
         }
     }
 
@@ -320,6 +659,14 @@ fn start_reader(req: &Request) -> Result<(Worker, Option<String>), JsValue> {
 
 /// Quiet time after a request before work ahead of time starts.
 const QUIET_MS: i32 = 250;
+
+/// Quiet time after an answer before the helper starts or takes the trace
+/// (it reads or generates the trace again: seconds, on the other core).
+const HELPER_QUIET_MS: i32 = 1000;
+
+/// The longest a request waits for the helper's part before it is
+/// answered alone (the part takes about as long as this worker's).
+const HELPER_WAIT_MS: i32 = 20_000;
 
 /// About how long one run of work ahead of time lasts before it yields to
 /// requests (a step may run longer: one layer of one cluster).

@@ -314,6 +314,7 @@ pub fn App() -> impl IntoView {
                     data-cluster-ms=move || timings.with(|t| t.cluster.map(|x| format!("{x:.1}")).unwrap_or_default())
                     data-grace-ms=move || timings.with(|t| t.grace.map(|x| format!("{x:.1}")).unwrap_or_default())
                     data-libra-ms=move || timings.with(|t| t.libra.map(|x| format!("{x:.1}")).unwrap_or_default())
+                    data-libra-shared=move || timings.with(|t| t.shared.clone().unwrap_or_default())
                     data-warmed=move || timings.with(|t| t.warmed.as_ref().map(|w| w.0.clone()).unwrap_or_default())
                     data-warmed-ms=move || timings.with(|t| t.warmed.as_ref().map(|w| format!("{:.0}", w.1)).unwrap_or_default())
                     data-path-table-ms=move || timings.with(|t| t.path_table_ms.map(|x| format!("{x:.0}")).unwrap_or_default())

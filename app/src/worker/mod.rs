@@ -19,11 +19,13 @@ use crate::protocol::{
 use crate::reader::ReadAsk;
 
 mod ahead;
+mod helper;
 mod shown;
 mod studies;
 
 use ahead::Ahead;
 pub use ahead::{Warmed, neighbours};
+pub use helper::{HELPER, Helper, HelperAnswer, HelperAsk, Shared};
 pub use shown::Shown;
 
 /// The traces a request's files held, each with the name the page shows
@@ -57,6 +59,13 @@ pub struct WorkerState {
     /// spent so far. They depend on the routes alone: a cluster change
     /// keeps them, a new trace starts them anew.
     memo: Option<(PathMemoBuild, f64)>,
+    /// Where the trace held came from (what a helper loads again), and its
+    /// number: one more per trace loaded ([`WorkerState::helper_load`]).
+    loaded: Option<Source>,
+    trace_number: u64,
+    /// Phases of the next answer spent before it was taken (a re-plan
+    /// shared with the helper: this worker's half, the wait, the join).
+    phases_before: Vec<(String, f64)>,
     /// Workspaces a cluster change or new trace replaced, freed by the
     /// next step ahead of time rather than before the answer (freeing the
     /// route default's was a tenth of a GPU change).
@@ -164,7 +173,10 @@ impl WorkerState {
                 update,
                 worker_ms: end - start,
                 span: (0.0, 0.0),
-                phase_ms: phase_durations(&marks, end),
+                phase_ms: std::mem::take(&mut self.phases_before)
+                    .into_iter()
+                    .chain(phase_durations(&marks, end))
+                    .collect(),
             },
             Ok(Answer::Export(file_name, text, note)) => Response::Export {
                 id: req.id,
@@ -357,6 +369,8 @@ impl WorkerState {
             Some((ws, name, stats)) => {
                 self.warm_around(&ws);
                 if req.source.is_some() {
+                    self.loaded.clone_from(&req.source);
+                    self.trace_number += 1;
                     // A trace too large to keep them, or counts only: none.
                     self.memo = PathMemoBuild::new(ws.workload(), DEFAULT_DEPTH)
                         .ok()

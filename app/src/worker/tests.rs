@@ -1063,3 +1063,118 @@ fn a_hardware_file_prices_like_the_preset_it_copies() {
     }
     assert_eq!(s.shown, before);
 }
+
+/// A Libra option change shared with a helper (a generated trace with
+/// token routes, then a file's counts): the helper loads the trace from
+/// what [`WorkerState::helper_load`] sends, makes the second half, and the
+/// answer is what a worker alone answers; a job the helper cannot take
+/// (another trace) or the path table is not shared, and a request whose
+/// options are kept shares nothing.
+#[test]
+fn a_libra_change_shared_with_the_helper_answers_what_one_worker_does() {
+    let through_json = |a: &HelperAsk| -> HelperAsk {
+        serde_json::from_str(&serde_json::to_string(a).unwrap()).unwrap()
+    };
+    let opts = |n: &str, p: &str| {
+        Some(vec![
+            ("extra_experts_per_gpu".to_string(), n.to_string()),
+            ("predictor".to_string(), p.to_string()),
+        ])
+    };
+    let v2lite_routes_4 = Source::Generate {
+        preset: "deepseek-v2-lite".into(),
+        batches: 4,
+        seed: 3,
+        routes: true,
+    };
+    let (file, bytes) = {
+        let t = generate(&GenConfig::new(model::preset("olmoe").unwrap(), 3)).unwrap();
+        let buf = formats::trace_json::write(&t).into_bytes();
+        (
+            Source::File {
+                name: "three.json".into(),
+            },
+            buf,
+        )
+    };
+    let mut shared_jobs = 0;
+    for (source, bytes) in [(v2lite_routes_4, None), (file, Some(bytes))] {
+        let open = req(1, Some(source.clone()), Some(CLUSTER), Some(2));
+        let (mut main, mut alone) = (WorkerState::default(), WorkerState::default());
+        for s in [&mut main, &mut alone] {
+            view_of(s.handle(&open, bytes.as_deref(), || 0.0, |_| {}));
+        }
+        let mut helper = Helper::default();
+        let (load, counts) = main.helper_load().expect("a trace to send");
+        let (loaded, _) = helper.handle(&through_json(&load), counts.as_deref().unwrap_or(&[]));
+        assert_eq!(
+            loaded,
+            HelperAnswer::Loaded {
+                trace: main.trace_number()
+            }
+        );
+        for (id, n, p) in [
+            (2, "3", "previous-batch"),
+            (3, "1", "oracle"),
+            (4, "3", "previous-batch"),
+        ] {
+            let mut r = req(id, None, None, Some(2));
+            r.per_batch = opts(n, p);
+            // N = 3 again is kept: nothing to share.
+            let job = main.split_job(&r);
+            assert_eq!(job.is_some(), id != 4, "request {id}");
+            if let Some(job) = job {
+                let shared = main.share(job.clone()).expect("Libra splits");
+                let ask = HelperAsk::Part {
+                    trace: main.trace_number(),
+                    job: job.clone(),
+                };
+                let (answer, numbers) = helper.handle(&through_json(&ask), &[]);
+                assert_eq!(
+                    answer,
+                    HelperAnswer::Part {
+                        job,
+                        worker_ms: 0.0
+                    }
+                );
+                main.keep_shared(shared, &numbers.expect("the part's numbers"))
+                    .unwrap();
+                shared_jobs += 1;
+                // Another trace's job is refused.
+                let stale = HelperAsk::Part {
+                    trace: main.trace_number() + 1,
+                    job: ws_job(&main, &r),
+                };
+                assert!(matches!(
+                    helper.handle(&stale, &[]).0,
+                    HelperAnswer::Refused { .. }
+                ));
+            }
+            let (a, b) = (
+                view_of(main.handle(&r, None, || 0.0, |_| {})),
+                view_of(alone.handle(&r, None, || 0.0, |_| {})),
+            );
+            assert_eq!(a, b, "request {id}");
+            assert_eq!(main.shown, alone.shown);
+        }
+        let mut table = req(5, None, None, Some(2));
+        table.per_batch = opts("2", "path-table");
+        assert!(
+            main.split_job(&table).is_none(),
+            "the path table is made here"
+        );
+    }
+    assert_eq!(shared_jobs, 4);
+}
+
+/// The job a workspace would split for `r`'s options, kept or not.
+fn ws_job(s: &WorkerState, r: &Request) -> moeplan_view::SplitJob {
+    let ws = s.workspace.as_ref().unwrap();
+    moeplan_view::SplitJob {
+        planner: "libra".parse().unwrap(),
+        cluster: ws.cluster(),
+        options: r.per_batch.clone().unwrap(),
+        from: 1,
+        batches: ws.trace().num_batches(),
+    }
+}

@@ -40,6 +40,7 @@ mod grace;
 mod judging;
 mod replan;
 mod serving;
+mod split;
 mod state;
 mod view;
 
@@ -66,6 +67,7 @@ use moeplan::planners::registry::{
     CurvePoint, Needs, Planner, PlannerId, Prepared, Settings, Unit, Value, prepare, registry,
 };
 pub use serving::{ReplanMark, ServingAsk, ServingView, SweepPoint, sweep_intervals};
+pub use split::{SchedulePart, SplitJob, schedule_part};
 pub use state::PER_BATCH_CELLS;
 use state::{
     Entry, Fixed, Measured, Scheduled, State, figures, plan_at_default, shown, slider_figures,

@@ -202,7 +202,16 @@ impl Scheduled {
         let served = moeplan::judge::Served::Schedule { base, schedule: &s };
         // The view shows pair traffic, not token messages.
         let v = moeplan::judge::judge_pairs(work, served, cost)?;
-        Ok(Scheduled {
+        Ok(Scheduled::judged(v, s, base))
+    }
+
+    /// What [`Scheduled::replay`] keeps of `s`'s verdict `v`.
+    pub(crate) fn judged(
+        v: moeplan::judge::Verdict,
+        s: moeplan::judge::Schedule,
+        base: &Plan,
+    ) -> Self {
+        Scheduled {
             bound: v.report.bound,
             about: s.about.clone(),
             bytes_per_batch: v.per_batch_bytes_copied.iter().map(|&b| b as f64).collect(),
@@ -211,7 +220,7 @@ impl Scheduled {
             report: v.sim,
             base: base.clone(),
             schedule: s,
-        })
+        }
     }
 
     /// Its figures: the replay's balance and traffic; its replicas are the

@@ -312,3 +312,96 @@ fn graces_plan_records_its_profile_as_every_planners_does() {
         assert!(seen >= 3, "{seen} plans checked on {}", work.sources());
     }
 }
+
+/// Libra's re-plan split between two workers (the second one holding the
+/// workload as given, with more source ranks than GPUs on the small
+/// cluster), its part sent as numbers: shown exactly as one replay of
+/// every batch shows it, priced the same, on token routes and on counts;
+/// a job kept is not asked for again, and a part that is not one is
+/// refused with the workspace unchanged.
+#[test]
+fn a_re_plan_split_between_two_workers_shows_what_one_replay_would() {
+    use moeplan::judge::cost::Pricing;
+    use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+    let m = model::preset("deepseek-v2-lite").unwrap();
+    let p = Pricing::new(moeplan::data::hardware::preset("h100-ib-ndr").unwrap(), m);
+    let routes = Workload::from_tokens(
+        generate_tokens(&TokenGenConfig::new(m, 5 * 128)).unwrap(),
+        128,
+    )
+    .unwrap();
+    let counts = Workload::new(generator::generate(&generator::GenConfig::new(m, 5)).unwrap());
+    let libra = |ws: &Workspace| {
+        let v = ws
+            .view_priced(Some(2), 0, Rule::Even, true, Some(&p))
+            .unwrap();
+        v.plans
+            .into_iter()
+            .find(|f| f.name == "libra")
+            .expect("a Libra row")
+    };
+    let mut checked = 0;
+    for (work, cluster) in [
+        (
+            &routes,
+            Cluster {
+                nodes: 1,
+                gpus_per_node: 4,
+                groups: 1,
+            },
+        ),
+        (
+            &routes,
+            Cluster {
+                nodes: 2,
+                gpus_per_node: 4,
+                groups: 1,
+            },
+        ),
+        (
+            &counts,
+            Cluster {
+                nodes: 2,
+                gpus_per_node: 4,
+                groups: 1,
+            },
+        ),
+    ] {
+        for options in [
+            vec![("extra_experts_per_gpu".to_string(), "3".to_string())],
+            vec![("predictor".to_string(), "oracle".to_string())],
+        ] {
+            let settings = {
+                let mut s = Settings::new();
+                for (k, v) in &options {
+                    s.set_str(k, v).unwrap();
+                }
+                s
+            };
+            let mut one = Workspace::of_workload(work.clone(), cluster, |_| {}).unwrap();
+            one.replan_scheduled(&settings).unwrap();
+            let mut two = Workspace::of_workload(work.clone(), cluster, |_| {}).unwrap();
+            let job = two.split_job(&options).expect("a job to split");
+            assert_eq!((job.mine(), job.theirs()), (0..3, 3..5));
+            let mine = two.schedule_part(&job).unwrap().expect("Libra splits");
+            let theirs = schedule_part(work, &job, job.theirs())
+                .unwrap()
+                .expect("Libra splits");
+            let before = libra(&two);
+            // A part cut short, or of another base, changes nothing.
+            let numbers = theirs.to_numbers();
+            assert!(SchedulePart::from_numbers(&numbers[..numbers.len() - 1], &mine).is_err());
+            assert!(two.keep_parts(&job, vec![theirs.clone()]).is_err());
+            assert_eq!(libra(&two), before);
+            let sent = SchedulePart::from_numbers(&numbers, &mine).unwrap();
+            two.keep_parts(&job, vec![mine, sent]).unwrap();
+            assert!(two.split_job(&options).is_none(), "kept: nothing to split");
+            two.replan_scheduled(&settings).unwrap();
+            let (a, b) = (libra(&one), libra(&two));
+            assert_eq!(a, b, "{cluster:?} {options:?}");
+            assert_ne!(a, before, "the options changed Libra's row");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 6);
+}

@@ -52,6 +52,14 @@ impl Ctx {
                     let ms = *ms;
                     self.timings.update(|t| t.libra = Some(ms));
                 }
+                let shared: Vec<String> = phase_ms
+                    .iter()
+                    .filter(|(p, _)| p.ends_with("(shared)"))
+                    .map(|(p, ms)| format!("{p}: {ms:.1}"))
+                    .collect();
+                if !shared.is_empty() {
+                    self.timings.update(|t| t.shared = Some(shared.join("; ")));
+                }
                 let started = self.pending.try_update_value(|p| p.remove(&id)).flatten();
                 if let Some(p) = &started {
                     self.accepted(p);

@@ -143,6 +143,9 @@ pub(super) struct Timings {
     pub(super) grace: Option<f64>,
     /// Libra's schedule and its replay in the last re-plan, in the worker.
     pub(super) libra: Option<f64>,
+    /// The last re-plan shared with the helper worker: its phases' names
+    /// and milliseconds.
+    pub(super) shared: Option<String>,
     /// The clusters GRACE last prepared ahead of time, and the worker's
     /// milliseconds for them.
     pub(super) warmed: Option<(String, f64)>,

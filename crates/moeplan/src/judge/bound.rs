@@ -125,28 +125,41 @@ pub fn per_batch_bound(
             .collect();
         for b in range {
             for (l, &r) in replicas.iter().enumerate() {
-                let row = trace.counts().slice(ndarray::s![b, l, ..]);
-                let mut at_r = 1.0;
-                batch_curve(
-                    row,
-                    d,
-                    &mut heap,
-                    |x, v| {
-                        if x == r {
-                            at_r = v
-                        }
-                    },
-                    r,
-                );
-                sum[l] += at_r;
+                sum[l] += batch_bound(trace, (b, l), d, r, &mut heap);
             }
         }
     }
     Ok(sum.iter().map(|&s| s / b_n.max(1) as f64).collect())
 }
 
+/// Batch `b`, layer index `l`'s bound with `replicas` copies beyond one
+/// per expert on `gpus` GPUs: a term of [`per_batch_bound`] (`heap` is
+/// scratch).
+pub(crate) fn batch_bound(
+    trace: &LoadTrace,
+    (b, l): (usize, usize),
+    gpus: usize,
+    replicas: usize,
+    heap: &mut BinaryHeap<PerCopy>,
+) -> f64 {
+    let row = trace.counts().slice(ndarray::s![b, l, ..]);
+    let mut at_r = 1.0;
+    batch_curve(
+        row,
+        gpus,
+        heap,
+        |x, v| {
+            if x == replicas {
+                at_r = v
+            }
+        },
+        replicas,
+    );
+    at_r
+}
+
 #[derive(PartialEq)]
-struct PerCopy {
+pub(crate) struct PerCopy {
     load: f64,
     expert: usize,
     copies: usize,

@@ -113,13 +113,19 @@ impl EvalReport {
         trace: &LoadTrace,
         placement: &crate::judge::Placement,
     ) -> Result<()> {
-        self.per_layer_bound = crate::judge::bound::per_batch_bound(trace, placement)?;
+        self.set_bound_per_batch(crate::judge::bound::per_batch_bound(trace, placement)?);
+        Ok(())
+    }
+
+    /// [`EvalReport::bound_per_batch`] from its per-layer bounds, made
+    /// elsewhere (in parts: [`crate::judge::judge_pairs_replayed`]).
+    pub(crate) fn set_bound_per_batch(&mut self, per_layer: Vec<f64>) {
+        self.per_layer_bound = per_layer;
         self.bound = mean(&self.per_layer_bound);
         self.gap = self.bound - self.balancedness;
         self.packing_bound = None;
         self.per_layer_packing_bound = None;
         self.bound_counts = BoundCounts::CopiesPerBatch;
-        Ok(())
     }
 
     /// Fills [`EvalReport::packing_bound`] for `plan` on `trace` (the ones

@@ -72,6 +72,7 @@ mod rebalance;
 mod replay;
 mod sglang;
 mod slots;
+mod steps;
 mod traffic;
 mod verdict;
 
@@ -89,8 +90,9 @@ pub use dispatch::{RouteShares, Rule, SglangVersion, predicted_loads};
 pub use optimal::{OptimalSplit, optimal_split};
 pub use rebalance::{DEFAULT_TOLERANCE_PERCENT, Rebalancer, RemoteStart};
 pub use sglang::sglang_dispatch_map;
+pub use steps::{Steps, replay_steps};
 pub use traffic::{Messages, Traffic};
-pub use verdict::{Schedule, Served, Verdict, judge, judge_pairs, price};
+pub use verdict::{Schedule, Served, Verdict, judge, judge_pairs, judge_pairs_replayed, price};
 
 /// Sizes that turn pair counts into bytes, and (with `time`) rows and
 /// messages into time.
@@ -354,7 +356,8 @@ pub fn simulate_pairs(
 }
 
 /// [`simulate`] of borrowed plans over batch ranges (checked to cover every
-/// batch in order): no plan is cloned into a [`Strategy`].
+/// batch in order): no plan is cloned into a [`Strategy`]. Its steps are
+/// recorded, then folded ([`steps`]).
 pub(crate) fn simulate_parts(
     workload: &Workload,
     segments: &[(Range<usize>, &Plan)],
@@ -362,223 +365,9 @@ pub(crate) fn simulate_parts(
     cost: &CostModel,
     messages: bool,
 ) -> Result<Report> {
-    let trace = workload.trace();
-    let (b_n, l_n) = (trace.num_batches(), trace.num_layers());
-    let Some(&(_, first)) = segments.first() else {
-        return Err(Error::Argument("a schedule needs at least one plan".into()));
-    };
-    let topology = first.topology();
-    for (_, plan) in segments {
-        plan.check_matches(trace)?;
-        if plan.topology() != topology {
-            return Err(Error::Mismatch(format!(
-                "a schedule's plans must share one cluster: {} and {}",
-                topology,
-                plan.topology()
-            )));
-        }
-    }
-    if let Some(s) = workload.num_sources() {
-        if s > topology.num_gpus() {
-            return Err(Error::Mismatch(format!(
-                "the workload has {s} source ranks, the cluster {} GPUs: each rank sends from a GPU of its own, so choose at least as many GPUs as ranks",
-                topology.num_gpus()
-            )));
-        }
-    }
-    let maps = segments
-        .iter()
-        .map(|(_, plan)| match rule {
-            Rule::SglangStatic(v) => sglang_dispatch_map(plan, v).map(Some),
-            _ => Ok(None),
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let moves = moves(segments, cost);
-
-    // GRACE's rules predict from each plan's profile; only a plan without
-    // one falls back to the workload's own loads.
-    let profiled = segments.iter().all(|(_, p)| p.profile().is_some());
-    let mut engine =
-        replay::Engine::new(topology, rule, workload, profiled).timed(cost.time.is_some());
-    if !messages {
-        engine = engine.without_messages();
-    }
-    let mut per_layer = Vec::with_capacity(l_n);
-    let mut per_layer_ir = Vec::with_capacity(l_n);
-    let mut per_batch = vec![0.0; b_n];
-    let mut per_batch_ir = vec![0.0; b_n];
-    let mut per_batch_traffic = vec![Traffic::default(); b_n];
-    let mut timer = cost::Timer::default();
-    let mut time = cost.time.map(|t| {
-        let share = cost::batch_tokens(trace, t.top_k)
-            .into_iter()
-            .map(|tokens| {
-                if tokens > t.max_tokens_per_step {
-                    t.max_tokens_per_step / tokens
-                } else {
-                    1.0
-                }
-            })
-            .collect::<Vec<f64>>();
-        (
-            t,
-            share,
-            cost::TimeReport {
-                per_batch_moe_us: vec![0.0; b_n],
-                per_layer_us: vec![0.0; l_n],
-                per_layer_compute_us: vec![0.0; l_n],
-                ..Default::default()
-            },
-        )
-    });
-    for l in 0..l_n {
-        // Summed in batch order, as `evaluate` does, so `Even` matches it
-        // to the bit.
-        let (mut bal, mut ir) = (0.0, 0.0);
-        for ((range, plan), map) in segments.iter().zip(&maps) {
-            let map = map.as_ref().and_then(|m| m.get(l)).map(Vec::as_slice);
-            let profile = plan
-                .profile()
-                .map(|p| p.index_axis_move(ndarray::Axis(0), l))
-                .and_then(|r| r.to_slice());
-            engine.prepare(&plan.layers()[l], l, map, profile);
-            for b in range.clone() {
-                let step = engine.step(workload, b, l);
-                if let Some((t, share, rep)) = &mut time {
-                    let counts = trace.counts();
-                    let row = counts.slice(ndarray::s![b, l, ..]);
-                    let owned: Vec<f64>;
-                    let row = match row.as_slice() {
-                        Some(r) => r,
-                        None => {
-                            owned = row.to_vec();
-                            &owned
-                        }
-                    };
-                    let messages = engine.counts_messages().then_some(&engine.messages.counts);
-                    let st = timer.step(
-                        t,
-                        topology,
-                        &engine.view,
-                        row,
-                        &engine.loads,
-                        &engine.tally,
-                        messages,
-                        share[b],
-                    );
-                    rep.compute_us += st.compute_us;
-                    rep.dispatch_us += st.dispatch_us;
-                    rep.combine_us += st.combine_us;
-                    let layer_us = st.layer_us(t.tbo);
-                    rep.per_batch_moe_us[b] += layer_us;
-                    rep.per_layer_us[l] += layer_us;
-                    rep.moe_layer_us += layer_us;
-                    rep.per_layer_compute_us[l] += st.compute_us;
-                }
-                bal += step.balancedness;
-                ir += step.imbalance;
-                per_batch[b] += step.balancedness;
-                per_batch_ir[b] += step.imbalance;
-                let t = &mut per_batch_traffic[b];
-                let tally = &engine.tally;
-                t.pairs += step.pairs;
-                t.local += tally.local;
-                t.intra_node += tally.intra;
-                t.cross_node += tally.cross;
-                t.max_ingress += tally.max_ingress;
-                t.max_egress += tally.max_egress;
-                if engine.counts_messages() {
-                    t.messages
-                        .get_or_insert_with(Messages::default)
-                        .add(&engine.messages.counts);
-                }
-            }
-        }
-        per_layer.push(bal / b_n as f64);
-        per_layer_ir.push(ir / b_n as f64);
-    }
-    let bytes_per_pair = (cost.hidden as f64) * (cost.bytes_per_activation as f64);
-    let mut traffic = Traffic::default();
-    for b in 0..b_n {
-        per_batch[b] /= l_n as f64;
-        per_batch_ir[b] /= l_n as f64;
-        let t = &mut per_batch_traffic[b];
-        t.cross_node_bytes = t.cross_node * bytes_per_pair;
-        traffic.pairs += t.pairs;
-        traffic.local += t.local;
-        traffic.intra_node += t.intra_node;
-        traffic.cross_node += t.cross_node;
-        traffic.max_ingress += t.max_ingress;
-        traffic.max_egress += t.max_egress;
-        if let Some(m) = &mut t.messages {
-            m.finish(bytes_per_pair);
-            traffic
-                .messages
-                .get_or_insert_with(Messages::default)
-                .add(m);
-        }
-    }
-    if let Some(m) = &mut traffic.messages {
-        m.finish(bytes_per_pair);
-    }
-    traffic.cross_node_bytes = traffic.cross_node * bytes_per_pair;
-    traffic.max_ingress /= b_n as f64;
-    traffic.max_egress /= b_n as f64;
-    let mut algorithm: Vec<&str> = Vec::new();
-    for (_, plan) in segments {
-        if algorithm.last() != Some(&plan.algorithm()) {
-            algorithm.push(plan.algorithm());
-        }
-    }
-    let time = time.map(|(t, share, mut rep)| {
-        let steps = (b_n * l_n).max(1) as f64;
-        rep.compute_us /= steps;
-        rep.dispatch_us /= steps;
-        rep.combine_us /= steps;
-        // Under two-batch overlap the layers' own times, less than the
-        // terms' sum; otherwise that sum (summed as it always was).
-        rep.moe_layer_us = if t.tbo {
-            rep.moe_layer_us / steps
-        } else {
-            rep.compute_us + rep.dispatch_us + rep.combine_us
-        };
-        for x in rep
-            .per_layer_us
-            .iter_mut()
-            .chain(&mut rep.per_layer_compute_us)
-        {
-            *x /= b_n.max(1) as f64;
-        }
-        rep.per_batch_share = share;
-        rep
-    });
-    let predictions = rule.is_grace().then(|| {
-        if profiled {
-            PREDICTED_FROM_PROFILE
-        } else {
-            PREDICTED_IN_SAMPLE
-        }
-        .to_string()
-    });
-    Ok(Report {
-        rule: rule.name().to_string(),
-        sources: workload.sources().to_string(),
-        predictions,
-        algorithm: algorithm.join(" → "),
-        batches: b_n,
-        layer_ids: trace.layer_ids().to_vec(),
-        balancedness: mean(&per_layer),
-        imbalance_ratio: mean(&per_layer_ir),
-        per_layer,
-        per_layer_imbalance_ratio: per_layer_ir,
-        per_batch,
-        per_batch_imbalance_ratio: per_batch_ir,
-        traffic,
-        per_batch_traffic,
-        bytes_moved: moves.iter().map(|m| m.bytes).fold(0, u64::saturating_add),
-        moves,
-        time,
-    })
+    let all = 0..workload.trace().num_batches();
+    let recorded = steps::steps_of(workload, segments, rule, cost, messages, all)?;
+    steps::fold(workload, segments, rule, cost, &recorded)
 }
 
 /// The placement as (batch range, plan) pieces covering `0..batches` in
@@ -622,6 +411,10 @@ fn moves(segments: &[(Range<usize>, &Plan)], cost: &CostModel) -> Vec<Move> {
             let mut slots = 0usize;
             for (lo, ln) in old.layers().iter().zip(new.layers()) {
                 for (go, gn) in lo.gpus.iter().zip(&ln.gpus) {
+                    // A shared prefix adds nothing (a per-batch planner's
+                    // plans share their base's slots): only the tails count.
+                    let same = go.iter().zip(gn).take_while(|(a, b)| a == b).count();
+                    let (go, gn) = (&go[same..], &gn[same..]);
                     for &e in gn {
                         count[e as usize] += 1;
                     }

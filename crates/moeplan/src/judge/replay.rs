@@ -105,7 +105,7 @@ pub(crate) struct Engine {
 impl Engine {
     /// `profiled`: every plan to replay records its profile, so GRACE's
     /// rules never need the workload's own loads (not summed then).
-    pub fn new(topology: Topology, rule: Rule, workload: &Workload, profiled: bool) -> Self {
+    pub(crate) fn new(topology: Topology, rule: Rule, workload: &Workload, profiled: bool) -> Self {
         let even = matches!(workload.source_kind(), Sources::Even);
         let tokens = matches!(workload.source_kind(), Sources::Tokens { .. });
         let mode = match rule {
@@ -168,20 +168,20 @@ impl Engine {
 
     /// Whether steps count token messages (the workload has token routes,
     /// and they were not left out: [`Engine::without_messages`]).
-    pub fn counts_messages(&self) -> bool {
+    pub(crate) fn counts_messages(&self) -> bool {
         self.counts_messages
     }
 
     /// Whether the caller times steps (it reads [`Engine::view`]); a
     /// replay that does not spares Libra's rule a slot table per layer.
-    pub fn timed(mut self, timed: bool) -> Self {
+    pub(crate) fn timed(mut self, timed: bool) -> Self {
         self.timed = timed;
         self
     }
 
     /// Steps that leave token messages out: a replay that needs only loads
     /// and pair traffic skips a pass over every token of the batch.
-    pub fn without_messages(mut self) -> Self {
+    pub(crate) fn without_messages(mut self) -> Self {
         self.counts_messages = false;
         self
     }
@@ -190,7 +190,7 @@ impl Engine {
     /// map, `profile` the layer's expert loads the plan was planned on
     /// (GRACE's rules predict from them; without them, from the whole
     /// workload's loads).
-    pub fn prepare(
+    pub(crate) fn prepare(
         &mut self,
         layer: &LayerPlacement,
         l: usize,
@@ -250,7 +250,7 @@ impl Engine {
     }
 
     /// Replays batch `b` of layer index `l` against the prepared layer.
-    pub fn step(&mut self, workload: &Workload, b: usize, l: usize) -> Step {
+    pub(crate) fn step(&mut self, workload: &Workload, b: usize, l: usize) -> Step {
         let counts = workload.trace().counts();
         let row = counts.slice(s![b, l, ..]);
         match row.to_slice() {

@@ -26,7 +26,7 @@ pub(crate) struct SlotTable {
 }
 
 impl SlotTable {
-    pub fn prepare(&mut self, layer: &LayerPlacement, num_experts: usize) {
+    pub(crate) fn prepare(&mut self, layer: &LayerPlacement, num_experts: usize) {
         self.gpu_start.clear();
         self.slot_expert.clear();
         self.slot_gpu.clear();
@@ -70,18 +70,18 @@ impl SlotTable {
         }));
     }
 
-    pub fn num_gpus(&self) -> usize {
+    pub(crate) fn num_gpus(&self) -> usize {
         self.gpu_start.len().saturating_sub(1)
     }
 
-    pub fn copies(&self, e: usize) -> &[u32] {
+    pub(crate) fn copies(&self, e: usize) -> &[u32] {
         &self.copy_slot[self.copy_start[e]..self.copy_start[e + 1]]
     }
 
     /// Per-GPU loads under the even split, computed exactly as
     /// [`crate::evaluate`] does (same operations in the same order), so the
     /// figures agree bit for bit.
-    pub fn even_loads(&self, row: &[f64], loads: &mut [f64]) {
+    pub(crate) fn even_loads(&self, row: &[f64], loads: &mut [f64]) {
         for (g, load) in loads.iter_mut().enumerate() {
             let range = self.gpu_start[g]..self.gpu_start[g + 1];
             *load = self.slot_expert[range.clone()]

@@ -8,7 +8,7 @@
 
 use super::cost::{self, Prediction, Pricing};
 use super::eval::{EvalReport, evaluate_with_progress};
-use super::{CostModel, Placement, Report, Rule, Strategy, Workload, simulate};
+use super::{CostModel, Placement, Report, Rule, Steps, Strategy, Workload, simulate};
 use crate::data::plan::Plan;
 use crate::error::Result;
 
@@ -37,6 +37,41 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// Schedules of consecutive batch ranges, in order, as one: what
+    /// [`crate::planners::Prepared::schedule_batches`] made in parts. They
+    /// must agree on everything but their plans and copies.
+    pub fn join(parts: Vec<Schedule>) -> Result<Schedule> {
+        let mut parts = parts.into_iter();
+        let mut all = parts
+            .next()
+            .ok_or_else(|| crate::error::Error::Argument("no schedules to join".into()))?;
+        for p in parts {
+            let same = p.strategy.rule == all.strategy.rule
+                && p.extra_slots_per_gpu == all.extra_slots_per_gpu
+                && p.resident_slots_per_gpu == all.resident_slots_per_gpu
+                && p.about == all.about;
+            match (&mut all.strategy.placement, p.strategy.placement) {
+                (Placement::Schedule(mine), Placement::Schedule(theirs)) if same => {
+                    let next = mine.last().map_or(0, |(r, _)| r.end);
+                    if let Some((r, _)) = theirs.first().filter(|(r, _)| r.start != next) {
+                        return Err(crate::error::Error::Argument(format!(
+                            "a schedule's part starts at batch {}, not {next}",
+                            r.start
+                        )));
+                    }
+                    mine.extend(theirs);
+                    all.copies_per_batch.extend(p.copies_per_batch);
+                }
+                _ => {
+                    return Err(crate::error::Error::Argument(
+                        "only per-batch schedules of one planner and options join".into(),
+                    ));
+                }
+            }
+        }
+        Ok(all)
+    }
+
     /// Expert bytes copied in each batch: its copies × the bytes of one
     /// expert (`expert_bytes`, the cost model's).
     ///
@@ -151,6 +186,43 @@ pub fn judge_pairs(work: &Workload, served: Served<'_>, cost: &CostModel) -> Res
     judge_parts(work, served, cost, None, false, |_, _| {})
 }
 
+/// [`judge_pairs`] of `base` served through `schedule`, its replay made
+/// in parts ([`super::replay_steps`], joined with [`Steps::join`]): the
+/// same verdict to the bit, the replay's work (and each batch's bound and
+/// copies) shared between workers.
+///
+/// ```
+/// use moeplan::judge::{judge_pairs, judge_pairs_replayed, replay_steps, CostModel, Schedule, Served, Steps};
+/// use moeplan::planners::{self, Settings};
+/// use moeplan::{synth::generator, data::model, Topology, Workload};
+/// let work = Workload::new(generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?);
+/// let ready = planners::prepare(planners::find("libra")?, &work, Topology::new(1, 8)?, &Settings::new())?;
+/// let base = ready.plan(None)?.plan;
+/// let cost = CostModel::default();
+/// let halves = [ready.schedule_batches(&base, &work, 0..2)?.unwrap(), ready.schedule_batches(&base, &work, 2..4)?.unwrap()];
+/// let steps = Steps::join(vec![replay_steps(&work, &halves[0], &cost, 0..2)?, replay_steps(&work, &halves[1], &cost, 2..4)?])?;
+/// let schedule = Schedule::join(halves.to_vec())?;
+/// let whole = judge_pairs(&work, Served::Schedule { base: &base, schedule: &schedule }, &cost)?;
+/// let joined = judge_pairs_replayed(&work, &base, &schedule, &cost, &steps)?;
+/// assert_eq!(joined.sim.per_batch, whole.sim.per_batch);
+/// assert_eq!((joined.report.balancedness, joined.report.bound), (whole.report.balancedness, whole.report.bound));
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn judge_pairs_replayed(
+    work: &Workload,
+    base: &Plan,
+    schedule: &Schedule,
+    cost: &CostModel,
+    steps: &Steps,
+) -> Result<Verdict> {
+    let report = evaluate_with_progress(work.trace(), base, |_, _| {})?;
+    let segments = super::segments(&schedule.strategy.placement, work.trace().num_batches())?;
+    let sim = super::steps::fold(work, &segments, schedule.strategy.rule, cost, steps)?;
+    let per_batch = steps.per_batch(work.trace().num_batches())?;
+    let served = Served::Schedule { base, schedule };
+    finish(work, served, cost, report, sim, None, Some(per_batch))
+}
+
 fn judge_parts(
     work: &Workload,
     served: Served<'_>,
@@ -159,8 +231,23 @@ fn judge_parts(
     messages: bool,
     progress: impl FnMut(usize, usize),
 ) -> Result<Verdict> {
-    let mut report = evaluate_with_progress(work.trace(), served.loaded(), progress)?;
+    let report = evaluate_with_progress(work.trace(), served.loaded(), progress)?;
     let (sim, predicted) = replay(work, served, cost, pricing, messages)?;
+    finish(work, served, cost, report, sim, predicted, None)
+}
+
+/// The verdict from the evaluator's report and the replay's; a schedule's
+/// bound per layer and mean copies per layer as given (`per_batch`, made
+/// in parts), else counted from its plans.
+fn finish(
+    work: &Workload,
+    served: Served<'_>,
+    cost: &CostModel,
+    mut report: EvalReport,
+    sim: Report,
+    predicted: Option<Prediction>,
+    per_batch: Option<(Vec<f64>, Vec<usize>)>,
+) -> Result<Verdict> {
     // The rule decides balance; the evaluator keeps memory and the bound.
     report.balancedness = sim.balancedness;
     report.imbalance_ratio = sim.imbalance_ratio;
@@ -174,12 +261,18 @@ fn judge_parts(
         Served::Schedule { schedule, .. } => {
             // The base's bound is for static plans; the schedule's copies
             // are counted batch by batch.
-            report.bound_per_batch(work.trace(), &schedule.strategy.placement)?;
+            let copies = match per_batch {
+                Some((bound, copies)) => {
+                    report.set_bound_per_batch(bound);
+                    copies
+                }
+                None => {
+                    report.bound_per_batch(work.trace(), &schedule.strategy.placement)?;
+                    mean_copies_per_layer(&schedule.strategy.placement, work)
+                }
+            };
             report.replica_slots_fullest_gpu += schedule.resident_slots_per_gpu;
-            (
-                mean_copies_per_layer(&schedule.strategy.placement, work),
-                schedule.bytes_copied(cost.expert_bytes),
-            )
+            (copies, schedule.bytes_copied(cost.expert_bytes))
         }
     };
     Ok(Verdict {

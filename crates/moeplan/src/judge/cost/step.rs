@@ -93,7 +93,7 @@ impl StepTime {
     /// overlap (`tbo`) two micro-batches of half the variable work each,
     /// one's dispatch and combine under the other's compute — `d + max(c,
     /// d) + max(c, k) + k` — when that is the shorter.
-    pub fn layer_us(&self, tbo: bool) -> f64 {
+    pub(crate) fn layer_us(&self, tbo: bool) -> f64 {
         let one = self.compute_us + self.dispatch_us + self.combine_us;
         if !tbo {
             return one;
@@ -181,7 +181,7 @@ impl Timer {
     /// `messages` its token messages when counted, `share` the part of the
     /// batch served.
     #[allow(clippy::too_many_arguments)]
-    pub fn step(
+    pub(crate) fn step(
         &mut self,
         t: &TimeCost,
         topology: Topology,

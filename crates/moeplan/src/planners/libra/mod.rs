@@ -235,19 +235,53 @@ pub fn libra_schedule(
     predictor: &Predictor,
     options: &LibraOptions,
 ) -> Result<LibraSchedule> {
+    let all = 0..work.trace().num_batches();
+    libra_schedule_batches(work, base, predictor, options, all)?
+        .ok_or_else(|| Error::planner(NAME, "the whole workload could not be scheduled"))
+}
+
+/// [`libra_schedule`] for `batches` only (its placement covers just them):
+/// a batch's copies depend on that batch's prediction alone, so halves
+/// made apart join into the whole ([`crate::judge::Schedule::join`]).
+/// `None` for a path table that learns online (batches after the first
+/// need every batch before them learnt).
+pub(crate) fn libra_schedule_batches(
+    work: &Workload,
+    base: &Plan,
+    predictor: &Predictor,
+    options: &LibraOptions,
+    batches: std::ops::Range<usize>,
+) -> Result<Option<LibraSchedule>> {
     let trace = work.trace();
     base.check_matches(trace)?;
+    if batches.start >= batches.end || batches.end > trace.num_batches() {
+        return Err(Error::Argument(format!(
+            "batches {}..{} of a workload of {}",
+            batches.start,
+            batches.end,
+            trace.num_batches()
+        )));
+    }
     let local = options.local_copies()?;
     let d = base.topology().num_gpus();
-    let mut parts = Vec::with_capacity(trace.num_batches());
-    let mut copies = Vec::with_capacity(trace.num_batches());
+    let mut parts = Vec::with_capacity(batches.len());
+    let mut copies = Vec::with_capacity(batches.len());
     // A path table grows online: it learns each batch once served.
     let mut predictor = predictor.clone();
     let (mut prefetcher, mut predicted) = (Prefetcher::default(), PredictedCounts::default());
     // The path table's predictions, made once per workload (they depend on
     // the routes alone); the table then need not learn here.
-    let memo = predictor.path_memo(work)?;
-    for b in 0..trace.num_batches() {
+    // A part after the first never makes them (seconds): only the whole
+    // does, or the first part; one that has no table kept cannot start
+    // there.
+    let memo = match (&predictor, batches.start) {
+        (Predictor::PathTable(_), 1..) => match predictor.path_memo_kept(work) {
+            Some(memo) => Some(memo),
+            None => return Ok(None),
+        },
+        _ => predictor.path_memo(work)?,
+    };
+    for b in batches {
         let mut layers = Vec::with_capacity(base.layers().len());
         let mut made = 0;
         for (l, layer) in base.layers().iter().enumerate() {
@@ -266,7 +300,7 @@ pub fn libra_schedule(
         let plan = Plan::extending(base, layers, NAME)?;
         parts.push((b..b + 1, plan));
     }
-    Ok(LibraSchedule {
+    Ok(Some(LibraSchedule {
         placement: Placement::Schedule(parts),
         rule: Rule::Libra {
             tolerance_percent: options.tolerance_percent,
@@ -274,7 +308,7 @@ pub fn libra_schedule(
         },
         copies,
         predictor: (predictor.name(), predictor.label()),
-    })
+    }))
 }
 
 const OPTIONS: [OptionSpec; 5] = [
@@ -417,8 +451,20 @@ impl Prepared for Libra {
     }
 
     fn schedule(&self, base: &Plan, served: &Workload) -> Result<Option<Schedule>> {
+        self.schedule_batches(base, served, 0..served.trace().num_batches())
+    }
+
+    fn schedule_batches(
+        &self,
+        base: &Plan,
+        served: &Workload,
+        batches: std::ops::Range<usize>,
+    ) -> Result<Option<Schedule>> {
         let predictor = build_predictor(&self.predictor, served)?;
-        let s = libra_schedule(served, base, &predictor, &self.options)?;
+        let Some(s) = libra_schedule_batches(served, base, &predictor, &self.options, batches)?
+        else {
+            return Ok(None);
+        };
         Ok(Some(Schedule {
             about: format!(
                 "per batch, {} ({}), {} predictor ({})",

@@ -304,6 +304,24 @@ pub trait Prepared: fmt::Debug + Send + Sync {
         let _ = (base, served);
         Ok(None)
     }
+
+    /// [`Prepared::schedule`] for `batches` only, its placement covering
+    /// just them, so parts made apart (by two workers) join
+    /// ([`crate::judge::Schedule::join`]); `None` where a planner cannot
+    /// schedule a part alone (the default: only the whole, through
+    /// [`Prepared::schedule`]).
+    fn schedule_batches(
+        &self,
+        base: &Plan,
+        served: &Workload,
+        batches: std::ops::Range<usize>,
+    ) -> Result<Option<crate::judge::Schedule>> {
+        if batches == (0..served.trace().num_batches()) {
+            self.schedule(base, served)
+        } else {
+            Ok(None)
+        }
+    }
 }
 
 /// What identifies a planner, as one constant in its file (the registry
@@ -506,6 +524,14 @@ impl Prepared for Profiled {
     }
     fn schedule(&self, base: &Plan, served: &Workload) -> Result<Option<crate::judge::Schedule>> {
         self.inner.schedule(base, served)
+    }
+    fn schedule_batches(
+        &self,
+        base: &Plan,
+        served: &Workload,
+        batches: std::ops::Range<usize>,
+    ) -> Result<Option<crate::judge::Schedule>> {
+        self.inner.schedule_batches(base, served, batches)
     }
 }
 

@@ -449,6 +449,18 @@ impl Predictor {
         })
     }
 
+    /// The path table's predictions if [`Predictor::path_memo`] has made
+    /// them for `work` already (never making them: seconds on the page's
+    /// default); `None` otherwise and for other predictors.
+    pub(crate) fn path_memo_kept(&self, work: &Workload) -> Option<Arc<Vec<u16>>> {
+        match self {
+            Predictor::PathTable(table) if table.learnt().is_empty() => {
+                work.derived_slot(&memo_name(table.depth)).flatten()
+            }
+            _ => None,
+        }
+    }
+
     /// Batch `b` (≥ 1), layer index `l`'s prediction from a
     /// [`Predictor::path_memo`], into `out` for `gpus` GPUs: what
     /// [`Predictor::predict_into`] gives the table grown online.
