@@ -72,7 +72,7 @@ fn main() {
                 .dyn_into::<js_sys::Float64Array>()
                 .map(|a| a.to_vec())
                 .unwrap_or_default();
-            server.help(&text, &numbers);
+            server.help(&text, numbers);
             return;
         }
         let bytes = data.get(1).dyn_into::<js_sys::Uint8Array>().ok();
@@ -204,7 +204,7 @@ impl Server {
             trace,
             job: job.clone(),
         };
-        if !self.ask_helper(&ask, None) {
+        if !self.ask_helper(&ask) {
             return false;
         }
         post(
@@ -269,36 +269,29 @@ impl Server {
     }
 
     /// Posts `ask` to the helper; whether it went.
-    fn ask_helper(&self, ask: &HelperAsk, numbers: Option<&[f64]>) -> bool {
+    fn ask_helper(&self, ask: &HelperAsk) -> bool {
         let mut helper = self.helper.borrow_mut();
         let Some(h) = helper.as_mut() else {
             return false;
         };
-        let Ok(json) = serde_json::to_string(ask) else {
-            return false;
-        };
-        let numbers = numbers.map(|xs| {
-            let a = js_sys::Float64Array::new_with_length(xs.len() as u32);
-            a.copy_from(xs);
-            a
-        });
+        let (text, numbers) = ask.to_message();
+        let array = js_sys::Float64Array::new_with_length(numbers.len() as u32);
+        array.copy_from(&numbers);
         let msg = js_sys::Array::of3(
-            &JsValue::from_str(&json),
-            &numbers.as_ref().map_or(JsValue::NULL, |a| a.clone().into()),
+            &JsValue::from_str(&text),
+            &array,
             &JsValue::from_str(HELPER),
         );
-        let sent = match &numbers {
-            Some(a) => h
-                .worker
-                .post_message_with_transfer(&msg, &js_sys::Array::of1(&a.buffer())),
-            None => h.worker.post_message(&msg),
-        };
-        match (sent.is_ok(), ask) {
+        let sent = h
+            .worker
+            .post_message_with_transfer(&msg, &js_sys::Array::of1(&array.buffer()))
+            .is_ok();
+        match (sent, ask) {
             (true, HelperAsk::Part { .. }) => h.busy = true,
             (true, HelperAsk::Load { trace, .. }) => h.loading = Some(*trace),
             _ => {}
         }
-        sent.is_ok()
+        sent
     }
 
     /// Starts the helper, or gives it the trace held, once the page is
@@ -321,10 +314,10 @@ impl Server {
         if !due {
             return;
         }
-        let Some((ask, numbers)) = self.state.borrow().helper_load() else {
+        let Some(ask) = self.state.borrow().helper_load() else {
             return;
         };
-        self.ask_helper(&ask, numbers.as_deref());
+        self.ask_helper(&ask);
     }
 
     /// Starts another instance of this worker's script as its helper.
@@ -344,9 +337,9 @@ impl Server {
             let numbers = data
                 .get(1)
                 .dyn_into::<js_sys::Float64Array>()
-                .ok()
-                .map(|a| a.to_vec());
-            me.from_helper(&text, numbers.as_deref());
+                .map(|a| a.to_vec())
+                .unwrap_or_default();
+            me.from_helper(&text, numbers);
         });
         let me = Rc::clone(self);
         let on_error = Closure::<dyn FnMut(ErrorEvent)>::new(move |ev: ErrorEvent| {
@@ -367,8 +360,10 @@ impl Server {
     }
 
     /// A message from the helper.
-    fn from_helper(self: &Rc<Self>, text: &str, numbers: Option<&[f64]>) {
-        if let Ok(answer) = serde_json::from_str::<HelperAnswer>(text) {
+    fn from_helper(self: &Rc<Self>, text: &str, numbers: Vec<f64>) {
+        if text.starts_with('[') {
+            let answer = HelperAnswer::from_message(text, numbers)
+                .unwrap_or_else(|message| HelperAnswer::Refused { message });
             if let Some(h) = self.helper.borrow_mut().as_mut() {
                 match &answer {
                     HelperAnswer::Loaded { trace } => {
@@ -384,14 +379,18 @@ impl Server {
                 }
             }
             match answer {
-                HelperAnswer::Part { job, worker_ms } => {
+                HelperAnswer::Part {
+                    job,
+                    worker_ms,
+                    numbers,
+                } => {
                     let mine = self
                         .waiting
                         .borrow()
                         .as_ref()
                         .is_some_and(|w| w.shared.job == job);
                     if mine {
-                        self.helped(numbers, worker_ms);
+                        self.helped(Some(&numbers), worker_ms);
                     }
                 }
                 HelperAnswer::Refused { message } => {
@@ -402,14 +401,23 @@ impl Server {
             }
             return;
         }
-        match serde_json::from_str::<Response>(text) {
-            Ok(Response::Ready) => {
+        // Its own start and its panic hook's last words, read by their kind
+        // only: deserializing a whole `Response` would put every answer's
+        // reader in this worker (60 KB gzip).
+        #[derive(serde::Deserialize)]
+        struct Said {
+            kind: String,
+            #[serde(default)]
+            message: String,
+        }
+        match serde_json::from_str::<Said>(text) {
+            Ok(said) if said.kind == "ready" => {
                 if let Some(h) = self.helper.borrow_mut().as_mut() {
                     h.ready = true;
                 }
                 self.sync_helper();
             }
-            Ok(Response::Crashed { message }) => self.helper_lost(&message),
+            Ok(said) if said.kind == "crashed" => self.helper_lost(&said.message),
             _ => {}
         }
     }
@@ -447,23 +455,17 @@ impl Server {
     }
 
     /// As another worker's helper: answers its ask.
-    fn help(&self, text: &str, numbers: &[f64]) {
+    fn help(&self, text: &str, numbers: Vec<f64>) {
         let started = now();
-        let (mut answer, out) = match serde_json::from_str::<HelperAsk>(text) {
-            Ok(ask) => self.as_helper.borrow_mut().handle(&ask, numbers),
-            Err(e) => (
-                HelperAnswer::Refused {
-                    message: format!("bad ask: {e}"),
-                },
-                None,
-            ),
+        let mut answer = match HelperAsk::from_message(text, numbers) {
+            Ok(ask) => self.as_helper.borrow_mut().handle(ask),
+            Err(message) => HelperAnswer::Refused { message },
         };
         if let HelperAnswer::Part { worker_ms, .. } = &mut answer {
             *worker_ms = now() - started;
         }
-        if let Ok(json) = serde_json::to_string(&answer) {
-            post_with_numbers(&self.scope, &json, out.as_deref());
-        }
+        let (text, numbers) = answer.to_message();
+        post_with_numbers(&self.scope, &text, Some(&numbers));
     }
 
     /// Plans `req` with the traces its files held, posts the answer, and

@@ -644,7 +644,7 @@ pub fn encode(r: &Response) -> Result<(String, Option<Vec<f64>>), String> {
 /// assert_eq!(why_stopped("boom"), "boom");
 /// ```
 pub fn why_stopped(message: &str) -> String {
-    if message.contains("unreachable") || message.to_lowercase().contains("memory") {
+    if message.contains("unreachable") || message.to_ascii_lowercase().contains("memory") {
         "out of memory?".into()
     } else if message.is_empty() {
         "an uncaught error".into()

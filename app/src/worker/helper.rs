@@ -10,12 +10,12 @@
 //! or dies (`bin/worker.rs`), and what it shows is the same to the bit
 //! either way (`moeplan_view`'s split test).
 //!
-//! Messages are `[json, Float64Array | null, "helper"]` to the helper and
-//! `[json, Float64Array | null]` back, as the page's are.
+//! Messages are `[words, Float64Array, "helper"]` to the helper and
+//! `[words, Float64Array]` back (a JSON list of words and the numbers:
+//! [`Message`]).
 
 use moeplan::data::Workload;
-use moeplan_view::{SchedulePart, SplitJob, schedule_part};
-use serde::{Deserialize, Serialize};
+use moeplan_view::{Cluster, SchedulePart, SplitJob, schedule_part};
 
 use super::{WorkerState, load, planner_settings};
 use crate::protocol::{Request, Source};
@@ -24,13 +24,16 @@ use crate::reader::{ReadTrace, pack, unpack};
 /// The third element of a message to the helper.
 pub const HELPER: &str = "helper";
 
+/// A message between the two workers: a JSON list of words and numbers
+/// (no serde types of their own: each would add its code to the page's
+/// wasm).
+pub type Message = (String, Vec<f64>);
+
 /// What the planning worker asks its helper.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "ask", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum HelperAsk {
     /// Hold this trace, numbered `trace`: generated again from `source`, or
-    /// (a file) the counts that come as numbers, `headers` saying their
-    /// shape ([`pack`]).
+    /// (a file) its counts, `headers` saying their shape ([`pack`]).
     Load {
         /// The planning worker's number for the trace.
         trace: u64,
@@ -38,6 +41,8 @@ pub enum HelperAsk {
         source: Source,
         /// A file's trace, without its counts.
         headers: Vec<ReadTrace>,
+        /// A file's counts.
+        counts: Vec<f64>,
     },
     /// The second part of `job` on trace `trace`.
     Part {
@@ -49,21 +54,21 @@ pub enum HelperAsk {
 }
 
 /// What the helper answers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "answer", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum HelperAnswer {
     /// It holds trace `trace`.
     Loaded {
         /// The trace.
         trace: u64,
     },
-    /// Its part of `job`, as numbers ([`SchedulePart::to_numbers`]).
+    /// Its part of `job`.
     Part {
         /// The job.
         job: SplitJob,
         /// Milliseconds the helper spent on it.
-        #[serde(default)]
         worker_ms: f64,
+        /// The part ([`SchedulePart::to_numbers`]).
+        numbers: Vec<f64>,
     },
     /// It cannot: the trace is not the one it holds, the planner cannot
     /// schedule a part alone, or planning failed.
@@ -73,6 +78,176 @@ pub enum HelperAnswer {
     },
 }
 
+/// A job's words (planner, then its options' names and values) and
+/// numbers (the cluster and the split).
+fn job_message(job: &SplitJob) -> (Vec<String>, [f64; 5]) {
+    let mut words = vec![job.planner.to_string()];
+    for (k, v) in &job.options {
+        words.extend([k.clone(), v.clone()]);
+    }
+    let c = job.cluster;
+    let numbers = [c.nodes, c.gpus_per_node, c.groups, job.from, job.batches].map(|x| x as f64);
+    (words, numbers)
+}
+
+/// The job [`job_message`] wrote.
+fn job_of(words: &[String], numbers: &[f64]) -> Result<SplitJob, String> {
+    let [nodes, gpus_per_node, groups, from, batches] = counts_of(numbers)?;
+    let (planner, options) = words.split_first().ok_or("a job without its planner")?;
+    if options.len() % 2 != 0 {
+        return Err("a job's options are not name-value pairs".into());
+    }
+    Ok(SplitJob {
+        planner: planner.parse().map_err(|e: moeplan::Error| e.to_string())?,
+        cluster: Cluster {
+            nodes,
+            gpus_per_node,
+            groups,
+        },
+        options: options
+            .chunks_exact(2)
+            .map(|kv| (kv[0].clone(), kv[1].clone()))
+            .collect(),
+        from,
+        batches,
+    })
+}
+
+/// The first `N` numbers as counts (whole, not negative).
+fn counts_of<const N: usize>(numbers: &[f64]) -> Result<[usize; N], String> {
+    let mut out = [0usize; N];
+    for (o, &x) in out
+        .iter_mut()
+        .zip(numbers.get(..N).ok_or("a message cut short")?)
+    {
+        if !(x.is_finite() && x >= 0.0 && x.fract() == 0.0 && x < 9.0e15) {
+            return Err(format!("{x} is not a count"));
+        }
+        *o = x as usize;
+    }
+    Ok(out)
+}
+
+/// The words of a message's text.
+fn words_of(text: &str) -> Result<Vec<String>, String> {
+    serde_json::from_str(text).map_err(|e| format!("not a helper message: {e}"))
+}
+
+fn text_of(words: &[String]) -> String {
+    serde_json::to_string(words).unwrap_or_default()
+}
+
+impl HelperAsk {
+    /// As a message.
+    pub fn to_message(&self) -> Message {
+        match self {
+            HelperAsk::Load {
+                trace,
+                source,
+                headers,
+                counts,
+            } => {
+                let words = [
+                    "load".to_string(),
+                    serde_json::to_string(source).unwrap_or_default(),
+                    serde_json::to_string(headers).unwrap_or_default(),
+                ];
+                let mut numbers = Vec::with_capacity(counts.len() + 1);
+                numbers.push(*trace as f64);
+                numbers.extend_from_slice(counts);
+                (text_of(&words), numbers)
+            }
+            HelperAsk::Part { trace, job } => {
+                let (mut words, numbers) = job_message(job);
+                words.insert(0, "part".into());
+                let mut all = vec![*trace as f64];
+                all.extend(numbers);
+                (text_of(&words), all)
+            }
+        }
+    }
+
+    /// The ask a message holds, checked.
+    pub fn from_message(text: &str, numbers: Vec<f64>) -> Result<HelperAsk, String> {
+        let words = words_of(text)?;
+        let [trace] = counts_of(&numbers)?;
+        let trace = trace as u64;
+        match words.first().map(String::as_str) {
+            Some("load") => {
+                let word = |i: usize| words.get(i).map(String::as_str).unwrap_or_default();
+                let source = serde_json::from_str(word(1)).map_err(|e| e.to_string())?;
+                let headers = serde_json::from_str(word(2)).map_err(|e| e.to_string())?;
+                let mut counts = numbers;
+                counts.remove(0);
+                Ok(HelperAsk::Load {
+                    trace,
+                    source,
+                    headers,
+                    counts,
+                })
+            }
+            Some("part") => Ok(HelperAsk::Part {
+                trace,
+                job: job_of(&words[1..], &numbers[1..])?,
+            }),
+            _ => Err(format!("an ask the helper does not know: {text}")),
+        }
+    }
+}
+
+impl HelperAnswer {
+    /// As a message.
+    pub fn to_message(&self) -> Message {
+        match self {
+            HelperAnswer::Loaded { trace } => (text_of(&["loaded".into()]), vec![*trace as f64]),
+            HelperAnswer::Part {
+                job,
+                worker_ms,
+                numbers,
+            } => {
+                let (mut words, head) = job_message(job);
+                words.insert(0, "part".into());
+                let mut all = Vec::with_capacity(numbers.len() + 6);
+                all.extend(head);
+                all.push(*worker_ms);
+                all.extend_from_slice(numbers);
+                (text_of(&words), all)
+            }
+            HelperAnswer::Refused { message } => {
+                (text_of(&["refused".into(), message.clone()]), Vec::new())
+            }
+        }
+    }
+
+    /// The answer a message holds, checked.
+    pub fn from_message(text: &str, numbers: Vec<f64>) -> Result<HelperAnswer, String> {
+        let words = words_of(text)?;
+        match words.first().map(String::as_str) {
+            Some("loaded") => {
+                let [trace] = counts_of(&numbers)?;
+                Ok(HelperAnswer::Loaded {
+                    trace: trace as u64,
+                })
+            }
+            Some("part") => {
+                let job = job_of(&words[1..], &numbers)?;
+                let worker_ms = numbers.get(5).copied().unwrap_or(0.0);
+                Ok(HelperAnswer::Part {
+                    job,
+                    worker_ms,
+                    numbers: numbers.get(6..).unwrap_or(&[]).to_vec(),
+                })
+            }
+            Some("refused") => Ok(HelperAnswer::Refused {
+                message: words.get(1).cloned().unwrap_or_default(),
+            }),
+            _ => Err(format!(
+                "an answer the planning worker does not know: {text}"
+            )),
+        }
+    }
+}
+
 /// The helper's side: the workload it holds.
 #[derive(Default)]
 pub struct Helper {
@@ -80,29 +255,30 @@ pub struct Helper {
 }
 
 impl Helper {
-    /// Answers one ask (`numbers`: a file's counts for a load) with the
-    /// answer and its numbers.
-    pub fn handle(&mut self, ask: &HelperAsk, numbers: &[f64]) -> (HelperAnswer, Option<Vec<f64>>) {
-        let refused = |message: String| (HelperAnswer::Refused { message }, None);
+    /// Answers one ask.
+    pub fn handle(&mut self, ask: HelperAsk) -> HelperAnswer {
+        let refused = |message: String| HelperAnswer::Refused { message };
         match ask {
             HelperAsk::Load {
                 trace,
                 source,
                 headers,
+                counts,
             } => {
                 // The old copy goes first: two at once may not fit.
                 self.held = None;
                 let read = match source {
-                    Source::File { .. } => match unpack(headers, numbers) {
+                    Source::File { .. } => match unpack(&headers, &counts) {
                         Ok(traces) => Some(traces),
                         Err(e) => return refused(e),
                     },
                     Source::Generate { .. } => None,
                 };
-                match load(source, read, &mut |_| {}) {
+                drop(counts);
+                match load(&source, read, &mut |_| {}) {
                     Ok((work, _)) => {
-                        self.held = Some((*trace, work));
-                        (HelperAnswer::Loaded { trace: *trace }, None)
+                        self.held = Some((trace, work));
+                        HelperAnswer::Loaded { trace }
                     }
                     Err(e) => refused(e),
                 }
@@ -111,17 +287,15 @@ impl Helper {
                 let Some((held, work)) = &self.held else {
                     return refused("no trace held".into());
                 };
-                if held != trace {
+                if *held != trace {
                     return refused(format!("trace {trace} asked, {held} held"));
                 }
-                match schedule_part(work, job, job.theirs()) {
-                    Ok(Some(part)) => (
-                        HelperAnswer::Part {
-                            job: job.clone(),
-                            worker_ms: 0.0,
-                        },
-                        Some(part.to_numbers()),
-                    ),
+                match schedule_part(work, &job, job.theirs()) {
+                    Ok(Some(part)) => HelperAnswer::Part {
+                        job,
+                        worker_ms: 0.0,
+                        numbers: part.to_numbers(),
+                    },
                     Ok(None) => refused("the planner cannot schedule a part alone".into()),
                     Err(e) => refused(e.to_string()),
                 }
@@ -143,25 +317,21 @@ impl WorkerState {
     /// The trace held and what to send the helper so it holds it too
     /// (`None` before the first trace, and while no re-plan here can be
     /// shared: the copy would cost memory for nothing).
-    pub fn helper_load(&self) -> Option<(HelperAsk, Option<Vec<f64>>)> {
+    pub fn helper_load(&self) -> Option<HelperAsk> {
         let (source, ws) = (self.loaded.as_ref()?, self.workspace.as_ref()?);
         if !ws.shares_per_batch() {
             return None;
         }
         let (headers, counts) = match source {
-            Source::File { .. } => {
-                let (headers, counts) =
-                    pack(&[(self.source.clone(), ws.workload().trace().clone())]);
-                (headers, Some(counts))
-            }
-            Source::Generate { .. } => (Vec::new(), None),
+            Source::File { .. } => pack(&[(self.source.clone(), ws.workload().trace().clone())]),
+            Source::Generate { .. } => (Vec::new(), Vec::new()),
         };
-        let ask = HelperAsk::Load {
+        Some(HelperAsk::Load {
             trace: self.trace_number,
             source: source.clone(),
             headers,
-        };
-        Some((ask, counts))
+            counts,
+        })
     }
 
     /// Whether a helper would share re-plans of the workspace held.

@@ -1072,8 +1072,14 @@ fn a_hardware_file_prices_like_the_preset_it_copies() {
 /// options are kept shares nothing.
 #[test]
 fn a_libra_change_shared_with_the_helper_answers_what_one_worker_does() {
-    let through_json = |a: &HelperAsk| -> HelperAsk {
-        serde_json::from_str(&serde_json::to_string(a).unwrap()).unwrap()
+    // Every ask and answer goes through its message, as between workers.
+    let sent = |a: &HelperAsk| -> HelperAsk {
+        let (text, numbers) = a.to_message();
+        HelperAsk::from_message(&text, numbers).unwrap()
+    };
+    let back = |a: HelperAnswer| -> HelperAnswer {
+        let (text, numbers) = a.to_message();
+        HelperAnswer::from_message(&text, numbers).unwrap()
     };
     let opts = |n: &str, p: &str| {
         Some(vec![
@@ -1105,8 +1111,8 @@ fn a_libra_change_shared_with_the_helper_answers_what_one_worker_does() {
             view_of(s.handle(&open, bytes.as_deref(), || 0.0, |_| {}));
         }
         let mut helper = Helper::default();
-        let (load, counts) = main.helper_load().expect("a trace to send");
-        let (loaded, _) = helper.handle(&through_json(&load), counts.as_deref().unwrap_or(&[]));
+        let load = main.helper_load().expect("a trace to send");
+        let loaded = back(helper.handle(sent(&load)));
         assert_eq!(
             loaded,
             HelperAnswer::Loaded {
@@ -1129,16 +1135,14 @@ fn a_libra_change_shared_with_the_helper_answers_what_one_worker_does() {
                     trace: main.trace_number(),
                     job: job.clone(),
                 };
-                let (answer, numbers) = helper.handle(&through_json(&ask), &[]);
-                assert_eq!(
-                    answer,
-                    HelperAnswer::Part {
-                        job,
-                        worker_ms: 0.0
-                    }
-                );
-                main.keep_shared(shared, &numbers.expect("the part's numbers"))
-                    .unwrap();
+                let HelperAnswer::Part {
+                    job: done, numbers, ..
+                } = back(helper.handle(sent(&ask)))
+                else {
+                    panic!("the helper made no part");
+                };
+                assert_eq!(done, job);
+                main.keep_shared(shared, &numbers).unwrap();
                 shared_jobs += 1;
                 // Another trace's job is refused.
                 let stale = HelperAsk::Part {
@@ -1146,9 +1150,15 @@ fn a_libra_change_shared_with_the_helper_answers_what_one_worker_does() {
                     job: ws_job(&main, &r),
                 };
                 assert!(matches!(
-                    helper.handle(&stale, &[]).0,
+                    back(helper.handle(sent(&stale))),
                     HelperAnswer::Refused { .. }
                 ));
+                // A message that is not one is refused, not trusted.
+                assert!(HelperAsk::from_message("[\"part\", \"libra\"]", vec![1.0, 2.0]).is_err());
+                assert!(
+                    HelperAnswer::from_message("[\"part\", \"libra\", \"n\"]", vec![1.0; 6])
+                        .is_err()
+                );
             }
             let (a, b) = (
                 view_of(main.handle(&r, None, || 0.0, |_| {})),

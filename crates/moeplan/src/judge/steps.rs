@@ -46,9 +46,10 @@ pub struct Steps {
     messages: Vec<Option<Messages>>,
     /// The re-placements between the plans replayed here, in order.
     moves: Vec<Move>,
-    /// Where each part joined here starts (its first batch): the
-    /// re-placements across those boundaries are the fold's.
-    starts: Vec<usize>,
+    /// Where each part joined here starts (its first batch) and how many
+    /// of `moves` come before it: the re-placements across those
+    /// boundaries are the fold's.
+    starts: Vec<(usize, usize)>,
     /// A schedule's per-batch figures ([`replay_steps`]): each step's
     /// bound at its plan's replicas, and per layer the replicas summed
     /// over the plans with the number of plans.
@@ -189,7 +190,7 @@ impl Steps {
             records,
             messages: vec![None; n],
             moves,
-            starts: vec![start],
+            starts: vec![(start, 0)],
             per_batch,
         })
     }
@@ -214,8 +215,10 @@ impl Steps {
             all.batches.end = p.batches.end;
             all.records.extend(p.records);
             all.messages.extend(p.messages);
+            let before = all.moves.len();
+            all.starts
+                .extend(p.starts.iter().map(|&(s, m)| (s, m + before)));
             all.moves.extend(p.moves);
-            all.starts.extend(p.starts);
             if let (Some(a), Some(b)) = (&mut all.per_batch, p.per_batch) {
                 a.bounds.extend(b.bounds);
                 for (x, y) in a.copies.iter_mut().zip(b.copies) {
@@ -339,7 +342,10 @@ pub fn replay_steps(
     Ok(steps)
 }
 
-/// Replays `segments` (covering `batches` in order) step by step.
+/// Replays `segments` (covering `batches` in order) step by step. Never
+/// inlined: its callers (the whole replay, a part's) share one copy of the
+/// engine in the page's wasm.
+#[inline(never)]
 pub(crate) fn steps_of(
     workload: &Workload,
     segments: &[(Range<usize>, &Plan)],
@@ -395,7 +401,7 @@ pub(crate) fn steps_of(
         records: vec![[0.0; RECORD]; n * l_n],
         messages: vec![None; n],
         moves: moves(segments, cost),
-        starts: vec![batches.start],
+        starts: vec![(batches.start, 0)],
         per_batch: None,
     };
     let mut timer = cost::Timer::default();
@@ -473,6 +479,7 @@ pub(crate) fn steps_of(
 
 /// The report of `segments` (covering every batch) from their replayed
 /// `steps` (every batch too), summed in one order: layers, then batches.
+#[inline(never)]
 pub(crate) fn fold(
     workload: &Workload,
     segments: &[(Range<usize>, &Plan)],
@@ -613,14 +620,18 @@ pub(crate) fn fold(
         }
         .to_string()
     });
-    // The re-placements within each part, and across the parts' joins.
-    let mut moves = steps.moves.clone();
-    for &start in steps.starts.iter().skip(1) {
+    // The re-placements within each part, and across the parts' joins
+    // (each before its part's own), in batch order.
+    let mut moves = Vec::with_capacity(steps.moves.len() + steps.starts.len());
+    let mut from = 0;
+    for &(start, before) in steps.starts.iter().skip(1) {
+        moves.extend_from_slice(steps.moves.get(from..before).unwrap_or(&[]));
+        from = before;
         if let Some(i) = segments.iter().position(|(r, _)| r.start == start) {
             moves.extend(super::moves(&segments[i.saturating_sub(1)..=i], cost));
         }
     }
-    moves.sort_by_key(|m| m.at_batch);
+    moves.extend_from_slice(steps.moves.get(from..).unwrap_or(&[]));
     Ok(Report {
         rule: rule.name().to_string(),
         sources: workload.sources().to_string(),

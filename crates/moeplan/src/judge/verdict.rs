@@ -215,7 +215,7 @@ pub fn judge_pairs_replayed(
     cost: &CostModel,
     steps: &Steps,
 ) -> Result<Verdict> {
-    let report = evaluate_with_progress(work.trace(), base, |_, _| {})?;
+    let report = super::eval::evaluate(work.trace(), base)?;
     let segments = super::segments(&schedule.strategy.placement, work.trace().num_batches())?;
     let sim = super::steps::fold(work, &segments, schedule.strategy.rule, cost, steps)?;
     let per_batch = steps.per_batch(work.trace().num_batches())?;
