@@ -116,13 +116,7 @@ pub fn per_batch_bound(
     for (range, plan) in crate::judge::segments(placement, b_n)? {
         plan.check_matches(trace)?;
         let d = plan.topology().num_gpus();
-        // Each layer's slots beyond one per expert (the summary would also
-        // count same-GPU duplicates, for every plan of a schedule).
-        let replicas: Vec<usize> = plan
-            .layers()
-            .iter()
-            .map(|lp| lp.total_slots().saturating_sub(plan.num_experts()))
-            .collect();
+        let replicas = replicas_per_layer(plan);
         for b in range {
             for (l, &r) in replicas.iter().enumerate() {
                 sum[l] += batch_bound(trace, (b, l), d, r, &mut heap);
@@ -130,6 +124,15 @@ pub fn per_batch_bound(
         }
     }
     Ok(sum.iter().map(|&s| s / b_n.max(1) as f64).collect())
+}
+
+/// Each layer's slots beyond one per expert (the plan's summary would
+/// also count same-GPU duplicates, for every plan of a schedule).
+pub(crate) fn replicas_per_layer(plan: &crate::data::plan::Plan) -> Vec<usize> {
+    plan.layers()
+        .iter()
+        .map(|lp| lp.total_slots().saturating_sub(plan.num_experts()))
+        .collect()
 }
 
 /// Batch `b`, layer index `l`'s bound with `replicas` copies beyond one

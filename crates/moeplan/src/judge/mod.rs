@@ -82,7 +82,7 @@ use serde::Serialize;
 
 use crate::data::model::ModelPreset;
 use crate::data::plan::Plan;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 pub(crate) use crate::data::workload::Sources;
 use crate::data::workload::Workload;
@@ -376,27 +376,7 @@ pub(crate) fn segments(
     placement: &Placement,
     batches: usize,
 ) -> Result<Vec<(Range<usize>, &Plan)>> {
-    match placement {
-        Placement::Static(plan) => Ok(vec![(0..batches, plan)]),
-        Placement::Schedule(parts) => {
-            let mut next = 0;
-            for (range, _) in parts {
-                if range.start != next || range.end <= range.start {
-                    return Err(Error::Argument(format!(
-                        "schedule range {}..{} should start at batch {next} and not be empty",
-                        range.start, range.end
-                    )));
-                }
-                next = range.end;
-            }
-            if next != batches {
-                return Err(Error::Argument(format!(
-                    "the schedule covers batches 0..{next}, the workload has {batches}"
-                )));
-            }
-            Ok(parts.iter().map(|(r, p)| (r.clone(), p)).collect())
-        }
-    }
+    steps::segments_in(placement, 0..batches)
 }
 
 /// Slots each re-placement adds, layer by layer and GPU by GPU.

@@ -323,11 +323,7 @@ pub fn replay_steps(
     let mut heap = std::collections::BinaryHeap::new();
     for (range, plan) in &segments {
         let d = plan.topology().num_gpus();
-        let replicas: Vec<usize> = plan
-            .layers()
-            .iter()
-            .map(|lp| lp.total_slots().saturating_sub(plan.num_experts()))
-            .collect();
+        let replicas = super::bound::replicas_per_layer(plan);
         for (c, &r) in p.copies.iter_mut().zip(&replicas) {
             *c += r;
         }
