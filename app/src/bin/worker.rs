@@ -18,6 +18,14 @@
 //! it), in steps of about [`STEP_MS`] from timers, so a request that arrives
 //! meanwhile is taken after the current step at most.
 //!
+//! Once the page is quiet ([`HELPER_QUIET_MS`]) it starts a second instance
+//! of its own script as its helper and gives it the trace; a new Libra
+//! option is then scheduled and replayed half here, half there
+//! ([`moeplan_app::worker::Helper`]), the request waiting for the helper's
+//! half as one reading files waits for its reader. Messages to the helper
+//! carry a third element, [`HELPER`]; an instance that receives one is a
+//! helper for it. This worker answers alone whenever the helper cannot help.
+//!
 //! A panic is a bug (user input never panics the core), and in wasm it
 //! aborts: the panic hook logs it, posts [`Response::Crashed`] so the page
 //! can say what happened, and the wasm then traps, which the page also sees
