@@ -67,6 +67,7 @@ fn main() {
         backlog: RefCell::new(VecDeque::new()),
         helper: RefCell::new(None),
         helper_failed: Cell::new(false),
+        requests: Cell::new(0),
         waiting: RefCell::new(None),
         as_helper: RefCell::new(Helper::default()),
     });
@@ -110,6 +111,9 @@ struct Server {
     helper: RefCell<Option<HelperConn>>,
     /// The helper could not start or died: this worker works alone.
     helper_failed: Cell<bool>,
+    /// Requests received so far: a helper sync runs only if none came
+    /// since it was scheduled ([`HELPER_QUIET_MS`] of quiet).
+    requests: Cell<u64>,
     /// A request whose re-plan is shared with the helper, waiting for its
     /// part.
     waiting: RefCell<Option<Waiting>>,
@@ -160,6 +164,8 @@ struct Reading {
 impl Server {
     fn receive(self: &Rc<Self>, text: String, bytes: Option<js_sys::Uint8Array>, received: f64) {
         self.warmer.cancel();
+        // A helper sync scheduled before this request is not quiet any more.
+        self.requests.set(self.requests.get().wrapping_add(1));
         if self.reading.borrow().is_some() || self.waiting.borrow().is_some() {
             self.backlog.borrow_mut().push_back((text, bytes, received));
             return;
@@ -515,7 +521,12 @@ impl Server {
         // The helper takes its copy of the trace once the page is quiet (a
         // request meanwhile waits for nothing: it is answered alone).
         if free() && !self.helper_failed.get() {
-            self.after(HELPER_QUIET_MS, |me| me.sync_helper());
+            let seen = self.requests.get();
+            self.after(HELPER_QUIET_MS, move |me| {
+                if me.requests.get() == seen {
+                    me.sync_helper();
+                }
+            });
         }
     }
 

@@ -17,7 +17,7 @@
 use moeplan::data::Workload;
 use moeplan_view::{Cluster, SchedulePart, SplitJob, schedule_part};
 
-use super::{WorkerState, load, planner_settings};
+use super::{WorkerState, load};
 use crate::protocol::{Request, Source};
 use crate::reader::{ReadTrace, pack, unpack};
 
@@ -364,8 +364,7 @@ impl WorkerState {
             && *asked != self.per_batch
             && !asked
                 .iter()
-                .any(|(k, v)| k == "predictor" && v == "path-table")
-            && planner_settings(asked).is_ok();
+                .any(|(k, v)| k == "predictor" && v == "path-table");
         if !alone {
             return None;
         }
