@@ -18,7 +18,7 @@
 //! it), in steps of about [`STEP_MS`] from timers, so a request that arrives
 //! meanwhile is taken after the current step at most.
 //!
-//! Once the page is quiet ([`HELPER_QUIET_MS`]) it starts a second instance
+//! A second after an answer ([`HELPER_SYNC_MS`]) it starts a second instance
 //! of its own script as its helper and gives it the trace; a new Libra
 //! option is then scheduled and replayed half here, half there
 //! ([`moeplan_app::worker::Helper`]), the request waiting for the helper's
@@ -67,7 +67,6 @@ fn main() {
         backlog: RefCell::new(VecDeque::new()),
         helper: RefCell::new(None),
         helper_failed: Cell::new(false),
-        requests: Cell::new(0),
         waiting: RefCell::new(None),
         as_helper: RefCell::new(Helper::default()),
     });
@@ -111,9 +110,6 @@ struct Server {
     helper: RefCell<Option<HelperConn>>,
     /// The helper could not start or died: this worker works alone.
     helper_failed: Cell<bool>,
-    /// Requests received so far: a helper sync runs only if none came
-    /// since it was scheduled ([`HELPER_QUIET_MS`] of quiet).
-    requests: Cell<u64>,
     /// A request whose re-plan is shared with the helper, waiting for its
     /// part.
     waiting: RefCell<Option<Waiting>>,
@@ -164,8 +160,6 @@ struct Reading {
 impl Server {
     fn receive(self: &Rc<Self>, text: String, bytes: Option<js_sys::Uint8Array>, received: f64) {
         self.warmer.cancel();
-        // A helper sync scheduled before this request is not quiet any more.
-        self.requests.set(self.requests.get().wrapping_add(1));
         if self.reading.borrow().is_some() || self.waiting.borrow().is_some() {
             self.backlog.borrow_mut().push_back((text, bytes, received));
             return;
@@ -308,8 +302,8 @@ impl Server {
         sent
     }
 
-    /// Starts the helper, or gives it the trace held, once the page is
-    /// quiet: never while a request waits.
+    /// Starts the helper, or gives it the trace held, a second after an
+    /// answer: never while a request waits.
     fn sync_helper(self: &Rc<Self>) {
         if self.helper_failed.get()
             || self.waiting.borrow().is_some()
@@ -518,15 +512,10 @@ impl Server {
         if free() && self.state.borrow().warming() {
             self.warmer.schedule(QUIET_MS);
         }
-        // The helper takes its copy of the trace once the page is quiet (a
+        // The helper takes its copy of the trace a second after an answer (a
         // request meanwhile waits for nothing: it is answered alone).
         if free() && !self.helper_failed.get() {
-            let seen = self.requests.get();
-            self.after(HELPER_QUIET_MS, move |me| {
-                if me.requests.get() == seen {
-                    me.sync_helper();
-                }
-            });
+            self.after(HELPER_SYNC_MS, |me| me.sync_helper());
         }
     }
 
@@ -681,9 +670,11 @@ fn start_reader(req: &Request) -> Result<(Worker, Option<String>), JsValue> {
 /// Quiet time after a request before work ahead of time starts.
 const QUIET_MS: i32 = 250;
 
-/// Quiet time after an answer before the helper starts or takes the trace
+/// Time after each answer before the helper is started or given the trace
 /// (it reads or generates the trace again: seconds, on the other core).
-const HELPER_QUIET_MS: i32 = 1000;
+/// Not a quiet period: waiting for a second without requests starved the
+/// helper on a page changed continuously (the e2e's count default).
+const HELPER_SYNC_MS: i32 = 1000;
 
 /// The longest a request waits for the helper's part before it is
 /// answered alone (the part takes about as long as this worker's).

@@ -1,5 +1,5 @@
 //! The planning worker's helper: a second instance of the same wasm,
-//! started by the planning worker once the page is quiet, holding a copy of
+//! started by the planning worker a second after an answer, holding a copy of
 //! the trace, that schedules and replays the second half of a per-batch
 //! re-plan (Libra's N or predictor) while the planning worker does the
 //! first ([`moeplan_view::SplitJob`]). On two cores a new Libra option then
