@@ -256,6 +256,17 @@ fn compile_tools() -> Result {
         sh("rustup", &["target", "add", "wasm32-unknown-unknown"])?;
     }
     let c = cargo();
+    // The three tools are built once per machine and do little work here
+    // (trunk runs cargo and wasm-bindgen; wasm-bindgen rewrites four
+    // binaries; mdBook renders one book): built at opt-level 1, without LTO
+    // (trunk's own release profile is fat LTO in one codegen unit), the
+    // cold install was 548 s of a 45.2-minute CI run on 2 cores at
+    // opt-level 3 (docs/speed.md, "Cold CI").
+    let quick = [
+        ("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1"),
+        ("CARGO_PROFILE_RELEASE_LTO", "false"),
+        ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16"),
+    ];
     let has = |tool: &str, version: &str| {
         output(tool, &["--version"]).is_some_and(|v| v.split_whitespace().any(|w| w == version))
     };
@@ -265,7 +276,7 @@ fn compile_tools() -> Result {
         // Without its default TLS backend (rustls and ring: 40 s of the
         // cold install on 2 cores): the test runner is given Debian's
         // chromedriver and never downloads one.
-        sh(
+        sh_env(
             &c,
             &[
                 "install",
@@ -274,17 +285,16 @@ fn compile_tools() -> Result {
                 WASM_BINDGEN,
                 "--no-default-features",
             ],
+            &quick,
         )?;
     }
     if has("trunk", TRUNK) {
         eprintln!("setup: trunk {TRUNK} present");
     } else {
-        // Trunk's own release profile links with fat LTO in one codegen
-        // unit, minutes on one core for a tool that only runs cargo and
-        // wasm-bindgen here: built with cargo's release defaults instead,
-        // and without its default features (the update check and TLS:
+        // Without its default features (the update check and TLS:
         // `trunk build --offline` with wasm-bindgen on the PATH downloads
-        // nothing), 395 -> 332 s cold on 2 cores.
+        // nothing); with cargo's release defaults instead of its fat LTO,
+        // 395 -> 332 s cold on 2 cores.
         sh_env(
             &c,
             &[
@@ -295,10 +305,7 @@ fn compile_tools() -> Result {
                 "--locked",
                 "--no-default-features",
             ],
-            &[
-                ("CARGO_PROFILE_RELEASE_LTO", "false"),
-                ("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16"),
-            ],
+            &quick,
         )?;
     }
     // `mdbook --version` says `mdbook v0.5.4`.
@@ -309,7 +316,7 @@ fn compile_tools() -> Result {
         eprintln!("setup: mdbook {MDBOOK} present");
     } else {
         // The book needs its search, not `mdbook serve` or `watch`.
-        sh(
+        sh_env(
             &c,
             &[
                 "install",
@@ -321,6 +328,7 @@ fn compile_tools() -> Result {
                 "search",
                 "--locked",
             ],
+            &quick,
         )?;
     }
     Ok(())
