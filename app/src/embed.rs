@@ -412,7 +412,7 @@ mod tests {
             ("budget", "auto"),
             ("layer", "3"),
             ("rule", "vllm"),
-            ("memory", "deepseek-v3"),
+            ("memory", "GLM-4.5"),
             ("planners", "eplb craft"),
             ("charts", "placement,traffic,timeline,heat,replicas,layers"),
             ("controls", "budget, layer, cluster, rule, file"),
@@ -425,6 +425,7 @@ mod tests {
             ("olmoe", 16, 3, true)
         );
         assert_eq!((s.nodes, s.gpus_per_node, s.groups), (1, 16, 1));
+        assert_eq!(s.memory_model, "glm-4.5");
         assert_eq!(
             (s.replicas_per_gpu, s.layer, s.rule.as_str()),
             (None, 3, "vllm")

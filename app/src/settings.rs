@@ -104,7 +104,9 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            preset: "deepseek-v3".into(),
+            // The one default model (`moeplan::judge::DEFAULT_MODEL`):
+            // generated, and whose expert size the prices use.
+            preset: moeplan::judge::DEFAULT_MODEL.into(),
             batches: 64,
             seed: 7,
             // Token routes by default: traffic, GRACE's affinity grouping
@@ -116,7 +118,7 @@ impl Default for Settings {
             groups: 8,
             replicas_per_gpu: None,
             layer: 0,
-            memory_model: "deepseek-v3".into(),
+            memory_model: moeplan::judge::DEFAULT_MODEL.into(),
             rule: "even".into(),
             libra_n: default_count(&libra::EXTRA_EXPERTS_PER_GPU),
             predictor: libra::PREDICTOR.default.to_string(),

@@ -110,8 +110,10 @@ pub struct Request {
     /// `hardware` is its name. `None`: `hardware` names a preset.
     #[serde(default)]
     pub hardware_json: Option<String>,
-    /// The model whose sizes the prices use (the page's memory model);
-    /// empty: the trace's, else DeepSeek-V3.
+    /// The model whose sizes the traffic's bytes, the copies and the
+    /// prices use (the page's "Expert size of"); empty: the trace's, else
+    /// DeepSeek-V3 (`moeplan::judge::ModelChoice`). Another model than the
+    /// workspace's plans the cluster again on it.
     #[serde(default)]
     pub model: String,
     /// Options of the per-batch planners (Libra's

@@ -78,10 +78,13 @@ pub enum HelperAnswer {
     },
 }
 
-/// A job's words (planner, then its options' names and values) and
-/// numbers (the cluster and the split).
+/// A job's words (planner, model — empty for the trace's —, then its
+/// options' names and values) and numbers (the cluster and the split).
 fn job_message(job: &SplitJob) -> (Vec<String>, [f64; 5]) {
-    let mut words = vec![job.planner.to_string()];
+    let mut words = vec![
+        job.planner.to_string(),
+        job.model.clone().unwrap_or_default(),
+    ];
     for (k, v) in &job.options {
         words.extend([k.clone(), v.clone()]);
     }
@@ -93,7 +96,9 @@ fn job_message(job: &SplitJob) -> (Vec<String>, [f64; 5]) {
 /// The job [`job_message`] wrote.
 fn job_of(words: &[String], numbers: &[f64]) -> Result<SplitJob, String> {
     let [nodes, gpus_per_node, groups, from, batches] = counts_of(numbers)?;
-    let (planner, options) = words.split_first().ok_or("a job without its planner")?;
+    let [planner, model, options @ ..] = words else {
+        return Err("a job without its planner and model".into());
+    };
     if options.len() % 2 != 0 {
         return Err("a job's options are not name-value pairs".into());
     }
@@ -110,6 +115,7 @@ fn job_of(words: &[String], numbers: &[f64]) -> Result<SplitJob, String> {
             .collect(),
         from,
         batches,
+        model: Some(model.clone()).filter(|m| !m.is_empty()),
     })
 }
 

@@ -209,10 +209,13 @@ impl WorkerState {
             (None, Some(ws)) => ws.cluster(),
             (None, None) => return Err("no cluster given yet".into()),
         };
+        // The model asked for is judged with from the start (bytes, copies
+        // and prices alike): another one is a new workspace, as a cluster.
+        let model = Some(req.model.as_str()).filter(|m| !m.is_empty());
         let changed_cluster = self
             .workspace
             .as_ref()
-            .is_none_or(|ws| ws.cluster() != cluster);
+            .is_none_or(|ws| ws.cluster() != cluster || ws.asked_model() != model);
         // GRACE's ratio: a new workspace is prepared with it, the current
         // one re-plans GRACE only when it changed (below).
         let statics = match &req.static_options {
@@ -252,6 +255,7 @@ impl WorkerState {
                 previous,
                 defer,
                 &options,
+                model,
                 &mut *progress,
             )
             .map_err(|e| e.to_string())?;
@@ -429,22 +433,12 @@ fn pricing(ws: &Workspace, req: &Request) -> Result<Option<Pricing>, String> {
         }
         None => moeplan::data::hardware::preset(&req.hardware).map_err(|e| e.to_string())?,
     };
-    Ok(Some(Pricing::new(hardware, memory_model(ws, req)?)))
-}
-
-/// The page's memory model, else the trace's, else DeepSeek-V3: the core's
-/// one choice ([`moeplan::judge::ModelChoice::choose`]).
-fn memory_model(ws: &Workspace, req: &Request) -> Result<&'static model::ModelPreset, String> {
-    let asked = Some(req.model.as_str()).filter(|m| !m.is_empty());
-    moeplan::judge::ModelChoice::choose(asked, ws.trace())
-        .map(|c| c.preset)
-        .map_err(|e| e.to_string())
+    Ok(Some(ws.judge().priced_on(hardware)))
 }
 
 /// The few figures the page draws of a prediction, per MoE layer and per
 /// step.
 fn predicted(p: &Prediction) -> Predicted {
-    let moe_step_us = p.step_ms * 1e3 - p.dense_us - p.copy_exposed_us - p.attention_us;
     Predicted {
         hardware: p.hardware.clone(),
         step_ms: p.step_ms,
@@ -456,11 +450,7 @@ fn predicted(p: &Prediction) -> Predicted {
         combine_us: p.combine_us,
         dense_us: p.dense_us,
         copy_exposed_us: p.copy_exposed_us,
-        moe_layers: if p.moe_layer_us > 0.0 {
-            (moe_step_us / p.moe_layer_us).round().max(0.0) as usize
-        } else {
-            0
-        },
+        moe_layers: p.moe_layers,
         kv_cache_gib_per_gpu: p.kv_cache_gib_per_gpu,
         error_band: p.error_band.about.clone(),
     }

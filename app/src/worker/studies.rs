@@ -6,7 +6,7 @@ use moeplan::LoadTrace;
 use moeplan::planners::Settings;
 use moeplan_view::{ServingAsk, ServingView, Workspace};
 
-use super::{Read, WorkerState, memory_model, pricing, rule_of};
+use super::{Read, WorkerState, pricing, rule_of};
 use crate::protocol::{CrossAsk, CrossLine, CrossTable, Request};
 
 impl WorkerState {
@@ -71,14 +71,14 @@ impl WorkerState {
 impl WorkerState {
     /// Serves the workspace's trace with EPLB re-planned as `ask` says,
     /// under the request's rule, priced on its hardware; a move's bytes are
-    /// the priced (else the page's memory) model's experts.
+    /// the priced (else the workspace's) model's experts.
     pub(super) fn serving(&self, req: &Request, ask: ServingAsk) -> Result<ServingView, String> {
         let ws = self.workspace.as_ref().ok_or("no trace planned yet")?;
         let rule = rule_of(req)?;
         let pricing = pricing(ws, req)?;
         let expert_bytes = match &pricing {
             Some(p) => p.assumptions.expert_bytes(&p.model),
-            None => memory_model(ws, req)?.expert_bytes() as f64,
+            None => ws.judge().model().preset.expert_bytes() as f64,
         };
         ws.serving(ask, rule, pricing.as_ref(), expert_bytes)
             .map_err(|e| e.to_string())

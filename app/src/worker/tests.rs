@@ -1156,7 +1156,7 @@ fn a_libra_change_shared_with_the_helper_answers_what_one_worker_does() {
                 // A message that is not one is refused, not trusted.
                 assert!(HelperAsk::from_message("[\"part\", \"libra\"]", vec![1.0, 2.0]).is_err());
                 assert!(
-                    HelperAnswer::from_message("[\"part\", \"libra\", \"n\"]", vec![1.0; 6])
+                    HelperAnswer::from_message("[\"part\", \"libra\", \"\", \"n\"]", vec![1.0; 6])
                         .is_err()
                 );
             }
@@ -1186,5 +1186,6 @@ fn ws_job(s: &WorkerState, r: &Request) -> moeplan_view::SplitJob {
         options: r.per_batch.clone().unwrap(),
         from: 1,
         batches: ws.trace().num_batches(),
+        model: ws.asked_model().map(str::to_string),
     }
 }

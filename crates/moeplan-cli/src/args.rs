@@ -9,6 +9,7 @@ use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand}
 use moeplan::Topology;
 use moeplan::formats::PlanFormat;
 use moeplan::judge::Rule;
+use moeplan::judge::cost::{Assumptions, Kernel, Overlap, Phase};
 use moeplan::planners::{self, Kind, OptionSpec, PlannerId, Settings, Value};
 
 #[derive(Parser)]
@@ -92,7 +93,7 @@ pub enum Command {
 #[derive(Args, Clone)]
 pub struct GenArgs {
     /// Model shape to generate.
-    #[arg(long, default_value = "deepseek-v3")]
+    #[arg(long, default_value = moeplan::judge::DEFAULT_MODEL)]
     pub preset: String,
     /// Batches to generate.
     #[arg(long, default_value_t = 64)]
@@ -274,6 +275,40 @@ pub struct CostArgs {
     /// --enable-two-batch-overlap); `none` one after another.
     #[arg(long, default_value = "none", value_parser = ["none", "tbo"], requires = "hardware")]
     pub overlap: String,
+}
+
+impl CostArgs {
+    /// What the flags assume on the hardware, checked.
+    pub fn assumptions(&self) -> Result<Assumptions, moeplan::Error> {
+        let assumptions = Assumptions {
+            phase: if self.phase == "decode" {
+                Phase::Decode
+            } else {
+                Phase::Prefill
+            },
+            dispatch_fp8: !self.bf16_dispatch,
+            kernel: if self.kernel == "low-latency" {
+                Kernel::LowLatency
+            } else {
+                Kernel::Normal
+            },
+            peer_buffer_tokens: self.peer_buffer_tokens,
+            context_tokens: self.context,
+            memory_fraction: self.memory_fraction,
+            attention_tp: self.attention_tp,
+            bytes_per_weight: self
+                .weight_precision
+                .as_deref()
+                .map(|w| if w == "fp8" { 1 } else { 2 }),
+            overlap: if self.overlap == "tbo" {
+                Overlap::Tbo
+            } else {
+                Overlap::None
+            },
+        };
+        assumptions.check()?;
+        Ok(assumptions)
+    }
 }
 
 #[derive(Args)]
@@ -478,7 +513,7 @@ pub struct CalibrateArgs {
     #[arg(long, value_name = "DIR")]
     pub aiconfigurator: Option<PathBuf>,
     /// The model whose shape the AIConfigurator rows are read for.
-    #[arg(long, default_value = "deepseek-v3", requires = "aiconfigurator")]
+    #[arg(long, default_value = moeplan::judge::DEFAULT_MODEL, requires = "aiconfigurator")]
     pub model: String,
     /// Where to write the fitted hardware file (`-`: standard output).
     #[arg(long, required_unless_present = "check")]

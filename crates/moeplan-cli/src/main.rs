@@ -20,6 +20,7 @@ mod commands;
 mod error;
 mod io;
 mod judge;
+mod judged;
 mod report;
 
 use std::process::ExitCode;

@@ -13,7 +13,8 @@ use moeplan::planners::{PlannerInfo, Value};
 use moeplan::studies::sweep::Sweep;
 use moeplan::{Plan, Topology, TraceStats, data::model};
 
-use crate::judge::{Cost, Judged};
+use crate::judge::Cost;
+use crate::judged::Judged;
 
 pub fn stats(s: &TraceStats) -> String {
     let mut o = String::new();
@@ -487,7 +488,8 @@ pub fn sweep(
     s: &Sweep,
     topology: Topology,
     scope: &str,
-    preset: Option<&ModelPreset>,
+    preset: &ModelPreset,
+    from: &str,
     rule: &str,
     sources: &str,
 ) -> String {
@@ -499,10 +501,16 @@ pub fn sweep(
         "CRAFT's automatic choice (Step 2): R = {}",
         s.auto_replicas_per_gpu
     );
-    let mem_head = if preset.is_some() { "GiB/GPU" } else { "" };
+    let mem_head = "GiB/GPU";
+    let whose = match from {
+        "asked" => String::new(),
+        "the trace" => ", the trace's model".into(),
+        _ => ", the default: name the model with --model".into(),
+    };
     wl!(
         o,
-        "R: replicas per GPU over all layers; GiB/GPU: replica memory on the fullest GPU"
+        "R: replicas per GPU over all layers; GiB/GPU: replica memory on the fullest GPU ({}'s experts{whose})",
+        preset.name
     );
     wl!(
         o,
@@ -517,14 +525,10 @@ pub fn sweep(
         mem_head
     );
     for r in &s.rows {
-        let mem = preset
-            .map(|p| {
-                format!(
-                    "{:.2}",
-                    r.replica_slots_per_gpu as f64 * p.expert_bytes() as f64 / (1u64 << 30) as f64
-                )
-            })
-            .unwrap_or_default();
+        let mem = format!(
+            "{:.2}",
+            r.replica_slots_per_gpu as f64 * preset.expert_bytes() as f64 / (1u64 << 30) as f64
+        );
         wl!(
             o,
             "{:<6} {:>8} {:>9} {:>13.4} {:>10} {:>8.4} {:>10.4} {:>8}",

@@ -1010,11 +1010,9 @@ fn the_page_and_the_cli_price_alike() {
                     .is_some_and(|n| n.split(' ').next() == Some(name))
             })
             .unwrap_or_else(|| panic!("the CLI made no {name}"));
-        let mut cli_pred: moeplan::judge::cost::Prediction =
+        // The speed-up over BASE too: one definition of BASE (the core's).
+        let cli_pred: moeplan::judge::cost::Prediction =
             serde_json::from_value(cli_plan["report"]["predicted"].clone()).unwrap();
-        // The speed-up over BASE is each front end's comparison, not the price.
-        cli_pred.speedup = page.speedup;
-        cli_pred.speedup_over = page.speedup_over.clone();
         for (what, a, b) in [
             ("MoE layer", page.moe_layer_us, cli_pred.moe_layer_us),
             ("step", page.step_ms, cli_pred.step_ms),
@@ -1053,4 +1051,172 @@ fn the_page_and_the_cli_price_alike() {
         compared += 1;
     }
     assert_eq!(compared, 3);
+}
+
+/// One judge for every front end: the same trace, plan, rule and hardware
+/// give the same figures and the same prediction — the speed-up over BASE
+/// included — through `moeplan eval --json`, the page's worker (a file
+/// request, answered as the page gets it) and the JavaScript API's view
+/// (`Planner.viewPriced` is `Workspace::view_priced`, priced by the
+/// workspace's judge), on a trace that names its model and on one that
+/// names none (DeepSeek-V3, the one fallback). One batch: the page prices a
+/// static plan on the mean batch, the CLI on every batch.
+#[test]
+fn one_judge_for_every_front_end() {
+    use moeplan::synth::generator::{GenConfig, generate};
+    use moeplan_app::protocol::{Request, Response, Source};
+    use moeplan_app::worker::WorkerState;
+    let hardware = "h100-ib-ndr";
+    let mut compared = 0;
+    for (preset, names_it, want) in [
+        ("qwen3-30b-a3b", true, "qwen3-30b-a3b"),
+        ("deepseek-v3", false, "deepseek-v3"),
+    ] {
+        let m = moeplan::data::model::preset(preset).unwrap();
+        let trace = generate(&GenConfig::new(m, 1)).unwrap();
+        let mut json: serde_json::Value =
+            serde_json::from_str(&moeplan::formats::trace_json::write(&trace)).unwrap();
+        if !names_it {
+            json.as_object_mut().unwrap().remove("model");
+        }
+        let text = json.to_string();
+        let file = tmp("one-judge", &format!("{preset}.json"));
+        std::fs::write(&file, &text).unwrap();
+        let f = file.to_str().unwrap();
+        // The CLI: EPLB's default plan, then its eval.
+        let plan = tmp("one-judge", &format!("{preset}-eplb.json"));
+        let p = plan.to_str().unwrap();
+        // DeepSeek-V3's weights fit in 16 H100s' memory, not in 8.
+        let cluster = ["--nodes", "2", "--gpus-per-node", "8"];
+        let mut args = vec!["plan", "--trace", f, "--algo", "eplb", "--out", p];
+        args.extend(cluster);
+        let o = moeplan(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut args = vec![
+            "eval",
+            "--trace",
+            f,
+            "--plan",
+            p,
+            "--hardware",
+            hardware,
+            "--json",
+        ];
+        args.extend(cluster);
+        let cli = json_of(&args);
+        assert_eq!(cli["cost"]["model"], want, "the CLI's model");
+        // The page's worker, the file sent as the page sends it.
+        let mut state = WorkerState::default();
+        let c = moeplan_view::Cluster {
+            nodes: 2,
+            gpus_per_node: 8,
+            groups: 1,
+        };
+        let req = Request {
+            hardware: hardware.into(),
+            ..Request::from_settings(
+                1,
+                &moeplan_app::settings::Settings::default(),
+                Some(Source::File {
+                    name: format!("{preset}.json"),
+                }),
+                Some(c),
+                None,
+                false,
+            )
+        };
+        // The page's own model control is the caller's ask; left empty, the
+        // one fallback decides, as in the CLI without --model.
+        let req = Request {
+            model: String::new(),
+            per_batch: None,
+            static_options: None,
+            ..req
+        };
+        let update = match state.handle(&req, Some(text.as_bytes()), || 0.0, |_| {}) {
+            Response::View { update, .. } => *update,
+            other => panic!("{preset}: the worker answered {other:?}"),
+        };
+        let page = update.plans.iter().find(|f| f.name == "eplb").unwrap();
+        // The JavaScript API's view of the same workspace.
+        let ws = moeplan_view::Workspace::new(
+            moeplan::formats::read_trace(text.as_bytes(), &Default::default()).unwrap(),
+            c,
+        )
+        .unwrap();
+        assert_eq!(ws.judge().model().preset.name, want, "the view's model");
+        let pricing = ws
+            .judge()
+            .priced_on(moeplan::data::hardware::preset(hardware).unwrap());
+        let view = ws
+            .view_priced(None, 0, moeplan::judge::Rule::Even, false, Some(&pricing))
+            .unwrap();
+        let js = view.plans.iter().find(|f| f.name == "eplb").unwrap();
+        let js_p = js.predicted.as_ref().unwrap();
+        let page_p = page.predicted.as_ref().unwrap();
+        let cli_p = &cli["predicted"];
+        // To the last few bits (the CLI's figures pass through its JSON);
+        // traffic to rounding (the page sums even arrival in closed form).
+        let within = |what: &str, a: f64, b: f64, c: f64, rel: f64| {
+            let close = |x: f64, y: f64| (x - y).abs() <= rel * x.abs().max(y.abs());
+            assert!(
+                close(a, b) && close(b, c),
+                "{preset}: {what}: CLI {a}, page {b}, JS API {c}"
+            );
+        };
+        let same = |what: &str, a: f64, b: f64, c: f64| within(what, a, b, c, 1e-12);
+        let num = |v: &serde_json::Value| {
+            v.as_f64()
+                .unwrap_or_else(|| panic!("{preset}: the CLI's JSON lacks a number: {cli}"))
+        };
+        same(
+            "balancedness",
+            num(&cli["balancedness"]),
+            page.balancedness,
+            js.balancedness,
+        );
+        within(
+            "cross-node GB",
+            num(&cli["traffic"]["cross_node_bytes"]) / 1e9,
+            page.cross_node_gb,
+            js.traffic.cross_node_bytes / 1e9,
+            1e-9,
+        );
+        same(
+            "step ms",
+            num(&cli_p["step_ms"]),
+            page_p.step_ms,
+            js_p.step_ms,
+        );
+        same(
+            "tokens/s",
+            num(&cli_p["tokens_per_s"]),
+            page_p.tokens_per_s,
+            js_p.tokens_per_s,
+        );
+        same(
+            "MoE layer µs",
+            num(&cli_p["moe_layer_us"]),
+            page_p.moe_layer_us,
+            js_p.moe_layer_us,
+        );
+        same(
+            "speed-up over BASE",
+            num(&cli_p["speedup"]),
+            page_p.speedup.unwrap(),
+            js_p.speedup.unwrap(),
+        );
+        assert_eq!(
+            cli_p["model"], want,
+            "{preset}: the CLI priced another model"
+        );
+        assert_eq!(js_p.model, want, "{preset}: the view priced another model");
+        assert_eq!(
+            num(&cli_p["moe_layers"]) as usize,
+            page_p.moe_layers,
+            "{preset}: MoE layers"
+        );
+        compared += 1;
+    }
+    assert_eq!(compared, 2);
 }

@@ -104,7 +104,7 @@ impl Workspace {
 
     /// GRACE's grouping of layer index `layer`, once per layer in a row.
     pub(crate) fn grouping_view(&self, layer: usize) -> Result<Option<GroupingView>> {
-        let (Some(grace), Some(tokens)) = (&self.grace, self.work.tokens()) else {
+        let (Some(grace), Some(tokens)) = (&self.grace, self.work().tokens()) else {
             return Ok(None);
         };
         if let Ok(last) = self.grouping.lock() {

@@ -58,9 +58,9 @@ use moeplan::data::trace::LoadTrace;
 use moeplan::error::{Error, Result};
 use moeplan::formats::PlanFormat;
 use moeplan::formats::plan_json::PlanMeta;
-use moeplan::judge::cost::{Prediction, Pricing};
-use moeplan::judge::eval::per_batch_imbalance;
-use moeplan::judge::{CostModel, Rule, Served, Strategy, price, simulate_pairs};
+pub use moeplan::judge::PairTraffic;
+use moeplan::judge::cost::Pricing;
+use moeplan::judge::{Judge, Rule};
 use moeplan::planners::eplb::GROUPS;
 use moeplan::planners::grace::{Grace, GraceAnalysis, GraceOptions};
 use moeplan::planners::registry::{
@@ -70,10 +70,10 @@ pub use serving::{ReplanMark, ServingAsk, ServingView, SweepPoint, sweep_interva
 pub use split::{SchedulePart, SplitJob, schedule_part};
 pub use state::PER_BATCH_CELLS;
 use state::{
-    Entry, Fixed, Measured, Scheduled, State, figures, plan_at_default, shown, slider_figures,
+    Entry, Measured, Scheduled, State, figures, plan_at_default, shown, slider_figures,
     too_large_per_batch,
 };
-pub use view::{Export, LayerView, PairTraffic, PlanFigures, PlannerNote, View};
+pub use view::{Export, LayerView, PlanFigures, PlannerNote, View};
 
 /// The cluster and planner settings that need a new [`Workspace`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,7 +89,10 @@ pub struct Cluster {
 /// A trace planned on a cluster.
 #[derive(Debug, Clone)]
 pub struct Workspace {
-    work: Workload,
+    /// The workload as planned (its ranks folded onto the cluster's GPUs),
+    /// judged: every replay, price and series the view shows, kept there
+    /// ([`Judge`]), on the one model chosen for bytes and time.
+    judge: Judge,
     topology: Topology,
     cluster: Cluster,
     summed: ndarray::Array2<f64>,
@@ -99,16 +102,6 @@ pub struct Workspace {
     focus: usize,
     curve: Vec<CurvePoint>,
     auto_r: usize,
-    cost: CostModel,
-    /// Every plan's traffic under `even` when tokens arrive evenly (the
-    /// closed form: it does not depend on the plan).
-    even_traffic: Option<PairTraffic>,
-    /// With sources (per-source counts or token routes): every batch as
-    /// one ([`Workload::one_batch`]). Under `even` a plan's pair traffic
-    /// is this one batch's, replayed in one step per layer instead of one
-    /// per batch and layer: what keeps a budget change on token routes
-    /// within a frame. Shared with the next cluster's workspace.
-    one_batch: Option<Arc<Workload>>,
     /// GRACE as prepared, when it grouped by affinity (token routes): the
     /// page's GRACE views read its groups and curves.
     grace: Option<Arc<Grace>>,
@@ -119,21 +112,13 @@ pub struct Workspace {
     /// The last layer's [`GroupingView`]: a budget change asks for the same
     /// layer again, and the affinity is O(T · k²) to count.
     grouping: Arc<Mutex<Option<(usize, GroupingView)>>>,
-    /// The budgeted plans' imbalance per batch under `even`, by planner and
-    /// budget, last computed: a replay a budget change does not pay
-    /// ([`Workspace::view_with_batches`] fills it).
-    batches: Arc<Mutex<Vec<KeptSeries>>>,
-    /// The workload's mean batch (every batch's counts averaged, tokens
-    /// arriving evenly): what a static plan is priced on, so a budget
-    /// change prices one batch, not all.
-    mean: Workload,
-    /// Predictions of the plans the budget does not move, by planner, rule
-    /// and pricing: kept until one of them changes.
-    priced: Arc<Mutex<Vec<KeptPrediction>>>,
     /// The options the static planners were prepared with beyond the
     /// cluster's groups (GRACE's non-uniformity ratio,
     /// [`Workspace::set_options`]); a cluster change keeps them.
     options: Settings,
+    /// The model the caller asked for ([`Workspace::asked_model`]); `None`:
+    /// the trace's, else DeepSeek-V3. A cluster change keeps it.
+    asked: Option<String>,
     /// The workload as given when it has more source ranks than the
     /// cluster has GPUs: `work` is it with rank `r` on GPU `r mod D`
     /// ([`Workload::with_sources_on`]); [`Workspace::workload`] gives this
@@ -156,12 +141,6 @@ pub const KEPT_SCHEDULES: usize = 3;
 /// A per-batch planner's replayed schedule at its resolved options, and
 /// what it noted when it prepared.
 type KeptSchedule = (PlannerId, Settings, Arc<Scheduled>, Vec<String>);
-
-/// A plan's prediction under a rule and pricing.
-type KeptPrediction = (PlannerId, Rule, Pricing, Prediction);
-
-/// A budgeted planner's per-batch series at one budget.
-type KeptSeries = (PlannerId, Option<usize>, Vec<f64>);
 
 /// Whether the page offers `rule`: every current engine rule of
 /// [`Rule::ALL`] and the optimum, in that list's order (`even`, the
@@ -284,7 +263,16 @@ impl Workspace {
         phase: impl FnMut(&str),
     ) -> Result<Workspace> {
         let options = previous.map(|p| p.options.clone()).unwrap_or_default();
-        Self::of_workload_deferring(work, cluster, previous, false, &options, phase)
+        let model = previous.and_then(|p| p.asked.clone());
+        Self::of_workload_deferring(
+            work,
+            cluster,
+            previous,
+            false,
+            &options,
+            model.as_deref(),
+            phase,
+        )
     }
 
     /// [`Workspace::of_workload_reusing`], leaving the per-batch planners
@@ -297,7 +285,10 @@ impl Workspace {
     /// ([`GraceAnalysis::is_warm`]): a first change of nodes costs its
     /// eigendecompositions, up to 0.7 s on the default.
     /// The static planners are prepared with `options` (as
-    /// [`Workspace::set_options`] takes them; refused likewise).
+    /// [`Workspace::set_options`] takes them; refused likewise), and every
+    /// plan is judged on `model`'s sizes (a preset name), else the trace's,
+    /// else DeepSeek-V3 ([`Judge::new`]): its traffic bytes, its copies and
+    /// its prices alike.
     ///
     /// ```
     /// use moeplan_view::{Cluster, Workspace};
@@ -305,7 +296,7 @@ impl Workspace {
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
     /// let work = moeplan::Workload::new(t);
     /// let c = Cluster { nodes: 1, gpus_per_node: 8, groups: 1 };
-    /// let mut ws = Workspace::of_workload_deferring(work.clone(), c, None, true, &Settings::new(), |_| {})?;
+    /// let mut ws = Workspace::of_workload_deferring(work.clone(), c, None, true, &Settings::new(), None, |_| {})?;
     /// let names = |ws: &Workspace| -> Vec<String> {
     ///     ws.view(Some(2), 0).unwrap().plans.iter().map(|p| p.name.clone()).collect()
     /// };
@@ -315,7 +306,8 @@ impl Workspace {
     /// assert!(!ws.has_pending() && names(&ws).contains(&"libra".to_string()));
     /// assert_eq!(ws.view(Some(2), 0)?, whole.view(Some(2), 0)?);
     /// let libra = Settings::new().with("extra_experts_per_gpu", moeplan::planners::Value::Count(2))?;
-    /// assert!(Workspace::of_workload_deferring(work, c, None, true, &libra, |_| {}).is_err());
+    /// assert!(Workspace::of_workload_deferring(work.clone(), c, None, true, &libra, None, |_| {}).is_err());
+    /// assert!(Workspace::of_workload_deferring(work, c, None, true, &Settings::new(), Some("gpt-5"), |_| {}).is_err());
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn of_workload_deferring(
@@ -324,6 +316,7 @@ impl Workspace {
         previous: Option<&Workspace>,
         defer_per_batch: bool,
         options: &Settings,
+        model: Option<&str>,
         mut phase: impl FnMut(&str),
     ) -> Result<Workspace> {
         let topology = Topology::new(cluster.nodes, cluster.gpus_per_node)?;
@@ -348,15 +341,9 @@ impl Workspace {
         let same_sources = same_routes
             .filter(|p| folded_on(&p.whole, p.topology.num_gpus()) == folded_on(&whole, d));
         let mut grace_analysis = same_routes.and_then(|p| p.grace_analysis.clone());
-        let one_batch = match (
-            same_sources.and_then(|p| p.one_batch.clone()),
-            work.num_sources(),
-        ) {
-            (Some(kept), _) => Some(kept),
-            (None, Some(_)) => Some(Arc::new(work.one_batch()?)),
-            (None, None) => None,
-        };
-        let trace = work.trace();
+        let one_batch = same_sources.and_then(|p| p.judge.one_batch_made());
+        let judge = Judge::new(work, model)?.sharing_one_batch(one_batch);
+        let work = judge.workload();
         if cluster.groups == 0 {
             return Err(Error::Argument("expert groups must be at least 1".into()));
         }
@@ -364,7 +351,6 @@ impl Workspace {
         let settings = options
             .clone()
             .with(GROUPS.name, Value::Count(cluster.groups))?;
-        let cost = moeplan::judge::ModelChoice::choose(None, trace)?.cost();
         let mut entries = Vec::new();
         let mut focus = None;
         let mut curve = Vec::new();
@@ -381,8 +367,8 @@ impl Workspace {
                     &GraceOptions::from_settings(&settings).unwrap_or_default(),
                 )
             });
-        for planner in registry().iter().copied().filter(|p| shown(*p, &work)) {
-            let deferred = (planner.per_batch() && too_large_per_batch(&work, topology).is_none())
+        for planner in registry().iter().copied().filter(|p| shown(*p, work)) {
+            let deferred = (planner.per_batch() && too_large_per_batch(work, topology).is_none())
                 || (planner.id() == grace::ID && grace_cold);
             if defer_per_batch && deferred {
                 entries.push(Entry {
@@ -397,7 +383,7 @@ impl Workspace {
             let slider = planner.budget_unit() == Some(Unit::ReplicasPerGpu);
             let prepared = prepare_shown(
                 planner,
-                &work,
+                work,
                 topology,
                 &settings,
                 &mut grace_analysis,
@@ -416,7 +402,7 @@ impl Workspace {
                     }
                     State::Slider(Arc::from(ready))
                 }
-                Ok(ready) => plan_at_default(planner, ready.as_ref(), &work, topology, &cost),
+                Ok(ready) => plan_at_default(planner, ready.as_ref(), &judge, topology),
                 // The budget's planner is what the page draws: without it
                 // there is nothing to show.
                 Err(e) if slider => return Err(e),
@@ -433,39 +419,19 @@ impl Workspace {
             Error::Argument("no registered planner takes a budget in replicas per GPU".into())
         })?;
         let summed = work.trace().summed();
-        // Even arrival under `even`: each of the D GPUs sends 1 / D of every
-        // expert's pairs, wherever its copies are (`moeplan::judge`, traffic.rs).
-        let even_traffic = work.num_sources().is_none().then(|| {
-            let (d, g) = (topology.num_gpus() as f64, topology.gpus_per_node() as f64);
-            let pairs = summed.sum();
-            let cross = pairs * (d - g) / d;
-            PairTraffic {
-                pairs,
-                local: pairs / d,
-                intra_node: pairs * (g - 1.0) / d,
-                cross_node: cross,
-                cross_node_bytes: cross * cost.hidden as f64 * cost.bytes_per_activation as f64,
-            }
-        });
-        let mean = Workload::new(work.trace().mean_batch());
         Ok(Workspace {
-            one_batch,
-            mean,
-            priced: Arc::default(),
             summed,
-            work,
+            judge,
             topology,
             cluster,
             entries,
             focus,
             curve,
             auto_r,
-            cost,
-            even_traffic,
             grace: grace_ready,
             grace_analysis,
             grouping: Arc::default(),
-            batches: Arc::default(),
+            asked: model.map(str::to_string),
             options,
             whole,
             schedules: Vec::new(),
@@ -498,7 +464,7 @@ impl Workspace {
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn workload(&self) -> &Workload {
-        self.whole.as_ref().unwrap_or(&self.work)
+        self.whole.as_ref().unwrap_or(self.judge.workload())
     }
 
     /// The static planners' options in use ([`Workspace::set_options`]).
@@ -506,9 +472,27 @@ impl Workspace {
         &self.options
     }
 
+    /// The model asked for when the workspace was made (`None`: the
+    /// trace's, else DeepSeek-V3); a different one needs a new workspace.
+    pub fn asked_model(&self) -> Option<&str> {
+        self.asked.as_deref()
+    }
+
+    /// The judge every plan is measured by: its model choice, its kept
+    /// replays and prices.
+    pub fn judge(&self) -> &Judge {
+        &self.judge
+    }
+
     /// The trace.
     pub fn trace(&self) -> &LoadTrace {
-        self.work.trace()
+        self.judge.trace()
+    }
+
+    /// The workload as planned and judged: [`Workspace::workload`] with its
+    /// ranks folded onto the cluster's GPUs when it has more.
+    pub(crate) fn work(&self) -> &Workload {
+        self.judge.workload()
     }
 
     /// Measures CRAFT's layer `layer` ahead of time for `cluster` with this

@@ -71,7 +71,7 @@ impl Workspace {
             phase(&planner.preparing());
             let (state, notes) = plan_static(
                 planner,
-                (&self.work, self.topology, &self.cost),
+                (&self.judge, self.topology),
                 &settings,
                 &mut self.grace_analysis,
                 &mut self.grace,
@@ -136,17 +136,13 @@ impl Workspace {
             phase(&planner.preparing());
             let (state, notes) = plan_static(
                 planner,
-                (&self.work, self.topology, &self.cost),
+                (&self.judge, self.topology),
                 &settings,
                 &mut analysis,
                 &mut ready,
             );
             next.push((i, state, notes));
         }
-        let ids: Vec<PlannerId> = next
-            .iter()
-            .filter_map(|(i, ..)| self.entries.get(*i).map(|e| e.id))
-            .collect();
         for (i, state, notes) in next {
             if let Some(entry) = self.entries.get_mut(i) {
                 entry.state = state;
@@ -155,11 +151,9 @@ impl Workspace {
         }
         (self.grace_analysis, self.grace) = (analysis, ready);
         self.options = options.clone();
-        // What was kept of the re-planned planners is theirs no longer.
+        // What was kept of the re-planned planners is theirs no longer
+        // (the judge keeps by the plans themselves).
         self.grouping = Arc::default();
-        if let Ok(mut kept) = self.priced.lock() {
-            kept.retain(|(id, ..)| !ids.contains(id));
-        }
         Ok(true)
     }
 
@@ -176,7 +170,7 @@ impl Workspace {
         for (i, entry) in self.entries.iter().enumerate() {
             let planner = entry.id.planner()?;
             if !planner.per_batch()
-                || too_large_per_batch(&self.work, self.topology).is_some()
+                || too_large_per_batch(self.work(), self.topology).is_some()
                 || (only_pending && !matches!(entry.state, State::Pending))
             {
                 continue;
@@ -191,12 +185,14 @@ impl Workspace {
                 continue;
             }
             phase(&planner.preparing());
-            let ready = prepare(planner, &self.work, self.topology, &settings)?;
+            let ready = prepare(planner, self.work(), self.topology, &settings)?;
             let planned = ready.plan(None)?;
-            let Some(s) = ready.schedule(&planned.plan, &self.work)? else {
+            let Some(s) = ready.schedule(&planned.plan, self.work())? else {
                 continue;
             };
-            let s = Arc::new(Scheduled::replay(s, &planned.plan, &self.work, &self.cost)?);
+            let s = Arc::new(Scheduled {
+                judged: self.judge.schedule(&planned.plan, s)?,
+            });
             next.push((i, key, s, ready.notes()));
         }
         for (i, key, s, notes) in next {
@@ -205,10 +201,6 @@ impl Workspace {
             };
             entry.state = State::Scheduled(s.clone());
             entry.notes = notes.clone();
-            // Its prediction was the schedule's it replaces.
-            if let Ok(mut kept) = self.priced.lock() {
-                kept.retain(|(id, ..)| *id != entry.id);
-            }
             self.schedules
                 .retain(|(id, k, ..)| !(*id == entry.id && *k == key));
             self.schedules.push((entry.id, key, s, notes));
@@ -272,14 +264,21 @@ pub(crate) fn prepare_shown(
 /// workspace does: one that cannot plan here says why in its row.
 fn plan_static(
     planner: &dyn Planner,
-    (work, topology, cost): (&Workload, Topology, &CostModel),
+    (judge, topology): (&Judge, Topology),
     settings: &Settings,
     analysis: &mut Option<Arc<GraceAnalysis>>,
     ready: &mut Option<Arc<Grace>>,
 ) -> (State, Vec<String>) {
-    match prepare_shown(planner, work, topology, settings, analysis, ready) {
+    match prepare_shown(
+        planner,
+        judge.workload(),
+        topology,
+        settings,
+        analysis,
+        ready,
+    ) {
         Ok(p) => (
-            plan_at_default(planner, p.as_ref(), work, topology, cost),
+            plan_at_default(planner, p.as_ref(), judge, topology),
             p.notes(),
         ),
         Err(e) => (State::Failed(e.to_string()), Vec::new()),

@@ -18,8 +18,8 @@ use moeplan::Workload;
 use moeplan::data::plan::{LayerPlacement, Plan};
 use moeplan::data::topology::Topology;
 use moeplan::error::{Error, Result};
+use moeplan::judge::replay_steps;
 use moeplan::judge::{CostModel, ModelChoice, Placement, Schedule, Steps, Strategy};
-use moeplan::judge::{judge_pairs_replayed, replay_steps};
 use moeplan::planners::eplb::GROUPS;
 use moeplan::planners::registry::{PlannerId, Settings, Value, prepare};
 
@@ -42,6 +42,9 @@ pub struct SplitJob {
     pub from: usize,
     /// The workload's batches.
     pub batches: usize,
+    /// The model the workspace judges on ([`Workspace::asked_model`]):
+    /// the bytes each part's steps count are that model's.
+    pub model: Option<String>,
 }
 
 impl SplitJob {
@@ -203,7 +206,7 @@ impl SchedulePart {
 /// use moeplan_view::{schedule_part, Cluster, SplitJob};
 /// use moeplan::{synth::generator, data::model, Workload};
 /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
-/// let job = SplitJob { planner: "libra".parse()?, cluster: Cluster { nodes: 1, gpus_per_node: 8, groups: 1 }, options: vec![], from: 2, batches: 4 };
+/// let job = SplitJob { planner: "libra".parse()?, cluster: Cluster { nodes: 1, gpus_per_node: 8, groups: 1 }, options: vec![], from: 2, batches: 4, model: None };
 /// let part = schedule_part(&Workload::new(t), &job, job.theirs())?.expect("Libra schedules a part alone");
 /// assert!(!part.to_numbers().is_empty());
 /// # Ok::<(), moeplan::Error>(())
@@ -222,7 +225,7 @@ pub fn schedule_part(
         }
         _ => work,
     };
-    let cost = ModelChoice::choose(None, work.trace())?.cost();
+    let cost = ModelChoice::choose(job.model.as_deref(), work.trace())?.cost();
     part_on(work, topology, &cost, job, batches)
 }
 
@@ -263,7 +266,7 @@ impl Workspace {
     /// the middle). `None` when nothing would be replayed, or the workload
     /// is too small to split (one batch) or too large to replay here.
     pub fn split_job(&self, options: &[(String, String)]) -> Option<SplitJob> {
-        let batches = self.work.trace().num_batches();
+        let batches = self.trace().num_batches();
         let entry = self.split_entry()?;
         let job = SplitJob {
             planner: entry.id,
@@ -271,6 +274,7 @@ impl Workspace {
             options: options.to_vec(),
             from: batches.div_ceil(2),
             batches,
+            model: self.asked.clone(),
         };
         let (id, settings) = job.settings().ok()?;
         let key = settings.resolved_for(id.planner().ok()?.spec());
@@ -290,8 +294,8 @@ impl Workspace {
 
     /// The first per-batch planner shown whose re-plans can be shared.
     fn split_entry(&self) -> Option<&crate::state::Entry> {
-        if self.work.trace().num_batches() < 2
-            || too_large_per_batch(&self.work, self.topology).is_some()
+        if self.trace().num_batches() < 2
+            || too_large_per_batch(self.work(), self.topology).is_some()
         {
             return None;
         }
@@ -307,7 +311,18 @@ impl Workspace {
                 "a job for another cluster than the workspace's".into(),
             ));
         }
-        part_on(&self.work, self.topology, &self.cost, job, job.mine())
+        if job.model != self.asked {
+            return Err(Error::Mismatch(
+                "a job for another model than the workspace's".into(),
+            ));
+        }
+        part_on(
+            self.work(),
+            self.topology,
+            self.judge.cost(),
+            job,
+            job.mine(),
+        )
     }
 
     /// Keeps `job`'s parts, joined, as the schedule a re-plan with its
@@ -330,8 +345,9 @@ impl Workspace {
             parts.into_iter().map(|p| (p.schedule, p.steps)).unzip();
         let schedule = Schedule::join(schedules)?;
         let steps = Steps::join(steps)?;
-        let v = judge_pairs_replayed(&self.work, &base, &schedule, &self.cost, &steps)?;
-        let s = Arc::new(Scheduled::judged(v, schedule, &base));
+        let s = Arc::new(Scheduled {
+            judged: self.judge.schedule_replayed(&base, schedule, &steps)?,
+        });
         self.schedules.retain(|(i, k, ..)| !(*i == id && *k == key));
         self.schedules.push((id, key, s, notes));
         if self.schedules.len() > KEPT_SCHEDULES {

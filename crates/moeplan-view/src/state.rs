@@ -3,18 +3,17 @@
 //! moving with the budget, or a per-batch schedule replayed once — and the
 //! figures each gives the view.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use moeplan::Workload;
 use moeplan::data::plan::Plan;
 use moeplan::data::topology::Topology;
-use moeplan::data::trace::LoadTrace;
 use moeplan::error::Result;
-use moeplan::judge::eval::{EvalReport, evaluate};
-use moeplan::judge::{CostModel, Rule};
+use moeplan::judge::eval::EvalReport;
+use moeplan::judge::{Judge, JudgedSchedule, PairTraffic};
 use moeplan::planners::registry::{Needs, Planner, PlannerId, Prepared};
 
-use crate::view::{PairTraffic, PlanFigures};
+use crate::view::PlanFigures;
 
 /// One planner of the workspace.
 #[derive(Debug, Clone)]
@@ -42,21 +41,14 @@ pub(crate) enum State {
     Pending,
 }
 
-/// A plan the budget does not move: its replay under `even`, and its
-/// figures under each other rule asked for (a budget change, or a return to
-/// a rule seen before, does not replay it again).
+/// A plan the budget does not move, and its evaluation (its replays
+/// under the rules asked for are the judge's to keep: a budget change, or
+/// a return to a rule seen before, does not replay it again).
 #[derive(Debug, Clone)]
 pub(crate) struct Fixed {
     pub(crate) budget: Option<usize>,
     pub(crate) plan: Plan,
-    pub(crate) report: EvalReport,
-    /// Imbalance ratio of each batch under `even`, once a view asked for
-    /// it (a replay a cluster change does not pay).
-    pub(crate) per_batch: Arc<Mutex<Option<Vec<f64>>>>,
-    pub(crate) under: Arc<Mutex<Vec<(Rule, Measured)>>>,
-    /// Its pair traffic under `even` on a workload with sources, once a
-    /// view asked for it (it does not move with the budget).
-    pub(crate) even_traffic: Arc<Mutex<Option<PairTraffic>>>,
+    pub(crate) report: Arc<EvalReport>,
 }
 
 /// A per-batch planner's schedule ([`Prepared::schedule`]) replayed under
@@ -64,22 +56,9 @@ pub(crate) struct Fixed {
 /// (Libra's rebalancer) — once per trace, cluster and its options.
 #[derive(Debug, Clone)]
 pub(crate) struct Scheduled {
-    /// `per batch, libra-rebalance, …`.
-    pub(crate) about: String,
-    pub(crate) report: moeplan::judge::Report,
-    /// Expert bytes copied in each batch (copies × bytes per expert).
-    pub(crate) bytes_per_batch: Vec<f64>,
-    /// Mean copies per batch in each layer.
-    pub(crate) copies_per_layer: Vec<usize>,
-    /// Replica slots on the fullest GPU: the base's and the slots it keeps
-    /// for copies (Libra: 2 · N buffers).
-    pub(crate) replica_slots_per_gpu: usize,
-    /// The bound with the schedule's copies counted batch by batch.
-    pub(crate) bound: f64,
-    /// The base and its schedule, priced on demand (all batches: a
-    /// schedule has no mean batch).
-    pub(crate) base: Plan,
-    pub(crate) schedule: moeplan::judge::Schedule,
+    /// The base, its schedule and its verdict, priced on demand by the
+    /// judge (all batches: a schedule has no mean batch).
+    pub(crate) judged: JudgedSchedule,
 }
 
 /// What a plan's replay under a rule measured.
@@ -125,13 +104,13 @@ pub(crate) fn figures(planner: &dyn Planner, budget: Option<usize>, r: &EvalRepo
 pub(crate) fn slider_figures(
     planner: &dyn Planner,
     planned: &moeplan::planners::Planned,
-    trace: &LoadTrace,
+    judge: &Judge,
 ) -> Result<PlanFigures> {
     let Some(pred) = &planned.predicted else {
         return Ok(figures(
             planner,
             planned.budget,
-            &evaluate(trace, &planned.plan)?,
+            judge.eval_report(&planned.plan)?.as_ref(),
         ));
     };
     let summary = planned.plan.summary();
@@ -161,10 +140,10 @@ pub(crate) fn slider_figures(
 pub(crate) fn plan_at_default(
     planner: &dyn Planner,
     ready: &dyn Prepared,
-    work: &Workload,
+    judge: &Judge,
     topology: Topology,
-    cost: &CostModel,
 ) -> State {
+    let work = judge.workload();
     if planner.per_batch() {
         if let Some(why) = too_large_per_batch(work, topology) {
             return State::Failed(why);
@@ -173,19 +152,15 @@ pub(crate) fn plan_at_default(
     let made = ready
         .plan(None)
         .and_then(|p| match ready.schedule(&p.plan, work)? {
-            Some(s) => Ok(State::Scheduled(Arc::new(Scheduled::replay(
-                s, &p.plan, work, cost,
-            )?))),
+            Some(s) => Ok(State::Scheduled(Arc::new(Scheduled {
+                judged: judge.schedule(&p.plan, s)?,
+            }))),
             None => {
-                let report = evaluate(work.trace(), &p.plan)?;
-                let per_batch = Arc::default();
+                let report = judge.eval_report(&p.plan)?;
                 Ok(State::Fixed(Box::new(Fixed {
                     budget: p.budget,
                     plan: p.plan,
                     report,
-                    per_batch,
-                    under: Arc::default(),
-                    even_traffic: Arc::default(),
                 })))
             }
         });
@@ -193,58 +168,29 @@ pub(crate) fn plan_at_default(
 }
 
 impl Scheduled {
-    pub(crate) fn replay(
-        s: moeplan::judge::Schedule,
-        base: &Plan,
-        work: &Workload,
-        cost: &CostModel,
-    ) -> Result<Self> {
-        let served = moeplan::judge::Served::Schedule { base, schedule: &s };
-        // The view shows pair traffic, not token messages.
-        let v = moeplan::judge::judge_pairs(work, served, cost)?;
-        Ok(Scheduled::judged(v, s, base))
-    }
-
-    /// What [`Scheduled::replay`] keeps of `s`'s verdict `v`.
-    pub(crate) fn judged(
-        v: moeplan::judge::Verdict,
-        s: moeplan::judge::Schedule,
-        base: &Plan,
-    ) -> Self {
-        Scheduled {
-            bound: v.report.bound,
-            about: s.about.clone(),
-            bytes_per_batch: v.per_batch_bytes_copied.iter().map(|&b| b as f64).collect(),
-            copies_per_layer: v.replicas_per_layer,
-            replica_slots_per_gpu: v.report.replica_slots_fullest_gpu,
-            report: v.sim,
-            base: base.clone(),
-            schedule: s,
-        }
-    }
-
     /// Its figures: the replay's balance and traffic; its replicas are the
     /// mean copies per batch, its replica memory on the fullest GPU the
     /// base's plus the slots it keeps for copies (Libra's two buffers,
     /// 2 · N), its bound that of its copies counted batch by batch
     /// ([`moeplan::judge::bound::per_batch_bound`]).
     pub(crate) fn figures(&self, planner: &dyn Planner) -> PlanFigures {
-        let r = &self.report;
+        let v = &self.judged.verdict;
+        let r = &v.sim;
         PlanFigures {
             name: planner.id().to_string(),
             label: format!("{} ({})", planner.title(None), schedule_phrase(&r.rule)),
             budget: None,
             balancedness: r.balancedness,
             imbalance_ratio: r.imbalance_ratio,
-            replicas: self.copies_per_layer.iter().sum(),
-            replica_slots_per_gpu: self.replica_slots_per_gpu,
-            bound: self.bound,
+            replicas: v.replicas_per_layer.iter().sum(),
+            replica_slots_per_gpu: v.report.replica_slots_fullest_gpu,
+            bound: v.report.bound,
             per_layer: r.per_layer.clone(),
-            replicas_per_layer: self.copies_per_layer.clone(),
+            replicas_per_layer: v.replicas_per_layer.clone(),
             traffic: PairTraffic::from(&r.traffic),
             per_batch_imbalance: r.per_batch_imbalance_ratio.clone(),
-            per_batch_bytes: self.bytes_per_batch.clone(),
-            schedule: Some(self.about.clone()),
+            per_batch_bytes: v.per_batch_bytes_copied.iter().map(|&b| b as f64).collect(),
+            schedule: Some(self.judged.schedule.about.clone()),
             own_rule: Some(r.rule.clone()),
             predicted: None,
         }

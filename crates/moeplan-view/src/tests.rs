@@ -2,8 +2,24 @@
 //! view's traffic and per-batch series against the simulator's.
 
 use super::*;
-use moeplan::judge::simulate;
+use moeplan::judge::{Report, Served};
 use moeplan::{data::model, synth::generator};
+
+/// The core's whole replay of `served` (token messages and all) by a judge
+/// of its own, on the workspace's workload and model: nothing kept from the
+/// view's judge, none of its shortcuts (the closed form of even arrival,
+/// the summed batch, the evaluator's series).
+fn whole(ws: &Workspace, served: Served<'_>) -> Report {
+    let judge = Judge::new(ws.work().clone(), ws.asked_model()).unwrap();
+    judge.verdict(served, None, |_, _| {}).unwrap().sim
+}
+
+fn even(plan: &Plan) -> Served<'_> {
+    Served::Plan {
+        plan,
+        rule: Rule::Even,
+    }
+}
 
 /// Libra's options and back: a schedule kept from before is shown as a
 /// fresh replay would show it, priced anew (the prediction kept for
@@ -102,9 +118,16 @@ fn a_cold_cluster_defers_grace_to_the_follow_up() {
         let v = ws.view(Some(2), 0).unwrap();
         v.plans.iter().map(|p| p.name.clone()).collect()
     };
-    let mut cold =
-        Workspace::of_workload_deferring(work.clone(), c(4, 2), Some(&first), true, &opts, |_| {})
-            .unwrap();
+    let mut cold = Workspace::of_workload_deferring(
+        work.clone(),
+        c(4, 2),
+        Some(&first),
+        true,
+        &opts,
+        None,
+        |_| {},
+    )
+    .unwrap();
     assert!(cold.has_pending());
     let shown = names(&cold);
     assert!(!shown.contains(&"grace".to_string()), "{shown:?}");
@@ -130,9 +153,16 @@ fn a_cold_cluster_defers_grace_to_the_follow_up() {
     for layer in 0..work.trace().num_layers() {
         first.warm_grace(c(1, 8), layer).unwrap();
     }
-    let warm =
-        Workspace::of_workload_deferring(work.clone(), c(1, 8), Some(&first), true, &opts, |_| {})
-            .unwrap();
+    let warm = Workspace::of_workload_deferring(
+        work.clone(),
+        c(1, 8),
+        Some(&first),
+        true,
+        &opts,
+        None,
+        |_| {},
+    )
+    .unwrap();
     assert!(names(&warm).contains(&"grace".to_string()));
 }
 
@@ -152,7 +182,7 @@ fn even_traffic_is_the_simulators() {
     let ws = Workspace::new(t, cluster).unwrap();
     let v = ws.view(Some(3), 0).unwrap();
     let plan = ws.focus_plan(Some(3)).unwrap();
-    let sim = simulate(&ws.work, &Strategy::fixed(plan, Rule::Even), &ws.cost).unwrap();
+    let sim = whole(&ws, even(&plan));
     same_traffic(
         &v.plans[2].traffic,
         &PairTraffic::from(&sim.traffic),
@@ -188,7 +218,7 @@ fn token_routes_even_traffic_is_the_simulators() {
         };
         let name = entry.id.to_string();
         let shown = v.plans.iter().find(|p| p.name == name).unwrap();
-        let sim = simulate(&ws.work, &Strategy::fixed(plan, Rule::Even), &ws.cost).unwrap();
+        let sim = whole(&ws, even(&plan));
         same_traffic(&shown.traffic, &PairTraffic::from(&sim.traffic), &name);
         let b = &sim.traffic;
         assert!(b.cross_node > 0.0 && b.local > 0.0, "{name}: {b:?}");
@@ -221,32 +251,45 @@ fn per_batch_series_are_the_simulators() {
     let v = ws.view_with_batches(Some(3), 0, Rule::Even).unwrap();
     let plan = |name: &str| v.plans.iter().find(|p| p.name == name).unwrap();
     let craft = ws.focus_plan(Some(3)).unwrap();
-    let sim = simulate(&ws.work, &Strategy::fixed(craft, Rule::Even), &ws.cost).unwrap();
+    let sim = whole(&ws, even(&craft));
     assert_eq!(
         plan("craft").per_batch_imbalance,
         sim.per_batch_imbalance_ratio
     );
     let eplb = moeplan::planners::plan(
         moeplan::planners::eplb::ID.planner().unwrap(),
-        &ws.work,
+        ws.work(),
         ws.topology,
         &Settings::new(),
     )
     .unwrap();
-    let sim = simulate(&ws.work, &Strategy::fixed(eplb.plan, Rule::Even), &ws.cost).unwrap();
+    let sim = whole(&ws, even(&eplb.plan));
     assert_eq!(
         plan("eplb").per_batch_imbalance,
         sim.per_batch_imbalance_ratio
     );
     let base = moeplan::planners::contiguous(&t, ws.topology).unwrap();
     let s = libra_schedule(
-        &ws.work,
+        ws.work(),
         &base,
         &Predictor::PreviousBatch,
         &LibraOptions::default(),
     )
     .unwrap();
-    let sim = simulate(&ws.work, &s.strategy(), &ws.cost).unwrap();
+    let schedule = moeplan::judge::Schedule {
+        strategy: s.strategy(),
+        copies_per_batch: s.copies.clone(),
+        extra_slots_per_gpu: 0,
+        resident_slots_per_gpu: 0,
+        about: String::new(),
+    };
+    let sim = whole(
+        &ws,
+        Served::Schedule {
+            base: &base,
+            schedule: &schedule,
+        },
+    );
     let libra = plan("libra");
     assert_eq!(libra.per_batch_imbalance, sim.per_batch_imbalance_ratio);
     assert_eq!(libra.imbalance_ratio, sim.imbalance_ratio);
@@ -254,7 +297,7 @@ fn per_batch_series_are_the_simulators() {
     let bytes: Vec<f64> = s
         .copies
         .iter()
-        .map(|&c| c as f64 * ws.cost.expert_bytes as f64)
+        .map(|&c| c as f64 * ws.judge().cost().expert_bytes as f64)
         .collect();
     assert_eq!(libra.per_batch_bytes, bytes);
     assert!(plan("eplb").per_batch_bytes.is_empty() && plan("eplb").schedule.is_none());

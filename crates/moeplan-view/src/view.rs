@@ -6,7 +6,6 @@
 use serde::{Deserialize, Serialize};
 
 use moeplan::data::topology::Topology;
-use moeplan::judge::Traffic;
 use moeplan::judge::cost::Prediction;
 use moeplan::planners::registry::CurvePoint;
 
@@ -75,36 +74,6 @@ pub struct PlanFigures {
     /// unpriced.
     #[serde(default)]
     pub predicted: Option<Prediction>,
-}
-
-/// Where a plan's (token, expert) pairs are served, over all batches: the
-/// pair counts of [`Traffic`] (the busiest GPU's ingress and egress are the
-/// simulator's, not the view's).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
-pub struct PairTraffic {
-    /// Pairs in all.
-    pub pairs: f64,
-    /// Served on their source GPU.
-    pub local: f64,
-    /// Served on another GPU of the source's node.
-    pub intra_node: f64,
-    /// Served on another node.
-    pub cross_node: f64,
-    /// Cross-node pairs × hidden size × bytes per activation element.
-    pub cross_node_bytes: f64,
-}
-
-impl From<&Traffic> for PairTraffic {
-    fn from(t: &Traffic) -> Self {
-        PairTraffic {
-            pairs: t.pairs,
-            local: t.local,
-            intra_node: t.intra_node,
-            cross_node: t.cross_node,
-            cross_node_bytes: t.cross_node_bytes,
-        }
-    }
 }
 
 /// What one planner says beside its plans ([`Prepared::notes`]): how it
@@ -313,16 +282,14 @@ impl Workspace {
                 )),
                 State::Fixed(fixed) => {
                     let mut f = figures(planner, fixed.budget, &fixed.report);
-                    f.per_batch_imbalance = self.fixed_batches(fixed, batches)?;
-                    match (rule, self.even_traffic) {
-                        (Rule::Even, Some(t)) => f.traffic = t,
-                        (Rule::Even, None) => f.traffic = self.fixed_even_traffic(fixed)?,
-                        _ => self.fixed_under(fixed, rule)?.apply(&mut f),
+                    f.per_batch_imbalance = self.even_batches(&fixed.plan, batches)?;
+                    if rule == Rule::Even {
+                        f.traffic = self.judge.even_traffic(&fixed.plan)?;
+                    } else {
+                        self.measure(&fixed.plan, rule)?.apply(&mut f);
                     }
                     if let Some(p) = pricing {
-                        f.predicted = self.kept_prediction(entry.id, rule, p, || {
-                            self.predict(&fixed.plan, rule, p)
-                        })?;
+                        f.predicted = Some(self.judge.price_mean(&fixed.plan, rule, p)?);
                     }
                     plans.push(f);
                 }
@@ -330,13 +297,7 @@ impl Workspace {
                     let mut f = s.figures(planner);
                     if let Some(p) = pricing {
                         // Under its own rule, whatever the view's.
-                        f.predicted = self.kept_prediction(entry.id, rule, p, || {
-                            let served = Served::Schedule {
-                                base: &s.base,
-                                schedule: &s.schedule,
-                            };
-                            price(&self.work, served, &self.cost, p).map(Some)
-                        })?;
+                        f.predicted = Some(self.judge.price_schedule(&s.judged, p)?);
                     }
                     plans.push(f);
                 }
@@ -351,7 +312,7 @@ impl Workspace {
                     };
                     let mut f = self.slider_under(planner, planned, rule, batches)?;
                     if let Some(p) = pricing {
-                        f.predicted = self.predict(&planned.plan, rule, p)?;
+                        f.predicted = Some(self.judge.price_mean(&planned.plan, rule, p)?);
                     }
                     plans.push(f);
                 }

@@ -28,10 +28,10 @@
 use moeplan::Workload;
 use moeplan::formats::{self, plan_json};
 use moeplan::judge::cost::Pricing;
-use moeplan::judge::{ModelChoice, Schedule, simulate};
+use moeplan::judge::{Judge, JudgedSchedule};
 use moeplan::planners::{self, PlannerId, Settings, craft};
 use moeplan::synth::generator::{GenConfig, generate};
-use moeplan::{EvalReport, LoadTrace, Topology, data::model, evaluate};
+use moeplan::{EvalReport, LoadTrace, Topology, data::model};
 use moeplan_view::{Cluster, Workspace};
 use serde::{Deserialize, Serialize};
 use tsify::Tsify;
@@ -148,16 +148,13 @@ struct Priced {
 }
 
 impl Priced {
-    /// The pricing they name for `trace` (`None` without a hardware).
-    fn resolve(&self, trace: &LoadTrace) -> Result<Option<Pricing>, moeplan::Error> {
+    /// The pricing they name, on the judge's model (`None` without a
+    /// hardware).
+    fn resolve(&self, judge: &Judge) -> Result<Option<Pricing>, moeplan::Error> {
         let Some(h) = &self.hardware else {
             return Ok(None);
         };
-        let chosen = ModelChoice::choose(self.model.as_deref(), trace)?;
-        Ok(Some(Pricing::new(
-            moeplan::data::hardware::preset(h)?,
-            chosen.preset,
-        )))
+        Ok(Some(judge.priced_on(moeplan::data::hardware::preset(h)?)))
     }
 }
 
@@ -183,19 +180,24 @@ pub fn plan(
         .into();
     let (topology, algorithm, settings, priced) = plan_config(&text).map_err(js_error)?;
     let trace = formats::read_trace(trace, &read_options()).map_err(js_error)?;
-    let settings = settings.priced(priced.resolve(&trace).map_err(js_error)?);
+    // One model for the bytes a schedule copies and the prices CRAFT's
+    // time objective plans with: asked, else the trace's, else DeepSeek-V3.
+    let judge = Judge::new(Workload::new(trace), priced.model.as_deref()).map_err(js_error)?;
+    let settings = settings.priced(priced.resolve(&judge).map_err(js_error)?);
     let planner = algorithm.planner().map_err(js_error)?;
-    let work = Workload::new(trace);
+    let work = judge.workload();
     let budget = match planner.budget() {
         Some(spec) => settings.budget(spec).map_err(js_error)?,
         None => None,
     };
-    let ready = planners::prepare(planner, &work, topology, &settings).map_err(js_error)?;
+    let ready = planners::prepare(planner, work, topology, &settings).map_err(js_error)?;
     let planned = ready.plan(budget).map_err(js_error)?;
     let (plan, budget) = (planned.plan, planned.budget);
-    let report = evaluate(work.trace(), &plan).map_err(js_error)?;
-    let schedule = match ready.schedule(&plan, &work).map_err(js_error)? {
-        Some(s) => Some(schedule_replay(&work, &s).map_err(js_error)?),
+    let report = judge.eval_report(&plan).map_err(js_error)?.as_ref().clone();
+    let schedule = match ready.schedule(&plan, work).map_err(js_error)? {
+        Some(s) => Some(ScheduleReplay::of(
+            &judge.schedule(&plan, s).map_err(js_error)?,
+        )),
         None => None,
     };
     let json = plan_json::write(&plan, &Default::default());
@@ -250,25 +252,24 @@ pub struct ScheduleReplay {
     pub resident_slots_per_gpu: usize,
 }
 
-/// A per-batch planner's (Libra's) schedule replayed in-sample: `plan` is
-/// then only its static base (whose `report` [`plan`] gives), and these
-/// are the simulator's figures it serves with. Only the replay: the base's
-/// evaluation is `report` already.
-fn schedule_replay(work: &Workload, s: &Schedule) -> Result<ScheduleReplay, moeplan::Error> {
-    let cost = ModelChoice::choose(None, work.trace())?.cost();
-    let r = simulate(work, &s.strategy, &cost)?;
-    Ok(ScheduleReplay {
-        about: s.about.clone(),
-        rule: r.rule,
-        balancedness: r.balancedness,
-        imbalance_ratio: r.imbalance_ratio,
-        per_batch_balancedness: r.per_batch,
-        per_batch_imbalance_ratio: r.per_batch_imbalance_ratio,
-        per_batch_copies: s.copies_per_batch.clone(),
-        per_batch_bytes_copied: s.bytes_copied(cost.expert_bytes),
-        extra_slots_per_gpu: s.extra_slots_per_gpu,
-        resident_slots_per_gpu: s.resident_slots_per_gpu,
-    })
+impl ScheduleReplay {
+    /// What a judged schedule shows: its replay under its own rule, its
+    /// copies and their bytes on the judge's model.
+    fn of(judged: &JudgedSchedule) -> ScheduleReplay {
+        let (s, v) = (&judged.schedule, &judged.verdict);
+        ScheduleReplay {
+            about: s.about.clone(),
+            rule: v.sim.rule.clone(),
+            balancedness: v.sim.balancedness,
+            imbalance_ratio: v.sim.imbalance_ratio,
+            per_batch_balancedness: v.sim.per_batch.clone(),
+            per_batch_imbalance_ratio: v.sim.per_batch_imbalance_ratio.clone(),
+            per_batch_copies: s.copies_per_batch.clone(),
+            per_batch_bytes_copied: v.per_batch_bytes_copied.clone(),
+            extra_slots_per_gpu: s.extra_slots_per_gpu,
+            resident_slots_per_gpu: s.resident_slots_per_gpu,
+        }
+    }
 }
 
 /// Every registered planner with its options (camelCase names, kinds,
@@ -445,22 +446,38 @@ impl Planner {
     /// (`hardwareNames()`): each plan's `predicted` holds its step time,
     /// tokens/s, speedup over BASE, the MoE layer's compute, dispatch and
     /// combine, and its KV cache (docs/cost.md). `model`: whose sizes the
-    /// prices use (`undefined`: the trace's, else DeepSeek-V3).
+    /// prices and the traffic's bytes use (`undefined`: the trace's, else
+    /// DeepSeek-V3); another model than the last call's plans the cluster
+    /// again on it, as [`Planner::configure`] does.
     #[wasm_bindgen(js_name = viewPriced, unchecked_return_type = "View")]
     pub fn view_priced(
-        &self,
+        &mut self,
         replicas_per_gpu: Option<usize>,
         layer: usize,
         hardware: &str,
         model: Option<String>,
     ) -> Result<JsValue, js_sys::Error> {
         let ws = self.workspace()?;
+        if ws.asked_model() != model.as_deref() {
+            let next = Workspace::of_workload_deferring(
+                ws.workload().clone(),
+                ws.cluster(),
+                Some(ws),
+                false,
+                &ws.options().clone(),
+                model.as_deref(),
+                |_| {},
+            )
+            .map_err(js_error)?;
+            self.workspace = Some(next);
+        }
+        let ws = self.workspace()?;
         let named = Priced {
             hardware: Some(hardware.to_string()),
             model,
         };
         let pricing = named
-            .resolve(ws.trace())
+            .resolve(ws.judge())
             .map_err(js_error)?
             .ok_or_else(|| js_error("no hardware"))?;
         let view = ws
@@ -521,7 +538,8 @@ mod tests {
             Some(&planners::Value::Word("time".into()))
         );
         let trace = generate(&GenConfig::new(model::preset("olmoe").unwrap(), 2)).unwrap();
-        let p = priced.resolve(&trace).unwrap().unwrap();
+        let judge = Judge::new(Workload::new(trace), priced.model.as_deref()).unwrap();
+        let p = priced.resolve(&judge).unwrap().unwrap();
         assert_eq!(
             (p.hardware.name.as_ref(), p.model.name),
             ("h100-ib-ndr", "olmoe")

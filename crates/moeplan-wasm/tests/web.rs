@@ -188,4 +188,35 @@ fn priced_view_carries_predictions() {
     let err = p.view_priced(Some(2), 0, "tpu-v9", None).unwrap_err();
     let msg: String = js_sys::Error::from(JsValue::from(err)).message().into();
     assert!(msg.contains("unknown hardware"), "{msg}");
+    // One model for bytes and time: the one asked for, else the trace's
+    // (on two nodes, so that some bytes cross them).
+    p.configure(
+        config(r#"{"nodes": 2, "gpusPerNode": 4, "groups": 1}"#),
+        Some(2),
+    )
+    .unwrap();
+    let model_of = |v: &JsValue| -> (String, f64, f64) {
+        let craft = js_sys::Array::from(&get(v, "plans"))
+            .iter()
+            .find(|p| get(p, "name").as_string().as_deref() == Some("craft"))
+            .unwrap();
+        let pred = get(&craft, "predicted");
+        let traffic = get(&craft, "traffic");
+        (
+            get(&pred, "model").as_string().unwrap(),
+            get(&pred, "step_ms").as_f64().unwrap(),
+            get(&traffic, "cross_node_bytes").as_f64().unwrap(),
+        )
+    };
+    let asked = p
+        .view_priced(Some(2), 0, "h100-ib-ndr", Some("deepseek-v3".into()))
+        .unwrap();
+    let (model, _, bytes) = model_of(&asked);
+    assert_eq!(model, "deepseek-v3");
+    let again = p.view_priced(Some(2), 0, "h100-ib-ndr", None).unwrap();
+    let (model, _, trace_bytes) = model_of(&again);
+    assert_eq!(model, "olmoe", "back to the trace's model");
+    // The traffic's bytes are the priced model's: DeepSeek-V3's hidden
+    // size (7168) against OLMoE's (2048).
+    assert!(trace_bytes > 0.0 && (bytes / trace_bytes - 7168.0 / 2048.0).abs() < 1e-12);
 }

@@ -446,6 +446,7 @@ fn predicted_keys_are_stable_and_documented() {
         "dense_us",
         "attention_us",
         "step_ms",
+        "moe_layers",
         "tokens_per_step",
         "served_tokens_per_step",
         "tokens_per_s",

@@ -11,7 +11,8 @@ use super::{plan_with, with_pricing};
 use crate::args::CompareArgs;
 use crate::error::CliError;
 use crate::io::{emit, load, noted, spinner};
-use crate::judge::{Cost, Judged, base_prediction, judge_prepared, judge_quietly};
+use crate::judge::{Cost, judge_prepared, judge_quietly};
+use crate::judged::Judged;
 use crate::report;
 use moeplan::formats::dataset::{self, Dataset};
 
@@ -27,11 +28,26 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
     let rule = args.judge.dispatch;
     let split = noted(|n| dataset::split(trace, &sources, args.holdout, topology, Some(rule), n))?;
     drop(sources);
-    let (work, scope) = (split.judged(), &split.scope);
+    let dataset::Split {
+        planning,
+        held_out,
+        scope,
+    } = split;
+    let planning = std::sync::Arc::new(planning);
+    let judge = cost.judge(held_out.map_or_else(|| planning.clone(), std::sync::Arc::new));
+    let (work, scope) = (judge.workload(), &scope);
     let layers = work.trace().num_layers();
     let bar = spinner("planning and replaying");
-    let rows = rows(&split.planning, work, topology, &settings, rule, &cost);
-    let base = base_prediction(split.planning.trace(), work, topology, rule, &cost);
+    let rows = rows(&planning, &judge, topology, &settings, rule, &cost);
+    // The same groups EPLB plans with (the core's one BASE).
+    let groups = settings.count(&moeplan::planners::eplb::GROUPS)?;
+    let base = judge.base_prediction(
+        planning.trace(),
+        topology,
+        groups,
+        rule,
+        cost.pricing.as_ref(),
+    );
     bar.finish_and_clear();
     // BASE needs experts a multiple of the GPUs; without it, no speedups.
     let mut base_note = None;
@@ -144,10 +160,10 @@ struct Row {
     notes: Vec<String>,
 }
 
-/// One row per registered planner: planned on `planning`, judged on `work`.
+/// One row per registered planner: planned on `planning`, judged by `work`.
 fn rows(
     planning: &Workload,
-    work: &Workload,
+    work: &moeplan::judge::Judge,
     topology: Topology,
     settings: &Settings,
     rule: Rule,
@@ -193,7 +209,8 @@ mod tests {
             let topology = Topology::new(1, gpus).unwrap();
             let cost = Cost::choose(None, &t).unwrap();
             let work = Workload::new(t);
-            let rows = rows(&work, &work, topology, &Settings::new(), Rule::Even, &cost);
+            let judge = cost.judge(work.clone());
+            let rows = rows(&work, &judge, topology, &Settings::new(), Rule::Even, &cost);
             let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
             assert_eq!(names[..3], ["contiguous", "base", &format!("eplb (+{k})")]);
             assert!(names[3].starts_with("craft (R = "), "{names:?}");

@@ -12,7 +12,7 @@ use super::place_in_model;
 use crate::args::EvalArgs;
 use crate::error::CliError;
 use crate::io::{budget, emit, load, noted, progress_bar, read_limited, spin, spinner};
-use crate::judge::{Cost, base_prediction, judge, judge_prepared};
+use crate::judge::{Cost, judge, judge_prepared};
 use crate::report;
 use moeplan::formats::dataset::{self, Dataset};
 
@@ -85,12 +85,14 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
         .ok()
         .filter(|p| p.per_batch() && format == PlanFormat::Moeplan);
     let work = noted(|n| dataset::workload(evaluated, &sources, batches, plan.topology(), n))?;
+    let judge_of = cost.judge(work);
+    let work = judge_of.workload();
     let judged = match per_batch {
         Some(planner) => {
             let settings = remade_with(planner, &meta, &args.planner.settings, &args.plan)?;
             let bar = spinner("re-planning per batch");
-            let ready = planners::prepare(planner, &work, plan.topology(), &settings)?;
-            let judged = judge_prepared(&work, ready.as_ref(), &plan, rule, &cost);
+            let ready = planners::prepare(planner, work, plan.topology(), &settings)?;
+            let judged = judge_prepared(&judge_of, ready.as_ref(), &plan, rule, &cost);
             bar.finish_and_clear();
             for note in ready.notes() {
                 eprintln!("note: {note}");
@@ -107,7 +109,7 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
         }
         None => {
             let bar = progress_bar(work.trace().num_layers(), "replaying");
-            let judged = judge(&work, &plan, rule, &cost, |done, total| {
+            let judged = judge(&judge_of, &plan, rule, &cost, |done, total| {
                 bar.set_position(done as u64);
                 if done == total {
                     // the evaluator is done; the simulator runs next
@@ -119,9 +121,18 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
         }
     };
     let mut judged = judged.map_err(&in_plan)?;
-    // BASE needs experts a multiple of the GPUs; without it, no speedup.
-    let base =
-        base_prediction(work.trace(), &work, plan.topology(), rule, &cost).unwrap_or_else(|e| {
+    // BASE (the core's one definition, planned on the judged batches at
+    // one expert group: a plan file records no cluster groups) needs
+    // experts a multiple of the GPUs; without it, no speedup.
+    let base = judge_of
+        .base_prediction(
+            work.trace(),
+            plan.topology(),
+            1,
+            rule,
+            cost.pricing.as_ref(),
+        )
+        .unwrap_or_else(|e| {
             eprintln!("note: no speedup: BASE is not possible here ({e})");
             None
         });

@@ -1,13 +1,15 @@
 //! `moeplan plan`: compute a plan and write it in the format an engine
 //! loads; with `--dispatch`, also say how it balances under that rule.
 
+use std::sync::Arc;
+
 use moeplan::Workload;
 use moeplan::data::plan::{Provenance, TraceRef, fingerprint};
 use moeplan::formats::plan_any::{PlanContext, read_any_plan};
 use moeplan::formats::plan_json::PlanMeta;
 use moeplan::formats::{self, PlanFormat};
+use moeplan::judge::Judge;
 use moeplan::judge::Rule;
-use moeplan::judge::cost::Pricing;
 use moeplan::judge::migration::{Migration, MoveCost, migration, relabel};
 use moeplan::planners::shared::incremental::{Goal, incremental};
 use moeplan::planners::{CraftOptions, ReplicaBudget, craft};
@@ -94,8 +96,8 @@ pub fn run(args: PlanArgs) -> Result<(), CliError> {
         args,
         plan,
         ToWrite {
-            planning,
-            held_out,
+            planning: Arc::new(planning),
+            held_out: held_out.map(Arc::new),
             model_layers,
             model_name,
             total_batches,
@@ -112,10 +114,11 @@ fn from_current(
     path: &std::path::Path,
     args: &PlanArgs,
     plan: Plan,
-    planned_on: &LoadTrace,
+    judge: &Judge,
     topology: Topology,
     cost: Option<&Cost>,
 ) -> Result<Plan, CliError> {
+    let planned_on = judge.trace();
     let max_mib = args.trace.source.max_trace_mib;
     let bytes = read_limited(path, max_mib)?;
     let ctx = PlanContext {
@@ -129,13 +132,7 @@ fn from_current(
     // on h100-ib-ndr's links.
     let pricing = match cost.and_then(|c| c.pricing.clone()) {
         Some(p) => p,
-        None => {
-            let chosen = Cost::choose(args.model.as_deref(), planned_on)?;
-            Pricing::new(
-                moeplan::data::hardware::preset("h100-ib-ndr")?,
-                moeplan::data::model::preset(chosen.preset)?,
-            )
-        }
+        None => judge.priced_on(moeplan::data::hardware::preset("h100-ib-ndr")?),
     };
     let (hardware, preset) = (&pricing.hardware, &pricing.model);
     let relabelled =
@@ -182,7 +179,7 @@ fn from_current(
         min_balancedness: args.min_balancedness,
     };
     let adjusted = incremental(&current, planned_on.summed().view(), goal)?;
-    let bal = |p: &Plan| moeplan::evaluate(planned_on, p).map(|r| r.balancedness);
+    let bal = |p: &Plan| judge.eval_report(p).map(|r| r.balancedness);
     eprintln!(
         "incremental (the current plan adjusted, {} moves): balancedness {:.4} → {:.4} on the planning batches, {}; the fresh plan relabelled: {:.4}",
         adjusted.moves,
@@ -196,8 +193,8 @@ fn from_current(
 
 /// What writing and reporting a plan needs besides the plan.
 struct ToWrite {
-    planning: Workload,
-    held_out: Option<Workload>,
+    planning: Arc<Workload>,
+    held_out: Option<Arc<Workload>>,
     model_layers: Option<usize>,
     model_name: Option<String>,
     total_batches: usize,
@@ -305,7 +302,7 @@ fn run_mix(args: PlanArgs) -> Result<(), CliError> {
         args,
         plan,
         ToWrite {
-            planning,
+            planning: Arc::new(planning),
             held_out: None,
             model_layers,
             model_name,
@@ -330,6 +327,11 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
         rule,
     } = made;
     let planned_on = planning.trace();
+    // The planning batches judged: on --model (else the trace's) model.
+    let judge = match &cost {
+        Some(c) => c.judge(planning.clone()),
+        None => Judge::new(planning.clone(), args.model.as_deref())?,
+    };
     let needs_uniform = args.format.needs_uniform_slots();
     let plan = if needs_uniform && plan.uniform_slots_per_gpu().is_none() {
         if !args.pad {
@@ -353,12 +355,12 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
         plan
     };
     let plan = if args.format == PlanFormat::VllmAscend {
-        without_same_gpu_copies(plan, &planning, rule, cost.as_ref())?
+        without_same_gpu_copies(plan, &judge, rule, cost.as_ref())?
     } else {
         plan
     };
     let plan = match &args.from {
-        Some(path) => from_current(path, &args, plan, planned_on, topology, cost.as_ref())?,
+        Some(path) => from_current(path, &args, plan, &judge, topology, cost.as_ref())?,
         None => plan,
     };
     let meta = PlanMeta {
@@ -395,13 +397,13 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
             .unwrap_or_default()
     );
     if let (Some(rule), Some(cost)) = (rule, &cost) {
-        let mut parts = vec![("planned", &planning)];
+        let mut parts = vec![("planned", judge.clone())];
         if let Some(ev) = &held_out {
-            parts.push(("held-out", ev));
+            parts.push(("held-out", cost.judge(ev.clone())));
         }
         for (name, work) in parts {
             let on = work.trace();
-            let j = judge_quietly(work, &plan, rule, cost)?;
+            let j = judge_quietly(&work, &plan, rule, cost)?;
             eprintln!(
                 "under {} dispatch ({}), on the {} {} batch(es): balancedness {:.4}, imbalance {:.4}, local {:.1}%, cross-node {:.1}% ({:.3} GB at {})",
                 j.sim.rule,
@@ -455,7 +457,7 @@ fn needs_model_layers(format: PlanFormat, trace: &LoadTrace) -> Result<(), CliEr
 /// is reported (under `--dispatch` when given, else the even split).
 fn without_same_gpu_copies(
     plan: Plan,
-    work: &Workload,
+    work: &Judge,
     rule: Option<Rule>,
     cost: Option<&Cost>,
 ) -> Result<Plan, CliError> {
@@ -472,8 +474,8 @@ fn without_same_gpu_copies(
             format!(" under {rule} dispatch"),
         ),
         _ => (
-            moeplan::evaluate(planned_on, &plan)?.balancedness,
-            moeplan::evaluate(planned_on, &fixed)?.balancedness,
+            work.eval_report(&plan)?.balancedness,
+            work.eval_report(&fixed)?.balancedness,
             String::new(),
         ),
     };

@@ -2,11 +2,11 @@
 //! (the CRAFT paper's Figure 5 / 9 as a table), judged under one dispatch
 //! rule.
 
+use moeplan::Topology;
 use moeplan::judge::Rule;
 use moeplan::planners::CraftOptions;
 use moeplan::planners::eplb::GROUPS;
 use moeplan::studies::sweep::sweep_by;
-use moeplan::{Topology, data::model};
 
 use super::{split_for, with_pricing};
 use crate::args::SweepArgs;
@@ -22,12 +22,9 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
     let Dataset { trace, sources } = load(&args.trace)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
     let (planned_on, evaluated, scope) = split_for(&trace, args.holdout)?;
-    let preset = match args.judge.model.as_deref().or(trace.model()) {
-        Some(name) => Some(model::preset(name)?),
-        None => None,
-    };
     let rule = args.judge.dispatch;
     let cost = Cost::choose(args.judge.model.as_deref(), &trace)?.priced(&args.judge.cost)?;
+    let preset = cost.choice.preset;
     let all = trace.num_batches();
     drop(trace);
     let judged = all - evaluated.num_batches()..all;
@@ -35,6 +32,8 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
         dataset::workload_on_cluster(evaluated, &sources, judged, topology, Some(rule), n)
     })?;
     drop(sources);
+    let judge = cost.judge(work);
+    let work = judge.workload();
     // CRAFT planning for time (--objective time) prices on --hardware.
     let settings = &with_pricing(&args.planner.settings, cost.pricing.as_ref())?;
     let groups = settings.count(&GROUPS)?;
@@ -45,7 +44,7 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
         moeplan::studies::sweep::sweep(&planned_on, work.trace(), topology, groups, &options)
     } else {
         sweep_by(&planned_on, topology, groups, &options, |plan| {
-            let j = judge_quietly(&work, plan, rule, &cost)?;
+            let j = judge_quietly(&judge, plan, rule, &cost)?;
             predicted.push(j.predicted);
             Ok(j.report)
         })
@@ -68,7 +67,7 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
             }
         }
         v["scope"] = scope.into();
-        v["expert_bytes"] = preset.map(|p| p.expert_bytes()).into();
+        v["expert_bytes"] = preset.expert_bytes().into();
         v["dispatch"] = rule.name().into();
         v["sources"] = work.sources().into();
         emit(&v.to_string());
@@ -78,6 +77,7 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
             topology,
             &scope,
             preset,
+            cost.choice.from,
             rule.name(),
             work.sources(),
         );
@@ -95,7 +95,7 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
 #[cfg(test)]
 fn sweep_under(
     plan_on: &moeplan::LoadTrace,
-    work: &moeplan::Workload,
+    work: &moeplan::judge::Judge,
     topology: Topology,
     groups: usize,
     options: &CraftOptions,
@@ -110,6 +110,7 @@ fn sweep_under(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use moeplan::data::model;
     use moeplan::synth::generator::{GenConfig, generate};
 
     /// The CLI's sweep under a rule makes the core's plans in the core's
@@ -121,7 +122,7 @@ mod tests {
         let options = CraftOptions::default();
         let cost = Cost::choose(None, &t).unwrap();
         let core = moeplan::studies::sweep::sweep(&t, &t, topology, 1, &options).unwrap();
-        let work = moeplan::Workload::new(t.clone());
+        let work = cost.judge(moeplan::Workload::new(t.clone()));
         let ours = sweep_under(&t, &work, topology, 1, &options, Rule::Even, &cost).unwrap();
         assert_eq!(
             serde_json::to_string(&core).unwrap(),

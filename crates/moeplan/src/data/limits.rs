@@ -105,11 +105,6 @@ impl Meter {
         self.budget
     }
 
-    /// Bytes charged so far.
-    pub fn bytes_used(&self) -> u64 {
-        self.bytes
-    }
-
     /// Bytes still free.
     pub(crate) fn bytes_left(&self) -> u64 {
         self.budget.max_bytes.saturating_sub(self.bytes)

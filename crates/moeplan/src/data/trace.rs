@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 /// Most experts per layer accepted; real models have at most a few hundred.
 pub const MAX_EXPERTS: usize = 1 << 16;
 /// Most MoE layers accepted.
-pub const MAX_LAYERS: usize = 1 << 12;
+pub(crate) const MAX_LAYERS: usize = 1 << 12;
 
 /// Token counts per batch, MoE layer and logical expert.
 #[derive(Debug, Clone, PartialEq)]

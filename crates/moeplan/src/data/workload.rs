@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 /// Most experts an affinity (co-activation) matrix is built for: `E × E`
 /// doubles, 128 MiB at this size, far beyond any model's few hundred routed
 /// experts.
-pub const MAX_AFFINITY_EXPERTS: usize = 4096;
+pub(crate) const MAX_AFFINITY_EXPERTS: usize = 4096;
 
 /// Tokens to replay and where they come from.
 #[derive(Debug, Clone, PartialEq)]

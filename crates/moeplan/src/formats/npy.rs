@@ -25,7 +25,7 @@ const NPY: &str = "NumPy .npy";
 const NPZ: &str = "NumPy .npz";
 
 /// The magic string every `.npy` starts with.
-pub const NPY_MAGIC: &[u8] = b"\x93NUMPY";
+pub(crate) const NPY_MAGIC: &[u8] = b"\x93NUMPY";
 
 /// Longest header NumPy itself writes or reads (`numpy.lib.format` refuses
 /// larger ones unless asked to).

@@ -31,7 +31,7 @@ use crate::planners::Settings;
 
 const FORMAT: &str = "moeplan plan JSON";
 /// Value of the `format` field.
-pub const PLAN_FORMAT: &str = "moeplan.plan";
+pub(crate) const PLAN_FORMAT: &str = "moeplan.plan";
 /// Current schema version.
 pub const PLAN_VERSION: u32 = 1;
 

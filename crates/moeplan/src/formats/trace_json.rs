@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 
 const FORMAT: &str = "moeplan trace JSON";
 /// Value of the `format` field.
-pub const TRACE_FORMAT: &str = "moeplan.trace";
+pub(crate) const TRACE_FORMAT: &str = "moeplan.trace";
 
 #[derive(Deserialize)]
 struct TraceIn {

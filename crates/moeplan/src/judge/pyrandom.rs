@@ -99,7 +99,7 @@ impl PyRandom {
     }
 
     /// MT19937's next 32-bit output (`genrand_uint32`).
-    pub fn genrand_u32(&mut self) -> u32 {
+    pub(crate) fn genrand_u32(&mut self) -> u32 {
         if self.index >= N {
             let mag = |y: u32| if y & 1 == 1 { MATRIX_A } else { 0 };
             for kk in 0..N - M {

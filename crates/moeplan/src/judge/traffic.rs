@@ -234,7 +234,7 @@ impl Tally {
     }
 
     /// The closed form of a source-blind rule under even arrival.
-    pub fn blind_even(&mut self, total: f64, loads: &[f64]) {
+    pub(crate) fn blind_even(&mut self, total: f64, loads: &[f64]) {
         let d = loads.len() as f64;
         let g = self.gpus_per_node as f64;
         self.local = total / d;
@@ -496,7 +496,7 @@ impl MessageTally {
     }
 
     /// GPUs and nodes both fit in one 64-bit word ([`MessageTally::end_bits`]).
-    pub fn fits_words(&self) -> bool {
+    pub(crate) fn fits_words(&self) -> bool {
         self.gpu_miss.len() <= 64 && self.node_miss.len() <= 64
     }
 

@@ -47,7 +47,7 @@ fn place(layer_ids: &[u32], e: usize, topology: Topology) -> Result<Plan> {
 pub struct ContiguousPlanner;
 
 /// Its registry entry, data only ([`crate::planners::SPECS`] lists it).
-pub const SPEC: PlannerSpec = PlannerSpec {
+pub(crate) const SPEC: PlannerSpec = PlannerSpec {
     id: ID,
     display: "Contiguous",
     about: "Expert e on GPU e·D/E, no replicas, loads ignored (no balancer at all)",

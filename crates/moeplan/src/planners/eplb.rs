@@ -144,6 +144,44 @@ pub fn base(trace: &LoadTrace, topology: Topology, groups: usize) -> Result<Plan
     )
 }
 
+impl crate::judge::Judge {
+    /// BASE's prediction under `rule` on every batch the judge holds: what
+    /// a priced plan's speed-up is over
+    /// ([`crate::judge::cost::Prediction::compare_with`]), the one
+    /// definition every front end uses. BASE is [`base`] at the cluster's
+    /// expert `groups`, planned on `planning` (the plans' own planning
+    /// batches) — the plan the page's BASE row shows. `None` without
+    /// `pricing`.
+    ///
+    /// ```
+    /// use moeplan::judge::{Judge, Rule};
+    /// use moeplan::{data::{hardware, model}, synth::generator, Topology, Workload};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+    /// let judge = Judge::new(Workload::new(t.clone()), None)?;
+    /// let p = judge.priced_on(hardware::preset("h100-ib-ndr")?);
+    /// let topology = Topology::new(1, 8)?;
+    /// let base = judge.base_prediction(&t, topology, 1, Rule::Even, Some(&p))?.unwrap();
+    /// assert!(base.tokens_per_s > 0.0);
+    /// assert!(judge.base_prediction(&t, topology, 1, Rule::Even, None)?.is_none());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn base_prediction(
+        &self,
+        planning: &LoadTrace,
+        topology: Topology,
+        groups: usize,
+        rule: crate::judge::Rule,
+        pricing: Option<&crate::judge::cost::Pricing>,
+    ) -> Result<Option<crate::judge::cost::Prediction>> {
+        let Some(pricing) = pricing else {
+            return Ok(None);
+        };
+        let base = base(planning, topology, groups)?;
+        let served = crate::judge::Served::Plan { plan: &base, rule };
+        crate::judge::price(self.workload(), served, self.cost(), pricing).map(Some)
+    }
+}
+
 fn to_plan(
     out: &EplbOutput,
     layer_ids: &[u32],
@@ -321,7 +359,7 @@ fn hierarchical_layer(
 pub const ID: PlannerId = PlannerId::new("eplb");
 
 /// BASE's id in the registry.
-pub const BASE_ID: PlannerId = PlannerId::new("base");
+pub(crate) const BASE_ID: PlannerId = PlannerId::new("base");
 
 /// EPLB's budget: redundant experts per layer, `auto` =
 /// [`default_redundant_experts`].
@@ -389,7 +427,7 @@ pub struct EplbPlanner;
 pub struct BasePlanner;
 
 /// Its registry entry, data only ([`crate::planners::SPECS`] lists it).
-pub const SPEC: PlannerSpec = PlannerSpec {
+pub(crate) const SPEC: PlannerSpec = PlannerSpec {
     id: ID,
     display: "EPLB",
     about: "DeepSeek's EPLB (exact port): redundant slots in every layer to the highest load per copy, balanced packing, hierarchical over nodes",
@@ -414,7 +452,7 @@ impl Planner for EplbPlanner {
 }
 
 /// BASE's registry entry, data only ([`crate::planners::SPECS`] lists it).
-pub const BASE_SPEC: PlannerSpec = PlannerSpec {
+pub(crate) const BASE_SPEC: PlannerSpec = PlannerSpec {
     id: BASE_ID,
     display: "BASE",
     about: "EPLB's placement with no replicas (the papers' BASE)",

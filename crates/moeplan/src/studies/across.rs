@@ -377,7 +377,7 @@ pub struct Robust {
 pub const ROBUST_ROUNDS: usize = 6;
 /// Step size of the first weight update: a trace at the bottom gains
 /// `e^η` in weight relative to one at the top (`e^(η / (t + 1))` in round `t`).
-pub const ROBUST_STEP: f64 = 1.0;
+pub(crate) const ROBUST_STEP: f64 = 1.0;
 
 /// CRAFT maximising the worst balancedness over the mix's traces at the
 /// same budget, by multiplicative weights over the traces (see the module

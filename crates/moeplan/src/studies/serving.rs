@@ -293,7 +293,9 @@ pub fn serve(
             time: Some(p.time_cost()),
             ..CostModel::for_model(&p.model)
         },
-        None => CostModel::default(),
+        // The one choice every judgement makes: the trace's model, else
+        // DeepSeek-V3 (`judge::ModelChoice`).
+        None => crate::judge::ModelChoice::choose(None, trace)?.cost(),
     };
     let run_strategy = Strategy {
         placement: Placement::Schedule(segments),

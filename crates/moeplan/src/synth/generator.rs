@@ -25,7 +25,7 @@ use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
 
 /// Most batches the generator makes in one trace.
-pub const MAX_BATCHES: usize = 100_000;
+pub(crate) const MAX_BATCHES: usize = 100_000;
 
 /// Drift term that falls with the fraction `π` of tokens picking the expert:
 /// `A / π` in the squared CV of its share (module docs; fitted on HarMoEny).

@@ -32,23 +32,23 @@ use crate::planners::shared::layers::map_layers;
 use crate::synth::generator::{GenConfig, generate};
 
 /// Most tokens one trace holds.
-pub const MAX_TOKENS: usize = 1 << 22;
+pub(crate) const MAX_TOKENS: usize = 1 << 22;
 /// Most expert ids (`tokens × layers × top_k`) one trace holds: 1 GiB.
-pub const MAX_ROUTES: usize = 1 << 28;
+pub(crate) const MAX_ROUTES: usize = 1 << 28;
 /// Most data-parallel ranks.
-pub const MAX_RANKS: usize = 1 << 16;
+pub(crate) const MAX_RANKS: usize = 1 << 16;
 
 /// Mean cohesion: the weight of a token's own topic in its sampling mixture.
 pub const COHESION: f64 = 0.8;
 /// Cohesion of the layers spreads uniformly over `COHESION ± this`.
-pub const COHESION_SPREAD: f64 = 0.1;
+pub(crate) const COHESION_SPREAD: f64 = 0.1;
 /// Log-spread of a rank's preference for a topic.
-pub const RANK_SKEW: f64 = 0.3;
+pub(crate) const RANK_SKEW: f64 = 0.3;
 /// Chance that a token's topic carries over (under the maximal coupling) to
 /// the next layer rather than being drawn afresh.
-pub const LAYER_STICKINESS: f64 = 1.0;
+pub(crate) const LAYER_STICKINESS: f64 = 1.0;
 /// Tokens per sequence (the unit dealt to ranks).
-pub const SEQUENCE_TOKENS: usize = 256;
+pub(crate) const SEQUENCE_TOKENS: usize = 256;
 
 /// Tokens of the one batch the popularity is drawn from (large, so its
 /// sampling noise is negligible).

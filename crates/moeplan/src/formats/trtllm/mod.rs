@@ -53,7 +53,7 @@ pub(crate) use placement::is_placement;
 pub use placement::{Placement, read_placement, write_placement};
 
 /// The statistics format's name in messages.
-pub const STATISTICS: &str = "TensorRT-LLM expert statistics";
+pub(crate) const STATISTICS: &str = "TensorRT-LLM expert statistics";
 /// The placement format's name in messages.
 pub const PLACEMENT: &str = "TensorRT-LLM load-balancer YAML";
 

@@ -386,18 +386,18 @@ pub struct TimeReport {
 /// measurements": median 21.7 and 50.0 %, worst 97.8 and 76.6 %; the
 /// larger of each). The presets without [`Hardware::kernels`] are still
 /// such.
-pub const UNCALIBRATED_MEDIAN_PCT: f64 = 50.0;
+pub(crate) const UNCALIBRATED_MEDIAN_PCT: f64 = 50.0;
 /// The worst error of the same check.
-pub const UNCALIBRATED_WORST_PCT: f64 = 97.8;
+pub(crate) const UNCALIBRATED_WORST_PCT: f64 = 97.8;
 
 /// How far a preset that carries the H100's fitted kernel times on its
 /// own datasheet (`h800-ib-ndr`, `h200-ib-ndr`, `b200-ib-ndr`), not fitted
 /// to its GPU, was from that GPU's measured tables: AIConfigurator's H200
 /// and B200 tables (docs/cost.md: median 2.3 and 12.1 %, worst 11.7 and
 /// 49.9 %; the larger of each).
-pub const TRANSFERRED_MEDIAN_PCT: f64 = 12.1;
+pub(crate) const TRANSFERRED_MEDIAN_PCT: f64 = 12.1;
 /// The worst error of the same check.
-pub const TRANSFERRED_WORST_PCT: f64 = 49.9;
+pub(crate) const TRANSFERRED_WORST_PCT: f64 = 49.9;
 
 /// How far to trust a prediction: the residuals of the hardware's
 /// calibration, or, for hardware not fitted to measurements, how far the
@@ -498,6 +498,10 @@ pub struct Prediction {
     /// One step: every MoE layer of the model, its dense part and the
     /// exposed copies, ms.
     pub step_ms: f64,
+    /// The model's MoE layers a step counts (the replayed ones stand for
+    /// the rest when the trace has fewer).
+    #[serde(default)]
+    pub moe_layers: usize,
     /// Tokens a batch of the workload holds (mean).
     pub tokens_per_step: f64,
     /// Tokens one step serves after the KV cache's cap (mean).
@@ -806,6 +810,7 @@ pub(crate) fn predict(
         dense_us: dense_sum / n,
         attention_us: attention_sum / n,
         step_ms,
+        moe_layers: model.moe_layers(),
         tokens_per_step: tokens.iter().sum::<f64>() / n,
         served_tokens_per_step,
         tokens_per_s: if step_ms > 0.0 {

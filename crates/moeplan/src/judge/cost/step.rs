@@ -36,7 +36,7 @@ impl LayerCompute {
 
     /// [`LayerCompute::busiest_us`] averaged over `batches` (each expert's
     /// rows in one batch), the placement's copies counted once.
-    pub fn mean_busiest_us<'a>(
+    pub(crate) fn mean_busiest_us<'a>(
         &mut self,
         t: &TimeCost,
         gpus: &[Vec<u32>],

@@ -644,7 +644,7 @@ pub const REPLICAS_PER_GPU: OptionSpec = OptionSpec {
 };
 
 /// [`CraftOptions::replica_counts`]: `geometric` or `every`.
-pub const REPLICA_COUNTS: OptionSpec = OptionSpec {
+pub(crate) const REPLICA_COUNTS: OptionSpec = OptionSpec {
     name: "replica_counts",
     about: "Replica counts CRAFT measures per layer: geometric (1, 2, 4, …, D) or every (1..=D)",
     kind: Kind::Choice(&["geometric", "every"]),
@@ -707,7 +707,7 @@ impl CraftOptions {
 pub struct CraftPlanner;
 
 /// Its registry entry, data only ([`crate::planners::SPECS`] lists it).
-pub const SPEC: PlannerSpec = PlannerSpec {
+pub(crate) const SPEC: PlannerSpec = PlannerSpec {
     id: ID,
     display: "CRAFT",
     about: "CRAFT: R replicas per GPU over all layers, spent on the layers where they help (benefit table, knapsack, equal memory)",

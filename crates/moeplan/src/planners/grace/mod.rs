@@ -497,7 +497,7 @@ impl GraceOptions {
 pub struct GracePlanner;
 
 /// Its registry entry, data only ([`crate::planners::SPECS`] lists it).
-pub const SPEC: PlannerSpec = PlannerSpec {
+pub(crate) const SPEC: PlannerSpec = PlannerSpec {
     id: ID,
     display: "GRACE",
     about: "GRACE-MoE: experts grouped by co-activation affinity (spectral, fully non-uniform over nodes, \

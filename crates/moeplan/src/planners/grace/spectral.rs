@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 /// `n_init`).
 pub const RESTARTS: usize = 5;
 /// Lloyd iterations per restart at most (they usually stop in a few).
-pub const MAX_ITERATIONS: usize = 100;
+pub(crate) const MAX_ITERATIONS: usize = 100;
 /// Most rows accepted: the dense eigendecomposition is O(n³).
 pub const MAX_ROWS: usize = 4096;
 

@@ -69,7 +69,7 @@ pub const EXTRA_EXPERTS_PER_GPU: OptionSpec = OptionSpec {
 };
 
 /// `α` in percent: the share of `N` spent on each GPU's own hot experts.
-pub const LOCAL_PERCENT: OptionSpec = OptionSpec {
+pub(crate) const LOCAL_PERCENT: OptionSpec = OptionSpec {
     name: "local_percent",
     about: "Libra's α in percent: share of N copied for each GPU's own tokens (paper: 50)",
     kind: Kind::Count,
@@ -77,7 +77,7 @@ pub const LOCAL_PERCENT: OptionSpec = OptionSpec {
 };
 
 /// `ε` in percent: the rebalancer's tolerance above the mean.
-pub const TOLERANCE_PERCENT: OptionSpec = OptionSpec {
+pub(crate) const TOLERANCE_PERCENT: OptionSpec = OptionSpec {
     name: "tolerance_percent",
     about: "Libra's ε in percent: the rebalancer stops within this of the mean load",
     kind: Kind::Count,
@@ -85,7 +85,7 @@ pub const TOLERANCE_PERCENT: OptionSpec = OptionSpec {
 };
 
 /// Where Algorithm 2's remote pairs start (the paper leaves it open).
-pub const REMOTE_START: OptionSpec = OptionSpec {
+pub(crate) const REMOTE_START: OptionSpec = OptionSpec {
     name: "remote_start",
     about: "where the rebalancer's remote pairs start: even (split over copies, as engines send them) or primary (all on the expert's home copy)",
     kind: Kind::Choice(&RemoteStart::NAMES),
@@ -353,7 +353,7 @@ impl LibraOptions {
 pub struct LibraPlanner;
 
 /// Its registry entry, data only ([`crate::planners::SPECS`] lists it).
-pub const SPEC: PlannerSpec = PlannerSpec {
+pub(crate) const SPEC: PlannerSpec = PlannerSpec {
     id: ID,
     display: "LIBRA",
     about: "Libra: per batch, the predicted hot experts copied onto a contiguous base (N per GPU, \

@@ -613,7 +613,7 @@ pub fn repair(plan: &Plan, summed: ArrayView2<'_, f64>) -> Result<Plan> {
 /// says whether a layer takes the searched placement `new` over its own
 /// `old` (CRAFT planning for time keeps it where the predicted compute
 /// falls).
-pub fn repair_by(
+pub(crate) fn repair_by(
     plan: &Plan,
     summed: ArrayView2<'_, f64>,
     better: impl Fn(ndarray::ArrayView1<'_, f64>, &[Vec<u32>], &[Vec<u32>]) -> bool,

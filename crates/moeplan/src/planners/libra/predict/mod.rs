@@ -210,7 +210,7 @@ impl PredictedCounts {
 
     /// The one row every source sends, when the prediction is uniform
     /// ([`PredictedCounts::uniform`]).
-    pub fn uniform_row(&self) -> Option<&[f64]> {
+    pub(crate) fn uniform_row(&self) -> Option<&[f64]> {
         self.uniform.then_some(self.counts.as_slice())
     }
 
