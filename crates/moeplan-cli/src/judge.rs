@@ -49,17 +49,10 @@ impl Cost {
         Judge::with_model(work, self.choice)
     }
 
-    fn from(&self) -> &'static str {
-        match self.choice.from {
-            "asked" => "--model",
-            other => other,
-        }
-    }
-
     /// One phrase for the tables: whose sizes turn pairs into bytes.
     pub fn describe(&self) -> String {
-        let whose = match self.from() {
-            "--model" => "",
+        let whose = match self.choice.from {
+            "asked" => "",
             "the trace" => ", the trace's model",
             _ => ", the default: name the model with --model",
         };
@@ -76,7 +69,7 @@ impl Cost {
             "model": self.choice.preset.name,
             "hidden": c.hidden,
             "bytes_per_activation": c.bytes_per_activation,
-            "from": self.from(),
+            "from": if self.choice.from == "asked" { "--model" } else { self.choice.from },
         })
     }
 }
@@ -90,8 +83,7 @@ pub fn judge(
     cost: &Cost,
     progress: impl FnMut(usize, usize),
 ) -> Result<Judged, moeplan::Error> {
-    let served = Served::Plan { plan, rule };
-    let v = judge.verdict(served, cost.pricing.as_ref(), progress)?;
+    let v = judge.verdict(Served::Plan { plan, rule }, cost.pricing.as_ref(), progress)?;
     Ok(Judged::of(v, None, judge.cost().expert_bytes))
 }
 
@@ -100,9 +92,9 @@ pub fn judge_quietly(
     j: &Judge,
     plan: &Plan,
     rule: Rule,
-    cost: &Cost,
+    c: &Cost,
 ) -> Result<Judged, moeplan::Error> {
-    judge(j, plan, rule, cost, |_, _| {})
+    judge(j, plan, rule, c, |_, _| {})
 }
 
 /// `base` as its prepared planner serves it: a per-batch planner (Libra)
@@ -115,13 +107,11 @@ pub fn judge_prepared(
     rule: Rule,
     cost: &Cost,
 ) -> Result<Judged, moeplan::Error> {
-    let Some(schedule) = ready.schedule(base, j.workload())? else {
-        return judge_quietly(j, base, rule, cost);
-    };
-    let served = Served::Schedule {
-        base,
-        schedule: &schedule,
+    let schedule = ready.schedule(base, j.workload())?;
+    let served = match &schedule {
+        Some(schedule) => Served::Schedule { base, schedule },
+        None => Served::Plan { plan: base, rule },
     };
     let v = j.verdict(served, cost.pricing.as_ref(), |_, _| {})?;
-    Ok(Judged::of(v, Some(schedule), j.cost().expert_bytes))
+    Ok(Judged::of(v, schedule, j.cost().expert_bytes))
 }
