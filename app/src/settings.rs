@@ -7,7 +7,7 @@
 //! Missing or unreadable keys fall back to the defaults.
 
 use moeplan::data::model;
-use moeplan::planners::{Kind, OptionSpec, Value, grace, libra};
+use moeplan::planners::{EXTRA_EXPERTS_PER_GPU, Kind, NONUNIFORMITY, OptionSpec, PREDICTOR, Value};
 use moeplan_view::dispatch_rule;
 
 /// The hardware menu's value for a loaded hardware file (no preset has
@@ -120,9 +120,9 @@ impl Default for Settings {
             layer: 0,
             memory_model: moeplan::judge::DEFAULT_MODEL.into(),
             rule: "even".into(),
-            libra_n: default_count(&libra::EXTRA_EXPERTS_PER_GPU),
-            predictor: libra::PREDICTOR.default.to_string(),
-            grace_ratio: grace::NONUNIFORMITY.default.to_string(),
+            libra_n: default_count(&EXTRA_EXPERTS_PER_GPU),
+            predictor: PREDICTOR.default.to_string(),
+            grace_ratio: NONUNIFORMITY.default.to_string(),
             hardware: String::new(),
             hardware_file: None,
             serve: false,
@@ -188,7 +188,7 @@ impl Settings {
                         .filter(|&x| x <= 1 << 10)
                         .unwrap_or(s.libra_n)
                 }
-                "predictor" if Value::parse(libra::PREDICTOR.kind, v).is_ok() => {
+                "predictor" if Value::parse(PREDICTOR.kind, v).is_ok() => {
                     s.predictor = v.to_string()
                 }
                 "ratio" if grace_ratios().contains(&v) => s.grace_ratio = v.to_string(),
@@ -256,10 +256,10 @@ impl Settings {
     pub fn per_batch(&self) -> Vec<(String, String)> {
         vec![
             (
-                libra::EXTRA_EXPERTS_PER_GPU.name.to_string(),
+                EXTRA_EXPERTS_PER_GPU.name.to_string(),
                 self.libra_n.to_string(),
             ),
-            (libra::PREDICTOR.name.to_string(), self.predictor.clone()),
+            (PREDICTOR.name.to_string(), self.predictor.clone()),
         ]
     }
 
@@ -274,10 +274,7 @@ impl Settings {
     /// assert_eq!(Settings::from_hash("#ratio=0.25").grace_ratio, "auto");
     /// ```
     pub fn static_options(&self) -> Vec<(String, String)> {
-        vec![(
-            grace::NONUNIFORMITY.name.to_string(),
-            self.grace_ratio.clone(),
-        )]
+        vec![(NONUNIFORMITY.name.to_string(), self.grace_ratio.clone())]
     }
 
     /// The cluster the settings name.
@@ -297,7 +294,7 @@ impl Settings {
 
 /// The words GRACE's non-uniformity ratio takes (`auto` first).
 pub fn grace_ratios() -> &'static [&'static str] {
-    match grace::NONUNIFORMITY.kind {
+    match NONUNIFORMITY.kind {
         Kind::Choice(words) => words,
         _ => &[],
     }

@@ -6,7 +6,7 @@
 use leptos::prelude::*;
 use moeplan::data::hardware;
 use moeplan::data::model::PRESETS;
-use moeplan::planners::libra;
+use moeplan::planners::PREDICTOR;
 use moeplan_view::dispatch_rules;
 
 use crate::charts::{
@@ -86,7 +86,7 @@ pub fn App() -> impl IntoView {
         ctx.undo.set_value(Some(before));
         ctx.send(Kind::Options, None, None, None, None);
     };
-    let predictors: &'static [&'static str] = match libra::PREDICTOR.kind {
+    let predictors: &'static [&'static str] = match PREDICTOR.kind {
         moeplan::planners::Kind::Choice(words) => words,
         _ => &[],
     };

@@ -7,7 +7,7 @@
 use moeplan::data::Workload;
 use moeplan::judge::cost::{Prediction, Pricing};
 use moeplan::planners::Settings;
-use moeplan::planners::libra::{DEFAULT_DEPTH, PathMemoBuild};
+use moeplan::planners::{DEFAULT_DEPTH, PathMemoBuild};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 use moeplan::{LoadTrace, data::model};

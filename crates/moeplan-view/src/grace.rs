@@ -10,12 +10,12 @@ use serde::{Deserialize, Serialize};
 use moeplan::Result;
 use moeplan::data::Workload;
 use moeplan::data::topology::Topology;
-use moeplan::planners::grace::{Grace, GraceAnalysis, GraceOptions, affinity::affinity};
+use moeplan::planners::{Grace, GraceAnalysis, GraceOptions, grace_affinity as affinity};
 use moeplan::planners::{Prepared, Settings};
 
 use crate::{Cluster, Workspace};
 
-pub use moeplan::planners::grace::ID;
+pub use moeplan::planners::GRACE_ID as ID;
 
 /// One point of GRACE's `(S(r), U(r))` curve (Eq. 1).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -62,10 +62,10 @@ pub use moeplan::judge::PairTraffic;
 use moeplan::judge::cost::Pricing;
 use moeplan::judge::{Judge, Rule};
 use moeplan::planners::eplb::GROUPS;
-use moeplan::planners::grace::{Grace, GraceAnalysis, GraceOptions};
 use moeplan::planners::registry::{
     CurvePoint, Needs, Planner, PlannerId, Prepared, Settings, Unit, Value, prepare, registry,
 };
+use moeplan::planners::{Grace, GraceAnalysis, GraceOptions};
 pub use serving::{ReplanMark, ServingAsk, ServingView, SweepPoint, sweep_intervals};
 pub use split::{SchedulePart, SplitJob, schedule_part};
 pub use state::PER_BATCH_CELLS;
@@ -496,7 +496,7 @@ impl Workspace {
     }
 
     /// Measures CRAFT's layer `layer` ahead of time for `cluster` with this
-    /// workspace's options ([`moeplan::planners::craft::warm`]): a change
+    /// workspace's options ([`moeplan::planners::warm_craft`]): a change
     /// to that cluster then reads CRAFT's benefit table instead of
     /// measuring it, the most of a cluster change's work.
     ///
@@ -521,7 +521,7 @@ impl Workspace {
             .options
             .clone()
             .with(GROUPS.name, Value::Count(cluster.groups))?;
-        moeplan::planners::craft::warm(self.trace(), topology, &settings, layer)
+        moeplan::planners::warm_craft(self.trace(), topology, &settings, layer)
     }
 
     /// The cluster's shape.

@@ -236,7 +236,7 @@ fn token_routes_even_traffic_is_the_simulators() {
 /// the fixed plans' and Libra's schedule under libra-rebalance.
 #[test]
 fn per_batch_series_are_the_simulators() {
-    use moeplan::planners::libra::{LibraOptions, Predictor, libra_schedule};
+    use moeplan::planners::{LibraOptions, Predictor, libra_schedule};
     let t = generator::generate(&generator::GenConfig::new(
         model::preset("olmoe").unwrap(),
         5,

@@ -29,7 +29,7 @@ use moeplan::Workload;
 use moeplan::formats::{self, plan_json};
 use moeplan::judge::cost::Pricing;
 use moeplan::judge::{Judge, JudgedSchedule};
-use moeplan::planners::{self, PlannerId, Settings, craft};
+use moeplan::planners::{self, CRAFT_ID, PlannerId, Settings};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{EvalReport, LoadTrace, Topology, data::model};
 use moeplan_view::{Cluster, Workspace};
@@ -105,7 +105,7 @@ fn plan_config(text: &str) -> Result<(Topology, PlannerId, Settings, Priced), St
     let topology =
         Topology::new(count("nodes")?, count("gpusPerNode")?).map_err(|e| e.to_string())?;
     let algorithm = match map.get("algorithm") {
-        None | Some(serde_json::Value::Null) => craft::ID,
+        None | Some(serde_json::Value::Null) => CRAFT_ID,
         Some(serde_json::Value::String(s)) => {
             s.parse().map_err(|e: moeplan::Error| e.to_string())?
         }
@@ -525,7 +525,7 @@ mod tests {
         assert_eq!((topo.num_gpus(), algo.as_str()), (6, "eplb"));
         assert_eq!(s.get("redundant_experts"), Some(&planners::Value::Count(8)));
         let (_, algo, s, priced) = plan_config(r#"{"nodes": 1, "gpusPerNode": 2}"#).unwrap();
-        assert_eq!(algo, craft::ID);
+        assert_eq!(algo, CRAFT_ID);
         assert!(s.is_empty(), "absent options are the registry's defaults");
         assert!(priced.hardware.is_none() && priced.model.is_none());
         // objective time prices on the named hardware, the trace's model

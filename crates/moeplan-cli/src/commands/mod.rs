@@ -75,7 +75,7 @@ pub fn with_pricing(
     settings: &Settings,
     pricing: Option<&moeplan::judge::cost::Pricing>,
 ) -> Result<Settings, CliError> {
-    let time = settings.get(moeplan::planners::craft::OBJECTIVE.name)
+    let time = settings.get(moeplan::planners::OBJECTIVE.name)
         == Some(&moeplan::planners::Value::Word("time".into()));
     if time && pricing.is_none() {
         return Err(moeplan::Error::Argument(

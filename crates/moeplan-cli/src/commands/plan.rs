@@ -11,8 +11,7 @@ use moeplan::formats::{self, PlanFormat};
 use moeplan::judge::Judge;
 use moeplan::judge::Rule;
 use moeplan::judge::migration::{Migration, MoveCost, migration, relabel};
-use moeplan::planners::shared::incremental::{Goal, incremental};
-use moeplan::planners::{CraftOptions, ReplicaBudget, craft};
+use moeplan::planners::{CraftOptions, Goal, REPLICAS_PER_GPU, ReplicaBudget, incremental};
 use moeplan::studies::across::{self, Mix};
 use moeplan::{LoadTrace, Plan, Topology};
 
@@ -263,7 +262,7 @@ fn run_mix(args: PlanArgs) -> Result<(), CliError> {
     let plan = if args.planner.robust {
         let options = CraftOptions::from_settings(&settings)?;
         let budget = settings
-            .budget(&craft::REPLICAS_PER_GPU)?
+            .budget(&REPLICAS_PER_GPU)?
             .map_or(ReplicaBudget::Auto, ReplicaBudget::ReplicasPerGpu);
         let robust = across::craft_robust(&mix, topology, &options, budget, across::ROBUST_ROUNDS)?;
         bar.finish_and_clear();

@@ -3,7 +3,7 @@
 //! comma lists of K and W sweep them.
 
 use moeplan::Topology;
-use moeplan::planners::shared::incremental::Goal;
+use moeplan::planners::Goal;
 use moeplan::studies::serving::{Migrate, Serving, ServingReport, serve};
 use serde_json::json;
 

@@ -22,11 +22,26 @@ pub mod shared;
 pub use contiguous::contiguous;
 pub use craft::{Craft, CraftOptions, ReplicaBudget, craft};
 pub use eplb::{EplbConfig, base, eplb};
+// What front ends name of the planners, at this one door: the ids and the
+// options a front end sets itself (the page's Libra and GRACE controls,
+// CRAFT's budget and objective), the state a view reads and warms (GRACE's
+// analysis, Libra's path table, CRAFT's benefit table) and the served
+// plan's incremental adjustment; never a planner's module path.
+pub use craft::{ID as CRAFT_ID, OBJECTIVE, REPLICAS_PER_GPU, warm as warm_craft};
+pub use grace::{
+    Grace, GraceAnalysis, GraceOptions, ID as GRACE_ID, NONUNIFORMITY,
+    affinity::affinity as grace_affinity,
+};
+pub use libra::{
+    DEFAULT_DEPTH, EXTRA_EXPERTS_PER_GPU, ID as LIBRA_ID, LibraOptions, PREDICTOR, PathMemoBuild,
+    Predictor, libra_schedule,
+};
 pub use registry::{
     CurvePoint, Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerInfo, PlannerSpec,
     Predicted, Prepared, Settings, Unit, Value, all_options, describe, find, option, plan, prepare,
     prepare_by, registry,
 };
+pub use shared::incremental::{Goal, incremental};
 
 /// Every planner's registry entry, in [`PLANNERS`]' order, as data only:
 /// what a front end that lists, labels or checks planners reads without
