@@ -1182,30 +1182,29 @@ fn one_judge_for_every_front_end() {
             js.traffic.cross_node_bytes / 1e9,
             1e-9,
         );
-        same(
-            "step ms",
-            num(&cli_p["step_ms"]),
-            page_p.step_ms,
-            js_p.step_ms,
-        );
-        same(
-            "tokens/s",
-            num(&cli_p["tokens_per_s"]),
-            page_p.tokens_per_s,
-            js_p.tokens_per_s,
-        );
-        same(
-            "MoE layer µs",
-            num(&cli_p["moe_layer_us"]),
-            page_p.moe_layer_us,
-            js_p.moe_layer_us,
-        );
-        same(
-            "speed-up over BASE",
-            num(&cli_p["speedup"]),
-            page_p.speedup.unwrap(),
-            js_p.speedup.unwrap(),
-        );
+        for (what, key, page, js) in [
+            ("step ms", "step_ms", page_p.step_ms, js_p.step_ms),
+            (
+                "tokens/s",
+                "tokens_per_s",
+                page_p.tokens_per_s,
+                js_p.tokens_per_s,
+            ),
+            (
+                "MoE layer µs",
+                "moe_layer_us",
+                page_p.moe_layer_us,
+                js_p.moe_layer_us,
+            ),
+            (
+                "speed-up over BASE",
+                "speedup",
+                page_p.speedup.unwrap(),
+                js_p.speedup.unwrap(),
+            ),
+        ] {
+            same(what, num(&cli_p[key]), page, js);
+        }
         assert_eq!(
             cli_p["model"], want,
             "{preset}: the CLI priced another model"

@@ -118,16 +118,21 @@ fn a_cold_cluster_defers_grace_to_the_follow_up() {
         let v = ws.view(Some(2), 0).unwrap();
         v.plans.iter().map(|p| p.name.clone()).collect()
     };
-    let mut cold = Workspace::of_workload_deferring(
-        work.clone(),
-        c(4, 2),
-        Some(&first),
-        true,
-        &opts,
-        None,
-        |_| {},
-    )
-    .unwrap();
+    // A cluster change on the page: the per-batch planners and a cold
+    // GRACE deferred.
+    let deferring = |cluster, first: &Workspace| {
+        Workspace::of_workload_deferring(
+            work.clone(),
+            cluster,
+            Some(first),
+            true,
+            &opts,
+            None,
+            |_| {},
+        )
+        .unwrap()
+    };
+    let mut cold = deferring(c(4, 2), &first);
     assert!(cold.has_pending());
     let shown = names(&cold);
     assert!(!shown.contains(&"grace".to_string()), "{shown:?}");
@@ -153,16 +158,7 @@ fn a_cold_cluster_defers_grace_to_the_follow_up() {
     for layer in 0..work.trace().num_layers() {
         first.warm_grace(c(1, 8), layer).unwrap();
     }
-    let warm = Workspace::of_workload_deferring(
-        work.clone(),
-        c(1, 8),
-        Some(&first),
-        true,
-        &opts,
-        None,
-        |_| {},
-    )
-    .unwrap();
+    let warm = deferring(c(1, 8), &first);
     assert!(names(&warm).contains(&"grace".to_string()));
 }
 
