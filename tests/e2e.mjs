@@ -599,6 +599,26 @@ async function main() {
         await text(page, "#status"));
       await setHardware(page, "");
       check("back to none: no cost panel", (await page.$("#cost")) === null);
+      // One model for all a plan costs: the expert size's model sizes the
+      // traffic's bytes too (DeepSeek-V3's hidden size 7168, Qwen3-30B-A3B's
+      // 2048), the plans themselves unchanged.
+      const crossGb = () => page.$eval("#traffic-craft", (el) => Number((el.innerText.match(/([\d.]+) GB cross-node/) || [])[1]));
+      const modelTo = async (m, was) => {
+        await page.selectOption("#mem", m);
+        await page.waitForFunction((b) => {
+          const t = document.querySelector("#traffic-craft")?.innerText.match(/([\d.]+) GB cross-node/);
+          return t && Number(t[1]) !== b && document.querySelector("#status")?.classList.contains("ready");
+        }, was, { timeout: 300000 });
+      };
+      const v3Gb = await crossGb();
+      const replicas = await text(page, "#replicas-craft");
+      await modelTo("qwen3-30b-a3b", v3Gb);
+      const qwenGb = await crossGb();
+      check("another model prices the traffic's bytes too: cross-node GB × 2048 / 7168, the plan unchanged",
+        v3Gb > 0 && Math.abs(qwenGb / v3Gb - 2048 / 7168) < 0.01 && (await text(page, "#replicas-craft")) === replicas,
+        `${v3Gb} GB → ${qwenGb} GB`);
+      await modelTo("deepseek-v3", qwenGb);
+      check("and back", (await crossGb()) === v3Gb, `${await crossGb()} GB`);
     });
 
     // 2c. GRACE's views, which need affinity: a generated trace with token

@@ -186,10 +186,10 @@ pub fn App() -> impl IntoView {
                     <label for="mem">"Expert size of"</label>
                     <select id="mem" on:change=move |ev| {
                         settings.update(|s| s.memory_model = event_target_value(&ev));
-                        // The prices use this model's sizes too.
-                        if settings.with_untracked(|s| !s.hardware.is_empty()) {
-                            ctx.send(Kind::Hardware, None, None, None, None);
-                        }
+                        // Every plan is judged on this model's sizes (its
+                        // traffic's bytes, its copies and its prices): the
+                        // worker plans the cluster again on it.
+                        ctx.send(Kind::Model, None, None, None, None);
                     }>
                         {PRESETS.iter().map(|p| view! {
                             <option value=p.name selected=move || memory_model.with(|x| x == p.name)>

@@ -80,7 +80,7 @@ impl Ctx {
                 if started.as_ref().is_some_and(|p| {
                     matches!(
                         p.kind,
-                        Kind::Trace | Kind::Cluster | Kind::Restore | Kind::Options
+                        Kind::Trace | Kind::Cluster | Kind::Model | Kind::Restore | Kind::Options
                     )
                 }) {
                     self.send(Kind::Timeline, None, None, None, None);
@@ -91,7 +91,12 @@ impl Ctx {
                 if started.as_ref().is_some_and(|p| {
                     matches!(
                         p.kind,
-                        Kind::Trace | Kind::Cluster | Kind::Restore | Kind::Rule | Kind::Hardware
+                        Kind::Trace
+                            | Kind::Cluster
+                            | Kind::Model
+                            | Kind::Restore
+                            | Kind::Rule
+                            | Kind::Hardware
                     )
                 }) {
                     self.refresh_serving();
@@ -169,6 +174,7 @@ impl Ctx {
                             Kind::Layer
                             | Kind::Rule
                             | Kind::Hardware
+                            | Kind::Model
                             | Kind::Export
                             | Kind::Restore
                             | Kind::PerBatch

@@ -77,8 +77,12 @@ pub(super) enum Kind {
     Layer,
     /// The dispatch rule.
     Rule,
-    /// The hardware (or the model) every plan is priced on.
+    /// The hardware every plan is priced on.
     Hardware,
+    /// The model every plan is judged on (its sizes price the traffic's
+    /// bytes, the copies and the time): the cluster planned again on it,
+    /// the per-batch planners by the follow-up, as after a cluster change.
+    Model,
     Export,
     /// The previous trace, sent to a fresh worker.
     Restore,
@@ -634,7 +638,10 @@ impl Ctx {
                 },
             );
         });
-        if matches!(kind, Kind::Trace | Kind::Cluster | Kind::Export) {
+        if matches!(
+            kind,
+            Kind::Trace | Kind::Cluster | Kind::Model | Kind::Export
+        ) {
             self.status.set(Status::Busy(doing));
         }
         if kind == Kind::Cross {
