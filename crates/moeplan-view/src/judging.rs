@@ -6,17 +6,11 @@
 use super::*;
 
 impl Workspace {
-    /// A plan's figures under `rule` from the judge's replay (kept there).
-    pub(crate) fn measure(&self, plan: &Plan, rule: Rule) -> Result<Measured> {
-        // The view shows pair traffic, not token messages: left out.
-        let r = self.judge.replay_pairs(plan, rule)?;
-        Ok(Measured {
-            balancedness: r.balancedness,
-            imbalance_ratio: r.imbalance_ratio,
-            per_layer: r.per_layer.clone(),
-            per_batch: r.per_batch_imbalance_ratio.clone(),
-            traffic: PairTraffic::from(&r.traffic),
-        })
+    /// `f` measured under `rule` (not `even`) by the judge's replay, kept
+    /// there; the view shows pair traffic, not token messages.
+    pub(crate) fn measure(&self, f: &mut PlanFigures, plan: &Plan, rule: Rule) -> Result<()> {
+        replayed(f, &*self.judge.replay_pairs(plan, rule)?);
+        Ok(())
     }
 
     /// A plan's series under `even`: kept once made, made when `make`,
@@ -46,7 +40,7 @@ impl Workspace {
             f.traffic = self.judge.even_traffic(&planned.plan)?;
             f.per_batch_imbalance = self.even_batches(&planned.plan, batches)?;
         } else {
-            self.measure(&planned.plan, rule)?.apply(&mut f);
+            self.measure(&mut f, &planned.plan, rule)?;
         }
         Ok(f)
     }

@@ -70,7 +70,7 @@ pub use serving::{ReplanMark, ServingAsk, ServingView, SweepPoint, sweep_interva
 pub use split::{SchedulePart, SplitJob, schedule_part};
 pub use state::PER_BATCH_CELLS;
 use state::{
-    Entry, Measured, Scheduled, State, figures, plan_at_default, shown, slider_figures,
+    Entry, Scheduled, State, figures, plan_at_default, replayed, shown, slider_figures,
     too_large_per_batch,
 };
 pub use view::{Export, LayerView, PlanFigures, PlannerNote, View};

@@ -61,16 +61,6 @@ pub(crate) struct Scheduled {
     pub(crate) judged: JudgedSchedule,
 }
 
-/// What a plan's replay under a rule measured.
-#[derive(Debug, Clone)]
-pub(crate) struct Measured {
-    pub(crate) balancedness: f64,
-    pub(crate) imbalance_ratio: f64,
-    pub(crate) per_layer: Vec<f64>,
-    pub(crate) per_batch: Vec<f64>,
-    pub(crate) traffic: PairTraffic,
-}
-
 /// The planners a workspace shows: those that read the loads (the page is
 /// about balancing them; contiguous placement, which ignores them, is
 /// `compare`'s floor) and whose needs this workload meets.
@@ -241,14 +231,15 @@ pub(crate) fn schedule_phrase(rule: &str) -> String {
     format!("per batch, {rule}")
 }
 
-impl Measured {
-    pub(crate) fn apply(self, f: &mut PlanFigures) {
-        f.balancedness = self.balancedness;
-        f.imbalance_ratio = self.imbalance_ratio;
-        f.per_layer = self.per_layer;
-        f.per_batch_imbalance = self.per_batch;
-        f.traffic = self.traffic;
-    }
+/// `f` measured by the judge's replay `r` under another rule than `even`:
+/// its balance, per-layer and per-batch series and pair traffic.
+pub(crate) fn replayed(f: &mut PlanFigures, r: &moeplan::judge::Report) {
+    f.balancedness = r.balancedness;
+    f.imbalance_ratio = r.imbalance_ratio;
+    f.per_layer.clone_from(&r.per_layer);
+    f.per_batch_imbalance
+        .clone_from(&r.per_batch_imbalance_ratio);
+    f.traffic = PairTraffic::from(&r.traffic);
 }
 
 pub(crate) fn mean(v: &[f64]) -> f64 {

@@ -286,7 +286,7 @@ impl Workspace {
                     if rule == Rule::Even {
                         f.traffic = self.judge.even_traffic(&fixed.plan)?;
                     } else {
-                        self.measure(&fixed.plan, rule)?.apply(&mut f);
+                        self.measure(&mut f, &fixed.plan, rule)?;
                     }
                     if let Some(p) = pricing {
                         f.predicted = Some(self.judge.price_mean(&fixed.plan, rule, p)?);
