@@ -15,7 +15,7 @@
 //! with [`LoadTrace::new`], which checks every count once more.
 
 use moeplan::formats::{self, ReadOptions};
-use moeplan::{Budget, LoadTrace, data::model};
+use moeplan::{LoadTrace, ReadLimits, data::model};
 use ndarray::Array3;
 use serde::{Deserialize, Serialize};
 
@@ -45,8 +45,8 @@ pub const READING_PHASE: &str = "reading";
 /// assert_eq!(b.max_bytes, moeplan_app::reader::MAX_FILE_BYTES);
 /// assert!(b.raise_hint.contains("--max-trace-mib"));
 /// ```
-pub fn read_budget() -> Budget {
-    Budget::mib(MAX_TRACE_MIB).with_hint(BUDGET_HINT)
+pub fn read_budget() -> ReadLimits {
+    ReadLimits::mib(MAX_TRACE_MIB).with_hint(BUDGET_HINT)
 }
 
 /// The message for a file of `size` bytes on disk when it is over the
@@ -157,7 +157,7 @@ pub fn read(ask: &ReadAsk, bytes: &[u8]) -> Result<Vec<(String, LoadTrace)>, Str
     }
     let options = ReadOptions {
         budget: if ask.cross {
-            Budget::mib(MAX_TRACE_MIB / n as u64).with_hint(BUDGET_HINT)
+            ReadLimits::mib(MAX_TRACE_MIB / n as u64).with_hint(BUDGET_HINT)
         } else {
             read_budget()
         },

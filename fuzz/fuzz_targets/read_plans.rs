@@ -7,7 +7,7 @@
 use libfuzzer_sys::fuzz_target;
 use moeplan::formats::plan_any::{PlanContext, read_any_plan};
 use moeplan::formats::{csv, plan_json, sglang, vllm};
-use moeplan::{Budget, Topology};
+use moeplan::{ReadLimits, Topology};
 
 fuzz_target!(|data: &[u8]| {
     let _ = plan_json::read(data);
@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
             layer_ids: &ids,
             num_experts: 8,
             model_layers,
-            budget: Budget::mib(64),
+            budget: ReadLimits::mib(64),
         };
         let _ = read_any_plan(data, &ctx);
     }

@@ -8,11 +8,11 @@
 
 use libfuzzer_sys::fuzz_target;
 use moeplan::formats::{self, ReadOptions, csv, npy, sglang, trace_json, vllm};
-use moeplan::{Budget, Meter};
+use moeplan::{ReadLimits, Meter};
 
 fuzz_target!(|data: &[u8]| {
     let options = ReadOptions {
-        budget: Budget::mib(64),
+        budget: ReadLimits::mib(64),
         ..Default::default()
     };
     if let Ok(t) = formats::read_trace(data, &options) {
@@ -23,7 +23,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    let meter = || Meter::new(Budget::mib(64));
+    let meter = || Meter::new(ReadLimits::mib(64));
     let _ = sglang::read_expert_distribution(data);
     let _ = csv::read_wide_csv(data, None);
     let _ = trace_json::read(data);

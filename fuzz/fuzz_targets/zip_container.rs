@@ -7,9 +7,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use moeplan::formats::{npy, torch};
-use moeplan::{Budget, Meter};
+use moeplan::{ReadLimits, Meter};
 
 fuzz_target!(|data: &[u8]| {
-    let _ = npy::read_npz(data, &mut Meter::new(Budget::mib(64)));
-    let _ = torch::read_pt(data, &mut Meter::new(Budget::mib(64)));
+    let _ = npy::read_npz(data, &mut Meter::new(ReadLimits::mib(64)));
+    let _ = torch::read_pt(data, &mut Meter::new(ReadLimits::mib(64)));
 });

@@ -85,8 +85,8 @@ fn print_notes(dir: Option<&Path>, notes: &[String]) {
 }
 
 /// The reading limit: what a file may expand to, not only its size on disk.
-pub fn budget(max_mib: u64) -> moeplan::Budget {
-    moeplan::Budget::mib(max_mib).with_hint("raise it with --max-trace-mib")
+pub fn budget(max_mib: u64) -> moeplan::ReadLimits {
+    moeplan::ReadLimits::mib(max_mib).with_hint("raise it with --max-trace-mib")
 }
 
 /// A file's bytes, refused before reading when it is over the limit.

@@ -12,7 +12,7 @@ fn tmp(name: &str) -> PathBuf {
 }
 use common::{fixtures, json_of, moeplan, shared};
 
-use moeplan::{Budget, Meter, evaluate};
+use moeplan::{Meter, ReadLimits, evaluate};
 
 /// `moeplan plan --algo ALGO` on `trace` for `nodes × 4` GPUs, written to
 /// `out` (moeplan JSON).
@@ -214,7 +214,7 @@ fn esft_figures_under_even_are_the_load_traces() {
     let Some(dir) = shared("esft-deepseek-v2-lite/intent") else {
         return;
     };
-    let mut meter = Meter::new(Budget::default());
+    let mut meter = Meter::new(ReadLimits::default());
     let tokens = moeplan::formats::esft::read_esft(&esft_files(&dir), 64, 6, &mut meter).unwrap();
     let trace = tokens.to_load_trace(1024).unwrap();
     let expected = |plan_file: &Path, on: &moeplan::LoadTrace| {

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use moeplan::formats::{self, ReadOptions, trtllm};
-use moeplan::{Budget, Meter, Topology};
+use moeplan::{Meter, ReadLimits, Topology};
 
 mod common;
 use common::{fixtures, json_of, moeplan};
@@ -64,7 +64,7 @@ fn the_yaml_is_the_plan_and_evaluates_as_it() {
     let (plan, _) = formats::plan_json::read(&std::fs::read(&json).unwrap()).unwrap();
     let ids: Vec<u32> = plan.layers().iter().map(|l| l.layer).collect();
     assert_eq!(ids, [1, 3]);
-    let mut meter = Meter::new(Budget::default());
+    let mut meter = Meter::new(ReadLimits::default());
     let (read, _) = trtllm::read_placement(
         &std::fs::read(&yaml).unwrap(),
         Some(Topology::new(1, 4).unwrap()),

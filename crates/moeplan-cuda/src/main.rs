@@ -368,7 +368,7 @@ fn id_range(ids: &[u32]) -> String {
 /// Reads a user's file within the core's default byte budget, checked
 /// before the file is read.
 fn read_capped(path: &std::path::Path, what: &str) -> Result<Vec<u8>> {
-    let cap = moeplan::Budget::default().max_bytes;
+    let cap = moeplan::ReadLimits::default().max_bytes;
     let len = std::fs::metadata(path)
         .map_err(|e| Error::Argument(format!("cannot read {what} {}: {e}", path.display())))?
         .len();

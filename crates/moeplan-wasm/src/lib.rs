@@ -54,7 +54,7 @@ pub fn start() {
 /// `--max-trace-mib` to pass.
 fn read_options() -> formats::ReadOptions {
     formats::ReadOptions {
-        budget: moeplan::Budget::mib(512).with_hint(
+        budget: moeplan::ReadLimits::mib(512).with_hint(
             "the JavaScript API reads traces that expand to at most 512 MiB; \
              use the moeplan CLI with --max-trace-mib for larger ones",
         ),

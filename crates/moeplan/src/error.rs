@@ -51,7 +51,7 @@ pub enum Error {
         message: String,
     },
 
-    /// An input would build more than its reading [`crate::Budget`] allows
+    /// An input would build more than its reading [`crate::ReadLimits`] allows
     /// (bytes, values or nesting), found before allocating it.
     #[error("too large to read: {0}")]
     Limit(String),

@@ -51,7 +51,7 @@
 //! | write a plan for an engine | [`formats::sglang`], [`formats::vllm`], [`formats::trtllm`], [`formats::plan_json`] |
 //!
 //! ## Reading hostile files
-//! Every reader in [`formats`] works within a [`Budget`] (bytes
+//! Every reader in [`formats`] works within a [`ReadLimits`] (bytes
 //! materialised, values built, nesting depth) checked by a [`Meter`] before
 //! it allocates: declared sizes and shapes are claims checked against the
 //! bytes really there, and what a compressed member expands to is counted as
@@ -100,7 +100,7 @@ mod sort;
 pub mod studies;
 pub mod synth;
 
-pub use data::limits::{Budget, Meter};
+pub use data::limits::{Meter, ReadLimits};
 pub use data::plan::{LayerPlacement, Plan, PlanSummary};
 pub use data::topology::Topology;
 pub use data::trace::{Deal, HoldoutSplit, LayerStats, LoadTrace, TokenTrace, TraceStats};

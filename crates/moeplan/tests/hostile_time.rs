@@ -13,11 +13,11 @@ use std::time::Instant;
 
 use moeplan::formats::plan_any::{PlanContext, read_any_plan};
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::{Budget, LoadTrace, Topology};
+use moeplan::{LoadTrace, ReadLimits, Topology};
 use ndarray::Array3;
 
 /// The page's (and the CLI's default) reading limit.
-const LIMIT: usize = (Budget::DEFAULT_MIB as usize) << 20;
+const LIMIT: usize = (ReadLimits::DEFAULT_MIB as usize) << 20;
 
 /// `head`, then `fill` up to the limit, then `tail`.
 fn file(head: &[u8], fill: u8, tail: &[u8]) -> Vec<u8> {

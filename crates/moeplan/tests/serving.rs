@@ -301,7 +301,7 @@ fn real_esft_intent_then_summary_shifts_but_moves_do_not_pay() {
                 )
             })
             .collect();
-        let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+        let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
         moeplan::formats::esft::read_esft(&files, 64, 6, &mut meter)
             .unwrap()
             .to_load_trace(512)

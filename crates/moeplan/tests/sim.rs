@@ -774,7 +774,7 @@ fn rank_fixture() -> (moeplan::formats::sglang::RankCounts, Plan) {
         })
         .collect();
     files.sort();
-    let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+    let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
     let ranks = moeplan::formats::sglang::read_rank_csvs_by_rank(&files, None, &mut meter).unwrap();
     let plan = moeplan::formats::csv::read_plan_csv(
         &std::fs::read(dir.join("sglang_ranks.plan.csv")).unwrap(),
@@ -826,7 +826,7 @@ fn per_rank_csvs_keep_their_sources_and_sglang_static_routes_whole_ranks() {
     assert_eq!(r.balancedness, 1.0);
     assert_eq!((r.traffic.local, r.traffic.intra_node), (12.0, 4.0));
     // The summed trace is the one the summing reader gives.
-    let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+    let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
     let files: Vec<(String, Vec<u8>)> = vec![
         (
             "a.csv".into(),

@@ -135,7 +135,7 @@ fn module_imports() -> std::collections::BTreeMap<String, std::collections::BTre
             .find(|m| modules.contains(m))
             .unwrap()
     };
-    // `lib.rs`'s re-exports (`pub use data::limits::{Budget, Meter}`): a
+    // `lib.rs`'s re-exports (`pub use data::limits::{ReadLimits, Meter}`): a
     // path through one (`crate::Meter`) reads the module it comes from.
     let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
     let mut reexports: BTreeMap<String, String> = BTreeMap::new();

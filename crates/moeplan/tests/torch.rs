@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use moeplan::formats::{ReadOptions, TraceFormat, detect, read_trace, torch};
 use moeplan::planners::{EplbConfig, eplb};
-use moeplan::{Budget, Error, LoadTrace, Meter, Topology};
+use moeplan::{Error, LoadTrace, Meter, ReadLimits, Topology};
 
 fn fixtures(dir: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -21,7 +21,7 @@ fn read(dir: &str, file: &str) -> LoadTrace {
 
 fn read_with(bytes: &[u8], mib: u64) -> Result<LoadTrace, Error> {
     let options = ReadOptions {
-        budget: Budget::mib(mib),
+        budget: ReadLimits::mib(mib),
         ..Default::default()
     };
     read_trace(bytes, &options)
@@ -126,7 +126,7 @@ fn memo_bomb(n: u8) -> Vec<u8> {
 #[test]
 fn memo_references_are_shared_not_copied() {
     // 62 doublings stay under the depth limit: only sharing keeps this small.
-    let e = torch::read_pickle(&memo_bomb(62), &mut Meter::new(Budget::mib(1))).unwrap_err();
+    let e = torch::read_pickle(&memo_bomb(62), &mut Meter::new(ReadLimits::mib(1))).unwrap_err();
     assert!(
         e.to_string()
             .contains("logical_count is a list, not a tensor"),
@@ -137,13 +137,13 @@ fn memo_references_are_shared_not_copied() {
 #[test]
 fn nesting_past_the_budget_depth_is_refused() {
     let tuple1 = [b"\x80\x02N".as_slice(), &[0x85; 200_000], b"."].concat();
-    let e = torch::read_pickle(&tuple1, &mut Meter::new(Budget::mib(64))).unwrap_err();
+    let e = torch::read_pickle(&tuple1, &mut Meter::new(ReadLimits::mib(64))).unwrap_err();
     assert!(matches!(e, Error::Limit(_)), "{e}");
     assert!(e.to_string().contains("nests deeper than 64 levels"), "{e}");
     // the limit is the budget's, not a constant
-    let shallow = Budget {
+    let shallow = ReadLimits {
         max_depth: 8,
-        ..Budget::mib(1)
+        ..ReadLimits::mib(1)
     };
     let nine = [b"\x80\x02N".as_slice(), &[0x85; 8], b"."].concat();
     let e = torch::read_pickle(&nine, &mut Meter::new(shallow)).unwrap_err();
@@ -154,7 +154,7 @@ fn nesting_past_the_budget_depth_is_refused() {
 fn cycles_end_in_an_error_not_a_loop() {
     // {"records": L} with L = [L]
     let p = b"\x80\x02}q\x00X\x07\x00\x00\x00records]q\x01h\x01as.";
-    let e = torch::read_pickle(p, &mut Meter::new(Budget::mib(1))).unwrap_err();
+    let e = torch::read_pickle(p, &mut Meter::new(ReadLimits::mib(1))).unwrap_err();
     assert!(
         e.to_string()
             .contains("record 0 has no global_physical_count"),
@@ -162,7 +162,7 @@ fn cycles_end_in_an_error_not_a_loop() {
     );
     // a dict that is its own record list's only record: {"records": [d]}
     let p = b"\x80\x02}q\x00X\x07\x00\x00\x00records(h\x00ls.";
-    let e = torch::read_pickle(p, &mut Meter::new(Budget::mib(1))).unwrap_err();
+    let e = torch::read_pickle(p, &mut Meter::new(ReadLimits::mib(1))).unwrap_err();
     assert!(
         e.to_string()
             .contains("record 0 has no global_physical_count"),
@@ -183,17 +183,17 @@ fn read_pickle_decodes_tensors_from_the_input() {
         .to_string();
     let mut pickle = Vec::new();
     std::io::Read::read_to_end(&mut zip.by_name(&name).unwrap(), &mut pickle).unwrap();
-    let e = torch::read_pickle(&pickle, &mut Meter::new(Budget::mib(1))).unwrap_err();
+    let e = torch::read_pickle(&pickle, &mut Meter::new(ReadLimits::mib(1))).unwrap_err();
     assert!(e.to_string().contains("past its storage"), "{e}");
     // a legacy stream is read whole, storages included
     let legacy = std::fs::read(fixtures("torch").join("legacy_stat.pt")).unwrap();
-    assert!(torch::read_pickle(&legacy, &mut Meter::new(Budget::mib(1))).is_ok());
+    assert!(torch::read_pickle(&legacy, &mut Meter::new(ReadLimits::mib(1))).is_ok());
     // the fuzz target's legacy head (magic, protocol 1001, empty sys info)
     // before the fixture's main pickle, keys and storage reads the same
     let head =
         b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.\x80\x02M\xe9\x03.\x80\x02}.";
     let rebuilt = [head.as_slice(), &legacy[137..]].concat();
-    assert!(torch::read_pickle(&rebuilt, &mut Meter::new(Budget::mib(1))).is_ok());
+    assert!(torch::read_pickle(&rebuilt, &mut Meter::new(ReadLimits::mib(1))).is_ok());
     assert_eq!(
         read_with(&rebuilt, 1).unwrap().counts(),
         read("torch", "sglang_stat.pt").counts()

@@ -12,7 +12,7 @@ use moeplan::formats::plan_any::{PlanContext, detect_plan, read_any_plan};
 use moeplan::formats::{ReadOptions, TraceFormat, detect, read_trace, sglang, trtllm};
 use moeplan::planners::grace::affinity::affinity_all;
 use moeplan::planners::grace::{Grace, GraceOptions};
-use moeplan::{Budget, Error, LayerPlacement, LoadTrace, Meter, Plan, TokenTrace, Topology};
+use moeplan::{Error, LayerPlacement, LoadTrace, Meter, Plan, ReadLimits, TokenTrace, Topology};
 use ndarray::{Array2, Array3, Axis};
 use proptest::prelude::*;
 
@@ -39,7 +39,7 @@ fn folder(rel: &str) -> Vec<(String, Vec<u8>)> {
 }
 
 fn meter() -> Meter {
-    Meter::new(Budget::default())
+    Meter::new(ReadLimits::default())
 }
 
 /// The dump's counts, summed over ranks, per iteration, are SGLang's
@@ -267,9 +267,9 @@ fn cooccurrence_needs_its_files() {
 #[test]
 fn statistics_are_read_within_the_budget() {
     let dump = folder("trtllm/dump");
-    let mut tight = Meter::new(Budget {
+    let mut tight = Meter::new(ReadLimits {
         max_bytes: 256,
-        ..Budget::default()
+        ..ReadLimits::default()
     });
     let e = trtllm::read_statistics(&dump, &mut tight).unwrap_err();
     assert!(matches!(e, Error::Limit(_)), "{e}");

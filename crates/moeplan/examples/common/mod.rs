@@ -8,7 +8,7 @@ use std::path::Path;
 use moeplan::data::model::{ModelPreset, preset};
 use moeplan::formats::dataset::{Dataset, FolderError, FolderOptions, read_folder};
 use moeplan::formats::esft::read_esft;
-use moeplan::{Budget, Deal, Meter, TokenTrace};
+use moeplan::{Deal, Meter, ReadLimits, TokenTrace};
 
 /// An ESFT folder's `expert_weights_<layer>.txt` files, as the CLI reads
 /// them.
@@ -27,7 +27,7 @@ pub fn read_esft_folder(dir: &Path, model: &ModelPreset) -> Result<TokenTrace, S
             files.push((name, bytes));
         }
     }
-    let mut meter = Meter::new(Budget::default());
+    let mut meter = Meter::new(ReadLimits::default());
     read_esft(&files, model.experts, model.top_k, &mut meter)
         .map_err(|e| format!("{}: {e}", dir.display()))
 }
@@ -51,7 +51,7 @@ pub fn read_folder_as_cli(dir: &Path, batch_tokens: usize) -> Result<Dataset, St
         token_model: preset("deepseek-v2-lite").map_err(|e| e.to_string())?,
         batch_tokens,
         deal: Deal::Even,
-        budget: Budget::default(),
+        budget: ReadLimits::default(),
     };
     let read = |name: &str| std::fs::read(dir.join(name));
     read_folder(&names, read, &options, &mut Vec::new()).map_err(|e| {

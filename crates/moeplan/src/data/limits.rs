@@ -4,7 +4,7 @@
 //! Trace files come from the internet and from colleagues, so a reader
 //! assumes an attacker wrote them: a size in a header, a zip's declared
 //! length or a tensor's shape is a claim to check against the bytes that are
-//! really there and against the [`Budget`], never a number to allocate by.
+//! really there and against the [`ReadLimits`], never a number to allocate by.
 //! Every reader charges a [`Meter`] for what it is about to build; the first
 //! charge past the budget is a [`Error::Limit`] naming what was too large
 //! and how to raise the limit.
@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 
 /// How much a reader may build from one input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Budget {
+pub struct ReadLimits {
     /// Most bytes materialised: the input itself, decompressed members,
     /// parsed values and the final arrays, together.
     pub max_bytes: u64,
@@ -28,7 +28,7 @@ pub struct Budget {
     pub raise_hint: &'static str,
 }
 
-impl Budget {
+impl ReadLimits {
     /// The default reading limit in MiB (the CLI's `--max-trace-mib`).
     pub const DEFAULT_MIB: u64 = 512;
     /// Nesting no trace format needs more of (`[B][L][E]` is depth 3; a
@@ -39,13 +39,13 @@ impl Budget {
     /// costs less to hold).
     ///
     /// ```
-    /// let b = moeplan::Budget::mib(2);
+    /// let b = moeplan::ReadLimits::mib(2);
     /// assert_eq!(b.max_bytes, 2 << 20);
     /// assert_eq!(b.max_values, (2 << 20) / 8);
     /// ```
-    pub fn mib(mib: u64) -> Budget {
+    pub fn mib(mib: u64) -> ReadLimits {
         let max_bytes = mib.saturating_mul(1 << 20);
-        Budget {
+        ReadLimits {
             max_bytes,
             max_values: max_bytes / 8,
             max_depth: Self::MAX_DEPTH,
@@ -56,11 +56,11 @@ impl Budget {
     /// The same budget, telling the user how to raise it.
     ///
     /// ```
-    /// let b = moeplan::Budget::mib(1).with_hint("raise it with --max-trace-mib");
+    /// let b = moeplan::ReadLimits::mib(1).with_hint("raise it with --max-trace-mib");
     /// assert_eq!(b.raise_hint, "raise it with --max-trace-mib");
     /// ```
-    pub fn with_hint(self, raise_hint: &'static str) -> Budget {
-        Budget { raise_hint, ..self }
+    pub fn with_hint(self, raise_hint: &'static str) -> ReadLimits {
+        ReadLimits { raise_hint, ..self }
     }
 
     fn limit_error(&self, what: &str) -> Error {
@@ -76,23 +76,23 @@ impl Budget {
     }
 }
 
-impl Default for Budget {
+impl Default for ReadLimits {
     fn default() -> Self {
-        Budget::mib(Budget::DEFAULT_MIB)
+        ReadLimits::mib(ReadLimits::DEFAULT_MIB)
     }
 }
 
-/// What one read has spent of its [`Budget`].
+/// What one read has spent of its [`ReadLimits`].
 #[derive(Debug, Clone)]
 pub struct Meter {
-    budget: Budget,
+    budget: ReadLimits,
     bytes: u64,
     values: u64,
 }
 
 impl Meter {
     /// A fresh meter for one input.
-    pub fn new(budget: Budget) -> Meter {
+    pub fn new(budget: ReadLimits) -> Meter {
         Meter {
             budget,
             bytes: 0,
@@ -101,7 +101,7 @@ impl Meter {
     }
 
     /// The budget this meter counts against.
-    pub fn budget(&self) -> Budget {
+    pub fn budget(&self) -> ReadLimits {
         self.budget
     }
 
@@ -113,7 +113,7 @@ impl Meter {
     /// Charges `n` bytes about to be materialised for `what`.
     ///
     /// ```
-    /// let mut m = moeplan::Meter::new(moeplan::Budget::mib(1));
+    /// let mut m = moeplan::Meter::new(moeplan::ReadLimits::mib(1));
     /// assert!(m.bytes(1 << 19, "half").is_ok());
     /// let e = m.bytes(1 << 20, "a member").unwrap_err().to_string();
     /// assert!(e.contains("a member needs more than the 1 MiB reading limit"), "{e}");
@@ -131,7 +131,7 @@ impl Meter {
     /// Charges `n` values of `each` bytes for `what` (both budgets).
     ///
     /// ```
-    /// let mut m = moeplan::Meter::new(moeplan::Budget::mib(1));
+    /// let mut m = moeplan::Meter::new(moeplan::ReadLimits::mib(1));
     /// assert!(m.values(1000, 8, "counts").is_ok());
     /// assert!(m.values(u64::MAX / 4, 8, "a shape").is_err());
     /// ```
@@ -152,7 +152,7 @@ impl Meter {
     /// Checks a nesting depth for `what`.
     ///
     /// ```
-    /// let m = moeplan::Meter::new(moeplan::Budget::default());
+    /// let m = moeplan::Meter::new(moeplan::ReadLimits::default());
     /// assert!(m.depth(3, "an array").is_ok());
     /// assert!(m.depth(1000, "an array").unwrap_err().to_string().contains("nests deeper"));
     /// ```
@@ -392,7 +392,7 @@ mod tests {
 
     #[test]
     fn meter_refuses_the_byte_past_the_limit() -> Result<()> {
-        let mut m = Meter::new(Budget::mib(1));
+        let mut m = Meter::new(ReadLimits::mib(1));
         m.bytes(1 << 20, "all of it")?;
         assert!(m.bytes(1, "one more").is_err());
         Ok(())
@@ -400,10 +400,10 @@ mod tests {
 
     #[test]
     fn read_all_reads_exactly_the_budget_and_no_more() -> Result<()> {
-        let mut m = Meter::new(Budget::mib(1));
+        let mut m = Meter::new(ReadLimits::mib(1));
         let ok = m.read_all(std::io::repeat(1).take(1 << 20), 0, "x")?;
         assert_eq!(ok.len(), 1 << 20);
-        let mut m = Meter::new(Budget::mib(1));
+        let mut m = Meter::new(ReadLimits::mib(1));
         assert!(
             m.read_all(std::io::repeat(1).take((1 << 20) + 1), 0, "x")
                 .is_err()
@@ -420,7 +420,7 @@ mod tests {
 
     #[test]
     fn hint_is_in_the_message() {
-        let mut m = Meter::new(Budget::mib(1).with_hint("raise it with --max-trace-mib"));
+        let mut m = Meter::new(ReadLimits::mib(1).with_hint("raise it with --max-trace-mib"));
         let e = m.bytes(2 << 20, "the file").unwrap_err().to_string();
         assert!(e.contains("--max-trace-mib"), "{e}");
     }
@@ -428,7 +428,7 @@ mod tests {
     /// A stream that declares too much is refused; one that lies is stopped at the budget.
     #[test]
     fn read_all_refuses_a_declared_size_and_stops_an_undeclared_one() {
-        let mut m = Meter::new(Budget::mib(1));
+        let mut m = Meter::new(ReadLimits::mib(1));
         let zeros = || std::io::repeat(0).take(4 << 20); // 4 MiB
         assert!(m.read_all(zeros(), 4 << 20, "member x").is_err()); // says so: refused at once
         assert!(m.read_all(zeros(), 0, "member x").is_err()); // lies: counted, stopped at 1 MiB

@@ -761,7 +761,7 @@ impl TokenTrace {
     pub fn to_load_trace(&self, batch_tokens: usize) -> Result<LoadTrace> {
         self.to_load_trace_within(
             batch_tokens,
-            &mut crate::Meter::new(crate::Budget::default()),
+            &mut crate::Meter::new(crate::ReadLimits::default()),
         )
     }
 
@@ -858,7 +858,7 @@ impl Deal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Budget, Meter};
+    use crate::{Meter, ReadLimits};
     use ndarray::array;
 
     /// The counts array is charged to the meter before it is built.
@@ -866,9 +866,9 @@ mod tests {
     fn to_load_trace_within_charges_the_counts_first() {
         let t =
             TokenTrace::new(4096, vec![1], vec![array![[0], [1], [1], [1]]], vec![0; 4]).unwrap();
-        let mut tiny = Meter::new(Budget {
+        let mut tiny = Meter::new(ReadLimits {
             max_bytes: 64,
-            ..Budget::default()
+            ..ReadLimits::default()
         });
         assert!(t.to_load_trace_within(1, &mut tiny).is_err()); // 4 × 1 × 4096 counts
     }

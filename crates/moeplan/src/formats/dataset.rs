@@ -17,7 +17,7 @@ use std::ops::Range;
 
 use ndarray::{Array4, s};
 
-use crate::data::limits::{Budget, Meter};
+use crate::data::limits::{Meter, ReadLimits};
 use crate::data::model::ModelPreset;
 use crate::data::topology::Topology;
 use crate::data::trace::{Deal, LoadTrace, TokenTrace};
@@ -96,7 +96,7 @@ pub struct FolderOptions {
     pub deal: Deal,
     /// One budget for the whole folder: many files each under the limit
     /// must not add up past it.
-    pub budget: Budget,
+    pub budget: ReadLimits,
 }
 
 /// Why a folder did not read: a file the caller could not read, or what
@@ -122,12 +122,12 @@ impl<E> From<Error> for FolderError<E> {
 ///
 /// ```
 /// use moeplan::formats::dataset::{read_folder, FolderError, FolderOptions, Sources};
-/// use moeplan::{data::model, Budget, Deal};
+/// use moeplan::{data::model, ReadLimits, Deal};
 /// let files = [("rank0.csv", "layer_id,expert_id,count\n0,0,5\n0,1,1\n"),
 ///              ("rank1.csv", "layer_id,expert_id,count\n0,0,1\n0,1,3\n")];
 /// let names: Vec<String> = files.iter().map(|(n, _)| n.to_string()).collect();
 /// let options = FolderOptions {
-///     token_model: model::preset("olmoe")?, batch_tokens: 1024, deal: Deal::Even, budget: Budget::mib(64),
+///     token_model: model::preset("olmoe")?, batch_tokens: 1024, deal: Deal::Even, budget: ReadLimits::mib(64),
 /// };
 /// let mut notes = Vec::new();
 /// let read = |name: &str| -> Result<Vec<u8>, String> {
@@ -584,7 +584,7 @@ mod tests {
         (t.to_load_trace(2).unwrap(), t)
     }
 
-    fn sources(tokens: TokenTrace, budget: Budget) -> Sources {
+    fn sources(tokens: TokenTrace, budget: ReadLimits) -> Sources {
         Sources::Tokens {
             tokens,
             batch_tokens: 2,
@@ -599,7 +599,7 @@ mod tests {
     #[test]
     fn token_workload_keeps_the_traces_batches() {
         let (trace, t) = tokens();
-        let src = sources(t, Budget::default());
+        let src = sources(t, ReadLimits::default());
         let two = Topology::new(1, 2).unwrap();
         let w = workload(trace.clone(), &src, 0..3, two).unwrap();
         assert_eq!(w.sources(), "token routes");
@@ -629,9 +629,9 @@ mod tests {
         let (trace, t) = tokens();
         // 5 tokens × 2 layers × top-2 routes (4 bytes each) fit; the
         // 3 × 2 × 4 counts (8 bytes each) after them do not
-        let tight = Budget {
+        let tight = ReadLimits {
             max_bytes: 5 * 2 * 2 * 4 + 8,
-            ..Budget::default()
+            ..ReadLimits::default()
         };
         let e = match workload(
             trace.clone(),
@@ -643,9 +643,9 @@ mod tests {
             Ok(_) => panic!("over the budget"),
         };
         assert!(e.contains("the token workload's counts"), "{e}");
-        let enough = Budget {
+        let enough = ReadLimits {
             max_bytes: 5 * 2 * 2 * 4 + 3 * 2 * 4 * 8,
-            ..Budget::default()
+            ..ReadLimits::default()
         };
         assert!(
             workload(

@@ -30,7 +30,7 @@ const FORMAT: &str = "ESFT expert_weights";
 /// let l1 = b"1\t2\t3\t0\t\t0.5\t0.5\t0.6\t0.4\n".to_vec();
 /// let l2 = b"0\t3\t2\t1\t\t0.5\t0.5\t0.6\t0.4\n".to_vec();
 /// let files = vec![("expert_weights_2.txt".to_string(), l2), ("expert_weights_1.txt".to_string(), l1)];
-/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
 /// let t = read_esft(&files, 4, 2, &mut meter)?;
 /// assert_eq!((t.num_tokens(), t.top_k()), (2, 2));
 /// let load = t.to_load_trace(2)?;

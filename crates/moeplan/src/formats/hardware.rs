@@ -14,7 +14,7 @@
 //! ```
 
 use crate::data::hardware::Hardware;
-use crate::data::limits::{Budget, Meter, charge_json};
+use crate::data::limits::{Meter, ReadLimits, charge_json};
 use crate::error::{Error, Result};
 
 /// The largest hardware file read: 64 KiB (a preset is under 1 KiB).
@@ -33,7 +33,7 @@ const WHAT: &str = "hardware JSON";
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 pub fn read_hardware(bytes: &[u8]) -> Result<Hardware> {
-    let mut meter = Meter::new(Budget::mib(1));
+    let mut meter = Meter::new(ReadLimits::mib(1));
     if bytes.len() as u64 > MAX_BYTES {
         return Err(Error::Argument(format!(
             "{WHAT}: {} bytes is more than the {MAX_BYTES}-byte limit for a hardware file",

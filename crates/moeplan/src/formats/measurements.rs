@@ -11,7 +11,7 @@
 //!   "intra_bytes": 1.2e6, "inter_bytes": 0, "us": 48.6}]
 //! ```
 
-use crate::data::limits::{Budget, Meter, charge_json};
+use crate::data::limits::{Meter, ReadLimits, charge_json};
 use crate::error::{Error, Result};
 use crate::judge::calibrate::Measurement;
 
@@ -33,7 +33,7 @@ fn metered(bytes: &[u8], what: &str) -> Result<Meter> {
             bytes.len()
         )));
     }
-    let mut meter = Meter::new(Budget::mib(64));
+    let mut meter = Meter::new(ReadLimits::mib(64));
     meter.bytes(bytes.len() as u64, what)?;
     Ok(meter)
 }

@@ -69,7 +69,7 @@ pub struct ReadOptions {
     /// For multi-dataset CSVs: keep only this dataset's rows.
     pub dataset: Option<String>,
     /// What reading may build (the input itself included).
-    pub budget: crate::Budget,
+    pub budget: crate::ReadLimits,
 }
 
 #[derive(Deserialize)]

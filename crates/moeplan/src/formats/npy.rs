@@ -8,7 +8,7 @@
 //!
 //! The header is parsed here rather than by a general NumPy crate because
 //! its shape is an attacker's claim: the element count is checked against
-//! the bytes that follow *and* against the reading [`Budget`](crate::Budget)
+//! the bytes that follow *and* against the reading [`ReadLimits`](crate::ReadLimits)
 //! before anything is allocated, and an `.npz` member is inflated through
 //! the [`Meter`], which counts what it expands to instead of trusting the
 //! zip's declared size.
@@ -44,7 +44,7 @@ const MAX_DIMS: usize = 64;
 /// npy.extend_from_slice(&(h.len() as u16).to_le_bytes());
 /// npy.extend_from_slice(h.as_bytes());
 /// for x in [0.0f64, 0.0, 0.0, 5.0, 1.0, 2.0] { npy.extend_from_slice(&x.to_le_bytes()); }
-/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
 /// let t = moeplan::formats::npy::read_npy(&npy, &mut meter)?;
 /// assert_eq!(t.layer_ids(), &[1]);
 /// # Ok::<(), moeplan::Error>(())
@@ -352,7 +352,7 @@ pub fn fuzz_header(bytes: &[u8], meter: &mut Meter) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Budget;
+    use crate::ReadLimits;
 
     fn npy(descr: &str, fortran: bool, shape: &str, data: &[u8]) -> Vec<u8> {
         let header = format!(
@@ -369,7 +369,7 @@ mod tests {
     }
 
     fn read(bytes: &[u8]) -> Result<ArrayD<f64>> {
-        decode(bytes, &mut Meter::new(Budget::mib(1)), NPY)
+        decode(bytes, &mut Meter::new(ReadLimits::mib(1)), NPY)
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //!
 //! A file that is a trace (`logical_count`, `counts`, a load window, a
 //! wide or per-rank CSV) is refused as such. Everything read is charged to
-//! the context's [`crate::Budget`] before it is parsed.
+//! the context's [`crate::ReadLimits`] before it is parsed.
 //!
 //! SGLang's rows are indexed by model layer; when the context only knows
 //! MoE positions `0..L` (a trace without its dense layers) and the file has
@@ -66,7 +66,7 @@ pub struct PlanContext<'a> {
     /// The model's layer count, dense layers included, when known.
     pub model_layers: Option<usize>,
     /// What reading may build (the file included).
-    pub budget: crate::Budget,
+    pub budget: crate::ReadLimits,
 }
 
 impl<'a> PlanContext<'a> {
@@ -86,7 +86,7 @@ impl<'a> PlanContext<'a> {
             layer_ids: trace.layer_ids(),
             num_experts: trace.num_experts(),
             model_layers: trace.known_model_layers(),
-            budget: crate::Budget::default(),
+            budget: crate::ReadLimits::default(),
         }
     }
 }
@@ -503,7 +503,7 @@ mod tests {
         let plan = plan_of(&trace, Topology::new(1, 8).unwrap());
         let json = plan_json::write(&plan, &PlanMeta::default());
         let mut ctx = PlanContext::for_trace(&trace, None);
-        ctx.budget = crate::Budget::mib(0);
+        ctx.budget = crate::ReadLimits::mib(0);
         let err = read_any_plan(json.as_bytes(), &ctx).unwrap_err();
         assert!(matches!(err, Error::Limit(_)), "{err}");
     }

@@ -276,7 +276,7 @@ pub fn read_init_expert_location(
 /// ```
 /// let r0 = (String::from("rank0.csv"), b"layer_id,expert_id,count\n3,0,5\n3,1,2\n".to_vec());
 /// let r1 = (String::from("rank1.csv"), b"layer_id,expert_id,count\n3,1,4\n".to_vec());
-/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
 /// let t = moeplan::formats::sglang::read_rank_csvs(&[r0, r1], None, &mut meter)?;
 /// assert_eq!(t.counts()[[0, 0, 1]], 6.0);
 /// assert_eq!(t.layer_ids(), &[3]);
@@ -332,7 +332,7 @@ impl RankCounts {
     /// ```
     /// let f = |n: &str, t: &str| (n.to_string(), t.as_bytes().to_vec());
     /// let files = [f("rank1.csv", "layer_id,expert_id,count\n0,0,3\n")];
-    /// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+    /// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
     /// let w = moeplan::formats::sglang::read_rank_csvs_by_rank(&files, None, &mut meter)?.workload()?;
     /// assert_eq!((w.num_sources(), w.sources()), (Some(2), "per-source counts"));
     /// # Ok::<(), moeplan::Error>(())
@@ -392,7 +392,7 @@ pub(crate) fn rank_from_file_name(name: &str) -> Option<u32> {
 ///     f("rank0.csv", "layer_id,expert_id,count\n3,0,5\n3,1,2\n"),
 ///     f("rank2.csv", "layer_id,expert_id,count\n3,1,4\n"),
 /// ];
-/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
 /// let r = moeplan::formats::sglang::read_rank_csvs_by_rank(&files, None, &mut meter)?;
 /// assert_eq!(r.by_source.dim(), (1, 1, 3, 2)); // ranks 0..=2, rank 1 sent nothing
 /// assert_eq!((r.by_source[[0, 0, 2, 1]], r.trace.counts()[[0, 0, 1]]), (4.0, 6.0));

@@ -260,7 +260,7 @@ struct LoadWindowIn {
 ///
 /// ```
 /// let json = br#"{"expert_load_window": [[[5, 1, 3]]], "physical_to_logical_map": [[0, 1, 0]]}"#;
-/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
 /// let t = moeplan::formats::vllm::read_load_window(json, &mut meter)?;
 /// assert_eq!(t.counts()[[0, 0, 0]], 8.0);
 /// # Ok::<(), moeplan::Error>(())

@@ -240,7 +240,7 @@ pub fn read_esft_folder(dir: &Path, ranks: usize) -> TokenTrace {
             files.push((name, std::fs::read(entry.path()).unwrap()));
         }
     }
-    let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+    let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
     moeplan::formats::esft::read_esft(&files, 64, 6, &mut meter)
         .unwrap()
         .with_sequences_on_ranks(ranks)

@@ -82,7 +82,7 @@ fn err(m: impl Into<String>) -> Error {
 /// Reads a `.pt` dump (zip or legacy) into a trace, within `meter`'s budget.
 ///
 /// ```
-/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
 /// let e = moeplan::formats::torch::read_pt(b"PK\x05\x06", &mut meter).unwrap_err();
 /// assert!(e.to_string().contains("not a readable torch.save zip"), "{e}");
 /// ```
@@ -100,7 +100,7 @@ pub fn read_pt(bytes: &[u8], meter: &mut Meter) -> Result<LoadTrace> {
 /// a zip's CRC check would otherwise reject every mutated pickle.
 ///
 /// ```
-/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
 /// let e = moeplan::formats::torch::read_pickle(b"\x80\x02]q\x00h\x00a.", &mut meter).unwrap_err();
 /// assert!(e.to_string().contains("record 0 has no global_physical_count"), "{e}");
 /// ```

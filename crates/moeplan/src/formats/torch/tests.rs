@@ -3,13 +3,13 @@
 
 use super::pickle::*;
 use super::*;
-use crate::Budget;
+use crate::ReadLimits;
 
 /// `stat` mode dumps its whole recorder buffer: the steps no pass filled
 /// (all zero) are dropped, the recorded ones kept in order.
 #[test]
 fn stat_drops_the_buffer_steps_no_pass_filled() {
-    let mut meter = Meter::new(Budget::mib(1));
+    let mut meter = Meter::new(ReadLimits::mib(1));
     let data = vec![
         0.0, 0.0, 4.0, 1.0, // step 0: layer 0 dense, layer 1 recorded
         0.0, 0.0, 0.0, 0.0, // step 1: an empty slot
@@ -19,11 +19,11 @@ fn stat_drops_the_buffer_steps_no_pass_filled() {
     assert_eq!(t.num_batches(), 2);
     assert_eq!(t.layer_ids(), &[1]);
     assert_eq!(t.counts().as_slice().unwrap(), &[4.0, 1.0, 1.0, 5.0]);
-    let mut meter = Meter::new(Budget::mib(1));
+    let mut meter = Meter::new(ReadLimits::mib(1));
     assert!(stat_trace(&[2, 1, 2], vec![0.0; 4], &mut meter).is_err());
 }
 
-fn unpickle(bytes: &[u8], budget: Budget) -> Result<(Arena, Id)> {
+fn unpickle(bytes: &[u8], budget: ReadLimits) -> Result<(Arena, Id)> {
     let mut meter = Meter::new(budget);
     let mut u = Unpickler::new(bytes, &mut meter);
     let root = u.load()?;
@@ -42,7 +42,7 @@ fn memo_bomb(count: u8) -> Vec<u8> {
 
 #[test]
 fn memo_gets_share_instead_of_copying() -> Result<()> {
-    let (arena, root) = unpickle(&memo_bomb(60), Budget::mib(1))?;
+    let (arena, root) = unpickle(&memo_bomb(60), ReadLimits::mib(1))?;
     // 2^60 elements as Python sees them, 61 nodes here.
     assert_eq!(arena.nodes.len(), 61);
     let children = arena.list(root).map(<[Id]>::to_vec);
@@ -80,7 +80,7 @@ fn nesting_is_refused_at_the_budget_depth_for_every_constructor() {
     ];
     for (name, body) in cases {
         let p = [b"\x80\x02".as_slice(), &body, b"."].concat();
-        let e = unpickle(&p, Budget::mib(1))
+        let e = unpickle(&p, ReadLimits::mib(1))
             .map(drop)
             .unwrap_err()
             .to_string();
@@ -92,9 +92,9 @@ fn nesting_is_refused_at_the_budget_depth_for_every_constructor() {
 fn a_deep_arena_drops_without_recursion() -> Result<()> {
     // With the depth limit lifted, a million nested tuples still build
     // and drop flat (a recursive drop would overflow the test's stack).
-    let budget = Budget {
+    let budget = ReadLimits {
         max_depth: u32::MAX,
-        ..Budget::mib(256)
+        ..ReadLimits::mib(256)
     };
     let p = [b"\x80\x02N".as_slice(), &[0x85; 1_000_000], b"."].concat();
     let (arena, root) = unpickle(&p, budget)?;
@@ -105,7 +105,7 @@ fn a_deep_arena_drops_without_recursion() -> Result<()> {
 
 #[test]
 fn a_list_holding_itself_is_just_an_index() -> Result<()> {
-    let (arena, root) = unpickle(b"\x80\x02]q\x00h\x00a.", Budget::mib(1))?;
+    let (arena, root) = unpickle(b"\x80\x02]q\x00h\x00a.", ReadLimits::mib(1))?;
     assert_eq!(arena.list(root), Some(&[root][..]));
     Ok(())
 }
@@ -113,11 +113,11 @@ fn a_list_holding_itself_is_just_an_index() -> Result<()> {
 #[test]
 fn marks_fence_off_the_stack_below() {
     // APPEND inside a mark frame must not reach the list below the mark.
-    let e = unpickle(b"\x80\x02](Na.", Budget::mib(1))
+    let e = unpickle(b"\x80\x02](Na.", ReadLimits::mib(1))
         .map(drop)
         .unwrap_err();
     assert!(e.to_string().contains("underflow"), "{e}");
-    let e = unpickle(b"\x80\x02N(\x85.", Budget::mib(1))
+    let e = unpickle(b"\x80\x02N(\x85.", ReadLimits::mib(1))
         .map(drop)
         .unwrap_err();
     assert!(e.to_string().contains("underflow"), "{e}");
@@ -127,10 +127,10 @@ fn marks_fence_off_the_stack_below() {
 fn long1_wider_than_64_bits_is_kept_as_bytes() -> Result<()> {
     let (arena, root) = unpickle(
         b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.",
-        Budget::mib(1),
+        ReadLimits::mib(1),
     )?;
     assert!(matches!(arena.node(root), Some(Node::Long(b)) if **b == LEGACY_MAGIC));
-    let (arena, root) = unpickle(b"\x80\x02\x8a\x02\x00\xff.", Budget::mib(1))?;
+    let (arena, root) = unpickle(b"\x80\x02\x8a\x02\x00\xff.", ReadLimits::mib(1))?;
     assert_eq!(arena.int(root), Some(-256));
     Ok(())
 }
@@ -139,7 +139,7 @@ fn long1_wider_than_64_bits_is_kept_as_bytes() -> Result<()> {
 fn every_allocation_is_charged() {
     // 100k empty lists at ~80 bytes each do not fit in 1 MiB.
     let p = [b"\x80\x02(".as_slice(), &b"]".repeat(100_000), b"l."].concat();
-    let e = unpickle(&p, Budget::mib(1))
+    let e = unpickle(&p, ReadLimits::mib(1))
         .map(drop)
         .unwrap_err()
         .to_string();
@@ -149,7 +149,7 @@ fn every_allocation_is_charged() {
     s.extend_from_slice(&(2u32 << 20).to_le_bytes());
     s.extend(std::iter::repeat_n(b'a', 2 << 20));
     s.push(b'.');
-    let e = unpickle(&s, Budget::mib(1))
+    let e = unpickle(&s, ReadLimits::mib(1))
         .map(drop)
         .unwrap_err()
         .to_string();
@@ -164,7 +164,7 @@ fn tensors_are_charged_by_shape_before_decoding() {
         size: vec![1_000_000, 1_000_000].into(),
         stride: vec![0, 0].into(),
     };
-    let mut meter = Meter::new(Budget::mib(8));
+    let mut meter = Meter::new(ReadLimits::mib(8));
     let e = tensor_f64(&t, Dtype::I64, &[0; 8], &mut meter, "x").unwrap_err();
     assert!(matches!(e, Error::Limit(_)), "{e}");
     let t = Tensor {

@@ -279,7 +279,7 @@ fn ranks_of(names: &[&str]) -> Result<Option<Vec<u32>>> {
 /// let mut file = (header.len() as u64).to_le_bytes().to_vec();
 /// file.extend_from_slice(header);
 /// for c in [2i32, 0, 1] { file.extend_from_slice(&c.to_le_bytes()); }
-/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
 /// let s = read_statistics(&[("rank0.safetensors", &file)], &mut meter)?;
 /// assert_eq!(s.trace.layer_ids(), &[3]);
 /// assert_eq!(s.iterations, [7]);
@@ -484,7 +484,7 @@ pub struct Cooccurrence {
 /// let mut file = (header.len() as u64).to_le_bytes().to_vec();
 /// file.extend_from_slice(header);
 /// for c in [1i32, 1, 1, 1] { file.extend_from_slice(&c.to_le_bytes()); }
-/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
 /// let a = read_cooccurrence(&[("cooccurrence_rank0.safetensors", &file)], &mut meter)?;
 /// assert_eq!(a.layer_ids, [2]);
 /// assert_eq!(a.matrices[0], ndarray::array![[0.0, 1.0], [1.0, 0.0]]);
@@ -509,7 +509,7 @@ pub fn read_cooccurrence<N: AsRef<str>, B: AsRef<[u8]>>(
 /// file.extend_from_slice(header);
 /// for c in [1i32, 1, 1, 1] { file.extend_from_slice(&c.to_le_bytes()); }
 /// let files = [("cooccurrence_rank0.safetensors", &file)];
-/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
 /// assert_eq!(read_cooccurrence_in(&files, 5..=7, &mut meter)?.matrices[0][[0, 1]], 1.0);
 /// assert!(read_cooccurrence_in(&files, 0..=6, &mut meter).is_err()); // none left
 /// # Ok::<(), moeplan::Error>(())

@@ -160,7 +160,7 @@ pub(crate) fn read_placement_yaml(bytes: &[u8], meter: &mut crate::Meter) -> Res
 /// let t = Topology::new(1, 2)?;
 /// let plan = eplb::base(&trace, t, 1)?;
 /// let yaml = write_placement(&plan, None)?;
-/// let mut meter = moeplan::Meter::new(moeplan::Budget::default());
+/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
 /// let (read, assumed) = read_placement(yaml.as_bytes(), Some(t), &[3, 5], 4, &mut meter)?;
 /// assert_eq!((read.layers(), assumed), (plan.layers(), false));
 /// # Ok::<(), moeplan::Error>(())

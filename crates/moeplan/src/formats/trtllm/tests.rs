@@ -33,7 +33,7 @@ fn ranks_sum_and_stay_apart() {
         ("5_1", "I64", &[3], i64s(&[0, 0, 7])),
     ]);
     let r2 = file(&[("4_1", "I64", &[3], i64s(&[10, 0, 0]))]);
-    let mut m = crate::Meter::new(crate::Budget::default());
+    let mut m = crate::Meter::new(crate::ReadLimits::default());
     let s = read_statistics(
         &[("rank0.safetensors", &r0), ("rank2.safetensors", &r2)],
         &mut m,
@@ -54,7 +54,7 @@ fn a_missing_layer_and_a_bad_key_are_named() {
         ("4_1", "I64", &[2], i64s(&[1, 2])),
         ("5_2", "I64", &[2], i64s(&[1, 2])),
     ]);
-    let mut m = crate::Meter::new(crate::Budget::default());
+    let mut m = crate::Meter::new(crate::ReadLimits::default());
     let e = read_statistics(&[("rank0.safetensors", &f)], &mut m).unwrap_err();
     assert!(
         e.to_string()
@@ -70,9 +70,9 @@ fn a_missing_layer_and_a_bad_key_are_named() {
 fn per_rank_counts_are_dropped_past_the_budget_not_the_trace() {
     let f = file(&[("0_0", "I64", &[4], i64s(&[1, 2, 3, 4]))]);
     // room for the header and the 4 summed counts, not 1000 ranks × 4
-    let budget = crate::Budget {
+    let budget = crate::ReadLimits {
         max_bytes: 4096,
-        ..crate::Budget::default()
+        ..crate::ReadLimits::default()
     };
     let mut m = crate::Meter::new(budget);
     let s = read_statistics(&[("rank999.safetensors", &f)], &mut m).unwrap();
@@ -84,7 +84,7 @@ fn per_rank_counts_are_dropped_past_the_budget_not_the_trace() {
 fn yaml_aliases_cannot_build_past_the_text() {
     let yaml =
         b"num_slots: 2\nx: &a [0, 1]\ninitial_global_assignments:\n  0: *a\n  1: *a\n  2: *a\n";
-    let mut m = crate::Meter::new(crate::Budget::default());
+    let mut m = crate::Meter::new(crate::ReadLimits::default());
     let e = read_placement_yaml(yaml, &mut m).unwrap_err();
     assert!(e.to_string().contains("aliases"), "{e}");
 }
@@ -122,7 +122,7 @@ fn is_placement_looks_for_the_top_level_keys() {
 #[test]
 fn read_placement_yaml_reads_slots_and_refuses_a_bad_count() {
     let yaml = b"initial_global_assignments:\n  3: [0, 1, 1, 2]\nlayer_updates_per_iter: 0\nnum_slots: 4\n";
-    let mut meter = crate::Meter::new(crate::Budget::default());
+    let mut meter = crate::Meter::new(crate::ReadLimits::default());
     let p = read_placement_yaml(yaml, &mut meter).unwrap();
     assert_eq!((p.num_slots, p.assignments[&3].len()), (4, 4));
     let bad = b"num_slots: four\ninitial_global_assignments: {}\n";
