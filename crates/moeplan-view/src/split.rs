@@ -346,7 +346,7 @@ impl Workspace {
         let schedule = Schedule::join(schedules)?;
         let steps = Steps::join(steps)?;
         let s = Arc::new(Scheduled {
-            judged: self.judge.schedule_replayed(&base, schedule, &steps)?,
+            judged: self.judge.schedule_joined(&base, schedule, &steps)?,
         });
         self.schedules.retain(|(i, k, ..)| !(*i == id && *k == key));
         self.schedules.push((id, key, s, notes));

@@ -341,7 +341,7 @@ impl Judge {
 
     /// [`Judge::schedule`] from its replay made in parts
     /// ([`super::judge_pairs_replayed`]): the same verdict to the bit.
-    pub fn schedule_replayed(
+    pub fn schedule_joined(
         &self,
         base: &Plan,
         schedule: Schedule,
