@@ -477,7 +477,7 @@ fn planners_are_listed_once() {
 /// `mod`, `const`, `type`; not `pub(crate)`), test modules left out. The
 /// ceiling only comes down: a change that adds to the door makes another
 /// item `pub(crate)` in its place. Issue 48 aims at 350.
-const PUB_ITEMS_CEILING: usize = 748;
+const PUB_ITEMS_CEILING: usize = 745;
 
 /// The core's `pub` items, counted as [`PUB_ITEMS_CEILING`] says.
 fn pub_items() -> usize {

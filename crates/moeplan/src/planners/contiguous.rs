@@ -44,7 +44,7 @@ fn place(layer_ids: &[u32], e: usize, topology: Topology) -> Result<Plan> {
 
 /// The registry's contiguous placement.
 #[derive(Debug, Clone, Copy)]
-pub struct ContiguousPlanner;
+pub(crate) struct ContiguousPlanner;
 
 /// Its registry entry, data only ([`crate::planners::SPECS`] lists it).
 pub(crate) const SPEC: PlannerSpec = PlannerSpec {

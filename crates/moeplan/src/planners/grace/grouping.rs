@@ -501,7 +501,7 @@ pub fn knee(points: &[RatioPoint]) -> Option<usize> {
 
 /// Clusters a node's experts over its GPUs: called with the node's experts
 /// (global ids), their affinity sub-matrix and `G`; returns labels `0..G`.
-pub type Clusterer<'a> = dyn FnMut(&[usize], &Array2<f64>, usize) -> Result<Vec<usize>> + 'a;
+pub(crate) type Clusterer<'a> = dyn FnMut(&[usize], &Array2<f64>, usize) -> Result<Vec<usize>> + 'a;
 
 /// Hierarchical grouping for `topology` (`N` nodes × `G` GPUs): the experts
 /// are split over nodes by `node_labels` (`0..N`, fully non-uniform spectral

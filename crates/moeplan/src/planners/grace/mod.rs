@@ -494,7 +494,7 @@ impl GraceOptions {
 
 /// The registry's GRACE.
 #[derive(Debug, Clone, Copy)]
-pub struct GracePlanner;
+pub(crate) struct GracePlanner;
 
 /// Its registry entry, data only ([`crate::planners::SPECS`] lists it).
 pub(crate) const SPEC: PlannerSpec = PlannerSpec {
