@@ -610,6 +610,9 @@ async function main() {
           return t && Number(t[1]) !== b && document.querySelector("#status")?.classList.contains("ready");
         }, was, { timeout: 300000 });
       };
+      check("the expert size is the trace's model by default (the generated DeepSeek-V3)",
+        (await page.$eval("#mem", (e) => e.value)) === "" && /GiB/.test(await text(page, "#row-craft")),
+        `${JSON.stringify(await page.$eval("#mem", (e) => e.value))} · ${await text(page, "#row-craft")}`);
       const v3Gb = await crossGb();
       const replicas = await text(page, "#replicas-craft");
       await modelTo("qwen3-30b-a3b", v3Gb);

@@ -7,17 +7,23 @@ use leptos::prelude::*;
 
 use crate::board::Board;
 use crate::charts;
-use crate::settings::Settings;
 
 /// Every plan the workspace shows (BASE, EPLB, CRAFT, …) side by side.
 #[component]
-pub fn Summary(board: Board, settings: RwSignal<Settings>) -> impl IntoView {
+pub fn Summary(board: Board) -> impl IntoView {
     let names = Memo::new(move |_| {
         board
             .frame
             .with(|f| f.as_ref().map(|f| f.plans.clone()).unwrap_or_default())
     });
-    let expert_bytes = Memo::new(move |_| settings.with(Settings::expert_bytes));
+    // Replica memory in the judged model's experts (the frame says which).
+    let expert_bytes = Memo::new(move |_| {
+        board.frame.with(|f| {
+            f.as_ref()
+                .and_then(|f| moeplan::data::model::preset(&f.model).ok())
+                .map_or(0, |p| p.expert_bytes())
+        })
+    });
     view! {
         <table class="summary" id="summary">
             <caption id="summary-caption">{move || format!("measured under dispatch rule: {}", board.rule.get())}</caption>

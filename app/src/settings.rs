@@ -73,7 +73,10 @@ pub struct Settings {
     pub replicas_per_gpu: Option<usize>,
     /// Layer index shown in the placement view.
     pub layer: usize,
-    /// Model whose expert size prices replica memory.
+    /// The model every plan is judged on (its sizes price replica memory,
+    /// the traffic's bytes, the copies and the time); empty: the trace's,
+    /// else DeepSeek-V3 (`moeplan::judge::ModelChoice`, the worker's
+    /// judge chooses; the view says which, [`crate::protocol::Frame::model`]).
     pub memory_model: String,
     /// The dispatch rule the plans are measured under ([`moeplan::judge::Rule`]'s name).
     pub rule: String,
@@ -118,7 +121,7 @@ impl Default for Settings {
             groups: 8,
             replicas_per_gpu: None,
             layer: 0,
-            memory_model: moeplan::judge::DEFAULT_MODEL.into(),
+            memory_model: String::new(),
             rule: "even".into(),
             libra_n: default_count(&EXTRA_EXPERTS_PER_GPU),
             predictor: PREDICTOR.default.to_string(),
@@ -176,7 +179,9 @@ impl Settings {
                 "r" if v == "auto" => s.replicas_per_gpu = None,
                 "r" => s.replicas_per_gpu = v.parse().ok().or(s.replicas_per_gpu),
                 "layer" => s.layer = v.parse().unwrap_or(0),
-                "mem" if model::preset(v).is_ok() => s.memory_model = v.to_ascii_lowercase(),
+                "mem" if v.is_empty() || model::preset(v).is_ok() => {
+                    s.memory_model = v.to_ascii_lowercase()
+                }
                 "rule" if dispatch_rule(v).is_ok() => s.rule = v.to_string(),
                 "hw" if moeplan::data::hardware::preset(v).is_ok() => {
                     s.hardware = v.to_ascii_lowercase()
@@ -284,11 +289,6 @@ impl Settings {
             gpus_per_node: self.gpus_per_node,
             groups: self.groups,
         }
-    }
-
-    /// Bytes one expert of the memory model takes.
-    pub fn expert_bytes(&self) -> u64 {
-        model::preset(&self.memory_model).map_or(0, |p| p.expert_bytes())
     }
 }
 

@@ -449,6 +449,10 @@ pub struct Frame {
     pub focus: String,
     /// CRAFT's automatic choice of R.
     pub auto_replicas_per_gpu: usize,
+    /// The model every figure is judged on (the page's ask, else the
+    /// trace's, else DeepSeek-V3): its experts price replica memory.
+    #[serde(default)]
+    pub model: String,
     /// CRAFT's balancedness-vs-R curve.
     pub curve: Vec<CurvePoint>,
 }

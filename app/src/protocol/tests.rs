@@ -48,6 +48,7 @@ fn full() -> Response {
                 }],
                 focus: "craft".into(),
                 auto_replicas_per_gpu: 2,
+                model: "deepseek-v3".into(),
                 curve: vec![CurvePoint {
                     replicas_per_gpu: 1,
                     replicas: 2,

@@ -140,6 +140,9 @@ pub fn App() -> impl IntoView {
                     <p class="or">"or generate one with a real model's shape:"</p>
                     <label for="preset">"Model"</label>
                     <select id="preset" on:change=move |ev| settings.update(|s| s.preset = event_target_value(&ev))>
+                        <option value="" selected=move || memory_model.with(String::is_empty)>
+                            "the trace's model (else DeepSeek-V3)"
+                        </option>
                         {PRESETS.iter().map(|p| view! {
                             <option value=p.name selected=move || preset.with(|x| x == p.name)>{p.display}</option>
                         }).collect_view()}
@@ -191,6 +194,9 @@ pub fn App() -> impl IntoView {
                         // worker plans the cluster again on it.
                         ctx.send(Kind::Model, None, None, None, None);
                     }>
+                        <option value="" selected=move || memory_model.with(String::is_empty)>
+                            "the trace's model (else DeepSeek-V3)"
+                        </option>
                         {PRESETS.iter().map(|p| view! {
                             <option value=p.name selected=move || memory_model.with(|x| x == p.name)>
                                 {format!("{} ({:.0} MiB)", p.display, p.expert_bytes() as f64 / (1 << 20) as f64)}
@@ -340,7 +346,7 @@ pub fn App() -> impl IntoView {
             </aside>
             <section class="figures">
                 <Show when=move || board.frame.with(Option::is_some)>
-                    <Summary board settings/>
+                    <Summary board/>
                     <Scope board/>
                     <CostPanel board/>
                     <TrafficPanel board/>
@@ -621,8 +627,8 @@ pub(crate) fn placement_figure(ctx: Ctx, slider: bool) -> impl IntoView {
 
 /// The summary table of every plan shown.
 pub(crate) fn summary_table(ctx: Ctx) -> impl IntoView {
-    let (board, settings) = (ctx.board, ctx.settings);
-    view! { <Summary board settings/> }
+    let board = ctx.board;
+    view! { <Summary board/> }
 }
 
 /// Where each plan's dispatch traffic goes.

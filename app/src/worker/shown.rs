@@ -38,6 +38,7 @@ impl Shown {
                 planner_notes: v.planner_notes.clone(),
                 focus: v.focus.clone(),
                 auto_replicas_per_gpu: v.auto_replicas_per_gpu,
+                model: v.model.clone(),
                 curve: v
                     .curve
                     .iter()

@@ -132,6 +132,11 @@ pub struct View {
     pub replicas_per_gpu: usize,
     /// CRAFT's automatic choice.
     pub auto_replicas_per_gpu: usize,
+    /// The model every figure is judged on (asked, else the trace's, else
+    /// DeepSeek-V3): its sizes price the traffic's bytes, the copies,
+    /// replica memory and the time.
+    #[serde(default)]
+    pub model: String,
     /// CRAFT's balancedness-vs-R curve.
     pub curve: Vec<CurvePoint>,
     /// CRAFT's load per GPU and layer over all batches, relative to the
@@ -343,6 +348,7 @@ impl Workspace {
                 .unwrap_or_default(),
             replicas_per_gpu: focus.budget.unwrap_or(0),
             auto_replicas_per_gpu: self.auto_r,
+            model: self.judge.model().preset.name.to_string(),
             curve: self.curve.clone(),
             heat: self.heat(&focus.plan),
             layer: self.layer_view(&focus.plan, layer),
