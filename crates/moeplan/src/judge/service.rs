@@ -197,8 +197,8 @@ impl Judge {
         if self.work.num_sources().is_none() {
             return Ok(None);
         }
-        if let Some(one) = self.one_batch.get() {
-            return Ok(Some(one.clone()));
+        if let Some(one) = self.one_batch_made() {
+            return Ok(Some(one));
         }
         let one = Arc::new(self.work.one_batch()?);
         Ok(Some(self.one_batch.get_or_init(|| one).clone()))
@@ -316,12 +316,9 @@ impl Judge {
         if let Some(Kept::Prediction(p)) = self.kept(&key) {
             return Ok(p.as_ref().clone());
         }
-        let mean = match self.mean.get() {
-            Some(m) => m,
-            None => self
-                .mean
-                .get_or_init(|| Workload::new(self.trace().mean_batch())),
-        };
+        let mean = self
+            .mean
+            .get_or_init(|| Workload::new(self.trace().mean_batch()));
         let served = Served::Plan { plan, rule };
         let p = super::price(mean, served, &self.cost, pricing)?;
         self.keep(key, Kept::Prediction(Arc::new(p.clone())));
