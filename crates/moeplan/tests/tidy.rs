@@ -29,7 +29,12 @@ fn module_code(p: &Path) -> Option<String> {
         return None;
     }
     let text = std::fs::read_to_string(p).unwrap();
-    let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+    // Unit tests and the examples of items below the door are test code.
+    let code = ["#[cfg(test)]\nmod tests", "#[cfg(test)]\nmod examples"]
+        .iter()
+        .filter_map(|m| text.find(m))
+        .min()
+        .map_or(text.as_str(), |end| &text[..end]);
     Some(code.to_string())
 }
 

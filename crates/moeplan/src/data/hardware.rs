@@ -586,16 +586,7 @@ impl Hardware {
 
     /// Tensor throughput for weights of `bytes_per_weight` bytes: FP8
     /// weights run on the FP8 peak where the GPU has one, else on BF16.
-    ///
-    /// ```
-    /// let h = moeplan::data::hardware::preset("h100-ib-ndr")?;
-    /// assert_eq!(h.tflops_for(1), 1979.0);
-    /// assert_eq!(h.tflops_for(2), 989.5);
-    /// let a = moeplan::data::hardware::preset("a100-80g-efa")?;
-    /// assert_eq!(a.tflops_for(1), 312.0); // no FP8 tensor cores
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn tflops_for(&self, bytes_per_weight: usize) -> f64 {
+    pub(crate) fn tflops_for(&self, bytes_per_weight: usize) -> f64 {
         if bytes_per_weight == 1 && self.gpu.fp8_tflops > 0.0 {
             self.gpu.fp8_tflops
         } else {
@@ -641,4 +632,21 @@ pub fn preset(name: &str) -> Result<&'static Hardware> {
                 names.join(", ")
             ))
         })
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn tflops_for() {
+        (|| {
+            let h = crate::data::hardware::preset("h100-ib-ndr")?;
+            assert_eq!(h.tflops_for(1), 1979.0);
+            assert_eq!(h.tflops_for(2), 989.5);
+            let a = crate::data::hardware::preset("a100-80g-efa")?;
+            assert_eq!(a.tflops_for(1), 312.0); // no FP8 tensor cores
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
 }

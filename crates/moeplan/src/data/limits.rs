@@ -101,7 +101,7 @@ impl Meter {
     }
 
     /// The budget this meter counts against.
-    pub fn budget(&self) -> ReadLimits {
+    pub(crate) fn budget(&self) -> ReadLimits {
         self.budget
     }
 
@@ -111,14 +111,7 @@ impl Meter {
     }
 
     /// Charges `n` bytes about to be materialised for `what`.
-    ///
-    /// ```
-    /// let mut m = moeplan::Meter::new(moeplan::ReadLimits::mib(1));
-    /// assert!(m.bytes(1 << 19, "half").is_ok());
-    /// let e = m.bytes(1 << 20, "a member").unwrap_err().to_string();
-    /// assert!(e.contains("a member needs more than the 1 MiB reading limit"), "{e}");
-    /// ```
-    pub fn bytes(&mut self, n: u64, what: &str) -> Result<()> {
+    pub(crate) fn bytes(&mut self, n: u64, what: &str) -> Result<()> {
         match self.bytes.checked_add(n) {
             Some(total) if total <= self.budget.max_bytes => {
                 self.bytes = total;
@@ -129,13 +122,7 @@ impl Meter {
     }
 
     /// Charges `n` values of `each` bytes for `what` (both budgets).
-    ///
-    /// ```
-    /// let mut m = moeplan::Meter::new(moeplan::ReadLimits::mib(1));
-    /// assert!(m.values(1000, 8, "counts").is_ok());
-    /// assert!(m.values(u64::MAX / 4, 8, "a shape").is_err());
-    /// ```
-    pub fn values(&mut self, n: u64, each: u64, what: &str) -> Result<()> {
+    pub(crate) fn values(&mut self, n: u64, each: u64, what: &str) -> Result<()> {
         match self.values.checked_add(n) {
             Some(total) if total <= self.budget.max_values => {
                 let bytes = n
@@ -150,13 +137,7 @@ impl Meter {
     }
 
     /// Checks a nesting depth for `what`.
-    ///
-    /// ```
-    /// let m = moeplan::Meter::new(moeplan::ReadLimits::default());
-    /// assert!(m.depth(3, "an array").is_ok());
-    /// assert!(m.depth(1000, "an array").unwrap_err().to_string().contains("nests deeper"));
-    /// ```
-    pub fn depth(&self, depth: u32, what: &str) -> Result<()> {
+    pub(crate) fn depth(&self, depth: u32, what: &str) -> Result<()> {
         if depth > self.budget.max_depth {
             Err(Error::Limit(format!(
                 "{what} nests deeper than {} levels",
@@ -205,11 +186,8 @@ impl Meter {
 /// building anything, so a JSON reader can charge what parsing will build
 /// before parsing. Strings are skipped (escapes included); anything that is
 /// not JSON is left for the parser to reject.
-///
-/// ```
-/// assert_eq!(moeplan::data::limits::json_shape(br#"{"a": [[1, 2.5e3], [-3]], "s": "[1,2]"}"#), (3, 3));
-/// ```
-pub fn json_shape(bytes: &[u8]) -> (u64, u32) {
+#[cfg(test)]
+pub(crate) fn json_shape(bytes: &[u8]) -> (u64, u32) {
     json_shape_within(bytes, u32::MAX)
 }
 
@@ -450,5 +428,44 @@ mod tests {
         );
         assert_eq!(yaml_flow_depth(br#"a: ["]]]", [[1]]]"#, 64), 3); // quoted brackets close nothing
         assert_eq!(yaml_flow_depth(&[b'['; 1 << 20], 64), 65); // stops at the first level too deep
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn bytes() {
+        let mut m = crate::Meter::new(crate::ReadLimits::mib(1));
+        assert!(m.bytes(1 << 19, "half").is_ok());
+        let e = m.bytes(1 << 20, "a member").unwrap_err().to_string();
+        assert!(
+            e.contains("a member needs more than the 1 MiB reading limit"),
+            "{e}"
+        );
+    }
+    #[test]
+    fn values() {
+        let mut m = crate::Meter::new(crate::ReadLimits::mib(1));
+        assert!(m.values(1000, 8, "counts").is_ok());
+        assert!(m.values(u64::MAX / 4, 8, "a shape").is_err());
+    }
+    #[test]
+    fn depth() {
+        let m = crate::Meter::new(crate::ReadLimits::default());
+        assert!(m.depth(3, "an array").is_ok());
+        assert!(
+            m.depth(1000, "an array")
+                .unwrap_err()
+                .to_string()
+                .contains("nests deeper")
+        );
+    }
+    #[test]
+    fn json_shape() {
+        assert_eq!(
+            crate::data::limits::json_shape(br#"{"a": [[1, 2.5e3], [-3]], "s": "[1,2]"}"#),
+            (3, 3)
+        );
     }
 }

@@ -4,12 +4,12 @@
 
 pub(crate) mod cache;
 pub mod hardware;
-pub mod limits;
+pub(crate) mod limits;
 pub mod model;
 pub mod plan;
 mod provenance;
 pub mod topology;
 pub mod trace;
-pub mod workload;
+pub(crate) mod workload;
 
 pub use workload::Workload;

@@ -67,25 +67,15 @@ impl ModelPreset {
     }
 
     /// Parameters in all, billions: the routed experts and the rest.
-    ///
-    /// ```
-    /// let v3 = moeplan::data::model::preset("deepseek-v3")?;
-    /// assert!((v3.total_params_b() - 671.0).abs() < 1.0); // the card's 671 B
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn total_params_b(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn total_params_b(&self) -> f64 {
         self.non_routed_params_m as f64 / 1e3
             + (self.moe_layers() * self.experts) as f64 * self.expert_params() as f64 / 1e9
     }
 
     /// Parameters one token activates, billions.
-    ///
-    /// ```
-    /// let v3 = moeplan::data::model::preset("deepseek-v3")?;
-    /// assert!((v3.active_params_b() - 37.0).abs() < 1.0); // the card's 37 B
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn active_params_b(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn active_params_b(&self) -> f64 {
         self.non_routed_params_m as f64 / 1e3
             + (self.moe_layers() * self.top_k) as f64 * self.expert_params() as f64 / 1e9
     }
@@ -241,4 +231,27 @@ pub fn preset(name: &str) -> Result<&'static ModelPreset> {
                 names.join(", ")
             ))
         })
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn total_params_b() {
+        (|| {
+            let v3 = crate::data::model::preset("deepseek-v3")?;
+            assert!((v3.total_params_b() - 671.0).abs() < 1.0); // the card's 671 B
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn active_params_b() {
+        (|| {
+            let v3 = crate::data::model::preset("deepseek-v3")?;
+            assert!((v3.active_params_b() - 37.0).abs() < 1.0); // the card's 37 B
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
 }

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 pub use super::provenance::{Provenance, Scope, TraceRef, fingerprint};
 
 /// Most slots (experts + replicas over all GPUs) one layer may have.
-pub const MAX_SLOTS_PER_LAYER: usize = 1 << 20;
+pub(crate) const MAX_SLOTS_PER_LAYER: usize = 1 << 20;
 
 /// Where the copies of one layer's experts live.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -422,7 +422,7 @@ impl Plan {
 
     /// Per layer, the logical expert of every physical slot, GPU-major
     /// (GPU `g` owns slots `g·S .. (g+1)·S`).
-    pub fn physical_to_logical(&self) -> Vec<Vec<u32>> {
+    pub(crate) fn physical_to_logical(&self) -> Vec<Vec<u32>> {
         self.layers
             .iter()
             .map(|l| l.gpus.iter().flatten().copied().collect())

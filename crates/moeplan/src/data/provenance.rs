@@ -78,15 +78,6 @@ pub struct Provenance {
 
 impl Provenance {
     /// A plan made on `planned` batches of `trace`.
-    ///
-    /// ```
-    /// use moeplan::{data::plan::Provenance, LoadTrace};
-    /// use ndarray::Array3;
-    /// let t = LoadTrace::new(Array3::from_elem((4, 1, 2), 1.0), vec![0])?;
-    /// assert_eq!(Provenance::of(&t, 0..4)?.traces[0].batches, 4);
-    /// assert!(Provenance::of(&t, 0..5).is_err());
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     pub fn of(trace: &LoadTrace, planned: std::ops::Range<usize>) -> Result<Provenance> {
         let r = TraceRef {
             fingerprint: fingerprint(trace),
@@ -101,17 +92,7 @@ impl Provenance {
 
     /// A plan made on every batch of several traces, each with its share
     /// of the mix (`weights`, one per trace).
-    ///
-    /// ```
-    /// use moeplan::{data::plan::Provenance, LoadTrace};
-    /// use ndarray::Array3;
-    /// let a = LoadTrace::new(Array3::from_elem((1, 1, 2), 1.0), vec![0])?;
-    /// let b = LoadTrace::new(Array3::from_elem((1, 1, 2), 3.0), vec![0])?;
-    /// let p = Provenance::of_all(&[&a, &b], &[0.5, 0.5])?;
-    /// assert_eq!(p.traces.len(), 2);
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn of_all(traces: &[&LoadTrace], weights: &[f64]) -> Result<Provenance> {
+    pub(crate) fn of_all(traces: &[&LoadTrace], weights: &[f64]) -> Result<Provenance> {
         if traces.len() != weights.len() {
             return Err(Error::Argument(format!(
                 "{} weights for {} traces",
@@ -137,7 +118,7 @@ impl Provenance {
     /// Checks what a file may claim: at least one trace, planned batch
     /// ranges non-empty and inside their trace, weights finite and
     /// non-negative.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.traces.is_empty() {
             return Err(Error::Plan("provenance lists no trace".into()));
         }
@@ -300,5 +281,35 @@ impl std::fmt::Display for Scope {
                 }
             ),
         }
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn of() {
+        (|| {
+            use crate::{LoadTrace, data::plan::Provenance};
+            use ndarray::Array3;
+            let t = LoadTrace::new(Array3::from_elem((4, 1, 2), 1.0), vec![0])?;
+            assert_eq!(Provenance::of(&t, 0..4)?.traces[0].batches, 4);
+            assert!(Provenance::of(&t, 0..5).is_err());
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn of_all() {
+        (|| {
+            use crate::{LoadTrace, data::plan::Provenance};
+            use ndarray::Array3;
+            let a = LoadTrace::new(Array3::from_elem((1, 1, 2), 1.0), vec![0])?;
+            let b = LoadTrace::new(Array3::from_elem((1, 1, 2), 3.0), vec![0])?;
+            let p = Provenance::of_all(&[&a, &b], &[0.5, 0.5])?;
+            assert_eq!(p.traces.len(), 2);
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
     }
 }

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 
 /// Largest cluster accepted: far above any deployed expert-parallel group,
 /// low enough that per-GPU buffers never become an allocation hazard.
-pub const MAX_GPUS: usize = 1 << 16;
+pub(crate) const MAX_GPUS: usize = 1 << 16;
 
 /// A validated cluster shape. Construct with [`Topology::new`]; fields are
 /// private so an invalid topology cannot exist.

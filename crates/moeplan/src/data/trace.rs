@@ -16,7 +16,7 @@ use crate::data::cache::Shared;
 use crate::error::{Error, Result};
 
 /// Most experts per layer accepted; real models have at most a few hundred.
-pub const MAX_EXPERTS: usize = 1 << 16;
+pub(crate) const MAX_EXPERTS: usize = 1 << 16;
 /// Most MoE layers accepted.
 pub(crate) const MAX_LAYERS: usize = 1 << 12;
 

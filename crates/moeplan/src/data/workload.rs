@@ -373,22 +373,7 @@ impl Workload {
     /// arrival stays even). Under a rule whose split of an expert's pairs
     /// does not depend on the batch (`even`), the pair traffic of this one
     /// batch is the sum of the batches', at `1 / B` of a replay's cost.
-    ///
-    /// ```
-    /// use moeplan::judge::{simulate, CostModel, Rule, Strategy};
-    /// use moeplan::{Workload, data::model::preset, planners::contiguous::contiguous, data::topology::Topology};
-    /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
-    /// let tokens = generate_tokens(&TokenGenConfig::new(preset("deepseek-v2-lite")?, 512))?;
-    /// let work = Workload::from_tokens(tokens, 128)?;
-    /// let one = work.one_batch()?;
-    /// assert_eq!((one.trace().num_batches(), one.num_sources()), (1, work.num_sources()));
-    /// let s = Strategy::fixed(contiguous(work.trace(), Topology::new(2, 4)?)?, Rule::Even);
-    /// let (all, summed) = (simulate(&work, &s, &CostModel::default())?, simulate(&one, &s, &CostModel::default())?);
-    /// assert!((all.traffic.cross_node - summed.traffic.cross_node).abs() < 1e-9 * all.traffic.pairs);
-    /// assert_eq!(all.traffic.pairs, summed.traffic.pairs);
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn one_batch(&self) -> Result<Workload> {
+    pub(crate) fn one_batch(&self) -> Result<Workload> {
         let trace = self.trace.summed_batch();
         let (l_n, e_n) = (trace.num_layers(), trace.num_experts());
         let by_source = match &self.sources {
@@ -702,5 +687,40 @@ mod tests {
         }
         assert_eq!(checked, b * l);
         assert!(w.with_sources_on(0).is_err());
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn one_batch() {
+        (|| {
+            use crate::judge::{CostModel, Rule, Strategy, simulate};
+            use crate::synth::token_generator::{TokenGenConfig, generate_tokens};
+            use crate::{
+                Workload, data::model::preset, data::topology::Topology,
+                planners::contiguous::contiguous,
+            };
+            let tokens = generate_tokens(&TokenGenConfig::new(preset("deepseek-v2-lite")?, 512))?;
+            let work = Workload::from_tokens(tokens, 128)?;
+            let one = work.one_batch()?;
+            assert_eq!(
+                (one.trace().num_batches(), one.num_sources()),
+                (1, work.num_sources())
+            );
+            let s = Strategy::fixed(contiguous(work.trace(), Topology::new(2, 4)?)?, Rule::Even);
+            let (all, summed) = (
+                simulate(&work, &s, &CostModel::default())?,
+                simulate(&one, &s, &CostModel::default())?,
+            );
+            assert!(
+                (all.traffic.cross_node - summed.traffic.cross_node).abs()
+                    < 1e-9 * all.traffic.pairs
+            );
+            assert_eq!(all.traffic.pairs, summed.traffic.pairs);
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
     }
 }

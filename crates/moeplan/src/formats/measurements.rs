@@ -20,7 +20,7 @@ use crate::judge::calibrate::Measurement;
 pub const MAX_BYTES: u64 = 16 << 20;
 
 /// The most measurements one file may hold.
-pub const MAX_ROWS: usize = 200_000;
+pub(crate) const MAX_ROWS: usize = 200_000;
 
 const WHAT: &str = "measurements JSON";
 

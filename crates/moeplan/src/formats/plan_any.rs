@@ -39,13 +39,8 @@ impl PlanFormat {
     /// Whether the file says how many GPUs there are (moeplan JSON also
     /// says how they form nodes). Files that do not need a topology from
     /// the context.
-    ///
-    /// ```
-    /// use moeplan::formats::PlanFormat;
-    /// assert!(PlanFormat::Moeplan.holds_gpu_count());
-    /// assert!(!PlanFormat::Sglang.holds_gpu_count());
-    /// ```
-    pub fn holds_gpu_count(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn holds_gpu_count(&self) -> bool {
         matches!(self, PlanFormat::Moeplan | PlanFormat::VllmAscend)
     }
 }
@@ -506,5 +501,16 @@ mod tests {
         ctx.budget = crate::ReadLimits::mib(0);
         let err = read_any_plan(json.as_bytes(), &ctx).unwrap_err();
         assert!(matches!(err, Error::Limit(_)), "{err}");
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn holds_gpu_count() {
+        use crate::formats::PlanFormat;
+        assert!(PlanFormat::Moeplan.holds_gpu_count());
+        assert!(!PlanFormat::Sglang.holds_gpu_count());
     }
 }

@@ -109,12 +109,7 @@ pub(crate) fn from_counts_value(lc: &Value) -> Result<LoadTrace> {
 /// 1,000 steps unless set), zeros where no pass was recorded, and every
 /// recorded pass routes tokens in every MoE layer. Read as batches, the
 /// empty slots would each count as a perfectly balanced batch.
-///
-/// ```
-/// let a = ndarray::Array3::from_shape_vec((3, 1, 2), vec![1.0, 2.0, 0.0, 0.0, 3.0, 0.0]).unwrap();
-/// assert_eq!(moeplan::formats::sglang::recorded_steps(&a), vec![0, 2]);
-/// ```
-pub fn recorded_steps(counts: &Array3<f64>) -> Vec<usize> {
+pub(crate) fn recorded_steps(counts: &Array3<f64>) -> Vec<usize> {
     counts
         .outer_iter()
         .enumerate()
@@ -590,5 +585,16 @@ mod tests {
         assert_eq!(rank_from_file_name("dumps/decode_Rank3.csv"), Some(3));
         assert_eq!(rank_from_file_name("counts-07.csv"), Some(7));
         assert_eq!(rank_from_file_name("counts.csv"), None);
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn recorded_steps() {
+        let a =
+            ndarray::Array3::from_shape_vec((3, 1, 2), vec![1.0, 2.0, 0.0, 0.0, 3.0, 0.0]).unwrap();
+        assert_eq!(crate::formats::sglang::recorded_steps(&a), vec![0, 2]);
     }
 }

@@ -90,23 +90,7 @@ pub(crate) fn kept_curve(trace: &LoadTrace, layer: usize, gpus: usize) -> Arc<Ve
 /// or more, so it holds for any split over the copies, Libra's
 /// rebalancing included. Errors where the placement does not cover the
 /// trace's batches and layers, as [`crate::judge::simulate`] does.
-///
-/// ```
-/// use moeplan::judge::bound::{layer_bound, per_batch_bound};
-/// use moeplan::judge::Placement;
-/// use moeplan::{planners::contiguous, LayerPlacement, LoadTrace, Plan, Topology};
-/// use ndarray::Array3;
-/// // batch 0: one hot expert; batch 1: the same, with a copy of it planned
-/// let t = LoadTrace::new(Array3::from_shape_vec((2, 1, 4), vec![6., 1., 1., 0., 6., 1., 1., 0.])?, vec![0])?;
-/// let base = contiguous(&t, Topology::new(1, 2)?)?;
-/// let copy = Plan::new(Topology::new(1, 2)?, 4, vec![LayerPlacement { layer: 0, gpus: vec![vec![0, 1], vec![2, 3, 0]] }], "x")?;
-/// let b = per_batch_bound(&t, &Placement::Schedule(vec![(0..1, base), (1..2, copy)]))?;
-/// // batch 0 at 0 replicas: 4 / 6; batch 1 at 1 replica: 4 / 4
-/// assert!((b[0] - (4.0 / 6.0 + 1.0) / 2.0).abs() < 1e-12);
-/// assert!(b[0] > layer_bound(&t, 0, 2, 0));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn per_batch_bound(
+pub(crate) fn per_batch_bound(
     trace: &LoadTrace,
     placement: &crate::judge::Placement,
 ) -> crate::Result<Vec<f64>> {
@@ -238,21 +222,7 @@ fn batch_curve(
 /// Packing-aware bound of one layer with `r` replicas (`E + r` slots in
 /// all), averaged over batches like [`layer_bound`], which it never
 /// exceeds beyond its bisection's rounding (a relative 1e-9). See [`packing_peak`] for what it adds.
-///
-/// ```
-/// use moeplan::judge::bound::{layer_bound, layer_packing_bound};
-/// use moeplan::LoadTrace;
-/// use ndarray::Array3;
-/// // 3 equal experts, 4 slots on 2 GPUs: a, b | a, c balances perfectly
-/// let t = LoadTrace::new(Array3::from_shape_vec((1, 1, 3), vec![1., 1., 1.]).unwrap(), vec![0])?;
-/// assert_eq!(layer_packing_bound(&t, 0, 2, 1), 1.0);
-/// // 5 experts of load 1 on 4 GPUs, no replica: one GPU holds two → 1.25 / 2
-/// let t = LoadTrace::new(Array3::from_elem((1, 1, 5), 1.0), vec![0])?;
-/// assert_eq!(layer_bound(&t, 0, 4, 0), 1.0);
-/// assert!((layer_packing_bound(&t, 0, 4, 0) - 0.625).abs() < 1e-6);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn layer_packing_bound(trace: &LoadTrace, layer: usize, gpus: usize, r: usize) -> f64 {
+pub(crate) fn layer_packing_bound(trace: &LoadTrace, layer: usize, gpus: usize, r: usize) -> f64 {
     let counts = trace.counts().index_axis(Axis(1), layer);
     let slots = trace.num_experts() + r;
     let mut sum = 0.0;
@@ -299,13 +269,7 @@ pub fn packing_balancedness(loads: &[f64], gpus: usize, slots: usize) -> f64 {
 /// fails is certainly below the optimum; the bisection returns the largest
 /// `T` seen to fail, or the mean or per-copy bound where larger.
 /// O(40 · 3 · E log E) when packing binds, O(E) otherwise.
-///
-/// ```
-/// use moeplan::judge::bound::packing_peak;
-/// // 5 equal experts on 4 GPUs, 5 slots: two copies of 1 share a GPU
-/// assert!((packing_peak(&[1.0; 5], 4, 5) - 2.0).abs() < 1e-6);
-/// ```
-pub fn packing_peak(loads: &[f64], gpus: usize, slots: usize) -> f64 {
+pub(crate) fn packing_peak(loads: &[f64], gpus: usize, slots: usize) -> f64 {
     let total: f64 = loads.iter().sum();
     let d = gpus.max(1);
     let mean = total / d as f64;
@@ -435,5 +399,66 @@ mod tests {
             }
         }
         assert_eq!(checked, 16 * (5 + 9 + 17 + 33 + 9 + 65));
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn per_batch_bound() {
+        (|| {
+            use crate::judge::Placement;
+            use crate::judge::bound::{layer_bound, per_batch_bound};
+            use crate::{LayerPlacement, LoadTrace, Plan, Topology, planners::contiguous};
+            use ndarray::Array3;
+            // batch 0: one hot expert; batch 1: the same, with a copy of it planned
+            let t = LoadTrace::new(
+                Array3::from_shape_vec((2, 1, 4), vec![6., 1., 1., 0., 6., 1., 1., 0.])?,
+                vec![0],
+            )?;
+            let base = contiguous(&t, Topology::new(1, 2)?)?;
+            let copy = Plan::new(
+                Topology::new(1, 2)?,
+                4,
+                vec![LayerPlacement {
+                    layer: 0,
+                    gpus: vec![vec![0, 1], vec![2, 3, 0]],
+                }],
+                "x",
+            )?;
+            let b = per_batch_bound(&t, &Placement::Schedule(vec![(0..1, base), (1..2, copy)]))?;
+            // batch 0 at 0 replicas: 4 / 6; batch 1 at 1 replica: 4 / 4
+            assert!((b[0] - (4.0 / 6.0 + 1.0) / 2.0).abs() < 1e-12);
+            assert!(b[0] > layer_bound(&t, 0, 2, 0));
+            Ok::<(), Box<dyn std::error::Error>>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn layer_packing_bound() {
+        (|| {
+            use crate::LoadTrace;
+            use crate::judge::bound::{layer_bound, layer_packing_bound};
+            use ndarray::Array3;
+            // 3 equal experts, 4 slots on 2 GPUs: a, b | a, c balances perfectly
+            let t = LoadTrace::new(
+                Array3::from_shape_vec((1, 1, 3), vec![1., 1., 1.]).unwrap(),
+                vec![0],
+            )?;
+            assert_eq!(layer_packing_bound(&t, 0, 2, 1), 1.0);
+            // 5 experts of load 1 on 4 GPUs, no replica: one GPU holds two → 1.25 / 2
+            let t = LoadTrace::new(Array3::from_elem((1, 1, 5), 1.0), vec![0])?;
+            assert_eq!(layer_bound(&t, 0, 4, 0), 1.0);
+            assert!((layer_packing_bound(&t, 0, 4, 0) - 0.625).abs() < 1e-6);
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn packing_peak() {
+        use crate::judge::bound::packing_peak;
+        // 5 equal experts on 4 GPUs, 5 slots: two copies of 1 share a GPU
+        assert!((packing_peak(&[1.0; 5], 4, 5) - 2.0).abs() < 1e-6);
     }
 }

@@ -474,7 +474,7 @@ impl Routes {
     /// layer's SGLang static map (`rank · E + e` → slot) for
     /// [`Rule::SglangStatic`]; `predicted` the GPUs' [`predicted_loads`]
     /// for GRACE's rules (empty for the others).
-    pub fn build(
+    pub(crate) fn build(
         &mut self,
         rule: Rule,
         view: &SlotTable,
@@ -608,7 +608,7 @@ impl Routes {
         }
     }
 
-    pub fn entries(&self, s: usize, e: usize) -> std::ops::Range<usize> {
+    pub(crate) fn entries(&self, s: usize, e: usize) -> std::ops::Range<usize> {
         let i = s * self.experts + e;
         self.start[i]..self.start[i + 1]
     }
@@ -628,7 +628,7 @@ pub(crate) struct EvenArrival {
 }
 
 impl EvenArrival {
-    pub fn build(&mut self, routes: &Routes, topology: Topology) {
+    pub(crate) fn build(&mut self, routes: &Routes, topology: Topology) {
         let d = topology.num_gpus();
         let gpn = topology.gpus_per_node();
         let e_n = routes.experts;

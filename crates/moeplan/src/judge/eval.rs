@@ -96,19 +96,7 @@ impl EvalReport {
     /// them (in one measured case, Libra's 0.897 above a static bound of
     /// 0.861). The packing-aware bound, which counts copies of an even
     /// split, is dropped.
-    ///
-    /// ```
-    /// use moeplan::{evaluate, planners::contiguous, BoundCounts, LoadTrace, Topology};
-    /// use ndarray::Array3;
-    /// let t = LoadTrace::new(Array3::from_shape_vec((1, 1, 2), vec![3.0, 1.0])?, vec![0])?;
-    /// let base = contiguous(&t, Topology::new(1, 2)?)?;
-    /// let mut report = evaluate(&t, &base)?;
-    /// assert_eq!(report.bound, 2.0 / 3.0);
-    /// report.bound_per_batch(&t, &moeplan::judge::Placement::Schedule(vec![(0..1, base)]))?;
-    /// assert_eq!((report.bound, report.bound_counts), (2.0 / 3.0, BoundCounts::CopiesPerBatch));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn bound_per_batch(
+    pub(crate) fn bound_per_batch(
         &mut self,
         trace: &LoadTrace,
         placement: &crate::judge::Placement,
@@ -371,15 +359,7 @@ impl Replay {
 /// mean over layers, summed in the simulator's order (so equal to
 /// [`crate::judge::simulate`]'s per-batch figures under `even` to the bit),
 /// without its traffic. O(B · L · slots).
-///
-/// ```
-/// use moeplan::{judge::eval::per_batch_imbalance, planners, LoadTrace, Topology};
-/// let t = LoadTrace::new(ndarray::Array3::from_shape_vec((2, 1, 2), vec![1.0, 1.0, 3.0, 1.0])?, vec![0])?;
-/// let plan = planners::contiguous(&t, Topology::new(1, 2)?)?;
-/// assert_eq!(per_batch_imbalance(&t, &plan)?, vec![1.0, 1.5]);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn per_batch_imbalance(trace: &LoadTrace, plan: &Plan) -> Result<Vec<f64>> {
+pub(crate) fn per_batch_imbalance(trace: &LoadTrace, plan: &Plan) -> Result<Vec<f64>> {
     plan.check_matches(trace)?;
     let l_n = trace.num_layers();
     let mut out = vec![0.0; trace.num_batches()];
@@ -425,5 +405,42 @@ fn mean(v: &[f64]) -> f64 {
         0.0
     } else {
         v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn bound_per_batch() {
+        (|| {
+            use crate::{BoundCounts, LoadTrace, Topology, evaluate, planners::contiguous};
+            use ndarray::Array3;
+            let t = LoadTrace::new(Array3::from_shape_vec((1, 1, 2), vec![3.0, 1.0])?, vec![0])?;
+            let base = contiguous(&t, Topology::new(1, 2)?)?;
+            let mut report = evaluate(&t, &base)?;
+            assert_eq!(report.bound, 2.0 / 3.0);
+            report.bound_per_batch(&t, &crate::judge::Placement::Schedule(vec![(0..1, base)]))?;
+            assert_eq!(
+                (report.bound, report.bound_counts),
+                (2.0 / 3.0, BoundCounts::CopiesPerBatch)
+            );
+            Ok::<(), Box<dyn std::error::Error>>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn per_batch_imbalance() {
+        (|| {
+            use crate::{LoadTrace, Topology, judge::eval::per_batch_imbalance, planners};
+            let t = LoadTrace::new(
+                ndarray::Array3::from_shape_vec((2, 1, 2), vec![1.0, 1.0, 3.0, 1.0])?,
+                vec![0],
+            )?;
+            let plan = planners::contiguous(&t, Topology::new(1, 2)?)?;
+            assert_eq!(per_batch_imbalance(&t, &plan)?, vec![1.0, 1.5]);
+            Ok::<(), Box<dyn std::error::Error>>(())
+        })()
+        .unwrap();
     }
 }

@@ -275,7 +275,7 @@ pub fn relabel(current: &Plan, next: &Plan, cost: MoveCost) -> Result<Plan> {
 /// Most assignment steps one [`relabel`] may take (D² + N²·G³ + N³ per
 /// layer, summed over layers): 64 nodes of 8 GPUs over 61 layers take
 /// 1.6e8, one node of 2,048 GPUs (8.6e9 for one layer) is refused.
-pub const MAX_RELABEL_WORK: u128 = 1 << 32;
+pub(crate) const MAX_RELABEL_WORK: u128 = 1 << 32;
 
 fn check_alike(current: &Plan, next: &Plan) -> Result<()> {
     let refuse = |what: String| Err(Error::Plan(format!("the current plan {what}")));

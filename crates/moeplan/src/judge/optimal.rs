@@ -236,7 +236,7 @@ impl MinMax {
 
     /// Solves one row of expert counts; returns `T*` and leaves the GPU
     /// loads in `self.loads` and the split in the flow.
-    pub fn solve(&mut self, row: &[f64]) -> f64 {
+    pub(crate) fn solve(&mut self, row: &[f64]) -> f64 {
         let d = self.d;
         self.base.iter_mut().for_each(|x| *x = 0.0);
         let mut total = 0.0;
@@ -324,7 +324,7 @@ impl MinMax {
 
     /// Calls `f(gpu, tokens)` for each GPU serving expert `e` in the last
     /// solve, GPUs ascending.
-    pub fn targets(&self, e: usize, row: &[f64], mut f: impl FnMut(usize, f64)) {
+    pub(crate) fn targets(&self, e: usize, row: &[f64], mut f: impl FnMut(usize, f64)) {
         let fixed = self.fixed.get(e).copied().unwrap_or(NONE);
         let flex = self.flex_index.get(e).copied().unwrap_or(NONE);
         if fixed != NONE {

@@ -27,7 +27,7 @@ const LOWER_MASK: u32 = 0x7fff_ffff;
 
 /// A Mersenne Twister in exactly CPython's state and call sequence.
 #[derive(Clone)]
-pub struct PyRandom {
+pub(crate) struct PyRandom {
     mt: [u32; N],
     index: usize,
 }
@@ -42,7 +42,7 @@ impl std::fmt::Debug for PyRandom {
 
 impl PyRandom {
     /// `random.Random(seed)` for a non-negative int seed.
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         // CPython keys MT with the seed's 32-bit words, least significant
         // first, and at least one word (seed 0 gives the key [0]).
         let lo = seed as u32;
@@ -125,7 +125,7 @@ impl PyRandom {
     /// `getrandbits(k)` for `k ≤ 64` (larger `k` is clamped to 64): whole
     /// 32-bit words, least significant first, the last one shifted right
     /// to drop its unused low bits; `k = 0` draws nothing.
-    pub fn getrandbits(&mut self, k: u32) -> u64 {
+    pub(crate) fn getrandbits(&mut self, k: u32) -> u64 {
         let mut left = k.min(64);
         let (mut out, mut shift) = (0u64, 0u32);
         while left > 0 {
@@ -143,7 +143,7 @@ impl PyRandom {
     /// `_randbelow_with_getrandbits(n)`: uniform in `0..n` by rejection on
     /// `n.bit_length()` bits (so even `n = 1` draws one word). `n = 0`
     /// returns 0 without drawing.
-    pub fn randbelow(&mut self, n: u64) -> u64 {
+    pub(crate) fn randbelow(&mut self, n: u64) -> u64 {
         if n == 0 {
             return 0;
         }
@@ -158,7 +158,7 @@ impl PyRandom {
 
     /// `random()`: a float in `[0, 1)` with 53 random bits.
     #[cfg(test)]
-    pub fn random(&mut self) -> f64 {
+    pub(crate) fn random(&mut self) -> f64 {
         let a = self.genrand_u32() >> 5;
         let b = self.genrand_u32() >> 6;
         (f64::from(a) * 67_108_864.0 + f64::from(b)) * (1.0 / 9_007_199_254_740_992.0)
@@ -169,7 +169,7 @@ impl PyRandom {
     /// `4^⌈log₄(3k)⌉` when `k > 5`) is drawn from a shrinking pool, a larger
     /// one by redrawing positions already taken; the two consume different
     /// random numbers, so the choice matters. `k > len` is an error.
-    pub fn sample<T: Clone>(&mut self, population: &[T], k: usize) -> Result<Vec<T>> {
+    pub(crate) fn sample<T: Clone>(&mut self, population: &[T], k: usize) -> Result<Vec<T>> {
         let n = population.len();
         if k > n {
             return Err(Error::Argument(format!(
@@ -209,7 +209,7 @@ impl PyRandom {
     /// with `x[randbelow(i + 1)]`. A list of `n` draws `n − 1` numbers even
     /// when all its items are equal, which is why SGLang's map depends on
     /// experts that have a single copy.
-    pub fn shuffle<T>(&mut self, x: &mut [T]) {
+    pub(crate) fn shuffle<T>(&mut self, x: &mut [T]) {
         for i in (1..x.len()).rev() {
             let j = self.randbelow(i as u64 + 1) as usize;
             x.swap(i, j);

@@ -187,7 +187,7 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    pub fn reset(&mut self, topology: Topology) {
+    pub(crate) fn reset(&mut self, topology: Topology) {
         let d = topology.num_gpus();
         self.gpus_per_node = topology.gpus_per_node();
         self.local = 0.0;
@@ -210,7 +210,7 @@ impl Tally {
 
     /// `amount` pairs from source `s` served on GPU `g`.
     #[inline]
-    pub fn pair(&mut self, s: usize, g: usize, amount: f64) {
+    pub(crate) fn pair(&mut self, s: usize, g: usize, amount: f64) {
         if g == s {
             self.local += amount;
         } else {
@@ -228,7 +228,7 @@ impl Tally {
     }
 
     /// Takes the busiest GPUs from the per-GPU tallies.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         self.max_ingress = super::eval::largest(&self.ingress);
         self.max_egress = super::eval::largest(&self.egress);
     }
@@ -404,7 +404,7 @@ fn miss(miss: &mut [f64], stamps: &mut [u32], reached: &mut Vec<u32>, stamp: u32
 }
 
 impl MessageTally {
-    pub fn reset(&mut self, topology: Topology) {
+    pub(crate) fn reset(&mut self, topology: Topology) {
         self.gpus_per_node = topology.gpus_per_node().max(1);
         self.counts = Messages::default();
         let (d, nodes) = (topology.num_gpus(), topology.nodes());
@@ -421,7 +421,7 @@ impl MessageTally {
 
     /// Starts a token.
     #[inline]
-    pub fn begin(&mut self) {
+    pub(crate) fn begin(&mut self) {
         self.gpus.clear();
         self.nodes.clear();
         self.stamp = self.stamp.wrapping_add(1);
@@ -435,7 +435,7 @@ impl MessageTally {
 
     /// One pair of the current token going to GPU `gpu[i]` with
     /// probability `frac[i]`.
-    pub fn pair(&mut self, gpu: &[u32], frac: &[f64]) {
+    pub(crate) fn pair(&mut self, gpu: &[u32], frac: &[f64]) {
         let gpn = self.gpus_per_node as u32;
         // One destination (an expert with one copy, a pinned rule): no
         // chances to add up.
@@ -505,7 +505,7 @@ impl MessageTally {
     /// counts as [`MessageTally::end`] after one [`MessageTally::pair_to`]
     /// per pair, without the per-GPU chances.
     #[inline]
-    pub fn end_bits(&mut self, s: usize, gpu_bits: u64, node_bits: u64) {
+    pub(crate) fn end_bits(&mut self, s: usize, gpu_bits: u64, node_bits: u64) {
         let node = s / self.gpus_per_node;
         self.counts.token_layers += 1.0;
         let own = |i: usize| if i < 64 { 1u64 << i } else { 0 };
@@ -515,12 +515,12 @@ impl MessageTally {
 
     /// A pair that goes to GPU `g` for sure.
     #[inline]
-    pub fn pair_to(&mut self, g: u32) {
+    pub(crate) fn pair_to(&mut self, g: u32) {
         self.pair(&[g], &[1.0]);
     }
 
     /// Ends the current token, whose source is GPU `s`.
-    pub fn end(&mut self, s: usize) {
+    pub(crate) fn end(&mut self, s: usize) {
         let node = s / self.gpus_per_node;
         self.counts.token_layers += 1.0;
         for &g in &self.gpus {
@@ -552,7 +552,7 @@ pub(crate) struct Dests {
 }
 
 impl Dests {
-    pub fn clear(&mut self, sources: usize) {
+    pub(crate) fn clear(&mut self, sources: usize) {
         self.sources = sources;
         self.start.clear();
         self.start.push(0);
@@ -561,7 +561,7 @@ impl Dests {
     }
 
     #[inline]
-    pub fn push(&mut self, g: usize, f: f64) {
+    pub(crate) fn push(&mut self, g: usize, f: f64) {
         self.gpu.push(g as u32);
         self.frac.push(f);
     }
@@ -569,12 +569,12 @@ impl Dests {
     /// Closes the current (source, expert) entry; entries are closed
     /// expert-major, source-minor.
     #[inline]
-    pub fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         self.start.push(self.gpu.len());
     }
 
     /// The destinations of (source `s`, expert `e`) (empty when not built).
-    pub fn entries(&self, s: usize, e: usize) -> (&[u32], &[f64]) {
+    pub(crate) fn entries(&self, s: usize, e: usize) -> (&[u32], &[f64]) {
         let i = e * self.sources + s;
         match (self.start.get(i), self.start.get(i + 1)) {
             (Some(&a), Some(&b)) => (

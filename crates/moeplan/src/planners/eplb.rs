@@ -420,11 +420,11 @@ pub fn redundant_steps(experts: usize, gpus: usize) -> impl Iterator<Item = usiz
 
 /// The registry's EPLB.
 #[derive(Debug, Clone, Copy)]
-pub struct EplbPlanner;
+pub(crate) struct EplbPlanner;
 
 /// The registry's BASE: EPLB's placement, no replicas.
 #[derive(Debug, Clone, Copy)]
-pub struct BasePlanner;
+pub(crate) struct BasePlanner;
 
 /// Its registry entry, data only ([`crate::planners::SPECS`] lists it).
 pub(crate) const SPEC: PlannerSpec = PlannerSpec {

@@ -39,7 +39,6 @@ use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
 use crate::judge::eval::evaluate;
 use crate::planners::craft::{Craft, CraftOptions, ReplicaBudget};
-use crate::planners::eplb::{EplbConfig, eplb};
 
 use ndarray::{Array3, Axis, concatenate};
 
@@ -140,17 +139,7 @@ impl Mix {
     /// so that `n_i · B_i ∝ w_i`, rounded at a resolution of 16 (lowered
     /// when the combined trace would exceed 16,384 batches) and reduced by
     /// their common divisor. A zero weight gives no repeats.
-    ///
-    /// ```
-    /// use moeplan::studies::across::Mix;
-    /// use moeplan::LoadTrace;
-    /// use ndarray::Array3;
-    /// let one = |v| LoadTrace::new(Array3::from_elem((1, 1, 4), v), vec![0]);
-    /// let mix = Mix::new(vec![one(1.0)?, one(2.0)?], Some(&[1.0, 2.0]))?;
-    /// assert_eq!(mix.repeats(), vec![1, 2]);
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn repeats(&self) -> Vec<usize> {
+    pub(crate) fn repeats(&self) -> Vec<usize> {
         let per_batch: Vec<f64> = self
             .traces
             .iter()
@@ -277,21 +266,13 @@ fn gcd(a: usize, b: usize) -> usize {
 }
 
 /// EPLB on the mix's weighted sum ([`Mix::weighted_sum`]).
-///
-/// ```
-/// use moeplan::studies::across::{Mix, eplb_mix};
-/// use moeplan::planners::EplbConfig;
-/// use moeplan::{synth::generator, data::model, Topology};
-/// let p = model::preset("olmoe")?;
-/// let a = generator::generate(&generator::GenConfig { seed: 1, ..generator::GenConfig::new(p, 2) })?;
-/// let b = generator::generate(&generator::GenConfig { seed: 2, ..generator::GenConfig::new(p, 2) })?;
-/// let cfg = EplbConfig { redundant_experts: 8, groups: 1 };
-/// let plan = eplb_mix(&Mix::new(vec![a, b], None)?, Topology::new(1, 8)?, cfg)?;
-/// assert_eq!(plan.summary().replicas, 8 * 16);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn eplb_mix(mix: &Mix, topology: Topology, config: EplbConfig) -> Result<Plan> {
-    eplb(&mix.weighted_sum()?, topology, config)
+#[cfg(test)]
+pub(crate) fn eplb_mix(
+    mix: &Mix,
+    topology: Topology,
+    config: crate::planners::EplbConfig,
+) -> Result<Plan> {
+    crate::planners::eplb(&mix.weighted_sum()?, topology, config)
 }
 
 /// CRAFT maximising the weighted mean balancedness over the mix's traces:
@@ -742,5 +723,48 @@ mod tests {
             Mix::new(vec![t(), other_ids], None),
             Err(Error::Mismatch(_))
         ));
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn repeats() {
+        (|| {
+            use crate::LoadTrace;
+            use crate::studies::across::Mix;
+            use ndarray::Array3;
+            let one = |v| LoadTrace::new(Array3::from_elem((1, 1, 4), v), vec![0]);
+            let mix = Mix::new(vec![one(1.0)?, one(2.0)?], Some(&[1.0, 2.0]))?;
+            assert_eq!(mix.repeats(), vec![1, 2]);
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn eplb_mix() {
+        (|| {
+            use crate::planners::EplbConfig;
+            use crate::studies::across::{Mix, eplb_mix};
+            use crate::{Topology, data::model, synth::generator};
+            let p = model::preset("olmoe")?;
+            let a = generator::generate(&generator::GenConfig {
+                seed: 1,
+                ..generator::GenConfig::new(p, 2)
+            })?;
+            let b = generator::generate(&generator::GenConfig {
+                seed: 2,
+                ..generator::GenConfig::new(p, 2)
+            })?;
+            let cfg = EplbConfig {
+                redundant_experts: 8,
+                groups: 1,
+            };
+            let plan = eplb_mix(&Mix::new(vec![a, b], None)?, Topology::new(1, 8)?, cfg)?;
+            assert_eq!(plan.summary().replicas, 8 * 16);
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
     }
 }

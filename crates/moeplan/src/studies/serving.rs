@@ -112,7 +112,7 @@ impl Serving {
     }
 
     /// The first batch served.
-    pub fn first_served(&self) -> usize {
+    pub(crate) fn first_served(&self) -> usize {
         self.start.max(self.window)
     }
 }

@@ -37,7 +37,7 @@ pub const AUTOCORRELATION_MIN_LOAD: f64 = 0.1;
 
 /// Upper edges of the relative-load bins of [`VariationStats::by_load`]
 /// (the last bin is open).
-pub const LOAD_BIN_EDGES: [f64; 7] = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0];
+pub(crate) const LOAD_BIN_EDGES: [f64; 7] = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0];
 
 /// Batch-to-batch variation of a trace (definitions in the [module
 /// docs](self)).

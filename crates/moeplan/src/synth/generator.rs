@@ -44,7 +44,7 @@ pub const DRIFT_LAYER_SPREAD: f64 = 0.63;
 pub const DRIFT_SPREAD_VAR: f64 = 0.38;
 
 /// Lag-1 autoregression of the drift from batch to batch.
-pub const DRIFT_LAG1: f64 = -0.03;
+pub(crate) const DRIFT_LAG1: f64 = -0.03;
 
 /// Spread of the mean loads: `σ` of the log of the experts' mean loads in
 /// the most balanced layer (first) and the hottest (second); layers between
@@ -60,15 +60,7 @@ pub const LOAD_SPREAD_QWEN15: (f64, f64) = (0.92, 2.36);
 /// The `(σ in the most balanced layer, σ in the hottest)` of the log of
 /// the mean loads the generator gives `preset`: measured on the model's own
 /// real data where there is some, the DeepSeek family's otherwise.
-///
-/// ```
-/// use moeplan::{synth::generator::{load_spread, LOAD_SPREAD}, data::model::preset};
-/// assert_eq!(load_spread(preset("deepseek-v3")?), LOAD_SPREAD);
-/// let (lo, hi) = load_spread(preset("qwen1.5-moe-a2.7b")?);
-/// assert!(lo < hi && hi > LOAD_SPREAD.1);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn load_spread(preset: &ModelPreset) -> (f64, f64) {
+pub(crate) fn load_spread(preset: &ModelPreset) -> (f64, f64) {
     match preset.name {
         "qwen1.5-moe-a2.7b" => LOAD_SPREAD_QWEN15,
         _ => LOAD_SPREAD,
@@ -381,5 +373,24 @@ mod tests {
         normalise_with_cap(&mut p, 0.25);
         assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-12);
         assert!(p.iter().all(|&x| x <= 0.25 + 1e-12));
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn load_spread() {
+        (|| {
+            use crate::{
+                data::model::preset,
+                synth::generator::{LOAD_SPREAD, load_spread},
+            };
+            assert_eq!(load_spread(preset("deepseek-v3")?), LOAD_SPREAD);
+            let (lo, hi) = load_spread(preset("qwen1.5-moe-a2.7b")?);
+            assert!(lo < hi && hi > LOAD_SPREAD.1);
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
     }
 }

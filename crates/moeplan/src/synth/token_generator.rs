@@ -39,7 +39,7 @@ pub(crate) const MAX_ROUTES: usize = 1 << 28;
 pub(crate) const MAX_RANKS: usize = 1 << 16;
 
 /// Mean cohesion: the weight of a token's own topic in its sampling mixture.
-pub const COHESION: f64 = 0.8;
+pub(crate) const COHESION: f64 = 0.8;
 /// Cohesion of the layers spreads uniformly over `COHESION ± this`.
 pub(crate) const COHESION_SPREAD: f64 = 0.1;
 /// Log-spread of a rank's preference for a topic.
@@ -64,13 +64,7 @@ const MAX_REJECTIONS: usize = 16;
 /// Topics per layer by default: `⌈E / (k − 1)⌉`, sets of about `k − 1`
 /// experts, so a token's experts come mostly, not only, from its topic (13
 /// for DeepSeek-V2-Lite, where the fit chose it; 37 for DeepSeek-V3).
-///
-/// ```
-/// use moeplan::{data::model::preset, synth::token_generator::default_topics};
-/// assert_eq!(default_topics(preset("deepseek-v3")?), 37);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn default_topics(preset: &ModelPreset) -> usize {
+pub(crate) fn default_topics(preset: &ModelPreset) -> usize {
     let per = preset.top_k.saturating_sub(1).max(1);
     preset.experts.div_ceil(per).clamp(1, preset.experts.max(1))
 }
@@ -757,5 +751,19 @@ mod tests {
         assert!((inclusion_scale(&w, 3, 100.0) - th).abs() < 1e-6);
         let s: f64 = w.iter().map(|x| 1.0 - (-th * x).exp()).sum();
         assert!((s - 3.0).abs() < 1e-6, "{s}");
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn default_topics() {
+        (|| {
+            use crate::{data::model::preset, synth::token_generator::default_topics};
+            assert_eq!(default_topics(preset("deepseek-v3")?), 37);
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
     }
 }

@@ -173,7 +173,7 @@ impl Default for Assumptions {
 impl Assumptions {
     /// Bytes per weight served: the stated precision, else the model's
     /// checkpoint's.
-    pub fn bytes_per_weight(&self, model: &ModelPreset) -> usize {
+    pub(crate) fn bytes_per_weight(&self, model: &ModelPreset) -> usize {
         self.bytes_per_weight.unwrap_or(model.bytes_per_weight)
     }
 
@@ -192,7 +192,7 @@ impl Assumptions {
 
     /// GPUs one attention replica is split over on `topology` (default:
     /// one node), within 1..=D.
-    pub fn attention_tp(&self, topology: Topology) -> usize {
+    pub(crate) fn attention_tp(&self, topology: Topology) -> usize {
         self.attention_tp
             .unwrap_or(topology.gpus_per_node())
             .clamp(1, topology.num_gpus().max(1))
@@ -417,18 +417,7 @@ pub struct ErrorBand {
 
 impl ErrorBand {
     /// The band of predictions made on `hardware`.
-    ///
-    /// ```
-    /// use moeplan::judge::cost::ErrorBand;
-    /// use moeplan::data::hardware::preset;
-    /// let b = ErrorBand::of(preset("a100-80g-efa")?);
-    /// assert!(!b.calibrated && b.worst_pct > b.median_pct);
-    /// assert!(ErrorBand::of(preset("h100-ib-ndr")?).calibrated);
-    /// // the B200 carries the H100's fitted kernels: a narrower band
-    /// assert!(ErrorBand::of(preset("b200-ib-ndr")?).worst_pct < b.worst_pct);
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn of(hardware: &Hardware) -> ErrorBand {
+    pub(crate) fn of(hardware: &Hardware) -> ErrorBand {
         match &hardware.calibration {
             Some(c) => ErrorBand {
                 calibrated: true,
@@ -574,7 +563,7 @@ pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 /// The dense part of one step of `tokens` tokens on `d` GPUs: `2 ·
 /// non-routed params` FLOPs per token spread over every GPU, or the
 /// dense weights' read on one GPU, the larger, µs.
-pub fn dense_us(
+pub(crate) fn dense_us(
     tokens: f64,
     d: usize,
     hardware: &Hardware,
@@ -598,18 +587,7 @@ pub fn dense_us(
 /// (one KV head), its heads' share under grouped-query attention. Memory
 /// bound (decode attention reads each cached byte for a few FLOPs); 0 in
 /// prefill, whose attention is not modelled.
-///
-/// ```
-/// use moeplan::data::{hardware, model};
-/// use moeplan::judge::cost::{attention_us, Assumptions, Phase};
-/// let (h, m) = (hardware::preset("h100-ib-ndr")?, model::preset("deepseek-v3")?);
-/// let decode = |context| Assumptions { phase: Phase::Decode, context_tokens: context, ..Assumptions::default() };
-/// let short = attention_us(256.0, 8, h, m, &decode(1024), 8);
-/// assert!((attention_us(256.0, 8, h, m, &decode(4096), 8) / short - 4.0).abs() < 1e-9);
-/// assert_eq!(attention_us(256.0, 8, h, m, &Assumptions::default(), 8), 0.0); // prefill
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn attention_us(
+pub(crate) fn attention_us(
     tokens: f64,
     d: usize,
     hardware: &Hardware,
@@ -827,5 +805,48 @@ pub(crate) fn predict(
         assumptions: *assumptions,
         notes,
         error_band: ErrorBand::of(hardware),
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn of() {
+        (|| {
+            use crate::data::hardware::preset;
+            use crate::judge::cost::ErrorBand;
+            let b = ErrorBand::of(preset("a100-80g-efa")?);
+            assert!(!b.calibrated && b.worst_pct > b.median_pct);
+            assert!(ErrorBand::of(preset("h100-ib-ndr")?).calibrated);
+            // the B200 carries the H100's fitted kernels: a narrower band
+            assert!(ErrorBand::of(preset("b200-ib-ndr")?).worst_pct < b.worst_pct);
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn attention_us() {
+        (|| {
+            use crate::data::{hardware, model};
+            use crate::judge::cost::{Assumptions, Phase, attention_us};
+            let (h, m) = (
+                hardware::preset("h100-ib-ndr")?,
+                model::preset("deepseek-v3")?,
+            );
+            let decode = |context| Assumptions {
+                phase: Phase::Decode,
+                context_tokens: context,
+                ..Assumptions::default()
+            };
+            let short = attention_us(256.0, 8, h, m, &decode(1024), 8);
+            assert!((attention_us(256.0, 8, h, m, &decode(4096), 8) / short - 4.0).abs() < 1e-9);
+            assert_eq!(
+                attention_us(256.0, 8, h, m, &Assumptions::default(), 8),
+                0.0
+            ); // prefill
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
     }
 }

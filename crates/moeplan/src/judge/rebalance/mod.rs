@@ -69,23 +69,15 @@ impl RemoteStart {
     pub const ALL: [RemoteStart; 2] = [RemoteStart::Even, RemoteStart::Primary];
     /// Their names, in [`RemoteStart::ALL`]'s order (what an option's
     /// choices list).
-    pub const NAMES: [&'static str; 2] = ["even", "primary"];
+    pub(crate) const NAMES: [&'static str; 2] = ["even", "primary"];
 
     /// Its name in options and reports: `even`, `primary`.
-    ///
-    /// ```
-    /// use moeplan::judge::RemoteStart;
-    /// assert_eq!(RemoteStart::default().name(), "even");
-    /// assert_eq!(RemoteStart::from_name("primary")?, RemoteStart::Primary);
-    /// assert!(RemoteStart::from_name("home").is_err());
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     pub fn name(self) -> &'static str {
         Self::NAMES[self as usize]
     }
 
     /// The start named `name`.
-    pub fn from_name(name: &str) -> Result<RemoteStart> {
+    pub(crate) fn from_name(name: &str) -> Result<RemoteStart> {
         RemoteStart::ALL
             .into_iter()
             .find(|s| s.name() == name)
@@ -895,3 +887,19 @@ impl Rebalancer {
 
 #[cfg(test)]
 mod tests;
+
+/// Examples that reach below the public door.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn name_example0() {
+        (|| {
+            use crate::judge::RemoteStart;
+            assert_eq!(RemoteStart::default().name(), "even");
+            assert_eq!(RemoteStart::from_name("primary")?, RemoteStart::Primary);
+            assert!(RemoteStart::from_name("home").is_err());
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+}

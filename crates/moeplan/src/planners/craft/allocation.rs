@@ -38,7 +38,7 @@ pub struct Allocation {
 /// capacity allows it). Ties prefer fewer replicas.
 ///
 /// ```
-/// use moeplan::planners::craft::{allocation::solve_allocation, BenefitTable, Objective};
+/// use moeplan::planners::craft::{solve_allocation, BenefitTable, Objective};
 /// let table = BenefitTable {
 ///     counts: vec![1, 2],
 ///     base: vec![0.5, 0.5],

@@ -75,7 +75,7 @@ impl BenefitTable {
 /// in `counts`, replaying every batch of `trace` on `topology`.
 ///
 /// ```
-/// use moeplan::{planners::craft::benefit::estimate_benefit, LoadTrace, Topology};
+/// use moeplan::{planners::craft::estimate_benefit, LoadTrace, Topology};
 /// use ndarray::Array3;
 /// let mut c = Array3::from_elem((2, 2, 8), 10.0);
 /// c[[0, 1, 3]] = 200.0; // layer 1 has a hot expert

@@ -18,7 +18,7 @@
 /// when the total divides.
 ///
 /// ```
-/// use moeplan::planners::craft::interleave::interleaved_assignment;
+/// use moeplan::planners::craft::interleaved_assignment;
 /// let a = interleaved_assignment(&[6, 6], 4);
 /// assert_eq!(a, vec![vec![2, 1, 1, 2], vec![1, 2, 2, 1]]);
 /// ```

@@ -64,10 +64,10 @@
 //! count equal over all layers (`E · L + Σ r_ℓ` divisible by `D`), so the KV
 //! cache is the same size everywhere.
 
-pub mod allocation;
-pub mod benefit;
+pub(crate) mod allocation;
+pub(crate) mod benefit;
 mod curve;
-pub mod interleave;
+pub(crate) mod interleave;
 
 use std::borrow::Cow;
 
@@ -348,7 +348,7 @@ impl Craft {
     }
 
     /// Bound of layer `l` with `r` replicas (planning batches).
-    pub fn layer_bound(&self, l: usize, r: usize) -> Result<f64> {
+    pub(crate) fn layer_bound(&self, l: usize, r: usize) -> Result<f64> {
         self.bound_curves
             .get(l)
             .and_then(|c| c.get(r))
@@ -661,7 +661,7 @@ pub const OBJECTIVE: OptionSpec = OptionSpec {
 };
 
 /// [`CraftOptions::refine`].
-pub const REFINE: OptionSpec = OptionSpec {
+pub(crate) const REFINE: OptionSpec = OptionSpec {
     name: "refine",
     about: "Refine CRAFT's greedy placement by local search: swaps, then replica counts and \
             places together (off: the paper's algorithm as printed)",
@@ -704,7 +704,7 @@ impl CraftOptions {
 
 /// The registry's CRAFT.
 #[derive(Debug, Clone, Copy)]
-pub struct CraftPlanner;
+pub(crate) struct CraftPlanner;
 
 /// Its registry entry, data only ([`crate::planners::SPECS`] lists it).
 pub(crate) const SPEC: PlannerSpec = PlannerSpec {

@@ -36,7 +36,7 @@
 //! front ends to show.
 
 pub mod affinity;
-pub mod analysis;
+pub(crate) mod analysis;
 pub mod grouping;
 pub mod replication;
 pub mod spectral;
@@ -62,7 +62,7 @@ const NAME: &str = "grace";
 
 /// The seed of every spectral clustering (k-means++): plans are
 /// reproducible, and no other planner takes a seed.
-pub const SEED: u64 = 0;
+pub(crate) const SEED: u64 = 0;
 
 /// How the non-uniformity ratio `r` is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -258,7 +258,7 @@ impl Grace {
     /// reuses them; the plan is the same as [`Grace::prepare`]'s.
     ///
     /// ```
-    /// use moeplan::planners::grace::{analysis::GraceAnalysis, Grace, GraceOptions};
+    /// use moeplan::planners::grace::{GraceAnalysis, Grace, GraceOptions};
     /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
     /// use moeplan::{data::model, data::Workload, Topology};
     /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?;

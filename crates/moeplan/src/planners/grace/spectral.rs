@@ -26,11 +26,11 @@ use crate::error::{Error, Result};
 /// k-means restarts per embedding from fresh k-means++ seeds; the best
 /// inertia is kept (two embeddings: ten runs in all, as scikit-learn's
 /// `n_init`).
-pub const RESTARTS: usize = 5;
+pub(crate) const RESTARTS: usize = 5;
 /// Lloyd iterations per restart at most (they usually stop in a few).
 pub(crate) const MAX_ITERATIONS: usize = 100;
 /// Most rows accepted: the dense eigendecomposition is O(n³).
-pub const MAX_ROWS: usize = 4096;
+pub(crate) const MAX_ROWS: usize = 4096;
 
 /// Cluster label (`0..k`) of every row of the symmetric, non-negative,
 /// finite `affinity`, by normalised spectral clustering with seeded
@@ -80,16 +80,6 @@ pub struct SpectralEmbedding {
 
 impl SpectralEmbedding {
     /// Validates `affinity` (as [`spectral_clusters`]) and decomposes it.
-    ///
-    /// ```
-    /// use moeplan::planners::grace::spectral::SpectralEmbedding;
-    /// use ndarray::array;
-    /// let a = array![[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]];
-    /// let emb = SpectralEmbedding::new(&a)?;
-    /// assert_eq!(emb.len(), 3);
-    /// assert!(SpectralEmbedding::new(&array![[0.0, 1.0], [2.0, 0.0]]).is_err());
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     pub fn new(affinity: &Array2<f64>) -> Result<Self> {
         let n = validate(affinity)?;
         let degree: Vec<f64> = (0..n)
@@ -123,25 +113,13 @@ impl SpectralEmbedding {
     }
 
     /// Rows of the decomposed matrix.
-    ///
-    /// ```
-    /// use moeplan::planners::grace::spectral::SpectralEmbedding;
-    /// let emb = SpectralEmbedding::new(&ndarray::Array2::zeros((4, 4)))?;
-    /// assert_eq!(emb.len(), 4);
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.vectors.nrows()
     }
 
     /// Whether there are no rows (never, for a validated matrix).
-    ///
-    /// ```
-    /// use moeplan::planners::grace::spectral::SpectralEmbedding;
-    /// assert!(!SpectralEmbedding::new(&ndarray::Array2::zeros((1, 1)))?.is_empty());
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
@@ -471,5 +449,42 @@ mod tests {
         assert!(spectral_clusters(&Array2::zeros((0, 0)), 1, 0).is_err());
         assert!(spectral_clusters(&Array2::zeros((2, 2)), 0, 0).is_err());
         assert!(spectral_clusters(&Array2::zeros((2, 2)), 3, 0).is_err());
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn len() {
+        (|| {
+            use crate::planners::grace::spectral::SpectralEmbedding;
+            let emb = SpectralEmbedding::new(&ndarray::Array2::zeros((4, 4)))?;
+            assert_eq!(emb.len(), 4);
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn is_empty() {
+        (|| {
+            use crate::planners::grace::spectral::SpectralEmbedding;
+            assert!(!SpectralEmbedding::new(&ndarray::Array2::zeros((1, 1)))?.is_empty());
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn new_example0() {
+        (|| {
+            use crate::planners::grace::spectral::SpectralEmbedding;
+            use ndarray::array;
+            let a = array![[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]];
+            let emb = SpectralEmbedding::new(&a)?;
+            assert_eq!(emb.len(), 3);
+            assert!(SpectralEmbedding::new(&array![[0.0, 1.0], [2.0, 0.0]]).is_err());
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
     }
 }

@@ -36,7 +36,7 @@
 //! Cost: per batch and layer, one prediction and one prefetch (see their
 //! files); memory `B` plans of `L · (E + D · N)` slots.
 
-pub mod predict;
+pub(crate) mod predict;
 pub mod prefetch;
 pub mod time_model;
 
@@ -130,15 +130,7 @@ impl Default for LibraOptions {
 
 impl LibraOptions {
     /// Phase 1's copies per GPU, `round(N · α)`.
-    ///
-    /// ```
-    /// use moeplan::planners::libra::LibraOptions;
-    /// assert_eq!(LibraOptions::default().local_copies()?, 4);
-    /// let bad = LibraOptions { local_fraction: 1.5, ..LibraOptions::default() };
-    /// assert!(bad.local_copies().is_err());
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn local_copies(&self) -> Result<usize> {
+    pub(crate) fn local_copies(&self) -> Result<usize> {
         if !(0.0..=1.0).contains(&self.local_fraction) {
             return Err(Error::planner(
                 NAME,
@@ -322,18 +314,7 @@ const OPTIONS: [OptionSpec; 5] = [
 impl LibraOptions {
     /// The options as the registry's [`Settings`] hold them (defaults for
     /// those unset).
-    ///
-    /// ```
-    /// use moeplan::planners::libra::LibraOptions;
-    /// use moeplan::planners::{Settings, Value};
-    /// let s = Settings::new().with("extra_experts_per_gpu", Value::Count(2))?;
-    /// let o = LibraOptions::from_settings(&s)?;
-    /// assert_eq!((o.extra_per_gpu, o.local_fraction), (2, 0.5));
-    /// let bad = Settings::new().with("local_percent", Value::Count(150))?;
-    /// assert!(LibraOptions::from_settings(&bad).is_err());
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn from_settings(settings: &Settings) -> Result<LibraOptions> {
+    pub(crate) fn from_settings(settings: &Settings) -> Result<LibraOptions> {
         let local = settings.count(&LOCAL_PERCENT)?;
         let tolerance = settings.count(&TOLERANCE_PERCENT)?;
         let o = LibraOptions {
@@ -350,7 +331,7 @@ impl LibraOptions {
 
 /// The registry's Libra.
 #[derive(Debug, Clone, Copy)]
-pub struct LibraPlanner;
+pub(crate) struct LibraPlanner;
 
 /// Its registry entry, data only ([`crate::planners::SPECS`] lists it).
 pub(crate) const SPEC: PlannerSpec = PlannerSpec {
@@ -396,7 +377,7 @@ impl Planner for LibraPlanner {
 
 /// Libra prepared: its base and how it serves it.
 #[derive(Debug, Clone)]
-pub struct Libra {
+pub(crate) struct Libra {
     topology: Topology,
     options: LibraOptions,
     predictor: String,
@@ -482,5 +463,38 @@ impl Prepared for Libra {
             extra_slots_per_gpu: self.options.extra_per_gpu,
             resident_slots_per_gpu: 2 * self.options.extra_per_gpu,
         }))
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn local_copies() {
+        (|| {
+            use crate::planners::libra::LibraOptions;
+            assert_eq!(LibraOptions::default().local_copies()?, 4);
+            let bad = LibraOptions {
+                local_fraction: 1.5,
+                ..LibraOptions::default()
+            };
+            assert!(bad.local_copies().is_err());
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn from_settings() {
+        (|| {
+            use crate::planners::libra::LibraOptions;
+            use crate::planners::{Settings, Value};
+            let s = Settings::new().with("extra_experts_per_gpu", Value::Count(2))?;
+            let o = LibraOptions::from_settings(&s)?;
+            assert_eq!((o.extra_per_gpu, o.local_fraction), (2, 0.5));
+            let bad = Settings::new().with("local_percent", Value::Count(150))?;
+            assert!(LibraOptions::from_settings(&bad).is_err());
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
     }
 }

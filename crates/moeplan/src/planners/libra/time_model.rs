@@ -81,10 +81,10 @@ pub const PCIE5_GB_PER_S: f64 = 64.0;
 pub const IB_NDR_GB_PER_S: f64 = 50.0;
 /// 60 % of H100 / H200 SXM's 989 dense BF16 TFLOPS. Erring fast is the
 /// conservative side: a faster GPU leaves a shorter window for the copy.
-pub const DEFAULT_TFLOPS: f64 = 600.0;
+pub(crate) const DEFAULT_TFLOPS: f64 = 600.0;
 /// The target for Algorithm 2 per call (measured: 4.4 µs for 8
 /// GPUs × 128 experts, 8.5 µs for 8 × 256; docs/speed.md).
-pub const DEFAULT_REBALANCE_SECONDS: f64 = 10e-6;
+pub(crate) const DEFAULT_REBALANCE_SECONDS: f64 = 10e-6;
 
 impl TimeModel {
     /// A model's shape at the defaults: NVLink 4 ([`NVLINK4_GB_PER_S`]),

@@ -53,14 +53,7 @@ pub struct PlannerId(&'static str);
 
 impl PlannerId {
     /// The id a planner's file declares (lower case, no spaces).
-    ///
-    /// ```
-    /// use moeplan::planners::PlannerId;
-    /// const MINE: PlannerId = PlannerId::new("mine");
-    /// assert_eq!(MINE.as_str(), "mine");
-    /// assert!(MINE.planner().is_err()); // not registered
-    /// ```
-    pub const fn new(name: &'static str) -> PlannerId {
+    pub(crate) const fn new(name: &'static str) -> PlannerId {
         PlannerId(name)
     }
 
@@ -643,3 +636,15 @@ pub fn describe() -> Vec<PlannerInfo> {
 
 #[cfg(test)]
 mod tests;
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn planner_id_new() {
+        use crate::planners::PlannerId;
+        const MINE: PlannerId = PlannerId::new("mine");
+        assert_eq!(MINE.as_str(), "mine");
+        assert!(MINE.planner().is_err()); // not registered
+    }
+}

@@ -97,16 +97,7 @@ impl Value {
 
     /// Reads a JSON value as a value of `kind` (`null` = unset is the
     /// caller's business).
-    ///
-    /// ```
-    /// use moeplan::planners::{Kind, Unit, Value};
-    /// let k = Kind::Budget(Unit::ReplicasPerGpu);
-    /// assert_eq!(Value::from_json(k, &serde_json::json!(4))?, Value::Count(4));
-    /// assert_eq!(Value::from_json(k, &serde_json::json!("auto"))?, Value::Auto);
-    /// assert!(Value::from_json(Kind::Flag, &serde_json::json!(1)).is_err());
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn from_json(kind: Kind, v: &serde_json::Value) -> Result<Value> {
+    pub(crate) fn from_json(kind: Kind, v: &serde_json::Value) -> Result<Value> {
         use serde_json::Value as J;
         match (kind, v) {
             (Kind::Count | Kind::Budget(_), J::Number(n)) => n
@@ -215,23 +206,13 @@ impl Settings {
 
     /// The same settings pricing with `pricing` (`None`: none): what a
     /// planner that plans for time reads ([`Settings::pricing`]).
-    ///
-    /// ```
-    /// use moeplan::data::{hardware, model};
-    /// use moeplan::judge::cost::Pricing;
-    /// let p = Pricing::new(hardware::preset("h100-ib-ndr")?, model::preset("deepseek-v3")?);
-    /// let s = moeplan::planners::Settings::new().priced(Some(p));
-    /// assert_eq!(s.pricing().map(|p| p.hardware.name.as_ref()), Some("h100-ib-ndr"));
-    /// assert!(s.is_empty()); // no option is set
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     pub fn priced(mut self, pricing: Option<Pricing>) -> Settings {
         self.pricing = pricing.map(Arc::new);
         self
     }
 
     /// The hardware and model to plan for, when a front end named them.
-    pub fn pricing(&self) -> Option<&Pricing> {
+    pub(crate) fn pricing(&self) -> Option<&Pricing> {
         self.pricing.as_deref()
     }
 
@@ -326,16 +307,7 @@ impl Settings {
     }
 
     /// The settings as a JSON object (what a plan file's `options` holds).
-    ///
-    /// ```
-    /// use moeplan::planners::{Settings, Value};
-    /// let s = Settings::new().with("predictor", Value::Word("noisy".into()))?;
-    /// assert_eq!(s.to_json(), serde_json::json!({"predictor": "noisy"}));
-    /// assert_eq!(Settings::from_json(&s.to_json())?, s);
-    /// assert!(Settings::from_json(&serde_json::json!({"typo": 1})).is_err());
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::Value::Object(
             self.values
                 .iter()
@@ -349,7 +321,7 @@ impl Settings {
 
     /// Reads [`Settings::to_json`]'s object back, every option checked
     /// against the registry.
-    pub fn from_json(v: &serde_json::Value) -> Result<Settings> {
+    pub(crate) fn from_json(v: &serde_json::Value) -> Result<Settings> {
         let object = v
             .as_object()
             .ok_or_else(|| Error::Argument(format!("options must be an object, not {v}")))?;
@@ -410,13 +382,7 @@ impl Settings {
     }
 
     /// A choice option's word.
-    ///
-    /// ```
-    /// use moeplan::planners::{craft, Settings};
-    /// assert_eq!(Settings::new().word(&craft::OBJECTIVE)?, "mean");
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn word<'a>(&'a self, spec: &'a OptionSpec) -> Result<&'a str> {
+    pub(crate) fn word<'a>(&'a self, spec: &'a OptionSpec) -> Result<&'a str> {
         match self.value(spec) {
             Value::Word(w) => Ok(w),
             other => Err(mistyped(spec, other)),
@@ -424,13 +390,7 @@ impl Settings {
     }
 
     /// A flag option's value.
-    ///
-    /// ```
-    /// use moeplan::planners::{craft, Settings};
-    /// assert!(Settings::new().flag(&craft::REFINE)?);
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn flag(&self, spec: &OptionSpec) -> Result<bool> {
+    pub(crate) fn flag(&self, spec: &OptionSpec) -> Result<bool> {
         match self.value(spec) {
             Value::Flag(b) => Ok(*b),
             other => Err(mistyped(spec, other)),
@@ -459,4 +419,73 @@ fn mistyped(spec: &OptionSpec, v: &Value) -> Error {
         spec.name,
         spec.kind.describe()
     ))
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn from_json() {
+        (|| {
+            use crate::planners::{Kind, Unit, Value};
+            let k = Kind::Budget(Unit::ReplicasPerGpu);
+            assert_eq!(Value::from_json(k, &serde_json::json!(4))?, Value::Count(4));
+            assert_eq!(
+                Value::from_json(k, &serde_json::json!("auto"))?,
+                Value::Auto
+            );
+            assert!(Value::from_json(Kind::Flag, &serde_json::json!(1)).is_err());
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn to_json() {
+        (|| {
+            use crate::planners::{Settings, Value};
+            let s = Settings::new().with("predictor", Value::Word("noisy".into()))?;
+            assert_eq!(s.to_json(), serde_json::json!({"predictor": "noisy"}));
+            assert_eq!(Settings::from_json(&s.to_json())?, s);
+            assert!(Settings::from_json(&serde_json::json!({"typo": 1})).is_err());
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn word() {
+        (|| {
+            use crate::planners::{Settings, craft};
+            assert_eq!(Settings::new().word(&craft::OBJECTIVE)?, "mean");
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn flag() {
+        (|| {
+            use crate::planners::{Settings, craft};
+            assert!(Settings::new().flag(&craft::REFINE)?);
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn priced_example0() {
+        (|| {
+            use crate::data::{hardware, model};
+            use crate::judge::cost::Pricing;
+            let p = Pricing::new(
+                hardware::preset("h100-ib-ndr")?,
+                model::preset("deepseek-v3")?,
+            );
+            let s = crate::planners::Settings::new().priced(Some(p));
+            assert_eq!(
+                s.pricing().map(|p| p.hardware.name.as_ref()),
+                Some("h100-ib-ndr")
+            );
+            assert!(s.is_empty()); // no option is set
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
 }

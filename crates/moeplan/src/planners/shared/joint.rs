@@ -53,7 +53,7 @@ const NAME: &str = "joint placement";
 
 /// The repair option of the planners that offer [`repair`] (EPLB, CRAFT):
 /// one definition, so every front end shows the same `--repair`.
-pub const REPAIR: OptionSpec = OptionSpec {
+pub(crate) const REPAIR: OptionSpec = OptionSpec {
     name: "repair",
     about: "Search replica counts and placement together on the final plan, at the same memory \
             (same slots per GPU per layer); a layer keeps its placement unless its busiest GPU \
@@ -138,19 +138,7 @@ enum Move {
 /// documentation). `gpus[g]` lists the experts on GPU `g` and is improved in
 /// place; `loads[e]` is expert `e`'s load (one batch, or summed). Returns
 /// the number of moves taken.
-///
-/// ```
-/// use moeplan::planners::shared::joint::{joint_search, JointOptions};
-/// use moeplan::planners::shared::placement::peak_load;
-/// // expert 1 (load 2) has the replica that expert 0 (load 8) needs: 9 | 3
-/// let w = [8.0, 2.0, 2.0];
-/// let mut gpus = vec![vec![0, 1], vec![2, 1]];
-/// assert_eq!(peak_load(&w, &gpus), 9.0);
-/// joint_search(&w, &mut gpus, JointOptions::default())?;
-/// assert_eq!(peak_load(&w, &gpus), 6.0); // 0 on both GPUs: 4 + 2 | 4 + 2
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn joint_search(
+pub(crate) fn joint_search(
     loads: &[f64],
     gpus: &mut Vec<Vec<u32>>,
     options: JointOptions,
@@ -482,22 +470,7 @@ fn eplb_start(loads: &[f64], capacity: &[usize]) -> Option<Vec<Vec<u32>>> {
 /// Iterated local search from `gpus` (already a local optimum of
 /// [`joint_search`]): [`JointOptions::kicks`] kicks, each followed by the
 /// search; the best placement seen is left in `gpus`.
-///
-/// ```
-/// use moeplan::planners::shared::joint::{iterated_search, JointOptions};
-/// use moeplan::planners::shared::placement::peak_load;
-/// let w = [600.0, 560.0, 120.0, 120.0, 20.0, 10.0, 10.0, 10.0];
-/// // counts first (600 and 560 on 4 devices each), then placed: 200
-/// let mut gpus = vec![
-///     vec![0, 4], vec![0, 5], vec![0, 6], vec![0, 7],
-///     vec![1, 2], vec![1, 2], vec![1, 3], vec![1, 3],
-/// ];
-/// let before = peak_load(&w, &gpus);
-/// iterated_search(&w, &mut gpus, JointOptions::default())?;
-/// assert!(peak_load(&w, &gpus) <= before);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn iterated_search(
+pub(crate) fn iterated_search(
     loads: &[f64],
     gpus: &mut Vec<Vec<u32>>,
     options: JointOptions,
@@ -683,4 +656,48 @@ pub(crate) fn place(
         iterated_search(w, &mut gpus, options)?;
     }
     Ok(gpus)
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn joint_search() {
+        (|| {
+            use crate::planners::shared::joint::{JointOptions, joint_search};
+            use crate::planners::shared::placement::peak_load;
+            // expert 1 (load 2) has the replica that expert 0 (load 8) needs: 9 | 3
+            let w = [8.0, 2.0, 2.0];
+            let mut gpus = vec![vec![0, 1], vec![2, 1]];
+            assert_eq!(peak_load(&w, &gpus), 9.0);
+            joint_search(&w, &mut gpus, JointOptions::default())?;
+            assert_eq!(peak_load(&w, &gpus), 6.0); // 0 on both GPUs: 4 + 2 | 4 + 2
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn iterated_search() {
+        (|| {
+            use crate::planners::shared::joint::{JointOptions, iterated_search};
+            use crate::planners::shared::placement::peak_load;
+            let w = [600.0, 560.0, 120.0, 120.0, 20.0, 10.0, 10.0, 10.0];
+            // counts first (600 and 560 on 4 devices each), then placed: 200
+            let mut gpus = vec![
+                vec![0, 4],
+                vec![0, 5],
+                vec![0, 6],
+                vec![0, 7],
+                vec![1, 2],
+                vec![1, 2],
+                vec![1, 3],
+                vec![1, 3],
+            ];
+            let before = peak_load(&w, &gpus);
+            iterated_search(&w, &mut gpus, JointOptions::default())?;
+            assert!(peak_load(&w, &gpus) <= before);
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
 }

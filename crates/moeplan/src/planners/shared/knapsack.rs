@@ -14,19 +14,8 @@
 
 /// Multiple-choice knapsack over layers: `best[l][c]` is the best value of
 /// the first `l` layers using exactly `c` units.
-///
-/// ```
-/// use moeplan::planners::shared::knapsack::Knapsack;
-/// // two layers; options are (units, value), the first option costs nothing
-/// let choices = vec![vec![(0, 0.0), (1, 0.3), (2, 0.35)], vec![(0, 0.0), (1, 0.3)]];
-/// let dp = Knapsack::solve(&choices, 2);
-/// let total = dp.best_total(|_| true);
-/// assert_eq!(total, 2);
-/// assert_eq!(dp.backtrack(&choices, total), Some(vec![1, 1]));
-/// assert!((dp.value(total) - 0.6).abs() < 1e-12);
-/// ```
 #[derive(Debug, Clone)]
-pub struct Knapsack {
+pub(crate) struct Knapsack {
     capacity: usize,
     layers: usize,
     /// `(layers + 1) × (capacity + 1)`, row-major; NEG_INFINITY = unreachable.
@@ -40,13 +29,7 @@ impl Knapsack {
     /// `(units, value)`, within `capacity` units. Among options of equal
     /// value at a total, the earlier one stays (list cheaper options first to
     /// prefer them).
-    ///
-    /// ```
-    /// use moeplan::planners::shared::knapsack::Knapsack;
-    /// let dp = Knapsack::solve(&[vec![(0, 0.0), (3, 1.0)]], 2);
-    /// assert_eq!(dp.last_row(), &[0.0, f64::NEG_INFINITY, f64::NEG_INFINITY]);
-    /// ```
-    pub fn solve(choices: &[Vec<(usize, f64)>], capacity: usize) -> Knapsack {
+    pub(crate) fn solve(choices: &[Vec<(usize, f64)>], capacity: usize) -> Knapsack {
         let w = capacity + 1;
         let layers = choices.len();
         let mut best = vec![f64::NEG_INFINITY; (layers + 1) * w];
@@ -79,27 +62,14 @@ impl Knapsack {
 
     /// The best value of all layers for each exact total `0..=capacity`
     /// (`NEG_INFINITY`: no choice reaches that total).
-    ///
-    /// ```
-    /// use moeplan::planners::shared::knapsack::Knapsack;
-    /// let dp = Knapsack::solve(&[vec![(0, 0.0), (1, 0.5)]], 1);
-    /// assert_eq!(dp.last_row(), &[0.0, 0.5]);
-    /// ```
-    pub fn last_row(&self) -> &[f64] {
+    pub(crate) fn last_row(&self) -> &[f64] {
         let w = self.capacity + 1;
         &self.best[self.best.len() - w..]
     }
 
     /// The best value for exactly `total` units (`NEG_INFINITY` when
     /// unreachable or beyond the capacity).
-    ///
-    /// ```
-    /// use moeplan::planners::shared::knapsack::Knapsack;
-    /// let dp = Knapsack::solve(&[vec![(0, 0.0), (1, 0.5)]], 1);
-    /// assert_eq!(dp.value(1), 0.5);
-    /// assert_eq!(dp.value(7), f64::NEG_INFINITY);
-    /// ```
-    pub fn value(&self, total: usize) -> f64 {
+    pub(crate) fn value(&self, total: usize) -> f64 {
         self.last_row()
             .get(total)
             .copied()
@@ -108,14 +78,7 @@ impl Knapsack {
 
     /// The reachable total with the best value among those `allowed`
     /// (falling back to every total if none is), fewest units on ties.
-    ///
-    /// ```
-    /// use moeplan::planners::shared::knapsack::Knapsack;
-    /// let dp = Knapsack::solve(&[vec![(0, 0.0), (1, 0.5), (2, 0.6)]], 2);
-    /// assert_eq!(dp.best_total(|_| true), 2);
-    /// assert_eq!(dp.best_total(|c| c % 2 == 1), 1);
-    /// ```
-    pub fn best_total(&self, allowed: impl Fn(usize) -> bool) -> usize {
+    pub(crate) fn best_total(&self, allowed: impl Fn(usize) -> bool) -> usize {
         let row = self.last_row();
         let pick = |filter: &dyn Fn(usize) -> bool| {
             let mut best: Option<usize> = None;
@@ -132,15 +95,11 @@ impl Knapsack {
     /// The units each layer takes in a best choice reaching exactly `total`
     /// — `choices` must be the ones [`Knapsack::solve`] was given. `None`
     /// when `total` is beyond the capacity or the choices do not match.
-    ///
-    /// ```
-    /// use moeplan::planners::shared::knapsack::Knapsack;
-    /// let choices = vec![vec![(0, 0.0), (1, 0.5)], vec![(0, 0.0), (1, 0.2)]];
-    /// let dp = Knapsack::solve(&choices, 2);
-    /// assert_eq!(dp.backtrack(&choices, 1), Some(vec![1, 0]));
-    /// assert_eq!(dp.backtrack(&choices, 3), None);
-    /// ```
-    pub fn backtrack(&self, choices: &[Vec<(usize, f64)>], total: usize) -> Option<Vec<usize>> {
+    pub(crate) fn backtrack(
+        &self,
+        choices: &[Vec<(usize, f64)>],
+        total: usize,
+    ) -> Option<Vec<usize>> {
         if total > self.capacity || choices.len() != self.layers {
             return None;
         }
@@ -154,5 +113,58 @@ impl Knapsack {
             c = c.checked_sub(r)?;
         }
         Some(out)
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn knapsack() {
+        use crate::planners::shared::knapsack::Knapsack;
+        // two layers; options are (units, value), the first option costs nothing
+        let choices = vec![
+            vec![(0, 0.0), (1, 0.3), (2, 0.35)],
+            vec![(0, 0.0), (1, 0.3)],
+        ];
+        let dp = Knapsack::solve(&choices, 2);
+        let total = dp.best_total(|_| true);
+        assert_eq!(total, 2);
+        assert_eq!(dp.backtrack(&choices, total), Some(vec![1, 1]));
+        assert!((dp.value(total) - 0.6).abs() < 1e-12);
+    }
+    #[test]
+    fn solve() {
+        use crate::planners::shared::knapsack::Knapsack;
+        let dp = Knapsack::solve(&[vec![(0, 0.0), (3, 1.0)]], 2);
+        assert_eq!(dp.last_row(), &[0.0, f64::NEG_INFINITY, f64::NEG_INFINITY]);
+    }
+    #[test]
+    fn last_row() {
+        use crate::planners::shared::knapsack::Knapsack;
+        let dp = Knapsack::solve(&[vec![(0, 0.0), (1, 0.5)]], 1);
+        assert_eq!(dp.last_row(), &[0.0, 0.5]);
+    }
+    #[test]
+    fn value() {
+        use crate::planners::shared::knapsack::Knapsack;
+        let dp = Knapsack::solve(&[vec![(0, 0.0), (1, 0.5)]], 1);
+        assert_eq!(dp.value(1), 0.5);
+        assert_eq!(dp.value(7), f64::NEG_INFINITY);
+    }
+    #[test]
+    fn best_total() {
+        use crate::planners::shared::knapsack::Knapsack;
+        let dp = Knapsack::solve(&[vec![(0, 0.0), (1, 0.5), (2, 0.6)]], 2);
+        assert_eq!(dp.best_total(|_| true), 2);
+        assert_eq!(dp.best_total(|c| c % 2 == 1), 1);
+    }
+    #[test]
+    fn backtrack() {
+        use crate::planners::shared::knapsack::Knapsack;
+        let choices = vec![vec![(0, 0.0), (1, 0.5)], vec![(0, 0.0), (1, 0.2)]];
+        let dp = Knapsack::solve(&choices, 2);
+        assert_eq!(dp.backtrack(&choices, 1), Some(vec![1, 0]));
+        assert_eq!(dp.backtrack(&choices, 3), None);
     }
 }

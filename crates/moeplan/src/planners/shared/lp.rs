@@ -6,7 +6,7 @@
 use microlp::{ComparisonOp, LinearExpr, OptimizationDirection, Problem, Variable};
 
 /// Largest model the oracle builds: `Σ_e Σ_k (1 + D)` binaries.
-pub const MAX_BINARIES: usize = 2_000;
+pub(crate) const MAX_BINARIES: usize = 2_000;
 
 /// The oracle's programme: `T`, then `u[e][i]` and `z[e][i][g]` for
 /// `k = k_lo[e] + i` copies; binaries, or in `[0, 1]` for the relaxation.
@@ -97,15 +97,7 @@ pub(crate) fn model(w: &[f64], capacity: &[usize], k_lo: &[usize], ub: f64, bina
 /// the joint search ([`joint_layer`](super::joint::joint_layer)) that owes nothing to the greedy
 /// highest-load-per-copy order; `None` for a layer too large to model
 /// ([`MAX_BINARIES`]) or when the solver fails. Polynomial (simplex).
-///
-/// ```
-/// use moeplan::planners::shared::lp::relaxed_counts;
-/// let w = [600.0, 560.0, 120.0, 120.0, 20.0, 10.0, 10.0, 10.0];
-/// let c = relaxed_counts(&w, &[2; 8]).unwrap();
-/// assert_eq!(c.iter().sum::<u32>(), 16);
-/// assert!(c[0] >= c[2] && c.iter().all(|&k| (1..=8).contains(&k)));
-/// ```
-pub fn relaxed_counts(loads: &[f64], capacity: &[usize]) -> Option<Vec<u32>> {
+pub(crate) fn relaxed_counts(loads: &[f64], capacity: &[usize]) -> Option<Vec<u32>> {
     let e = loads.len();
     let d = capacity.len();
     let slots: usize = capacity.iter().sum();
@@ -159,4 +151,17 @@ pub fn relaxed_counts(loads: &[f64], capacity: &[usize]) -> Option<Vec<u32>> {
         }
     }
     Some(counts)
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn relaxed_counts() {
+        use crate::planners::shared::lp::relaxed_counts;
+        let w = [600.0, 560.0, 120.0, 120.0, 20.0, 10.0, 10.0, 10.0];
+        let c = relaxed_counts(&w, &[2; 8]).unwrap();
+        assert_eq!(c.iter().sum::<u32>(), 16);
+        assert!(c[0] >= c[2] && c.iter().all(|&k| (1..=8).contains(&k)));
+    }
 }

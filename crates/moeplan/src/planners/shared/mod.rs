@@ -7,9 +7,9 @@
 
 pub mod incremental;
 pub mod joint;
-pub mod knapsack;
+pub(crate) mod knapsack;
 pub(crate) mod layers;
-pub mod lp;
+pub(crate) mod lp;
 pub mod oracle;
 pub mod order;
 pub mod packing;

@@ -68,7 +68,7 @@ pub fn optimal_layer(loads: &[f64], capacity: &[usize]) -> Result<Optimum> {
 /// of work, not of time, so that whether an optimum is proven does not
 /// depend on the machine or its load (FlashLB's 8 × 2 example takes
 /// 16,808; a 60 s limit once failed it on a loaded 2-core machine).
-pub const NODE_BUDGET: u64 = 200_000;
+pub(crate) const NODE_BUDGET: u64 = 200_000;
 
 /// [`optimal_layer`] with a time limit of the caller's: an error when the
 /// optimum is not proven within `limit` (branch and bound on symmetric

@@ -88,14 +88,6 @@ pub struct PredictedCounts {
 
 impl PredictedCounts {
     /// Counts `counts[s · experts + e]`; each finite and non-negative.
-    ///
-    /// ```
-    /// use moeplan::planners::libra::PredictedCounts;
-    /// let p = PredictedCounts::new(2, 3, vec![1.0, 0.0, 2.0, 0.0, 4.0, 0.0])?;
-    /// assert_eq!((p.get(1, 1), p.sources(), p.experts()), (4.0, 2, 3));
-    /// assert!(PredictedCounts::new(2, 3, vec![1.0; 5]).is_err());
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     pub fn new(sources: usize, experts: usize, counts: Vec<f64>) -> Result<Self> {
         if counts.len() != sources.saturating_mul(experts) {
             return Err(Error::Argument(format!(
@@ -121,15 +113,6 @@ impl PredictedCounts {
     /// Every one of `sources` sends `row[e]` pairs to expert `e` (even
     /// arrival), held as one row: the prefetcher then reads `E` values,
     /// not `sources × E`.
-    ///
-    /// ```
-    /// use moeplan::planners::libra::PredictedCounts;
-    /// let p = PredictedCounts::uniform(3, vec![2.0, 0.5])?;
-    /// assert_eq!((p.get(2, 0), p.sources()), (2.0, 3));
-    /// assert_eq!(p.to_dense(), PredictedCounts::new(3, 2, vec![2.0, 0.5, 2.0, 0.5, 2.0, 0.5])?.to_dense());
-    /// assert!(PredictedCounts::uniform(3, vec![-1.0]).is_err());
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     pub fn uniform(sources: usize, row: Vec<f64>) -> Result<Self> {
         let mut p = PredictedCounts::new(1, row.len(), row)?;
         p.sources = sources;
@@ -176,18 +159,18 @@ impl PredictedCounts {
     }
 
     /// Source GPUs (rows).
-    pub fn sources(&self) -> usize {
+    pub(crate) fn sources(&self) -> usize {
         self.sources
     }
 
     /// Experts (columns).
-    pub fn experts(&self) -> usize {
+    pub(crate) fn experts(&self) -> usize {
         self.experts
     }
 
     /// Pairs source `s` is predicted to send expert `e` (0 outside the
     /// table).
-    pub fn get(&self, s: usize, e: usize) -> f64 {
+    pub(crate) fn get(&self, s: usize, e: usize) -> f64 {
         if e >= self.experts || s >= self.sources {
             return 0.0;
         }
@@ -195,7 +178,7 @@ impl PredictedCounts {
     }
 
     /// Source `s`'s row of `experts` counts (empty outside the table).
-    pub fn row(&self, s: usize) -> &[f64] {
+    pub(crate) fn row(&self, s: usize) -> &[f64] {
         let r = if self.uniform { 0 } else { s };
         if s >= self.sources {
             return &[];
@@ -215,7 +198,8 @@ impl PredictedCounts {
     }
 
     /// The counts, `sources × experts` row-major.
-    pub fn to_dense(&self) -> Vec<f64> {
+    #[cfg(test)]
+    pub(crate) fn to_dense(&self) -> Vec<f64> {
         (0..self.sources)
             .flat_map(|s| self.row(s).to_vec())
             .collect()
@@ -279,19 +263,8 @@ impl Predictor {
     /// expert), for `gpus` GPUs (the workload's sources, or all `gpus`
     /// sending `1 / gpus` of every expert under even arrival, then held as
     /// one [`PredictedCounts::uniform`] row).
-    ///
-    /// ```
-    /// use moeplan::{planners::libra::Predictor, data::Workload, LoadTrace};
-    /// use ndarray::Array3;
-    /// let mut c = Array3::from_elem((2, 1, 2), 2.0);
-    /// c[[1, 0, 0]] = 6.0;
-    /// let w = Workload::new(LoadTrace::new(c, vec![0])?);
-    /// let p = Predictor::PreviousBatch.predict(&w, 1, 0, 2)?;
-    /// assert_eq!(p.to_dense(), vec![1.0, 1.0, 1.0, 1.0]); // batch 0's counts, halved over 2 GPUs
-    /// assert_eq!(Predictor::Oracle.predict(&w, 1, 0, 2)?.get(0, 0), 3.0);
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn predict(
+    #[cfg(test)]
+    pub(crate) fn predict(
         &self,
         work: &Workload,
         b: usize,
@@ -305,7 +278,7 @@ impl Predictor {
 
     /// [`Predictor::predict`] into `out`, keeping its allocation (a
     /// schedule predicts every layer of every batch).
-    pub fn predict_into(
+    pub(crate) fn predict_into(
         &self,
         work: &Workload,
         b: usize,
@@ -579,3 +552,49 @@ fn need_tokens(work: &Workload) -> Result<(&TokenTrace, usize)> {
 
 #[cfg(test)]
 mod tests;
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn predict() {
+        (|| {
+            use crate::{LoadTrace, data::Workload, planners::libra::Predictor};
+            use ndarray::Array3;
+            let mut c = Array3::from_elem((2, 1, 2), 2.0);
+            c[[1, 0, 0]] = 6.0;
+            let w = Workload::new(LoadTrace::new(c, vec![0])?);
+            let p = Predictor::PreviousBatch.predict(&w, 1, 0, 2)?;
+            assert_eq!(p.to_dense(), vec![1.0, 1.0, 1.0, 1.0]); // batch 0's counts, halved over 2 GPUs
+            assert_eq!(Predictor::Oracle.predict(&w, 1, 0, 2)?.get(0, 0), 3.0);
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn new_example0() {
+        (|| {
+            use crate::planners::libra::PredictedCounts;
+            let p = PredictedCounts::new(2, 3, vec![1.0, 0.0, 2.0, 0.0, 4.0, 0.0])?;
+            assert_eq!((p.get(1, 1), p.sources(), p.experts()), (4.0, 2, 3));
+            assert!(PredictedCounts::new(2, 3, vec![1.0; 5]).is_err());
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn uniform_example1() {
+        (|| {
+            use crate::planners::libra::PredictedCounts;
+            let p = PredictedCounts::uniform(3, vec![2.0, 0.5])?;
+            assert_eq!((p.get(2, 0), p.sources()), (2.0, 3));
+            assert_eq!(
+                p.to_dense(),
+                PredictedCounts::new(3, 2, vec![2.0, 0.5, 2.0, 0.5, 2.0, 0.5])?.to_dense()
+            );
+            assert!(PredictedCounts::uniform(3, vec![-1.0]).is_err());
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+}

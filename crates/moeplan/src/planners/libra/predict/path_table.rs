@@ -50,15 +50,6 @@ impl PathTable {
     /// A table of `depth` (1 to 4) layers for `tokens`' experts and layers
     /// that has learnt nothing yet: it predicts nothing until it
     /// [`PathTable::learn`]s (Libra's schedule then predicts uniform).
-    ///
-    /// ```
-    /// use moeplan::{planners::libra::PathTable, TokenTrace};
-    /// use ndarray::array;
-    /// let t = TokenTrace::new(4, vec![0], vec![array![[0], [1]]], vec![0; 2])?;
-    /// assert!(PathTable::empty(&t, 2)?.learnt().is_empty());
-    /// assert!(PathTable::empty(&t, 5).is_err());
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     pub fn empty(tokens: &TokenTrace, depth: usize) -> Result<Self> {
         let (e_n, l_n) = (tokens.num_experts(), tokens.num_layers());
         Self::try_empty(tokens, depth)?.ok_or_else(|| {
@@ -107,17 +98,6 @@ impl PathTable {
     /// Counts, on tokens `build` of `tokens`, which experts follow which
     /// over up to `depth` (1 to 4) layers; it then predicts only tokens
     /// outside `build`.
-    ///
-    /// ```
-    /// use moeplan::{planners::libra::PathTable, TokenTrace};
-    /// use ndarray::array;
-    /// // expert 0 is followed by 2, expert 1 by 3 (tokens 0 and 1)
-    /// let t = TokenTrace::new(4, vec![0, 1], vec![array![[0], [1], [0]], array![[2], [3], [2]]], vec![0; 3])?;
-    /// let table = PathTable::build(&t, 0..2, 1)?;
-    /// assert_eq!(table.predict(&t, 2, 1)?, vec![2]);
-    /// assert!(table.predict(&t, 1, 1).is_err()); // token 1 was learnt
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     pub fn build(tokens: &TokenTrace, build: Range<usize>, depth: usize) -> Result<Self> {
         let mut table = PathTable::empty(tokens, depth)?;
         table.learn(tokens, build)?;
@@ -126,7 +106,7 @@ impl PathTable {
 
     /// Learns tokens `range` of `tokens` (non-empty, inside the trace, and
     /// right after what it learnt before, if anything).
-    pub fn learn(&mut self, tokens: &TokenTrace, range: Range<usize>) -> Result<()> {
+    pub(crate) fn learn(&mut self, tokens: &TokenTrace, range: Range<usize>) -> Result<()> {
         self.check(tokens)?;
         let n = tokens.num_tokens();
         if range.start >= range.end || range.end > n {
@@ -189,7 +169,7 @@ impl PathTable {
     }
 
     /// The tokens it has learnt (`0..0`: none).
-    pub fn learnt(&self) -> Range<usize> {
+    pub(crate) fn learnt(&self) -> Range<usize> {
         self.learnt.clone()
     }
 
@@ -202,16 +182,8 @@ impl PathTable {
     /// The `k` experts predicted for token `t` at layer index `l` of
     /// `tokens` (which must have the build trace's experts and layers);
     /// refused for a token it learnt.
-    ///
-    /// ```
-    /// use moeplan::{planners::libra::PathTable, TokenTrace};
-    /// use ndarray::array;
-    /// let t = TokenTrace::new(4, vec![0, 1], vec![array![[0], [1]], array![[2], [2]]], vec![0; 2])?;
-    /// let table = PathTable::build(&t, 0..1, 2)?;
-    /// assert_eq!(table.predict(&t, 1, 0)?, vec![0]); // layer 0: the learnt marginal
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn predict(&self, tokens: &TokenTrace, t: usize, l: usize) -> Result<Vec<u32>> {
+    #[cfg(test)]
+    pub(crate) fn predict(&self, tokens: &TokenTrace, t: usize, l: usize) -> Result<Vec<u32>> {
         self.check(tokens)?;
         if t >= tokens.num_tokens() || l >= self.layers {
             return Err(Error::Argument(format!(
@@ -490,5 +462,58 @@ impl PathMemoBuild {
             self.next = (b + 1, 0);
         }
         Ok(self.next.0 >= b_n)
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn predict() {
+        (|| {
+            use crate::{TokenTrace, planners::libra::PathTable};
+            use ndarray::array;
+            let t = TokenTrace::new(
+                4,
+                vec![0, 1],
+                vec![array![[0], [1]], array![[2], [2]]],
+                vec![0; 2],
+            )?;
+            let table = PathTable::build(&t, 0..1, 2)?;
+            assert_eq!(table.predict(&t, 1, 0)?, vec![0]); // layer 0: the learnt marginal
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn empty_example0() {
+        (|| {
+            use crate::{TokenTrace, planners::libra::PathTable};
+            use ndarray::array;
+            let t = TokenTrace::new(4, vec![0], vec![array![[0], [1]]], vec![0; 2])?;
+            assert!(PathTable::empty(&t, 2)?.learnt().is_empty());
+            assert!(PathTable::empty(&t, 5).is_err());
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
+    }
+    #[test]
+    fn build_example1() {
+        (|| {
+            use crate::{TokenTrace, planners::libra::PathTable};
+            use ndarray::array;
+            // expert 0 is followed by 2, expert 1 by 3 (tokens 0 and 1)
+            let t = TokenTrace::new(
+                4,
+                vec![0, 1],
+                vec![array![[0], [1], [0]], array![[2], [3], [2]]],
+                vec![0; 3],
+            )?;
+            let table = PathTable::build(&t, 0..2, 1)?;
+            assert_eq!(table.predict(&t, 2, 1)?, vec![2]);
+            assert!(table.predict(&t, 1, 1).is_err()); // token 1 was learnt
+            Ok::<(), crate::Error>(())
+        })()
+        .unwrap();
     }
 }
