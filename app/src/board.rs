@@ -8,7 +8,7 @@ use leptos::prelude::*;
 
 use moeplan_view::{ServingView, SweepPoint};
 
-use crate::protocol::{self, CrossTable, Figures, Frame, Grouping, Heat, Placement};
+use moeplan_view::page::{CrossTable, Figures, Frame, Grouping, Heat, Placement};
 
 /// The page's figures, as signals (a `Copy` handle).
 #[derive(Clone, Copy)]
@@ -61,7 +61,7 @@ impl Board {
 
     /// Takes one answer: sets the signals of the parts it carries, and only
     /// those (the worker sent only what changed).
-    pub fn apply(self, u: protocol::Update) {
+    pub fn apply(self, u: moeplan_view::page::Update) {
         let new_frame = u.frame.is_some();
         if let Some(frame) = u.frame {
             self.frame.set(Some(frame));

@@ -38,7 +38,7 @@ pub fn Summary(board: Board) -> impl IntoView {
 
 fn row(board: Board, name: String, expert_bytes: Memo<u64>) -> impl IntoView {
     let plan = board.plan(&name);
-    let fmt = move |f: fn(&crate::protocol::Figures) -> f64| {
+    let fmt = move |f: fn(&moeplan_view::page::Figures) -> f64| {
         move || {
             plan.with(|p| {
                 p.as_ref()
@@ -74,7 +74,7 @@ fn row(board: Board, name: String, expert_bytes: Memo<u64>) -> impl IntoView {
     // batch, so no bound is given for one replica count.
     let schedule = move || plan.with(|p| p.as_ref().and_then(|p| p.schedule.clone()));
     // The headline on a hardware: step time, throughput and speedup.
-    let priced = move |f: fn(&crate::protocol::Predicted) -> String| {
+    let priced = move |f: fn(&moeplan_view::page::Predicted) -> String| {
         plan.with(|p| {
             p.as_ref()
                 .and_then(|p| p.predicted.as_ref())

@@ -76,7 +76,7 @@ pub struct Settings {
     /// The model every plan is judged on (its sizes price replica memory,
     /// the traffic's bytes, the copies and the time); empty: the trace's,
     /// else DeepSeek-V3 (`moeplan::judge::ModelChoice`, the worker's
-    /// judge chooses; the view says which, [`crate::protocol::Frame::model`]).
+    /// judge chooses; the view says which, [`moeplan_view::page::Frame::model`]).
     pub memory_model: String,
     /// The dispatch rule the plans are measured under ([`moeplan::judge::Rule`]'s name).
     pub rule: String,

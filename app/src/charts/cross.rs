@@ -12,7 +12,7 @@
 use leptos::prelude::*;
 
 use crate::board::Board;
-use crate::protocol::{CrossLine, CrossTable};
+use moeplan_view::page::{CrossLine, CrossTable};
 
 /// Background of a cell: its balancedness placed between the column's
 /// lowest and highest.
@@ -44,7 +44,7 @@ fn column_range(rows: &[CrossLine], j: usize) -> (f64, f64) {
 ///
 /// ```
 /// use moeplan_app::charts::cross::kept_gain;
-/// use moeplan_app::protocol::{CrossLine, CrossTable};
+/// use moeplan_view::page::{CrossLine, CrossTable};
 /// let line = |planner: &str, on: usize, b: [f64; 2]| CrossLine {
 ///     name: planner.into(), planner: planner.into(), made_on: Some(on), replicas: 0,
 ///     balancedness: b.to_vec(), in_sample: vec![on == 0, on == 1],

@@ -6,7 +6,8 @@ use leptos::prelude::*;
 
 use super::{H, Hover, PAD_L, PAD_R, W, colour, label, nearest, num1, points, x_of, y_axis, y_of};
 use crate::board::Board;
-use crate::protocol::{CurvePoint, Figures};
+use moeplan::planners::CurvePoint;
+use moeplan_view::page::Figures;
 
 /// The chart.
 #[component]

@@ -10,7 +10,7 @@ use leptos::prelude::*;
 
 use super::{H, Hover, PAD_B, PAD_L, PAD_R, W, colour, num1, points, push_uint};
 use crate::board::Board;
-use crate::protocol::Grouping;
+use moeplan_view::page::Grouping;
 
 /// Shades of affinity, white (none) excluded.
 const SHADES: usize = 8;

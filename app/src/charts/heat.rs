@@ -7,7 +7,7 @@ use leptos::prelude::*;
 
 use super::{H, Hover, PAD_B, PAD_L, PAD_R, PAD_T, W, column, frame_layer_ticks, push_uint};
 use crate::board::Board;
-use crate::protocol::Heat;
+use moeplan_view::page::Heat;
 
 /// Colour buckets each side of the mean.
 const HEAT_STEPS: i32 = 10;

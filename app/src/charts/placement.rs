@@ -7,7 +7,7 @@ use leptos::prelude::*;
 
 use super::{H, Hover, PAD_B, PAD_L, PAD_R, PAD_T, W, colour, column, num1, push_rect};
 use crate::board::Board;
-use crate::protocol::Placement;
+use moeplan_view::page::Placement;
 
 /// Each GPU's load (the shares it receives) and the largest.
 fn loads(p: &Placement) -> (Vec<f64>, f64) {
@@ -101,7 +101,7 @@ pub fn PlacementChart(board: Board) -> impl IntoView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Slot;
+    use moeplan_view::page::Slot;
 
     fn slot(expert: u32, copies: u32, share: f64) -> Slot {
         Slot {

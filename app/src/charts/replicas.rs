@@ -16,7 +16,7 @@ pub fn ReplicasChart(board: Board) -> impl IntoView {
     let refs = board.references();
     let focus = board.focus();
     let max = Memo::new(move |_| {
-        let top = |p: &Option<crate::protocol::Figures>| {
+        let top = |p: &Option<moeplan_view::page::Figures>| {
             p.as_ref()
                 .and_then(|p| p.replicas_per_layer.iter().copied().max())
                 .unwrap_or(0)

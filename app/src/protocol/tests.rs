@@ -1,6 +1,9 @@
 //! The messages' unit tests: each round trip and the numbers' packing.
 
 use super::*;
+use moeplan::planners::CurvePoint;
+use moeplan_view::PlannerNote;
+use moeplan_view::page::{Figures, Frame, Grouping, Heat, Placement, Predicted, Slot};
 
 fn full() -> Response {
     let figures = |name: &str, b: f64| Figures {

@@ -5,7 +5,7 @@
 //! file never costs the user the trace they had.
 
 use moeplan::data::Workload;
-use moeplan::judge::cost::{Prediction, Pricing};
+use moeplan::judge::cost::Pricing;
 use moeplan::planners::Settings;
 use moeplan::planners::{DEFAULT_DEPTH, PathMemoBuild};
 use moeplan::synth::generator::{GenConfig, generate};
@@ -13,20 +13,18 @@ use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 use moeplan::{LoadTrace, data::model};
 use moeplan_view::{Cluster, View, Workspace, dispatch_rule};
 
-use crate::protocol::{
-    Predicted, Request, Response, Source, TOKENS_PER_BATCH, TraceStatsLite, Update,
-};
+use moeplan_view::page::{Shown, TraceStatsLite, Update};
+
+use crate::protocol::{Request, Response, Source, TOKENS_PER_BATCH};
 use crate::reader::ReadAsk;
 
 mod ahead;
 mod helper;
-mod shown;
 mod studies;
 
 use ahead::Ahead;
 pub use ahead::{Warmed, neighbours};
 pub use helper::{HELPER, Helper, HelperAnswer, HelperAsk, Shared};
-pub use shown::Shown;
 
 /// The traces a request's files held, each with the name the page shows
 /// ([`crate::reader::read`]).
@@ -438,24 +436,6 @@ fn pricing(ws: &Workspace, req: &Request) -> Result<Option<Pricing>, String> {
 
 /// The few figures the page draws of a prediction, per MoE layer and per
 /// step.
-fn predicted(p: &Prediction) -> Predicted {
-    Predicted {
-        hardware: p.hardware.clone(),
-        step_ms: p.step_ms,
-        tokens_per_s: p.tokens_per_s,
-        speedup: p.speedup,
-        moe_layer_us: p.moe_layer_us,
-        compute_us: p.compute_us,
-        dispatch_us: p.dispatch_us,
-        combine_us: p.combine_us,
-        dense_us: p.dense_us,
-        copy_exposed_us: p.copy_exposed_us,
-        moe_layers: p.moe_layers,
-        kv_cache_gib_per_gpu: p.kv_cache_gib_per_gpu,
-        error_band: p.error_band.about.clone(),
-    }
-}
-
 /// The registry's settings for planner options (names and values as the
 /// CLI reads them).
 fn planner_settings(options: &[(String, String)]) -> Result<Settings, String> {
@@ -479,17 +459,6 @@ fn plan_pending(
 
 fn replan(ws: &mut Workspace, settings: &Settings) -> Result<(), String> {
     ws.replan_scheduled(settings).map_err(|e| e.to_string())
-}
-
-/// Local, intra-node and cross-node shares of a plan's pairs.
-fn shares(t: &moeplan_view::PairTraffic) -> [f64; 3] {
-    let parts = [t.local, t.intra_node, t.cross_node];
-    let sum: f64 = parts.iter().sum();
-    if sum > 0.0 {
-        parts.map(|x| x / sum)
-    } else {
-        [0.0; 3]
-    }
 }
 
 enum Answer {

@@ -7,7 +7,8 @@ use moeplan::planners::Settings;
 use moeplan_view::{ServingAsk, ServingView, Workspace};
 
 use super::{Read, WorkerState, pricing, rule_of};
-use crate::protocol::{CrossAsk, CrossLine, CrossTable, Request};
+use crate::protocol::{CrossAsk, Request};
+use moeplan_view::page::{CrossLine, CrossTable};
 
 impl WorkerState {
     /// Plans across the workloads `ask` names (`read` from its files, each

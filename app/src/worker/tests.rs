@@ -3,11 +3,12 @@
 
 use super::studies::cross_settings;
 use super::*;
-use crate::protocol::{CrossAsk, CrossTable, Figures};
+use crate::protocol::CrossAsk;
 use crate::reader::{BUDGET_HINT, MAX_CROSS_TRACES, MAX_FILE_BYTES, placed_in_model};
 use moeplan::formats;
 use moeplan_view::Cluster;
 use moeplan_view::ServingAsk;
+use moeplan_view::page::{CrossTable, Figures, Predicted};
 
 fn req(id: u64, source: Option<Source>, cluster: Option<Cluster>, r: Option<usize>) -> Request {
     Request {

@@ -25,7 +25,7 @@ use moeplan::planners::{Settings, Value};
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 use moeplan_view::{Cluster, Workspace};
 
-/// Tokens per batch of the page's generated routes (app/src/protocol.rs).
+/// Tokens per batch of the page's generated routes (`TOKENS_PER_BATCH` in app/src/protocol/mod.rs).
 const TOKENS_PER_BATCH: usize = 512;
 const BATCHES: usize = 64;
 const SEED: u64 = 7;

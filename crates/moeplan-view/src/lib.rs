@@ -38,6 +38,7 @@
 
 mod grace;
 mod judging;
+pub mod page;
 mod replan;
 mod serving;
 mod split;

@@ -34,9 +34,10 @@ use wasm_bindgen::prelude::*;
 use web_sys::{MessageEvent, Worker};
 
 use crate::board::Board;
-use crate::protocol::{CrossAsk, Request, Response, Source, TraceStatsLite, decode};
+use crate::protocol::{CrossAsk, Request, Response, Source, decode};
 use crate::reader::{READING_PHASE, too_large};
 use crate::settings::Settings;
+use moeplan_view::page::TraceStatsLite;
 
 mod answers;
 mod restart;
@@ -435,7 +436,7 @@ impl Ctx {
     }
 
     /// Leaves out of `u` the plans this context does not show.
-    pub(super) fn keep_shown(self, u: &mut crate::protocol::Update) {
+    pub(super) fn keep_shown(self, u: &mut moeplan_view::page::Update) {
         self.only.with_value(|only| {
             let Some(only) = only else { return };
             let shown = |name: &str| only.iter().any(|o| o == name);

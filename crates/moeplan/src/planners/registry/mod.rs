@@ -222,7 +222,7 @@ impl Needs {
 
 /// One point of the replication-factor curve (the CRAFT paper's Figure 5):
 /// what a planner with a budget in replicas per GPU predicts at `R`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 pub struct CurvePoint {
     /// Replicas per GPU, summed over layers (`R`).
