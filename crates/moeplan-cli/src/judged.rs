@@ -4,7 +4,7 @@
 
 use moeplan::EvalReport;
 use moeplan::judge::cost::Prediction;
-use moeplan::judge::{Messages, Report, Schedule, Verdict};
+use moeplan::judge::{Messages, Replay, Schedule, Verdict};
 use serde_json::{Value, json};
 
 /// One plan judged under one rule.
@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 pub struct Judged {
     /// The evaluator's report, balance replaced by the rule's.
     pub report: EvalReport,
-    /// Everything the simulator measured.
-    pub sim: Report,
+    /// Everything the replay under the rule measured.
+    pub replay: Replay,
     /// A per-batch planner's schedule (Libra), when the plan was served
     /// through one: `report` is then the base's with the schedule's balance.
     pub schedule: Option<Schedule>,
@@ -29,7 +29,7 @@ impl Judged {
     pub fn of(v: Verdict, schedule: Option<Schedule>, expert_bytes: u64) -> Judged {
         Judged {
             report: v.report,
-            sim: v.sim,
+            replay: v.replay,
             schedule,
             expert_bytes,
             predicted: v.predicted,
@@ -49,10 +49,10 @@ impl Judged {
     /// `per_batch_imbalance_ratio`.
     pub fn json(&self) -> Value {
         let mut v = serde_json::to_value(&self.report).unwrap_or_default();
-        let t = &self.sim.traffic;
-        v["dispatch"] = self.sim.rule.clone().into();
-        v["sources"] = self.sim.sources.clone().into();
-        if let Some(p) = &self.sim.predictions {
+        let t = &self.replay.traffic;
+        v["dispatch"] = self.replay.rule.clone().into();
+        v["sources"] = self.replay.sources.clone().into();
+        if let Some(p) = &self.replay.predictions {
             v["predictions"] = p.clone().into();
         }
         v["traffic"] = json!({
@@ -66,10 +66,10 @@ impl Judged {
             // a token
             "messages": t.messages,
         });
-        v["per_batch_imbalance_ratio"] = json!(self.sim.per_batch_imbalance_ratio);
-        v["per_batch_balancedness"] = json!(self.sim.per_batch);
+        v["per_batch_imbalance_ratio"] = json!(self.replay.per_batch_imbalance_ratio);
+        v["per_batch_balancedness"] = json!(self.replay.per_batch);
         v["per_batch_bytes_moved"] = json!(self.per_batch_bytes_moved());
-        v["bytes_moved"] = json!(self.sim.bytes_moved);
+        v["bytes_moved"] = json!(self.replay.bytes_moved);
         v["schedule"] = match &self.schedule {
             // What Libra copies: every layer of every batch refills its
             // buffers, more than the slots that differ between batches
@@ -93,8 +93,8 @@ impl Judged {
     /// Expert bytes the placement moves before each batch (the simulator's
     /// moves between consecutive plans; all zero for a static plan).
     pub fn per_batch_bytes_moved(&self) -> Vec<u64> {
-        let mut out = vec![0; self.sim.batches];
-        for m in &self.sim.moves {
+        let mut out = vec![0; self.replay.batches];
+        for m in &self.replay.moves {
             if let Some(b) = out.get_mut(m.at_batch) {
                 *b += m.bytes;
             }
@@ -104,22 +104,22 @@ impl Judged {
 
     /// Share of pairs served on their own GPU, in percent.
     pub fn local_pct(&self) -> f64 {
-        pct(self.sim.traffic.local, self.sim.traffic.pairs)
+        pct(self.replay.traffic.local, self.replay.traffic.pairs)
     }
 
     /// Share of pairs served on another node, in percent.
     pub fn cross_node_pct(&self) -> f64 {
-        pct(self.sim.traffic.cross_node, self.sim.traffic.pairs)
+        pct(self.replay.traffic.cross_node, self.replay.traffic.pairs)
     }
 
     /// Token messages, when the workload has token routes.
     pub fn messages(&self) -> Option<&Messages> {
-        self.sim.traffic.messages.as_ref()
+        self.replay.traffic.messages.as_ref()
     }
 
     /// Cross-node bytes in GB (10⁹ bytes).
     pub fn cross_node_gb(&self) -> f64 {
-        self.sim.traffic.cross_node_bytes / 1e9
+        self.replay.traffic.cross_node_bytes / 1e9
     }
 }
 

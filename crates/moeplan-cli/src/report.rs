@@ -71,16 +71,16 @@ pub fn stats(s: &TraceStats) -> String {
 
 pub fn eval(j: &Judged, algorithm: &str, plan: &Plan, scope: &str, cost: &Cost) -> String {
     let r = &j.report;
-    let t = &j.sim.traffic;
+    let t = &j.replay.traffic;
     let mut o = String::new();
     wl!(o, "plan: {} on {} · {}", algorithm, plan.topology(), scope);
     wl!(
         o,
         "dispatch         {}   how a (token, expert) pair picks a copy; sources: {}",
-        j.sim.rule,
-        j.sim.sources
+        j.replay.rule,
+        j.replay.sources
     );
-    if let Some(p) = &j.sim.predictions {
+    if let Some(p) = &j.replay.predictions {
         wl!(o, "predictions      from {p}");
     }
     wl!(

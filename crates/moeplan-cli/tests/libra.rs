@@ -33,7 +33,7 @@ fn trace(name: &str, batches: usize) -> (String, LoadTrace) {
 
 /// Libra's schedule on `t` as the core computes it, with `n` copies per
 /// GPU and the default predictor (previous batch), replayed.
-fn core_libra(t: &LoadTrace, topology: Topology, n: usize) -> moeplan::judge::Report {
+fn core_libra(t: &LoadTrace, topology: Topology, n: usize) -> moeplan::judge::Replay {
     core_libra_by(t, topology, n, &Predictor::PreviousBatch)
 }
 
@@ -43,7 +43,7 @@ fn core_libra_by(
     topology: Topology,
     n: usize,
     predictor: &Predictor,
-) -> moeplan::judge::Report {
+) -> moeplan::judge::Replay {
     let base = planners::contiguous(t, topology).unwrap();
     let work = Workload::new(t.clone());
     let options = LibraOptions {

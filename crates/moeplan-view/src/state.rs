@@ -165,7 +165,7 @@ impl Scheduled {
     /// ([`moeplan::judge::bound::per_batch_bound`]).
     pub(crate) fn figures(&self, planner: &dyn Planner) -> PlanFigures {
         let v = &self.judged.verdict;
-        let r = &v.sim;
+        let r = &v.replay;
         PlanFigures {
             name: planner.id().to_string(),
             label: format!("{} ({})", planner.title(None), schedule_phrase(&r.rule)),
@@ -233,7 +233,7 @@ pub(crate) fn schedule_phrase(rule: &str) -> String {
 
 /// `f` measured by the judge's replay `r` under another rule than `even`:
 /// its balance, per-layer and per-batch series and pair traffic.
-pub(crate) fn replayed(f: &mut PlanFigures, r: &moeplan::judge::Report) {
+pub(crate) fn replayed(f: &mut PlanFigures, r: &moeplan::judge::Replay) {
     f.balancedness = r.balancedness;
     f.imbalance_ratio = r.imbalance_ratio;
     f.per_layer.clone_from(&r.per_layer);

@@ -2,16 +2,16 @@
 //! view's traffic and per-batch series against the simulator's.
 
 use super::*;
-use moeplan::judge::{Report, Served};
+use moeplan::judge::{Replay, Served};
 use moeplan::{data::model, synth::generator};
 
 /// The core's whole replay of `served` (token messages and all) by a judge
 /// of its own, on the workspace's workload and model: nothing kept from the
 /// view's judge, none of its shortcuts (the closed form of even arrival,
 /// the summed batch, the evaluator's series).
-fn whole(ws: &Workspace, served: Served<'_>) -> Report {
+fn whole(ws: &Workspace, served: Served<'_>) -> Replay {
     let judge = Judge::new(ws.work().clone(), ws.asked_model()).unwrap();
-    judge.verdict(served, None, |_, _| {}).unwrap().sim
+    judge.verdict(served, None, |_, _| {}).unwrap().replay
 }
 
 fn even(plan: &Plan) -> Served<'_> {

@@ -259,11 +259,11 @@ impl ScheduleReplay {
         let (s, v) = (&judged.schedule, &judged.verdict);
         ScheduleReplay {
             about: s.about.clone(),
-            rule: v.sim.rule.clone(),
-            balancedness: v.sim.balancedness,
-            imbalance_ratio: v.sim.imbalance_ratio,
-            per_batch_balancedness: v.sim.per_batch.clone(),
-            per_batch_imbalance_ratio: v.sim.per_batch_imbalance_ratio.clone(),
+            rule: v.replay.rule.clone(),
+            balancedness: v.replay.balancedness,
+            imbalance_ratio: v.replay.imbalance_ratio,
+            per_batch_balancedness: v.replay.per_batch.clone(),
+            per_batch_imbalance_ratio: v.replay.per_batch_imbalance_ratio.clone(),
             per_batch_copies: s.copies_per_batch.clone(),
             per_batch_bytes_copied: v.per_batch_bytes_copied.clone(),
             extra_slots_per_gpu: s.extra_slots_per_gpu,

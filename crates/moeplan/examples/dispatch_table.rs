@@ -35,7 +35,7 @@ use std::time::Instant;
 use moeplan::Workload;
 use moeplan::data::model::{ModelPreset, preset};
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::judge::{CostModel, Report, Rule, SglangVersion, Strategy, simulate};
+use moeplan::judge::{CostModel, Replay, Rule, SglangVersion, Strategy, simulate};
 use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
 use moeplan::planners::{EplbConfig, base, eplb};
 use moeplan::{LoadTrace, Plan, Topology};
@@ -67,7 +67,7 @@ struct Row {
     plan: &'static str,
     replicas: usize,
     rule: Rule,
-    report: Report,
+    report: Replay,
     /// Tokens in the dump: pairs / (MoE layers × top-k).
     tokens: f64,
 }

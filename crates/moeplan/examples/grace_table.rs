@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use moeplan::Workload;
 use moeplan::data::model::{ModelPreset, preset};
-use moeplan::judge::{CostModel, Report, Rule, SglangVersion, Strategy, simulate};
+use moeplan::judge::{CostModel, Replay, Rule, SglangVersion, Strategy, simulate};
 use moeplan::planners::grace::{self, Grace, GraceOptions};
 use moeplan::planners::{self, Settings, Value, eplb};
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
@@ -67,7 +67,7 @@ struct Row {
     /// Replica slots on the fullest GPU, all layers.
     fullest: usize,
     rule: Rule,
-    report: Report,
+    report: Replay,
 }
 
 /// GRACE's grouping of one layer next to contiguous's.

@@ -51,7 +51,7 @@ use std::process::ExitCode;
 use moeplan::Workload;
 use moeplan::data::model::{ModelPreset, preset};
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::judge::{CostModel, RemoteStart, Report, Rule, Strategy, simulate};
+use moeplan::judge::{CostModel, RemoteStart, Replay, Rule, Strategy, simulate};
 use moeplan::planners::libra::{DEFAULT_DEPTH, LibraOptions, PathTable, Predictor, libra_schedule};
 use moeplan::planners::{self, Settings, Value, eplb, grace};
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
@@ -105,7 +105,7 @@ struct Scenario {
 struct Row {
     name: String,
     memory: String,
-    report: Report,
+    report: Replay,
     /// Libra: mean bytes copied per layer per batch.
     bytes_per_layer: Option<f64>,
 }

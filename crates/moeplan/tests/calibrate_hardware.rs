@@ -235,7 +235,7 @@ fn uniform_bytes_are_the_judges() {
                 |_, _| {},
             )
             .unwrap();
-            let time = v.sim.time.unwrap();
+            let time = v.replay.time.unwrap();
             let hidden = m.hidden as f64;
             for (phase, bytes, judged) in [
                 (

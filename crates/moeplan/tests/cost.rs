@@ -120,7 +120,7 @@ fn close(a: f64, b: f64) -> bool {
 fn each_term_against_a_hand_computed_case() {
     let (trace, plan) = toy_case();
     let p = toy_pricing();
-    let t = priced(&trace, &plan, Rule::Even, &p).sim.time.unwrap();
+    let t = priced(&trace, &plan, Rule::Even, &p).replay.time.unwrap();
     // Compute: GPU 0 reads its expert (1 µs) and runs 30 rows (30 µs).
     assert!(close(t.compute_us, 31.0), "{}", t.compute_us);
     // Dispatch: GPU 0 receives 15 pairs and sends 5, all across nodes; 15
@@ -135,7 +135,7 @@ fn each_term_against_a_hand_computed_case() {
     // FP8 dispatch: 128 bytes + one f32 scale per 128 elements.
     let mut fp8 = toy_pricing();
     fp8.assumptions.dispatch_fp8 = true;
-    let t8 = priced(&trace, &plan, Rule::Even, &fp8).sim.time.unwrap();
+    let t8 = priced(&trace, &plan, Rule::Even, &fp8).replay.time.unwrap();
     assert!(
         close(t8.dispatch_us, 15.0 * 132.0 / 500.0 + 10.0),
         "{}",
@@ -145,11 +145,14 @@ fn each_term_against_a_hand_computed_case() {
     // The roofline (large p): the larger of 1 µs and 30 µs.
     let mut roof = toy_pricing();
     roof.hardware.efficiency.roofline_p = 64.0;
-    let tr = priced(&trace, &plan, Rule::Even, &roof).sim.time.unwrap();
+    let tr = priced(&trace, &plan, Rule::Even, &roof)
+        .replay
+        .time
+        .unwrap();
     assert!((tr.compute_us - 30.0).abs() < 0.01, "{}", tr.compute_us);
     // One node of two GPUs: the same pairs over the 1 GB/s link + 2 µs.
     let one = planners::contiguous(&trace, Topology::new(1, 2).unwrap()).unwrap();
-    let t1 = priced(&trace, &one, Rule::Even, &p).sim.time.unwrap();
+    let t1 = priced(&trace, &one, Rule::Even, &p).replay.time.unwrap();
     assert!(
         close(t1.dispatch_us, 15.0 * 256.0 / 1000.0 + 2.0),
         "{}",
@@ -167,8 +170,11 @@ fn each_term_against_a_hand_computed_case() {
     )
     .unwrap();
     let plan4 = planners::contiguous(&four, Topology::new(2, 2).unwrap()).unwrap();
-    let own = priced(&four, &plan4, Rule::Even, &p).sim.time.unwrap();
-    let nic = priced(&four, &plan4, Rule::Even, &shared).sim.time.unwrap();
+    let own = priced(&four, &plan4, Rule::Even, &p).replay.time.unwrap();
+    let nic = priced(&four, &plan4, Rule::Even, &shared)
+        .replay
+        .time
+        .unwrap();
     assert!(
         close(own.dispatch_us, 15.0 * 256.0 / 500.0 + 10.0),
         "{}",
@@ -206,7 +212,7 @@ fn kernel_fit_terms_by_hand() {
         },
     });
     p.hardware.check().unwrap();
-    let t = priced(&trace, &plan, Rule::Even, &p).sim.time.unwrap();
+    let t = priced(&trace, &plan, Rule::Even, &p).replay.time.unwrap();
     // 31 µs as without the fit, + 7 on the busiest GPU.
     assert!(close(t.compute_us, 31.0 + 7.0), "{}", t.compute_us);
     // 15 BF16 messages of 256 bytes at 250 B/µs, + 11 or 13.
@@ -222,7 +228,7 @@ fn kernel_fit_terms_by_hand() {
     );
     // Inside one node: the link's 1 GB/s (the fit gives 0 there).
     let one = planners::contiguous(&trace, Topology::new(1, 2).unwrap()).unwrap();
-    let t1 = priced(&trace, &one, Rule::Even, &p).sim.time.unwrap();
+    let t1 = priced(&trace, &one, Rule::Even, &p).replay.time.unwrap();
     assert!(
         close(t1.dispatch_us, 15.0 * 256.0 / 1000.0 + 11.0),
         "{}",
@@ -231,7 +237,7 @@ fn kernel_fit_terms_by_hand() {
     // The low-latency kernel's own fixed times (every remote pair a message).
     let mut ll = p.clone();
     ll.assumptions.kernel = moeplan::judge::cost::Kernel::LowLatency;
-    let tl = priced(&trace, &plan, Rule::Even, &ll).sim.time.unwrap();
+    let tl = priced(&trace, &plan, Rule::Even, &ll).replay.time.unwrap();
     assert!(
         close(tl.dispatch_us, 15.0 * 256.0 / 250.0 + 3.0),
         "{}",
@@ -294,7 +300,7 @@ fn memory_and_throughput_by_hand() {
     assert_eq!(pd.max_concurrent_requests, 9.0);
     assert!(close(pd.served_tokens_per_step, 9.0));
     let share = 9.0 / 40.0;
-    let td = d.sim.time.unwrap();
+    let td = d.replay.time.unwrap();
     assert!(
         close(td.compute_us, 1.0 + 30.0 * share),
         "{}",
@@ -326,11 +332,14 @@ fn monotone_in_bandwidth_tflops_and_rows() {
             .unwrap();
             for h in hardware::PRESETS {
                 let base = Pricing::new(h, m);
-                let t0 = priced(&trace, &plan, Rule::Even, &base).sim.time.unwrap();
+                let t0 = priced(&trace, &plan, Rule::Even, &base)
+                    .replay
+                    .time
+                    .unwrap();
                 let faster = |f: &dyn Fn(&mut Hardware)| {
                     let mut p = base.clone();
                     f(&mut p.hardware);
-                    priced(&trace, &plan, Rule::Even, &p).sim.time.unwrap()
+                    priced(&trace, &plan, Rule::Even, &p).replay.time.unwrap()
                 };
                 let hbm = faster(&|h| h.gpu.hbm_gb_per_s *= 2.0);
                 let tf = faster(&|h| {
@@ -359,7 +368,10 @@ fn monotone_in_bandwidth_tflops_and_rows() {
                 assert!(tf.compute_us < t0.compute_us);
                 assert!(links.dispatch_us <= t0.dispatch_us && links.combine_us <= t0.combine_us);
                 assert!(links.moe_layer_us < t0.moe_layer_us || t0.dispatch_us == 0.0);
-                let more = priced(&doubled, &plan, Rule::Even, &base).sim.time.unwrap();
+                let more = priced(&doubled, &plan, Rule::Even, &base)
+                    .replay
+                    .time
+                    .unwrap();
                 assert!(more.compute_us > t0.compute_us);
                 assert!(more.dispatch_us >= t0.dispatch_us && more.combine_us >= t0.combine_us);
                 checked += 1;

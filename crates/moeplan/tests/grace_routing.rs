@@ -9,7 +9,7 @@ mod common;
 use common::close;
 
 use moeplan::Workload;
-use moeplan::judge::{CostModel, Report, Rule, Strategy, Traffic, predicted_loads, simulate};
+use moeplan::judge::{CostModel, Replay, Rule, Strategy, Traffic, predicted_loads, simulate};
 use moeplan::{LayerPlacement, LoadTrace, Plan, Topology};
 use ndarray::{Array3, Array4, Axis};
 use proptest::prelude::*;
@@ -17,7 +17,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-fn run(work: &Workload, plan: &Plan, rule: Rule) -> Report {
+fn run(work: &Workload, plan: &Plan, rule: Rule) -> Replay {
     simulate(
         work,
         &Strategy::fixed(plan.clone(), rule),
@@ -312,7 +312,7 @@ fn level_case(seed: u64) -> Case {
     Case { plan, by_source }
 }
 
-fn same_report(a: &Report, b: &Report) -> Result<(), String> {
+fn same_report(a: &Replay, b: &Replay) -> Result<(), String> {
     let pairs = |x: &[f64], y: &[f64]| x.iter().zip(y).all(|(p, q)| close(*p, *q));
     if !pairs(&a.per_batch, &b.per_batch)
         || !pairs(&a.per_batch_imbalance_ratio, &b.per_batch_imbalance_ratio)

@@ -10,7 +10,7 @@ use common::close;
 
 use moeplan::Workload;
 use moeplan::judge::{
-    CostModel, Messages, Report, Rule, SglangVersion, Strategy, sglang_dispatch_map, simulate,
+    CostModel, Messages, Replay, Rule, SglangVersion, Strategy, sglang_dispatch_map, simulate,
 };
 use moeplan::{LayerPlacement, LoadTrace, Plan, TokenTrace, Topology};
 use ndarray::{Array2, Array3, array};
@@ -18,7 +18,7 @@ use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-fn run(work: &Workload, plan: &Plan, rule: Rule) -> Report {
+fn run(work: &Workload, plan: &Plan, rule: Rule) -> Replay {
     simulate(
         work,
         &Strategy::fixed(plan.clone(), rule),

@@ -8,7 +8,7 @@ use common::close;
 
 use moeplan::Workload;
 use moeplan::judge::{
-    CostModel, Placement, Report, Rule, SglangVersion, Strategy, optimal_split,
+    CostModel, Placement, Replay, Rule, SglangVersion, Strategy, optimal_split,
     sglang_dispatch_map, simulate,
 };
 use moeplan::{
@@ -23,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 // Every rule, GRACE-MoE's two among them: each proptest below covers them.
 const ALL_RULES: [Rule; 11] = Rule::ALL;
 
-fn run(work: &Workload, plan: &Plan, rule: Rule) -> Report {
+fn run(work: &Workload, plan: &Plan, rule: Rule) -> Replay {
     simulate(
         work,
         &Strategy::fixed(plan.clone(), rule),

@@ -102,7 +102,7 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
                     "{}: a {} plan holds only the base an engine loads; replayed per batch on the evaluated batches under {} (--dispatch does not apply)",
                     args.plan.display(),
                     planner.display(),
-                    j.sim.rule
+                    j.replay.rule
                 );
             }
             judged

@@ -405,8 +405,8 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
             let j = judge_quietly(&work, &plan, rule, cost)?;
             eprintln!(
                 "under {} dispatch ({}), on the {} {} batch(es): balancedness {:.4}, imbalance {:.4}, local {:.1}%, cross-node {:.1}% ({:.3} GB at {})",
-                j.sim.rule,
-                j.sim.sources,
+                j.replay.rule,
+                j.replay.sources,
                 on.num_batches(),
                 name,
                 j.report.balancedness,

@@ -177,7 +177,7 @@ pub fn evaluate_with_progress(
     let mut per_layer = Vec::with_capacity(layers.len());
     let mut per_layer_ir = Vec::with_capacity(layers.len());
     let mut per_layer_bound = Vec::with_capacity(layers.len());
-    let mut replay = Replay::default();
+    let mut replay = FlatLayer::default();
     let d = plan.topology().num_gpus();
     for (l, lp) in layers.iter().enumerate() {
         replay.prepare(&lp.gpus, trace.num_experts());
@@ -239,7 +239,7 @@ pub fn gpu_loads(trace: &LoadTrace, plan: &Plan, batch: usize, layer: usize) -> 
             trace.num_layers()
         )));
     }
-    let mut replay = Replay::default();
+    let mut replay = FlatLayer::default();
     replay.prepare(&plan.layers()[layer].gpus, trace.num_experts());
     let row = trace.counts().slice(ndarray::s![batch, layer, ..]);
     replay.fill_loads_view(row);
@@ -250,7 +250,7 @@ pub fn gpu_loads(trace: &LoadTrace, plan: &Plan, batch: usize, layer: usize) -> 
 /// batch loop never allocates. Slots are grouped by GPU, so each GPU's load
 /// is summed in a register instead of scattered through memory.
 #[derive(Default)]
-pub(crate) struct Replay {
+pub(crate) struct FlatLayer {
     /// GPU `g` owns slots `gpu_start[g] .. gpu_start[g + 1]`.
     gpu_start: Vec<usize>,
     slot_expert: Vec<u32>,
@@ -260,7 +260,7 @@ pub(crate) struct Replay {
     row: Vec<f64>,
 }
 
-impl Replay {
+impl FlatLayer {
     /// Loads one layer's placement: `gpus[g]` lists the experts on GPU `g`.
     pub(crate) fn prepare(&mut self, gpus: &[Vec<u32>], num_experts: usize) {
         let mut copies = vec![0u32; num_experts];
@@ -363,7 +363,7 @@ pub(crate) fn per_batch_imbalance(trace: &LoadTrace, plan: &Plan) -> Result<Vec<
     plan.check_matches(trace)?;
     let l_n = trace.num_layers();
     let mut out = vec![0.0; trace.num_batches()];
-    let mut replay = Replay::default();
+    let mut replay = FlatLayer::default();
     for (l, lp) in plan.layers().iter().enumerate() {
         replay.prepare(&lp.gpus, trace.num_experts());
         replay.add_batch_imbalance(trace, l, &mut out);

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! Workload ──┐
-//! Strategy ──┼── simulate ──▶ Report { balance (overall, per layer, per batch),
+//! Strategy ──┼── simulate ──▶ Replay { balance (overall, per layer, per batch),
 //! CostModel ─┘                          traffic (local / intra / cross-node, busiest
 //!                                       GPU's ingress and egress), bytes moved }
 //! ```
@@ -16,7 +16,7 @@
 //!   Under [`Rule::Even`] every figure equals [`crate::evaluate`]'s to the
 //!   last bit.
 //! - Sources: without them every GPU is assumed to send `1 / D` of each
-//!   expert's tokens, and [`Report::sources`] says so.
+//!   expert's tokens, and [`Replay::sources`] says so.
 //! - Traffic: see [`Traffic`] for the definitions. With token routes it
 //!   also counts token messages ([`Messages`]: a token sent once per
 //!   destination GPU / node), exact for deterministic choices and the
@@ -29,7 +29,7 @@
 //!   router knows only what it profiled. A plan without a profile (read
 //!   from an engine's file, or built by hand) falls back to the replayed
 //!   workload's own summed counts — in-sample knowledge —, and
-//!   [`Report::predictions`] says which.
+//!   [`Replay::predictions`] says which.
 //! - A [`Placement::Schedule`] re-places experts between batch ranges;
 //!   each change moves the (GPU, expert) slots the new plan has and the old
 //!   lacks, times the bytes of one expert.
@@ -107,7 +107,7 @@ pub struct CostModel {
     /// Bytes of one expert's weights: what moving a copy costs.
     pub expert_bytes: u64,
     /// The hardware's per-step constants: when set, the replay times every
-    /// (batch, layer) ([`Report::time`]).
+    /// (batch, layer) ([`Replay::time`]).
     #[serde(skip)]
     pub time: Option<cost::TimeCost>,
 }
@@ -258,7 +258,7 @@ pub struct Move {
 
 /// Everything one simulation measured.
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub struct Replay {
     /// The dispatch rule ([`Rule::name`]).
     pub rule: String,
     /// Where the tokens came from ([`Workload::sources`]).
@@ -300,9 +300,9 @@ pub struct Report {
     pub time: Option<cost::TimeReport>,
 }
 
-/// [`Report::predictions`] when every plan records its profile.
+/// [`Replay::predictions`] when every plan records its profile.
 pub const PREDICTED_FROM_PROFILE: &str = "the plan's planning batches (its recorded profile)";
-/// [`Report::predictions`] when a plan records none.
+/// [`Replay::predictions`] when a plan records none.
 pub const PREDICTED_IN_SAMPLE: &str =
     "the replayed batches themselves (the plan records no profile: in-sample knowledge)";
 
@@ -323,7 +323,7 @@ pub const PREDICTED_IN_SAMPLE: &str =
 /// assert_eq!(r.traffic.local, 6.0); // two GPUs, each sends half of every expert
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> Result<Report> {
+pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> Result<Replay> {
     let segments = segments(&strategy.placement, workload.trace().num_batches())?;
     simulate_parts(workload, &segments, strategy.rule, cost, true)
 }
@@ -352,7 +352,7 @@ pub fn simulate_pairs(
     workload: &Workload,
     strategy: &Strategy,
     cost: &CostModel,
-) -> Result<Report> {
+) -> Result<Replay> {
     let segments = segments(&strategy.placement, workload.trace().num_batches())?;
     simulate_parts(workload, &segments, strategy.rule, cost, false)
 }
@@ -366,7 +366,7 @@ pub(crate) fn simulate_parts(
     rule: Rule,
     cost: &CostModel,
     messages: bool,
-) -> Result<Report> {
+) -> Result<Replay> {
     let all = 0..workload.trace().num_batches();
     let recorded = steps::steps_of(workload, segments, rule, cost, messages, all)?;
     steps::fold(workload, segments, rule, cost, &recorded)

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::cost::{Prediction, Pricing};
 use super::eval::{EvalReport, evaluate, per_batch_imbalance};
 use super::{
-    CostModel, ModelChoice, Report, Rule, Schedule, Served, Steps, Traffic, Verdict, Workload,
+    CostModel, ModelChoice, Replay, Rule, Schedule, Served, Steps, Traffic, Verdict, Workload,
 };
 use crate::data::hardware::Hardware;
 use crate::data::plan::Plan;
@@ -92,7 +92,7 @@ pub struct JudgedSchedule {
 /// let pricing = judge.priced_on(hardware::preset("h100-ib-ndr")?);
 /// let v = judge.verdict(Served::Plan { plan: &plan, rule: Rule::Vllm }, Some(&pricing), |_, _| {})?;
 /// // Asked again, answered from memory, the same to the bit.
-/// assert_eq!(judge.replay_pairs(&plan, Rule::Vllm)?.balancedness, v.sim.balancedness);
+/// assert_eq!(judge.replay_pairs(&plan, Rule::Vllm)?.balancedness, v.replay.balancedness);
 /// assert!(v.predicted.unwrap().step_ms > 0.0);
 /// # Ok::<(), moeplan::Error>(())
 /// ```
@@ -119,12 +119,12 @@ enum Key {
     Series(u64),
     Mean(u64, Rule, Pricing),
     Schedule(u64, Pricing),
-    Report(u64),
+    Eval(u64),
 }
 
 #[derive(Debug, Clone)]
 enum Kept {
-    Report(Arc<Report>),
+    Replay(Arc<Replay>),
     Traffic(PairTraffic),
     Series(Arc<Vec<f64>>),
     Prediction(Arc<Prediction>),
@@ -226,7 +226,7 @@ impl Judge {
     /// The evaluator's report of `plan` (balance under the even split,
     /// memory, the bound), kept.
     pub fn eval_report(&self, plan: &Plan) -> Result<Arc<EvalReport>> {
-        let key = Key::Report(plan.content_hash());
+        let key = Key::Eval(plan.content_hash());
         if let Some(Kept::Eval(r)) = self.kept(&key) {
             return Ok(r);
         }
@@ -237,9 +237,9 @@ impl Judge {
 
     /// `plan` replayed under `rule` without token messages (balance and
     /// pair traffic; [`super::simulate_pairs`]), kept.
-    pub fn replay_pairs(&self, plan: &Plan, rule: Rule) -> Result<Arc<Report>> {
+    pub fn replay_pairs(&self, plan: &Plan, rule: Rule) -> Result<Arc<Replay>> {
         let key = Key::Pairs(plan.content_hash(), rule);
-        if let Some(Kept::Report(r)) = self.kept(&key) {
+        if let Some(Kept::Replay(r)) = self.kept(&key) {
             return Ok(r);
         }
         let all = 0..self.trace().num_batches();
@@ -250,7 +250,7 @@ impl Judge {
             &self.cost,
             false,
         )?);
-        self.keep(key, Kept::Report(r.clone()));
+        self.keep(key, Kept::Replay(r.clone()));
         Ok(r)
     }
 

@@ -1,5 +1,5 @@
 //! The replay split in two: every (batch, layer) step's figures recorded
-//! ([`Steps`]), then folded into a [`Report`] in one fixed order (layers,
+//! ([`Steps`]), then folded into a [`Replay`] in one fixed order (layers,
 //! then batches in order). Steps of disjoint batch ranges, made apart —
 //! the page's second worker replays half of a per-batch schedule — join
 //! into the very report one replay of every batch makes, to the bit: the
@@ -12,7 +12,7 @@
 use std::ops::Range;
 
 use super::{
-    CostModel, Messages, Move, PREDICTED_FROM_PROFILE, PREDICTED_IN_SAMPLE, Placement, Report,
+    CostModel, Messages, Move, PREDICTED_FROM_PROFILE, PREDICTED_IN_SAMPLE, Placement, Replay,
     Rule, Schedule, Traffic, cost, mean, moves, replay, sglang_dispatch_map,
 };
 use crate::data::plan::Plan;
@@ -482,7 +482,7 @@ pub(crate) fn fold(
     rule: Rule,
     cost: &CostModel,
     steps: &Steps,
-) -> Result<Report> {
+) -> Result<Replay> {
     let trace = workload.trace();
     let (b_n, l_n) = (trace.num_batches(), trace.num_layers());
     if steps.batches != (0..b_n) || steps.layers != l_n || steps.timed != cost.time.is_some() {
@@ -628,7 +628,7 @@ pub(crate) fn fold(
         }
     }
     moves.extend_from_slice(steps.moves.get(from..).unwrap_or(&[]));
-    Ok(Report {
+    Ok(Replay {
         rule: rule.name().to_string(),
         sources: workload.sources().to_string(),
         predictions,
@@ -721,14 +721,14 @@ mod tests {
                 let json = |v: &crate::judge::Verdict| {
                     serde_json::to_string(&(
                         &v.report,
-                        &v.sim,
+                        &v.replay,
                         &v.replicas_per_layer,
                         &v.per_batch_bytes_copied,
                     ))
                     .unwrap()
                 };
                 assert_eq!(json(&a), json(&b));
-                assert_eq!(a.sim.time.is_some(), cost.time.is_some());
+                assert_eq!(a.replay.time.is_some(), cost.time.is_some());
                 checked += 1;
             }
         }

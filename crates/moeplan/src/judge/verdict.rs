@@ -8,7 +8,7 @@
 
 use super::cost::{self, Prediction, Pricing};
 use super::eval::{EvalReport, evaluate_with_progress};
-use super::{CostModel, Placement, Report, Rule, Steps, Strategy, Workload, simulate};
+use super::{CostModel, Placement, Replay, Rule, Steps, Strategy, Workload, simulate};
 use crate::data::plan::Plan;
 use crate::error::Result;
 
@@ -127,7 +127,7 @@ pub struct Verdict {
     /// schedule's copy buffers too.
     pub report: EvalReport,
     /// Everything the simulator measured.
-    pub sim: Report,
+    pub replay: Replay,
     /// Replicas in each layer: the plan's, or a schedule's copies per batch
     /// on the mean (rounded).
     pub replicas_per_layer: Vec<usize>,
@@ -178,8 +178,8 @@ pub fn judge(
 /// let plan = planners::contiguous(work.trace(), Topology::new(2, 4)?)?;
 /// let served = Served::Plan { plan: &plan, rule: Rule::Even };
 /// let (all, pairs) = (judge(&work, served, &CostModel::default(), None, |_, _| {})?, judge_pairs(&work, served, &CostModel::default())?);
-/// assert!(all.sim.traffic.messages.is_some() && pairs.sim.traffic.messages.is_none());
-/// assert_eq!((pairs.sim.balancedness, pairs.sim.traffic.cross_node), (all.sim.balancedness, all.sim.traffic.cross_node));
+/// assert!(all.replay.traffic.messages.is_some() && pairs.replay.traffic.messages.is_none());
+/// assert_eq!((pairs.replay.balancedness, pairs.replay.traffic.cross_node), (all.replay.balancedness, all.replay.traffic.cross_node));
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 pub fn judge_pairs(work: &Workload, served: Served<'_>, cost: &CostModel) -> Result<Verdict> {
@@ -204,7 +204,7 @@ pub fn judge_pairs(work: &Workload, served: Served<'_>, cost: &CostModel) -> Res
 /// let schedule = Schedule::join(halves.to_vec())?;
 /// let whole = judge_pairs(&work, Served::Schedule { base: &base, schedule: &schedule }, &cost)?;
 /// let joined = judge_pairs_replayed(&work, &base, &schedule, &cost, &steps)?;
-/// assert_eq!(joined.sim.per_batch, whole.sim.per_batch);
+/// assert_eq!(joined.replay.per_batch, whole.replay.per_batch);
 /// assert_eq!((joined.report.balancedness, joined.report.bound), (whole.report.balancedness, whole.report.bound));
 /// # Ok::<(), moeplan::Error>(())
 /// ```
@@ -244,7 +244,7 @@ fn finish(
     served: Served<'_>,
     cost: &CostModel,
     mut report: EvalReport,
-    sim: Report,
+    sim: Replay,
     predicted: Option<Prediction>,
     per_batch: Option<(Vec<f64>, Vec<usize>)>,
 ) -> Result<Verdict> {
@@ -277,7 +277,7 @@ fn finish(
     };
     Ok(Verdict {
         report,
-        sim,
+        replay: sim,
         replicas_per_layer,
         per_batch_bytes_copied,
         predicted,
@@ -351,7 +351,7 @@ fn replay(
     cost: &CostModel,
     pricing: Option<&Pricing>,
     messages: bool,
-) -> Result<(Report, Option<Prediction>)> {
+) -> Result<(Replay, Option<Prediction>)> {
     let (extra, copies): (usize, &[usize]) = match served {
         Served::Plan { .. } => (0, &[]),
         Served::Schedule { schedule, .. } => {

@@ -2,9 +2,9 @@
 //! [`PLANNERS`] — the one list every front end and the workspace iterate.
 //!
 //! Adding a planner: write its file (its functions, an `ID`, its options as
-//! [`OptionSpec`]s, a unit struct implementing [`Planner`] and a
-//! [`Prepared`]), then add a `pub mod` line and an entry in [`PLANNERS`]
-//! here. The CLI's `--algo` and flags, `compare`'s rows, the JavaScript
+//! [`OptionSpec`]s, its registry entry `SPEC`, a unit struct implementing
+//! [`Planner`] and a [`Prepared`]), then add its `mod` line and one line in
+//! the list here, which makes both [`PLANNERS`] and [`SPECS`]. The CLI's `--algo` and flags, `compare`'s rows, the JavaScript
 //! API's `algorithm` and `planners()`, and the page's workspace pick it up
 //! from the list (ARCHITECTURE.md, "Adding a planner").
 //!
@@ -43,41 +43,44 @@ pub use registry::{
 };
 pub use shared::incremental::{Goal, incremental};
 
-/// Every planner's registry entry, in [`PLANNERS`]' order, as data only:
-/// what a front end that lists, labels or checks planners reads without
-/// linking any planner's code (the page's main thread; the planning runs in
-/// its worker).
-///
-/// ```
-/// use moeplan::planners::{PLANNERS, SPECS};
-/// let ids: Vec<_> = SPECS.iter().map(|s| s.id).collect();
-/// assert_eq!(ids, PLANNERS.iter().map(|p| p.id()).collect::<Vec<_>>());
-/// for (s, p) in SPECS.iter().zip(PLANNERS) {
-///     let o = |x: &moeplan::planners::PlannerSpec| x.options.iter().map(|o| o.name).collect::<Vec<_>>();
-///     assert_eq!((s.display, s.needs, o(s)), (p.display(), p.needs(), o(p.spec())));
-/// }
-/// ```
-pub static SPECS: &[&PlannerSpec] = &[
-    &contiguous::SPEC,
-    &eplb::BASE_SPEC,
-    &eplb::SPEC,
-    &craft::SPEC,
-    &grace::SPEC,
-    &libra::SPEC,
-];
+/// Makes [`PLANNERS`] and [`SPECS`] from one list: each line a planner's
+/// unit struct and its registry entry.
+macro_rules! listed {
+    ($($planner:path => $spec:path),* $(,)?) => {
+        /// Every planner's registry entry, in [`PLANNERS`]' order, as data
+        /// only: what a front end that lists, labels or checks planners
+        /// reads without linking any planner's code (the page's main
+        /// thread; the planning runs in its worker).
+        ///
+        /// ```
+        /// use moeplan::planners::{PLANNERS, SPECS};
+        /// let ids: Vec<_> = SPECS.iter().map(|s| s.id).collect();
+        /// assert_eq!(ids, PLANNERS.iter().map(|p| p.id()).collect::<Vec<_>>());
+        /// for (s, p) in SPECS.iter().zip(PLANNERS) {
+        ///     let o = |x: &moeplan::planners::PlannerSpec| x.options.iter().map(|o| o.name).collect::<Vec<_>>();
+        ///     assert_eq!((s.display, s.needs, o(s)), (p.display(), p.needs(), o(p.spec())));
+        /// }
+        /// ```
+        pub static SPECS: &[&PlannerSpec] = &[$(&$spec),*];
+
+        /// Every planner, in the order reports list them: the floor first,
+        /// then by how much of the loads each uses.
+        pub static PLANNERS: &[&dyn Planner] = &[$(&$planner),*];
+    };
+}
+
+// The one list of planners (adding one: its file, its `mod` line above and
+// one line here).
+listed! {
+    contiguous::ContiguousPlanner => contiguous::SPEC,
+    eplb::BasePlanner => eplb::BASE_SPEC,
+    eplb::EplbPlanner => eplb::SPEC,
+    craft::CraftPlanner => craft::SPEC,
+    grace::GracePlanner => grace::SPEC,
+    libra::LibraPlanner => libra::SPEC,
+}
 
 /// The entry of the planner named `name`, data only (see [`SPECS`]).
 pub fn spec(name: &str) -> Option<&'static PlannerSpec> {
     SPECS.iter().copied().find(|s| s.id.as_str() == name)
 }
-
-/// Every planner, in the order reports list them: the floor first, then by
-/// how much of the loads each uses.
-pub static PLANNERS: &[&dyn Planner] = &[
-    &contiguous::ContiguousPlanner,
-    &eplb::BasePlanner,
-    &eplb::EplbPlanner,
-    &craft::CraftPlanner,
-    &grace::GracePlanner,
-    &libra::LibraPlanner,
-];

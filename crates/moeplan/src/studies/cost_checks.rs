@@ -158,7 +158,7 @@ pub fn h100_rank_times(trace: &LoadTrace) -> Result<Vec<(&'static str, u32, Pair
         };
         let v = judge(&work, served, &cost, Some(&pricing), |_, _| {})?;
         let t = v
-            .sim
+            .replay
             .time
             .ok_or_else(|| Error::Argument("no time".into()))?;
         per_layer.push((*name, t.per_layer_compute_us));

@@ -322,7 +322,7 @@ pub fn serve(
     let scale = pricing.map_or(1.0, |p| {
         p.model.moe_layers() as f64 / trace.num_layers().max(1) as f64
     });
-    let moe = |r: &crate::judge::Report| {
+    let moe = |r: &crate::judge::Replay| {
         r.time.as_ref().map(|t| {
             t.per_batch_moe_us
                 .iter()
@@ -412,13 +412,18 @@ fn libra_on(
         schedule: &schedule,
     };
     let v = judge(served, judged, cost, pricing, |_, _| {})?;
-    let total_us = v.sim.time.as_ref().zip(v.predicted.as_ref()).map(|(t, p)| {
-        t.per_batch_moe_us.iter().map(|x| x * scale).sum::<f64>()
-            + p.copy_exposed_us * t.per_batch_moe_us.len() as f64
-    });
+    let total_us = v
+        .replay
+        .time
+        .as_ref()
+        .zip(v.predicted.as_ref())
+        .map(|(t, p)| {
+            t.per_batch_moe_us.iter().map(|x| x * scale).sum::<f64>()
+                + p.copy_exposed_us * t.per_batch_moe_us.len() as f64
+        });
     Ok(LibraServed {
-        per_batch_balancedness: v.sim.per_batch,
-        balancedness: v.sim.balancedness,
+        per_batch_balancedness: v.replay.per_batch,
+        balancedness: v.replay.balancedness,
         copies_per_batch,
         total_us,
     })

@@ -672,7 +672,7 @@ pub(crate) fn prepare(
 pub(crate) fn predict(
     pricing: &Pricing,
     t: &TimeCost,
-    sim: &super::Report,
+    sim: &super::Replay,
     plan: &Plan,
     mem: Memory,
     copies_per_batch: &[usize],

@@ -29,7 +29,7 @@ use crate::data::topology::Topology;
 use crate::data::trace::LoadTrace;
 use crate::error::Result;
 use crate::judge::bound::kept_curve;
-use crate::judge::eval::Replay;
+use crate::judge::eval::FlatLayer;
 use crate::planners::shared::joint::place;
 use crate::planners::shared::layers::map_layers;
 use crate::planners::shared::order::replication_order;
@@ -313,7 +313,7 @@ fn estimate_layer(
         .iter()
         .copied()
         .collect();
-    let mut replay = Replay::default();
+    let mut replay = FlatLayer::default();
     let mut placed = Vec::with_capacity(counts.len() + 1);
     let mut imbalance = Vec::with_capacity(counts.len() + 1);
     let mut balancedness = |r: usize| -> Result<f64> {
