@@ -481,8 +481,11 @@ fn planners_are_listed_once() {
 /// The core's door: its `pub` items (`fn`, `struct`, `enum`, `trait`,
 /// `mod`, `const`, `type`; not `pub(crate)`), test modules left out. The
 /// ceiling only comes down: a change that adds to the door makes another
-/// item `pub(crate)` in its place. Issue 48 aims at 350.
-const PUB_ITEMS_CEILING: usize = 745;
+/// item `pub(crate)` in its place. At 627 every `pub` item is one the
+/// compiler finds reached from outside the crate (a front end, a test, a
+/// bench, an example or the fuzz targets); issue 48 aimed at 350, which the
+/// front ends alone (about 470 items) already pass.
+const PUB_ITEMS_CEILING: usize = 627;
 
 /// The core's `pub` items, counted as [`PUB_ITEMS_CEILING`] says.
 fn pub_items() -> usize {

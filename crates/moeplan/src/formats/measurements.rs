@@ -2,7 +2,7 @@
 //! [`Measurement`]s (`{"kind": "compute", …}` or `{"kind": "comm", …}`,
 //! the fields [`crate::judge::calibrate`] documents), unknown fields
 //! refused. A reader refuses a file over [`MAX_BYTES`] or of more than
-//! [`MAX_ROWS`] measurements before parsing it.
+//! `MAX_ROWS` measurements before parsing it.
 //!
 //! ```json
 //! [{"kind": "compute", "expert_bytes": 44040192, "flops_per_row": 88080384,

@@ -5,7 +5,7 @@
 //!   Layers whose counts are all zero are dense layers and are dropped; the
 //!   others keep their row index as layer id, so plans map back to the model.
 //!   Steps whose counts are all zero are slots of SGLang's recorder buffer
-//!   that no forward pass filled ([`recorded_steps`]) and are dropped too.
+//!   that no forward pass filled (`recorded_steps`) and are dropped too.
 //! - Reading: the legacy per-rank CSVs (`layer_id,expert_id,count`, one file
 //!   per rank), summed ([`read_rank_csvs`]) or with each rank's counts kept
 //!   as the simulator's per-source counts ([`read_rank_csvs_by_rank`]; the
@@ -372,7 +372,7 @@ pub(crate) fn rank_from_file_name(name: &str) -> Option<u32> {
 /// SGLang's per-rank CSVs with each file's rank kept apart: the rank comes
 /// from the file's name (`rank_from_file_name`; a name that gives none is
 /// an error, so is a rank two files share, or one at or past
-/// [`crate::data::topology::MAX_GPUS`]). Counts within a file add up; the summed
+/// `crate::data::topology::MAX_GPUS`). Counts within a file add up; the summed
 /// trace is [`read_rank_csvs`]'s. Whether the ranks fit a cluster is the
 /// simulator's check (every source rank is a GPU).
 ///

@@ -236,7 +236,7 @@ pub(crate) fn layer_packing_bound(trace: &LoadTrace, layer: usize, gpus: usize, 
 }
 
 /// Upper bound on the balancedness of one load vector placed on `gpus`
-/// GPUs with `slots` slots in all (mean / [`packing_peak`]).
+/// GPUs with `slots` slots in all (mean / `packing_peak`).
 ///
 /// ```
 /// use moeplan::judge::bound::packing_balancedness;

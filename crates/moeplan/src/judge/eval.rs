@@ -59,7 +59,7 @@ pub struct EvalReport {
     pub gap: f64,
     /// The bound of each layer.
     pub per_layer_bound: Vec<f64>,
-    /// The packing-aware bound (see [`crate::judge::bound::packing_peak`]): also
+    /// The packing-aware bound (see `crate::judge::bound::packing_peak`): also
     /// counts that slots are discrete, so it is at most `bound` and binds
     /// where few slots per GPU meet heavy experts. `None` until
     /// [`EvalReport::add_packing_bound`]: its bisection costs ten times the
@@ -70,7 +70,7 @@ pub struct EvalReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_layer_packing_bound: Option<Vec<f64>>,
     /// What `bound` counts: the plan's replicas per layer, or — for a
-    /// per-batch schedule ([`EvalReport::bound_per_batch`]) — each batch's
+    /// per-batch schedule (`EvalReport::bound_per_batch`) — each batch's
     /// own copies.
     pub bound_counts: BoundCounts,
 }

@@ -27,7 +27,7 @@
 //!
 //! Complexity per layer: O(D · s) to build the costs for `D` GPUs of `s`
 //! slots, O(N² · G³ + N³) for `N` nodes of `G` GPUs — checked against
-//! [`MAX_RELABEL_WORK`] before any is done (one node of thousands of GPUs
+//! `MAX_RELABEL_WORK` before any is done (one node of thousands of GPUs
 //! would take hours).
 
 use pathfinding::kuhn_munkres::kuhn_munkres_min;

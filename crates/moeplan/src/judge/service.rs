@@ -155,7 +155,7 @@ impl Judge {
         }
     }
 
-    /// The same judge sharing `one`'s summed batch ([`Workload::one_batch`]
+    /// The same judge sharing `one`'s summed batch (`Workload::one_batch`
     /// of this very workload, made by an earlier judge): a page's next
     /// cluster does not sum the tokens again.
     #[must_use]
@@ -257,7 +257,7 @@ impl Judge {
     /// `plan`'s pair traffic under `even`. Tokens arriving evenly: each of
     /// the D GPUs sends 1 / D of every expert's pairs wherever its copies
     /// are, a closed form that does not depend on the placement. With
-    /// sources: the summed batch replayed ([`Workload::one_batch`]), the sum
+    /// sources: the summed batch replayed (`Workload::one_batch`), the sum
     /// of the batches' to rounding; kept.
     pub fn even_traffic(&self, plan: &Plan) -> Result<PairTraffic> {
         if self.work.num_sources().is_none() {
@@ -293,7 +293,7 @@ impl Judge {
     }
 
     /// `plan`'s imbalance ratio per batch under `even`
-    /// ([`per_batch_imbalance`]): kept once made; made when `make`, else
+    /// (`per_batch_imbalance`): kept once made; made when `make`, else
     /// `None` when not kept (a replay a caller may not want to wait for).
     pub fn per_batch_even(&self, plan: &Plan, make: bool) -> Result<Option<Arc<Vec<f64>>>> {
         let key = Key::Series(plan.content_hash());

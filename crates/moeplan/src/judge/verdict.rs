@@ -123,7 +123,7 @@ pub enum Served<'a> {
 pub struct Verdict {
     /// The evaluator's report of the plan (a schedule's base) with the
     /// rule's balance; for a schedule its bound counts the copies batch by
-    /// batch ([`EvalReport::bound_per_batch`]) and its fullest GPU holds the
+    /// batch (`EvalReport::bound_per_batch`) and its fullest GPU holds the
     /// schedule's copy buffers too.
     pub report: EvalReport,
     /// Everything the simulator measured.

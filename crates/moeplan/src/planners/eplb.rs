@@ -29,8 +29,8 @@
 //! GPUs and `N` nodes: replication O((P − E) · E / N), packing
 //! O(P log P + P · D / N).
 //!
-//! In the registry: [`EplbPlanner`] (budget: [`REDUNDANT_EXPERTS`], default
-//! [`default_redundant_experts`]) and [`BasePlanner`] (no replicas); both
+//! In the registry: `EplbPlanner` (budget: [`REDUNDANT_EXPERTS`], default
+//! [`default_redundant_experts`]) and `BasePlanner` (no replicas); both
 //! prepare by summing the loads, so a budget change reruns the whole
 //! algorithm, which is fast.
 

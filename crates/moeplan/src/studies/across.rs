@@ -186,7 +186,7 @@ impl Mix {
     }
 
     /// Every trace's batches one after another, trace `i`'s repeated
-    /// [`Mix::repeats`]`[i]` times: what a planner that averages over
+    /// `Mix::repeats``[i]` times: what a planner that averages over
     /// batches (CRAFT) is prepared on.
     ///
     /// ```

@@ -69,7 +69,7 @@ pub struct VariationStats {
     pub lag1_autocorrelation: f64,
     /// Pairs that entered the autocorrelation.
     pub autocorrelation_pairs: usize,
-    /// CV as a function of relative load, binned by [`LOAD_BIN_EDGES`].
+    /// CV as a function of relative load, binned by `LOAD_BIN_EDGES`.
     pub by_load: Vec<LoadBin>,
 }
 

@@ -3,11 +3,11 @@
 //!
 //! Each layer gets a target hottest-expert ratio (log-uniform from 2.5 to
 //! 30 over the layers, in a seeded order) and log-normal mean loads whose
-//! `σ` grows from the most balanced layer to the hottest ([`load_spread`]).
+//! `σ` grows from the most balanced layer to the hottest (`load_spread`).
 //! Each batch moves every expert's share by a mean-one log-normal drift with
 //! squared CV `λ · h · (A / π + C)` (`π` the fraction of tokens picking the
 //! expert, `λ` the layer's factor, `h` the expert's; [`DRIFT_A`],
-//! [`DRIFT_C`], lag-1 autoregression [`DRIFT_LAG1`]), then draws its counts
+//! [`DRIFT_C`], lag-1 autoregression `DRIFT_LAG1`), then draws its counts
 //! as a multinomial of `tokens × top_k` assignments, no expert above one per
 //! token. [`crate::studies::variation`] measures any trace the same way.
 //!

@@ -96,7 +96,7 @@ pub struct TokenGenConfig {
 
 impl TokenGenConfig {
     /// `tokens` tokens of `preset` from 8 ranks, seed 7, the calibrated
-    /// structure: [`default_topics`] topics.
+    /// structure: `default_topics` topics.
     ///
     /// ```
     /// use moeplan::{data::model::preset, synth::token_generator::TokenGenConfig};

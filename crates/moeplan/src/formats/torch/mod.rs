@@ -51,7 +51,7 @@
 //! Both drop the dense layers (all-zero rows over every step, as SGLang
 //! records them) and keep the MoE layers' model ids and the model's layer
 //! count; `stat` drops the buffer's steps no pass filled
-//! ([`super::sglang::recorded_steps`]).
+//! (`super::sglang::recorded_steps`).
 
 use std::collections::HashMap;
 use std::io::Cursor;

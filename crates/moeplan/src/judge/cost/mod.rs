@@ -177,7 +177,7 @@ impl Assumptions {
         self.bytes_per_weight.unwrap_or(model.bytes_per_weight)
     }
 
-    /// Bytes of one expert's weights served at [`Assumptions::bytes_per_weight`].
+    /// Bytes of one expert's weights served at `Assumptions::bytes_per_weight`.
     ///
     /// ```
     /// use moeplan::{data::model, judge::cost::Assumptions};
@@ -515,7 +515,7 @@ pub struct Prediction {
     pub assumptions: Assumptions,
     /// Every other assumption, one sentence each.
     pub notes: Vec<String>,
-    /// How far to trust it ([`ErrorBand::of`] the hardware).
+    /// How far to trust it (`ErrorBand::of` the hardware).
     pub error_band: ErrorBand,
 }
 

@@ -24,7 +24,7 @@
 //!    with a free slot, never two copies of one expert on one GPU.
 //!    O(S log D) per layer for `S` slots. Beyond the paper (`refine`, on by
 //!    default): swaps, then the joint search over counts and places
-//!    ([`joint_search`](crate::planners::shared::joint::joint_search))
+//!    (`shared::joint::joint_search`)
 //!    for every (layer, replica count) of Algorithm 1; `repair` searches the
 //!    final plan again ([`crate::planners::shared::joint::repair`]).
 //!
@@ -32,9 +32,9 @@
 //! 3–5 in [`Craft::plan`] (the app's slider).
 //!
 //! **Files.** This one: the options, [`Craft`] (prepare / plan) and the
-//! registry entry [`CraftPlanner`] (budget [`REPLICAS_PER_GPU`], `auto` = the
-//! knee). [`benefit`]: Algorithm 1. [`allocation`]: Algorithm 2, on the
-//! shared [`knapsack`](crate::planners::shared::knapsack). [`interleave`]:
+//! registry entry `CraftPlanner` (budget [`REPLICAS_PER_GPU`], `auto` = the
+//! knee). `benefit`: Algorithm 1. `allocation`: Algorithm 2, on the
+//! shared `knapsack`. `interleave`:
 //! Algorithm 3. `curve.rs`: Step 2's knee and the bound per budget. Step 5
 //! is the shared [`placement`](crate::planners::shared::placement).
 //!
@@ -172,7 +172,7 @@ pub struct CraftOptions {
     pub objective: Objective,
     /// Follow the paper's greedy placement with [`refine_placement`]
     /// and the joint search over counts and places
-    /// ([`joint_search`](crate::planners::shared::joint::joint_search))
+    /// (`shared::joint::joint_search`)
     /// for every (layer, replica count) of the benefit table (beyond the
     /// paper; off reproduces it exactly).
     pub refine: bool,

@@ -34,7 +34,7 @@ pub(crate) const MAX_ROWS: usize = 4096;
 
 /// Cluster label (`0..k`) of every row of the symmetric, non-negative,
 /// finite `affinity`, by normalised spectral clustering with seeded
-/// k-means++ ([`RESTARTS`] restarts on each of the two row scalings, the
+/// k-means++ (`RESTARTS` restarts on each of the two row scalings, the
 /// grouping with the higher utilisation `U` kept). Every label is used; labels are
 /// numbered in order of first appearance, so row 0 is in cluster 0. The
 /// diagonal is ignored (an expert's affinity with itself says nothing about

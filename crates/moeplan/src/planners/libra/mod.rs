@@ -3,7 +3,7 @@
 //!
 //! Static plans (EPLB, CRAFT, GRACE) place experts once; Libra re-places
 //! every layer of every batch: while layer `i` runs it predicts layer
-//! `i + 1`'s routing ([`predict`]), copies up to `N` experts per GPU onto
+//! `i + 1`'s routing (`predict`), copies up to `N` experts per GPU onto
 //! a static base ([`prefetch()`], Algorithm 1), and shards the remote pairs
 //! of replicated experts over the copies on the CPU
 //! ([`crate::judge::Rebalancer`], Algorithm 2, the dispatch rule
@@ -16,11 +16,11 @@
 //! consecutive batches, and [`LibraSchedule::copies`] every copy Libra makes
 //! (it refills its buffers every layer of every batch).
 //!
-//! **Files.** This one: options and the schedule. [`predict`]: the
+//! **Files.** This one: options and the schedule. `predict`: the
 //! predictors and their accuracy (Table 1's metric). [`prefetch`](mod@prefetch):
 //! Algorithm 1. The rebalancer lives in the judge (`judge/rebalance.rs`).
 //!
-//! **In the registry.** [`LibraPlanner`] (`--algo libra`) plans a
+//! **In the registry.** `LibraPlanner` (`--algo libra`) plans a
 //! static *base* — contiguous placement, what an engine without a balancer
 //! loads, the paper's starting point (it builds on the serving engine's
 //! expert-parallel layout) and independent of the loads, so no budget moves

@@ -88,7 +88,7 @@ pub(crate) const DEFAULT_REBALANCE_SECONDS: f64 = 10e-6;
 
 impl TimeModel {
     /// A model's shape at the defaults: NVLink 4 ([`NVLINK4_GB_PER_S`]),
-    /// [`DEFAULT_TFLOPS`], [`DEFAULT_REBALANCE_SECONDS`].
+    /// `DEFAULT_TFLOPS`, `DEFAULT_REBALANCE_SECONDS`.
     ///
     /// ```
     /// use moeplan::{data::model, planners::libra::time_model::TimeModel};

@@ -205,7 +205,7 @@ impl Settings {
     }
 
     /// The same settings pricing with `pricing` (`None`: none): what a
-    /// planner that plans for time reads ([`Settings::pricing`]).
+    /// planner that plans for time reads (`Settings::pricing`).
     pub fn priced(mut self, pricing: Option<Pricing>) -> Settings {
         self.pricing = pricing.map(Arc::new);
         self

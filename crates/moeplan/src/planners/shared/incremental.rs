@@ -5,7 +5,7 @@
 //! migration).
 //!
 //! Greedy over layers: each layer's next move is one step of the joint
-//! search ([`joint_search`] with one move: a swap of two copies, or a copy
+//! search (`joint_search` with one move: a swap of two copies, or a copy
 //! re-targeted to another expert, around the layer's busiest GPU); the move
 //! taken is the one, over all layers, that gains the most balancedness per
 //! expert copy it makes. It stops at the target balance, when the next
@@ -14,7 +14,7 @@
 //! loads given (the new window).
 //!
 //! Complexity: one joint-search step per layer to start, then one per
-//! move taken, each O(s² · D · c + s · E · c) (see [`joint_search`]).
+//! move taken, each O(s² · D · c + s · E · c) (see `joint_search`).
 
 use ndarray::ArrayView2;
 use serde::Serialize;

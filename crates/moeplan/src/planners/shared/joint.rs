@@ -6,7 +6,7 @@
 //! refinement ([`super::placement::refine_placement`]) cannot change
 //! the counts. On vllm-ascend's FlashLB example (loads 600, 560, 120, 120,
 //! 20, 10, 10, 10 on 8 devices × 2 slots) that order peaks at 232 where
-//! 196.7 is possible. [`joint_search`] starts from any valid placement and,
+//! 196.7 is possible. `joint_search` starts from any valid placement and,
 //! while the busiest GPU can be relieved, takes the best of three moves
 //! around it, with per-copy loads `w_e / c_e` (even split over copies):
 //!
@@ -28,7 +28,7 @@
 //! random kicks of the best so far (iterated local search, seeded), and
 //! keeps the best: the placement it is given, DeepSeek's EPLB (its copy
 //! counts and balanced packing, where slots are uniform), the counts of the
-//! oracle's linear relaxation ([`super::lp::relaxed_counts`], small
+//! oracle's linear relaxation (`super::lp::relaxed_counts`, small
 //! layers), and the usual start (copies to the highest load per copy,
 //! greedy placement, swaps). A local search ends where it starts: on
 //! FlashLB's example CRAFT's own plan led to a peak of 202, EPLB's to the
@@ -363,7 +363,7 @@ fn retarget(hosts: &mut [usize], from: usize, to: usize) {
     }
 }
 
-/// The best placement [`joint_search`] finds on GPUs with `capacity[g]`
+/// The best placement `joint_search` finds on GPUs with `capacity[g]`
 /// slots, each run followed by [`JointOptions::kicks`] random kicks and
 /// searches (iterated local search): from `start` (if any), EPLB's
 /// placement (uniform slots), the oracle relaxation's counts (small layers)

@@ -1,8 +1,8 @@
 //! Building blocks more than one planner (or the page's oracle) uses:
-//! the multiple-choice [`knapsack`] over layers, the replication
+//! the multiple-choice `knapsack` over layers, the replication
 //! [`order`], capacity-aware [`placement`] and its refinement, the
 //! [`joint`] search of copy counts and placement, the exact [`oracle`]
-//! and its programme ([`lp`]), the per-layer map (`layers`), and the
+//! and its programme (`lp`), the per-layer map (`layers`), and the
 //! [`incremental`] re-plan from a served plan.
 
 pub mod incremental;

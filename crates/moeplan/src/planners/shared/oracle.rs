@@ -21,7 +21,7 @@
 //! balancedness (mean / max) of that load vector. Several batches (the mean
 //! of per-batch maxima) are not modelled: callers pass summed loads or one
 //! batch. Branch and bound is exponential in the worst case; the sizes are
-//! guarded ([`MAX_BINARIES`]) and the solve is limited in work ([`NODE_BUDGET`]). The joint
+//! guarded (`MAX_BINARIES`) and the solve is limited in work (`NODE_BUDGET`). The joint
 //! search's plan ([`joint_layer`]) bounds the optimum from above: it rules
 //! out copy counts whose per-copy load alone exceeds it and seeds the
 //! solver's incumbent.

@@ -49,7 +49,7 @@ pub const DEFAULT_DEPTH: usize = 2;
 impl PathTable {
     /// A table of `depth` (1 to 4) layers for `tokens`' experts and layers
     /// that has learnt nothing yet: it predicts nothing until it
-    /// [`PathTable::learn`]s (Libra's schedule then predicts uniform).
+    /// `PathTable::learn`s (Libra's schedule then predicts uniform).
     pub fn empty(tokens: &TokenTrace, depth: usize) -> Result<Self> {
         let (e_n, l_n) = (tokens.num_experts(), tokens.num_layers());
         Self::try_empty(tokens, depth)?.ok_or_else(|| {
