@@ -8,7 +8,7 @@ use leptos::prelude::*;
 
 use moeplan_view::{ServingView, SweepPoint};
 
-use moeplan_view::page::{CrossTable, Figures, Frame, Grouping, Heat, Placement};
+use moeplan_view::page::{CrossTable, Figures, Frame, Grouping, Heat, PlacedLayer};
 
 /// The page's figures, as signals (a `Copy` handle).
 #[derive(Clone, Copy)]
@@ -24,7 +24,7 @@ pub struct Board {
     /// CRAFT's load map.
     pub heat: RwSignal<Heat>,
     /// The chosen layer under CRAFT.
-    pub placement: RwSignal<Placement>,
+    pub placement: RwSignal<PlacedLayer>,
     /// The chosen layer as GRACE grouped it (`None`: no token routes).
     pub grouping: RwSignal<Option<Grouping>>,
     /// Plans across several loaded traces (`None`: fewer than two loaded).
@@ -51,7 +51,7 @@ impl Board {
             replicas_per_gpu: RwSignal::new(0),
             rule: RwSignal::new(String::new()),
             heat: RwSignal::new(Heat::default()),
-            placement: RwSignal::new(Placement::default()),
+            placement: RwSignal::new(PlacedLayer::default()),
             grouping: RwSignal::new(None),
             cross: RwSignal::new(None),
             serving: RwSignal::new(None),

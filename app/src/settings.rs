@@ -7,7 +7,9 @@
 //! Missing or unreadable keys fall back to the defaults.
 
 use moeplan::data::model;
-use moeplan::planners::{EXTRA_EXPERTS_PER_GPU, Kind, NONUNIFORMITY, OptionSpec, PREDICTOR, Value};
+use moeplan::planners::{
+    EXTRA_EXPERTS_PER_GPU, NONUNIFORMITY, OptionKind, OptionSpec, PREDICTOR, Value,
+};
 use moeplan_view::dispatch_rule;
 
 /// The hardware menu's value for a loaded hardware file (no preset has
@@ -295,7 +297,7 @@ impl Settings {
 /// The words GRACE's non-uniformity ratio takes (`auto` first).
 pub fn grace_ratios() -> &'static [&'static str] {
     match NONUNIFORMITY.kind {
-        Kind::Choice(words) => words,
+        OptionKind::Choice(words) => words,
         _ => &[],
     }
 }

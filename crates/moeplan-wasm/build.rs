@@ -2,7 +2,7 @@
 //!
 //! - `api.d.ts`: the TypeScript of the settings objects, written from the
 //!   core's planner registry (every option of every planner, camelCase, its
-//!   type from its `Kind`, its help as the doc comment), so a planner or
+//!   type from its `OptionKind`, its help as the doc comment), so a planner or
 //!   option added to the core is typed in JavaScript without anyone editing
 //!   a declaration. The library appends it to the `.d.ts` through
 //!   `typescript_custom_section`.
@@ -14,7 +14,7 @@
 use std::fmt::Write;
 use std::path::PathBuf;
 
-use moeplan::planners::{self, Kind};
+use moeplan::planners::{self, OptionKind};
 
 // Only `camel_case` is needed here; the library uses both.
 #[allow(dead_code)]
@@ -94,10 +94,10 @@ fn typescript() -> String {
             .map(|p| p.id().as_str())
             .collect();
         let ty = match option.kind {
-            Kind::Count => "number".to_string(),
-            Kind::Budget(_) => "number | \"auto\"".to_string(),
-            Kind::Choice(words) => quoted(&mut words.iter().copied()),
-            Kind::Flag => "boolean".to_string(),
+            OptionKind::Count => "number".to_string(),
+            OptionKind::Budget(_) => "number | \"auto\"".to_string(),
+            OptionKind::Choice(words) => quoted(&mut words.iter().copied()),
+            OptionKind::Flag => "boolean".to_string(),
         };
         let _ = writeln!(
             ts,

@@ -7,10 +7,10 @@ use leptos::prelude::*;
 
 use super::{H, Hover, PAD_B, PAD_L, PAD_R, PAD_T, W, colour, column, num1, push_rect};
 use crate::board::Board;
-use moeplan_view::page::Placement;
+use moeplan_view::page::PlacedLayer;
 
 /// Each GPU's load (the shares it receives) and the largest.
-fn loads(p: &Placement) -> (Vec<f64>, f64) {
+fn loads(p: &PlacedLayer) -> (Vec<f64>, f64) {
     let loads: Vec<f64> = p
         .gpus
         .iter()
@@ -21,7 +21,7 @@ fn loads(p: &Placement) -> (Vec<f64>, f64) {
 }
 
 /// The boxes' paths: (replicated experts, the others).
-fn boxes(p: &Placement) -> (String, String) {
+fn boxes(p: &PlacedLayer) -> (String, String) {
     let (_, max) = loads(p);
     let cw = (W - PAD_L - PAD_R) / p.gpus.len().max(1) as f64;
     let (mut replicated, mut single) = (String::new(), String::new());
@@ -42,7 +42,7 @@ fn boxes(p: &Placement) -> (String, String) {
 }
 
 /// The box under the pointer: its GPU, expert, copies and share.
-fn under(p: &Placement, x: f64, y: f64) -> Option<String> {
+fn under(p: &PlacedLayer, x: f64, y: f64) -> Option<String> {
     let g = column(x, p.gpus.len())?;
     let (_, max) = loads(p);
     let mut top = H - PAD_B;
@@ -113,7 +113,7 @@ mod tests {
 
     #[test]
     fn boxes_and_what_is_under_the_pointer() {
-        let p = Placement {
+        let p = PlacedLayer {
             layer: 3,
             gpus: vec![
                 vec![slot(0, 2, 0.25), slot(1, 1, 0.25)],

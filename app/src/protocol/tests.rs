@@ -3,7 +3,7 @@
 use super::*;
 use moeplan::planners::CurvePoint;
 use moeplan_view::PlannerNote;
-use moeplan_view::page::{Figures, Frame, Grouping, Heat, Placement, Predicted, Slot};
+use moeplan_view::page::{Figures, Frame, Grouping, Heat, PlacedLayer, Predicted, Slot};
 
 fn full() -> Response {
     let figures = |name: &str, b: f64| Figures {
@@ -63,7 +63,7 @@ fn full() -> Response {
             replicas_per_gpu: 2,
             rule: "optimal".into(),
             heat: Heat::from_rows(&[vec![1.0, 1.0], vec![0.5, 1.5], vec![1.25, 0.75]]),
-            placement: Some(Placement {
+            placement: Some(PlacedLayer {
                 layer: 4,
                 gpus: vec![
                     vec![Slot {

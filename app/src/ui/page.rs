@@ -17,8 +17,8 @@ use crate::figures::{CostPanel, Scope, Summary, TrafficPanel};
 use crate::settings::{FILE_HARDWARE, Settings, grace_ratios};
 
 use super::client::{
-    Ctx, HASH_DELAY_MS, Kind, Status, Undo, clear_timer, cluster_of, location_hash, replace_hash,
-    set_timer,
+    Ctx, HASH_DELAY_MS, RequestKind, Status, Undo, clear_timer, cluster_of, location_hash,
+    replace_hash, set_timer,
 };
 
 /// The page.
@@ -76,7 +76,7 @@ pub fn App() -> impl IntoView {
             }
         });
         ctx.undo.set_value(Some(before));
-        ctx.send(Kind::PerBatch, None, None, None, None);
+        ctx.send(RequestKind::PerBatch, None, None, None, None);
     };
     // GRACE's ratio re-plans GRACE only, likewise.
     let grace_ratio = field(|s| s.grace_ratio.clone());
@@ -84,10 +84,10 @@ pub fn App() -> impl IntoView {
         let before = settings.with_untracked(|s| Undo::GraceRatio(s.grace_ratio.clone()));
         settings.update(|s| s.grace_ratio = r);
         ctx.undo.set_value(Some(before));
-        ctx.send(Kind::Options, None, None, None, None);
+        ctx.send(RequestKind::Options, None, None, None, None);
     };
     let predictors: &'static [&'static str] = match PREDICTOR.kind {
-        moeplan::planners::Kind::Choice(words) => words,
+        moeplan::planners::OptionKind::Choice(words) => words,
         _ => &[],
     };
 
@@ -110,7 +110,7 @@ pub fn App() -> impl IntoView {
         set_budget: Callback::new(move |r| ctx.set_budget(r)),
         cluster_changed: Callback::new(move |()| {
             ctx.send(
-                Kind::Cluster,
+                RequestKind::Cluster,
                 None,
                 Some(cluster_of(&settings.get_untracked())),
                 None,
@@ -192,7 +192,7 @@ pub fn App() -> impl IntoView {
                         // Every plan is judged on this model's sizes (its
                         // traffic's bytes, its copies and its prices): the
                         // worker plans the cluster again on it.
-                        ctx.send(Kind::Model, None, None, None, None);
+                        ctx.send(RequestKind::Model, None, None, None, None);
                     }>
                         <option value="" selected=move || memory_model.with(String::is_empty)>
                             "the trace's model (else DeepSeek-V3)"
@@ -224,7 +224,7 @@ pub fn App() -> impl IntoView {
                     <label for="hardware">"Price every plan on"</label>
                     <select id="hardware" on:change=move |ev| {
                         settings.update(|s| s.hardware = event_target_value(&ev));
-                        ctx.send(Kind::Hardware, None, None, None, None);
+                        ctx.send(RequestKind::Hardware, None, None, None, None);
                     }>
                         <option value="" selected=move || hardware.with(String::is_empty)>"— balance only"</option>
                         {move || settings.with(|s| s.hardware_file.as_ref().map(|f| format!("{} ({}, from {})", f.name, f.provenance, f.file)))
@@ -300,8 +300,8 @@ pub fn App() -> impl IntoView {
                 </section>
                 <section>
                     <h2>{format!("Export {focus}'s plan")}</h2>
-                    <button id="export-moeplan" on:click=move |_| { ctx.send(Kind::Export, None, None, Some("moeplan".into()), None); }>"moeplan JSON"</button>
-                    <button id="export-sglang" on:click=move |_| { ctx.send(Kind::Export, None, None, Some("sglang".into()), None); }>"SGLang --init-expert-location"</button>
+                    <button id="export-moeplan" on:click=move |_| { ctx.send(RequestKind::Export, None, None, Some("moeplan".into()), None); }>"moeplan JSON"</button>
+                    <button id="export-sglang" on:click=move |_| { ctx.send(RequestKind::Export, None, None, Some("sglang".into()), None); }>"SGLang --init-expert-location"</button>
                 </section>
                 <p id="status" role="status" aria-live="polite"
                     data-restarts=move || restarts.get().to_string()
@@ -477,7 +477,7 @@ pub(crate) fn cluster_field(
                 match event_target_value(&ev).trim().parse::<usize>() {
                     Ok(v) if (1..=4096).contains(&v) => {
                         settings.update(|s| set(s, v));
-                        ctx.send(Kind::Cluster, None, Some(cluster_of(&settings.get_untracked())), None, None);
+                        ctx.send(RequestKind::Cluster, None, Some(cluster_of(&settings.get_untracked())), None, None);
                     }
                     _ => status.set(Status::Error(format!("{label}: a whole number from 1 to 4096"))),
                 }
@@ -494,7 +494,7 @@ pub(crate) fn rule_select(ctx: Ctx) -> impl IntoView {
         <label for="rule">"Rule each engine uses to pick a copy"</label>
         <select id="rule" on:change=move |ev| {
             settings.update(|s| s.rule = event_target_value(&ev));
-            ctx.send(Kind::Rule, None, None, None, None);
+            ctx.send(RequestKind::Rule, None, None, None, None);
         }>
             {dispatch_rules().map(|r| {
                 let name = r.name();

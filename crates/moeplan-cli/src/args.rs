@@ -10,7 +10,7 @@ use moeplan::Topology;
 use moeplan::formats::PlanFormat;
 use moeplan::judge::Rule;
 use moeplan::judge::cost::{Assumptions, Kernel, Overlap, Phase};
-use moeplan::planners::{self, Kind, OptionSpec, PlannerId, Settings, Value};
+use moeplan::planners::{self, OptionKind, OptionSpec, PlannerId, Settings, Value};
 
 #[derive(Parser)]
 #[command(
@@ -614,7 +614,7 @@ pub const ROBUST: &str = "robust";
 fn specs(budgets: bool) -> impl Iterator<Item = &'static OptionSpec> {
     planners::all_options()
         .into_iter()
-        .filter(move |o| budgets || !matches!(o.kind, Kind::Budget(_)))
+        .filter(move |o| budgets || !matches!(o.kind, OptionKind::Budget(_)))
 }
 
 /// The flag of the planner option `name` (`redundant_experts` →
@@ -633,7 +633,7 @@ fn flag_of(o: &OptionSpec) -> &'static str {
             .map(|o| {
                 let kebab = o.name.replace('_', "-");
                 let flag = match (o.kind, &o.default) {
-                    (Kind::Flag, Value::Flag(true)) => format!("no-{kebab}"),
+                    (OptionKind::Flag, Value::Flag(true)) => format!("no-{kebab}"),
                     _ => kebab,
                 };
                 (o.name, &*Box::leak(flag.into_boxed_str()))
@@ -658,13 +658,13 @@ fn arg_of(o: &'static OptionSpec) -> Arg {
         .help_heading("Planner options");
     let kind = o.kind;
     match kind {
-        Kind::Flag if o.default == Value::Flag(true) => arg
+        OptionKind::Flag if o.default == Value::Flag(true) => arg
             .action(ArgAction::SetTrue)
             .help(format!("Turn off (on by default): {} [{takers}]", o.about)),
-        Kind::Flag => arg
+        OptionKind::Flag => arg
             .action(ArgAction::SetTrue)
             .help(format!("{} [{takers}; off by default]", o.about)),
-        Kind::Choice(words) => {
+        OptionKind::Choice(words) => {
             let extra = extra_words(o.name);
             let about = if extra.is_empty() {
                 o.about.to_string()
@@ -688,8 +688,12 @@ fn arg_of(o: &'static OptionSpec) -> Arg {
                     ),
                 )
         }
-        Kind::Budget(_) | Kind::Count => arg
-            .value_name(if kind == Kind::Count { "N" } else { "N|auto" })
+        OptionKind::Budget(_) | OptionKind::Count => arg
+            .value_name(if kind == OptionKind::Count {
+                "N"
+            } else {
+                "N|auto"
+            })
             .help(format!("{} [{takers}; default: {}]", o.about, o.default))
             .value_parser(move |s: &str| Value::parse(kind, s)),
     }
@@ -712,7 +716,7 @@ impl<const BUDGETS: bool> FromArgMatches for PlannerArgs<BUDGETS> {
         let mut robust = false;
         for o in specs(BUDGETS) {
             let value = match o.kind {
-                Kind::Flag => match m.try_get_one::<bool>(o.name) {
+                OptionKind::Flag => match m.try_get_one::<bool>(o.name) {
                     Ok(Some(true)) => Some(Value::Flag(o.default != Value::Flag(true))),
                     _ => None,
                 },

@@ -98,7 +98,7 @@ pub struct Update {
     /// CRAFT's load map, when it changed.
     pub heat: Option<Heat>,
     /// The chosen layer under CRAFT, when it changed.
-    pub placement: Option<Placement>,
+    pub placement: Option<PlacedLayer>,
     /// The chosen layer as GRACE grouped it by affinity, when it changed;
     /// with a `frame`, `None` means the trace has no token routes.
     #[serde(default)]
@@ -292,7 +292,7 @@ pub struct Slot {
 
 /// One layer under CRAFT: every GPU's experts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Placement {
+pub struct PlacedLayer {
     /// The model's layer id.
     pub layer: u32,
     /// Per GPU, its slots (travels as numbers).
@@ -452,7 +452,7 @@ pub struct Shown {
     /// CRAFT's load map.
     pub heat: Heat,
     /// The chosen layer under CRAFT.
-    pub placement: Placement,
+    pub placement: PlacedLayer,
     /// The chosen layer as GRACE grouped it (token routes only).
     pub grouping: Option<Grouping>,
 }
@@ -507,7 +507,7 @@ impl Shown {
             replicas_per_gpu: v.replicas_per_gpu,
             rule: v.rule.clone(),
             heat: Heat::from_rows(&v.heat).ok_or("the load map's layers differ in GPUs")?,
-            placement: Placement {
+            placement: PlacedLayer {
                 layer: v.layer.layer,
                 gpus: v
                     .layer

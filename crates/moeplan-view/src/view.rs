@@ -418,7 +418,7 @@ impl Workspace {
         let budget = spec
             .options
             .iter()
-            .find(|o| matches!(o.kind, moeplan::planners::Kind::Budget(_)))?;
+            .find(|o| matches!(o.kind, moeplan::planners::OptionKind::Budget(_)))?;
         let value = replicas_per_gpu.map_or(Value::Auto, Value::Count);
         let set = Settings::new().with(budget.name, value).ok()?;
         Some(set.resolved_for(spec))

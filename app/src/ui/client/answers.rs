@@ -80,23 +80,30 @@ impl Ctx {
                 if started.as_ref().is_some_and(|p| {
                     matches!(
                         p.kind,
-                        Kind::Trace | Kind::Cluster | Kind::Model | Kind::Restore | Kind::Options
+                        RequestKind::Trace
+                            | RequestKind::Cluster
+                            | RequestKind::Model
+                            | RequestKind::Restore
+                            | RequestKind::Options
                     )
                 }) {
-                    self.send(Kind::Timeline, None, None, None, None);
+                    self.send(RequestKind::Timeline, None, None, None, None);
                 }
-                if started.as_ref().is_some_and(|p| p.kind == Kind::Cluster) {
+                if started
+                    .as_ref()
+                    .is_some_and(|p| p.kind == RequestKind::Cluster)
+                {
                     self.refresh_cross();
                 }
                 if started.as_ref().is_some_and(|p| {
                     matches!(
                         p.kind,
-                        Kind::Trace
-                            | Kind::Cluster
-                            | Kind::Model
-                            | Kind::Restore
-                            | Kind::Rule
-                            | Kind::Hardware
+                        RequestKind::Trace
+                            | RequestKind::Cluster
+                            | RequestKind::Model
+                            | RequestKind::Restore
+                            | RequestKind::Rule
+                            | RequestKind::Hardware
                     )
                 }) {
                     self.refresh_serving();
@@ -117,7 +124,7 @@ impl Ctx {
                     None if matches!(
                         started,
                         Some(Pending {
-                            kind: Kind::Timeline,
+                            kind: RequestKind::Timeline,
                             ..
                         })
                     ) =>
@@ -139,7 +146,7 @@ impl Ctx {
                 // runs after them), and at the next animation frame.
                 if let Some(Pending {
                     t0,
-                    kind: Kind::Budget,
+                    kind: RequestKind::Budget,
                     ..
                 }) = started
                 {
@@ -163,24 +170,24 @@ impl Ctx {
                         let end = now();
                         let ms = end - t0;
                         timings.update(|t| match kind {
-                            Kind::Trace => t.trace = Some(ms),
-                            Kind::Cluster => t.cluster = Some(ms),
-                            Kind::Budget => {
+                            RequestKind::Trace => t.trace = Some(ms),
+                            RequestKind::Cluster => t.cluster = Some(ms),
+                            RequestKind::Budget => {
                                 t.budget = Some(ms);
                                 t.budget_parts = Some((worker_ms, end - received));
                                 t.budget_frame_seq += 1;
                             }
-                            Kind::Options => t.options_seq += 1,
-                            Kind::Layer
-                            | Kind::Rule
-                            | Kind::Hardware
-                            | Kind::Model
-                            | Kind::Export
-                            | Kind::Restore
-                            | Kind::PerBatch
-                            | Kind::Timeline
-                            | Kind::Cross
-                            | Kind::Serving => {}
+                            RequestKind::Options => t.options_seq += 1,
+                            RequestKind::Layer
+                            | RequestKind::Rule
+                            | RequestKind::Hardware
+                            | RequestKind::Model
+                            | RequestKind::Export
+                            | RequestKind::Restore
+                            | RequestKind::PerBatch
+                            | RequestKind::Timeline
+                            | RequestKind::Cross
+                            | RequestKind::Serving => {}
                         });
                     });
                     if let Some(w) = web_sys::window() {
@@ -244,7 +251,10 @@ impl Ctx {
                 let refused = self.pending.try_update_value(|p| p.remove(&id)).flatten();
                 // A refused replay is not left on screen as if it were
                 // this trace's.
-                if refused.as_ref().is_some_and(|p| p.kind == Kind::Serving) {
+                if refused
+                    .as_ref()
+                    .is_some_and(|p| p.kind == RequestKind::Serving)
+                {
                     self.board.serving.set(None);
                     self.board.serving_sweep.set(None);
                 }

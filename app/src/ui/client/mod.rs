@@ -71,7 +71,7 @@ pub(super) enum Status {
 
 /// Which kind of change a request carried, for the timings shown.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Kind {
+pub(super) enum RequestKind {
     Trace,
     Cluster,
     Budget,
@@ -182,7 +182,7 @@ impl ResendableSource {
 pub(super) struct Pending {
     /// When it was sent.
     t0: f64,
-    kind: Kind,
+    kind: RequestKind,
     /// The trace it carried, which becomes the last good one if it plans.
     source: Option<ResendableSource>,
     /// The cluster it carried, likewise.
@@ -418,21 +418,21 @@ impl Ctx {
     /// per-batch series follows once the budget rests.
     pub(crate) fn set_budget(self, r: Option<usize>) {
         self.settings.update(|s| s.replicas_per_gpu = r);
-        self.send(Kind::Budget, None, None, None, None);
+        self.send(RequestKind::Budget, None, None, None, None);
         if let Some(t) = self.timeline_timer.get_value() {
             clear_timer(t);
         }
         self.timeline_timer
             .set_value(set_timer(TIMELINE_DELAY_MS, move || {
                 self.timeline_timer.set_value(None);
-                self.send(Kind::Timeline, None, None, None, None);
+                self.send(RequestKind::Timeline, None, None, None, None);
             }));
     }
 
     /// Shows the layer with index `layer` in the placement view.
     pub(crate) fn set_layer(self, layer: usize) {
         self.settings.update(|s| s.layer = layer);
-        self.send(Kind::Layer, None, None, None, None);
+        self.send(RequestKind::Layer, None, None, None, None);
     }
 
     /// Leaves out of `u` the plans this context does not show.
@@ -571,7 +571,7 @@ impl Ctx {
     /// file's) are transferred. Returns its id.
     pub(super) fn send(
         self,
-        kind: Kind,
+        kind: RequestKind,
         source: Option<ResendableSource>,
         cluster: Option<Cluster>,
         export: Option<String>,
@@ -583,7 +583,7 @@ impl Ctx {
     /// [`Ctx::send`], for the studies beside the plans too.
     pub(super) fn send_with(
         self,
-        kind: Kind,
+        kind: RequestKind,
         source: Option<ResendableSource>,
         cluster: Option<Cluster>,
         export: Option<String>,
@@ -617,7 +617,7 @@ impl Ctx {
                 source.as_ref().map(ResendableSource::source),
                 cluster,
                 export,
-                kind == Kind::Timeline,
+                kind == RequestKind::Timeline,
             )
         };
         let json = serde_json::to_string(&req).ok()?;
@@ -641,38 +641,38 @@ impl Ctx {
         });
         if matches!(
             kind,
-            Kind::Trace | Kind::Cluster | Kind::Model | Kind::Export
+            RequestKind::Trace | RequestKind::Cluster | RequestKind::Model | RequestKind::Export
         ) {
             self.status.set(Status::Busy(doing));
         }
-        if kind == Kind::Cross {
+        if kind == RequestKind::Cross {
             self.status.set(Status::Busy(
                 "planning on every trace and judging on every trace".into(),
             ));
         }
-        if kind == Kind::Serving {
+        if kind == RequestKind::Serving {
             self.status.set(Status::Busy(format!(
                 "serving with EPLB re-planned every {} batches on the last {}",
                 s.every, s.window
             )));
         }
-        if kind == Kind::PerBatch {
+        if kind == RequestKind::PerBatch {
             self.status
                 .set(Status::Busy("planning Libra per batch".into()));
         }
-        if kind == Kind::Options {
+        if kind == RequestKind::Options {
             self.status.set(Status::Busy(format!(
                 "grouping GRACE at non-uniformity ratio {}",
                 s.grace_ratio
             )));
         }
-        if kind == Kind::Rule {
+        if kind == RequestKind::Rule {
             self.status.set(Status::Busy(format!(
                 "replaying every plan under {}",
                 s.rule
             )));
         }
-        if kind == Kind::Hardware {
+        if kind == RequestKind::Hardware {
             self.status
                 .set(Status::Busy("pricing every plan on the hardware".into()));
         }
@@ -683,7 +683,7 @@ impl Ctx {
             &JsValue::from_str(&json),
             bytes.as_ref().map_or(&JsValue::NULL, |b| b.as_ref()),
         );
-        self.post(msg, bytes, kind == Kind::Restore);
+        self.post(msg, bytes, kind == RequestKind::Restore);
         Some(id)
     }
 
@@ -758,7 +758,7 @@ impl Ctx {
     pub(crate) fn generate(self) {
         let s = self.settings.get_untracked();
         self.send(
-            Kind::Trace,
+            RequestKind::Trace,
             Some(ResendableSource::Generated(Source::generated(&s))),
             Some(cluster_of(&s)),
             None,
@@ -780,7 +780,7 @@ impl Ctx {
                     let bytes = js_sys::Uint8Array::new(&buf);
                     let cluster = cluster_of(&self.settings.get_untracked());
                     self.send(
-                        Kind::Trace,
+                        RequestKind::Trace,
                         Some(ResendableSource::File(name, file)),
                         Some(cluster),
                         None,
@@ -826,7 +826,7 @@ impl Ctx {
                         s.hardware_file = Some(f);
                         s.hardware = crate::settings::FILE_HARDWARE.into();
                     });
-                    self.send(Kind::Hardware, None, None, None, None);
+                    self.send(RequestKind::Hardware, None, None, None, None);
                 }
                 Err(message) => self.status.set(Status::Error(message)),
             }

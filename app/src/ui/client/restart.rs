@@ -200,7 +200,7 @@ impl Ctx {
         cluster: Cluster,
         bytes: Option<js_sys::Uint8Array>,
     ) {
-        let id = self.send(Kind::Restore, Some(kept), Some(cluster), None, bytes);
+        let id = self.send(RequestKind::Restore, Some(kept), Some(cluster), None, bytes);
         self.conn.update_value(|c| {
             if let Some(r) = &mut c.restoring {
                 r.id = id;

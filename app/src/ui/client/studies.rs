@@ -15,7 +15,7 @@ impl Ctx {
             sweep,
         };
         self.send_with(
-            Kind::Serving,
+            RequestKind::Serving,
             None,
             None,
             None,
@@ -67,7 +67,7 @@ impl Ctx {
             }
             let ask = CrossAsk { names, sizes };
             self.send_with(
-                Kind::Cross,
+                RequestKind::Cross,
                 None,
                 None,
                 None,
@@ -86,7 +86,7 @@ impl Ctx {
                 sizes: Vec::new(),
             };
             self.send_with(
-                Kind::Cross,
+                RequestKind::Cross,
                 None,
                 None,
                 None,

@@ -198,7 +198,7 @@ fn remade_with(
         if given != was {
             let flag = crate::args::flag_for(o.name);
             match o.kind {
-                planners::Kind::Flag => {
+                planners::OptionKind::Flag => {
                     eprintln!(
                         "note: --{flag} overrides the plan file's {} = {was}",
                         o.name

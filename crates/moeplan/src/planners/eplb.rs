@@ -37,8 +37,8 @@
 use ndarray::{Array2, ArrayView2};
 
 use super::registry::{
-    Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Settings, Unit,
-    Value,
+    Needs, OptionKind, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Settings,
+    Unit, Value,
 };
 use super::shared::joint::{REPAIR, repair};
 use super::shared::packing::{balanced_packing, replicate_experts};
@@ -368,7 +368,7 @@ pub const REDUNDANT_EXPERTS: OptionSpec = OptionSpec {
     about: "EPLB's extra slots per layer in total (SGLang's --ep-num-redundant-experts); \
             auto: one slot per GPU more than the experts need (the smallest k >= GPUs with \
             experts + k a multiple of the GPU count)",
-    kind: Kind::Budget(Unit::RedundantPerLayer),
+    kind: OptionKind::Budget(Unit::RedundantPerLayer),
     default: Value::Auto,
 };
 
@@ -377,7 +377,7 @@ pub const GROUPS: OptionSpec = OptionSpec {
     name: "groups",
     about: "Router expert groups for EPLB's hierarchical policy, used when a multiple of the \
             node count (DeepSeek-V3: 8)",
-    kind: Kind::Count,
+    kind: OptionKind::Count,
     default: Value::Count(1),
 };
 

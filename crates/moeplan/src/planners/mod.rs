@@ -37,9 +37,9 @@ pub use libra::{
     Predictor, libra_schedule,
 };
 pub use registry::{
-    CurvePoint, Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerInfo, PlannerSpec,
-    Predicted, Prepared, Settings, Unit, Value, all_options, describe, find, option, plan, prepare,
-    prepare_by, registry,
+    CurvePoint, Needs, OptionKind, OptionSpec, Planned, Planner, PlannerId, PlannerInfo,
+    PlannerSpec, Predicted, Prepared, Settings, Unit, Value, all_options, describe, find, option,
+    plan, prepare, prepare_by, registry,
 };
 pub use shared::incremental::{Goal, incremental};
 

@@ -84,7 +84,7 @@ use crate::error::{Error, Result};
 use crate::judge::cost::{LayerCompute, Pricing};
 use crate::judge::{CostModel, Rule, Served, price};
 use crate::planners::registry::{
-    Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Predicted, Prepared,
+    Needs, OptionKind, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Predicted, Prepared,
     Settings, Unit, Value,
 };
 use crate::planners::shared::joint::{REPAIR, repair, repair_by};
@@ -639,7 +639,7 @@ pub const REPLICAS_PER_GPU: OptionSpec = OptionSpec {
     name: "replicas_per_gpu",
     about: "CRAFT's budget: replicas per GPU summed over layers (R · D in all); auto: the knee \
             of the predicted balancedness-vs-R curve",
-    kind: Kind::Budget(Unit::ReplicasPerGpu),
+    kind: OptionKind::Budget(Unit::ReplicasPerGpu),
     default: Value::Auto,
 };
 
@@ -647,7 +647,7 @@ pub const REPLICAS_PER_GPU: OptionSpec = OptionSpec {
 pub(crate) const REPLICA_COUNTS: OptionSpec = OptionSpec {
     name: "replica_counts",
     about: "Replica counts CRAFT measures per layer: geometric (1, 2, 4, …, D) or every (1..=D)",
-    kind: Kind::Choice(&["geometric", "every"]),
+    kind: OptionKind::Choice(&["geometric", "every"]),
     default: Value::Word(Cow::Borrowed("geometric")),
 };
 
@@ -656,7 +656,7 @@ pub const OBJECTIVE: OptionSpec = OptionSpec {
     name: "objective",
     about: "What CRAFT's knapsack maximises: mean balancedness, the paper's r × gain, or the \
             predicted compute time saved on the named hardware (auto R: the most tokens/s)",
-    kind: Kind::Choice(&["mean", "paper", "time"]),
+    kind: OptionKind::Choice(&["mean", "paper", "time"]),
     default: Value::Word(Cow::Borrowed("mean")),
 };
 
@@ -665,7 +665,7 @@ pub(crate) const REFINE: OptionSpec = OptionSpec {
     name: "refine",
     about: "Refine CRAFT's greedy placement by local search: swaps, then replica counts and \
             places together (off: the paper's algorithm as printed)",
-    kind: Kind::Flag,
+    kind: OptionKind::Flag,
     default: Value::Flag(true),
 };
 

@@ -51,7 +51,8 @@ use crate::data::plan::{LayerPlacement, Plan};
 use crate::data::topology::Topology;
 use crate::error::{Error, Result};
 use crate::planners::registry::{
-    Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Settings, Value,
+    Needs, OptionKind, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Settings,
+    Value,
 };
 use crate::planners::shared::layers::map_layers;
 
@@ -450,7 +451,7 @@ pub const NONUNIFORMITY: OptionSpec = OptionSpec {
     about: "GRACE's non-uniformity ratio r: within a node of m experts, GPU group sizes within \
             m/G ± max(1, round(m/G·r)), at most 2E (E = experts / GPUs); auto: per layer, the \
             knee of the (S(r), U(r)) curve",
-    kind: Kind::Choice(&RATIO_WORDS),
+    kind: OptionKind::Choice(&RATIO_WORDS),
     default: Value::Word(Cow::Borrowed("auto")),
 };
 
@@ -459,7 +460,7 @@ pub const REPLICATION: OptionSpec = OptionSpec {
     name: "replication",
     about: "GRACE: copy the heaviest group's hot experts to the least-loaded GPUs, as many \
             copies as the load skew says (Eq. 2); off: grouping only",
-    kind: Kind::Flag,
+    kind: OptionKind::Flag,
     default: Value::Flag(true),
 };
 

@@ -48,7 +48,8 @@ use crate::data::topology::Topology;
 use crate::error::{Error, Result};
 use crate::judge::{Placement, RemoteStart, Rule, Schedule, Strategy};
 use crate::planners::registry::{
-    Kind, Needs, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Settings, Value,
+    Needs, OptionKind, OptionSpec, Planned, Planner, PlannerId, PlannerSpec, Prepared, Settings,
+    Value,
 };
 
 pub use predict::{
@@ -64,7 +65,7 @@ const NAME: &str = "libra";
 pub const EXTRA_EXPERTS_PER_GPU: OptionSpec = OptionSpec {
     name: "extra_experts_per_gpu",
     about: "Libra's N: experts each GPU may copy per layer and batch (paper: 8)",
-    kind: Kind::Count,
+    kind: OptionKind::Count,
     default: Value::Count(8),
 };
 
@@ -72,7 +73,7 @@ pub const EXTRA_EXPERTS_PER_GPU: OptionSpec = OptionSpec {
 pub(crate) const LOCAL_PERCENT: OptionSpec = OptionSpec {
     name: "local_percent",
     about: "Libra's α in percent: share of N copied for each GPU's own tokens (paper: 50)",
-    kind: Kind::Count,
+    kind: OptionKind::Count,
     default: Value::Count(50),
 };
 
@@ -80,7 +81,7 @@ pub(crate) const LOCAL_PERCENT: OptionSpec = OptionSpec {
 pub(crate) const TOLERANCE_PERCENT: OptionSpec = OptionSpec {
     name: "tolerance_percent",
     about: "Libra's ε in percent: the rebalancer stops within this of the mean load",
-    kind: Kind::Count,
+    kind: OptionKind::Count,
     default: Value::Count(crate::judge::DEFAULT_TOLERANCE_PERCENT as usize),
 };
 
@@ -88,7 +89,7 @@ pub(crate) const TOLERANCE_PERCENT: OptionSpec = OptionSpec {
 pub(crate) const REMOTE_START: OptionSpec = OptionSpec {
     name: "remote_start",
     about: "where the rebalancer's remote pairs start: even (split over copies, as engines send them) or primary (all on the expert's home copy)",
-    kind: Kind::Choice(&RemoteStart::NAMES),
+    kind: OptionKind::Choice(&RemoteStart::NAMES),
     default: Value::Word(Cow::Borrowed("even")),
 };
 
@@ -96,7 +97,7 @@ pub(crate) const REMOTE_START: OptionSpec = OptionSpec {
 pub const PREDICTOR: OptionSpec = OptionSpec {
     name: "predictor",
     about: "what predicts the next layer: oracle (upper bound), path-table (tokens), previous-batch, noisy (simulated, 80 %)",
-    kind: Kind::Choice(&["previous-batch", "path-table", "oracle", "noisy"]),
+    kind: OptionKind::Choice(&["previous-batch", "path-table", "oracle", "noisy"]),
     default: Value::Word(Cow::Borrowed("previous-batch")),
 };
 

@@ -8,7 +8,7 @@
 //! A planner says what it reads from the workload ([`Needs`]: only the
 //! trace's shape, the counts, per-source counts or token routes), which
 //! options it takes with their defaults — at most one of them its *budget*,
-//! the replica memory a slider moves ([`Kind::Budget`]) — and splits its work
+//! the replica memory a slider moves ([`OptionKind::Budget`]) — and splits its work
 //! in two: [`Planner::prepare`] does everything that does not depend on the
 //! budget (CRAFT's benefit table: seconds), [`Prepared::plan`] turns a budget
 //! into a plan (milliseconds). `None` as the budget is the planner's own
@@ -35,7 +35,7 @@ use crate::judge::cost::Pricing;
 
 mod options;
 
-pub use options::{Kind, OptionSpec, Settings, Unit, Value};
+pub use options::{OptionKind, OptionSpec, Settings, Unit, Value};
 
 /// A planner's name, as `--algo` and the JavaScript API's `algorithm` spell
 /// it. Parsing accepts registered names only.
@@ -142,8 +142,8 @@ fn known_names() -> String {
 /// checks).
 ///
 /// ```
-/// use moeplan::planners::{option, Kind};
-/// assert!(matches!(option("replicas_per_gpu").unwrap().kind, Kind::Budget(_)));
+/// use moeplan::planners::{option, OptionKind};
+/// assert!(matches!(option("replicas_per_gpu").unwrap().kind, OptionKind::Budget(_)));
 /// assert!(option("typo").is_none());
 /// ```
 pub fn option(name: &str) -> Option<&'static OptionSpec> {
@@ -334,17 +334,17 @@ pub struct PlannerSpec {
 }
 
 impl PlannerSpec {
-    /// Its budget option (its `Kind::Budget` option), if it has one.
+    /// Its budget option (its `OptionKind::Budget` option), if it has one.
     pub fn budget(&self) -> Option<&'static OptionSpec> {
         self.options
             .iter()
-            .find(|o| matches!(o.kind, Kind::Budget(_)))
+            .find(|o| matches!(o.kind, OptionKind::Budget(_)))
     }
 
     /// The unit of its budget, if it has one.
     pub fn budget_unit(&self) -> Option<Unit> {
         match self.budget()?.kind {
-            Kind::Budget(u) => Some(u),
+            OptionKind::Budget(u) => Some(u),
             _ => None,
         }
     }
@@ -614,17 +614,17 @@ pub fn describe() -> Vec<PlannerInfo> {
                     name: o.name,
                     about: o.about,
                     kind: match o.kind {
-                        Kind::Count => "count",
-                        Kind::Budget(_) => "budget",
-                        Kind::Choice(_) => "choice",
-                        Kind::Flag => "flag",
+                        OptionKind::Count => "count",
+                        OptionKind::Budget(_) => "budget",
+                        OptionKind::Choice(_) => "choice",
+                        OptionKind::Flag => "flag",
                     },
                     unit: match o.kind {
-                        Kind::Budget(u) => Some(u),
+                        OptionKind::Budget(u) => Some(u),
                         _ => None,
                     },
                     choices: match o.kind {
-                        Kind::Choice(w) => Some(w),
+                        OptionKind::Choice(w) => Some(w),
                         _ => None,
                     },
                     default: o.default.clone(),

@@ -34,7 +34,7 @@ impl Unit {
 
 /// The values an option takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum OptionKind {
     /// A whole number.
     Count,
     /// A whole number or `auto`: the planner's budget (`auto`, the default,
@@ -46,13 +46,13 @@ pub enum Kind {
     Flag,
 }
 
-impl Kind {
+impl OptionKind {
     pub(super) fn describe(self) -> String {
         match self {
-            Kind::Count => "a whole number".into(),
-            Kind::Budget(_) => "a whole number or `auto`".into(),
-            Kind::Choice(words) => format!("one of {}", words.join(", ")),
-            Kind::Flag => "true or false".into(),
+            OptionKind::Count => "a whole number".into(),
+            OptionKind::Budget(_) => "a whole number or `auto`".into(),
+            OptionKind::Choice(words) => format!("one of {}", words.join(", ")),
+            OptionKind::Flag => "true or false".into(),
         }
     }
 }
@@ -75,38 +75,38 @@ impl Value {
     /// `true` / `false`).
     ///
     /// ```
-    /// use moeplan::planners::{Kind, Unit, Value};
-    /// assert_eq!(Value::parse(Kind::Budget(Unit::ReplicasPerGpu), "auto")?, Value::Auto);
-    /// assert_eq!(Value::parse(Kind::Count, "3")?, Value::Count(3));
-    /// assert!(Value::parse(Kind::Choice(&["mean", "paper"]), "median").is_err());
+    /// use moeplan::planners::{OptionKind, Unit, Value};
+    /// assert_eq!(Value::parse(OptionKind::Budget(Unit::ReplicasPerGpu), "auto")?, Value::Auto);
+    /// assert_eq!(Value::parse(OptionKind::Count, "3")?, Value::Count(3));
+    /// assert!(Value::parse(OptionKind::Choice(&["mean", "paper"]), "median").is_err());
     /// # Ok::<(), moeplan::Error>(())
     /// ```
-    pub fn parse(kind: Kind, text: &str) -> Result<Value> {
+    pub fn parse(kind: OptionKind, text: &str) -> Result<Value> {
         let t = text.trim();
         let v = match kind {
-            Kind::Budget(_) if t.eq_ignore_ascii_case("auto") => Some(Value::Auto),
-            Kind::Count | Kind::Budget(_) => t.parse().ok().map(Value::Count),
-            Kind::Choice(words) => words
+            OptionKind::Budget(_) if t.eq_ignore_ascii_case("auto") => Some(Value::Auto),
+            OptionKind::Count | OptionKind::Budget(_) => t.parse().ok().map(Value::Count),
+            OptionKind::Choice(words) => words
                 .iter()
                 .find(|w| **w == t)
                 .map(|w| Value::Word(Cow::Borrowed(*w))),
-            Kind::Flag => t.parse().ok().map(Value::Flag),
+            OptionKind::Flag => t.parse().ok().map(Value::Flag),
         };
         v.ok_or_else(|| Error::Argument(format!("expected {}, got {text:?}", kind.describe())))
     }
 
     /// Reads a JSON value as a value of `kind` (`null` = unset is the
     /// caller's business).
-    pub(crate) fn from_json(kind: Kind, v: &serde_json::Value) -> Result<Value> {
+    pub(crate) fn from_json(kind: OptionKind, v: &serde_json::Value) -> Result<Value> {
         use serde_json::Value as J;
         match (kind, v) {
-            (Kind::Count | Kind::Budget(_), J::Number(n)) => n
+            (OptionKind::Count | OptionKind::Budget(_), J::Number(n)) => n
                 .as_u64()
                 .and_then(|n| usize::try_from(n).ok())
                 .map(Value::Count)
                 .ok_or_else(|| Error::Argument(format!("expected {}, got {n}", kind.describe()))),
-            (Kind::Flag, J::Bool(b)) => Ok(Value::Flag(*b)),
-            (Kind::Budget(_) | Kind::Choice(_), J::String(s)) => Value::parse(kind, s),
+            (OptionKind::Flag, J::Bool(b)) => Ok(Value::Flag(*b)),
+            (OptionKind::Budget(_) | OptionKind::Choice(_), J::String(s)) => Value::parse(kind, s),
             _ => Err(Error::Argument(format!(
                 "expected {}, got {v}",
                 kind.describe()
@@ -114,13 +114,12 @@ impl Value {
         }
     }
 
-    pub(super) fn fits(&self, kind: Kind) -> bool {
+    pub(super) fn fits(&self, kind: OptionKind) -> bool {
         match (self, kind) {
-            (Value::Count(_), Kind::Count | Kind::Budget(_)) | (Value::Auto, Kind::Budget(_)) => {
-                true
-            }
-            (Value::Word(w), Kind::Choice(words)) => words.contains(&w.as_ref()),
-            (Value::Flag(_), Kind::Flag) => true,
+            (Value::Count(_), OptionKind::Count | OptionKind::Budget(_))
+            | (Value::Auto, OptionKind::Budget(_)) => true,
+            (Value::Word(w), OptionKind::Choice(words)) => words.contains(&w.as_ref()),
+            (Value::Flag(_), OptionKind::Flag) => true,
             _ => false,
         }
     }
@@ -156,7 +155,7 @@ pub struct OptionSpec {
     /// One line of help (for a budget: what `auto` picks).
     pub about: &'static str,
     /// The values it takes.
-    pub kind: Kind,
+    pub kind: OptionKind,
     /// Its value when not given — the one definition of the default.
     pub default: Value,
 }
@@ -427,14 +426,14 @@ mod examples {
     #[test]
     fn from_json() {
         (|| {
-            use crate::planners::{Kind, Unit, Value};
-            let k = Kind::Budget(Unit::ReplicasPerGpu);
+            use crate::planners::{OptionKind, Unit, Value};
+            let k = OptionKind::Budget(Unit::ReplicasPerGpu);
             assert_eq!(Value::from_json(k, &serde_json::json!(4))?, Value::Count(4));
             assert_eq!(
                 Value::from_json(k, &serde_json::json!("auto"))?,
                 Value::Auto
             );
-            assert!(Value::from_json(Kind::Flag, &serde_json::json!(1)).is_err());
+            assert!(Value::from_json(OptionKind::Flag, &serde_json::json!(1)).is_err());
             Ok::<(), crate::Error>(())
         })()
         .unwrap();

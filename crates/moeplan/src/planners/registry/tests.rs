@@ -23,7 +23,7 @@ fn shared_options_are_declared_alike_and_defaults_fit() {
         assert!(
             p.options()
                 .iter()
-                .filter(|o| matches!(o.kind, Kind::Budget(_)))
+                .filter(|o| matches!(o.kind, OptionKind::Budget(_)))
                 .count()
                 <= 1,
             "{}: one budget at most",

@@ -46,7 +46,7 @@ use super::lp::relaxed_counts;
 use super::placement::{capacity_aware_placement, peak_load, refine_placement};
 use crate::data::plan::{LayerPlacement, Plan};
 use crate::error::{Error, Result};
-use crate::planners::registry::{Kind, OptionSpec, Value};
+use crate::planners::registry::{OptionKind, OptionSpec, Value};
 use crate::planners::shared::order::replication_order;
 
 const NAME: &str = "joint placement";
@@ -58,7 +58,7 @@ pub(crate) const REPAIR: OptionSpec = OptionSpec {
     about: "Search replica counts and placement together on the final plan, at the same memory \
             (same slots per GPU per layer); a layer keeps its placement unless its busiest GPU \
             gets lighter",
-    kind: Kind::Flag,
+    kind: OptionKind::Flag,
     default: Value::Flag(false),
 };
 
