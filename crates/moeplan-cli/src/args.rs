@@ -88,6 +88,17 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A completion script for SHELL, every command and flag (the planners'
+    /// too), printed to stdout.
+    #[command(after_help = "Examples:\n  \
+        moeplan completions bash > ~/.local/share/bash-completion/completions/moeplan\n  \
+        moeplan completions zsh > ~/.zfunc/_moeplan\n  \
+        moeplan completions fish > ~/.config/fish/completions/moeplan.fish")]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Args, Clone)]

@@ -1134,3 +1134,38 @@ fn moe_only_traces_are_placed_or_refused_for_every_engine() {
         assert_eq!(ids, (0..58).collect::<Vec<u64>>(), "vllm-ascend {extra:?}");
     }
 }
+
+/// `completions SHELL` prints a script that knows every command and the
+/// planners' generated flags; an unknown shell is one error line, exit 2.
+#[test]
+fn completions_know_every_command_and_planner_flag() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = moeplan(&["completions", shell]);
+        assert!(
+            o.status.success(),
+            "{shell}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let script = String::from_utf8(o.stdout).unwrap();
+        // (fish names a flag `-l replicas-per-gpu`, without its dashes)
+        for word in [
+            "compare",
+            "replay",
+            "replicas-per-gpu",
+            "redundant-experts",
+            "dispatch",
+        ] {
+            assert!(script.contains(word), "{shell}'s script lacks {word}");
+        }
+    }
+    let o = moeplan(&["completions", "tcsh"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.starts_with("moeplan: error:"))
+            .count(),
+        1,
+        "{err}"
+    );
+}

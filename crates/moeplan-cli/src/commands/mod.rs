@@ -52,6 +52,15 @@ pub fn run(command: Command) -> Result<(), CliError> {
             }
             Ok(())
         }
+        Command::Completions { shell } => {
+            // Into a buffer first: `emit` is the one writer to stdout, and
+            // a closed pipe is an error there, not a panic.
+            let mut script = Vec::new();
+            let mut cli = <crate::args::Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cli, "moeplan", &mut script);
+            emit(&String::from_utf8_lossy(&script));
+            Ok(())
+        }
         Command::Presets => {
             emit(&report::presets());
             Ok(())
