@@ -34,7 +34,8 @@ pub enum Command {
         source: GenArgs,
         #[command(flatten)]
         tokens: TokenGenArgs,
-        /// Where to write the trace JSON (with --tokens: a folder).
+        /// Where to write the trace JSON (`-`: stdout; with --tokens: a
+        /// folder).
         #[arg(long)]
         out: PathBuf,
     },
@@ -357,7 +358,8 @@ pub struct PlanArgs {
     /// Also report the written plan's balance and traffic under this dispatch rule.
     #[arg(long, value_parser = dispatch_parser())]
     pub dispatch: Option<Rule>,
-    /// Where to write the plan.
+    /// Where to write the plan (`-`: stdout; what plan reports goes to
+    /// stderr).
     #[arg(long)]
     pub out: PathBuf,
     /// The plan being served now (any format moeplan reads): the new plan

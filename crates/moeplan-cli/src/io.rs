@@ -159,11 +159,30 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>, CliError> {
     })
 }
 
+/// Writes `text` to the file `path`, or to stdout when `path` is `-`.
 pub fn write_file(path: &Path, text: &str) -> Result<(), CliError> {
+    if is_stdout(path) {
+        emit(text);
+        return Ok(());
+    }
     std::fs::write(path, text).map_err(|source| CliError::Write {
         path: path.display().to_string(),
         source,
     })
+}
+
+/// Whether `--out` names stdout (`-`).
+pub fn is_stdout(path: &Path) -> bool {
+    path == Path::new("-")
+}
+
+/// Where `--out` wrote, for a status line on stderr.
+pub fn shown(path: &Path) -> String {
+    if is_stdout(path) {
+        "stdout".into()
+    } else {
+        path.display().to_string()
+    }
 }
 
 /// Writes to stdout; a reader that went away (`| head`) ends output quietly.

@@ -1169,3 +1169,35 @@ fn completions_know_every_command_and_planner_flag() {
         "{err}"
     );
 }
+
+/// `--out -` writes the plan (and a generated trace) to stdout, everything
+/// else to stderr, so the plan pipes into a file an engine loads; a token
+/// folder cannot go to stdout.
+#[test]
+fn out_dash_writes_to_stdout() {
+    let o = moeplan(&[
+        "plan",
+        "--algo",
+        "eplb",
+        "--batches",
+        "4",
+        "--format",
+        "sglang",
+        "--out",
+        "-",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan: serde_json::Value =
+        serde_json::from_slice(&o.stdout).expect("stdout is the plan alone");
+    assert!(plan.is_object(), "{plan}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("wrote stdout"));
+    let o = moeplan(&["gen", "--batches", "2", "--out", "-"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let trace: serde_json::Value =
+        serde_json::from_slice(&o.stdout).expect("stdout is the trace alone");
+    assert!(trace.is_object());
+    let o = moeplan(&["gen", "--tokens", "512", "--out", "-"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--out is a folder"), "{err}");
+}

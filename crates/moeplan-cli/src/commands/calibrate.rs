@@ -53,11 +53,7 @@ pub fn run(args: CalibrateArgs) -> Result<(), CliError> {
     );
     fitted.hardware.about = Cow::Owned(format!("{} — calibrated on {source}", base.about));
     let text = serde_json::to_string_pretty(&fitted.hardware).unwrap_or_default();
-    if out == "-" {
-        emit(&text);
-    } else {
-        write_file(Path::new(&out), &text)?;
-    }
+    write_file(Path::new(&out), &text)?;
     let report = if args.json {
         serde_json::to_string(&fitted.residuals).unwrap_or_default()
     } else {

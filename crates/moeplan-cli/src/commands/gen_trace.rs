@@ -13,7 +13,7 @@ use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 
 use crate::args::{GenArgs, TokenGenArgs};
 use crate::error::CliError;
-use crate::io::{generated, spinner, write_file};
+use crate::io::{generated, is_stdout, shown, spinner, write_file};
 
 pub fn run(source: &GenArgs, tokens: &TokenGenArgs, out: &Path) -> Result<(), CliError> {
     if let Some(n) = tokens.tokens {
@@ -23,7 +23,7 @@ pub fn run(source: &GenArgs, tokens: &TokenGenArgs, out: &Path) -> Result<(), Cl
     write_file(out, &trace_json::write(&trace))?;
     eprintln!(
         "wrote {}: {} batches × {} MoE layers × {} experts ({}, seed {})",
-        out.display(),
+        shown(out),
         trace.num_batches(),
         trace.num_layers(),
         trace.num_experts(),
@@ -34,6 +34,13 @@ pub fn run(source: &GenArgs, tokens: &TokenGenArgs, out: &Path) -> Result<(), Cl
 }
 
 fn run_tokens(source: &GenArgs, tokens: usize, ranks: usize, out: &Path) -> Result<(), CliError> {
+    if is_stdout(out) {
+        return Err(moeplan::Error::Argument(
+            "with --tokens, --out is a folder (one file per layer); `-` (stdout) takes one file"
+                .into(),
+        )
+        .into());
+    }
     let preset = model::preset(&source.preset)?;
     let cfg = TokenGenConfig {
         ranks,

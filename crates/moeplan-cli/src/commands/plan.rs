@@ -18,7 +18,7 @@ use moeplan::{LoadTrace, Plan, Topology};
 use super::{place_in_model, plan_with, with_pricing};
 use crate::args::PlanArgs;
 use crate::error::CliError;
-use crate::io::{budget, load, noted, read_limited, spinner, write_file};
+use crate::io::{budget, load, noted, read_limited, shown, spinner, write_file};
 use crate::judge::{Cost, judge_quietly};
 use moeplan::formats::dataset::{self, Dataset, Split};
 
@@ -381,7 +381,7 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
     let s = plan.summary();
     eprintln!(
         "wrote {}: {} plan for {topology}, {} layers, {} replicas, {}..{} slots per GPU{}",
-        args.out.display(),
+        shown(&args.out),
         plan.algorithm(),
         plan.layers().len(),
         s.replicas,
