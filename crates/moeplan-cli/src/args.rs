@@ -40,11 +40,17 @@ pub enum Command {
         out: PathBuf,
     },
     /// Shape, totals and per-layer skew of a trace.
+    #[command(after_help = "Examples:\n  \
+        moeplan inspect --trace expert_distribution_recorder.pt\n  \
+        moeplan inspect --trace loads.csv --variation\n  \
+        moeplan inspect --json")]
     Inspect {
-        /// Trace file (SGLang JSON, wide CSV, moeplan JSON, TensorRT-LLM rank<N>.safetensors) or folder (per-rank files, ESFT); omit for the generated default.
-        trace: Option<PathBuf>,
         #[command(flatten)]
-        source: SourceArgs,
+        trace: TraceArgs,
+        /// A trace named without --trace: refused with a line saying so
+        /// (every command names it with --trace).
+        #[arg(hide = true)]
+        positional: Option<PathBuf>,
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,

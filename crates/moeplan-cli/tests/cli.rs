@@ -97,17 +97,24 @@ fn bad_inputs_exit_2_with_one_line() {
     let empty = write("empty.json", "");
     let not_a_trace = write("weird.json", r#"{"hello": 1}"#);
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["inspect", "/nonexistent/trace.json"], "cannot read"),
-        (vec!["inspect", &ragged], "ragged"),
-        (vec!["inspect", &negative], "non-negative"),
-        (vec!["inspect", &nan_csv], "finite"),
-        (vec!["inspect", &truncated], "EOF"),
-        (vec!["inspect", &zeros], "zero"),
-        (vec!["inspect", &strings], "expected a number"),
-        (vec!["inspect", &empty], "empty"),
-        (vec!["inspect", &not_a_trace], "logical_count"),
+        (
+            vec!["inspect", "--trace", "/nonexistent/trace.json"],
+            "cannot read",
+        ),
+        (vec!["inspect", "--trace", &ragged], "ragged"),
+        (vec!["inspect", "--trace", &negative], "non-negative"),
+        (vec!["inspect", "--trace", &nan_csv], "finite"),
+        (vec!["inspect", "--trace", &truncated], "EOF"),
+        (vec!["inspect", "--trace", &zeros], "zero"),
+        (vec!["inspect", "--trace", &strings], "expected a number"),
+        (vec!["inspect", "--trace", &empty], "empty"),
+        (vec!["inspect", "--trace", &not_a_trace], "logical_count"),
         (vec!["inspect", "--preset", "gpt-5"], "unknown model preset"),
         (vec!["inspect", "--batches", "0"], "batches"),
+        (
+            vec!["inspect", "/some/trace.json"],
+            "--trace /some/trace.json",
+        ),
         (
             vec!["plan", "--gpus-per-node", "0", "--out", "/dev/null"],
             "GPU",
@@ -415,7 +422,7 @@ fn inspect_every_broken_input() {
         let (file, needle) = line.split_once('\t').unwrap();
         listed.insert(file.to_string());
         let path = dir.join(file);
-        let args = ["inspect", path.to_str().unwrap()];
+        let args = ["inspect", "--trace", path.to_str().unwrap()];
         let out = Command::new("sh")
             .args(["-c", "ulimit -v 2097152 && exec timeout 20 \"$0\" \"$@\""])
             .arg(env!("CARGO_BIN_EXE_moeplan"))
@@ -439,7 +446,13 @@ fn oversized_trace_is_refused_before_reading() {
     let big = tmp("big.json");
     std::fs::write(&big, vec![b' '; 2 << 20]).unwrap();
     check_fails(
-        &["inspect", big.to_str().unwrap(), "--max-trace-mib", "1"],
+        &[
+            "inspect",
+            "--trace",
+            big.to_str().unwrap(),
+            "--max-trace-mib",
+            "1",
+        ],
         "limit",
     );
 }
@@ -501,7 +514,7 @@ fn folder_of_rank_csvs_is_summed() {
         "layer_id,expert_id,count\n3,1,4\n4,1,1\n",
     )
     .unwrap();
-    let out = moeplan(&["inspect", dir.to_str().unwrap(), "--json"]);
+    let out = moeplan(&["inspect", "--trace", dir.to_str().unwrap(), "--json"]);
     assert!(
         out.status.success(),
         "{}",
@@ -767,7 +780,7 @@ fn dispatch_rules_in_eval_json() {
     assert_eq!(old, even);
     assert_eq!(even["dispatch"], "even");
     assert_eq!(even["sources"], "even arrival (assumed)");
-    let pairs = json_of(&["inspect", &trace, "--json"])["total_tokens"]
+    let pairs = json_of(&["inspect", "--trace", &trace, "--json"])["total_tokens"]
         .as_f64()
         .unwrap();
     let mut bal = Vec::new();

@@ -46,6 +46,7 @@ fn generated_tokens_read_back_as_the_same_loads() {
 
     let inspect = moeplan(&[
         "inspect",
+        "--trace",
         d,
         "--token-model",
         "deepseek-v2-lite",

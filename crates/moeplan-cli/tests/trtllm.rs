@@ -28,15 +28,15 @@ fn sglang_json() -> String {
 /// (the generator wrote both), plus the top-k that `meta_info.json` holds.
 #[test]
 fn inspect_reads_the_dump_as_sglang_reads_its_numbers() {
-    let ours = json_of(&["inspect", &dump(), "--json"]);
-    let theirs = json_of(&["inspect", &sglang_json(), "--json"]);
+    let ours = json_of(&["inspect", "--trace", &dump(), "--json"]);
+    let theirs = json_of(&["inspect", "--trace", &sglang_json(), "--json"]);
     for key in ["batches", "experts", "total_tokens", "layers"] {
         assert_eq!(ours[key], theirs[key], "{key}");
     }
     assert_eq!(ours["top_k"], 2);
     // one rank's file alone reads too
     let one = fixtures().join("trtllm/dump/rank0.safetensors");
-    let single = json_of(&["inspect", one.to_str().unwrap(), "--json"]);
+    let single = json_of(&["inspect", "--trace", one.to_str().unwrap(), "--json"]);
     assert_eq!(single["batches"], 3);
     assert!(single["total_tokens"].as_f64().unwrap() < ours["total_tokens"].as_f64().unwrap());
 }
@@ -232,7 +232,7 @@ fn statistics_taken_with_the_balancer_on_are_refused_with_the_reason() {
         r#"{"num_experts": 4, "num_experts_per_token": 2}"#,
     )
     .unwrap();
-    let o = moeplan(&["inspect", dir.to_str().unwrap()]);
+    let o = moeplan(&["inspect", "--trace", dir.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
@@ -250,7 +250,7 @@ fn statistics_taken_with_the_balancer_on_are_refused_with_the_reason() {
         r#"{"num_experts": 6, "num_experts_per_token": 2}"#,
     )
     .unwrap();
-    let v = json_of(&["inspect", dir.to_str().unwrap(), "--json"]);
+    let v = json_of(&["inspect", "--trace", dir.to_str().unwrap(), "--json"]);
     assert_eq!(v["experts"], 6);
 }
 

@@ -105,7 +105,7 @@ fn fixture_figures_are_the_cores_in_json_and_text() {
     let want =
         VariationStats::of(&read_trace(csv.as_bytes(), &ReadOptions::default()).unwrap()).unwrap();
     assert_matches(
-        &json_of(&["inspect", &path, "--variation", "--json"]),
+        &json_of(&["inspect", "--trace", &path, "--variation", "--json"]),
         &want,
     );
     assert_eq!((want.pairs, want.autocorrelation_pairs), (6, 4));
@@ -115,7 +115,7 @@ fn fixture_figures_are_the_cores_in_json_and_text() {
 
     // the text gives the same three figures (to its three decimals), each
     // with a line saying what it is
-    let o = moeplan(&["inspect", &path, "--variation"]);
+    let o = moeplan(&["inspect", "--trace", &path, "--variation"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8(o.stdout).unwrap();
     let figure = |name: &str| -> f64 {
@@ -145,7 +145,7 @@ fn one_batch_is_one_error_line_and_exit_2() {
     // input
     let path = write("one.csv", "iteration,layer_idx,0,1\n0,0,3,5\n0,1,4,4\n");
     for extra in [&[][..], &["--json"][..]] {
-        let mut args = vec!["inspect", path.as_str(), "--variation"];
+        let mut args = vec!["inspect", "--trace", path.as_str(), "--variation"];
         args.extend_from_slice(extra);
         let o = moeplan(&args);
         assert_eq!(o.status.code(), Some(2));
@@ -158,5 +158,5 @@ fn one_batch_is_one_error_line_and_exit_2() {
         );
     }
     // without --variation the same file inspects fine
-    assert!(moeplan(&["inspect", &path]).status.success());
+    assert!(moeplan(&["inspect", "--trace", &path]).status.success());
 }

@@ -7,19 +7,26 @@ use std::path::PathBuf;
 use moeplan::LoadTrace;
 use moeplan::studies::variation::{AUTOCORRELATION_MIN_LOAD, VariationStats};
 
-use crate::args::{SourceArgs, TraceArgs};
+use crate::args::TraceArgs;
 use crate::error::CliError;
 use crate::io::{emit, load_trace, to_json};
 use crate::report;
 
 pub fn run(
-    trace: Option<PathBuf>,
-    source: SourceArgs,
+    trace: TraceArgs,
+    positional: Option<PathBuf>,
     json: bool,
     variation: bool,
 ) -> Result<(), CliError> {
-    let path = trace.clone();
-    let t = load_trace(&TraceArgs { trace, source })?;
+    if let Some(p) = positional {
+        return Err(moeplan::Error::Argument(format!(
+            "name the trace with --trace {}, as every command does",
+            p.display()
+        ))
+        .into());
+    }
+    let path = trace.trace.clone();
+    let t = load_trace(&trace)?;
     if variation {
         let v = VariationStats::of(&t).map_err(|e| match &path {
             Some(p) => CliError::in_file(p)(e),

@@ -30,10 +30,10 @@ pub fn run(command: Command) -> Result<(), CliError> {
         } => gen_trace::run(&source, &tokens, &out),
         Command::Inspect {
             trace,
-            source,
+            positional,
             json,
             variation,
-        } => inspect::run(trace, source, json, variation),
+        } => inspect::run(trace, positional, json, variation),
         Command::Plan(args) => plan::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Compare(args) => compare::run(args),
