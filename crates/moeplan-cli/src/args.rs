@@ -29,6 +29,9 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Generate a seeded synthetic trace with a real model's shape.
+    #[command(after_help = "Examples:\n  \
+        moeplan gen --preset deepseek-v3 --batches 64 --seed 7 --out trace.json\n  \
+        moeplan gen --preset deepseek-v2-lite --tokens 65536 --out routes/")]
     Gen {
         #[command(flatten)]
         source: GenArgs,
@@ -61,35 +64,60 @@ pub enum Command {
         variation: bool,
     },
     /// Compute a plan for a trace and write it.
+    #[command(after_help = "Examples:\n  \
+        moeplan plan --trace dump.pt --algo eplb --nodes 4 --gpus-per-node 8 --format sglang --out eplb.json\n  \
+        moeplan plan --trace dump.pt --algo craft --replicas-per-gpu 4 --format sglang --pad --out craft.json\n  \
+        moeplan plan --algo eplb --out -")]
     Plan(PlanArgs),
     /// Replay a trace against a plan: balancedness, imbalance, traffic, memory.
+    #[command(after_help = "Examples:\n  \
+        moeplan eval --trace dump.pt --plan eplb.json --nodes 4 --gpus-per-node 8 --dispatch sglang-static --hardware h100-ib-ndr")]
     Eval(EvalArgs),
     /// Every planner on one trace and cluster, side by side.
+    #[command(after_help = "Examples:\n  \
+        moeplan compare --trace dump.pt --nodes 4 --gpus-per-node 8 --hardware h100-ib-ndr\n  \
+        moeplan compare --nodes 8 --gpus-per-node 8 --dispatch vllm --json")]
     Compare(CompareArgs),
     /// Balancedness and replica memory of BASE, CRAFT at each R and EPLB (CRAFT's Figure 5 / 9).
+    #[command(after_help = "Examples:\n  \
+        moeplan sweep --trace dump.pt --nodes 1 --gpus-per-node 64")]
     Sweep(SweepArgs),
     /// Serving with re-planning: every K batches a new plan on the last W,
     /// moved to fresh, relabelled or incrementally; balance, copies moved
     /// and (with --hardware) time with the pauses, beside the first plan
     /// kept. Comma lists of K and W sweep them; --hardware A,B finds the
     /// best setting on each machine; several --trace are served in turn.
+    #[command(after_help = "Examples:\n  \
+        moeplan replay --trace dump.pt --every 10,50 --window 16,64 --hardware h100-ib-ndr")]
     Replay(ReplayArgs),
     /// Plans across workloads: BASE, EPLB and CRAFT made on each of several
     /// traces (and CRAFT mean and robust made on all), judged on every trace.
+    #[command(after_help = "Examples:\n  \
+        moeplan cross --trace chat.json --trace code.json --nodes 1 --gpus-per-node 64")]
     Cross(CrossArgs),
     /// A hardware file fitted to measured kernel times: the base's
     /// efficiencies, a fixed time per grouped-GEMM call and per all-to-all,
     /// each kernel's bandwidth, and the fit's error per kernel.
+    #[command(after_help = "Examples:\n  \
+        moeplan calibrate --hardware h100-ib-ndr --measurements times.csv --out mine.json")]
     Calibrate(CalibrateArgs),
     /// The built-in model shapes.
+    #[command(after_help = "Examples:\n  \
+        moeplan presets")]
     Presets,
     /// The built-in hardware for --hardware: GPU, links, efficiencies.
+    #[command(after_help = "Examples:\n  \
+        moeplan hardware\n  \
+        moeplan hardware --json")]
     Hardware {
         /// Print the presets as JSON (each one a valid --hardware FILE).
         #[arg(long)]
         json: bool,
     },
     /// The planners, what they read and their options with defaults.
+    #[command(after_help = "Examples:\n  \
+        moeplan planners\n  \
+        moeplan planners --json")]
     Planners {
         /// Print JSON (the JavaScript API's `planners()`, snake_case names).
         #[arg(long)]
@@ -784,5 +812,38 @@ mod tests {
             }
         }
         assert_eq!(parse("round-robin"), None);
+    }
+
+    /// Every command's help ends with examples, and each example parses
+    /// (its flags exist, its values are ones the command takes).
+    #[test]
+    fn every_command_shows_examples_that_parse() {
+        use clap::CommandFactory;
+        let cli = Cli::command();
+        let mut checked = 0;
+        for sub in cli.get_subcommands() {
+            let help = sub
+                .get_after_help()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let examples: Vec<&str> = help
+                .lines()
+                .map(str::trim)
+                .filter(|l| l.starts_with("moeplan "))
+                .collect();
+            assert!(
+                !examples.is_empty(),
+                "`moeplan {}` shows no example",
+                sub.get_name()
+            );
+            for e in examples {
+                let words: Vec<&str> = e.split_whitespace().take_while(|w| *w != ">").collect();
+                if let Err(err) = Cli::try_parse_from(&words) {
+                    panic!("{e}: {err}");
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 12, "only {checked} examples checked");
     }
 }
