@@ -452,11 +452,12 @@ pub struct ReplayArgs {
         value_name = "W[,W…]"
     )]
     pub window: Vec<usize>,
-    /// Skip a re-plan while the served plan's balancedness on the window
-    /// is at least this (SGLang's
-    /// --eplb-min-rebalancing-utilization-threshold).
+    /// Re-plan only when the served plan's balancedness on the window is
+    /// below this, else skip (SGLang's
+    /// --eplb-min-rebalancing-utilization-threshold; plan's
+    /// --min-balancedness is a target, this a gate).
     #[arg(long, value_name = "B")]
-    pub min_balancedness: Option<f64>,
+    pub replan_below: Option<f64>,
     /// How a re-plan reaches the GPUs: the new plan as numbered, relabelled
     /// onto the served one's GPUs, or the served plan adjusted
     /// (--max-moved-experts per re-plan).

@@ -234,7 +234,7 @@ fn replay_sweeps_and_refuses_bad_knobs() {
         (&["--every", "0"][..], "at least one batch"),
         (&["--window", "30"][..], "leaves none"),
         (&["--max-moved-experts", "4"][..], "--migrate incremental"),
-        (&["--min-balancedness", "2"][..], "between 0 and 1"),
+        (&["--replan-below", "2"][..], "between 0 and 1"),
     ] {
         let mut args = base.to_vec();
         args.extend(extra);

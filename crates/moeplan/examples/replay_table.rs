@@ -254,7 +254,7 @@ fn run() -> Result<(), String> {
             serve_with(budget(128), None),
         ),
         (
-            "relabelled, `--min-balancedness 0.85`",
+            "relabelled, `--replan-below 0.85`",
             serve_with(Migrate::Relabel, Some(0.85)),
         ),
     ];

@@ -65,7 +65,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         start,
         every,
         window,
-        min_balancedness: args.min_balancedness,
+        min_balancedness: args.replan_below,
         migrate,
         rule: args.judge.dispatch,
         libra: false,
@@ -129,7 +129,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             "topology": {"nodes": topology.nodes(), "gpus_per_node": topology.gpus_per_node()},
             "rule": args.judge.dispatch.name(),
             "migrate": migrate.name(),
-            "min_balancedness": args.min_balancedness,
+            "replan_below": args.replan_below,
             "hardware": machines_runs.iter().filter_map(|(c, _)| name(c)).collect::<Vec<_>>(),
             "traces": served,
             "batches": trace.num_batches(),
@@ -146,7 +146,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         trace.num_batches(),
         migrate.name(),
         args.judge.dispatch.name(),
-        args.min_balancedness
+        args.replan_below
             .map(|b| format!("; skipped while the window's balancedness ≥ {b}"))
             .unwrap_or_default()
     );
