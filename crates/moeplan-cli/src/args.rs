@@ -136,6 +136,14 @@ pub enum Command {
     },
 }
 
+/// Tokens per batch of a generated trace when `--tokens-per-batch` is not
+/// given.
+pub const GEN_TOKENS_PER_BATCH: usize = 4096;
+
+/// Tokens per batch a token-level trace is cut into when
+/// `--tokens-per-batch` is not given.
+pub const TOKEN_TRACE_TOKENS_PER_BATCH: usize = 1024;
+
 #[derive(Args, Clone)]
 pub struct GenArgs {
     /// Model shape to generate.
@@ -144,9 +152,11 @@ pub struct GenArgs {
     /// Batches to generate.
     #[arg(long, default_value_t = 64)]
     pub batches: usize,
-    /// Tokens per batch.
-    #[arg(long, default_value_t = 4096)]
-    pub tokens_per_batch: usize,
+    /// Tokens per batch: of a generated trace (default 4096), or of the
+    /// batches a token-level trace (an ESFT folder) is cut into (default
+    /// 1024).
+    #[arg(long, alias = "batch-tokens")]
+    pub tokens_per_batch: Option<usize>,
     /// Random seed; the same seed gives the same trace.
     #[arg(long, default_value_t = 7)]
     pub seed: u64,
@@ -172,9 +182,6 @@ pub struct SourceArgs {
     /// with several --trace: a comma list, one per trace).
     #[arg(long)]
     pub dataset: Option<String>,
-    /// For token-level traces (an ESFT folder): tokens per batch.
-    #[arg(long, default_value_t = 1024)]
-    pub batch_tokens: usize,
     /// For token-level traces: how tokens go to the GPUs as source ranks.
     /// even: each batch's tokens in equal contiguous shares (a scheduler
     /// balancing tokens over data-parallel ranks); sequences: whole

@@ -20,7 +20,9 @@ pub fn generated(g: &GenArgs) -> Result<LoadTrace, moeplan::Error> {
     let trace = generate(&GenConfig {
         preset,
         batches: g.batches,
-        tokens_per_batch: g.tokens_per_batch,
+        tokens_per_batch: g
+            .tokens_per_batch
+            .unwrap_or(crate::args::GEN_TOKENS_PER_BATCH),
         seed: g.seed,
     });
     bar.finish_and_clear();
@@ -130,7 +132,10 @@ pub fn refuse_over(
 fn read_folder(dir: &Path, source: &SourceArgs) -> Result<Dataset, CliError> {
     let options = FolderOptions {
         token_model: model::preset(&source.token_model)?,
-        batch_tokens: source.batch_tokens,
+        batch_tokens: source
+            .generated
+            .tokens_per_batch
+            .unwrap_or(crate::args::TOKEN_TRACE_TOKENS_PER_BATCH),
         deal: moeplan::Deal::from_name(&source.deal)?,
         budget: budget(source.max_trace_mib),
     };

@@ -50,7 +50,7 @@ fn generated_tokens_read_back_as_the_same_loads() {
         d,
         "--token-model",
         "deepseek-v2-lite",
-        "--batch-tokens",
+        "--tokens-per-batch",
         "1000",
         "--json",
     ]);

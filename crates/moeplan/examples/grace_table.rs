@@ -4,7 +4,7 @@
 //!
 //! Data: the ESFT token folders `intent` and `summary`
 //! (`DATA/esft-deepseek-v2-lite/`, DeepSeek-V2-Lite, 64 experts, top-6),
-//! read as the CLI reads a folder — batches of 1024 tokens (`--batch-tokens`'
+//! read as the CLI reads a folder — batches of 1024 tokens (`--tokens-per-batch`'
 //! default), each batch's tokens dealt to the GPUs in equal shares
 //! (`--deal`'s default; `--deal sequences` here deals whole sequences
 //! round-robin, the old rule) — on 2 × 2 and 1 × 8; and a
@@ -35,7 +35,7 @@ use moeplan::planners::{self, Settings, Value, eplb};
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 use moeplan::{Deal, Plan, TokenTrace, Topology};
 
-/// The CLI's `--batch-tokens` default (`crates/moeplan-cli/src/args.rs`).
+/// The CLI's `--tokens-per-batch` default for a token-level trace (`crates/moeplan-cli/src/args.rs`).
 const BATCH_TOKENS: usize = 1024;
 /// Tokens of the generated DeepSeek-V3 trace: 64 batches of 1024.
 const GEN_TOKENS: usize = 65_536;

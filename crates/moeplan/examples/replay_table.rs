@@ -81,7 +81,7 @@ fn run() -> Result<(), String> {
         };
         read_trace(&bytes, &options).map_err(|x| format!("{}: {x}", csv.display()))
     };
-    // as `moeplan replay --trace FOLDER --batch-tokens 512` reads it
+    // as `moeplan replay --trace FOLDER --tokens-per-batch 512` reads it
     let esft = |task: &str| {
         common::read_folder_as_cli(&data.join("esft-deepseek-v2-lite").join(task), 512)
             .map(|d| d.trace)

@@ -32,7 +32,7 @@ pub fn read_esft_folder(dir: &Path, model: &ModelPreset) -> Result<TokenTrace, S
         .map_err(|e| format!("{}: {e}", dir.display()))
 }
 
-/// A trace folder as `moeplan … --trace FOLDER --batch-tokens N` reads it
+/// A trace folder as `moeplan … --trace FOLDER --tokens-per-batch N` reads it
 /// (an ESFT folder: DeepSeek-V2-Lite's token routes in batches of
 /// `batch_tokens`, dealt evenly over the ranks).
 pub fn read_folder_as_cli(dir: &Path, batch_tokens: usize) -> Result<Dataset, String> {

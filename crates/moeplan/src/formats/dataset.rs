@@ -569,7 +569,7 @@ mod tests {
     }
 
     /// Five tokens of three sequences (0, 0, 1, 2, 2), cut into batches of
-    /// two like a folder read with `--batch-tokens 2`.
+    /// two like a folder read with `--tokens-per-batch 2`.
     fn tokens() -> (LoadTrace, TokenTrace) {
         let t = TokenTrace::new(
             4,
