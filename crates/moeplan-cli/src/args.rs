@@ -403,6 +403,11 @@ pub struct PlanArgs {
     /// stderr).
     #[arg(long)]
     pub out: PathBuf,
+    /// Also print what plan reports as one JSON object on stdout (the file
+    /// written, its shape, and with --dispatch or --hardware each judged
+    /// part as `eval --json` prints it); not with `--out -`.
+    #[arg(long)]
+    pub json: bool,
     /// The plan being served now (any format moeplan reads): the new plan
     /// is written with its GPUs renumbered so that moving to it copies the
     /// fewest expert weights (inter-node copies weighted by the links of

@@ -1214,3 +1214,36 @@ fn out_dash_writes_to_stdout() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("--out is a folder"), "{err}");
 }
+
+/// `plan --json` prints what plan reports as one object: the file written,
+/// its shape, and each judged part as `eval --json` judges the written
+/// plan (the same balancedness and traffic); with `--out -` it is refused.
+#[test]
+fn plan_json_is_what_eval_says_of_the_written_plan() {
+    let out = tmp("plan-json.json");
+    let out = out.to_str().unwrap();
+    let common = ["--batches", "4", "--dispatch", "vllm"];
+    let mut args = vec!["plan", "--algo", "eplb", "--out", out, "--json"];
+    args.extend(common);
+    let o = moeplan(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(plan["schema_version"], 1);
+    assert_eq!(plan["out"], out);
+    assert_eq!(plan["algorithm"], "eplb");
+    let mut args = vec!["eval", "--plan", out, "--json"];
+    args.extend(common);
+    let o = moeplan(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let eval: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let judged = &plan["judged"][0]["judged"];
+    for key in ["balancedness", "imbalance_ratio", "dispatch", "replicas"] {
+        assert!(!eval[key].is_null(), "eval --json has no {key}");
+        assert_eq!(judged[key], eval[key], "{key}");
+    }
+    assert_eq!(plan["layers"], eval["layer_ids"].as_array().unwrap().len());
+    let o = moeplan(&["plan", "--out", "-", "--json"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("both print to stdout"), "{err}");
+}

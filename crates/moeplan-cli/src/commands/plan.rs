@@ -18,9 +18,10 @@ use moeplan::{LoadTrace, Plan, Topology};
 use super::{place_in_model, plan_with, with_pricing};
 use crate::args::PlanArgs;
 use crate::error::CliError;
-use crate::io::{budget, load, noted, read_limited, shown, spinner, write_file};
+use crate::io::{budget, emit, is_stdout, load, noted, read_limited, shown, spinner, write_file};
 use crate::judge::{Cost, judge_quietly};
 use moeplan::formats::dataset::{self, Dataset, Split};
+use serde_json::json;
 
 pub fn run(args: PlanArgs) -> Result<(), CliError> {
     if args.trace.traces.len() > 1 {
@@ -325,6 +326,12 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
         cost,
         rule,
     } = made;
+    if args.json && is_stdout(&args.out) {
+        return Err(moeplan::Error::Argument(
+            "--json and --out - both print to stdout: write the plan to a file".into(),
+        )
+        .into());
+    }
     let planned_on = planning.trace();
     // The planning batches judged: on --model (else the trace's) model.
     let judge = match &cost {
@@ -395,6 +402,7 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
             ))
             .unwrap_or_default()
     );
+    let mut judged = Vec::new();
     if let (Some(rule), Some(cost)) = (rule, &cost) {
         let mut parts = vec![("planned", judge.clone())];
         if let Some(ev) = &held_out {
@@ -403,6 +411,13 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
         for (name, work) in parts {
             let on = work.trace();
             let j = judge_quietly(&work, &plan, rule, cost)?;
+            if args.json {
+                judged.push(json!({
+                    "on": name,
+                    "batches": on.num_batches(),
+                    "judged": j.json(),
+                }));
+            }
             eprintln!(
                 "under {} dispatch ({}), on the {} {} batch(es): balancedness {:.4}, imbalance {:.4}, local {:.1}%, cross-node {:.1}% ({:.3} GB at {})",
                 j.replay.rule,
@@ -432,8 +447,30 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
             }
         }
     }
+    if args.json {
+        emit(
+            &json!({
+                "schema_version": PLAN_JSON_VERSION,
+                "out": shown(&args.out),
+                "format": args.format.name(),
+                "algorithm": plan.algorithm(),
+                "topology": topology.to_string(),
+                "layers": plan.layers().len(),
+                "replicas": s.replicas,
+                "slots_per_gpu": { "min": s.slots_per_gpu_min, "max": s.slots_per_gpu_max },
+                "planned_batches": planned_on.num_batches(),
+                "batches": total_batches,
+                "judged": judged,
+            })
+            .to_string(),
+        );
+    }
     Ok(())
 }
+
+/// The version of `plan --json`'s object: raised when a field changes
+/// meaning or goes.
+const PLAN_JSON_VERSION: u32 = 1;
 
 /// SGLang's rows and TensorRT-LLM's keys are model layers: a trace that
 /// does not know its model is refused before planning, by the writers' own
