@@ -287,7 +287,8 @@ impl PlanFormat {
             PlanFormat::Moeplan => "moeplan's plan JSON (eval reads it).",
             PlanFormat::Sglang => "SGLang's --init-expert-location JSON.",
             PlanFormat::Vllm => {
-                "vLLM's physical_to_logical_map as a JSON list, one row per MoE layer."
+                "vLLM's physical_to_logical_map as a JSON list, one row per MoE layer; vLLM loads \
+                 no such file: set it in EplbState yourself (docs/formats.md)."
             }
             PlanFormat::VllmAscend => "vllm-ascend's expert-map JSON.",
             PlanFormat::Csv => "CSV: layer,gpu,slot,expert.",
