@@ -514,3 +514,22 @@ fn the_core_door_does_not_widen() {
     );
     eprintln!("the core's pub items: {n} (ceiling {PUB_ITEMS_CEILING})");
 }
+
+/// No source file over 900 lines outside tests (`tests.rs` files and the
+/// `tests/` folders): past that a file does several jobs.
+#[test]
+fn no_source_file_is_over_900_lines() {
+    let mut checked = 0;
+    for (p, text) in workspace_sources() {
+        if p.ends_with("tests.rs") || !p.extension().is_some_and(|e| e == "rs") {
+            continue;
+        }
+        checked += 1;
+        let n = text.lines().count();
+        assert!(n <= 900, "{}: {n} lines, over 900", p.display());
+    }
+    assert!(
+        checked > 100,
+        "only {checked} files checked: the walk is broken"
+    );
+}

@@ -887,19 +887,3 @@ impl Rebalancer {
 
 #[cfg(test)]
 mod tests;
-
-/// Examples that reach below the public door.
-#[cfg(test)]
-mod examples {
-    #[test]
-    fn name_example0() {
-        (|| {
-            use crate::judge::RemoteStart;
-            assert_eq!(RemoteStart::default().name(), "even");
-            assert_eq!(RemoteStart::from_name("primary")?, RemoteStart::Primary);
-            assert!(RemoteStart::from_name("home").is_err());
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
-    }
-}

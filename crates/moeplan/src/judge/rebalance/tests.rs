@@ -249,3 +249,14 @@ fn the_rebalancer_is_algorithm_2() {
         "{checked} cases, {moved} transfers, {stuck_then_gave} cases with more transfers than GPUs"
     );
 }
+
+/// A remote start by its name in options and reports.
+#[test]
+fn remote_start_names() {
+    assert_eq!(RemoteStart::default().name(), "even");
+    assert_eq!(
+        RemoteStart::from_name("primary").unwrap(),
+        RemoteStart::Primary
+    );
+    assert!(RemoteStart::from_name("home").is_err());
+}
