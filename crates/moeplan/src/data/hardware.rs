@@ -638,15 +638,12 @@ pub fn preset(name: &str) -> Result<&'static Hardware> {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn tflops_for() {
-        (|| {
-            let h = crate::data::hardware::preset("h100-ib-ndr")?;
-            assert_eq!(h.tflops_for(1), 1979.0);
-            assert_eq!(h.tflops_for(2), 989.5);
-            let a = crate::data::hardware::preset("a100-80g-efa")?;
-            assert_eq!(a.tflops_for(1), 312.0); // no FP8 tensor cores
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn tflops_for() -> Result<(), Box<dyn std::error::Error>> {
+        let h = crate::data::hardware::preset("h100-ib-ndr")?;
+        assert_eq!(h.tflops_for(1), 1979.0);
+        assert_eq!(h.tflops_for(2), 989.5);
+        let a = crate::data::hardware::preset("a100-80g-efa")?;
+        assert_eq!(a.tflops_for(1), 312.0); // no FP8 tensor cores
+        Ok(())
     }
 }

@@ -237,21 +237,15 @@ pub fn preset(name: &str) -> Result<&'static ModelPreset> {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn total_params_b() {
-        (|| {
-            let v3 = crate::data::model::preset("deepseek-v3")?;
-            assert!((v3.total_params_b() - 671.0).abs() < 1.0); // the card's 671 B
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn total_params_b() -> Result<(), Box<dyn std::error::Error>> {
+        let v3 = crate::data::model::preset("deepseek-v3")?;
+        assert!((v3.total_params_b() - 671.0).abs() < 1.0); // the card's 671 B
+        Ok(())
     }
     #[test]
-    fn active_params_b() {
-        (|| {
-            let v3 = crate::data::model::preset("deepseek-v3")?;
-            assert!((v3.active_params_b() - 37.0).abs() < 1.0); // the card's 37 B
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn active_params_b() -> Result<(), Box<dyn std::error::Error>> {
+        let v3 = crate::data::model::preset("deepseek-v3")?;
+        assert!((v3.active_params_b() - 37.0).abs() < 1.0); // the card's 37 B
+        Ok(())
     }
 }

@@ -288,28 +288,22 @@ impl std::fmt::Display for Scope {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn of() {
-        (|| {
-            use crate::{LoadTrace, data::plan::Provenance};
-            use ndarray::Array3;
-            let t = LoadTrace::new(Array3::from_elem((4, 1, 2), 1.0), vec![0])?;
-            assert_eq!(Provenance::of(&t, 0..4)?.traces[0].batches, 4);
-            assert!(Provenance::of(&t, 0..5).is_err());
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn of() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::{LoadTrace, data::plan::Provenance};
+        use ndarray::Array3;
+        let t = LoadTrace::new(Array3::from_elem((4, 1, 2), 1.0), vec![0])?;
+        assert_eq!(Provenance::of(&t, 0..4)?.traces[0].batches, 4);
+        assert!(Provenance::of(&t, 0..5).is_err());
+        Ok(())
     }
     #[test]
-    fn of_all() {
-        (|| {
-            use crate::{LoadTrace, data::plan::Provenance};
-            use ndarray::Array3;
-            let a = LoadTrace::new(Array3::from_elem((1, 1, 2), 1.0), vec![0])?;
-            let b = LoadTrace::new(Array3::from_elem((1, 1, 2), 3.0), vec![0])?;
-            let p = Provenance::of_all(&[&a, &b], &[0.5, 0.5])?;
-            assert_eq!(p.traces.len(), 2);
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn of_all() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::{LoadTrace, data::plan::Provenance};
+        use ndarray::Array3;
+        let a = LoadTrace::new(Array3::from_elem((1, 1, 2), 1.0), vec![0])?;
+        let b = LoadTrace::new(Array3::from_elem((1, 1, 2), 3.0), vec![0])?;
+        let p = Provenance::of_all(&[&a, &b], &[0.5, 0.5])?;
+        assert_eq!(p.traces.len(), 2);
+        Ok(())
     }
 }

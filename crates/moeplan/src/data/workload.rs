@@ -694,33 +694,29 @@ mod tests {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn one_batch() {
-        (|| {
-            use crate::judge::{CostModel, Rule, Strategy, simulate};
-            use crate::synth::token_generator::{TokenGenConfig, generate_tokens};
-            use crate::{
-                Workload, data::model::preset, data::topology::Topology,
-                planners::contiguous::contiguous,
-            };
-            let tokens = generate_tokens(&TokenGenConfig::new(preset("deepseek-v2-lite")?, 512))?;
-            let work = Workload::from_tokens(tokens, 128)?;
-            let one = work.one_batch()?;
-            assert_eq!(
-                (one.trace().num_batches(), one.num_sources()),
-                (1, work.num_sources())
-            );
-            let s = Strategy::fixed(contiguous(work.trace(), Topology::new(2, 4)?)?, Rule::Even);
-            let (all, summed) = (
-                simulate(&work, &s, &CostModel::default())?,
-                simulate(&one, &s, &CostModel::default())?,
-            );
-            assert!(
-                (all.traffic.cross_node - summed.traffic.cross_node).abs()
-                    < 1e-9 * all.traffic.pairs
-            );
-            assert_eq!(all.traffic.pairs, summed.traffic.pairs);
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn one_batch() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::judge::{CostModel, Rule, Strategy, simulate};
+        use crate::synth::token_generator::{TokenGenConfig, generate_tokens};
+        use crate::{
+            Workload, data::model::preset, data::topology::Topology,
+            planners::contiguous::contiguous,
+        };
+        let tokens = generate_tokens(&TokenGenConfig::new(preset("deepseek-v2-lite")?, 512))?;
+        let work = Workload::from_tokens(tokens, 128)?;
+        let one = work.one_batch()?;
+        assert_eq!(
+            (one.trace().num_batches(), one.num_sources()),
+            (1, work.num_sources())
+        );
+        let s = Strategy::fixed(contiguous(work.trace(), Topology::new(2, 4)?)?, Rule::Even);
+        let (all, summed) = (
+            simulate(&work, &s, &CostModel::default())?,
+            simulate(&one, &s, &CostModel::default())?,
+        );
+        assert!(
+            (all.traffic.cross_node - summed.traffic.cross_node).abs() < 1e-9 * all.traffic.pairs
+        );
+        assert_eq!(all.traffic.pairs, summed.traffic.pairs);
+        Ok(())
     }
 }

@@ -406,54 +406,48 @@ mod tests {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn per_batch_bound() {
-        (|| {
-            use crate::judge::Placement;
-            use crate::judge::bound::{layer_bound, per_batch_bound};
-            use crate::{LayerPlacement, LoadTrace, Plan, Topology, planners::contiguous};
-            use ndarray::Array3;
-            // batch 0: one hot expert; batch 1: the same, with a copy of it planned
-            let t = LoadTrace::new(
-                Array3::from_shape_vec((2, 1, 4), vec![6., 1., 1., 0., 6., 1., 1., 0.])?,
-                vec![0],
-            )?;
-            let base = contiguous(&t, Topology::new(1, 2)?)?;
-            let copy = Plan::new(
-                Topology::new(1, 2)?,
-                4,
-                vec![LayerPlacement {
-                    layer: 0,
-                    gpus: vec![vec![0, 1], vec![2, 3, 0]],
-                }],
-                "x",
-            )?;
-            let b = per_batch_bound(&t, &Placement::Schedule(vec![(0..1, base), (1..2, copy)]))?;
-            // batch 0 at 0 replicas: 4 / 6; batch 1 at 1 replica: 4 / 4
-            assert!((b[0] - (4.0 / 6.0 + 1.0) / 2.0).abs() < 1e-12);
-            assert!(b[0] > layer_bound(&t, 0, 2, 0));
-            Ok::<(), Box<dyn std::error::Error>>(())
-        })()
-        .unwrap();
+    fn per_batch_bound() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::judge::Placement;
+        use crate::judge::bound::{layer_bound, per_batch_bound};
+        use crate::{LayerPlacement, LoadTrace, Plan, Topology, planners::contiguous};
+        use ndarray::Array3;
+        // batch 0: one hot expert; batch 1: the same, with a copy of it planned
+        let t = LoadTrace::new(
+            Array3::from_shape_vec((2, 1, 4), vec![6., 1., 1., 0., 6., 1., 1., 0.])?,
+            vec![0],
+        )?;
+        let base = contiguous(&t, Topology::new(1, 2)?)?;
+        let copy = Plan::new(
+            Topology::new(1, 2)?,
+            4,
+            vec![LayerPlacement {
+                layer: 0,
+                gpus: vec![vec![0, 1], vec![2, 3, 0]],
+            }],
+            "x",
+        )?;
+        let b = per_batch_bound(&t, &Placement::Schedule(vec![(0..1, base), (1..2, copy)]))?;
+        // batch 0 at 0 replicas: 4 / 6; batch 1 at 1 replica: 4 / 4
+        assert!((b[0] - (4.0 / 6.0 + 1.0) / 2.0).abs() < 1e-12);
+        assert!(b[0] > layer_bound(&t, 0, 2, 0));
+        Ok(())
     }
     #[test]
-    fn layer_packing_bound() {
-        (|| {
-            use crate::LoadTrace;
-            use crate::judge::bound::{layer_bound, layer_packing_bound};
-            use ndarray::Array3;
-            // 3 equal experts, 4 slots on 2 GPUs: a, b | a, c balances perfectly
-            let t = LoadTrace::new(
-                Array3::from_shape_vec((1, 1, 3), vec![1., 1., 1.]).unwrap(),
-                vec![0],
-            )?;
-            assert_eq!(layer_packing_bound(&t, 0, 2, 1), 1.0);
-            // 5 experts of load 1 on 4 GPUs, no replica: one GPU holds two → 1.25 / 2
-            let t = LoadTrace::new(Array3::from_elem((1, 1, 5), 1.0), vec![0])?;
-            assert_eq!(layer_bound(&t, 0, 4, 0), 1.0);
-            assert!((layer_packing_bound(&t, 0, 4, 0) - 0.625).abs() < 1e-6);
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn layer_packing_bound() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::LoadTrace;
+        use crate::judge::bound::{layer_bound, layer_packing_bound};
+        use ndarray::Array3;
+        // 3 equal experts, 4 slots on 2 GPUs: a, b | a, c balances perfectly
+        let t = LoadTrace::new(
+            Array3::from_shape_vec((1, 1, 3), vec![1., 1., 1.]).unwrap(),
+            vec![0],
+        )?;
+        assert_eq!(layer_packing_bound(&t, 0, 2, 1), 1.0);
+        // 5 experts of load 1 on 4 GPUs, no replica: one GPU holds two → 1.25 / 2
+        let t = LoadTrace::new(Array3::from_elem((1, 1, 5), 1.0), vec![0])?;
+        assert_eq!(layer_bound(&t, 0, 4, 0), 1.0);
+        assert!((layer_packing_bound(&t, 0, 4, 0) - 0.625).abs() < 1e-6);
+        Ok(())
     }
     #[test]
     fn packing_peak() {

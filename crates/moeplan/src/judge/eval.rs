@@ -412,35 +412,29 @@ fn mean(v: &[f64]) -> f64 {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn bound_per_batch() {
-        (|| {
-            use crate::{BoundCounts, LoadTrace, Topology, evaluate, planners::contiguous};
-            use ndarray::Array3;
-            let t = LoadTrace::new(Array3::from_shape_vec((1, 1, 2), vec![3.0, 1.0])?, vec![0])?;
-            let base = contiguous(&t, Topology::new(1, 2)?)?;
-            let mut report = evaluate(&t, &base)?;
-            assert_eq!(report.bound, 2.0 / 3.0);
-            report.bound_per_batch(&t, &crate::judge::Placement::Schedule(vec![(0..1, base)]))?;
-            assert_eq!(
-                (report.bound, report.bound_counts),
-                (2.0 / 3.0, BoundCounts::CopiesPerBatch)
-            );
-            Ok::<(), Box<dyn std::error::Error>>(())
-        })()
-        .unwrap();
+    fn bound_per_batch() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::{BoundCounts, LoadTrace, Topology, evaluate, planners::contiguous};
+        use ndarray::Array3;
+        let t = LoadTrace::new(Array3::from_shape_vec((1, 1, 2), vec![3.0, 1.0])?, vec![0])?;
+        let base = contiguous(&t, Topology::new(1, 2)?)?;
+        let mut report = evaluate(&t, &base)?;
+        assert_eq!(report.bound, 2.0 / 3.0);
+        report.bound_per_batch(&t, &crate::judge::Placement::Schedule(vec![(0..1, base)]))?;
+        assert_eq!(
+            (report.bound, report.bound_counts),
+            (2.0 / 3.0, BoundCounts::CopiesPerBatch)
+        );
+        Ok(())
     }
     #[test]
-    fn per_batch_imbalance() {
-        (|| {
-            use crate::{LoadTrace, Topology, judge::eval::per_batch_imbalance, planners};
-            let t = LoadTrace::new(
-                ndarray::Array3::from_shape_vec((2, 1, 2), vec![1.0, 1.0, 3.0, 1.0])?,
-                vec![0],
-            )?;
-            let plan = planners::contiguous(&t, Topology::new(1, 2)?)?;
-            assert_eq!(per_batch_imbalance(&t, &plan)?, vec![1.0, 1.5]);
-            Ok::<(), Box<dyn std::error::Error>>(())
-        })()
-        .unwrap();
+    fn per_batch_imbalance() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::{LoadTrace, Topology, judge::eval::per_batch_imbalance, planners};
+        let t = LoadTrace::new(
+            ndarray::Array3::from_shape_vec((2, 1, 2), vec![1.0, 1.0, 3.0, 1.0])?,
+            vec![0],
+        )?;
+        let plan = planners::contiguous(&t, Topology::new(1, 2)?)?;
+        assert_eq!(per_batch_imbalance(&t, &plan)?, vec![1.0, 1.5]);
+        Ok(())
     }
 }

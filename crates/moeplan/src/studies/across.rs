@@ -730,41 +730,35 @@ mod tests {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn repeats() {
-        (|| {
-            use crate::LoadTrace;
-            use crate::studies::across::Mix;
-            use ndarray::Array3;
-            let one = |v| LoadTrace::new(Array3::from_elem((1, 1, 4), v), vec![0]);
-            let mix = Mix::new(vec![one(1.0)?, one(2.0)?], Some(&[1.0, 2.0]))?;
-            assert_eq!(mix.repeats(), vec![1, 2]);
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn repeats() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::LoadTrace;
+        use crate::studies::across::Mix;
+        use ndarray::Array3;
+        let one = |v| LoadTrace::new(Array3::from_elem((1, 1, 4), v), vec![0]);
+        let mix = Mix::new(vec![one(1.0)?, one(2.0)?], Some(&[1.0, 2.0]))?;
+        assert_eq!(mix.repeats(), vec![1, 2]);
+        Ok(())
     }
     #[test]
-    fn eplb_mix() {
-        (|| {
-            use crate::planners::EplbConfig;
-            use crate::studies::across::{Mix, eplb_mix};
-            use crate::{Topology, data::model, synth::generator};
-            let p = model::preset("olmoe")?;
-            let a = generator::generate(&generator::GenConfig {
-                seed: 1,
-                ..generator::GenConfig::new(p, 2)
-            })?;
-            let b = generator::generate(&generator::GenConfig {
-                seed: 2,
-                ..generator::GenConfig::new(p, 2)
-            })?;
-            let cfg = EplbConfig {
-                redundant_experts: 8,
-                groups: 1,
-            };
-            let plan = eplb_mix(&Mix::new(vec![a, b], None)?, Topology::new(1, 8)?, cfg)?;
-            assert_eq!(plan.summary().replicas, 8 * 16);
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn eplb_mix() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::planners::EplbConfig;
+        use crate::studies::across::{Mix, eplb_mix};
+        use crate::{Topology, data::model, synth::generator};
+        let p = model::preset("olmoe")?;
+        let a = generator::generate(&generator::GenConfig {
+            seed: 1,
+            ..generator::GenConfig::new(p, 2)
+        })?;
+        let b = generator::generate(&generator::GenConfig {
+            seed: 2,
+            ..generator::GenConfig::new(p, 2)
+        })?;
+        let cfg = EplbConfig {
+            redundant_experts: 8,
+            groups: 1,
+        };
+        let plan = eplb_mix(&Mix::new(vec![a, b], None)?, Topology::new(1, 8)?, cfg)?;
+        assert_eq!(plan.summary().replicas, 8 * 16);
+        Ok(())
     }
 }

@@ -380,17 +380,14 @@ mod tests {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn load_spread() {
-        (|| {
-            use crate::{
-                data::model::preset,
-                synth::generator::{LOAD_SPREAD, load_spread},
-            };
-            assert_eq!(load_spread(preset("deepseek-v3")?), LOAD_SPREAD);
-            let (lo, hi) = load_spread(preset("qwen1.5-moe-a2.7b")?);
-            assert!(lo < hi && hi > LOAD_SPREAD.1);
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn load_spread() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::{
+            data::model::preset,
+            synth::generator::{LOAD_SPREAD, load_spread},
+        };
+        assert_eq!(load_spread(preset("deepseek-v3")?), LOAD_SPREAD);
+        let (lo, hi) = load_spread(preset("qwen1.5-moe-a2.7b")?);
+        assert!(lo < hi && hi > LOAD_SPREAD.1);
+        Ok(())
     }
 }

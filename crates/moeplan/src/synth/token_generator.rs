@@ -758,12 +758,9 @@ mod tests {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn default_topics() {
-        (|| {
-            use crate::{data::model::preset, synth::token_generator::default_topics};
-            assert_eq!(default_topics(preset("deepseek-v3")?), 37);
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn default_topics() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::{data::model::preset, synth::token_generator::default_topics};
+        assert_eq!(default_topics(preset("deepseek-v3")?), 37);
+        Ok(())
     }
 }

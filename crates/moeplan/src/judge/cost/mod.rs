@@ -812,41 +812,35 @@ pub(crate) fn predict(
 #[cfg(test)]
 mod examples {
     #[test]
-    fn of() {
-        (|| {
-            use crate::data::hardware::preset;
-            use crate::judge::cost::ErrorBand;
-            let b = ErrorBand::of(preset("a100-80g-efa")?);
-            assert!(!b.calibrated && b.worst_pct > b.median_pct);
-            assert!(ErrorBand::of(preset("h100-ib-ndr")?).calibrated);
-            // the B200 carries the H100's fitted kernels: a narrower band
-            assert!(ErrorBand::of(preset("b200-ib-ndr")?).worst_pct < b.worst_pct);
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn of() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::data::hardware::preset;
+        use crate::judge::cost::ErrorBand;
+        let b = ErrorBand::of(preset("a100-80g-efa")?);
+        assert!(!b.calibrated && b.worst_pct > b.median_pct);
+        assert!(ErrorBand::of(preset("h100-ib-ndr")?).calibrated);
+        // the B200 carries the H100's fitted kernels: a narrower band
+        assert!(ErrorBand::of(preset("b200-ib-ndr")?).worst_pct < b.worst_pct);
+        Ok(())
     }
     #[test]
-    fn attention_us() {
-        (|| {
-            use crate::data::{hardware, model};
-            use crate::judge::cost::{Assumptions, Phase, attention_us};
-            let (h, m) = (
-                hardware::preset("h100-ib-ndr")?,
-                model::preset("deepseek-v3")?,
-            );
-            let decode = |context| Assumptions {
-                phase: Phase::Decode,
-                context_tokens: context,
-                ..Assumptions::default()
-            };
-            let short = attention_us(256.0, 8, h, m, &decode(1024), 8);
-            assert!((attention_us(256.0, 8, h, m, &decode(4096), 8) / short - 4.0).abs() < 1e-9);
-            assert_eq!(
-                attention_us(256.0, 8, h, m, &Assumptions::default(), 8),
-                0.0
-            ); // prefill
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn attention_us() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::data::{hardware, model};
+        use crate::judge::cost::{Assumptions, Phase, attention_us};
+        let (h, m) = (
+            hardware::preset("h100-ib-ndr")?,
+            model::preset("deepseek-v3")?,
+        );
+        let decode = |context| Assumptions {
+            phase: Phase::Decode,
+            context_tokens: context,
+            ..Assumptions::default()
+        };
+        let short = attention_us(256.0, 8, h, m, &decode(1024), 8);
+        assert!((attention_us(256.0, 8, h, m, &decode(4096), 8) / short - 4.0).abs() < 1e-9);
+        assert_eq!(
+            attention_us(256.0, 8, h, m, &Assumptions::default(), 8),
+            0.0
+        ); // prefill
+        Ok(())
     }
 }

@@ -456,35 +456,26 @@ mod tests {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn len() {
-        (|| {
-            use crate::planners::grace::spectral::SpectralEmbedding;
-            let emb = SpectralEmbedding::new(&ndarray::Array2::zeros((4, 4)))?;
-            assert_eq!(emb.len(), 4);
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn len() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::planners::grace::spectral::SpectralEmbedding;
+        let emb = SpectralEmbedding::new(&ndarray::Array2::zeros((4, 4)))?;
+        assert_eq!(emb.len(), 4);
+        Ok(())
     }
     #[test]
-    fn is_empty() {
-        (|| {
-            use crate::planners::grace::spectral::SpectralEmbedding;
-            assert!(!SpectralEmbedding::new(&ndarray::Array2::zeros((1, 1)))?.is_empty());
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn is_empty() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::planners::grace::spectral::SpectralEmbedding;
+        assert!(!SpectralEmbedding::new(&ndarray::Array2::zeros((1, 1)))?.is_empty());
+        Ok(())
     }
     #[test]
-    fn new_example0() {
-        (|| {
-            use crate::planners::grace::spectral::SpectralEmbedding;
-            use ndarray::array;
-            let a = array![[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]];
-            let emb = SpectralEmbedding::new(&a)?;
-            assert_eq!(emb.len(), 3);
-            assert!(SpectralEmbedding::new(&array![[0.0, 1.0], [2.0, 0.0]]).is_err());
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn new_example0() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::planners::grace::spectral::SpectralEmbedding;
+        use ndarray::array;
+        let a = array![[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]];
+        let emb = SpectralEmbedding::new(&a)?;
+        assert_eq!(emb.len(), 3);
+        assert!(SpectralEmbedding::new(&array![[0.0, 1.0], [2.0, 0.0]]).is_err());
+        Ok(())
     }
 }

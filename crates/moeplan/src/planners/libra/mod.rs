@@ -471,31 +471,25 @@ impl Prepared for Libra {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn local_copies() {
-        (|| {
-            use crate::planners::libra::LibraOptions;
-            assert_eq!(LibraOptions::default().local_copies()?, 4);
-            let bad = LibraOptions {
-                local_fraction: 1.5,
-                ..LibraOptions::default()
-            };
-            assert!(bad.local_copies().is_err());
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn local_copies() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::planners::libra::LibraOptions;
+        assert_eq!(LibraOptions::default().local_copies()?, 4);
+        let bad = LibraOptions {
+            local_fraction: 1.5,
+            ..LibraOptions::default()
+        };
+        assert!(bad.local_copies().is_err());
+        Ok(())
     }
     #[test]
-    fn from_settings() {
-        (|| {
-            use crate::planners::libra::LibraOptions;
-            use crate::planners::{Settings, Value};
-            let s = Settings::new().with("extra_experts_per_gpu", Value::Count(2))?;
-            let o = LibraOptions::from_settings(&s)?;
-            assert_eq!((o.extra_per_gpu, o.local_fraction), (2, 0.5));
-            let bad = Settings::new().with("local_percent", Value::Count(150))?;
-            assert!(LibraOptions::from_settings(&bad).is_err());
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn from_settings() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::planners::libra::LibraOptions;
+        use crate::planners::{Settings, Value};
+        let s = Settings::new().with("extra_experts_per_gpu", Value::Count(2))?;
+        let o = LibraOptions::from_settings(&s)?;
+        assert_eq!((o.extra_per_gpu, o.local_fraction), (2, 0.5));
+        let bad = Settings::new().with("local_percent", Value::Count(150))?;
+        assert!(LibraOptions::from_settings(&bad).is_err());
+        Ok(())
     }
 }

@@ -424,67 +424,52 @@ fn mistyped(spec: &OptionSpec, v: &Value) -> Error {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn from_json() {
-        (|| {
-            use crate::planners::{OptionKind, Unit, Value};
-            let k = OptionKind::Budget(Unit::ReplicasPerGpu);
-            assert_eq!(Value::from_json(k, &serde_json::json!(4))?, Value::Count(4));
-            assert_eq!(
-                Value::from_json(k, &serde_json::json!("auto"))?,
-                Value::Auto
-            );
-            assert!(Value::from_json(OptionKind::Flag, &serde_json::json!(1)).is_err());
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn from_json() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::planners::{OptionKind, Unit, Value};
+        let k = OptionKind::Budget(Unit::ReplicasPerGpu);
+        assert_eq!(Value::from_json(k, &serde_json::json!(4))?, Value::Count(4));
+        assert_eq!(
+            Value::from_json(k, &serde_json::json!("auto"))?,
+            Value::Auto
+        );
+        assert!(Value::from_json(OptionKind::Flag, &serde_json::json!(1)).is_err());
+        Ok(())
     }
     #[test]
-    fn to_json() {
-        (|| {
-            use crate::planners::{Settings, Value};
-            let s = Settings::new().with("predictor", Value::Word("noisy".into()))?;
-            assert_eq!(s.to_json(), serde_json::json!({"predictor": "noisy"}));
-            assert_eq!(Settings::from_json(&s.to_json())?, s);
-            assert!(Settings::from_json(&serde_json::json!({"typo": 1})).is_err());
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn to_json() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::planners::{Settings, Value};
+        let s = Settings::new().with("predictor", Value::Word("noisy".into()))?;
+        assert_eq!(s.to_json(), serde_json::json!({"predictor": "noisy"}));
+        assert_eq!(Settings::from_json(&s.to_json())?, s);
+        assert!(Settings::from_json(&serde_json::json!({"typo": 1})).is_err());
+        Ok(())
     }
     #[test]
-    fn word() {
-        (|| {
-            use crate::planners::{Settings, craft};
-            assert_eq!(Settings::new().word(&craft::OBJECTIVE)?, "mean");
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn word() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::planners::{Settings, craft};
+        assert_eq!(Settings::new().word(&craft::OBJECTIVE)?, "mean");
+        Ok(())
     }
     #[test]
-    fn flag() {
-        (|| {
-            use crate::planners::{Settings, craft};
-            assert!(Settings::new().flag(&craft::REFINE)?);
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn flag() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::planners::{Settings, craft};
+        assert!(Settings::new().flag(&craft::REFINE)?);
+        Ok(())
     }
     #[test]
-    fn priced_example0() {
-        (|| {
-            use crate::data::{hardware, model};
-            use crate::judge::cost::Pricing;
-            let p = Pricing::new(
-                hardware::preset("h100-ib-ndr")?,
-                model::preset("deepseek-v3")?,
-            );
-            let s = crate::planners::Settings::new().priced(Some(p));
-            assert_eq!(
-                s.pricing().map(|p| p.hardware.name.as_ref()),
-                Some("h100-ib-ndr")
-            );
-            assert!(s.is_empty()); // no option is set
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn priced_example0() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::data::{hardware, model};
+        use crate::judge::cost::Pricing;
+        let p = Pricing::new(
+            hardware::preset("h100-ib-ndr")?,
+            model::preset("deepseek-v3")?,
+        );
+        let s = crate::planners::Settings::new().priced(Some(p));
+        assert_eq!(
+            s.pricing().map(|p| p.hardware.name.as_ref()),
+            Some("h100-ib-ndr")
+        );
+        assert!(s.is_empty()); // no option is set
+        Ok(())
     }
 }

@@ -662,42 +662,36 @@ pub(crate) fn place(
 #[cfg(test)]
 mod examples {
     #[test]
-    fn joint_search() {
-        (|| {
-            use crate::planners::shared::joint::{JointOptions, joint_search};
-            use crate::planners::shared::placement::peak_load;
-            // expert 1 (load 2) has the replica that expert 0 (load 8) needs: 9 | 3
-            let w = [8.0, 2.0, 2.0];
-            let mut gpus = vec![vec![0, 1], vec![2, 1]];
-            assert_eq!(peak_load(&w, &gpus), 9.0);
-            joint_search(&w, &mut gpus, JointOptions::default())?;
-            assert_eq!(peak_load(&w, &gpus), 6.0); // 0 on both GPUs: 4 + 2 | 4 + 2
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn joint_search() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::planners::shared::joint::{JointOptions, joint_search};
+        use crate::planners::shared::placement::peak_load;
+        // expert 1 (load 2) has the replica that expert 0 (load 8) needs: 9 | 3
+        let w = [8.0, 2.0, 2.0];
+        let mut gpus = vec![vec![0, 1], vec![2, 1]];
+        assert_eq!(peak_load(&w, &gpus), 9.0);
+        joint_search(&w, &mut gpus, JointOptions::default())?;
+        assert_eq!(peak_load(&w, &gpus), 6.0); // 0 on both GPUs: 4 + 2 | 4 + 2
+        Ok(())
     }
     #[test]
-    fn iterated_search() {
-        (|| {
-            use crate::planners::shared::joint::{JointOptions, iterated_search};
-            use crate::planners::shared::placement::peak_load;
-            let w = [600.0, 560.0, 120.0, 120.0, 20.0, 10.0, 10.0, 10.0];
-            // counts first (600 and 560 on 4 devices each), then placed: 200
-            let mut gpus = vec![
-                vec![0, 4],
-                vec![0, 5],
-                vec![0, 6],
-                vec![0, 7],
-                vec![1, 2],
-                vec![1, 2],
-                vec![1, 3],
-                vec![1, 3],
-            ];
-            let before = peak_load(&w, &gpus);
-            iterated_search(&w, &mut gpus, JointOptions::default())?;
-            assert!(peak_load(&w, &gpus) <= before);
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn iterated_search() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::planners::shared::joint::{JointOptions, iterated_search};
+        use crate::planners::shared::placement::peak_load;
+        let w = [600.0, 560.0, 120.0, 120.0, 20.0, 10.0, 10.0, 10.0];
+        // counts first (600 and 560 on 4 devices each), then placed: 200
+        let mut gpus = vec![
+            vec![0, 4],
+            vec![0, 5],
+            vec![0, 6],
+            vec![0, 7],
+            vec![1, 2],
+            vec![1, 2],
+            vec![1, 3],
+            vec![1, 3],
+        ];
+        let before = peak_load(&w, &gpus);
+        iterated_search(&w, &mut gpus, JointOptions::default())?;
+        assert!(peak_load(&w, &gpus) <= before);
+        Ok(())
     }
 }

@@ -557,44 +557,35 @@ mod tests;
 #[cfg(test)]
 mod examples {
     #[test]
-    fn predict() {
-        (|| {
-            use crate::{LoadTrace, data::Workload, planners::libra::Predictor};
-            use ndarray::Array3;
-            let mut c = Array3::from_elem((2, 1, 2), 2.0);
-            c[[1, 0, 0]] = 6.0;
-            let w = Workload::new(LoadTrace::new(c, vec![0])?);
-            let p = Predictor::PreviousBatch.predict(&w, 1, 0, 2)?;
-            assert_eq!(p.to_dense(), vec![1.0, 1.0, 1.0, 1.0]); // batch 0's counts, halved over 2 GPUs
-            assert_eq!(Predictor::Oracle.predict(&w, 1, 0, 2)?.get(0, 0), 3.0);
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn predict() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::{LoadTrace, data::Workload, planners::libra::Predictor};
+        use ndarray::Array3;
+        let mut c = Array3::from_elem((2, 1, 2), 2.0);
+        c[[1, 0, 0]] = 6.0;
+        let w = Workload::new(LoadTrace::new(c, vec![0])?);
+        let p = Predictor::PreviousBatch.predict(&w, 1, 0, 2)?;
+        assert_eq!(p.to_dense(), vec![1.0, 1.0, 1.0, 1.0]); // batch 0's counts, halved over 2 GPUs
+        assert_eq!(Predictor::Oracle.predict(&w, 1, 0, 2)?.get(0, 0), 3.0);
+        Ok(())
     }
     #[test]
-    fn new_example0() {
-        (|| {
-            use crate::planners::libra::PredictedCounts;
-            let p = PredictedCounts::new(2, 3, vec![1.0, 0.0, 2.0, 0.0, 4.0, 0.0])?;
-            assert_eq!((p.get(1, 1), p.sources(), p.experts()), (4.0, 2, 3));
-            assert!(PredictedCounts::new(2, 3, vec![1.0; 5]).is_err());
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn new_example0() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::planners::libra::PredictedCounts;
+        let p = PredictedCounts::new(2, 3, vec![1.0, 0.0, 2.0, 0.0, 4.0, 0.0])?;
+        assert_eq!((p.get(1, 1), p.sources(), p.experts()), (4.0, 2, 3));
+        assert!(PredictedCounts::new(2, 3, vec![1.0; 5]).is_err());
+        Ok(())
     }
     #[test]
-    fn uniform_example1() {
-        (|| {
-            use crate::planners::libra::PredictedCounts;
-            let p = PredictedCounts::uniform(3, vec![2.0, 0.5])?;
-            assert_eq!((p.get(2, 0), p.sources()), (2.0, 3));
-            assert_eq!(
-                p.to_dense(),
-                PredictedCounts::new(3, 2, vec![2.0, 0.5, 2.0, 0.5, 2.0, 0.5])?.to_dense()
-            );
-            assert!(PredictedCounts::uniform(3, vec![-1.0]).is_err());
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn uniform_example1() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::planners::libra::PredictedCounts;
+        let p = PredictedCounts::uniform(3, vec![2.0, 0.5])?;
+        assert_eq!((p.get(2, 0), p.sources()), (2.0, 3));
+        assert_eq!(
+            p.to_dense(),
+            PredictedCounts::new(3, 2, vec![2.0, 0.5, 2.0, 0.5, 2.0, 0.5])?.to_dense()
+        );
+        assert!(PredictedCounts::uniform(3, vec![-1.0]).is_err());
+        Ok(())
     }
 }

@@ -469,51 +469,42 @@ impl PathMemoBuild {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn predict() {
-        (|| {
-            use crate::{TokenTrace, planners::libra::PathTable};
-            use ndarray::array;
-            let t = TokenTrace::new(
-                4,
-                vec![0, 1],
-                vec![array![[0], [1]], array![[2], [2]]],
-                vec![0; 2],
-            )?;
-            let table = PathTable::build(&t, 0..1, 2)?;
-            assert_eq!(table.predict(&t, 1, 0)?, vec![0]); // layer 0: the learnt marginal
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn predict() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::{TokenTrace, planners::libra::PathTable};
+        use ndarray::array;
+        let t = TokenTrace::new(
+            4,
+            vec![0, 1],
+            vec![array![[0], [1]], array![[2], [2]]],
+            vec![0; 2],
+        )?;
+        let table = PathTable::build(&t, 0..1, 2)?;
+        assert_eq!(table.predict(&t, 1, 0)?, vec![0]); // layer 0: the learnt marginal
+        Ok(())
     }
     #[test]
-    fn empty_example0() {
-        (|| {
-            use crate::{TokenTrace, planners::libra::PathTable};
-            use ndarray::array;
-            let t = TokenTrace::new(4, vec![0], vec![array![[0], [1]]], vec![0; 2])?;
-            assert!(PathTable::empty(&t, 2)?.learnt().is_empty());
-            assert!(PathTable::empty(&t, 5).is_err());
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn empty_example0() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::{TokenTrace, planners::libra::PathTable};
+        use ndarray::array;
+        let t = TokenTrace::new(4, vec![0], vec![array![[0], [1]]], vec![0; 2])?;
+        assert!(PathTable::empty(&t, 2)?.learnt().is_empty());
+        assert!(PathTable::empty(&t, 5).is_err());
+        Ok(())
     }
     #[test]
-    fn build_example1() {
-        (|| {
-            use crate::{TokenTrace, planners::libra::PathTable};
-            use ndarray::array;
-            // expert 0 is followed by 2, expert 1 by 3 (tokens 0 and 1)
-            let t = TokenTrace::new(
-                4,
-                vec![0, 1],
-                vec![array![[0], [1], [0]], array![[2], [3], [2]]],
-                vec![0; 3],
-            )?;
-            let table = PathTable::build(&t, 0..2, 1)?;
-            assert_eq!(table.predict(&t, 2, 1)?, vec![2]);
-            assert!(table.predict(&t, 1, 1).is_err()); // token 1 was learnt
-            Ok::<(), crate::Error>(())
-        })()
-        .unwrap();
+    fn build_example1() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::{TokenTrace, planners::libra::PathTable};
+        use ndarray::array;
+        // expert 0 is followed by 2, expert 1 by 3 (tokens 0 and 1)
+        let t = TokenTrace::new(
+            4,
+            vec![0, 1],
+            vec![array![[0], [1], [0]], array![[2], [3], [2]]],
+            vec![0; 3],
+        )?;
+        let table = PathTable::build(&t, 0..2, 1)?;
+        assert_eq!(table.predict(&t, 2, 1)?, vec![2]);
+        assert!(table.predict(&t, 1, 1).is_err()); // token 1 was learnt
+        Ok(())
     }
 }
