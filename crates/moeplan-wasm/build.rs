@@ -95,7 +95,7 @@ fn typescript() -> String {
             .collect();
         let ty = match option.kind {
             OptionKind::Count => "number".to_string(),
-            OptionKind::Budget(_) => "number | \"auto\"".to_string(),
+            OptionKind::CountOrAuto | OptionKind::Budget(_) => "number | \"auto\"".to_string(),
             OptionKind::Choice(words) => quoted(&mut words.iter().copied()),
             OptionKind::Flag => "boolean".to_string(),
         };

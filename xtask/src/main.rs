@@ -47,6 +47,9 @@
 //!   `dist` builds it, every change timed in Chromium (`tests/e2e.mjs
 //!   --bench`) and held to its budget (p50 / p95), with the machine and its
 //!   load: for a person on a quiet machine, not CI.
+//! - `screenshot` — `docs/screenshot.png` made anew from the page `dist`
+//!   builds (the e2e's screenshot section; `test` makes the same picture in
+//!   `target/screenshot.png` on every run).
 //! - `fuzz [SECONDS] [TARGET]` — every cargo-fuzz target (or one) for
 //!   SECONDS each (default 60) under a 2 GiB RSS limit, seeded from
 //!   `../shared/data`, the fixtures and `fuzz/seeds/`. Needs
@@ -104,6 +107,7 @@ fn main() -> ExitCode {
                 "unknown bench {other:?}; usage: cargo xtask bench [page]"
             )),
         },
+        "screenshot" => setup().and_then(|_| screenshot()),
         "fuzz" => fuzz(
             std::env::args()
                 .nth(2)
@@ -112,7 +116,7 @@ fn main() -> ExitCode {
         ),
         _ => {
             eprintln!(
-                "usage: cargo xtask <setup|test|dist [--out DIR]|book [--out DIR]|results [--check] [--only NAME,…]|instructions [routes|counts] [--write]|run|cli|bench [page]|fuzz [seconds]>"
+                "usage: cargo xtask <setup|test|dist [--out DIR]|book [--out DIR]|results [--check] [--only NAME,…]|instructions [routes|counts] [--write]|run|cli|bench [page]|screenshot|fuzz [seconds]>"
             );
             return ExitCode::from(2);
         }
@@ -471,7 +475,22 @@ fn test(phases: &mut Phases) -> Result {
     for test in BROWSER_TESTS {
         phases.run(test, || {
             if *test == "tests/e2e.mjs" {
-                sh("node", &[test, "--dist", &dir, "--timings", &timings])
+                // The screenshot of the current page, as the README and the
+                // book show it (`cargo xtask screenshot` puts it there).
+                let shot = root().join("target/screenshot.png");
+                let shot = shot.to_string_lossy();
+                sh(
+                    "node",
+                    &[
+                        test,
+                        "--dist",
+                        &dir,
+                        "--timings",
+                        &timings,
+                        "--screenshot",
+                        &shot,
+                    ],
+                )
             } else {
                 sh("node", &[test, "--dist", &dir])
             }
@@ -488,6 +507,28 @@ fn test(phases: &mut Phases) -> Result {
 /// sections alone, each change held to its budget (p50 / p95); the machine
 /// and its load are printed with the table, and the figures written to
 /// `target/page-bench.json`. For a person on a quiet machine, not CI.
+/// `docs/screenshot.png` (the README's and the book's picture of the page)
+/// made anew from the page as it is: `dist`, then the e2e's screenshot
+/// section alone (`cargo xtask test` makes the same one in `target/`).
+fn screenshot() -> Result {
+    let out = root().join("dist");
+    dist(&out)?;
+    let shot = root().join("docs/screenshot.png");
+    sh_env(
+        "node",
+        &[
+            "tests/e2e.mjs",
+            "--dist",
+            &out.to_string_lossy(),
+            "--screenshot",
+            &shot.to_string_lossy(),
+        ],
+        &[("E2E_ONLY", "screenshot")],
+    )?;
+    eprintln!("screenshot: wrote {} (commit it)", shot.display());
+    Ok(())
+}
+
 fn bench_page() -> Result {
     let out = root().join("dist");
     dist(&out)?;

@@ -2,15 +2,13 @@
 
 use std::path::PathBuf;
 
-use std::sync::OnceLock;
-
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use moeplan::Topology;
 use moeplan::formats::PlanFormat;
 use moeplan::judge::Rule;
 use moeplan::judge::cost::{Assumptions, Kernel, Overlap, Phase};
-use moeplan::planners::{self, OptionKind, OptionSpec, PlannerId, Settings, Value};
+use moeplan::planners::{self, PlannerId};
 
 #[derive(Parser)]
 #[command(
@@ -19,7 +17,12 @@ use moeplan::planners::{self, OptionKind, OptionSpec, PlannerId, Settings, Value
     about = "Plan expert placement and replication for Mixture-of-Experts serving",
     long_about = "Plan expert placement and replication for Mixture-of-Experts serving.\n\n\
                   Every command that takes --trace also runs without one, on a generated \
-                  trace (--preset, --batches, --seed) — the embedded default."
+                  trace (--preset, --batches, --seed) — the embedded default.",
+    after_help = "Examples (a dump from SGLang, 4 nodes of 8 GPUs):\n  \
+        moeplan inspect --trace dump.json\n  \
+        moeplan compare --trace dump.json --nodes 4 --gpus-per-node 8\n  \
+        moeplan plan --trace dump.json --nodes 4 --gpus-per-node 8 --format sglang --out eplb.json\n\n\
+        `moeplan COMMAND --help` for a command; the tutorial: docs/tutorial.md"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -65,13 +68,13 @@ pub enum Command {
     },
     /// Compute a plan for a trace and write it.
     #[command(after_help = "Examples:\n  \
-        moeplan plan --trace dump.pt --algo eplb --nodes 4 --gpus-per-node 8 --format sglang --out eplb.json\n  \
-        moeplan plan --trace dump.pt --algo craft --replicas-per-gpu 4 --format sglang --pad --out craft.json\n  \
+        moeplan plan --trace dump.pt --nodes 4 --gpus-per-node 8 --format sglang --out eplb.json\n  \
+        moeplan plan --trace dump.pt --algo craft --replicas-per-gpu 4 --format sglang --out craft.json\n  \
         moeplan plan --algo eplb --out -")]
     Plan(PlanArgs),
     /// Replay a trace against a plan: balancedness, imbalance, traffic, memory.
     #[command(after_help = "Examples:\n  \
-        moeplan eval --trace dump.pt --plan eplb.json --nodes 4 --gpus-per-node 8 --dispatch sglang-static --hardware h100-ib-ndr")]
+        moeplan eval --trace dump.pt --plan eplb.json --nodes 4 --gpus-per-node 8 --dispatch sglang-static")]
     Eval(EvalArgs),
     /// Every planner on one trace and cluster, side by side.
     #[command(after_help = "Examples:\n  \
@@ -374,16 +377,21 @@ pub struct PlanArgs {
     #[arg(long, default_value = "eplb", value_parser = algo_parser())]
     pub algo: PlannerId,
     #[command(flatten)]
-    pub planner: PlannerArgs<true>,
+    pub planner: PlannerArgs<{ uses::ALL }>,
     /// Keep this fraction of the last batches out of planning (held-out evaluation).
     #[arg(long)]
     pub holdout: Option<f64>,
     /// Output format.
     #[arg(long, default_value = "moeplan", value_parser = format_parser())]
     pub format: PlanFormat,
-    /// For formats with one expert count per GPU (sglang, vllm, vllm-ascend, trtllm):
-    /// pad a plan whose slot counts vary to the closest one that fits.
+    /// Refuse, rather than pad, a plan whose slot counts vary when the
+    /// format holds one expert count per GPU (sglang, vllm, vllm-ascend,
+    /// trtllm): by default such a plan is padded to the closest one that
+    /// fits, and what padding added is said.
     #[arg(long)]
+    pub no_pad: bool,
+    /// Padding is the default (kept for older command lines).
+    #[arg(long, hide = true, conflicts_with = "no_pad")]
     pub pad: bool,
     /// The model the trace is from (a preset, see `moeplan presets`): its
     /// layer count and leading dense layers place the trace's MoE layers in
@@ -444,7 +452,7 @@ pub struct ReplayArgs {
     #[arg(long, default_value = "eplb", value_parser = algo_parser())]
     pub algo: PlannerId,
     #[command(flatten)]
-    pub planner: PlannerArgs<true>,
+    pub planner: PlannerArgs<{ uses::ALL }>,
     /// Re-plan every K batches (SGLang's --eplb-rebalance-num-iterations,
     /// vLLM's EPLB step_interval); a comma list sweeps.
     #[arg(
@@ -501,7 +509,7 @@ pub struct SweepArgs {
     #[command(flatten)]
     pub judge: JudgeArgs,
     #[command(flatten)]
-    pub planner: PlannerArgs<false>,
+    pub planner: PlannerArgs<{ uses::EPLB | uses::CRAFT }>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -531,7 +539,7 @@ pub struct EvalArgs {
     /// Options of a per-batch planner (Libra), which re-plans on the
     /// evaluated batches when the plan file names it; others ignore them.
     #[command(flatten)]
-    pub planner: PlannerArgs<false>,
+    pub planner: PlannerArgs<{ uses::EPLB | uses::LIBRA }>,
 }
 
 #[derive(Args)]
@@ -541,7 +549,7 @@ pub struct CompareArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
     #[command(flatten)]
-    pub planner: PlannerArgs<true>,
+    pub planner: PlannerArgs<{ uses::ALL }>,
     /// Plan on the first batches, evaluate on this last fraction.
     #[arg(long)]
     pub holdout: Option<f64>,
@@ -603,7 +611,7 @@ pub struct CrossArgs {
     /// EPLB's budget, CRAFT's R, groups, CRAFT's options (`--objective`
     /// applies to the plans made on one trace; the robust row is always shown).
     #[command(flatten)]
-    pub planner: PlannerArgs<true>,
+    pub planner: PlannerArgs<{ uses::BUDGETS | uses::EPLB | uses::CRAFT }>,
     /// The model (a preset) placing traces of MoE rows only in the model.
     #[arg(long)]
     pub model: Option<String>,
@@ -644,161 +652,7 @@ fn algo_parser() -> impl TypedValueParser<Value = PlannerId> {
     .try_map(|s| s.parse::<PlannerId>())
 }
 
-/// Every registered planner's options as flags — `--redundant-experts`,
-/// `--replicas-per-gpu`, `--groups`, `--objective`, `--no-refine`, … —
-/// read into [`Settings`]: a planner added to the registry brings its flags.
-/// A flag left out is the planner's default (the registry's, the same the
-/// JavaScript API and the page use). `BUDGETS = false` leaves out the
-/// budgets (`sweep` walks them itself).
-#[derive(Clone, Debug, Default)]
-pub struct PlannerArgs<const BUDGETS: bool> {
-    pub settings: Settings,
-    /// `--objective robust`: a word of the command line, not of CRAFT's
-    /// options — the worst case over several traces (`plan` with several
-    /// `--trace`); on one trace it is CRAFT's mean.
-    pub robust: bool,
-}
-
-/// Words the command line adds to a planner option's choices, handled by
-/// the commands themselves (not passed to the planner).
-fn extra_words(name: &str) -> &'static [&'static str] {
-    match name {
-        "objective" => &[ROBUST],
-        _ => &[],
-    }
-}
-
-/// `--objective robust`.
-pub const ROBUST: &str = "robust";
-
-fn specs(budgets: bool) -> impl Iterator<Item = &'static OptionSpec> {
-    planners::all_options()
-        .into_iter()
-        .filter(move |o| budgets || !matches!(o.kind, OptionKind::Budget(_)))
-}
-
-/// The flag of the planner option `name` (`redundant_experts` →
-/// `redundant-experts`, `refine` → `no-refine`).
-pub fn flag_for(name: &str) -> &'static str {
-    planners::option(name).map_or("?", flag_of)
-}
-
-/// An option's flag: `--kebab-case`, `--no-…` for a flag that is on by
-/// default. clap wants `'static` names: made once per run, a few bytes.
-fn flag_of(o: &OptionSpec) -> &'static str {
-    static FLAGS: OnceLock<Vec<(&'static str, &'static str)>> = OnceLock::new();
-    let flags = FLAGS.get_or_init(|| {
-        planners::all_options()
-            .into_iter()
-            .map(|o| {
-                let kebab = o.name.replace('_', "-");
-                let flag = match (o.kind, &o.default) {
-                    (OptionKind::Flag, Value::Flag(true)) => format!("no-{kebab}"),
-                    _ => kebab,
-                };
-                (o.name, &*Box::leak(flag.into_boxed_str()))
-            })
-            .collect()
-    });
-    flags
-        .iter()
-        .find(|(name, _)| *name == o.name)
-        .map_or(o.name, |(_, flag)| flag)
-}
-
-fn arg_of(o: &'static OptionSpec) -> Arg {
-    let takers: Vec<&str> = planners::registry()
-        .iter()
-        .filter(|p| p.options().iter().any(|x| x.name == o.name))
-        .map(|p| p.id().as_str())
-        .collect();
-    let takers = takers.join(", ");
-    let arg = Arg::new(o.name)
-        .long(flag_of(o))
-        .help_heading("Planner options");
-    let kind = o.kind;
-    match kind {
-        OptionKind::Flag if o.default == Value::Flag(true) => arg
-            .action(ArgAction::SetTrue)
-            .help(format!("Turn off (on by default): {} [{takers}]", o.about)),
-        OptionKind::Flag => arg
-            .action(ArgAction::SetTrue)
-            .help(format!("{} [{takers}; off by default]", o.about)),
-        OptionKind::Choice(words) => {
-            let extra = extra_words(o.name);
-            let about = if extra.is_empty() {
-                o.about.to_string()
-            } else {
-                format!(
-                    "{}; robust (plan with several --trace): the worst case over the traces",
-                    o.about
-                )
-            };
-            arg.value_name("WORD")
-                .help(format!("{about} [{takers}; default: {}]", o.default))
-                .value_parser(
-                    PossibleValuesParser::new(words.iter().chain(extra).copied()).try_map(
-                        move |s| {
-                            if extra.contains(&s.as_str()) {
-                                Ok(Value::Word(s.into()))
-                            } else {
-                                Value::parse(kind, &s)
-                            }
-                        },
-                    ),
-                )
-        }
-        OptionKind::Budget(_) | OptionKind::Count => arg
-            .value_name(if kind == OptionKind::Count {
-                "N"
-            } else {
-                "N|auto"
-            })
-            .help(format!("{} [{takers}; default: {}]", o.about, o.default))
-            .value_parser(move |s: &str| Value::parse(kind, s)),
-    }
-}
-
-impl<const BUDGETS: bool> Args for PlannerArgs<BUDGETS> {
-    fn augment_args(cmd: clap::Command) -> clap::Command {
-        specs(BUDGETS).fold(cmd, |cmd, o| cmd.arg(arg_of(o)))
-    }
-    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
-        Self::augment_args(cmd)
-    }
-}
-
-impl<const BUDGETS: bool> FromArgMatches for PlannerArgs<BUDGETS> {
-    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        let invalid =
-            |e: moeplan::Error| clap::Error::raw(clap::error::ErrorKind::ValueValidation, e);
-        let mut settings = Settings::new();
-        let mut robust = false;
-        for o in specs(BUDGETS) {
-            let value = match o.kind {
-                OptionKind::Flag => match m.try_get_one::<bool>(o.name) {
-                    Ok(Some(true)) => Some(Value::Flag(o.default != Value::Flag(true))),
-                    _ => None,
-                },
-                _ => m.try_get_one::<Value>(o.name).ok().flatten().cloned(),
-            };
-            if let Some(Value::Word(w)) = &value
-                && extra_words(o.name).contains(&w.as_ref())
-            {
-                robust |= w == ROBUST;
-                continue;
-            }
-            if let Some(v) = value {
-                settings.set(o.name, v).map_err(invalid)?;
-            }
-        }
-        Ok(PlannerArgs { settings, robust })
-    }
-    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
-        *self = Self::from_arg_matches(m)?;
-        Ok(())
-    }
-}
+pub use crate::planner_args::{PlannerArgs, flag_for, uses};
 
 #[cfg(test)]
 mod tests {
@@ -810,7 +664,7 @@ mod tests {
     fn dispatch_values_are_the_core_rules() {
         let parse = |name: &str| {
             let cmd = clap::Command::new("t").arg(
-                Arg::new("d")
+                clap::Arg::new("d")
                     .long("dispatch")
                     .value_parser(dispatch_parser()),
             );

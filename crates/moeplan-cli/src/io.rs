@@ -201,8 +201,23 @@ pub fn emit(text: &str) {
     let _ = out.flush();
 }
 
-pub fn to_json<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_string(v).unwrap_or_default()
+/// The version every `--json` output carries as `schema_version`, each
+/// output described by its JSON Schema in `schemas/` (the book's "Every
+/// JSON file and output"): a reader refuses a version newer than it knows.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Prints `v` (an object) as one line of JSON with `schema_version`.
+pub fn emit_json(mut v: serde_json::Value) {
+    if let Some(o) = v.as_object_mut() {
+        o.insert("schema_version".into(), SCHEMA_VERSION.into());
+    }
+    emit(&v.to_string());
+}
+
+/// Prints `items` under `key` as one JSON object with `schema_version`
+/// (a list printed alone could carry no version).
+pub fn emit_json_list<T: serde::Serialize>(key: &str, items: &T) {
+    emit_json(serde_json::json!({ key: items }));
 }
 
 pub fn spinner(what: &str) -> ProgressBar {

@@ -2,7 +2,8 @@
 //! the command line. Only argument parsing, file I/O and printing live here;
 //! everything else is the `moeplan` core.
 //!
-//! - `args.rs`: the command line (clap).
+//! - `args.rs`: the command line (clap); `planner_args.rs`: the planners'
+//!   options as flags; `help.rs`: the help in a screen.
 //! - `commands/`: one module per command.
 //! - `judge.rs`: a plan judged under a dispatch rule (evaluator + simulator).
 //! - `io.rs`: reading within the budget, writing, stdout, progress.
@@ -18,17 +19,22 @@ mod aiconfigurator;
 mod args;
 mod commands;
 mod error;
+mod help;
 mod io;
 mod judge;
 mod judged;
+mod planner_args;
 mod report;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::FromArgMatches;
 
 fn main() -> ExitCode {
-    let cli = match args::Cli::try_parse() {
+    let cli = match help::command()
+        .try_get_matches()
+        .and_then(|m| args::Cli::from_arg_matches(&m))
+    {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };

@@ -140,6 +140,7 @@ fn bad_inputs_exit_2_with_one_line() {
                 "24",
                 "--format",
                 "sglang",
+                "--no-pad",
                 "--out",
                 "/dev/null",
             ],
@@ -477,11 +478,17 @@ fn engine_formats_need_equal_slots_or_pad() {
         out,
     ];
     let mut args = base.to_vec();
-    args.extend(["--format", "vllm"]);
-    check_fails(&args, "--pad");
-    args.push("--pad");
+    args.extend(["--format", "vllm", "--no-pad"]);
+    check_fails(&args, "--no-pad");
+    args.pop();
+    // Padded by default, and said so.
     let o = moeplan(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("padded to"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let rows: Vec<Vec<u32>> = serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
     assert_eq!(rows.len(), 16);
     assert!(
@@ -490,7 +497,7 @@ fn engine_formats_need_equal_slots_or_pad() {
     );
     for format in ["vllm-ascend", "csv"] {
         let mut args = base.to_vec();
-        args.extend(["--format", format, "--pad"]);
+        args.extend(["--format", format]);
         let o = moeplan(&args);
         assert!(
             o.status.success(),
@@ -1246,4 +1253,81 @@ fn plan_json_is_what_eval_says_of_the_written_plan() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("both print to stdout"), "{err}");
+}
+
+/// `plan --algo eplb` on an SGLang DeepSeek-V3 dump, no `--groups`: layer
+/// for layer the map SGLang's own EPLB computes from that dump on the same
+/// cluster. SGLang (`eplb_algorithms/__init__.py`) calls DeepSeek's
+/// `rebalance_experts(logical_count.sum(0), num_physical, num_groups =
+/// config.n_group (8), num_nodes = --nnodes, num_gpus)`, hierarchical as
+/// 8 % nodes == 0; the port's exactness against that function is tested in
+/// the core. `--groups 1` (the old default) gives another plan.
+#[test]
+fn eplb_on_a_deepseek_v3_dump_is_sglangs_own_plan() {
+    let Some(dump) = shared("sglang-deepseek-v3/prefill_in4096.json") else {
+        return;
+    };
+    let text = std::fs::read_to_string(&dump).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let rows = v["logical_count"].as_array().unwrap();
+    let weight =
+        ndarray::Array2::from_shape_fn((rows.len(), 256), |(l, e)| rows[l][e].as_f64().unwrap());
+    let mut checked = 0;
+    for (nodes, gpus_per_node) in [(4usize, 8usize), (2, 8)] {
+        let gpus = nodes * gpus_per_node;
+        let physical = 256 + gpus; // the CLI's default: one redundant slot per GPU
+        let sglang =
+            moeplan::planners::eplb::rebalance_experts(weight.view(), physical, 8, nodes, gpus)
+                .unwrap();
+        let plan_with = |extra: &[&str]| -> Vec<Vec<u64>> {
+            let out = tmp(&format!("eplb-sglang-{nodes}-{}.json", extra.len()));
+            let (n, g) = (nodes.to_string(), gpus_per_node.to_string());
+            let mut args = vec![
+                "plan",
+                "--trace",
+                &dump,
+                "--algo",
+                "eplb",
+                "--nodes",
+                &n,
+                "--gpus-per-node",
+                &g,
+                "--format",
+                "sglang",
+                "--out",
+                out.to_str().unwrap(),
+            ];
+            args.extend(extra);
+            let o = moeplan(&args);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let f: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+            f["physical_to_logical_map"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    r.as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_u64().unwrap())
+                        .collect()
+                })
+                .collect()
+        };
+        let ours = plan_with(&[]);
+        assert_eq!(ours.len(), 61, "a row per model layer");
+        // The MoE layers (3..61); SGLang ignores the dense rows' maps.
+        for (l, (row, reference)) in ours.iter().zip(&sglang.phy2log).enumerate().skip(3) {
+            let want: Vec<u64> = reference.iter().map(|&e| e as u64).collect();
+            assert_eq!(row, &want, "{nodes} × {gpus_per_node}: layer {l}");
+            checked += 1;
+        }
+        let flat = plan_with(&["--groups", "1"]);
+        assert!(
+            (3..61).any(|l| flat[l] != ours[l]),
+            "{nodes} × {gpus_per_node}: one group gives the same plan; the default is not shown to matter"
+        );
+    }
+    assert_eq!(checked, 2 * 58);
 }

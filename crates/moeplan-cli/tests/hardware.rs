@@ -10,7 +10,7 @@ use common::{json_of, moeplan, refused, tmp};
 #[test]
 fn presets_list_and_a_file_prices_as_its_name() {
     let list = json_of(&["hardware", "--json"]);
-    let presets = list.as_array().unwrap();
+    let presets = list["hardware"].as_array().unwrap();
     assert!(presets.len() >= 8, "{list}");
     let h100 = presets.iter().find(|p| p["name"] == "h100-ib-ndr").unwrap();
     let file = tmp("hardware", "h100.json");
@@ -352,7 +352,8 @@ fn calibrate_writes_a_hardware_file_the_cost_model_reads() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let residuals: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let all = residuals.as_array().unwrap().last().unwrap();
+    common::assert_valid("moeplan.calibrate.schema.json", &residuals);
+    let all = residuals["residuals"].as_array().unwrap().last().unwrap();
     assert_eq!(all["group"], "all");
     assert_eq!(all["rows"], 21);
     assert!(
@@ -416,7 +417,7 @@ fn calibrate_writes_a_hardware_file_the_cost_model_reads() {
             "--check",
             "--json",
         ]);
-        v.as_array().unwrap().last().unwrap()["worst_error_pct"]
+        v["residuals"].as_array().unwrap().last().unwrap()["worst_error_pct"]
             .as_f64()
             .unwrap()
     };
@@ -563,7 +564,7 @@ fn calibrate_from_moeplan_cuda_bench_lines() {
         out.to_str().unwrap(),
         "--json",
     ]);
-    let all = v.as_array().unwrap().last().unwrap();
+    let all = v["residuals"].as_array().unwrap().last().unwrap();
     assert_eq!(all["rows"], 12);
     assert!(all["worst_error_pct"].as_f64().unwrap() < 2.0, "{v}");
     let fitted: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
@@ -773,8 +774,9 @@ fn calibrate_reads_aiconfigurator_tables() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let residuals: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    common::assert_valid("moeplan.calibrate.schema.json", &residuals);
     let group = |name: &str| {
-        residuals
+        residuals["residuals"]
             .as_array()
             .unwrap()
             .iter()
@@ -811,7 +813,7 @@ fn calibrate_reads_aiconfigurator_tables() {
             "--check",
             "--json",
         ]);
-        v.as_array().unwrap().last().unwrap().clone()
+        v["residuals"].as_array().unwrap().last().unwrap().clone()
     };
     // The H100 from its datasheet alone (the preset before it was fitted
     // on these tables: no kernel times, the old sustained fractions) is
@@ -985,7 +987,8 @@ fn the_page_and_the_cli_price_alike() {
         moeplan_view::Cluster {
             nodes: 2,
             gpus_per_node: 8,
-            groups: 1,
+            // The CLI's BASE and EPLB split by DeepSeek-V3's 8 groups.
+            groups: model.groups,
         },
     )
     .unwrap();
@@ -1107,10 +1110,12 @@ fn one_judge_for_every_front_end() {
         assert_eq!(cli["cost"]["model"], want, "the CLI's model");
         // The page's worker, the file sent as the page sends it.
         let mut state = WorkerState::default();
+        // The CLI's EPLB splits by the model's expert groups, as the
+        // engines do (DeepSeek-V3: 8); the page is given them.
         let c = moeplan_view::Cluster {
             nodes: 2,
             gpus_per_node: 8,
-            groups: 1,
+            groups: m.groups,
         };
         let req = Request {
             hardware: hardware.into(),

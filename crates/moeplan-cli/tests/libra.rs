@@ -79,7 +79,7 @@ fn fails_with(args: &[&str], words: &str) {
 #[test]
 fn flags_exist_and_are_validated() {
     let list = json_of(&["planners", "--json"]);
-    let libra = list
+    let libra = list["planners"]
         .as_array()
         .unwrap()
         .iter()

@@ -158,10 +158,6 @@ impl Priced {
     }
 }
 
-fn one() -> usize {
-    1
-}
-
 /// Plans a trace in one call: returns `{ plan, report, budget }` where
 /// `plan` is the project's plan JSON as an object, `report` the in-sample
 /// evaluation and `budget` the planner's budget used (`auto` resolved; absent
@@ -350,9 +346,10 @@ pub struct ClusterSettings {
     pub nodes: usize,
     /// GPUs per node (at least 1).
     pub gpus_per_node: usize,
-    /// Router expert groups for EPLB's hierarchical policy (default 1).
-    #[serde(default = "one")]
-    pub groups: usize,
+    /// Router expert groups for EPLB's hierarchical policy (default: the
+    /// model's, as SGLang and vLLM pass it: DeepSeek-V3 / R1 8, else 1).
+    #[serde(default)]
+    pub groups: Option<usize>,
 }
 
 /// A trace and its plans, kept between calls so a budget change is cheap.
@@ -417,12 +414,18 @@ impl Planner {
             .trace
             .clone()
             .ok_or_else(|| js_error("load or generate a trace first"))?;
+        let groups = match c.groups {
+            Some(g) => g,
+            None => {
+                moeplan::planners::eplb::groups(&Default::default(), &trace).map_err(js_error)?
+            }
+        };
         let ws = Workspace::new(
             trace,
             Cluster {
                 nodes: c.nodes,
                 gpus_per_node: c.gpus_per_node,
-                groups: c.groups,
+                groups,
             },
         )
         .map_err(js_error)?;

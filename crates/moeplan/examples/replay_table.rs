@@ -21,7 +21,7 @@
 //! tokens, seed 7, as `moeplan gen --batches 256`), 4 × 8, EPLB's
 //! defaults, re-planned every 16 batches on the last 16 and priced on
 //! `h100-ib-ndr`, moving fresh, relabelled, incrementally within a copy
-//! budget, or skipping while balancedness reaches 0.85.
+//! budget, or skipping while balancedness reaches 0.80.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -254,8 +254,8 @@ fn run() -> Result<(), String> {
             serve_with(budget(128), None),
         ),
         (
-            "relabelled, `--replan-below 0.85`",
-            serve_with(Migrate::Relabel, Some(0.85)),
+            "relabelled, `--replan-below 0.80`",
+            serve_with(Migrate::Relabel, Some(0.80)),
         ),
     ];
     let kept = rows[0].1.as_ref().map_err(|x| x.to_string())?;

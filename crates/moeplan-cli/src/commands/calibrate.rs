@@ -37,11 +37,20 @@ pub fn run(args: CalibrateArgs) -> Result<(), CliError> {
     };
     if args.check {
         let r = residuals(&base, &rows)?;
-        emit(&if args.json {
-            serde_json::to_string(&r).unwrap_or_default()
+        if args.json {
+            crate::io::emit_json(serde_json::json!({
+                "hardware": base.name,
+                "fitted": false,
+                "source": source,
+                "residuals": r,
+            }));
         } else {
-            format!("{} as it is, on {source}\n\n{}", base.name, table(&r))
-        });
+            emit(&format!(
+                "{} as it is, on {source}\n\n{}",
+                base.name,
+                table(&r)
+            ));
+        }
         return Ok(());
     }
     let out = args.out.clone().unwrap_or_else(|| "-".into());
@@ -55,7 +64,14 @@ pub fn run(args: CalibrateArgs) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(&fitted.hardware).unwrap_or_default();
     write_file(Path::new(&out), &text)?;
     let report = if args.json {
-        serde_json::to_string(&fitted.residuals).unwrap_or_default()
+        let mut v = serde_json::json!({
+            "hardware": fitted.hardware.name,
+            "fitted": true,
+            "source": source,
+            "residuals": fitted.residuals,
+        });
+        v["schema_version"] = crate::io::SCHEMA_VERSION.into();
+        v.to_string()
     } else {
         format!(
             "{}\n{}",

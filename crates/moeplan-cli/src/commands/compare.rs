@@ -40,7 +40,7 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
     let bar = spinner("planning and replaying");
     let rows = rows(&planning, &judge, topology, &settings, rule, &cost);
     // The same groups EPLB plans with (the core's one BASE).
-    let groups = settings.count(&moeplan::planners::eplb::GROUPS)?;
+    let groups = moeplan::planners::eplb::groups(&settings, planning.trace())?;
     let base = judge.base_prediction(
         planning.trace(),
         topology,
@@ -95,18 +95,15 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
                 }
             })
             .collect();
-        emit(
-            &serde_json::json!({
-                "scope": scope,
-                "topology": topology,
-                "dispatch": rule.name(),
-                "sources": work.sources(),
-                "cost": cost.json(),
-                "plans": v,
-                "notes": notes,
-            })
-            .to_string(),
-        );
+        crate::io::emit_json(serde_json::json!({
+            "scope": scope,
+            "topology": topology,
+            "dispatch": rule.name(),
+            "sources": work.sources(),
+            "cost": cost.json(),
+            "plans": v,
+            "notes": notes,
+        }));
     } else {
         let mut notes = notes;
         let judged: Vec<(String, Result<Judged, moeplan::Error>)> = rows

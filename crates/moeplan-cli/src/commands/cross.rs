@@ -40,7 +40,7 @@ pub fn run(args: CrossArgs) -> Result<(), CliError> {
         .map(|p| p.display().to_string())
         .collect();
     if args.json {
-        emit(&to_json(&rows, &names, &traces, topology).to_string());
+        crate::io::emit_json(to_json(&rows, &names, &traces, topology));
     } else {
         emit(&table(&rows, &names, topology));
     }

@@ -122,13 +122,14 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
     };
     let mut judged = judged.map_err(&in_plan)?;
     // BASE (the core's one definition, planned on the judged batches at
-    // one expert group: a plan file records no cluster groups) needs
-    // experts a multiple of the GPUs; without it, no speedup.
+    // the model's expert groups, or --groups: a plan file records none)
+    // needs experts a multiple of the GPUs; without it, no speedup.
+    let groups = moeplan::planners::eplb::groups(&args.planner.settings, work.trace())?;
     let base = judge_of
         .base_prediction(
             work.trace(),
             plan.topology(),
-            1,
+            groups,
             rule,
             cost.pricing.as_ref(),
         )
@@ -157,7 +158,7 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
         v["topology"] = serde_json::to_value(plan.topology()).unwrap_or_default();
         v["cost"] = cost.json();
         v["plan_format"] = format.describe().into();
-        emit(&v.to_string());
+        crate::io::emit_json(v);
     } else {
         emit(&report::eval(
             &judged,

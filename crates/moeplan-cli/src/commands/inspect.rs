@@ -9,7 +9,7 @@ use moeplan::studies::variation::{AUTOCORRELATION_MIN_LOAD, VariationStats};
 
 use crate::args::TraceArgs;
 use crate::error::CliError;
-use crate::io::{emit, load_trace, to_json};
+use crate::io::{emit, emit_json, load_trace};
 use crate::report;
 
 pub fn run(
@@ -32,16 +32,16 @@ pub fn run(
             Some(p) => CliError::in_file(p)(e),
             None => CliError::Core(e),
         })?;
-        emit(&if json {
-            to_json(&v)
+        if json {
+            emit_json(serde_json::to_value(&v).unwrap_or_default());
         } else {
-            variation_report(&t, &v)
-        });
+            emit(&variation_report(&t, &v));
+        }
         return Ok(());
     }
     let stats = t.stats();
     if json {
-        emit(&to_json(&stats));
+        emit_json(serde_json::to_value(&stats).unwrap_or_default());
     } else {
         emit(&report::stats(&stats));
     }

@@ -43,10 +43,7 @@ pub fn run(command: Command) -> Result<(), CliError> {
         Command::Calibrate(args) => calibrate::run(args),
         Command::Hardware { json } => {
             if json {
-                emit(
-                    &serde_json::to_string_pretty(moeplan::data::hardware::PRESETS)
-                        .unwrap_or_default(),
-                );
+                crate::io::emit_json_list("hardware", &moeplan::data::hardware::PRESETS);
             } else {
                 emit(&report::hardware());
             }
@@ -56,7 +53,7 @@ pub fn run(command: Command) -> Result<(), CliError> {
             // Into a buffer first: `emit` is the one writer to stdout, and
             // a closed pipe is an error there, not a panic.
             let mut script = Vec::new();
-            let mut cli = <crate::args::Cli as clap::CommandFactory>::command();
+            let mut cli = crate::help::command();
             clap_complete::generate(shell, &mut cli, "moeplan", &mut script);
             emit(&String::from_utf8_lossy(&script));
             Ok(())
@@ -68,7 +65,7 @@ pub fn run(command: Command) -> Result<(), CliError> {
         Command::Planners { json } => {
             let list = planners::describe();
             if json {
-                emit(&serde_json::to_string(&list).unwrap_or_default());
+                crate::io::emit_json_list("planners", &list);
             } else {
                 emit(&report::planners(&list));
             }

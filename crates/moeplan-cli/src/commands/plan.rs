@@ -18,7 +18,7 @@ use moeplan::{LoadTrace, Plan, Topology};
 use super::{place_in_model, plan_with, with_pricing};
 use crate::args::PlanArgs;
 use crate::error::CliError;
-use crate::io::{budget, emit, is_stdout, load, noted, read_limited, shown, spinner, write_file};
+use crate::io::{budget, is_stdout, load, noted, read_limited, shown, spinner, write_file};
 use crate::judge::{Cost, judge_quietly};
 use moeplan::formats::dataset::{self, Dataset, Split};
 use serde_json::json;
@@ -340,11 +340,11 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
     };
     let needs_uniform = args.format.needs_uniform_slots();
     let plan = if needs_uniform && plan.uniform_slots_per_gpu().is_none() {
-        if !args.pad {
+        if args.no_pad {
             return Err(moeplan::Error::Export {
                 format: "sglang/vllm/vllm-ascend/trtllm",
                 message: format!(
-                    "this {} plan has different slot counts per GPU or layer, which the format cannot express; add --pad to write the closest plan that fits",
+                    "this {} plan has different slot counts per GPU or layer, which the format cannot express; without --no-pad it is padded to the closest plan that fits",
                     plan.algorithm()
                 ),
             }
@@ -352,7 +352,9 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
         }
         let padded = plan.padded_to_uniform(planned_on.summed().view())?;
         eprintln!(
-            "padded to {} slots per GPU in every layer: {} more replicas",
+            "note: {} holds one expert count per GPU: this {} plan was padded to {} slots per GPU in every layer, {} more replicas (--no-pad refuses instead)",
+            args.format.name(),
+            plan.algorithm(),
             padded.uniform_slots_per_gpu().unwrap_or(0),
             padded.summary().replicas - plan.summary().replicas
         );
@@ -448,29 +450,21 @@ fn finish(args: PlanArgs, plan: Plan, made: ToWrite) -> Result<(), CliError> {
         }
     }
     if args.json {
-        emit(
-            &json!({
-                "schema_version": PLAN_JSON_VERSION,
+        crate::io::emit_json(json!({
                 "out": shown(&args.out),
                 "format": args.format.name(),
                 "algorithm": plan.algorithm(),
-                "topology": topology.to_string(),
-                "layers": plan.layers().len(),
+            "topology": topology,
+            "layers": plan.layers().len(),
                 "replicas": s.replicas,
                 "slots_per_gpu": { "min": s.slots_per_gpu_min, "max": s.slots_per_gpu_max },
                 "planned_batches": planned_on.num_batches(),
                 "batches": total_batches,
-                "judged": judged,
-            })
-            .to_string(),
-        );
+            "judged": judged,
+        }));
     }
     Ok(())
 }
-
-/// The version of `plan --json`'s object: raised when a field changes
-/// meaning or goes.
-const PLAN_JSON_VERSION: u32 = 1;
 
 /// SGLang's rows and TensorRT-LLM's keys are model layers: a trace that
 /// does not know its model is refused before planning, by the writers' own

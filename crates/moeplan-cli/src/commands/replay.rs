@@ -137,7 +137,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             "runs": list,
             "best": best,
         });
-        emit(&v.to_string());
+        crate::io::emit_json(v);
         return Ok(());
     }
     let mut o = format!(

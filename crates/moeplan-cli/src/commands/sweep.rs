@@ -5,7 +5,6 @@
 use moeplan::Topology;
 use moeplan::judge::Rule;
 use moeplan::planners::CraftOptions;
-use moeplan::planners::eplb::GROUPS;
 use moeplan::studies::sweep::sweep_by;
 
 use super::{split_for, with_pricing};
@@ -36,7 +35,7 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
     let work = judge.workload();
     // CRAFT planning for time (--objective time) prices on --hardware.
     let settings = &with_pricing(&args.planner.settings, cost.pricing.as_ref())?;
-    let groups = settings.count(&GROUPS)?;
+    let groups = moeplan::planners::eplb::groups(settings, &planned_on)?;
     let options = CraftOptions::from_settings(settings)?;
     let bar = spinner("sweeping budgets");
     let mut predicted = Vec::new();
@@ -70,7 +69,7 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
         v["expert_bytes"] = preset.expert_bytes().into();
         v["dispatch"] = rule.name().into();
         v["sources"] = work.sources().into();
-        emit(&v.to_string());
+        crate::io::emit_json(v);
     } else {
         let mut text = report::sweep(
             &result,

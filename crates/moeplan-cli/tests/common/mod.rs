@@ -14,7 +14,8 @@ pub fn moeplan(args: &[&str]) -> Output {
         .expect("the binary runs")
 }
 
-/// Runs `moeplan ARGS`, which must succeed, and parses its stdout as JSON.
+/// Runs `moeplan ARGS`, which must succeed, and parses its stdout as JSON;
+/// a `--json` output must be valid under its schema in `schemas/`.
 pub fn json_of(args: &[&str]) -> serde_json::Value {
     let o = moeplan(args);
     assert!(
@@ -22,7 +23,75 @@ pub fn json_of(args: &[&str]) -> serde_json::Value {
         "{args:?}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    serde_json::from_slice(&o.stdout).unwrap()
+    let v = serde_json::from_slice(&o.stdout).unwrap();
+    if let Some(schema) = schema_for(args) {
+        assert_valid(schema, &v);
+    }
+    v
+}
+
+/// The schema (a file of `schemas/`) of what `moeplan ARGS` prints, when
+/// it prints JSON (`--json`).
+pub fn schema_for(args: &[&str]) -> Option<&'static str> {
+    if !args.contains(&"--json") {
+        return None;
+    }
+    Some(match *args.first()? {
+        "inspect" if args.contains(&"--variation") => "moeplan.variation.schema.json",
+        "inspect" => "moeplan.inspect.schema.json",
+        "plan" => "moeplan.plan-run.schema.json",
+        "eval" => "moeplan.eval.schema.json",
+        "compare" => "moeplan.compare.schema.json",
+        "sweep" => "moeplan.sweep.schema.json",
+        "replay" => "moeplan.replay.schema.json",
+        "cross" => "moeplan.cross.schema.json",
+        "calibrate" => "moeplan.calibrate.schema.json",
+        "hardware" => "moeplan.hardware-list.schema.json",
+        "planners" => "moeplan.planners.schema.json",
+        _ => return None,
+    })
+}
+
+/// The repository's `schemas/`.
+pub fn schemas_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas")
+}
+
+/// `v` is valid under `schemas/FILE`, every other schema there registered
+/// under its `$id` (a `$ref` to a sibling resolves offline); the first
+/// errors are the message.
+pub fn assert_valid(file: &str, v: &serde_json::Value) {
+    let read = |name: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(schemas_dir().join(name))
+            .unwrap_or_else(|e| panic!("schemas/{name}: {e}"));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("schemas/{name}: {e}"))
+    };
+    let mut registry = jsonschema::Registry::new();
+    for entry in std::fs::read_dir(schemas_dir()).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == file || !name.ends_with(".schema.json") {
+            continue;
+        }
+        let schema = read(&name);
+        let id = schema["$id"].as_str().unwrap_or(&name).to_string();
+        registry = registry.add(id, schema).expect("a schema registers");
+    }
+    let registry = registry.prepare().expect("the schemas resolve");
+    let validator = jsonschema::options()
+        .offline()
+        .with_registry(&registry)
+        .build(&read(file))
+        .unwrap_or_else(|e| panic!("schemas/{file} is not a valid schema: {e}"));
+    let errors: Vec<String> = validator
+        .iter_errors(v)
+        .take(5)
+        .map(|e| format!("{e} (at {})", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "not valid under schemas/{file}:\n{}",
+        errors.join("\n")
+    );
 }
 
 /// Runs `moeplan ARGS`, which must be refused: exit code 2 and exactly one

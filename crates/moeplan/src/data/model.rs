@@ -233,9 +233,51 @@ pub fn preset(name: &str) -> Result<&'static ModelPreset> {
         })
 }
 
+/// The router's expert groups of the model `trace` was recorded on: the
+/// preset it names when that preset has its expert count; else the one
+/// count every preset of its shape agrees on (its experts, and its model
+/// layers when the trace knows them, else its MoE layers): an SGLang dump
+/// of DeepSeek-V3 or R1, 61 rows of 256 experts, has 8; else 1, flat
+/// routing. What EPLB's hierarchical policy splits by, as SGLang and vLLM
+/// pass it: the model config's `n_group`
+/// (`get_model_config_for_expert_location` in SGLang's
+/// `models/deepseek_v2.py`).
+pub(crate) fn groups_of(trace: &crate::LoadTrace) -> usize {
+    let experts = trace.num_experts();
+    if let Some(p) = trace.model().and_then(|n| preset(n).ok())
+        && p.experts == experts
+    {
+        return p.groups;
+    }
+    let shaped = |p: &&ModelPreset| {
+        p.experts == experts
+            && match trace.known_model_layers() {
+                Some(total) => p.total_layers == total,
+                None => p.moe_layers() == trace.num_layers(),
+            }
+    };
+    let mut counts = PRESETS.iter().filter(shaped).map(|p| p.groups);
+    match counts.next() {
+        Some(g) if counts.all(|h| h == g) => g,
+        _ => 1,
+    }
+}
+
 /// The examples once in the docs of the items above, which are not public.
 #[cfg(test)]
 mod examples {
+    #[test]
+    fn groups_of() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::{LoadTrace, data::model::groups_of};
+        use ndarray::Array3;
+        let dump = LoadTrace::new(Array3::from_elem((1, 58, 256), 1.0), (3..61).collect())?
+            .with_model_layers(61);
+        assert_eq!(groups_of(&dump), 8);
+        let small = LoadTrace::new(Array3::from_elem((1, 2, 256), 1.0), vec![0, 1])?;
+        assert_eq!(groups_of(&small), 1); // no model of that shape
+        assert_eq!(groups_of(&small.with_model("deepseek-v3")), 8);
+        Ok(())
+    }
     #[test]
     fn total_params_b() -> Result<(), Box<dyn std::error::Error>> {
         let v3 = crate::data::model::preset("deepseek-v3")?;

@@ -376,10 +376,32 @@ pub const REDUNDANT_EXPERTS: OptionSpec = OptionSpec {
 pub const GROUPS: OptionSpec = OptionSpec {
     name: "groups",
     about: "Router expert groups for EPLB's hierarchical policy, used when a multiple of the \
-            node count (DeepSeek-V3: 8)",
-    kind: OptionKind::Count,
-    default: Value::Count(1),
+            node count; auto: the model's, as SGLang and vLLM pass it (DeepSeek-V3 / R1: 8, \
+            else 1)",
+    kind: OptionKind::CountOrAuto,
+    default: Value::Auto,
 };
+
+/// EPLB's expert groups under `settings` for `trace`: the count given, or
+/// for `auto` (the default) the model's: the preset the trace names, else
+/// the one group count of the presets of its shape (an SGLang dump of
+/// DeepSeek-V3: 8), else 1.
+///
+/// ```
+/// use moeplan::planners::{eplb, Settings, Value};
+/// use moeplan::LoadTrace;
+/// use ndarray::Array3;
+/// let t = LoadTrace::new(Array3::from_elem((1, 1, 256), 1.0), vec![0])?.with_model("deepseek-v3");
+/// assert_eq!(eplb::groups(&Settings::new(), &t)?, 8);
+/// let one = Settings::new().with("groups", Value::Count(1))?;
+/// assert_eq!(eplb::groups(&one, &t)?, 1);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn groups(settings: &Settings, trace: &LoadTrace) -> Result<usize> {
+    Ok(settings
+        .budget(&GROUPS)?
+        .unwrap_or_else(|| crate::data::model::groups_of(trace)))
+}
 
 static EPLB_OPTIONS: [OptionSpec; 3] = [REDUNDANT_EXPERTS, GROUPS, REPAIR];
 static BASE_OPTIONS: [OptionSpec; 1] = [GROUPS];
@@ -500,7 +522,7 @@ impl PreparedEplb {
             summed: trace.summed(),
             layer_ids: trace.layer_ids().to_vec(),
             topology,
-            groups: settings.count(&GROUPS)?,
+            groups: groups(settings, trace)?,
             base,
             repair: !base && settings.flag(&REPAIR)?,
         })

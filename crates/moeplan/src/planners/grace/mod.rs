@@ -458,7 +458,7 @@ pub const NONUNIFORMITY: OptionSpec = OptionSpec {
 /// [`GraceOptions::replication`].
 pub const REPLICATION: OptionSpec = OptionSpec {
     name: "replication",
-    about: "GRACE: copy the heaviest group's hot experts to the least-loaded GPUs, as many \
+    about: "Copy GRACE's heaviest group's hot experts to the least-loaded GPUs, as many \
             copies as the load skew says (Eq. 2); off: grouping only",
     kind: OptionKind::Flag,
     default: Value::Flag(true),

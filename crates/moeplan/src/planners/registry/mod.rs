@@ -615,6 +615,7 @@ pub fn describe() -> Vec<PlannerInfo> {
                     about: o.about,
                     kind: match o.kind {
                         OptionKind::Count => "count",
+                        OptionKind::CountOrAuto => "count_or_auto",
                         OptionKind::Budget(_) => "budget",
                         OptionKind::Choice(_) => "choice",
                         OptionKind::Flag => "flag",

@@ -37,6 +37,9 @@ impl Unit {
 pub enum OptionKind {
     /// A whole number.
     Count,
+    /// A whole number or `auto`, a count the planner derives from the
+    /// workload when not given (EPLB's groups: the model's).
+    CountOrAuto,
     /// A whole number or `auto`: the planner's budget (`auto`, the default,
     /// is the planner's own choice).
     Budget(Unit),
@@ -50,7 +53,7 @@ impl OptionKind {
     pub(super) fn describe(self) -> String {
         match self {
             OptionKind::Count => "a whole number".into(),
-            OptionKind::Budget(_) => "a whole number or `auto`".into(),
+            OptionKind::CountOrAuto | OptionKind::Budget(_) => "a whole number or `auto`".into(),
             OptionKind::Choice(words) => format!("one of {}", words.join(", ")),
             OptionKind::Flag => "true or false".into(),
         }
@@ -84,8 +87,12 @@ impl Value {
     pub fn parse(kind: OptionKind, text: &str) -> Result<Value> {
         let t = text.trim();
         let v = match kind {
-            OptionKind::Budget(_) if t.eq_ignore_ascii_case("auto") => Some(Value::Auto),
-            OptionKind::Count | OptionKind::Budget(_) => t.parse().ok().map(Value::Count),
+            OptionKind::CountOrAuto | OptionKind::Budget(_) if t.eq_ignore_ascii_case("auto") => {
+                Some(Value::Auto)
+            }
+            OptionKind::Count | OptionKind::CountOrAuto | OptionKind::Budget(_) => {
+                t.parse().ok().map(Value::Count)
+            }
             OptionKind::Choice(words) => words
                 .iter()
                 .find(|w| **w == t)
@@ -100,13 +107,19 @@ impl Value {
     pub(crate) fn from_json(kind: OptionKind, v: &serde_json::Value) -> Result<Value> {
         use serde_json::Value as J;
         match (kind, v) {
-            (OptionKind::Count | OptionKind::Budget(_), J::Number(n)) => n
-                .as_u64()
-                .and_then(|n| usize::try_from(n).ok())
-                .map(Value::Count)
-                .ok_or_else(|| Error::Argument(format!("expected {}, got {n}", kind.describe()))),
+            (OptionKind::Count | OptionKind::CountOrAuto | OptionKind::Budget(_), J::Number(n)) => {
+                n.as_u64()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .map(Value::Count)
+                    .ok_or_else(|| {
+                        Error::Argument(format!("expected {}, got {n}", kind.describe()))
+                    })
+            }
             (OptionKind::Flag, J::Bool(b)) => Ok(Value::Flag(*b)),
-            (OptionKind::Budget(_) | OptionKind::Choice(_), J::String(s)) => Value::parse(kind, s),
+            (
+                OptionKind::CountOrAuto | OptionKind::Budget(_) | OptionKind::Choice(_),
+                J::String(s),
+            ) => Value::parse(kind, s),
             _ => Err(Error::Argument(format!(
                 "expected {}, got {v}",
                 kind.describe()
@@ -116,8 +129,11 @@ impl Value {
 
     pub(super) fn fits(&self, kind: OptionKind) -> bool {
         match (self, kind) {
-            (Value::Count(_), OptionKind::Count | OptionKind::Budget(_))
-            | (Value::Auto, OptionKind::Budget(_)) => true,
+            (
+                Value::Count(_),
+                OptionKind::Count | OptionKind::CountOrAuto | OptionKind::Budget(_),
+            )
+            | (Value::Auto, OptionKind::CountOrAuto | OptionKind::Budget(_)) => true,
             (Value::Word(w), OptionKind::Choice(words)) => words.contains(&w.as_ref()),
             (Value::Flag(_), OptionKind::Flag) => true,
             _ => false,
@@ -172,7 +188,7 @@ pub struct OptionSpec {
 /// s.set_json("objective", &serde_json::json!("paper"))?;
 /// assert_eq!(s.get("redundant_experts"), Some(&Value::Count(8)));
 /// assert!(s.set_str("typo", "1").is_err());
-/// assert!(s.set_str("groups", "auto").is_err());
+/// assert!(s.set_str("local_percent", "auto").is_err());
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -344,21 +360,14 @@ impl Settings {
     ///
     /// ```
     /// use moeplan::planners::{eplb, Settings, Value};
-    /// assert_eq!(Settings::new().value(&eplb::GROUPS), &Value::Count(1));
+    /// assert_eq!(Settings::new().value(&eplb::GROUPS), &Value::Auto);
     /// ```
     pub fn value<'a>(&'a self, spec: &'a OptionSpec) -> &'a Value {
         self.values.get(spec.name).unwrap_or(&spec.default)
     }
 
     /// A count option's value.
-    ///
-    /// ```
-    /// use moeplan::planners::{eplb, Settings, Value};
-    /// let s = Settings::new().with("groups", Value::Count(8))?;
-    /// assert_eq!(s.count(&eplb::GROUPS)?, 8);
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn count(&self, spec: &OptionSpec) -> Result<usize> {
+    pub(crate) fn count(&self, spec: &OptionSpec) -> Result<usize> {
         match self.value(spec) {
             Value::Count(n) => Ok(*n),
             other => Err(mistyped(spec, other)),
@@ -423,6 +432,13 @@ fn mistyped(spec: &OptionSpec, v: &Value) -> Error {
 /// The examples once in the docs of the items above, which are not public.
 #[cfg(test)]
 mod examples {
+    #[test]
+    fn count() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::planners::{Settings, Value, libra};
+        let s = Settings::new().with("local_percent", Value::Count(40))?;
+        assert_eq!(s.count(&libra::LOCAL_PERCENT)?, 40);
+        Ok(())
+    }
     #[test]
     fn from_json() -> Result<(), Box<dyn std::error::Error>> {
         use crate::planners::{OptionKind, Unit, Value};
