@@ -131,8 +131,10 @@ export async function run(trace: Uint8Array, wasm: BufferSource): Promise<string
   refused(() => plan(trace, { nodes: 1, gpusPerNode: 8, objective: "median" }));
   // @ts-expect-error: a flag is a boolean
   refused(() => plan(trace, { nodes: 1, gpusPerNode: 8, refine: "yes" }));
-  // @ts-expect-error: a count is a number, only a budget may be "auto"
-  refused(() => plan(trace, { nodes: 1, gpusPerNode: 8, groups: "auto" }));
+  // @ts-expect-error: a count is a number; only a budget (and groups, the model's) may be "auto"
+  refused(() => plan(trace, { nodes: 1, gpusPerNode: 8, localPercent: "auto" }));
+  // groups: "auto" is the model's (the default), as the engines pass it
+  plan(trace, { nodes: 1, gpusPerNode: 8, groups: "auto" });
   // @ts-expect-error: the cluster is required
   refused(() => plan(trace, { algorithm: "eplb" }));
   const fresh = new Planner();
