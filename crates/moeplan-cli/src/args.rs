@@ -91,7 +91,8 @@ pub enum Command {
     /// kept. Comma lists of K and W sweep them; --hardware A,B finds the
     /// best setting on each machine; several --trace are served in turn.
     #[command(after_help = "Examples:\n  \
-        moeplan replay --trace dump.pt --every 10,50 --window 16,64 --hardware h100-ib-ndr")]
+        moeplan replay --trace dump.pt --every 10,50 --window 16,64 --hardware h100-ib-ndr\n  \
+        moeplan replay --trace dump.pt --engine sglang --every 500,1000 --tokens-per-pass 4096")]
     Replay(ReplayArgs),
     /// Plans across workloads: BASE, EPLB and CRAFT made on each of several
     /// traces (and CRAFT mean and robust made on all), judged on every trace.
@@ -453,24 +454,24 @@ pub struct ReplayArgs {
     pub algo: PlannerId,
     #[command(flatten)]
     pub planner: PlannerArgs<{ uses::ALL }>,
-    /// Re-plan every K batches (SGLang's --eplb-rebalance-num-iterations,
-    /// vLLM's EPLB step_interval); a comma list sweeps.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "16",
-        value_name = "K[,K…]"
-    )]
+    /// The engine that serves: K and W in its unit (forward passes), its
+    /// defaults, its refusals, its move, and the best setting printed as its
+    /// own flags (sglang, vllm, vllm-ascend).
+    #[arg(long, value_parser = ["sglang", "vllm", "vllm-ascend"])]
+    pub engine: Option<String>,
+    /// Tokens one forward pass serves over the cluster, with --engine: what
+    /// turns passes into trace batches (default: a pass is a trace batch).
+    #[arg(long, value_name = "N", requires = "engine")]
+    pub tokens_per_pass: Option<usize>,
+    /// Re-plan every K batches, or forward passes with --engine (SGLang's
+    /// --eplb-rebalance-num-iterations, vLLM's EPLB step_interval); a comma
+    /// list sweeps; default 16, or the engine's.
+    #[arg(long, value_delimiter = ',', value_name = "K[,K…]")]
     pub every: Vec<usize>,
-    /// On the last W batches (SGLang's recorder window, vLLM's EPLB
-    /// window_size); the first plan is made on the first W; a comma list
-    /// sweeps.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "16",
-        value_name = "W[,W…]"
-    )]
+    /// On the last W batches, or forward passes with --engine (SGLang's
+    /// recorder window, vLLM's EPLB window_size); the first plan is made on
+    /// the first W; a comma list sweeps; default 16, or the engine's.
+    #[arg(long, value_delimiter = ',', value_name = "W[,W…]")]
     pub window: Vec<usize>,
     /// Re-plan only when the served plan's balancedness on the window is
     /// below this, else skip (SGLang's
@@ -480,9 +481,10 @@ pub struct ReplayArgs {
     pub replan_below: Option<f64>,
     /// How a re-plan reaches the GPUs: the new plan as numbered, relabelled
     /// onto the served one's GPUs, or the served plan adjusted
-    /// (--max-moved-experts per re-plan).
-    #[arg(long, default_value = "relabel", value_parser = ["fresh", "relabel", "incremental"])]
-    pub migrate: String,
+    /// (--max-moved-experts per re-plan); default relabel, with --engine
+    /// the engine's own move (fresh).
+    #[arg(long, value_parser = ["fresh", "relabel", "incremental"])]
+    pub migrate: Option<String>,
     /// With --migrate incremental: expert copies one re-plan may make.
     #[arg(long, value_name = "N")]
     pub max_moved_experts: Option<usize>,

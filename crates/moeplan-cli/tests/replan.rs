@@ -407,3 +407,154 @@ fn replay_takes_one_dataset_per_trace() {
     bad.extend(["--dataset", "a,b,c", "--every", "2", "--window", "2"]);
     refused(&bad, "one per trace");
 }
+
+/// A generated OLMoE trace of 24 batches of 4,096 tokens (top-8), for the
+/// engine tests.
+fn engine_trace() -> String {
+    let t = tmp("replan-engine", "olmoe24.json");
+    let p = t.to_str().unwrap().to_string();
+    run_ok(&[
+        "gen",
+        "--preset",
+        "olmoe",
+        "--batches",
+        "24",
+        "--seed",
+        "3",
+        "--out",
+        &p,
+    ]);
+    p
+}
+
+/// `--engine sglang`: a setting SGLang refuses (interval below the window)
+/// exits 2 with one line naming its rule; an accepted one reports K and W
+/// in forward passes and tokens and prints SGLang's own flags.
+#[test]
+fn replay_in_sglangs_knobs() {
+    let t = engine_trace();
+    let base = [
+        "replay",
+        "--trace",
+        &t,
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "4",
+        "--engine",
+        "sglang",
+    ];
+    let mut bad = base.to_vec();
+    bad.extend(["--every", "1", "--window", "16"]);
+    refused(
+        &bad,
+        "--eplb-rebalance-num-iterations 1 below --expert-distribution-recorder-buffer-size 16",
+    );
+    // --tokens-per-pass 1024 on 4,096-token batches: 8 passes are 2 batches;
+    // the window, not given, is SGLang's: the interval.
+    let mut ok = base.to_vec();
+    ok.extend([
+        "--every",
+        "8,16",
+        "--tokens-per-pass",
+        "1024",
+        "--hardware",
+        "h100-ib-ndr",
+    ]);
+    let o = moeplan(&ok);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(
+            "K = 8 passes (8192 tokens) = 2 batches, W = 8 passes (8192 tokens) = 2 batches"
+        ),
+        "{text}"
+    );
+    let flags = text
+        .lines()
+        .skip_while(|l| !l.starts_with("SGLang flags"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no SGLang flags line: {text}"));
+    assert!(
+        flags.trim().starts_with(
+            "--enable-eplb --ep-num-redundant-experts 8 --eplb-rebalance-num-iterations "
+        ),
+        "{flags}"
+    );
+    ok.push("--json");
+    let v = json_of(&ok);
+    let e = &v["engine"];
+    assert_eq!(e["name"], "sglang");
+    assert_eq!(
+        e["settings"][0],
+        serde_json::json!({"every_passes": 8, "window_passes": 8, "every": 2, "window": 2})
+    );
+    assert_eq!(e["settings"][1]["every"], 4);
+    // the move is SGLang's own: a fresh plan
+    assert_eq!(v["migrate"], "fresh");
+    let k = e["best"]["every_passes"].as_u64().unwrap();
+    assert!(
+        e["best"]["flags"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("--eplb-rebalance-num-iterations {k} "))
+    );
+}
+
+/// `--engine vllm`: vLLM asserts no order between its interval and window,
+/// so K below W is served; the answer is its `--eplb-config`.
+#[test]
+fn replay_in_vllms_knobs() {
+    let t = engine_trace();
+    let v = json_of(&[
+        "replay",
+        "--trace",
+        &t,
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "4",
+        "--engine",
+        "vllm",
+        "--every",
+        "4",
+        "--window",
+        "8",
+        "--json",
+    ]);
+    let flags = v["engine"]["best"]["flags"].as_str().unwrap();
+    assert_eq!(
+        flags,
+        r#"--enable-eplb --eplb-config '{"window_size":8,"step_interval":4,"num_redundant_experts":8}'"#
+    );
+    // --engine re-plans with the engines' EPLB only
+    refused(
+        &[
+            "replay", "--trace", &t, "--engine", "vllm", "--algo", "craft",
+        ],
+        "vLLM re-plans with its EPLB",
+    );
+}
+
+/// `--engine vllm-ascend`: the cycle is heat collection (W) + the
+/// planner's wait + one pass per MoE layer (OLMoE: 16), so K below
+/// W + 17 is refused; its defaults (600, 50) at 64 tokens a pass are 9 and
+/// 10 batches of 4,096 tokens, and the answer is its eplb_config.
+#[test]
+fn replay_in_vllm_ascends_knobs() {
+    let t = engine_trace();
+    let base = ["replay", "--trace", &t, "--nodes", "2", "--gpus-per-node", "4", "--engine", "vllm-ascend"];
+    let mut bad = base.to_vec();
+    bad.extend(["--every", "610", "--window", "600"]);
+    refused(&bad, "vllm-ascend's cycle is its heat collection (600 passes)");
+    let mut ok = base.to_vec();
+    ok.extend(["--tokens-per-pass", "64", "--json"]);
+    let v = json_of(&ok);
+    let e = &v["engine"];
+    assert_eq!(e["settings"][0], serde_json::json!({"every_passes": 666, "window_passes": 600, "every": 10, "window": 9}));
+    let flags = e["best"]["flags"].as_str().unwrap();
+    assert!(
+        flags.contains(r#""expert_heat_collection_interval":600,"algorithm_execution_interval":50"#),
+        "{flags}"
+    );
+}

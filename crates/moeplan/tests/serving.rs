@@ -345,3 +345,48 @@ fn real_esft_intent_then_summary_shifts_but_moves_do_not_pay() {
         );
     }
 }
+
+/// The min-balancedness gate reads the served plan's balance under the
+/// rule served, not the even split: under SGLang's static rule a window's
+/// figure is the static rule's, and a threshold between the two figures
+/// skips under one rule and re-plans under the other.
+#[test]
+fn the_gate_judges_under_the_rule_served() {
+    let trace = shifting();
+    let topo = Topology::new(2, 4).unwrap();
+    let eplb = eplb::ID.planner().unwrap();
+    let s = Settings::new();
+    let run = |rule: Rule, gate: Option<f64>| {
+        let k = Serving {
+            rule,
+            min_balancedness: gate,
+            ..knobs(4, 4, Migrate::Relabel)
+        };
+        serve(&trace, topo, eplb, &s, k, None).unwrap()
+    };
+    let even = run(Rule::Even, None);
+    let stat = run(
+        Rule::SglangStatic(moeplan::judge::SglangVersion::Nearest),
+        None,
+    );
+    let (e, t) = (
+        even.replans[0].window_balancedness_before,
+        stat.replans[0].window_balancedness_before,
+    );
+    assert!(
+        (e - t).abs() > 1e-3,
+        "even {e}, sglang-static {t}: the rules agree here"
+    );
+    let gate = (e + t) / 2.0;
+    let skipped = |r: &moeplan::studies::serving::ServingReport| r.replans[0].skipped;
+    // the higher figure meets the gate, the lower does not
+    assert_eq!(skipped(&run(Rule::Even, Some(gate))), e >= gate);
+    assert_eq!(
+        skipped(&run(
+            Rule::SglangStatic(moeplan::judge::SglangVersion::Nearest),
+            Some(gate)
+        )),
+        t >= gate
+    );
+    assert_ne!(e >= gate, t >= gate);
+}

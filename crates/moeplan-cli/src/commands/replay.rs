@@ -4,6 +4,7 @@
 
 use moeplan::Topology;
 use moeplan::planners::Goal;
+use moeplan::studies::engines::{self, Engine};
 use moeplan::studies::serving::{Migrate, Serving, ServingReport, serve};
 use serde_json::json;
 
@@ -44,13 +45,24 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         costs.push(Cost::choose(args.judge.model.as_deref(), &trace)?.priced(&flags)?);
     }
     let planner = args.algo.planner()?;
-    let migrate = match args.migrate.as_str() {
-        "fresh" => Migrate::Fresh,
-        "incremental" => Migrate::Incremental(Goal {
+    let engine = args.engine.as_deref().map(engines::engine).transpose()?;
+    if let Some(e) = engine
+        && planner.id().as_str() != "eplb"
+    {
+        return Err(moeplan::Error::Argument(format!(
+            "{} re-plans with its EPLB: --engine takes --algo eplb",
+            e.display
+        ))
+        .into());
+    }
+    let migrate = match args.migrate.as_deref() {
+        Some("fresh") => Migrate::Fresh,
+        Some("incremental") => Migrate::Incremental(Goal {
             max_moved_experts: args.max_moved_experts,
             min_balancedness: None,
         }),
-        _ => Migrate::Relabel,
+        Some(_) => Migrate::Relabel,
+        None => engine.map_or(Migrate::Relabel, |e| e.migrate),
     };
     if args.max_moved_experts.is_some() && !matches!(migrate, Migrate::Incremental(_)) {
         return Err(moeplan::Error::Argument(
@@ -59,8 +71,10 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         )
         .into());
     }
+    let units = Units::of(&args, engine, &trace)?;
+    let pairs = &units.batches;
     // Every run serves the same batches: those after the largest window.
-    let start = args.window.iter().copied().max().unwrap_or(0);
+    let start = pairs.iter().map(|&(_, w)| w).max().unwrap_or(0);
     let settings_of = |every: usize, window: usize| Serving {
         start,
         every,
@@ -71,10 +85,8 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         libra: false,
     };
     // every setting refused before any planning
-    for &k in &args.every {
-        for &w in &args.window {
-            settings_of(k, w).check(trace.num_batches())?;
-        }
+    for &(k, w) in pairs {
+        settings_of(k, w).check(trace.num_batches())?;
     }
     let mut settings = Vec::new();
     for cost in &costs {
@@ -84,23 +96,21 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     let mut machines_runs = Vec::new();
     for (cost, settings) in costs.iter().zip(&settings) {
         let mut runs = Vec::new();
-        for &k in &args.every {
-            for &w in &args.window {
-                // Libra once per window: its copies do not depend on K
-                let knobs = Serving {
-                    libra: args.with_libra && k == args.every[0],
-                    ..settings_of(k, w)
-                };
-                let r = serve(
-                    &trace,
-                    topology,
-                    planner,
-                    settings,
-                    knobs,
-                    cost.pricing.as_ref(),
-                )?;
-                runs.push((k, w, r));
-            }
+        for &(k, w) in pairs {
+            // Libra once per window: its copies do not depend on K
+            let knobs = Serving {
+                libra: args.with_libra && k == pairs[0].0,
+                ..settings_of(k, w)
+            };
+            let r = serve(
+                &trace,
+                topology,
+                planner,
+                settings,
+                knobs,
+                cost.pricing.as_ref(),
+            )?;
+            runs.push((k, w, r));
         }
         machines_runs.push((cost, runs));
     }
@@ -136,6 +146,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             "first_served": start,
             "runs": list,
             "best": best,
+            "engine": units.json(&machines_runs, &args, &trace, topology),
         });
         crate::io::emit_json(v);
         return Ok(());
@@ -153,6 +164,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     if served.len() > 1 {
         o += &format!("served one after another: {}\n", served.join(", then "));
     }
+    o += &units.text();
     let single = machines_runs.len() == 1;
     for (cost, runs) in &machines_runs {
         o += &table(cost, runs);
@@ -160,8 +172,197 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             o += &replans(r);
         }
     }
+    if let Some(line) = units.flags_line(&machines_runs, &args, &trace, topology) {
+        o += &line;
+    }
     emit(&o);
     Ok(())
+}
+
+/// One machine's runs: its cost and each `(K, W)` served, in batches.
+type MachineRuns<'a> = (&'a Cost, Vec<(usize, usize, ServingReport)>);
+
+/// K and W as asked (trace batches, or an engine's forward passes) and as
+/// the replay serves them (trace batches), pair by pair.
+struct Units {
+    engine: Option<&'static Engine>,
+    /// `(K, W)` as asked.
+    asked: Vec<(usize, usize)>,
+    /// `(K, W)` in trace batches.
+    batches: Vec<(usize, usize)>,
+    tokens_per_pass: usize,
+    tokens_per_batch: f64,
+    moe_layers: usize,
+}
+
+impl Units {
+    /// The pairs `--every` × `--window` name (the engine's defaults, or
+    /// 16, where not given), each refused as its engine would refuse it.
+    fn of(
+        args: &ReplayArgs,
+        engine: Option<&'static Engine>,
+        trace: &LoadTrace,
+    ) -> Result<Units, CliError> {
+        // The model's MoE layers (vllm-ascend moves one a pass).
+        let moe_layers = moeplan::judge::ModelChoice::choose(args.judge.model.as_deref(), trace)?
+            .preset
+            .moe_layers();
+        let every = match (args.every.is_empty(), engine) {
+            (false, _) => args.every.clone(),
+            (true, Some(e)) => vec![e.every_for(moe_layers)],
+            (true, None) => vec![16],
+        };
+        let mut asked = Vec::new();
+        for &k in &every {
+            let windows = match (args.window.is_empty(), engine) {
+                (false, _) => args.window.clone(),
+                (true, Some(e)) => vec![e.window_for(k)],
+                (true, None) => vec![16],
+            };
+            for w in windows {
+                if let Some(e) = engine {
+                    e.check(k, w, moe_layers)?;
+                }
+                asked.push((k, w));
+            }
+        }
+        // A batch's tokens: a layer's routed pairs over top-k (pairs where
+        // the trace does not say its top-k).
+        let pairs = trace.counts().sum() / (trace.num_batches() * trace.num_layers()).max(1) as f64;
+        let tokens_per_batch = pairs / trace.top_k().unwrap_or(1).max(1) as f64;
+        let tokens_per_pass = args
+            .tokens_per_pass
+            .unwrap_or_else(|| (tokens_per_batch.round() as usize).max(1));
+        let batches = match engine {
+            Some(e) => asked
+                .iter()
+                .map(|&(k, w)| {
+                    (
+                        e.batches(k, tokens_per_pass, tokens_per_batch),
+                        e.batches(w, tokens_per_pass, tokens_per_batch),
+                    )
+                })
+                .collect(),
+            None => asked.clone(),
+        };
+        Ok(Units {
+            engine,
+            asked,
+            batches,
+            tokens_per_pass,
+            tokens_per_batch,
+            moe_layers,
+        })
+    }
+
+    /// The pair as asked that serves as `(k, w)` batches.
+    fn asked_for(&self, k: usize, w: usize) -> (usize, usize) {
+        self.batches
+            .iter()
+            .position(|&p| p == (k, w))
+            .map_or((k, w), |i| self.asked[i])
+    }
+
+    /// What the engine's units are in batches and tokens.
+    fn text(&self) -> String {
+        let Some(e) = self.engine else {
+            return String::new();
+        };
+        let mut o = format!(
+            "{}: K and W in forward passes of {} tokens (a trace batch holds {:.0}; --tokens-per-pass sets it)\n",
+            e.display, self.tokens_per_pass, self.tokens_per_batch
+        );
+        for (&(k, w), &(kb, wb)) in self.asked.iter().zip(&self.batches) {
+            o += &format!(
+                "  K = {k} passes ({} tokens) = {kb} batches, W = {w} passes ({} tokens) = {wb} batches\n",
+                k * self.tokens_per_pass,
+                w * self.tokens_per_pass
+            );
+        }
+        o
+    }
+
+    /// The best run (least time when priced, else the best served
+    /// balancedness) and its engine flags.
+    fn best(
+        &self,
+        machines_runs: &[MachineRuns<'_>],
+        args: &ReplayArgs,
+        trace: &LoadTrace,
+        topology: Topology,
+    ) -> Option<(usize, usize, String)> {
+        let e = self.engine?;
+        let (_, runs) = machines_runs.first()?;
+        let (k, w) = match Best::of(runs) {
+            Some(b) => (b.every, b.window),
+            None => runs
+                .iter()
+                .max_by(|a, b| a.2.balancedness.total_cmp(&b.2.balancedness))
+                .map(|(k, w, _)| (*k, *w))?,
+        };
+        let (k, w) = self.asked_for(k, w);
+        let redundant = args
+            .planner
+            .settings
+            .budget(&moeplan::planners::eplb::REDUNDANT_EXPERTS)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| {
+                moeplan::planners::eplb::default_redundant_experts(
+                    trace.num_experts(),
+                    topology.num_gpus(),
+                )
+            });
+        Some((
+            k,
+            w,
+            e.flags(k, w, self.moe_layers, redundant, args.replan_below),
+        ))
+    }
+
+    fn flags_line(
+        &self,
+        machines_runs: &[MachineRuns<'_>],
+        args: &ReplayArgs,
+        trace: &LoadTrace,
+        topology: Topology,
+    ) -> Option<String> {
+        let e = self.engine?;
+        let (k, w, flags) = self.best(machines_runs, args, trace, topology)?;
+        Some(format!(
+            "\n{} flags for the best setting (K = {k}, W = {w} passes{}):\n  {flags}\n",
+            e.display,
+            machines_runs
+                .first()
+                .and_then(|(c, _)| c.pricing.as_ref())
+                .map_or(", by balancedness".to_string(), |p| format!(
+                    ", fastest on {}",
+                    p.hardware.name
+                ))
+        ))
+    }
+
+    fn json(
+        &self,
+        machines_runs: &[MachineRuns<'_>],
+        args: &ReplayArgs,
+        trace: &LoadTrace,
+        topology: Topology,
+    ) -> serde_json::Value {
+        let Some(e) = self.engine else {
+            return serde_json::Value::Null;
+        };
+        let best = self.best(machines_runs, args, trace, topology);
+        json!({
+            "name": e.name,
+            "tokens_per_pass": self.tokens_per_pass,
+            "tokens_per_batch": self.tokens_per_batch,
+            "settings": self.asked.iter().zip(&self.batches).map(|(&(k, w), &(kb, wb))| json!({
+                "every_passes": k, "window_passes": w, "every": kb, "window": wb,
+            })).collect::<Vec<_>>(),
+            "best": best.map(|(k, w, flags)| json!({"every_passes": k, "window_passes": w, "flags": flags})),
+        })
+    }
 }
 
 /// The traces `--trace` names (the generated default when none), served

@@ -3,10 +3,16 @@
 //!
 //! **Migration.** Per layer, a GPU that must host an expert it does not
 //! hold receives one copy of its weights: from a GPU of its own node when
-//! one there holds it (NVLink / PCIe), else across nodes. [`migration`]
-//! counts those copies per link kind and per GPU; [`Migration::time_us`]
-//! turns them into time on a hardware (each GPU receives over its links,
-//! the slowest sets the pause).
+//! one there holds it (NVLink / PCIe), else across nodes. Each copy has a
+//! sender: of the GPUs holding the expert (on the receiver's node when one
+//! there does), the one that has sent least so far, so an expert's
+//! receivers are spread over its holders as vLLM spreads them
+//! (`vllm/distributed/eplb/rebalance_execute.py`: `num_dst_per_sender`
+//! receivers per rank holding it), and one holder feeding many new copies
+//! sends them all. [`migration`] counts the copies per link kind and per GPU,
+//! received and sent; [`Migration::time_us`] turns them into time on a
+//! hardware (each GPU sends and receives over its links, each direction at
+//! the link's rate; the slowest GPU, or node's NIC, sets the pause).
 //!
 //! **Relabelling** ([`relabel`]). A planner numbers its GPUs as it likes:
 //! DeepSeek's EPLB may put an expert group on another node than last time
@@ -18,7 +24,8 @@
 //! experts on a current GPU is its copies, an inter-node copy weighted by
 //! how much slower that link is ([`MoveCost`]). Only GPUs with the same
 //! slot count in that layer are matched, so every GPU keeps the new plan's
-//! memory. Nodes stay whole and GPUs stay in their node's group, so every
+//! memory. It minimises those weighted copies, not the pause: a report
+//! gives both. Nodes stay whole and GPUs stay in their node's group, so every
 //! (GPU, node) grouping of experts — hence balance under every rule and
 //! the traffic — is the new plan's exactly. Within a GPU, an expert it
 //! already holds keeps its slot. The two-level assignment is optimal among
@@ -85,6 +92,10 @@ pub struct Migration {
     pub per_gpu_intra_node: Vec<usize>,
     /// Per GPU, copies received from other nodes, all layers.
     pub per_gpu_inter_node: Vec<usize>,
+    /// Per GPU, copies sent to GPUs of its own node, all layers.
+    pub per_gpu_sent_intra_node: Vec<usize>,
+    /// Per GPU, copies sent to other nodes, all layers.
+    pub per_gpu_sent_inter_node: Vec<usize>,
     /// GPUs per node (which GPUs share a NIC).
     pub gpus_per_node: usize,
 }
@@ -104,11 +115,13 @@ impl Migration {
         )
     }
 
-    /// The pause the move takes on `hardware`, µs: each GPU receives its
-    /// copies over its intra-node link and its share of the inter-node
-    /// link (a NIC shared by the node: its GPUs' copies together) at the
-    /// sustained bandwidths, the two kinds in parallel; the slowest GPU
-    /// sets it. 0 when nothing moves.
+    /// The pause the move takes on `hardware`, µs: each GPU sends and
+    /// receives its copies over its intra-node link and its share of the
+    /// inter-node link (a NIC shared by the node: its GPUs' copies
+    /// together) at the sustained bandwidths, each direction at the full
+    /// rate (the links are full duplex), the two kinds in parallel; the
+    /// busiest direction of the slowest GPU sets it — a sender feeding
+    /// many new copies as much as a receiver. 0 when nothing moves.
     ///
     /// ```
     /// use moeplan::{data::hardware, judge::migration::Migration};
@@ -125,21 +138,28 @@ impl Migration {
         let intra = hardware.intra_node.gb_per_s * 1e3 * e.intra_node;
         let inter = hardware.inter_node.gb_per_s * 1e3 * e.inter_node;
         let gpn = self.gpus_per_node.max(1);
-        let mut worst = 0.0f64;
-        let inter_of = &self.per_gpu_inter_node;
-        for (g, &copies) in self.per_gpu_intra_node.iter().enumerate() {
-            let a = copies as f64 * expert_bytes / intra;
-            let x = if hardware.inter_node.shared_by_node {
+        let at = |v: &[usize], g: usize| v.get(g).copied().unwrap_or(0);
+        // A GPU's inter-node copies in one direction: its own, or its
+        // node's when the node's GPUs share one NIC.
+        let nic = |v: &[usize], g: usize| -> usize {
+            if hardware.inter_node.shared_by_node {
                 let start = g / gpn * gpn;
-                let end = (start + gpn).min(inter_of.len());
-                inter_of
-                    .get(start..end)
-                    .map_or(0, |s| s.iter().sum::<usize>()) as f64
+                (start..start + gpn).map(|h| at(v, h)).sum()
             } else {
-                inter_of.get(g).copied().unwrap_or(0) as f64
-            } * expert_bytes
-                / inter;
-            worst = worst.max(a.max(x));
+                at(v, g)
+            }
+        };
+        let gpus = self
+            .per_gpu_intra_node
+            .len()
+            .max(self.per_gpu_sent_intra_node.len());
+        let mut worst = 0.0f64;
+        for g in 0..gpus {
+            let a = at(&self.per_gpu_intra_node, g).max(at(&self.per_gpu_sent_intra_node, g));
+            let x = nic(&self.per_gpu_inter_node, g).max(nic(&self.per_gpu_sent_inter_node, g));
+            worst = worst
+                .max(a as f64 * expert_bytes / intra)
+                .max(x as f64 * expert_bytes / inter);
         }
         let latency = match (self.copies_intra_node, self.copies_inter_node) {
             (0, 0) => 0.0,
@@ -174,25 +194,59 @@ pub fn migration(current: &Plan, next: &Plan) -> Result<Migration> {
     let mut m = Migration {
         per_gpu_intra_node: vec![0; d],
         per_gpu_inter_node: vec![0; d],
+        per_gpu_sent_intra_node: vec![0; d],
+        per_gpu_sent_inter_node: vec![0; d],
         gpus_per_node: topology.gpus_per_node(),
         ..Migration::default()
     };
     let mut held = Held::new(current.num_experts(), topology);
+    // The GPUs holding each expert in the current layer.
+    let mut holders: Vec<Vec<usize>> = vec![Vec::new(); current.num_experts()];
+    // Inter-node copies each node has sent (its NIC's load).
+    let mut node_sent = vec![0usize; topology.nodes()];
     for (cur, new) in current.layers().iter().zip(next.layers()) {
         held.load(&cur.gpus);
+        holders.iter_mut().for_each(Vec::clear);
+        for (g, slots) in cur.gpus.iter().enumerate() {
+            for e in distinct(slots) {
+                if let Some(h) = holders.get_mut(e as usize) {
+                    h.push(g);
+                }
+            }
+        }
         let mut changed = false;
         for (g, slots) in new.gpus.iter().enumerate() {
+            let node = topology.node_of(g);
             for e in distinct(slots) {
+                let from = holders.get(e as usize).map_or(&[][..], Vec::as_slice);
                 match held.source(e, g) {
                     Source::Here => {}
                     Source::Node => {
                         m.copies_intra_node += 1;
                         m.per_gpu_intra_node[g] += 1;
+                        let sender = from
+                            .iter()
+                            .filter(|&&h| topology.node_of(h) == node)
+                            .min_by_key(|&&h| (m.per_gpu_sent_intra_node[h], h));
+                        if let Some(&h) = sender {
+                            m.per_gpu_sent_intra_node[h] += 1;
+                        }
                         changed = true;
                     }
                     Source::Elsewhere => {
                         m.copies_inter_node += 1;
                         m.per_gpu_inter_node[g] += 1;
+                        let sender = from.iter().min_by_key(|&&h| {
+                            (
+                                node_sent[topology.node_of(h)],
+                                m.per_gpu_sent_inter_node[h],
+                                h,
+                            )
+                        });
+                        if let Some(&h) = sender {
+                            m.per_gpu_sent_inter_node[h] += 1;
+                            node_sent[topology.node_of(h)] += 1;
+                        }
                         changed = true;
                     }
                 }
@@ -474,6 +528,85 @@ fn keep_slots(current: &[u32], new: &[u32]) -> Vec<u32> {
 
 #[cfg(test)]
 mod tests {
+    /// One GPU holds the only copy of an expert that four GPUs of its node
+    /// newly need: it sends four copies, and the pause is its four, not a
+    /// receiver's one. Two holders split the four (two each), as vLLM
+    /// splits an expert's receivers over the ranks holding it.
+    #[test]
+    fn one_holder_feeding_four_sets_the_pause() {
+        use super::*;
+        use crate::data::hardware;
+        use crate::data::topology::Topology;
+        let topo = Topology::new(1, 6).unwrap();
+        let layer = |gpus: Vec<Vec<u32>>| LayerPlacement { layer: 0, gpus };
+        // Experts 0..6, one a GPU; then GPUs 1..=4 each also host expert 0.
+        let cur = Plan::new(topo, 6, vec![layer((0..6).map(|e| vec![e]).collect())], "a").unwrap();
+        let mut gpus: Vec<Vec<u32>> = (0..6).map(|e| vec![e]).collect();
+        for g in gpus.iter_mut().take(5).skip(1) {
+            g.push(0);
+        }
+        let next = Plan::new(topo, 6, vec![layer(gpus)], "b").unwrap();
+        let m = migration(&cur, &next).unwrap();
+        assert_eq!(m.per_gpu_intra_node, [0, 1, 1, 1, 1, 0]);
+        assert_eq!(m.per_gpu_sent_intra_node[0], 4, "{m:?}");
+        let h = hardware::preset("h100-ib-ndr").unwrap();
+        let rate = h.intra_node.gb_per_s * 1e3 * h.efficiency.intra_node;
+        let one = 1e6 / rate;
+        let pause = m.time_us(h, 1e6) - h.intra_node.latency_us;
+        assert!(
+            (pause - 4.0 * one).abs() < 1e-9,
+            "{pause} µs, one copy {one} µs"
+        );
+        // receivers alone (the old model) would say one copy's time
+        let receivers_only = Migration {
+            per_gpu_sent_intra_node: Vec::new(),
+            per_gpu_sent_inter_node: Vec::new(),
+            ..m.clone()
+        };
+        let old = receivers_only.time_us(h, 1e6) - h.intra_node.latency_us;
+        assert!((old - one).abs() < 1e-9);
+        // A second holder of expert 0 (GPU 5) halves the fan-out.
+        let mut two = cur.layers()[0].gpus.clone();
+        two[5].push(0);
+        let cur2 = Plan::new(topo, 6, vec![layer(two)], "c").unwrap();
+        let m2 = migration(&cur2, &next).unwrap();
+        assert_eq!(
+            (m2.per_gpu_sent_intra_node[0], m2.per_gpu_sent_intra_node[5]),
+            (2, 2),
+            "{m2:?}"
+        );
+    }
+
+    /// Across nodes the NIC a node's GPUs share sends for all of them: the
+    /// holder's node sending to three nodes is the pause.
+    #[test]
+    fn a_nic_sending_to_many_nodes_sets_the_pause() {
+        use super::*;
+        use crate::data::hardware;
+        use crate::data::topology::Topology;
+        let topo = Topology::new(4, 1).unwrap();
+        let layer = |gpus: Vec<Vec<u32>>| LayerPlacement { layer: 0, gpus };
+        let cur = Plan::new(
+            topo,
+            4,
+            vec![layer(vec![vec![0], vec![1], vec![2], vec![3]])],
+            "a",
+        )
+        .unwrap();
+        let next = Plan::new(
+            topo,
+            4,
+            vec![layer(vec![vec![0, 1], vec![1, 0], vec![2, 0], vec![3, 0]])],
+            "b",
+        )
+        .unwrap();
+        let m = migration(&cur, &next).unwrap();
+        assert_eq!(m.per_gpu_sent_inter_node, vec![3, 1, 0, 0], "{m:?}");
+        let h = hardware::preset("h100-ib-ndr").unwrap();
+        let rate = h.inter_node.gb_per_s * 1e3 * h.efficiency.inter_node;
+        let pause = m.time_us(h, 1e6) - h.intra_node.latency_us.max(h.inter_node.latency_us);
+        assert!((pause - 3e6 / rate).abs() < 1e-6, "{pause}");
+    }
     use super::*;
 
     #[test]

@@ -13,8 +13,8 @@
 //! [`serve`] plans on the `W` batches before [`Serving::start`] (by
 //! default the first `W`) and serves the rest. At every
 //! `K`-th batch after that it re-plans on the `W` batches before it,
-//! unless the served plan's balancedness on them already reaches
-//! `min_balancedness`. It moves to the new plan as numbered, relabelled
+//! unless the served plan's balancedness on them, under the rule served,
+//! already reaches `min_balancedness`. It moves to the new plan as numbered, relabelled
 //! ([`relabel`]), or by adjusting the served plan within a copy budget
 //! ([`incremental`]). The replay judges the schedule of plans on the served
 //! batches under the rule in force, and the first plan kept throughout
@@ -122,7 +122,7 @@ impl Serving {
 pub struct Replan {
     /// The first batch (of the trace) the new plan serves.
     pub at_batch: usize,
-    /// The served plan's balancedness on the window before.
+    /// The served plan's balancedness on the window before, under the rule served.
     pub window_balancedness_before: f64,
     /// The plan moved to's balancedness on the window (the served one's
     /// when skipped).
@@ -255,9 +255,24 @@ pub fn serve(
     let mut start = s0;
     let mut segments: Vec<(std::ops::Range<usize>, Plan)> = Vec::new();
     let mut replans = Vec::new();
+    // A plan's balancedness on a window under the rule served: what the
+    // gate (`min_balancedness`, SGLang's utilisation threshold) reads.
+    let balance_on = |window: &LoadTrace, plan: &Plan| -> Result<f64> {
+        if serving.rule == Rule::Even {
+            return Ok(crate::evaluate(window, plan)?.balancedness);
+        }
+        let work = Workload::new(window.clone());
+        let cost = crate::judge::ModelChoice::choose(None, trace)?.cost();
+        let r = crate::judge::simulate_pairs(
+            &work,
+            &Strategy::fixed(plan.clone(), serving.rule),
+            &cost,
+        )?;
+        Ok(r.balancedness)
+    };
     for (i, &at) in points.iter().enumerate() {
         let window = trace.slice_batches(at - w..at)?;
-        let before = crate::evaluate(&window, &served)?.balancedness;
+        let before = balance_on(&window, &served)?;
         if serving.min_balancedness.is_some_and(|b| before >= b) {
             replans.push(Replan {
                 at_batch: at,
@@ -278,7 +293,7 @@ pub fn serve(
         replans.push(Replan {
             at_batch: at,
             window_balancedness_before: before,
-            window_balancedness_after: crate::evaluate(&window, &next)?.balancedness,
+            window_balancedness_after: balance_on(&window, &next)?,
             skipped: false,
             pause_us: hardware.zip(expert_bytes).map(|(h, b)| m.time_us(h, b)),
             migration: m,
