@@ -457,7 +457,7 @@ pub struct ReplayArgs {
     /// The engine that serves: K and W in its unit (forward passes), its
     /// defaults, its refusals, its move, and the best setting printed as its
     /// own flags (sglang, vllm, vllm-ascend).
-    #[arg(long, value_parser = ["sglang", "vllm", "vllm-ascend"])]
+    #[arg(long, value_parser = engine_names())]
     pub engine: Option<String>,
     /// Tokens one forward pass serves over the cluster, with --engine: what
     /// turns passes into trace batches (default: a pass is a trace batch).
@@ -642,6 +642,15 @@ fn format_parser() -> impl TypedValueParser<Value = PlanFormat> {
             .map(|f| PossibleValue::new(f.name()).help(f.about())),
     )
     .try_map(|s| PlanFormat::from_name(&s))
+}
+
+/// `--engine`: an engine of the core's one list of re-planning knobs.
+fn engine_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(
+        moeplan::studies::engines::ENGINES
+            .iter()
+            .map(|e| PossibleValue::new(e.name)),
+    )
 }
 
 /// `--algo`: a registered planner's id, each listed with its help.

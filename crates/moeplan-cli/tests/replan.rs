@@ -543,18 +543,35 @@ fn replay_in_vllms_knobs() {
 #[test]
 fn replay_in_vllm_ascends_knobs() {
     let t = engine_trace();
-    let base = ["replay", "--trace", &t, "--nodes", "2", "--gpus-per-node", "4", "--engine", "vllm-ascend"];
+    let base = [
+        "replay",
+        "--trace",
+        &t,
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "4",
+        "--engine",
+        "vllm-ascend",
+    ];
     let mut bad = base.to_vec();
     bad.extend(["--every", "610", "--window", "600"]);
-    refused(&bad, "vllm-ascend's cycle is its heat collection (600 passes)");
+    refused(
+        &bad,
+        "vllm-ascend's cycle is its heat collection (600 passes)",
+    );
     let mut ok = base.to_vec();
     ok.extend(["--tokens-per-pass", "64", "--json"]);
     let v = json_of(&ok);
     let e = &v["engine"];
-    assert_eq!(e["settings"][0], serde_json::json!({"every_passes": 666, "window_passes": 600, "every": 10, "window": 9}));
+    assert_eq!(
+        e["settings"][0],
+        serde_json::json!({"every_passes": 666, "window_passes": 600, "every": 10, "window": 9})
+    );
     let flags = e["best"]["flags"].as_str().unwrap();
     assert!(
-        flags.contains(r#""expert_heat_collection_interval":600,"algorithm_execution_interval":50"#),
+        flags
+            .contains(r#""expert_heat_collection_interval":600,"algorithm_execution_interval":50"#),
         "{flags}"
     );
 }

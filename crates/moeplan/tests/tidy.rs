@@ -490,8 +490,12 @@ fn planners_are_listed_once() {
 /// item `pub(crate)` in its place. At 627 every `pub` item is one the
 /// compiler finds reached from outside the crate (a front end, a test, a
 /// bench, an example or the fuzz targets); issue 48 aimed at 350, which the
-/// front ends alone (about 470 items) already pass.
-const PUB_ITEMS_CEILING: usize = 627;
+/// front ends alone (about 470 items) already pass. 627 → 633 for
+/// `studies::engines` (issue 50: the module, `Engine`, `ENGINES`, `Setting`,
+/// `Engine::settings`, `Engine::flags`), the engines' re-planning knobs the
+/// CLI reads and the page will: every other item was already reached from
+/// outside, so none could make way.
+const PUB_ITEMS_CEILING: usize = 633;
 
 /// The core's `pub` items, counted as [`PUB_ITEMS_CEILING`] says.
 fn pub_items() -> usize {

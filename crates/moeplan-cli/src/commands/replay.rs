@@ -45,7 +45,11 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         costs.push(Cost::choose(args.judge.model.as_deref(), &trace)?.priced(&flags)?);
     }
     let planner = args.algo.planner()?;
-    let engine = args.engine.as_deref().map(engines::engine).transpose()?;
+    // clap took the name from the same list
+    let engine = args
+        .engine
+        .as_deref()
+        .and_then(|n| engines::ENGINES.iter().find(|e| e.name == n));
     if let Some(e) = engine
         && planner.id().as_str() != "eplb"
     {
@@ -207,25 +211,6 @@ impl Units {
         let moe_layers = moeplan::judge::ModelChoice::choose(args.judge.model.as_deref(), trace)?
             .preset
             .moe_layers();
-        let every = match (args.every.is_empty(), engine) {
-            (false, _) => args.every.clone(),
-            (true, Some(e)) => vec![e.every_for(moe_layers)],
-            (true, None) => vec![16],
-        };
-        let mut asked = Vec::new();
-        for &k in &every {
-            let windows = match (args.window.is_empty(), engine) {
-                (false, _) => args.window.clone(),
-                (true, Some(e)) => vec![e.window_for(k)],
-                (true, None) => vec![16],
-            };
-            for w in windows {
-                if let Some(e) = engine {
-                    e.check(k, w, moe_layers)?;
-                }
-                asked.push((k, w));
-            }
-        }
         // A batch's tokens: a layer's routed pairs over top-k (pairs where
         // the trace does not say its top-k).
         let pairs = trace.counts().sum() / (trace.num_batches() * trace.num_layers()).max(1) as f64;
@@ -233,17 +218,31 @@ impl Units {
         let tokens_per_pass = args
             .tokens_per_pass
             .unwrap_or_else(|| (tokens_per_batch.round() as usize).max(1));
-        let batches = match engine {
-            Some(e) => asked
-                .iter()
-                .map(|&(k, w)| {
-                    (
-                        e.batches(k, tokens_per_pass, tokens_per_batch),
-                        e.batches(w, tokens_per_pass, tokens_per_batch),
-                    )
-                })
-                .collect(),
-            None => asked.clone(),
+        let (asked, batches) = match engine {
+            Some(e) => {
+                let settings = e.settings(
+                    &args.every,
+                    &args.window,
+                    moe_layers,
+                    tokens_per_pass,
+                    tokens_per_batch,
+                )?;
+                (
+                    settings
+                        .iter()
+                        .map(|s| (s.every_passes, s.window_passes))
+                        .collect(),
+                    settings.iter().map(|s| (s.every, s.window)).collect(),
+                )
+            }
+            None => {
+                let or_16 = |v: &[usize]| if v.is_empty() { vec![16] } else { v.to_vec() };
+                let pairs: Vec<(usize, usize)> = or_16(&args.every)
+                    .into_iter()
+                    .flat_map(|k| or_16(&args.window).into_iter().map(move |w| (k, w)))
+                    .collect();
+                (pairs.clone(), pairs)
+            }
         };
         Ok(Units {
             engine,

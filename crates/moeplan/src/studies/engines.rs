@@ -3,7 +3,7 @@
 //! settings it refuses, the move it makes and the flags that set them. One
 //! list, [`ENGINES`]; `moeplan replay --engine` reads it, and
 //! [`serving`](super::serving) replays in trace batches, which
-//! [`Engine::batches`] converts to.
+//! [`Engine::settings`] converts to.
 //!
 //! - SGLang (`python/sglang/srt/eplb/eplb_manager.py`): every
 //!   `--eplb-rebalance-num-iterations` forward passes (default 1000) it
@@ -33,6 +33,8 @@
 //!
 //! Complexity: constant per call.
 
+use serde::Serialize;
+
 use crate::error::{Error, Result};
 use crate::studies::serving::Migrate;
 
@@ -43,11 +45,11 @@ pub struct Engine {
     pub name: &'static str,
     /// How it is printed.
     pub display: &'static str,
-    /// Its default interval, forward passes.
-    pub every_default: usize,
+    /// Its default interval, forward passes (`Engine::every_for`).
+    every_default: usize,
     /// Its default window, forward passes, when the interval is its
-    /// default ([`Engine::window_for`] for another).
-    pub window_default: usize,
+    /// default (`Engine::window_for` for another).
+    window_default: usize,
     /// The move it makes.
     pub migrate: Migrate,
     kind: Kind,
@@ -61,7 +63,7 @@ enum Kind {
 }
 
 /// SGLang's EPLB manager.
-pub const SGLANG: Engine = Engine {
+pub(crate) const SGLANG: Engine = Engine {
     name: "sglang",
     display: "SGLang",
     // server_args.py: eplb_rebalance_num_iterations = 1000; the recorder's
@@ -73,7 +75,7 @@ pub const SGLANG: Engine = Engine {
 };
 
 /// vLLM's EPLB.
-pub const VLLM: Engine = Engine {
+pub(crate) const VLLM: Engine = Engine {
     name: "vllm",
     display: "vLLM",
     // EPLBConfig: step_interval = 3000, window_size = 1000.
@@ -85,8 +87,8 @@ pub const VLLM: Engine = Engine {
 
 /// vllm-ascend's dynamic EPLB. Its interval default is the cycle's fixed
 /// part (heat collection and the planner's wait, 600 + 50 passes); the
-/// model's MoE layers, one a pass, add to it ([`Engine::every_for`]).
-pub const VLLM_ASCEND: Engine = Engine {
+/// model's MoE layers, one a pass, add to it (`Engine::every_for`).
+pub(crate) const VLLM_ASCEND: Engine = Engine {
     name: "vllm-ascend",
     display: "vllm-ascend",
     // EplbConfig: expert_heat_collection_interval = 600,
@@ -100,15 +102,9 @@ pub const VLLM_ASCEND: Engine = Engine {
 /// Every engine `--engine` knows.
 pub const ENGINES: &[Engine] = &[SGLANG, VLLM, VLLM_ASCEND];
 
-/// The engine named `name`.
-///
-/// ```
-/// use moeplan::studies::engines::engine;
-/// assert_eq!(engine("sglang")?.every_for(58), 1000);
-/// assert!(engine("tgi").is_err());
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn engine(name: &str) -> Result<&'static Engine> {
+/// The engine named `name` (the CLI's value parser lists [`ENGINES`]).
+#[cfg(test)]
+pub(crate) fn engine(name: &str) -> Result<&'static Engine> {
     ENGINES.iter().find(|e| e.name == name).ok_or_else(|| {
         let names: Vec<&str> = ENGINES.iter().map(|e| e.name).collect();
         Error::Argument(format!(
@@ -118,16 +114,24 @@ pub fn engine(name: &str) -> Result<&'static Engine> {
     })
 }
 
+/// One re-planning setting: `K` and `W` in the engine's forward passes and
+/// in trace batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Setting {
+    /// The interval, forward passes.
+    pub every_passes: usize,
+    /// The window, forward passes.
+    pub window_passes: usize,
+    /// The interval, trace batches.
+    pub every: usize,
+    /// The window, trace batches.
+    pub window: usize,
+}
+
 impl Engine {
     /// Its default interval, forward passes, for a model of `moe_layers`
     /// MoE layers (vllm-ascend moves one a pass within its cycle).
-    ///
-    /// ```
-    /// use moeplan::studies::engines::{SGLANG, VLLM_ASCEND};
-    /// assert_eq!(SGLANG.every_for(58), 1000);
-    /// assert_eq!(VLLM_ASCEND.every_for(58), 708); // 600 + 50 + 58
-    /// ```
-    pub fn every_for(&self, moe_layers: usize) -> usize {
+    pub(crate) fn every_for(&self, moe_layers: usize) -> usize {
         match self.kind {
             Kind::VllmAscend => self.every_default + moe_layers,
             _ => self.every_default,
@@ -136,13 +140,7 @@ impl Engine {
 
     /// The window the engine uses when only the interval `every` is set:
     /// SGLang's recorder buffer takes the interval, vLLM keeps its own.
-    ///
-    /// ```
-    /// use moeplan::studies::engines::{SGLANG, VLLM};
-    /// assert_eq!(SGLANG.window_for(500), 500);
-    /// assert_eq!(VLLM.window_for(500), 1000);
-    /// ```
-    pub fn window_for(&self, every: usize) -> usize {
+    pub(crate) fn window_for(&self, every: usize) -> usize {
         match self.kind {
             Kind::Sglang => every,
             Kind::Vllm | Kind::VllmAscend => self.window_default,
@@ -152,17 +150,7 @@ impl Engine {
     /// Refuses, in one line naming the engine's rule, a setting the
     /// engine would refuse (`every`, `window` in forward passes; the model
     /// has `moe_layers` MoE layers).
-    ///
-    /// ```
-    /// use moeplan::studies::engines::{SGLANG, VLLM, VLLM_ASCEND};
-    /// assert!(SGLANG.check(1000, 1000, 58).is_ok());
-    /// let e = SGLANG.check(1, 16, 58).unwrap_err().to_string();
-    /// assert!(e.contains("--eplb-rebalance-num-iterations"), "{e}");
-    /// assert!(VLLM.check(1, 16, 58).is_ok()); // vLLM asserts no order
-    /// assert!(VLLM_ASCEND.check(600 + 58, 600, 58).is_err()); // no pass left to plan in
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn check(&self, every: usize, window: usize, moe_layers: usize) -> Result<()> {
+    pub(crate) fn check(&self, every: usize, window: usize, moe_layers: usize) -> Result<()> {
         if every == 0 || window == 0 {
             return Err(Error::Argument(format!(
                 "{}: the interval and the window are at least one forward pass",
@@ -187,18 +175,70 @@ impl Engine {
         Ok(())
     }
 
+    /// The settings `every` × `window` name (forward passes; an empty list
+    /// is the engine's default, SGLang's window its interval), each refused
+    /// as the engine would refuse it, in passes and in batches of
+    /// `tokens_per_batch` tokens when a pass serves `tokens_per_pass`; the
+    /// model has `moe_layers` MoE layers.
+    ///
+    /// ```
+    /// use moeplan::studies::engines::ENGINES;
+    /// let sglang = ENGINES.iter().find(|e| e.name == "sglang").unwrap();
+    /// let s = sglang.settings(&[], &[], 58, 1024, 4096.0)?;
+    /// assert_eq!((s[0].every_passes, s[0].window_passes), (1000, 1000)); // the window follows
+    /// assert_eq!((s[0].every, s[0].window), (250, 250)); // 1,024,000 tokens
+    /// let e = sglang.settings(&[1], &[16], 58, 1024, 4096.0).unwrap_err().to_string();
+    /// assert!(e.contains("--eplb-rebalance-num-iterations 1 below"), "{e}");
+    /// let ascend = ENGINES.iter().find(|e| e.name == "vllm-ascend").unwrap();
+    /// assert_eq!(ascend.settings(&[], &[], 58, 4096, 4096.0)?[0].every_passes, 708); // 600 + 50 + 58
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn settings(
+        &self,
+        every: &[usize],
+        window: &[usize],
+        moe_layers: usize,
+        tokens_per_pass: usize,
+        tokens_per_batch: f64,
+    ) -> Result<Vec<Setting>> {
+        let every = match every {
+            [] => vec![self.every_for(moe_layers)],
+            given => given.to_vec(),
+        };
+        let mut out = Vec::new();
+        for k in every {
+            let windows = match window {
+                [] => vec![self.window_for(k)],
+                given => given.to_vec(),
+            };
+            for w in windows {
+                self.check(k, w, moe_layers)?;
+                out.push(Setting {
+                    every_passes: k,
+                    window_passes: w,
+                    every: self.batches(k, tokens_per_pass, tokens_per_batch),
+                    window: self.batches(w, tokens_per_pass, tokens_per_batch),
+                });
+            }
+        }
+        Ok(out)
+    }
+
     /// The engine's own flags for `every` and `window` (forward passes) on
     /// a model of `moe_layers` MoE layers, `redundant` redundant experts
     /// per layer and the skip threshold.
     ///
     /// ```
-    /// use moeplan::studies::engines::{SGLANG, VLLM, VLLM_ASCEND};
+    /// use moeplan::studies::engines::ENGINES;
+    /// let engine = |n: &str| ENGINES.iter().find(|e| e.name == n).ok_or(moeplan::Error::Argument(n.into()));
     /// assert_eq!(
-    ///     SGLANG.flags(1000, 500, 58, 32, None),
+    ///     engine("sglang")?.flags(1000, 500, 58, 32, None),
     ///     "--enable-eplb --ep-num-redundant-experts 32 --eplb-rebalance-num-iterations 1000 --expert-distribution-recorder-buffer-size 500"
     /// );
-    /// assert!(VLLM.flags(3000, 1000, 58, 32, None).contains(r#""step_interval":3000"#));
-    /// assert!(VLLM_ASCEND.flags(708, 600, 58, 32, None).contains(r#""algorithm_execution_interval":50"#));
+    /// assert!(engine("vllm")?.flags(3000, 1000, 58, 32, None).contains(r#""step_interval":3000"#));
+    /// let ascend = engine("vllm-ascend")?.flags(708, 600, 58, 32, None);
+    /// assert!(ascend.contains(r#""algorithm_execution_interval":50"#));
+    /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn flags(
         &self,
@@ -232,17 +272,38 @@ impl Engine {
 
     /// Trace batches covering `passes` forward passes of `tokens_per_pass`
     /// tokens when a batch holds `tokens_per_batch`: at least one.
-    ///
-    /// ```
-    /// use moeplan::studies::engines::SGLANG;
-    /// assert_eq!(SGLANG.batches(1000, 256, 4096.0), 63); // 256,000 tokens
-    /// assert_eq!(SGLANG.batches(1, 256, 4096.0), 1);
-    /// ```
-    pub fn batches(&self, passes: usize, tokens_per_pass: usize, tokens_per_batch: f64) -> usize {
+    pub(crate) fn batches(
+        &self,
+        passes: usize,
+        tokens_per_pass: usize,
+        tokens_per_batch: f64,
+    ) -> usize {
         if tokens_per_batch <= 0.0 {
             return passes.max(1);
         }
         let b = (passes as f64 * tokens_per_pass as f64 / tokens_per_batch).round();
         (b as usize).max(1)
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    use super::*;
+
+    #[test]
+    fn defaults_checks_and_batches() -> Result<()> {
+        let (sglang, vllm, ascend) = (engine("sglang")?, engine("vllm")?, engine("vllm-ascend")?);
+        assert!(engine("tgi").is_err());
+        assert_eq!(sglang.every_for(58), 1000);
+        assert_eq!(ascend.every_for(58), 708); // 600 + 50 + 58
+        assert_eq!((sglang.window_for(500), vllm.window_for(500)), (500, 1000));
+        assert!(sglang.check(1000, 1000, 58).is_ok());
+        assert!(sglang.check(1, 16, 58).is_err());
+        assert!(vllm.check(1, 16, 58).is_ok()); // vLLM asserts no order
+        assert!(ascend.check(600 + 58, 600, 58).is_err()); // no pass left to plan in
+        assert_eq!(sglang.batches(1000, 256, 4096.0), 63); // 256,000 tokens
+        assert_eq!(sglang.batches(1, 256, 4096.0), 1);
+        Ok(())
     }
 }
