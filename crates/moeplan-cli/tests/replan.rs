@@ -427,23 +427,22 @@ fn engine_trace() -> String {
     p
 }
 
+/// `replay` of `trace` on 2 × 4 GPUs with `--engine engine`.
+fn engine_args<'a>(trace: &'a str, engine: &'a str) -> Vec<&'a str> {
+    let cluster = ["--nodes", "2", "--gpus-per-node", "4"];
+    let mut args = vec!["replay", "--trace", trace];
+    args.extend(cluster);
+    args.extend(["--engine", engine]);
+    args
+}
+
 /// `--engine sglang`: a setting SGLang refuses (interval below the window)
 /// exits 2 with one line naming its rule; an accepted one reports K and W
 /// in forward passes and tokens and prints SGLang's own flags.
 #[test]
 fn replay_in_sglangs_knobs() {
     let t = engine_trace();
-    let base = [
-        "replay",
-        "--trace",
-        &t,
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "4",
-        "--engine",
-        "sglang",
-    ];
+    let base = engine_args(&t, "sglang");
     let mut bad = base.to_vec();
     bad.extend(["--every", "1", "--window", "16"]);
     refused(
@@ -543,17 +542,7 @@ fn replay_in_vllms_knobs() {
 #[test]
 fn replay_in_vllm_ascends_knobs() {
     let t = engine_trace();
-    let base = [
-        "replay",
-        "--trace",
-        &t,
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "4",
-        "--engine",
-        "vllm-ascend",
-    ];
+    let base = engine_args(&t, "vllm-ascend");
     let mut bad = base.to_vec();
     bad.extend(["--every", "610", "--window", "600"]);
     refused(
