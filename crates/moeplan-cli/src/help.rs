@@ -154,7 +154,7 @@ fn one_line(a: Arg, full: bool) -> Arg {
         Some("Planner options") => PLANNER_FLAG_COLUMN,
         _ => FLAG_COLUMN,
     };
-    let room = COLUMNS - column - default_tail - bracket;
+    let room = COLUMNS.saturating_sub(column + default_tail + bracket);
     // The values when they leave the text room for its first words.
     let values_tail = match () {
         _ if values.is_empty() || !a.get_action().takes_values() => String::new(),
