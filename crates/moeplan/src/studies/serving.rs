@@ -257,16 +257,17 @@ pub fn serve(
     let mut replans = Vec::new();
     // A plan's balancedness on a window under the rule served: what the
     // gate (`min_balancedness`, SGLang's utilisation threshold) reads.
+    // The trace's model, chosen once: the gate's replays and, unpriced, the run's.
+    let pairs_cost = crate::judge::ModelChoice::choose(None, trace)?.cost();
     let balance_on = |window: &LoadTrace, plan: &Plan| -> Result<f64> {
         if serving.rule == Rule::Even {
             return Ok(crate::evaluate(window, plan)?.balancedness);
         }
         let work = Workload::new(window.clone());
-        let cost = crate::judge::ModelChoice::choose(None, trace)?.cost();
         let r = crate::judge::simulate_pairs(
             &work,
             &Strategy::fixed(plan.clone(), serving.rule),
-            &cost,
+            &pairs_cost,
         )?;
         Ok(r.balancedness)
     };
@@ -309,8 +310,8 @@ pub fn serve(
             ..CostModel::for_model(&p.model)
         },
         // The one choice every judgement makes: the trace's model, else
-        // DeepSeek-V3 (`judge::ModelChoice`).
-        None => crate::judge::ModelChoice::choose(None, trace)?.cost(),
+        // DeepSeek-V3 (`judge::ModelChoice`), as the gate's.
+        None => pairs_cost,
     };
     let run_strategy = Strategy {
         placement: Placement::Schedule(segments),
