@@ -65,12 +65,12 @@ impl Source {
     }
 }
 
-/// Tokens in each batch of a generated trace with token routes. At 128 a
-/// batch put 16 (token, expert) pairs on each of the default's 64 GPUs and
-/// the previous batch predicted the next one no better than chance (Libra
-/// 0.36 against the base's 0.55 on 8 × 8); at 512 it comes close (0.430
-/// against 0.435: its 8 ranks on 64 GPUs keep pairs local on 8 of them,
-/// docs/libra.md) and the default's routes are 61 MB. The per-batch
+/// Tokens in each batch of a generated trace with token routes, dealt to
+/// the 8 ranks in equal shares. At 128 a batch put 16 (token, expert)
+/// pairs on each of the default's 64 GPUs and the previous batch predicted
+/// the next one no better than chance (Libra 0.36 against the base's 0.55
+/// on 8 × 8); at 512 Libra's previous batch reaches 0.650 against the
+/// base's 0.439 (docs/libra.md) and the default's routes are 61 MB. The per-batch
 /// work does not grow with tokens (each source's counts are summed first);
 /// generating and GRACE's affinity do (0.6 s natively for 64 batches).
 pub const TOKENS_PER_BATCH: usize = 512;

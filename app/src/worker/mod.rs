@@ -482,8 +482,12 @@ fn load(
         } => {
             progress("generating the token routes");
             let p = model::preset(preset).map_err(|e| e.to_string())?;
+            // Each batch's tokens dealt to the ranks in equal shares, as an
+            // engine's scheduler gives them (whole sequences would put a
+            // 512-token batch on 2 of the 8 ranks).
             let cfg = TokenGenConfig {
                 seed: (*seed).into(),
+                batch_tokens: TOKENS_PER_BATCH,
                 ..TokenGenConfig::new(p, batches.saturating_mul(TOKENS_PER_BATCH))
             };
             let t = generate_tokens(&cfg).map_err(|e| e.to_string())?;

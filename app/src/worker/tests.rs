@@ -290,6 +290,35 @@ fn budget_change_keeps_the_workspace_and_changes_craft() {
     assert!(v5.placement.is_some());
 }
 
+/// The page's route default deals each batch's tokens to its ranks in
+/// equal shares, as an engine's scheduler does: every rank within 10 % of
+/// the batch's mean (whole 256-token sequences put a 512-token batch on 2
+/// of the 8 ranks, at 4× the mean).
+#[test]
+fn the_route_default_deals_every_batch_evenly() {
+    let source = Source::generated(&crate::settings::Settings::default());
+    assert!(matches!(source, Source::Generate { routes: true, .. }));
+    let (work, _) = load(&source, None, &mut |_| {}).expect("the default loads");
+    let tokens = work.tokens().expect("token routes");
+    let ranks = 8;
+    let mut batches = 0;
+    for batch in tokens.source_rank().chunks(TOKENS_PER_BATCH) {
+        let mut held = vec![0usize; ranks];
+        for &r in batch {
+            held[r as usize] += 1;
+        }
+        let mean = batch.len() as f64 / ranks as f64;
+        for h in held {
+            assert!(
+                (h as f64 - mean).abs() <= 0.1 * mean,
+                "batch {batches}: {h} against {mean}"
+            );
+        }
+        batches += 1;
+    }
+    assert_eq!(batches, work.trace().num_batches());
+}
+
 /// Generated DeepSeek-V2-Lite token routes, 2 batches.
 fn v2lite_routes() -> Source {
     Source::Generate {

@@ -456,7 +456,7 @@ pub struct ReplayArgs {
     pub planner: PlannerArgs<{ uses::ALL }>,
     /// The engine that serves: K and W in its unit (forward passes), its
     /// defaults, its refusals, its move, and the best setting printed as its
-    /// own flags (sglang, vllm, vllm-ascend).
+    /// own flags (sglang, vllm, vllm-ascend, trtllm).
     #[arg(long, value_parser = engine_names())]
     pub engine: Option<String>,
     /// Tokens one forward pass serves over the cluster, with --engine: what

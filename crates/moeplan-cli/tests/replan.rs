@@ -564,3 +564,52 @@ fn replay_in_vllm_ascends_knobs() {
         "{flags}"
     );
 }
+
+/// `--engine trtllm`: a layer re-plans every ⌈L / layer_updates_per_iter⌉
+/// passes (OLMoE's 16 layers one a pass: 16 groups, equal, so 17 passes),
+/// so an interval no setting gives is refused with the nearest; its
+/// statistics decay (no window to set, modelled as 20 passes) and it has
+/// no skip threshold; the answer is its load balancer's YAML, and its
+/// move comes from host memory in the background.
+#[test]
+fn replay_in_tensorrt_llms_knobs() {
+    let t = engine_trace();
+    let base = engine_args(&t, "trtllm");
+    let mut bad = base.to_vec();
+    bad.extend(["--every", "10"]);
+    refused(&bad, "no setting gives K = 10; the nearest are 9, 6, 5");
+    let mut bad = base.to_vec();
+    bad.extend(["--window", "30"]);
+    refused(&bad, "TensorRT-LLM keeps no window to set");
+    let mut bad = base.to_vec();
+    bad.extend(["--replan-below", "0.9"]);
+    refused(&bad, "TensorRT-LLM has no skip threshold");
+    let mut ok = base.to_vec();
+    ok.extend([
+        "--every",
+        "17,9",
+        "--tokens-per-pass",
+        "1024",
+        "--hardware",
+        "h100-ib-ndr",
+        "--json",
+    ]);
+    let v = json_of(&ok);
+    let e = &v["engine"];
+    assert_eq!(e["transfer"], "host-in-background");
+    // 17 passes of 1,024 tokens on 4,096-token batches: 4 batches; W 20: 5
+    assert_eq!(
+        e["settings"][0],
+        serde_json::json!({"every_passes": 17, "window_passes": 20, "every": 4, "window": 5})
+    );
+    let flags = e["best"]["flags"].as_str().unwrap();
+    let k = e["best"]["every_passes"].as_u64().unwrap();
+    let u = if k == 17 { 1 } else { 2 };
+    assert!(
+        flags.contains(&format!(
+            "load_balancer: {{num_slots: 72, layer_updates_per_iter: {u}}}"
+        )),
+        "{flags}"
+    );
+    assert_eq!(v["migrate"], "fresh");
+}

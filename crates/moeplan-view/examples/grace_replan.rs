@@ -27,6 +27,7 @@ fn main() -> Result<(), moeplan::Error> {
     let p = model::preset(&preset)?;
     let cfg = TokenGenConfig {
         seed: 7,
+        batch_tokens: 128, // dealt as the page deals them
         ..TokenGenConfig::new(p, 64 * 128)
     };
     let t0 = Instant::now();

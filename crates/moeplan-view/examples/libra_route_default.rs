@@ -51,6 +51,7 @@ fn main() -> ExitCode {
 fn run() -> Result<(), moeplan::Error> {
     let cfg = TokenGenConfig {
         seed: SEED,
+        batch_tokens: TOKENS_PER_BATCH,
         ..TokenGenConfig::new(model::preset("deepseek-v3")?, BATCHES * TOKENS_PER_BATCH)
     };
     let work = Workload::from_tokens(generate_tokens(&cfg)?, TOKENS_PER_BATCH)?;

@@ -17,6 +17,7 @@ fn main() -> Result<(), moeplan::Error> {
     let p = model::preset("deepseek-v3")?;
     let cfg = TokenGenConfig {
         seed: 7u32.into(),
+        batch_tokens: 512, // dealt as the page deals them
         ..TokenGenConfig::new(p, 64 * 512)
     };
     let work = Workload::from_tokens(generate_tokens(&cfg)?, 512)?;

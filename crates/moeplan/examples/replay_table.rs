@@ -175,6 +175,7 @@ fn run() -> Result<(), String> {
                         window: w,
                         min_balancedness: None,
                         migrate: Migrate::Relabel,
+                        transfer: Default::default(),
                         rule: Rule::Even,
                         start,
                         // Libra once per window: its copies do not depend on K
@@ -229,6 +230,7 @@ fn run() -> Result<(), String> {
                 window: 16,
                 min_balancedness,
                 migrate,
+                transfer: Default::default(),
                 rule: Rule::Even,
                 start: 0,
                 libra: false,

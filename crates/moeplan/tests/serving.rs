@@ -22,6 +22,7 @@ fn knobs(every: usize, window: usize, migrate: Migrate) -> Serving {
         window,
         min_balancedness: None,
         migrate,
+        transfer: Default::default(),
         rule: Rule::Even,
         start: 0,
         libra: false,

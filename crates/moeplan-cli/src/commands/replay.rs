@@ -5,7 +5,7 @@
 use moeplan::Topology;
 use moeplan::planners::Goal;
 use moeplan::studies::engines::{self, Engine};
-use moeplan::studies::serving::{Migrate, Serving, ServingReport, serve};
+use moeplan::studies::serving::{Migrate, Serving, ServingReport, Transfer, serve};
 use serde_json::json;
 
 use super::with_pricing;
@@ -85,6 +85,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         window,
         min_balancedness: args.replan_below,
         migrate,
+        transfer: engine.map_or(Transfer::Pause, |e| e.transfer),
         rule: args.judge.dispatch,
         libra: false,
     };
@@ -226,6 +227,7 @@ impl Units {
                     moe_layers,
                     tokens_per_pass,
                     tokens_per_batch,
+                    args.replan_below,
                 )?;
                 (
                     settings
@@ -315,7 +317,14 @@ impl Units {
         Some((
             k,
             w,
-            e.flags(k, w, self.moe_layers, redundant, args.replan_below),
+            e.flags(
+                k,
+                w,
+                self.moe_layers,
+                trace.num_experts(),
+                redundant,
+                args.replan_below,
+            ),
         ))
     }
 
@@ -354,6 +363,7 @@ impl Units {
         let best = self.best(machines_runs, args, trace, topology);
         json!({
             "name": e.name,
+            "transfer": e.transfer.name(),
             "tokens_per_pass": self.tokens_per_pass,
             "tokens_per_batch": self.tokens_per_batch,
             "settings": self.asked.iter().zip(&self.batches).map(|(&(k, w), &(kb, wb))| json!({

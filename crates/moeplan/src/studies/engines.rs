@@ -28,15 +28,27 @@
 //!   layers; the replay charges it once. Set through
 //!   `--additional-config '{"eplb_config": …}'` with `DYNAMIC_EPLB=true`.
 //!
-//! TensorRT-LLM's online balancer updates from per-iteration statistics:
-//! not modelled here yet.
+//! - TensorRT-LLM's online balancer
+//!   (`cpp/tensorrt_llm/runtime/moeLoadBalancer/moeLoadBalancer.cpp`,
+//!   `kernels/moeLoadBalance/moeLoadBalanceKernels.h`): `layer_updates_per_iter`
+//!   `u` layers re-plan each pass, so a layer re-plans every
+//!   `⌈L / u⌉` passes (one pass more when the layer groups come out equal,
+//!   `generateUpdatePlan`); that cycle is `K`, and only the cycles some `u`
+//!   gives are accepted. Its statistics are a moving average decaying by
+//!   0.95 a pass (`MoeLoadBalanceStatisticInfo::decayFactor`), not a window
+//!   one sets: modelled as the average's mass, `W` = 1 / (1 − 0.95) = 20
+//!   passes. It places afresh (replication by a max-heap, then the least
+//!   loaded rank with a free slot: EPLB's shape without groups) and copies
+//!   weights from host memory on a background thread while serving goes on
+//!   ([`Transfer::HostInBackground`]). Set through `moe_config.load_balancer`
+//!   in `--extra_llm_api_options`.
 //!
 //! Complexity: constant per call.
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::studies::serving::Migrate;
+use crate::studies::serving::{Migrate, Transfer};
 
 /// One engine's re-planning knobs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -52,6 +64,8 @@ pub struct Engine {
     window_default: usize,
     /// The move it makes.
     pub migrate: Migrate,
+    /// Where the move's copies come from and whether serving waits.
+    pub transfer: Transfer,
     kind: Kind,
 }
 
@@ -60,6 +74,21 @@ enum Kind {
     Sglang,
     Vllm,
     VllmAscend,
+    Trtllm,
+}
+
+/// TensorRT-LLM's statistics decay per pass
+/// (`MoeLoadBalanceStatisticInfo::decayFactor`, moeLoadBalanceKernels.h).
+const TRTLLM_DECAY: f64 = 0.95;
+
+/// The passes between two re-plans of one layer when `u` of the model's
+/// `layers` MoE layers update each pass (TensorRT-LLM's
+/// `MoeLoadBalancer::generateUpdatePlan`: `⌈L / u⌉` groups, layer `l` in
+/// group `l mod` that, and one empty pass more when the first and last
+/// groups are the same size).
+fn trtllm_cycle(layers: usize, u: usize) -> usize {
+    let groups = layers.div_ceil(u.max(1)).max(1);
+    groups + usize::from(layers.is_multiple_of(groups))
 }
 
 /// SGLang's EPLB manager.
@@ -71,6 +100,7 @@ pub(crate) const SGLANG: Engine = Engine {
     every_default: 1000,
     window_default: 1000,
     migrate: Migrate::Fresh,
+    transfer: Transfer::Pause,
     kind: Kind::Sglang,
 };
 
@@ -82,6 +112,7 @@ pub(crate) const VLLM: Engine = Engine {
     every_default: 3000,
     window_default: 1000,
     migrate: Migrate::Fresh,
+    transfer: Transfer::Pause,
     kind: Kind::Vllm,
 };
 
@@ -96,11 +127,26 @@ pub(crate) const VLLM_ASCEND: Engine = Engine {
     every_default: 650,
     window_default: 600,
     migrate: Migrate::Fresh,
+    transfer: Transfer::Pause,
     kind: Kind::VllmAscend,
 };
 
+/// TensorRT-LLM's online balancer. Its interval is the layer-update cycle
+/// for `layer_updates_per_iter` 1 (`Engine::every_for`); its window the
+/// decaying average's mass.
+pub(crate) const TRTLLM: Engine = Engine {
+    name: "trtllm",
+    display: "TensorRT-LLM",
+    every_default: 0,
+    // 1 / (1 − decay) passes: the weight the moving average gives the past.
+    window_default: 20,
+    migrate: Migrate::Fresh,
+    transfer: Transfer::HostInBackground,
+    kind: Kind::Trtllm,
+};
+
 /// Every engine `--engine` knows.
-pub const ENGINES: &[Engine] = &[SGLANG, VLLM, VLLM_ASCEND];
+pub const ENGINES: &[Engine] = &[SGLANG, VLLM, VLLM_ASCEND, TRTLLM];
 
 /// The engine named `name` (the CLI's value parser lists [`ENGINES`]).
 #[cfg(test)]
@@ -108,7 +154,7 @@ pub(crate) fn engine(name: &str) -> Result<&'static Engine> {
     ENGINES.iter().find(|e| e.name == name).ok_or_else(|| {
         let names: Vec<&str> = ENGINES.iter().map(|e| e.name).collect();
         Error::Argument(format!(
-            "unknown engine {name:?}; known: {} (TensorRT-LLM's online balancer is not modelled yet)",
+            "unknown engine {name:?}; known: {}",
             names.join(", ")
         ))
     })
@@ -134,8 +180,16 @@ impl Engine {
     pub(crate) fn every_for(&self, moe_layers: usize) -> usize {
         match self.kind {
             Kind::VllmAscend => self.every_default + moe_layers,
+            Kind::Trtllm => trtllm_cycle(moe_layers, 1),
             _ => self.every_default,
         }
+    }
+
+    /// TensorRT-LLM's `layer_updates_per_iter` whose cycle is `every`
+    /// passes on `moe_layers` layers: the smallest such, the fewest layers
+    /// copying in one pass for the same cycle.
+    fn trtllm_updates(every: usize, moe_layers: usize) -> Option<usize> {
+        (1..=moe_layers.max(1)).find(|&u| trtllm_cycle(moe_layers, u) == every)
     }
 
     /// The window the engine uses when only the interval `every` is set:
@@ -143,7 +197,7 @@ impl Engine {
     pub(crate) fn window_for(&self, every: usize) -> usize {
         match self.kind {
             Kind::Sglang => every,
-            Kind::Vllm | Kind::VllmAscend => self.window_default,
+            Kind::Vllm | Kind::VllmAscend | Kind::Trtllm => self.window_default,
         }
     }
 
@@ -165,6 +219,29 @@ impl Engine {
                 window + moe_layers + 1
             )));
         }
+        if self.kind == Kind::Trtllm {
+            if window != self.window_default {
+                return Err(Error::Argument(format!(
+                    "TensorRT-LLM keeps no window to set: its statistics decay by {TRTLLM_DECAY} a pass \
+                     (MoeLoadBalanceStatisticInfo::decayFactor), modelled as W = {} passes, not {window}",
+                    self.window_default
+                )));
+            }
+            if Self::trtllm_updates(every, moe_layers).is_none() {
+                let mut cycles: Vec<usize> = (1..=moe_layers.max(1))
+                    .map(|u| trtllm_cycle(moe_layers, u))
+                    .collect();
+                cycles.dedup();
+                cycles.sort_by_key(|c| c.abs_diff(every));
+                let near: Vec<String> = cycles.iter().take(3).map(|c| c.to_string()).collect();
+                return Err(Error::Argument(format!(
+                    "TensorRT-LLM re-plans a layer every ⌈{moe_layers} / layer_updates_per_iter⌉ \
+                     passes (one more when its layer groups come out equal): no setting gives K = \
+                     {every}; the nearest are {}",
+                    near.join(", ")
+                )));
+            }
+        }
         if self.kind == Kind::Sglang && every < window {
             return Err(Error::Argument(format!(
                 "SGLang refuses --eplb-rebalance-num-iterations {every} below \
@@ -179,18 +256,20 @@ impl Engine {
     /// is the engine's default, SGLang's window its interval), each refused
     /// as the engine would refuse it, in passes and in batches of
     /// `tokens_per_batch` tokens when a pass serves `tokens_per_pass`; the
-    /// model has `moe_layers` MoE layers.
+    /// model has `moe_layers` MoE layers. A skip threshold (`gate`) is
+    /// refused where the engine has none (only SGLang's has).
     ///
     /// ```
     /// use moeplan::studies::engines::ENGINES;
     /// let sglang = ENGINES.iter().find(|e| e.name == "sglang").unwrap();
-    /// let s = sglang.settings(&[], &[], 58, 1024, 4096.0)?;
+    /// let s = sglang.settings(&[], &[], 58, 1024, 4096.0, None)?;
     /// assert_eq!((s[0].every_passes, s[0].window_passes), (1000, 1000)); // the window follows
     /// assert_eq!((s[0].every, s[0].window), (250, 250)); // 1,024,000 tokens
-    /// let e = sglang.settings(&[1], &[16], 58, 1024, 4096.0).unwrap_err().to_string();
+    /// let e = sglang.settings(&[1], &[16], 58, 1024, 4096.0, None).unwrap_err().to_string();
     /// assert!(e.contains("--eplb-rebalance-num-iterations 1 below"), "{e}");
     /// let ascend = ENGINES.iter().find(|e| e.name == "vllm-ascend").unwrap();
-    /// assert_eq!(ascend.settings(&[], &[], 58, 4096, 4096.0)?[0].every_passes, 708); // 600 + 50 + 58
+    /// assert_eq!(ascend.settings(&[], &[], 58, 4096, 4096.0, None)?[0].every_passes, 708); // 600 + 50 + 58
+    /// assert!(ascend.settings(&[], &[], 58, 4096, 4096.0, Some(0.9)).is_err()); // no gate to set
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn settings(
@@ -200,7 +279,15 @@ impl Engine {
         moe_layers: usize,
         tokens_per_pass: usize,
         tokens_per_batch: f64,
+        gate: Option<f64>,
     ) -> Result<Vec<Setting>> {
+        if gate.is_some() && self.kind != Kind::Sglang {
+            return Err(Error::Argument(format!(
+                "{} has no skip threshold to set (SGLang's \
+                 --eplb-min-rebalancing-utilization-threshold is the one engine gate): drop --replan-below",
+                self.display
+            )));
+        }
         let every = match every {
             [] => vec![self.every_for(moe_layers)],
             given => given.to_vec(),
@@ -225,19 +312,23 @@ impl Engine {
     }
 
     /// The engine's own flags for `every` and `window` (forward passes) on
-    /// a model of `moe_layers` MoE layers, `redundant` redundant experts
-    /// per layer and the skip threshold.
+    /// a model of `moe_layers` MoE layers of `experts` experts, `redundant`
+    /// redundant experts per layer and the skip threshold (SGLang's; the
+    /// others have none).
     ///
     /// ```
     /// use moeplan::studies::engines::ENGINES;
     /// let engine = |n: &str| ENGINES.iter().find(|e| e.name == n).ok_or(moeplan::Error::Argument(n.into()));
     /// assert_eq!(
-    ///     engine("sglang")?.flags(1000, 500, 58, 32, None),
+    ///     engine("sglang")?.flags(1000, 500, 58, 256, 32, None),
     ///     "--enable-eplb --ep-num-redundant-experts 32 --eplb-rebalance-num-iterations 1000 --expert-distribution-recorder-buffer-size 500"
     /// );
-    /// assert!(engine("vllm")?.flags(3000, 1000, 58, 32, None).contains(r#""step_interval":3000"#));
-    /// let ascend = engine("vllm-ascend")?.flags(708, 600, 58, 32, None);
+    /// assert!(engine("vllm")?.flags(3000, 1000, 58, 256, 32, None).contains(r#""step_interval":3000"#));
+    /// let ascend = engine("vllm-ascend")?.flags(708, 600, 58, 256, 32, None);
     /// assert!(ascend.contains(r#""algorithm_execution_interval":50"#));
+    /// // 58 layers, 2 a pass: 29 groups of 2, equal, so a 30-pass cycle
+    /// let trt = engine("trtllm")?.flags(30, 20, 58, 256, 32, None);
+    /// assert!(trt.contains("num_slots: 288, layer_updates_per_iter: 2"), "{trt}");
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn flags(
@@ -245,6 +336,7 @@ impl Engine {
         every: usize,
         window: usize,
         moe_layers: usize,
+        experts: usize,
         redundant: usize,
         gate: Option<f64>,
     ) -> String {
@@ -266,6 +358,11 @@ impl Engine {
             Kind::VllmAscend => format!(
                 "DYNAMIC_EPLB=true; --additional-config '{{\"eplb_config\":{{\"dynamic_eplb\":true,\"expert_heat_collection_interval\":{window},\"algorithm_execution_interval\":{},\"num_redundant_experts\":{redundant}}}}}'",
                 every.saturating_sub(window + moe_layers).max(1)
+            ),
+            Kind::Trtllm => format!(
+                "--extra_llm_api_options extra.yaml, extra.yaml holding: moe_config: {{backend: WIDEEP, load_balancer: {{num_slots: {}, layer_updates_per_iter: {}}}}}",
+                experts + redundant,
+                Self::trtllm_updates(every, moe_layers).unwrap_or(1)
             ),
         }
     }
@@ -302,6 +399,25 @@ mod examples {
         assert!(sglang.check(1, 16, 58).is_err());
         assert!(vllm.check(1, 16, 58).is_ok()); // vLLM asserts no order
         assert!(ascend.check(600 + 58, 600, 58).is_err()); // no pass left to plan in
+        let trt = engine("trtllm")?;
+        assert_eq!(trt.every_for(58), 59); // 58 groups of one, equal: one empty pass
+        assert_eq!(trt.every_for(61), 62);
+        assert_eq!(
+            (
+                trtllm_cycle(58, 3),
+                trtllm_cycle(58, 58),
+                trtllm_cycle(7, 2)
+            ),
+            (20, 2, 4)
+        );
+        assert!(trt.check(59, 20, 58).is_ok() && trt.check(20, 20, 58).is_ok());
+        let e = trt.check(45, 20, 58).unwrap_err().to_string();
+        assert!(
+            e.contains("no setting gives K = 45") && e.contains("nearest"),
+            "{e}"
+        );
+        assert!(trt.check(59, 100, 58).is_err()); // no window to set
+        assert_eq!(Engine::trtllm_updates(30, 58), Some(2));
         assert_eq!(sglang.batches(1000, 256, 4096.0), 63); // 256,000 tokens
         assert_eq!(sglang.batches(1, 256, 4096.0), 1);
         Ok(())

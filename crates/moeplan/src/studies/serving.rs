@@ -64,6 +64,49 @@ impl Migrate {
     }
 }
 
+/// Where a move's copies come from, and whether serving waits for them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transfer {
+    /// GPU to GPU, serving paused until the last copy lands (SGLang,
+    /// vLLM, vllm-ascend as moeplan charges them): the pause is
+    /// [`Migration::time_us`].
+    #[default]
+    Pause,
+    /// From host memory (every expert's weights kept there), on a
+    /// background thread a few layers a pass while serving goes on
+    /// (TensorRT-LLM's online balancer): each GPU's new copies over a
+    /// PCIe 5.0 x16 host link, and only what the MoE time of the batches
+    /// served until the next re-plan does not cover is a pause.
+    HostInBackground,
+}
+
+impl Transfer {
+    /// Its name in reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Transfer::Pause => "pause",
+            Transfer::HostInBackground => "host-in-background",
+        }
+    }
+}
+
+/// A host link's rate, GB/s: PCIe 5.0 x16 per direction (the H100/H200
+/// hosts TensorRT-LLM's PCIe path serves; `libra::time_model` cites it).
+const HOST_GB_PER_S: f64 = crate::planners::libra::time_model::PCIE5_GB_PER_S;
+
+/// The busiest GPU's time to take its new copies from host memory, µs.
+fn host_time_us(m: &Migration, expert_bytes: f64) -> f64 {
+    let received = m
+        .per_gpu_intra_node
+        .iter()
+        .zip(&m.per_gpu_inter_node)
+        .map(|(a, b)| a + b)
+        .max()
+        .unwrap_or(0);
+    received as f64 * expert_bytes / (HOST_GB_PER_S * 1e3)
+}
+
 /// The serving loop's knobs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Serving {
@@ -76,6 +119,8 @@ pub struct Serving {
     pub min_balancedness: Option<f64>,
     /// How a re-plan reaches the GPUs.
     pub migrate: Migrate,
+    /// Where its copies come from and whether serving waits.
+    pub transfer: Transfer,
     /// The dispatch rule serving every batch.
     pub rule: Rule,
     /// The first batch served (at least `window`; 0: `window`): runs with
@@ -193,7 +238,7 @@ pub struct LibraServed {
 /// use moeplan::planners::{eplb, Settings};
 /// use moeplan::{judge::Rule, synth::generator, data::model, Topology};
 /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 12))?;
-/// let s = Serving { every: 4, window: 4, min_balancedness: None, migrate: Migrate::Relabel, rule: Rule::Even, start: 0, libra: false };
+/// let s = Serving { every: 4, window: 4, min_balancedness: None, migrate: Migrate::Relabel, transfer: Default::default(), rule: Rule::Even, start: 0, libra: false };
 /// let r = serve(&t, Topology::new(1, 8)?, eplb::ID.planner()?, &Settings::new(), s, None)?;
 /// assert_eq!(r.served_batches, 8);
 /// assert_eq!(r.replans.len(), 1); // at batch 8, on batches 4..8
@@ -296,7 +341,14 @@ pub fn serve(
             window_balancedness_before: before,
             window_balancedness_after: balance_on(&window, &next)?,
             skipped: false,
-            pause_us: hardware.zip(expert_bytes).map(|(h, b)| m.time_us(h, b)),
+            // In the background the pause is what the serving after it
+            // does not cover: set once the run is replayed, below.
+            pause_us: hardware
+                .zip(expert_bytes)
+                .map(|(h, b)| match serving.transfer {
+                    Transfer::Pause => m.time_us(h, b),
+                    Transfer::HostInBackground => host_time_us(&m, b),
+                }),
             migration: m,
         });
         segments.push((start - s0..at - s0, std::mem::replace(&mut served, next)));
@@ -347,6 +399,11 @@ pub fn serve(
         })
     };
     let (per_batch_moe_us, static_per_batch_moe_us) = (moe(&run), moe(&kept));
+    if serving.transfer == Transfer::HostInBackground
+        && let Some(per_batch) = &per_batch_moe_us
+    {
+        hide_under_serving(&mut replans, per_batch, s0);
+    }
     let libra = if serving.libra {
         Some(libra_on(
             trace,
@@ -385,6 +442,30 @@ pub fn serve(
         total_us,
         libra,
     })
+}
+
+/// A background move's copy time, less the MoE time of the batches served
+/// from its re-plan to the next (the batches from `first` on are
+/// `per_batch`): the pause serving sees.
+fn hide_under_serving(replans: &mut [Replan], per_batch: &[f64], first: usize) {
+    let moved: Vec<usize> = replans
+        .iter()
+        .filter(|r| !r.skipped)
+        .map(|r| r.at_batch)
+        .collect();
+    for r in replans.iter_mut().filter(|r| !r.skipped) {
+        let next = moved
+            .iter()
+            .find(|&&b| b > r.at_batch)
+            .copied()
+            .unwrap_or(first + per_batch.len());
+        let covered: f64 = per_batch
+            .get(r.at_batch.saturating_sub(first)..next.saturating_sub(first))
+            .map_or(0.0, |b| b.iter().sum());
+        if let Some(p) = r.pause_us.as_mut() {
+            *p = (*p - covered).max(0.0);
+        }
+    }
 }
 
 /// See [`ServingReport::payback_batches`].

@@ -9,8 +9,13 @@
 //! from a mixture: its topic's experts with weight `c` (the cohesion), all
 //! experts with `1 − c`, each in proportion to its popularity (the count
 //! generator's, [`crate::synth::generator`]; a fixed point keeps each
-//! expert's expected share at it). Sequence `s` runs on rank `s mod ranks`
-//! ([`TokenTrace::with_sequences_on_ranks`]).
+//! expert's expected share at it). A token's rank is where it sits in its
+//! batch when the batch size is given ([`TokenGenConfig::batch_tokens`]):
+//! each batch's tokens in equal contiguous shares, one per rank, as an
+//! engine's scheduler balances tokens over data-parallel ranks
+//! ([`TokenTrace::with_tokens_dealt_evenly`]); else sequence `s` runs on
+//! rank `s mod ranks` ([`TokenTrace::with_sequences_on_ranks`]). Either way
+//! a rank's topic preferences follow its own tokens.
 //!
 //! Deterministic for a configuration and seed (ChaCha8: one stream for the
 //! ranks and topics, one per layer, so the `parallel` feature's per-layer
@@ -90,8 +95,15 @@ pub struct TokenGenConfig {
     pub rank_skew: f64,
     /// Chance a token's topic latent carries to the next layer, in `[0, 1]`.
     pub layer_stickiness: f64,
-    /// Tokens per sequence; sequence `s` runs on rank `s mod ranks`.
+    /// Tokens per sequence; sequence `s` runs on rank `s mod ranks` when
+    /// `batch_tokens` is 0.
     pub sequence_tokens: usize,
+    /// Tokens per batch the trace will be cut into; each batch's tokens are
+    /// dealt to the ranks in equal contiguous shares (every rank within one
+    /// token of the batch's mean). 0: whole sequences round-robin, the rule
+    /// the constants were calibrated under (a rank holding a sequence
+    /// holds many times the mean of a small batch).
+    pub batch_tokens: usize,
 }
 
 impl TokenGenConfig {
@@ -116,7 +128,20 @@ impl TokenGenConfig {
             rank_skew: RANK_SKEW,
             layer_stickiness: LAYER_STICKINESS,
             sequence_tokens: SEQUENCE_TOKENS,
+            batch_tokens: 0,
         }
+    }
+
+    /// The data-parallel rank of token `i` (see [`TokenGenConfig::batch_tokens`]).
+    fn rank_of(&self, i: usize) -> usize {
+        if self.batch_tokens == 0 {
+            return (i / self.sequence_tokens) % self.ranks;
+        }
+        let start = i - i % self.batch_tokens;
+        let len = self.batch_tokens.min(self.tokens - start);
+        // floor(j · ranks / len): shares differ by at most one token, as
+        // `TokenTrace::with_tokens_dealt_evenly` deals them.
+        ((i - start) as u128 * self.ranks as u128 / len as u128) as usize
     }
 
     fn check(&self) -> Result<()> {
@@ -231,9 +256,7 @@ pub fn generate_tokens(cfg: &TokenGenConfig) -> Result<TokenTrace> {
             .ok_or_else(|| Error::Trace(format!("layer {li} has no topics")))?;
         layer.route(topics, k, &mut lrng.clone())
     })?;
-    let source_rank = (0..cfg.tokens)
-        .map(|i| ((i / cfg.sequence_tokens) % cfg.ranks) as u32)
-        .collect();
+    let source_rank = (0..cfg.tokens).map(|i| cfg.rank_of(i) as u32).collect();
     let ids = (p.first_moe_layer as u32..p.total_layers as u32).collect();
     TokenTrace::new(experts, ids, routes, source_rank)
 }
@@ -356,7 +379,7 @@ fn assign_topics(
     let pick = |cum: &[f64], u: f64| cum.partition_point(|&x| x <= u).min(t - 1);
     let mut topic_of = vec![vec![0u32; cfg.tokens]; structures.len()];
     for i in 0..cfg.tokens {
-        let rank = (i / cfg.sequence_tokens) % cfg.ranks;
+        let rank = cfg.rank_of(i);
         let span = rank * t..(rank + 1) * t;
         let mut topic = 0;
         for (li, row) in topic_of.iter_mut().enumerate() {
@@ -742,6 +765,47 @@ mod tests {
             let want = w[i] / 10.0;
             assert!((x as f64 / 1e5 - want).abs() < 0.01, "{i}: {x}");
         }
+    }
+
+    /// Dealt by batch, every rank holds its share of each batch (the last,
+    /// shorter one included) and its tokens carry its own topic skew: the
+    /// routes are those of the sequence rule with the ranks moved, not the
+    /// sequence rule's ranks relabelled afterwards.
+    #[test]
+    fn dealt_by_batch_every_rank_holds_its_share() -> Result<()> {
+        let p = crate::data::model::preset("deepseek-v2-lite")?;
+        let (b, ranks) = (512, 8);
+        let cfg = TokenGenConfig {
+            batch_tokens: b,
+            ..TokenGenConfig::new(p, 5 * b + 100)
+        };
+        let t = generate_tokens(&cfg)?;
+        let mut checked = 0;
+        for batch in t.source_rank().chunks(b) {
+            let mut held = vec![0usize; ranks];
+            for &r in batch {
+                held[r as usize] += 1;
+            }
+            let mean = batch.len() as f64 / ranks as f64;
+            assert!(
+                held.iter().all(|&h| (h as f64 - mean).abs() <= 1.0),
+                "{held:?}"
+            );
+            checked += 1;
+        }
+        assert_eq!(checked, 6);
+        let sequences = generate_tokens(&TokenGenConfig {
+            batch_tokens: 0,
+            ..cfg
+        })?;
+        // Same draws, other ranks: some token's topic (so its route) moved.
+        assert!((0..t.num_layers()).any(|l| t.routes(l) != sequences.routes(l)));
+        assert_ne!(t.source_rank(), sequences.source_rank());
+        // Sequences round-robin: a 512-token batch sits on 2 of 8 ranks.
+        let first: std::collections::BTreeSet<u32> =
+            sequences.source_rank()[..b].iter().copied().collect();
+        assert_eq!(first.len(), 2);
+        Ok(())
     }
 
     #[test]
