@@ -1024,6 +1024,37 @@ async function main() {
       check("a window as long as the trace is refused with one visible message",
         /leaves none of the trace's 64 to serve/.test(st.text) && (await visibleErrors(ps)).length === 1, st.text);
       check("the refused replay is not left on screen", (await ps.$("#serving-timeline")) === null);
+      // In an engine's own knobs: K and W in its forward passes (a pass a
+      // trace batch unless told), refused as the engine refuses them, its
+      // flags shown for the setting.
+      await ps.fill("#window", "16");
+      await ps.dispatchEvent("#window", "change");
+      await ps.fill("#every", "8");
+      await ps.dispatchEvent("#every", "change");
+      await ps.waitForFunction(() => document.querySelector("#serving-timeline")?.dataset.every === "8", null, { timeout: 60000 });
+      await ps.selectOption("#engine", "sglang");
+      await ps.waitForFunction(() => document.querySelector("#status")?.classList.contains("error"), null, { timeout: 60000 });
+      const sglangRefuses = await statusOf(ps);
+      check("SGLang's knobs refuse an interval below its window in one visible line",
+        /SGLang refuses --eplb-rebalance-num-iterations 8 below --expert-distribution-recorder-buffer-size 16/.test(sglangRefuses.text)
+          && (await visibleErrors(ps)).length === 1, sglangRefuses.text);
+      await ps.fill("#every", "32");
+      await ps.dispatchEvent("#every", "change");
+      await ps.waitForFunction(() => /--eplb-rebalance-num-iterations 32 --expert-distribution-recorder-buffer-size 16/
+        .test(document.querySelector("#serving-flags")?.textContent ?? ""), null, { timeout: 60000 });
+      const engineLine = await text(ps, "#serving-engine");
+      check("in SGLang's knobs the page says K and W in passes and batches beside its flags",
+        /SGLang knobs: K = 32 and W = 16 forward passes of 512 tokens, 32 and 16 trace batches/.test(engineLine), engineLine);
+      await ps.selectOption("#engine", "vllm");
+      await ps.waitForFunction(() => /--eplb-config '\{"window_size":16,"step_interval":32,/
+        .test(document.querySelector("#serving-flags")?.textContent ?? ""), null, { timeout: 60000 });
+      check("vLLM's knobs give its --eplb-config, and the URL hash names the engine",
+        await ps.waitForFunction(() => /engine=vllm/.test(location.hash), null, { timeout: 60000 }).then(() => true), ps.url());
+      await ps.selectOption("#engine", "trtllm");
+      await ps.waitForFunction(() => document.querySelector("#status")?.classList.contains("error"), null, { timeout: 60000 });
+      const trtRefuses = await statusOf(ps);
+      check("TensorRT-LLM's knobs refuse a window it does not keep", /TensorRT-LLM keeps no window to set/.test(trtRefuses.text),
+        trtRefuses.text);
       check("no page errors (re-planning while serving)", ps.errors.length === 0, ps.errors.join("; "));
       check("no request left localhost (re-planning while serving)", ps.outside.length === 0);
     });

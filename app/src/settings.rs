@@ -10,6 +10,7 @@ use moeplan::data::model;
 use moeplan::planners::{
     EXTRA_EXPERTS_PER_GPU, NONUNIFORMITY, OptionKind, OptionSpec, PREDICTOR, Value,
 };
+use moeplan::studies::engines::ENGINES;
 use moeplan_view::dispatch_rule;
 
 /// The hardware menu's value for a loaded hardware file (no preset has
@@ -100,10 +101,16 @@ pub struct Settings {
     /// Serving with re-planning shown: EPLB re-planned every `every`
     /// batches on the last `window`.
     pub serve: bool,
-    /// The re-plan interval `K`, in batches.
+    /// The re-plan interval `K`, in batches (an engine's forward passes
+    /// when `engine` is set).
     pub every: usize,
-    /// The window `W` each re-plan reads, in batches.
+    /// The window `W` each re-plan reads, in the same unit.
     pub window: usize,
+    /// The engine whose knobs `K` and `W` are (`moeplan replay --engine`'s
+    /// names); empty: trace batches and moeplan's relabelled move.
+    pub engine: String,
+    /// With an engine, tokens a forward pass serves (0: a trace batch).
+    pub tokens_per_pass: usize,
 }
 
 impl Default for Settings {
@@ -133,6 +140,8 @@ impl Default for Settings {
             serve: false,
             every: 16,
             window: 16,
+            engine: String::new(),
+            tokens_per_pass: 0,
         }
     }
 }
@@ -162,6 +171,10 @@ impl Settings {
     /// let k = Settings::from_hash("#every=4&window=8");
     /// assert!(k.serve && !s.serve && (k.every, k.window) == (4, 8));
     /// assert_eq!(Settings::from_hash(&k.to_hash()), k);
+    /// let e = Settings::from_hash("#every=1000&window=500&engine=sglang&tpp=4096");
+    /// assert_eq!((e.engine.as_str(), e.tokens_per_pass), ("sglang", 4096));
+    /// assert_eq!(Settings::from_hash(&e.to_hash()), e);
+    /// assert_eq!(Settings::from_hash("#engine=tgi").engine, "");
     /// ```
     pub fn from_hash(hash: &str) -> Settings {
         let mut s = Settings::default();
@@ -207,6 +220,11 @@ impl Settings {
                     s.window = num().unwrap_or(s.window);
                     s.serve = true
                 }
+                "engine" if ENGINES.iter().any(|e| e.name == v) => {
+                    s.engine = v.to_string();
+                    s.serve = true
+                }
+                "tpp" => s.tokens_per_pass = num().unwrap_or(0),
                 _ => {}
             }
         }
@@ -231,6 +249,12 @@ impl Settings {
         }
         if self.serve {
             libra.push_str(&format!("&every={}&window={}", self.every, self.window));
+            if !self.engine.is_empty() {
+                libra.push_str(&format!("&engine={}", self.engine));
+            }
+            if self.tokens_per_pass > 0 {
+                libra.push_str(&format!("&tpp={}", self.tokens_per_pass));
+            }
         }
         format!(
             "#preset={}&batches={}&seed={}&nodes={}&gpus={}&groups={}&r={}&layer={}&mem={}&rule={}{}",

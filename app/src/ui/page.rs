@@ -7,6 +7,7 @@ use leptos::prelude::*;
 use moeplan::data::hardware;
 use moeplan::data::model::PRESETS;
 use moeplan::planners::PREDICTOR;
+use moeplan::studies::engines::ENGINES;
 use moeplan_view::dispatch_rules;
 
 use crate::charts::{
@@ -383,9 +384,22 @@ pub fn App() -> impl IntoView {
 
 /// Serving with re-planning: shown or not, the interval K and the
 /// window W. K answers alone; a new W (or showing it) brings the sweep.
+/// The largest K, W or tokens a pass the serving controls take (the URL
+/// hash's bound on a number).
+const MAX_KNOB: usize = 1 << 16;
+
 fn serving_controls(ctx: Ctx) -> impl IntoView {
     let (settings, board, status) = (ctx.settings, ctx.board, ctx.status);
     let serve = Memo::new(move |_| settings.with(|s| s.serve));
+    let engine = Memo::new(move |_| settings.with(|s| s.engine.clone()));
+    // K and W count trace batches, or an engine's forward passes
+    let unit = move || {
+        if engine.with(String::is_empty) {
+            "batches"
+        } else {
+            "forward passes"
+        }
+    };
     let knob = move |label: &'static str,
                      id: &'static str,
                      get: fn(&Settings) -> usize,
@@ -393,12 +407,12 @@ fn serving_controls(ctx: Ctx) -> impl IntoView {
                      sweep: bool| {
         let value = Memo::new(move |_| settings.with(get));
         view! {
-            <label for=id>{label}</label>
-            <input id=id type="number" min="1" max="4096" step="1"
+            <label for=id>{move || format!("{label} ({})", unit())}</label>
+            <input id=id type="number" min="1" max=MAX_KNOB step="1"
                 prop:value=move || value.get().to_string()
                 on:change=move |ev| {
                     match event_target_value(&ev).trim().parse::<usize>() {
-                        Ok(v) if (1..=4096).contains(&v) => {
+                        Ok(v) if (1..=MAX_KNOB).contains(&v) => {
                             // a new window changes the whole curve
                             let sweep = sweep || !settings.with_untracked(|s| s.serve);
                             settings.update(|s| {
@@ -407,15 +421,16 @@ fn serving_controls(ctx: Ctx) -> impl IntoView {
                             });
                             ctx.ask_serving(sweep);
                         }
-                        _ => status.set(Status::Error(format!("{label}: a whole number of batches from 1 to 4096"))),
+                        _ => status.set(Status::Error(format!("{label}: a whole number of {} from 1 to {MAX_KNOB}", unit()))),
                     }
                 }/>
         }
     };
+    let per_pass = Memo::new(move |_| settings.with(|s| s.tokens_per_pass));
     view! {
         <section id="serving-controls">
             <h2>"Re-planning while serving"</h2>
-            <p class="hint">"EPLB planned on the first W batches, then again every K batches on the last W, each new plan renumbered onto the GPUs to move the fewest experts (SGLang: --eplb-rebalance-num-iterations and the recorder's window; vLLM: step_interval and window_size)"</p>
+            <p class="hint">"EPLB planned on the first W, then again every K on the last W: in trace batches, each new plan renumbered onto the GPUs to move the fewest experts; or in an engine's own knobs (forward passes), refused as it refuses them, with its own move, and its flags for the setting shown"</p>
             <label class="inline"><input id="serve" type="checkbox" prop:checked=serve
                 on:change=move |ev| {
                     let on = event_target_checked(&ev);
@@ -427,8 +442,36 @@ fn serving_controls(ctx: Ctx) -> impl IntoView {
                         board.serving_sweep.set(None);
                     }
                 }/>" replay serving with re-planning"</label>
-            {knob("K: re-plan every (batches)", "every", |s| s.every, |s, v| s.every = v, false)}
-            {knob("W: on the last (batches)", "window", |s| s.window, |s, v| s.window = v, true)}
+            <label for="engine">"Knobs of"</label>
+            <select id="engine" on:change=move |ev| {
+                settings.update(|s| {
+                    s.engine = event_target_value(&ev);
+                    s.serve = true;
+                });
+                ctx.ask_serving(true);
+            }>
+                <option value="" selected=move || engine.with(String::is_empty)>"moeplan: trace batches, relabelled moves"</option>
+                {ENGINES.iter().map(|e| {
+                    let name = e.name;
+                    view! { <option value=name selected=move || engine.with(|x| x == name)>{e.display}</option> }
+                }).collect_view()}
+            </select>
+            {knob("K: re-plan every", "every", |s| s.every, |s, v| s.every = v, false)}
+            {knob("W: on the last", "window", |s| s.window, |s, v| s.window = v, true)}
+            <Show when=move || !engine.with(String::is_empty)>
+                <label for="tokens-per-pass">"Tokens a forward pass serves (0: a trace batch)"</label>
+                <input id="tokens-per-pass" type="number" min="0" max=MAX_KNOB step="1"
+                    prop:value=move || per_pass.get().to_string()
+                    on:change=move |ev| {
+                        match event_target_value(&ev).trim().parse::<usize>() {
+                            Ok(v) if v <= MAX_KNOB => {
+                                settings.update(|s| s.tokens_per_pass = v);
+                                ctx.ask_serving(true);
+                            }
+                            _ => status.set(Status::Error(format!("tokens a forward pass: a whole number from 0 to {MAX_KNOB}"))),
+                        }
+                    }/>
+            </Show>
         </section>
     }
 }

@@ -143,7 +143,7 @@ impl WorkerState {
                 },
             };
         }
-        if let Some(ask) = req.serving {
+        if let Some(ask) = req.serving.clone() {
             return match self.serving(req, ask) {
                 Ok(view) => Response::Serving {
                     id: req.id,

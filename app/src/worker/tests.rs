@@ -994,8 +994,10 @@ fn serving_replays_the_main_trace_and_leaves_the_plans_alone() {
         every: 2,
         window: 4,
         sweep: true,
+        engine: None,
+        tokens_per_pass: None,
     };
-    let serving = |id, ask, hardware: &str| Request {
+    let serving = |id, ask: ServingAsk, hardware: &str| Request {
         serving: Some(ask),
         hardware: hardware.into(),
         ..req(id, None, None, Some(2))
@@ -1004,27 +1006,82 @@ fn serving_replays_the_main_trace_and_leaves_the_plans_alone() {
         Response::Serving { view, .. } => *view,
         other => panic!("expected a replay, got {other:?}"),
     };
-    let v = view(s.handle(&serving(2, ask, ""), None, || 0.0, |_| {}));
+    let v = view(s.handle(&serving(2, ask.clone(), ""), None, || 0.0, |_| {}));
     let ws = s.workspace.as_ref().unwrap();
     let bytes = model::preset("olmoe").unwrap().expert_bytes() as f64;
+    // a pass a quarter of a batch, for the engine's knobs below
+    let per_pass = moeplan::studies::engines::tokens_per_batch(ws.trace(), 8) / 4.0;
     assert_eq!(
         v,
-        ws.serving(ask, moeplan::judge::Rule::Even, None, bytes)
+        ws.serving(ask.clone(), moeplan::judge::Rule::Even, None, bytes)
             .unwrap()
     );
     assert_eq!((v.first_served, v.replans.len()), (4, 3));
-    assert!(v.sweep.is_some());
+    assert!(v.sweep.is_some() && v.engine.is_none());
     // priced: time and pauses
-    let p = view(s.handle(&serving(3, ask, "h100-ib-ndr"), None, || 0.0, |_| {}));
+    let p = view(s.handle(
+        &serving(3, ask.clone(), "h100-ib-ndr"),
+        None,
+        || 0.0,
+        |_| {},
+    ));
     assert!(p.total_ms.is_some() && p.replans.iter().all(|m| m.pause_ms.is_some()));
     // a window leaving nothing to serve: one line, the plans kept
-    let bad = ServingAsk { window: 12, ..ask };
+    let bad = ServingAsk {
+        window: 12,
+        ..ask.clone()
+    };
     match s.handle(&serving(4, bad, ""), None, || 0.0, |_| {}) {
         Response::Error { message, .. } => {
             assert!(message.contains("leaves none"), "{message}")
         }
         other => panic!("{other:?}"),
     }
+    // In SGLang's knobs: passes, its refusal in one line, its move, its
+    // flags.
+    let sglang = |every, window| ServingAsk {
+        every,
+        window,
+        sweep: true,
+        engine: Some("sglang".into()),
+        tokens_per_pass: Some(per_pass.round() as usize),
+    };
+    match s.handle(&serving(5, sglang(4, 8), ""), None, || 0.0, |_| {}) {
+        Response::Error { message, .. } => {
+            assert!(message.contains("SGLang refuses"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = view(s.handle(&serving(6, sglang(8, 8), ""), None, || 0.0, |_| {}));
+    let knobs = e.engine.as_ref().expect("the engine's knobs");
+    assert_eq!((e.every, e.window), (8, 8));
+    assert_eq!((knobs.every_batches, knobs.window_batches), (2, 2));
+    assert!(
+        knobs.flags.contains(
+            "--eplb-rebalance-num-iterations 8 --expert-distribution-recorder-buffer-size 8"
+        ),
+        "{}",
+        knobs.flags
+    );
+    // its move is a fresh plan, which moves at least what relabelling does
+    let relabelled = view(s.handle(
+        &serving(
+            7,
+            ServingAsk {
+                every: 2,
+                window: 2,
+                ..ask.clone()
+            },
+            "",
+        ),
+        None,
+        || 0.0,
+        |_| {},
+    ));
+    assert!(e.copies_moved >= relabelled.copies_moved);
+    // the sweep's intervals in passes, none the engine refuses (K ≥ W)
+    let sweep = e.sweep.expect("a sweep");
+    assert!(sweep.iter().any(|p| p.every == 8) && sweep.iter().all(|p| p.every >= 8));
     assert_eq!(summary(&mut s), before);
 }
 

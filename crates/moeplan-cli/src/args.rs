@@ -480,14 +480,23 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "B")]
     pub replan_below: Option<f64>,
     /// How a re-plan reaches the GPUs: the new plan as numbered, relabelled
-    /// onto the served one's GPUs, or the served plan adjusted
-    /// (--max-moved-experts per re-plan); default relabel, with --engine
-    /// the engine's own move (fresh).
-    #[arg(long, value_parser = ["fresh", "relabel", "incremental"])]
+    /// onto the served one's GPUs, the served plan adjusted
+    /// (--max-moved-experts per re-plan), or only the layers below a gate
+    /// moved under a per-GPU-pair cap (stair: vllm-ascend's STAIR in
+    /// spirit); default relabel, with --engine the engine's own (fresh).
+    #[arg(long, value_parser = ["fresh", "relabel", "incremental", "stair"])]
     pub migrate: Option<String>,
     /// With --migrate incremental: expert copies one re-plan may make.
     #[arg(long, value_name = "N")]
     pub max_moved_experts: Option<usize>,
+    /// With --migrate stair: re-plan only the layers whose balancedness on
+    /// the window is below this (default 0.9).
+    #[arg(long, value_name = "B")]
+    pub layer_gate: Option<f64>,
+    /// With --migrate stair: copies one GPU may send another in one layer
+    /// (default 2).
+    #[arg(long, value_name = "M")]
+    pub max_per_pair: Option<usize>,
     /// Also serve the same batches with Libra (per-batch copies, its own
     /// rule and defaults, prepared on the first window).
     #[arg(long)]

@@ -613,3 +613,71 @@ fn replay_in_tensorrt_llms_knobs() {
     );
     assert_eq!(v["migrate"], "fresh");
 }
+
+/// `--migrate stair`: only layers below the gate move, toward the
+/// relabelled plan under a per-GPU-pair cap, so it moves no more copies
+/// than relabelling; with no layer below its gate it moves none; its
+/// knobs without it, or out of range, are one line and exit 2.
+#[test]
+fn replay_with_the_stair_like_re_plan() {
+    let t = engine_trace();
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "replay",
+            "--trace",
+            &t,
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "4",
+            "--every",
+            "4",
+            "--window",
+            "4",
+            "--json",
+        ];
+        a.extend(extra);
+        let v = json_of(&a);
+        let r = &v["runs"][0]["report"];
+        (
+            r["copies_moved"].as_u64().unwrap(),
+            r["balancedness"].as_f64().unwrap(),
+            v["migrate"].as_str().unwrap().to_string(),
+        )
+    };
+    let (relabelled, _, _) = run(&["--migrate", "relabel"]);
+    let (stair, b, name) = run(&["--migrate", "stair", "--layer-gate", "0.99"]);
+    assert_eq!(name, "stair");
+    assert!(
+        stair > 0 && stair <= relabelled,
+        "{stair} against {relabelled}"
+    );
+    assert!(b > 0.0);
+    let (capped, _, _) = run(&[
+        "--migrate",
+        "stair",
+        "--layer-gate",
+        "0.99",
+        "--max-per-pair",
+        "1",
+    ]);
+    assert!(capped <= stair, "{capped} against {stair}");
+    let (none, _, _) = run(&["--migrate", "stair", "--layer-gate", "0"]);
+    assert_eq!(none, 0);
+    refused(
+        &["replay", "--trace", &t, "--layer-gate", "0.9"],
+        "add --migrate stair",
+    );
+    refused(
+        &[
+            "replay",
+            "--trace",
+            &t,
+            "--migrate",
+            "stair",
+            "--max-per-pair",
+            "0",
+        ],
+        "--max-per-pair at least 1",
+    );
+}

@@ -67,7 +67,7 @@ use moeplan::planners::registry::{
     CurvePoint, Needs, Planner, PlannerId, Prepared, Settings, Unit, Value, prepare, registry,
 };
 use moeplan::planners::{Grace, GraceAnalysis, GraceOptions};
-pub use serving::{ReplanMark, ServingAsk, ServingView, SweepPoint, sweep_intervals};
+pub use serving::{EngineKnobs, ReplanMark, ServingAsk, ServingView, SweepPoint, sweep_intervals};
 pub use split::{SchedulePart, SplitJob, schedule_part};
 pub use state::PER_BATCH_CELLS;
 use state::{

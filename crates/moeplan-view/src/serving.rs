@@ -3,30 +3,59 @@
 //! workspace's expert groups re-planned every `K` batches on the last `W`,
 //! each new plan relabelled onto the served one's GPUs, beside the first
 //! plan kept. With a sweep, the same over every interval of
-//! [`sweep_intervals`]. One replay costs a plan per re-plan and two replays
-//! of the served batches; the sweep about the sum over its intervals.
+//! [`sweep_intervals`]. With an engine (`ServingAsk::engine`), `K` and `W`
+//! are in its forward passes, refused as it refuses them, re-planned with
+//! its move and transfer, and the answer carries its flags
+//! ([`moeplan::studies::engines`], what `moeplan replay --engine` reads).
+//! One replay costs a plan per re-plan and two replays of the served
+//! batches; the sweep about the sum over its intervals.
 
 use serde::{Deserialize, Serialize};
 
-use moeplan::error::Result;
+use moeplan::error::{Error, Result};
 use moeplan::judge::Rule;
 use moeplan::judge::cost::Pricing;
 use moeplan::planners::eplb::{self, GROUPS};
 use moeplan::planners::registry::{Settings, Value};
-use moeplan::studies::serving::{Migrate, Serving, ServingReport, serve};
+use moeplan::studies::engines::{ENGINES, Engine, tokens_per_batch};
+use moeplan::studies::serving::{Migrate, Serving, ServingReport, Transfer, serve};
 
 use crate::Workspace;
 
 /// What a replay is asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServingAsk {
-    /// Re-plan every this many batches (`K`).
+    /// Re-plan every this many batches (`K`), or forward passes with an
+    /// engine.
     pub every: usize,
-    /// On the last this many batches (`W`); the first plan is made on the
-    /// first `W`.
+    /// On the last this many batches (`W`), or forward passes with an
+    /// engine; the first plan is made on the first `W`.
     pub window: usize,
     /// Also the curve over [`sweep_intervals`].
     pub sweep: bool,
+    /// The engine whose knobs `K` and `W` are (`--engine`'s names); none:
+    /// trace batches and moeplan's relabelled move.
+    #[serde(default)]
+    pub engine: Option<String>,
+    /// With an engine, the tokens one forward pass serves over the cluster
+    /// (none: a pass is a trace batch).
+    #[serde(default)]
+    pub tokens_per_pass: Option<usize>,
+}
+
+/// An engine's knobs as the replay ran them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EngineKnobs {
+    /// The engine, as printed.
+    pub engine: String,
+    /// Tokens a forward pass serves.
+    pub tokens_per_pass: usize,
+    /// `K` and `W` in trace batches.
+    pub every_batches: usize,
+    /// See [`EngineKnobs::every_batches`].
+    pub window_batches: usize,
+    /// Its flags for `K` and `W`, to copy onto its command line.
+    pub flags: String,
 }
 
 /// A replay of serving with re-planning.
@@ -59,6 +88,8 @@ pub struct ServingView {
     pub total_ms: Option<(f64, f64)>,
     /// The curve over intervals, when asked for.
     pub sweep: Option<Vec<SweepPoint>>,
+    /// With an engine: its knobs as run, and its flags.
+    pub engine: Option<EngineKnobs>,
 }
 
 /// One re-plan on the timeline.
@@ -79,7 +110,7 @@ pub struct ReplanMark {
 /// One interval of the sweep.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SweepPoint {
-    /// `K`.
+    /// `K`, in the unit asked (batches, or an engine's passes).
     pub every: usize,
     /// Mean balancedness over the served batches.
     pub balancedness: f64,
@@ -118,7 +149,7 @@ impl Workspace {
     /// use moeplan::{synth::generator, data::model, judge::Rule};
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 12))?;
     /// let ws = Workspace::new(t, Cluster { nodes: 1, gpus_per_node: 8, groups: 1 })?;
-    /// let ask = ServingAsk { every: 4, window: 4, sweep: true };
+    /// let ask = ServingAsk { every: 4, window: 4, sweep: true, engine: None, tokens_per_pass: None };
     /// let v = ws.serving(ask, Rule::Even, None, 1e6)?;
     /// assert_eq!((v.first_served, v.per_batch.len(), v.replans.len()), (4, 8, 1));
     /// assert_eq!(v.sweep.map(|s| s.len()), Some(3)); // K = 1, 2, 4
@@ -133,39 +164,65 @@ impl Workspace {
     ) -> Result<ServingView> {
         let settings = Settings::new().with(GROUPS.name, Value::Count(self.cluster.groups))?;
         let planner = eplb::ID.planner()?;
-        let knobs = |every| Serving {
-            every,
-            window: ask.window,
-            min_balancedness: None,
-            migrate: Migrate::Relabel,
-            transfer: Default::default(),
-            rule,
-            start: 0,
-            libra: false,
-        };
+        let engine = self.engine_of(&ask)?;
+        let (migrate, transfer) = engine
+            .as_ref()
+            .map_or((Migrate::Relabel, Transfer::Pause), |(e, _)| {
+                (e.migrate, e.transfer)
+            });
+        let knobs = engine.as_ref().map(|(_, k)| k.clone());
+        let window = knobs.as_ref().map_or(ask.window, |k| k.window_batches);
         let run = |every| {
             serve(
-                self.trace(),
+                self.workload(),
                 self.topology,
                 planner,
                 &settings,
-                knobs(every),
+                Serving {
+                    every,
+                    window,
+                    min_balancedness: None,
+                    migrate,
+                    transfer,
+                    rule,
+                    start: 0,
+                    libra: false,
+                },
                 pricing,
             )
         };
-        let r = run(ask.every)?;
+        let every = knobs.as_ref().map_or(ask.every, |k| k.every_batches);
+        let r = run(every)?;
         let sweep = if ask.sweep {
             let mut points = Vec::new();
-            for k in sweep_intervals(r.served_batches, ask.every) {
+            for k in sweep_intervals(r.served_batches, every) {
+                // K in the unit asked; an interval the engine refuses is left out
+                let asked = match &engine {
+                    _ if k == every => ask.every,
+                    None => k,
+                    Some((e, knobs)) => {
+                        let per_pass = knobs.tokens_per_pass as f64;
+                        let passes = ((k as f64 * self.tokens_per_batch() / per_pass).round()
+                            as usize)
+                            .max(1);
+                        if self
+                            .engine_setting(e, passes, ask.window, knobs.tokens_per_pass)
+                            .is_err()
+                        {
+                            continue;
+                        }
+                        passes
+                    }
+                };
                 let other;
-                let s = if k == ask.every {
+                let s = if k == every {
                     &r
                 } else {
                     other = run(k)?;
                     &other
                 };
                 points.push(SweepPoint {
-                    every: k,
+                    every: asked,
                     balancedness: s.balancedness,
                     copies: s.copies_moved,
                     total_ms: s.total_us.map(|t| t.0 / 1e3),
@@ -175,16 +232,92 @@ impl Workspace {
         } else {
             None
         };
-        Ok(view_of(planner.id().as_str(), ask, &r, expert_bytes, sweep))
+        Ok(view_of(
+            planner.id().as_str(),
+            &ask,
+            &r,
+            expert_bytes,
+            sweep,
+            knobs,
+        ))
+    }
+
+    /// The engine `ask` names and its knobs in batches (refused as the
+    /// engine refuses them); `None` without one.
+    fn engine_of(&self, ask: &ServingAsk) -> Result<Option<(&'static Engine, EngineKnobs)>> {
+        let Some(name) = ask.engine.as_deref().filter(|n| !n.is_empty()) else {
+            return Ok(None);
+        };
+        let e = ENGINES.iter().find(|e| e.name == name).ok_or_else(|| {
+            let names: Vec<&str> = ENGINES.iter().map(|e| e.name).collect();
+            Error::Argument(format!(
+                "unknown engine {name:?}; known: {}",
+                names.join(", ")
+            ))
+        })?;
+        let per_pass = ask
+            .tokens_per_pass
+            .unwrap_or_else(|| (self.tokens_per_batch().round() as usize).max(1));
+        let s = self.engine_setting(e, ask.every, ask.window, per_pass)?;
+        let model = self.judge().model().preset;
+        let experts = self.trace().num_experts();
+        let redundant = eplb::default_redundant_experts(experts, self.topology.num_gpus());
+        let flags = e.flags(
+            s.every_passes,
+            s.window_passes,
+            model.moe_layers(),
+            experts,
+            redundant,
+            None,
+        );
+        Ok(Some((
+            e,
+            EngineKnobs {
+                engine: e.display.to_string(),
+                tokens_per_pass: per_pass,
+                every_batches: s.every,
+                window_batches: s.window,
+                flags,
+            },
+        )))
+    }
+
+    /// `every` and `window` forward passes of `per_pass` tokens as `e`
+    /// accepts them, in batches.
+    fn engine_setting(
+        &self,
+        e: &Engine,
+        every: usize,
+        window: usize,
+        per_pass: usize,
+    ) -> Result<moeplan::studies::engines::Setting> {
+        let layers = self.judge().model().preset.moe_layers();
+        e.settings(
+            &[every],
+            &[window],
+            layers,
+            per_pass,
+            self.tokens_per_batch(),
+            None,
+        )?
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::Argument(format!("{}: no setting", e.display)))
+    }
+
+    /// Tokens a trace batch holds (the trace's top-k, else its model's).
+    fn tokens_per_batch(&self) -> f64 {
+        tokens_per_batch(self.trace(), self.judge().model().preset.top_k)
     }
 }
 
 fn view_of(
     planner: &str,
-    ask: ServingAsk,
+    ask: &ServingAsk,
     r: &ServingReport,
     expert_bytes: f64,
     sweep: Option<Vec<SweepPoint>>,
+    engine: Option<EngineKnobs>,
 ) -> ServingView {
     let replans: Vec<ReplanMark> = r
         .replans
@@ -215,6 +348,7 @@ fn view_of(
         copies_moved: r.copies_moved,
         total_ms: r.total_us.map(|(t, s)| (t / 1e3, s / 1e3)),
         sweep,
+        engine,
     }
 }
 
@@ -245,12 +379,14 @@ mod tests {
             every: 3,
             window: 4,
             sweep: true,
+            engine: None,
+            tokens_per_pass: None,
         };
-        let v = ws.serving(ask, Rule::Even, None, 2e6).unwrap();
+        let v = ws.serving(ask.clone(), Rule::Even, None, 2e6).unwrap();
         let settings = Settings::new().with(GROUPS.name, Value::Count(1)).unwrap();
         let core = |every| {
             serve(
-                ws.trace(),
+                ws.workload(),
                 ws.topology(),
                 eplb::ID.planner().unwrap(),
                 &settings,
@@ -297,6 +433,8 @@ mod tests {
             every: 2,
             window: 2,
             sweep: false,
+            engine: None,
+            tokens_per_pass: None,
         };
         let v = ws.serving(ask, Rule::Even, Some(&pricing), 1e6).unwrap();
         let (t, s) = v.total_ms.unwrap();
@@ -312,6 +450,8 @@ mod tests {
                 every,
                 window,
                 sweep: false,
+                engine: None,
+                tokens_per_pass: None,
             };
             assert!(ws.serving(ask, Rule::Even, None, 1e6).is_err());
         }

@@ -17,7 +17,15 @@
 //! batches dealt evenly, 2 × 4, EPLB +8 in one group). "Best" is the
 //! fastest setting over the sweep: an in-sample choice.
 //!
-//! Second table: a generated DeepSeek-V3 trace (256 batches of 4,096
+//! Second table: each engine's own re-planning on two of those shifts
+//! (HarMoEny bookcorpus then wikitext; ESFT intent then summary), its
+//! knobs in forward passes (`studies::engines`, what `moeplan replay
+//! --engine` reads: the settings it refuses are left out), EPLB with its
+//! own move and transfer; at its fastest setting the same runs with
+//! relabelling, the incremental re-plan (≤ 64 copies a re-plan) and the
+//! STAIR-like one (gate 0.9, ≤ 2 copies a GPU pair a layer).
+//!
+//! Third table: a generated DeepSeek-V3 trace (256 batches of 4,096
 //! tokens, seed 7, as `moeplan gen --batches 256`), 4 × 8, EPLB's
 //! defaults, re-planned every 16 batches on the last 16 and priced on
 //! `h100-ib-ndr`, moving fresh, relabelled, incrementally within a copy
@@ -33,9 +41,10 @@ use moeplan::judge::Rule;
 use moeplan::judge::cost::Pricing;
 use moeplan::planners::shared::incremental::Goal;
 use moeplan::planners::{Settings, Value, eplb};
-use moeplan::studies::serving::{Migrate, Serving, ServingReport, serve};
+use moeplan::studies::engines::{ENGINES, Engine};
+use moeplan::studies::serving::{Migrate, Serving, ServingReport, Stair, serve};
 use moeplan::synth::generator::{GenConfig, generate};
-use moeplan::{LoadTrace, Topology};
+use moeplan::{LoadTrace, Topology, Workload};
 
 #[path = "common/mod.rs"]
 mod common;
@@ -182,7 +191,7 @@ fn run() -> Result<(), String> {
                         libra: k == case.every[0],
                     };
                     let r = serve(
-                        &case.trace,
+                        &Workload::new(case.trace.clone()),
                         case.topology,
                         eplb::ID.planner().map_err(e)?,
                         &settings,
@@ -209,6 +218,8 @@ fn run() -> Result<(), String> {
         }
     }
 
+    engines_table(&cases)?;
+
     let g = generate(&GenConfig::new(preset("deepseek-v3").map_err(e)?, 256)).map_err(e)?;
     let topology = Topology::new(4, 8).map_err(e)?;
     let pricing = Pricing::new(
@@ -221,7 +232,7 @@ fn run() -> Result<(), String> {
         * (g.num_experts() + eplb::default_redundant_experts(g.num_experts(), topology.num_gpus()));
     let serve_with = |migrate, min_balancedness| {
         serve(
-            &g,
+            &Workload::new(g.clone()),
             topology,
             eplb::ID.planner()?,
             &settings,
@@ -353,4 +364,170 @@ fn sweep_cells(runs: &[(usize, usize, ServingReport)]) -> Result<String, String>
         kept,
         libra / never
     ))
+}
+
+/// The shifts the engines' table serves, each with its tokens a forward
+/// pass (a stated assumption: HarMoEny's 24,576-token batches as 6 passes
+/// of 4,096 tokens, ESFT's 512-token batches as 4 decode passes of 128).
+const ENGINE_CASES: [(&str, usize); 2] = [
+    ("HarMoEny bookcorpus, then wikitext", 4096),
+    ("ESFT intent, then summary (512-token batches)", 128),
+];
+
+/// Intervals and windows tried, forward passes (each engine keeps those it
+/// accepts; TensorRT-LLM its layer-update cycles and its 20-pass average).
+const PASSES_K: [usize; 7] = [4, 8, 16, 32, 48, 64, 96];
+const PASSES_W: [usize; 4] = [4, 8, 16, 32];
+
+/// The second table: each engine's best setting with its own move, and the
+/// other moves at that setting.
+fn engines_table(cases: &[Case]) -> Result<(), String> {
+    let e = |x: moeplan::Error| x.to_string();
+    println!(
+        "\nEach engine's own re-planning (EPLB, its move and transfer), K and W in forward passes; × never against the first plan kept:\n"
+    );
+    println!(
+        "| shift | engine | hardware | best K, W passes (batches) | own move × never | relabel | incremental ≤ 64 | STAIR-like | copies: own / STAIR-like |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (name, tokens_per_pass) in ENGINE_CASES {
+        let case = cases
+            .iter()
+            .find(|c| c.name == name)
+            .ok_or_else(|| format!("no case {name}"))?;
+        let t = &case.trace;
+        let pairs = t.counts().sum() / (t.num_batches() * t.num_layers()).max(1) as f64;
+        let tokens_per_batch = pairs / case.model.top_k.max(1) as f64;
+        let layers = case.model.moe_layers();
+        let mut first_row = true;
+        for engine in ENGINES {
+            let settings = accepted(
+                engine,
+                layers,
+                tokens_per_pass,
+                tokens_per_batch,
+                t.num_batches(),
+            );
+            if settings.is_empty() {
+                println!(
+                    "| {} | {} | | no setting it accepts re-plans within {} batches | | | | | |",
+                    if first_row { name } else { "" },
+                    engine.display,
+                    t.num_batches()
+                );
+                first_row = false;
+                continue;
+            }
+            let start = settings.iter().map(|s| s.window).max().unwrap_or(1);
+            for machine in case.machines {
+                let pricing = Pricing::new(hardware::preset(machine).map_err(e)?, case.model);
+                let priced = case.settings.clone().priced(Some(pricing.clone()));
+                let run = |k: usize, w: usize, migrate| -> Result<ServingReport, String> {
+                    serve(
+                        &Workload::new(t.clone()),
+                        case.topology,
+                        eplb::ID.planner().map_err(e)?,
+                        &priced,
+                        Serving {
+                            every: k,
+                            window: w,
+                            min_balancedness: None,
+                            migrate,
+                            transfer: engine.transfer,
+                            rule: Rule::Even,
+                            start,
+                            libra: false,
+                        },
+                        Some(&pricing),
+                    )
+                    .map_err(e)
+                };
+                // never re-planning: the fastest of the first plans (one
+                // per window), as `moeplan replay` names it
+                let mut best: Option<(usize, f64, ServingReport)> = None;
+                let mut never = f64::INFINITY;
+                for (i, s) in settings.iter().enumerate() {
+                    let r = run(s.every, s.window, engine.migrate)?;
+                    let (total, kept) = r.total_us.ok_or("no time")?;
+                    never = never.min(kept);
+                    if best.as_ref().is_none_or(|(_, b, _)| total < *b) {
+                        best = Some((i, total, r));
+                    }
+                }
+                let (i, total, own) = best.ok_or("no runs")?;
+                let s = settings[i];
+                let times = |r: &ServingReport| -> Result<String, String> {
+                    Ok(format!("{:.3}×", r.total_us.ok_or("no time")?.0 / never))
+                };
+                let relabel = run(s.every, s.window, Migrate::Relabel)?;
+                let incremental = run(
+                    s.every,
+                    s.window,
+                    Migrate::Incremental(Goal {
+                        max_moved_experts: Some(64),
+                        min_balancedness: None,
+                    }),
+                )?;
+                let stair = run(s.every, s.window, Migrate::Stair(Stair::default()))?;
+                println!(
+                    "| {} | {} | `{machine}` | K = {}, W = {} ({}, {}) | {:.3}× | {} | {} | {} | {} / {} |",
+                    if first_row { name } else { "" },
+                    if first_row || machine == case.machines[0] {
+                        format!("{} ({tokens_per_pass} tokens a pass)", engine.display)
+                    } else {
+                        String::new()
+                    },
+                    s.every_passes,
+                    s.window_passes,
+                    s.every,
+                    s.window,
+                    total / never,
+                    times(&relabel)?,
+                    times(&incremental)?,
+                    times(&stair)?,
+                    thousands(own.copies_moved),
+                    thousands(stair.copies_moved),
+                );
+                first_row = false;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The settings `engine` accepts of the grid, in passes and batches,
+/// that re-plan at least once within `batches`. TensorRT-LLM sets neither
+/// K nor W directly: every interval up to the grid's largest is tried
+/// with its own window, and it keeps its layer-update cycles.
+fn accepted(
+    engine: &Engine,
+    layers: usize,
+    tokens_per_pass: usize,
+    tokens_per_batch: f64,
+    batches: usize,
+) -> Vec<moeplan::studies::engines::Setting> {
+    let own_window = engine.name == "trtllm";
+    let ks: Vec<usize> = if own_window {
+        (1..=PASSES_K[PASSES_K.len() - 1]).collect()
+    } else {
+        PASSES_K.to_vec()
+    };
+    let ws: Vec<Vec<usize>> = if own_window {
+        vec![vec![]]
+    } else {
+        PASSES_W.iter().map(|&w| vec![w]).collect()
+    };
+    let mut out = Vec::new();
+    for k in ks {
+        for w in &ws {
+            if let Ok(found) =
+                engine.settings(&[k], w, layers, tokens_per_pass, tokens_per_batch, None)
+            {
+                out.extend(found.into_iter().filter(|s| s.window + s.every < batches));
+            }
+        }
+    }
+    // two settings the same in batches serve alike: keep the first
+    out.dedup_by_key(|s| (s.every, s.window));
+    out
 }

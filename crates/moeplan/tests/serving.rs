@@ -7,6 +7,7 @@
 
 mod common;
 
+use moeplan::Workload;
 use moeplan::data::{hardware, model};
 use moeplan::judge::Rule;
 use moeplan::judge::cost::Pricing;
@@ -49,7 +50,7 @@ fn the_knobs_do_what_they_say() {
     let s = Settings::new();
     // an interval past the end: the static plan, nothing moved
     let never = serve(
-        &trace,
+        &Workload::new(trace.clone()),
         topo,
         eplb,
         &s,
@@ -63,8 +64,24 @@ fn the_knobs_do_what_they_say() {
         never.static_per_batch_balancedness
     );
     // relabelled moves: the fresh plans' balance, fewer copies
-    let fresh = serve(&trace, topo, eplb, &s, knobs(4, 4, Migrate::Fresh), None).unwrap();
-    let relabel = serve(&trace, topo, eplb, &s, knobs(4, 4, Migrate::Relabel), None).unwrap();
+    let fresh = serve(
+        &Workload::new(trace.clone()),
+        topo,
+        eplb,
+        &s,
+        knobs(4, 4, Migrate::Fresh),
+        None,
+    )
+    .unwrap();
+    let relabel = serve(
+        &Workload::new(trace.clone()),
+        topo,
+        eplb,
+        &s,
+        knobs(4, 4, Migrate::Relabel),
+        None,
+    )
+    .unwrap();
     assert_eq!(fresh.replans.len(), 4); // at batches 8, 12, 16, 20
     for (a, b) in fresh
         .per_batch_balancedness
@@ -83,7 +100,7 @@ fn the_knobs_do_what_they_say() {
     // a threshold every window meets: every re-plan skipped
     let mut k = knobs(4, 4, Migrate::Relabel);
     k.min_balancedness = Some(0.0);
-    let skipped = serve(&trace, topo, eplb, &s, k, None).unwrap();
+    let skipped = serve(&Workload::new(trace.clone()), topo, eplb, &s, k, None).unwrap();
     assert!(skipped.replans.iter().all(|r| r.skipped) && skipped.copies_moved == 0);
     // incremental: the budget holds at every re-plan
     let goal = Goal {
@@ -91,7 +108,7 @@ fn the_knobs_do_what_they_say() {
         min_balancedness: None,
     };
     let inc = serve(
-        &trace,
+        &Workload::new(trace.clone()),
         topo,
         eplb,
         &s,
@@ -105,7 +122,9 @@ fn the_knobs_do_what_they_say() {
     let mut k = knobs(4, 2, Migrate::Relabel);
     k.start = 4;
     assert_eq!(
-        serve(&trace, topo, eplb, &s, k, None).unwrap().first_served,
+        serve(&Workload::new(trace.clone()), topo, eplb, &s, k, None)
+            .unwrap()
+            .first_served,
         4
     );
     // refused
@@ -114,11 +133,11 @@ fn the_knobs_do_what_they_say() {
         knobs(4, 0, Migrate::Relabel),
         knobs(4, 24, Migrate::Relabel),
     ] {
-        assert!(serve(&trace, topo, eplb, &s, bad, None).is_err());
+        assert!(serve(&Workload::new(trace.clone()), topo, eplb, &s, bad, None).is_err());
     }
     let mut k = knobs(4, 4, Migrate::Relabel);
     k.min_balancedness = Some(1.5);
-    assert!(serve(&trace, topo, eplb, &s, k, None).is_err());
+    assert!(serve(&Workload::new(trace.clone()), topo, eplb, &s, k, None).is_err());
 }
 
 /// With a hardware: the run's time is its batches' MoE time plus every
@@ -132,7 +151,7 @@ fn on_a_trace_that_does_not_shift_never_re_planning_wins() {
     let trace = generate(&c).unwrap();
     let pricing = Pricing::new(hardware::preset("h100-ib-ndr").unwrap(), m);
     let r = serve(
-        &trace,
+        &Workload::new(trace.clone()),
         Topology::new(4, 8).unwrap(),
         eplb::ID.planner().unwrap(),
         &Settings::new(),
@@ -157,7 +176,7 @@ fn on_a_trace_that_does_not_shift_never_re_planning_wins() {
     }
     // unpriced: no payback
     let plain = serve(
-        &trace,
+        &Workload::new(trace.clone()),
         Topology::new(4, 8).unwrap(),
         eplb::ID.planner().unwrap(),
         &Settings::new(),
@@ -194,7 +213,7 @@ fn eplb_on_1x8(
     };
     let eplb = eplb::ID.planner().unwrap();
     serve(
-        trace,
+        &Workload::new(trace.clone()),
         Topology::new(1, 8).unwrap(),
         eplb,
         settings,
@@ -321,7 +340,7 @@ fn real_esft_intent_then_summary_shifts_but_moves_do_not_pay() {
         let mut k = knobs(16, 8, Migrate::Relabel);
         k.start = 8;
         let r = serve(
-            &trace,
+            &Workload::new(trace.clone()),
             Topology::new(2, 4).unwrap(),
             eplb::ID.planner().unwrap(),
             &settings,
@@ -363,7 +382,7 @@ fn the_gate_judges_under_the_rule_served() {
             min_balancedness: gate,
             ..knobs(4, 4, Migrate::Relabel)
         };
-        serve(&trace, topo, eplb, &s, k, None).unwrap()
+        serve(&Workload::new(trace.clone()), topo, eplb, &s, k, None).unwrap()
     };
     let even = run(Rule::Even, None);
     let stat = run(

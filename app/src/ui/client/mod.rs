@@ -651,8 +651,13 @@ impl Ctx {
             ));
         }
         if kind == RequestKind::Serving {
+            let unit = if s.engine.is_empty() {
+                "batches".to_string()
+            } else {
+                format!("{} forward passes", s.engine)
+            };
             self.status.set(Status::Busy(format!(
-                "serving with EPLB re-planned every {} batches on the last {}",
+                "serving with EPLB re-planned every {} {unit} on the last {}",
                 s.every, s.window
             )));
         }

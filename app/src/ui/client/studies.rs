@@ -13,6 +13,8 @@ impl Ctx {
             every: s.every,
             window: s.window,
             sweep,
+            engine: (!s.engine.is_empty()).then(|| s.engine.clone()),
+            tokens_per_pass: (s.tokens_per_pass > 0).then_some(s.tokens_per_pass),
         };
         self.send_with(
             RequestKind::Serving,

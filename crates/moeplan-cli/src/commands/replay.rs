@@ -5,22 +5,24 @@
 use moeplan::Topology;
 use moeplan::planners::Goal;
 use moeplan::studies::engines::{self, Engine};
-use moeplan::studies::serving::{Migrate, Serving, ServingReport, Transfer, serve};
+use moeplan::studies::serving::{Migrate, Serving, ServingReport, Stair, Transfer, serve};
 use serde_json::json;
 
 use super::with_pricing;
 use std::path::PathBuf;
 
-use moeplan::LoadTrace;
+use moeplan::formats::dataset;
+use moeplan::{LoadTrace, Workload};
 
 use crate::args::{CostArgs, ReplayArgs, TraceArgs};
 use crate::error::CliError;
-use crate::io::{emit, load, spinner};
+use crate::io::{emit, load, noted, spinner};
 use crate::judge::Cost;
 
 pub fn run(args: ReplayArgs) -> Result<(), CliError> {
-    let (trace, served) = traces(&args)?;
     let topology = Topology::new(args.cluster.nodes, args.cluster.gpus_per_node)?;
+    let (work, served) = traces(&args, topology)?;
+    let trace = work.trace();
     // one cost per machine of `--hardware A,B` (none: balance only)
     let machines: Vec<Option<String>> = match &args.judge.cost.hardware {
         None => vec![None],
@@ -42,7 +44,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             hardware: h.clone(),
             ..args.judge.cost.clone()
         };
-        costs.push(Cost::choose(args.judge.model.as_deref(), &trace)?.priced(&flags)?);
+        costs.push(Cost::choose(args.judge.model.as_deref(), trace)?.priced(&flags)?);
     }
     let planner = args.algo.planner()?;
     // clap took the name from the same list
@@ -65,6 +67,13 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             max_moved_experts: args.max_moved_experts,
             min_balancedness: None,
         }),
+        Some("stair") => {
+            let d = Stair::default();
+            Migrate::Stair(Stair {
+                gate: args.layer_gate.unwrap_or(d.gate),
+                per_pair: args.max_per_pair.unwrap_or(d.per_pair),
+            })
+        }
         Some(_) => Migrate::Relabel,
         None => engine.map_or(Migrate::Relabel, |e| e.migrate),
     };
@@ -75,7 +84,25 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         )
         .into());
     }
-    let units = Units::of(&args, engine, &trace)?;
+    if (args.layer_gate.is_some() || args.max_per_pair.is_some())
+        && !matches!(migrate, Migrate::Stair(_))
+    {
+        return Err(moeplan::Error::Argument(
+            "--layer-gate and --max-per-pair shape the STAIR-like re-plan: add --migrate stair"
+                .into(),
+        )
+        .into());
+    }
+    if let Migrate::Stair(s) = migrate
+        && (!(0.0..=1.0).contains(&s.gate) || s.per_pair == 0)
+    {
+        return Err(moeplan::Error::Argument(format!(
+            "--layer-gate is a balancedness between 0 and 1 and --max-per-pair at least 1 (got {}, {})",
+            s.gate, s.per_pair
+        ))
+        .into());
+    }
+    let units = Units::of(&args, engine, trace)?;
     let pairs = &units.batches;
     // Every run serves the same batches: those after the largest window.
     let start = pairs.iter().map(|&(_, w)| w).max().unwrap_or(0);
@@ -108,7 +135,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
                 ..settings_of(k, w)
             };
             let r = serve(
-                &trace,
+                &work,
                 topology,
                 planner,
                 settings,
@@ -151,7 +178,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             "first_served": start,
             "runs": list,
             "best": best,
-            "engine": units.json(&machines_runs, &args, &trace, topology),
+            "engine": units.json(&machines_runs, &args, trace, topology),
         });
         crate::io::emit_json(v);
         return Ok(());
@@ -177,7 +204,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
             o += &replans(r);
         }
     }
-    if let Some(line) = units.flags_line(&machines_runs, &args, &trace, topology) {
+    if let Some(line) = units.flags_line(&machines_runs, &args, trace, topology) {
         o += &line;
     }
     emit(&o);
@@ -209,13 +236,9 @@ impl Units {
         trace: &LoadTrace,
     ) -> Result<Units, CliError> {
         // The model's MoE layers (vllm-ascend moves one a pass).
-        let moe_layers = moeplan::judge::ModelChoice::choose(args.judge.model.as_deref(), trace)?
-            .preset
-            .moe_layers();
-        // A batch's tokens: a layer's routed pairs over top-k (pairs where
-        // the trace does not say its top-k).
-        let pairs = trace.counts().sum() / (trace.num_batches() * trace.num_layers()).max(1) as f64;
-        let tokens_per_batch = pairs / trace.top_k().unwrap_or(1).max(1) as f64;
+        let model = moeplan::judge::ModelChoice::choose(args.judge.model.as_deref(), trace)?.preset;
+        let moe_layers = model.moe_layers();
+        let tokens_per_batch = engines::tokens_per_batch(trace, model.top_k);
         let tokens_per_pass = args
             .tokens_per_pass
             .unwrap_or_else(|| (tokens_per_batch.round() as usize).max(1));
@@ -375,10 +398,12 @@ impl Units {
 }
 
 /// The traces `--trace` names (the generated default when none), served
-/// one after another, and their names. `--dataset A,B,…` with several
-/// `--trace` gives the i-th trace the i-th dataset (a multi-dataset CSV
-/// given twice is one dataset, then another); one name applies to all.
-fn traces(args: &ReplayArgs) -> Result<(LoadTrace, Vec<String>), CliError> {
+/// one after another, with their sources (per-rank counts, token routes
+/// dealt to the GPUs of `topology`; even arrival where one has none), and
+/// their names. `--dataset A,B,…` with several `--trace` gives the i-th
+/// trace the i-th dataset (a multi-dataset CSV given twice is one dataset,
+/// then another); one name applies to all.
+fn traces(args: &ReplayArgs, topology: Topology) -> Result<(Workload, Vec<String>), CliError> {
     let datasets: Vec<Option<String>> = match &args.source.dataset {
         Some(list) if list.contains(',') => list
             .split(',')
@@ -394,10 +419,13 @@ fn traces(args: &ReplayArgs) -> Result<(LoadTrace, Vec<String>), CliError> {
         ))
         .into());
     }
-    let one = |trace: Option<PathBuf>, dataset: &Option<String>| {
+    let rule = Some(args.judge.dispatch);
+    let one = |trace: Option<PathBuf>, dataset: &Option<String>| -> Result<Workload, CliError> {
         let mut source = args.source.clone();
         source.dataset = dataset.clone();
-        load(&TraceArgs { trace, source }).map(|d| d.trace)
+        let d = load(&TraceArgs { trace, source })?;
+        let all = 0..d.trace.num_batches();
+        noted(|n| dataset::workload_on_cluster(d.trace, &d.sources, all, topology, rule, n))
     };
     let name = |p: &PathBuf, d: &Option<String>| match d {
         Some(d) => format!("{} ({d})", p.display()),
@@ -406,15 +434,15 @@ fn traces(args: &ReplayArgs) -> Result<(LoadTrace, Vec<String>), CliError> {
     let Some((first, rest)) = args.traces.split_first() else {
         return Ok((one(None, &datasets[0])?, vec!["generated".into()]));
     };
-    let mut trace = one(Some(first.clone()), &datasets[0])?;
+    let mut work = one(Some(first.clone()), &datasets[0])?;
     let mut names = vec![name(first, &datasets[0])];
     for (path, dataset) in rest.iter().zip(&datasets[1..]) {
-        trace = trace
+        work = work
             .then(&one(Some(path.clone()), dataset)?)
             .map_err(CliError::in_file(path))?;
         names.push(name(path, dataset));
     }
-    Ok((trace, names))
+    Ok((work, names))
 }
 
 /// The fastest setting of one machine's runs, beside never re-planning

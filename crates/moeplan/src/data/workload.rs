@@ -587,6 +587,87 @@ impl Workload {
         Some(table)
     }
 
+    /// Batches `range` of this workload, with their sources: per-source
+    /// counts kept, token routes counted per rank (a planner that reads
+    /// routes needs the whole workload), even arrival staying even.
+    pub(crate) fn slice_batches(&self, range: std::ops::Range<usize>) -> Result<Workload> {
+        let trace = self.trace.slice_batches(range.clone())?;
+        let sliced = Workload {
+            trace,
+            sources: Sources::Even,
+            affinity: None,
+        };
+        match self.source_counts(range) {
+            Some(a) => sliced.with_sources(a),
+            None => Ok(sliced),
+        }
+    }
+
+    /// This workload's batches followed by `next`'s ([`LoadTrace::then`]):
+    /// per-source counts (token routes counted per rank) where both have
+    /// them from as many sources, else even arrival.
+    ///
+    /// ```
+    /// use moeplan::{data::Workload, LoadTrace};
+    /// use ndarray::{Array3, Array4};
+    /// let t = LoadTrace::new(Array3::from_elem((1, 1, 2), 4.0), vec![0])?;
+    /// let w = Workload::new(t.clone()).with_sources(Array4::from_elem((1, 1, 2, 2), 2.0))?;
+    /// let ww = w.then(&w)?;
+    /// assert_eq!((ww.trace().num_batches(), ww.num_sources()), (2, Some(2)));
+    /// assert_eq!(w.then(&Workload::new(t))?.num_sources(), None); // one side even
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn then(&self, next: &Workload) -> Result<Workload> {
+        let trace = self.trace.then(&next.trace)?;
+        let joined = Workload {
+            trace,
+            sources: Sources::Even,
+            affinity: None,
+        };
+        let a = self.source_counts(0..self.trace.num_batches());
+        let b = next.source_counts(0..next.trace.num_batches());
+        match (a, b) {
+            (Some(a), Some(b)) if a.dim().2 == b.dim().2 => {
+                let both = ndarray::concatenate(Axis(0), &[a.view(), b.view()])
+                    .map_err(|e| Error::Trace(format!("joining sources: {e}")))?;
+                joined.with_sources(both)
+            }
+            _ => Ok(joined),
+        }
+    }
+
+    /// Per-source counts of batches `range`, `B × L × S × E` (token routes
+    /// counted per rank); `None` under even arrival.
+    fn source_counts(&self, range: std::ops::Range<usize>) -> Option<Array4<f64>> {
+        match &self.sources {
+            Sources::Even => None,
+            Sources::Counts(a) => Some(a.slice(s![range, .., .., ..]).to_owned()),
+            Sources::Tokens {
+                tokens,
+                ranks,
+                batch_tokens,
+                ..
+            } => {
+                let (l_n, e_n) = (self.trace.num_layers(), self.trace.num_experts());
+                let mut a = Array4::zeros((range.len(), l_n, *ranks, e_n));
+                let rank = tokens.source_rank();
+                for (i, b) in range.enumerate() {
+                    let span = self.batch_range(b, *batch_tokens);
+                    for l in 0..l_n {
+                        let routes = tokens.routes(l);
+                        let mut layer = a.slice_mut(s![i, l, .., ..]);
+                        for t in span.clone() {
+                            for &e in routes.row(t) {
+                                layer[[rank[t] as usize, e as usize]] += 1.0;
+                            }
+                        }
+                    }
+                }
+                Some(a)
+            }
+        }
+    }
+
     /// Token indices of batch `b`.
     pub(crate) fn batch_range(&self, b: usize, batch_tokens: usize) -> std::ops::Range<usize> {
         let n = match &self.sources {

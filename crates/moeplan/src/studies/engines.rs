@@ -47,6 +47,7 @@
 
 use serde::Serialize;
 
+use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
 use crate::studies::serving::{Migrate, Transfer};
 
@@ -158,6 +159,22 @@ pub(crate) fn engine(name: &str) -> Result<&'static Engine> {
             names.join(", ")
         ))
     })
+}
+
+/// Tokens one batch of `trace` holds: a layer's routed pairs over top-k
+/// (the trace's, else `top_k`, its model's), what turns forward passes
+/// into trace batches.
+///
+/// ```
+/// use moeplan::{LoadTrace, studies::engines::tokens_per_batch};
+/// use ndarray::Array3;
+/// let t = LoadTrace::new(Array3::from_elem((2, 3, 4), 8.0), vec![0, 1, 2])?; // 32 pairs a layer
+/// assert_eq!(tokens_per_batch(&t, 4), 8.0);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
+pub fn tokens_per_batch(trace: &LoadTrace, top_k: usize) -> f64 {
+    let pairs = trace.counts().sum() / (trace.num_batches() * trace.num_layers()).max(1) as f64;
+    pairs / trace.top_k().unwrap_or(top_k).max(1) as f64
 }
 
 /// One re-planning setting: `K` and `W` in the engine's forward passes and

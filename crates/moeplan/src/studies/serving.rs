@@ -15,8 +15,9 @@
 //! `K`-th batch after that it re-plans on the `W` batches before it,
 //! unless the served plan's balancedness on them, under the rule served,
 //! already reaches `min_balancedness`. It moves to the new plan as numbered, relabelled
-//! ([`relabel`]), or by adjusting the served plan within a copy budget
-//! ([`incremental`]). The replay judges the schedule of plans on the served
+//! ([`relabel`]), by adjusting the served plan within a copy budget
+//! ([`incremental`]), or by moving only the layers below a gate toward the
+//! relabelled plan under a per-GPU-pair cap ([`Stair`]). The replay judges the schedule of plans on the served
 //! batches under the rule in force, and the first plan kept throughout
 //! beside it, and — asked for — Libra serving the same batches with its
 //! per-batch copies. With a [`Pricing`] it also gives each batch's
@@ -32,13 +33,14 @@ use serde::Serialize;
 use crate::data::Workload;
 use crate::data::plan::Plan;
 use crate::data::topology::Topology;
-use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
 use crate::judge::cost::Pricing;
 use crate::judge::migration::{Migration, MoveCost, migration, relabel};
 use crate::judge::{CostModel, Placement, Rule, Served, Strategy, judge, simulate};
 use crate::planners::shared::incremental::{Goal, incremental};
 use crate::planners::shared::layers::map_layers;
+pub use crate::planners::shared::stair::Stair;
+use crate::planners::shared::stair::stair;
 use crate::planners::{Needs, Planner, Settings};
 
 /// How a re-plan reaches the GPUs.
@@ -51,6 +53,10 @@ pub enum Migrate {
     Relabel,
     /// The served plan adjusted toward the window within the goal.
     Incremental(Goal),
+    /// Only layers below the gate, moved toward the fresh plan
+    /// (relabelled) with at most so many copies per GPU pair a layer
+    /// (vllm-ascend's STAIR policy in spirit; `planners::shared::stair`).
+    Stair(Stair),
 }
 
 impl Migrate {
@@ -60,6 +66,7 @@ impl Migrate {
             Migrate::Fresh => "fresh",
             Migrate::Relabel => "relabel",
             Migrate::Incremental(_) => "incremental",
+            Migrate::Stair(_) => "stair",
         }
     }
 }
@@ -230,8 +237,11 @@ pub struct LibraServed {
     pub total_us: Option<f64>,
 }
 
-/// Serves `trace` with `planner` re-planning as `serving` says (see the
-/// module documentation); `pricing` adds predicted time.
+/// Serves `work` with `planner` re-planning as `serving` says (see the
+/// module documentation); `pricing` adds predicted time. Its sources
+/// (per-source counts, or token routes counted per rank) go with every
+/// window and served batch, so a rule that reads them (SGLang's `static`)
+/// and the gate judge with them; plans are made from the windows' counts.
 ///
 /// ```
 /// use moeplan::studies::serving::{serve, Migrate, Serving};
@@ -239,19 +249,20 @@ pub struct LibraServed {
 /// use moeplan::{judge::Rule, synth::generator, data::model, Topology};
 /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 12))?;
 /// let s = Serving { every: 4, window: 4, min_balancedness: None, migrate: Migrate::Relabel, transfer: Default::default(), rule: Rule::Even, start: 0, libra: false };
-/// let r = serve(&t, Topology::new(1, 8)?, eplb::ID.planner()?, &Settings::new(), s, None)?;
+/// let r = serve(&moeplan::Workload::new(t), Topology::new(1, 8)?, eplb::ID.planner()?, &Settings::new(), s, None)?;
 /// assert_eq!(r.served_batches, 8);
 /// assert_eq!(r.replans.len(), 1); // at batch 8, on batches 4..8
 /// # Ok::<(), moeplan::Error>(())
 /// ```
 pub fn serve(
-    trace: &LoadTrace,
+    work: &Workload,
     topology: Topology,
     planner: &dyn Planner,
     settings: &Settings,
     serving: Serving,
     pricing: Option<&Pricing>,
 ) -> Result<ServingReport> {
+    let trace = work.trace();
     let b_n = trace.num_batches();
     serving.check(b_n)?;
     if matches!(planner.needs(), Needs::Sources | Needs::Tokens) || planner.per_batch() {
@@ -278,7 +289,10 @@ pub fn serve(
     // before it, stays in order below).
     let points: Vec<usize> = (s0 + serving.every..b_n).step_by(serving.every).collect();
     let up_front = serving.min_balancedness.is_none()
-        && matches!(serving.migrate, Migrate::Fresh | Migrate::Relabel);
+        && matches!(
+            serving.migrate,
+            Migrate::Fresh | Migrate::Relabel | Migrate::Stair(_)
+        );
     let mut fresh: Vec<Option<Plan>> = if up_front {
         map_layers(points.len() + 1, |i| match i {
             0 => plan_on(s0 - w..s0),
@@ -304,20 +318,19 @@ pub fn serve(
     // gate (`min_balancedness`, SGLang's utilisation threshold) reads.
     // The trace's model, chosen once: the gate's replays and, unpriced, the run's.
     let pairs_cost = crate::judge::ModelChoice::choose(None, trace)?.cost();
-    let balance_on = |window: &LoadTrace, plan: &Plan| -> Result<f64> {
+    let balance_on = |window: &Workload, plan: &Plan| -> Result<f64> {
         if serving.rule == Rule::Even {
-            return Ok(crate::evaluate(window, plan)?.balancedness);
+            return Ok(crate::evaluate(window.trace(), plan)?.balancedness);
         }
-        let work = Workload::new(window.clone());
         let r = crate::judge::simulate_pairs(
-            &work,
+            window,
             &Strategy::fixed(plan.clone(), serving.rule),
             &pairs_cost,
         )?;
         Ok(r.balancedness)
     };
     for (i, &at) in points.iter().enumerate() {
-        let window = trace.slice_batches(at - w..at)?;
+        let window = work.slice_batches(at - w..at)?;
         let before = balance_on(&window, &served)?;
         if serving.min_balancedness.is_some_and(|b| before >= b) {
             replans.push(Replan {
@@ -333,7 +346,13 @@ pub fn serve(
         let next = match serving.migrate {
             Migrate::Fresh => fresh_at(i + 1, at - w..at)?,
             Migrate::Relabel => relabel(&served, &fresh_at(i + 1, at - w..at)?, move_cost)?,
-            Migrate::Incremental(goal) => incremental(&served, window.summed().view(), goal)?.plan,
+            Migrate::Incremental(goal) => {
+                incremental(&served, window.trace().summed().view(), goal)?.plan
+            }
+            Migrate::Stair(options) => {
+                let target = relabel(&served, &fresh_at(i + 1, at - w..at)?, move_cost)?;
+                stair(&served, &target, window.trace().summed().view(), options)?
+            }
         };
         let m = migration(&served, &next)?;
         replans.push(Replan {
@@ -355,7 +374,7 @@ pub fn serve(
         start = at;
     }
     segments.push((start - s0..b_n - s0, served));
-    let evaluated = Workload::new(trace.slice_batches(s0..b_n)?);
+    let evaluated = work.slice_batches(s0..b_n)?;
     let cost = match pricing {
         Some(p) => CostModel {
             time: Some(p.time_cost()),
@@ -406,7 +425,7 @@ pub fn serve(
     }
     let libra = if serving.libra {
         Some(libra_on(
-            trace,
+            work,
             s0 - w..s0,
             &evaluated,
             topology,
@@ -487,7 +506,7 @@ fn payback(replans: &[Replan], moe: Option<&[f64]>, kept: Option<&[f64]>) -> Opt
 /// Libra prepared on `planning`'s batches of `trace` and judged through its
 /// schedule on `served`.
 fn libra_on(
-    trace: &LoadTrace,
+    work: &Workload,
     planning: std::ops::Range<usize>,
     served: &Workload,
     topology: Topology,
@@ -496,7 +515,7 @@ fn libra_on(
     scale: f64,
 ) -> Result<LibraServed> {
     let libra = crate::planners::libra::ID.planner()?;
-    let work = Workload::new(trace.slice_batches(planning)?);
+    let work = work.slice_batches(planning)?;
     let ready = crate::planners::prepare(libra, &work, topology, &Settings::new())?;
     let base = ready.plan(None)?.plan;
     let schedule = ready
@@ -524,4 +543,105 @@ fn libra_on(
         copies_per_batch,
         total_us,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn moved(at_batch: usize, pause_us: f64) -> Replan {
+        Replan {
+            at_batch,
+            window_balancedness_before: 0.5,
+            window_balancedness_after: 0.9,
+            skipped: false,
+            migration: Migration::default(),
+            pause_us: Some(pause_us),
+        }
+    }
+
+    /// A background move hides under the MoE time served from its re-plan
+    /// to the next one that moves (a skipped one does not end it), the
+    /// last under the batches left; only the rest is a pause.
+    #[test]
+    fn a_background_move_hides_under_the_serving_after_it() {
+        // batches 10.. served at 2 ms each; moves at 12 and 16, one skipped at 14
+        let per_batch = vec![2_000.0; 10];
+        let mut skipped = moved(14, 0.0);
+        skipped.skipped = true;
+        skipped.pause_us = None;
+        let mut r = vec![moved(12, 9_000.0), skipped, moved(16, 3_000.0)];
+        hide_under_serving(&mut r, &per_batch, 10);
+        // 12..16: 8 ms covered of 9; 16..20: 8 ms covered of 3
+        assert_eq!(r[0].pause_us, Some(1_000.0));
+        assert_eq!(r[1].pause_us, None);
+        assert_eq!(r[2].pause_us, Some(0.0));
+    }
+
+    /// The replay judges with the sources it is given: under SGLang's
+    /// `static` rule (which reads each rank's tokens) the first plan kept
+    /// serves as the core judges it on the served batches' token routes,
+    /// and not as it would under even arrival; the gate reads the window
+    /// with its sources too.
+    #[test]
+    fn the_replay_judges_with_the_sources_given() -> Result<()> {
+        use crate::synth::token_generator::{TokenGenConfig, generate_tokens};
+        let p = crate::data::model::preset("deepseek-v2-lite")?;
+        let cfg = TokenGenConfig {
+            ranks: 4,
+            batch_tokens: 256,
+            ..TokenGenConfig::new(p, 8 * 256)
+        };
+        let work = Workload::from_tokens(generate_tokens(&cfg)?, 256)?;
+        let topo = Topology::new(2, 2)?;
+        let eplb = crate::planners::eplb::ID.planner()?;
+        let rule = Rule::SglangStatic(crate::judge::SglangVersion::Nearest);
+        let knobs = Serving {
+            every: 3,
+            window: 2,
+            min_balancedness: None,
+            migrate: Migrate::Relabel,
+            transfer: Transfer::Pause,
+            rule,
+            start: 0,
+            libra: false,
+        };
+        let r = serve(&work, topo, eplb, &Settings::new(), knobs, None)?;
+        let first = Workload::new(work.trace().slice_batches(0..2)?);
+        let plan = crate::planners::plan(eplb, &first, topo, &Settings::new())?.plan;
+        let cost = crate::judge::ModelChoice::choose(None, work.trace())?.cost();
+        let served = work.slice_batches(2..8)?;
+        assert_eq!(served.num_sources(), Some(4));
+        let kept =
+            crate::judge::simulate_pairs(&served, &Strategy::fixed(plan.clone(), rule), &cost)?;
+        assert!((r.static_balancedness - kept.balancedness).abs() < 1e-12);
+        let even = crate::judge::simulate_pairs(
+            &Workload::new(served.trace().clone()),
+            &Strategy::fixed(plan, rule),
+            &cost,
+        )?;
+        assert!(
+            (even.balancedness - kept.balancedness).abs() > 1e-6,
+            "the sources changed nothing"
+        );
+        // the slices of the sources add up to the whole
+        let whole = work.slice_batches(0..8)?;
+        let halves = work.slice_batches(0..3)?.then(&work.slice_batches(3..8)?)?;
+        assert_eq!(whole, halves);
+        Ok(())
+    }
+
+    /// Taking new copies from host memory, the busiest receiver sets the
+    /// time, whoever held the expert before.
+    #[test]
+    fn host_copies_are_the_busiest_receivers() {
+        let m = Migration {
+            per_gpu_intra_node: vec![3, 0],
+            per_gpu_inter_node: vec![1, 2],
+            ..Migration::default()
+        };
+        let us = host_time_us(&m, 64e6);
+        // 4 copies of 64 MB at 64 GB/s: 4 ms
+        assert!((us - 4_000.0).abs() < 1e-6, "{us}");
+    }
 }

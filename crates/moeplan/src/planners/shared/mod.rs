@@ -3,7 +3,8 @@
 //! [`order`], capacity-aware [`placement`] and its refinement, the
 //! [`joint`] search of copy counts and placement, the exact [`oracle`]
 //! and its programme (`lp`), the per-layer map (`layers`), and the
-//! [`incremental`] re-plan from a served plan.
+//! [`incremental`] re-plan from a served plan and the STAIR-like one
+//! (`stair`).
 
 pub mod incremental;
 pub mod joint;
@@ -14,3 +15,4 @@ pub mod oracle;
 pub mod order;
 pub mod packing;
 pub mod placement;
+pub(crate) mod stair;
