@@ -106,4 +106,4 @@ pub use data::topology::Topology;
 pub use data::trace::{Deal, HoldoutSplit, LayerStats, LoadTrace, TokenTrace, TraceStats};
 pub use data::workload::Workload;
 pub use error::{Error, Result};
-pub use judge::eval::{BoundCounts, EvalReport, evaluate, evaluate_with_progress, gpu_loads};
+pub use judge::eval::{BoundCounts, EvalReport, evaluate, gpu_loads};

@@ -494,8 +494,12 @@ fn planners_are_listed_once() {
 /// `studies::engines` (issue 50: the module, `Engine`, `ENGINES`, `Setting`,
 /// `Engine::settings`, `Engine::flags`), the engines' re-planning knobs the
 /// CLI reads and the page will: every other item was already reached from
-/// outside, so none could make way.
-const PUB_ITEMS_CEILING: usize = 633;
+/// outside, so none could make way. 633 → 631: five items for re-planning
+/// in the engines' moves (`Transfer` and its name, the STAIR-like `Stair`,
+/// `Workload::then` keeping sources, `engines::tokens_per_batch` for the
+/// CLI and the page alike) against seven made `pub(crate)`: the per-format
+/// trace readers (`read_trace` is the door) and `evaluate_with_progress`.
+const PUB_ITEMS_CEILING: usize = 631;
 
 /// The core's `pub` items, counted as [`PUB_ITEMS_CEILING`] says.
 fn pub_items() -> usize {

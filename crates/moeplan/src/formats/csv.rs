@@ -19,14 +19,7 @@ use crate::error::{Error, Result};
 const FORMAT: &str = "wide per-batch CSV";
 
 /// Reads the wide CSV; with `dataset`, keeps only that dataset's rows.
-///
-/// ```
-/// let csv = b",dataset,iteration,layer_idx,0,1\n0,a,0,0,3,1\n1,a,1,0,2,2\n";
-/// let t = moeplan::formats::csv::read_wide_csv(csv, None)?;
-/// assert_eq!((t.num_batches(), t.num_layers(), t.num_experts()), (2, 1, 2));
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn read_wide_csv(bytes: &[u8], dataset: Option<&str>) -> Result<LoadTrace> {
+pub(crate) fn read_wide_csv(bytes: &[u8], dataset: Option<&str>) -> Result<LoadTrace> {
     let mut reader = ::csv::ReaderBuilder::new()
         .has_headers(true)
         .flexible(false)
@@ -229,4 +222,19 @@ pub fn read_plan_csv(bytes: &[u8], topology: Topology, num_experts: usize) -> Re
         })
         .collect();
     Plan::new(topology, num_experts, layers, "imported")
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn read_wide_csv() -> crate::Result<()> {
+        let csv = b",dataset,iteration,layer_idx,0,1\n0,a,0,0,3,1\n1,a,1,0,2,2\n";
+        let t = crate::formats::csv::read_wide_csv(csv, None)?;
+        assert_eq!(
+            (t.num_batches(), t.num_layers(), t.num_experts()),
+            (2, 1, 2)
+        );
+        Ok(())
+    }
 }

@@ -2,15 +2,15 @@
 //!
 //! | format | read | write |
 //! | --- | --- | --- |
-//! | SGLang expert-distribution JSON (`logical_count`) | [`sglang::read_expert_distribution`] | — |
+//! | SGLang expert-distribution JSON (`logical_count`) | `sglang::read_expert_distribution` | — |
 //! | SGLang `--init-expert-location` JSON | [`sglang::read_init_expert_location`] | [`sglang::write_init_expert_location`] |
-//! | wide per-batch CSV (HarMoEny) | [`csv::read_wide_csv`] | — |
+//! | wide per-batch CSV (HarMoEny) | `csv::read_wide_csv` | — |
 //! | SGLang legacy per-rank CSV `layer_id,expert_id,count` | [`sglang::read_rank_csvs`] (summed), [`sglang::read_rank_csvs_by_rank`] (per-source counts) | — |
-//! | vLLM EPLB load window + physical→logical map | [`vllm::read_load_window`] | — |
-//! | SGLang `torch.save` dumps (`.pt`, stat and per-pass modes) | [`torch::read_pt`] | — |
+//! | vLLM EPLB load window + physical→logical map | `vllm::read_load_window` | — |
+//! | SGLang `torch.save` dumps (`.pt`, stat and per-pass modes) | `torch::read_pt` | — |
 //! | moeplan trace JSON | [`trace_json::read`] | [`trace_json::write`] |
 //! | moeplan plan JSON | [`plan_json::read`] | [`plan_json::write`] |
-//! | NumPy `.npy` / `.npz` (`B × L × E` or `L × E`) | [`npy::read_npy`], [`npy::read_npz`] | — |
+//! | NumPy `.npy` / `.npz` (`B × L × E` or `L × E`) | `npy::read_npy`, `npy::read_npz` | — |
 //! | ESFT token-level `expert_weights_<layer>.txt` | [`esft::read_esft`] | — |
 //! | vLLM `physical_to_logical_map` list | [`vllm::read_physical_to_logical`] | [`vllm::write_physical_to_logical`] |
 //! | vllm-ascend expert map | [`vllm::read_ascend_expert_map`] | [`vllm::write_ascend_expert_map`] |

@@ -34,27 +34,12 @@ const MAX_HEADER: usize = 1 << 16;
 const MAX_DIMS: usize = 64;
 
 /// Reads a `.npy` holding expert loads.
-///
-/// ```
-/// // a 2 × 3 float64 array, C order, written by np.save
-/// let mut npy = b"\x93NUMPY\x01\x00".to_vec();
-/// let header = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }";
-/// let pad = 64 - (10 + header.len() + 1) % 64;
-/// let h = format!("{header}{}\n", " ".repeat(pad % 64));
-/// npy.extend_from_slice(&(h.len() as u16).to_le_bytes());
-/// npy.extend_from_slice(h.as_bytes());
-/// for x in [0.0f64, 0.0, 0.0, 5.0, 1.0, 2.0] { npy.extend_from_slice(&x.to_le_bytes()); }
-/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
-/// let t = moeplan::formats::npy::read_npy(&npy, &mut meter)?;
-/// assert_eq!(t.layer_ids(), &[1]);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn read_npy(bytes: &[u8], meter: &mut Meter) -> Result<LoadTrace> {
+pub(crate) fn read_npy(bytes: &[u8], meter: &mut Meter) -> Result<LoadTrace> {
     to_trace(decode(bytes, meter, NPY)?, NPY)
 }
 
 /// Reads a `.npz` (zip of `.npy` files, stored or deflated).
-pub fn read_npz(bytes: &[u8], meter: &mut Meter) -> Result<LoadTrace> {
+pub(crate) fn read_npz(bytes: &[u8], meter: &mut Meter) -> Result<LoadTrace> {
     let mut zip = zip::ZipArchive::new(Cursor::new(bytes))
         .map_err(|e| Error::parse(NPZ, format!("not a readable zip of .npy files: {e}")))?;
     let names: Vec<String> = zip.file_names().map(str::to_string).collect();
@@ -422,5 +407,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not supported"), "{e}");
+    }
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn read_npy() -> crate::Result<()> {
+        // a 2 × 3 float64 array, C order, written by np.save
+        let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+        let header = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }";
+        let pad = 64 - (10 + header.len() + 1) % 64;
+        let h = format!("{header}{}\n", " ".repeat(pad % 64));
+        npy.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        npy.extend_from_slice(h.as_bytes());
+        for x in [0.0f64, 0.0, 0.0, 5.0, 1.0, 2.0] {
+            npy.extend_from_slice(&x.to_le_bytes());
+        }
+        let mut meter = crate::Meter::new(crate::ReadLimits::default());
+        let t = crate::formats::npy::read_npy(&npy, &mut meter)?;
+        assert_eq!(t.layer_ids(), &[1]);
+        Ok(())
     }
 }

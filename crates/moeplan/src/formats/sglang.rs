@@ -27,15 +27,7 @@ use crate::error::{Error, Result};
 const FORMAT: &str = "SGLang expert-distribution JSON";
 
 /// Reads `{"logical_count": ...}` from JSON bytes.
-///
-/// ```
-/// let json = br#"{"logical_count": [[0, 0], [3, 1], [2, 2]]}"#;
-/// let t = moeplan::formats::sglang::read_expert_distribution(json)?;
-/// assert_eq!(t.layer_ids(), &[1, 2]); // layer 0 is dense
-/// assert_eq!(t.model_layers(), 3);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn read_expert_distribution(bytes: &[u8]) -> Result<LoadTrace> {
+pub(crate) fn read_expert_distribution(bytes: &[u8]) -> Result<LoadTrace> {
     let value: Value =
         serde_json::from_slice(bytes).map_err(|e| Error::parse(FORMAT, e.to_string()))?;
     let lc = value
@@ -591,6 +583,15 @@ mod tests {
 /// The examples once in the docs of the items above, which are not public.
 #[cfg(test)]
 mod examples {
+    #[test]
+    fn read_expert_distribution() -> crate::Result<()> {
+        let json = br#"{"logical_count": [[0, 0], [3, 1], [2, 2]]}"#;
+        let t = crate::formats::sglang::read_expert_distribution(json)?;
+        assert_eq!(t.layer_ids(), &[1, 2]); // layer 0 is dense
+        assert_eq!(t.model_layers(), 3);
+        Ok(())
+    }
+
     #[test]
     fn recorded_steps() {
         let a =

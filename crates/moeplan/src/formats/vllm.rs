@@ -257,15 +257,7 @@ struct LoadWindowIn {
 /// "physical_to_logical_map": [MoE layers][physical experts]}` (optional
 /// `layer_ids`, `num_logical_experts`). Each window step becomes a batch;
 /// physical counts are summed onto their logical experts.
-///
-/// ```
-/// let json = br#"{"expert_load_window": [[[5, 1, 3]]], "physical_to_logical_map": [[0, 1, 0]]}"#;
-/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
-/// let t = moeplan::formats::vllm::read_load_window(json, &mut meter)?;
-/// assert_eq!(t.counts()[[0, 0, 0]], 8.0);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn read_load_window(
+pub(crate) fn read_load_window(
     bytes: &[u8],
     meter: &mut crate::Meter,
 ) -> Result<crate::data::trace::LoadTrace> {
@@ -354,4 +346,18 @@ pub(crate) fn physical_to_logical_counts(
     }
     let ids = layer_ids.unwrap_or_else(|| (0..l as u32).collect());
     crate::data::trace::LoadTrace::new(counts, ids)
+}
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn read_load_window() -> crate::Result<()> {
+        let json =
+            br#"{"expert_load_window": [[[5, 1, 3]]], "physical_to_logical_map": [[0, 1, 0]]}"#;
+        let mut meter = crate::Meter::new(crate::ReadLimits::default());
+        let t = crate::formats::vllm::read_load_window(json, &mut meter)?;
+        assert_eq!(t.counts()[[0, 0, 0]], 8.0);
+        Ok(())
+    }
 }

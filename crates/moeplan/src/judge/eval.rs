@@ -166,7 +166,7 @@ pub fn evaluate(trace: &LoadTrace, plan: &Plan) -> Result<EvalReport> {
 
 /// [`evaluate`], calling `progress(layers_done, layers_total)` after each
 /// layer so a front end can show how far it got.
-pub fn evaluate_with_progress(
+pub(crate) fn evaluate_with_progress(
     trace: &LoadTrace,
     plan: &Plan,
     mut progress: impl FnMut(usize, usize),

@@ -70,12 +70,13 @@ pub struct Engine {
     kind: Kind,
 }
 
+/// Each engine's balancer, by what it is called in the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    Sglang,
-    Vllm,
-    VllmAscend,
-    Trtllm,
+    SglangEplbManager,
+    VllmEplb,
+    AscendDynamicEplb,
+    TrtllmOnlineBalancer,
 }
 
 /// TensorRT-LLM's statistics decay per pass
@@ -89,7 +90,7 @@ const TRTLLM_DECAY: f64 = 0.95;
 /// groups are the same size).
 fn trtllm_cycle(layers: usize, u: usize) -> usize {
     let groups = layers.div_ceil(u.max(1)).max(1);
-    groups + usize::from(layers.is_multiple_of(groups))
+    groups + usize::from(layers % groups == 0)
 }
 
 /// SGLang's EPLB manager.
@@ -102,7 +103,7 @@ pub(crate) const SGLANG: Engine = Engine {
     window_default: 1000,
     migrate: Migrate::Fresh,
     transfer: Transfer::Pause,
-    kind: Kind::Sglang,
+    kind: Kind::SglangEplbManager,
 };
 
 /// vLLM's EPLB.
@@ -114,7 +115,7 @@ pub(crate) const VLLM: Engine = Engine {
     window_default: 1000,
     migrate: Migrate::Fresh,
     transfer: Transfer::Pause,
-    kind: Kind::Vllm,
+    kind: Kind::VllmEplb,
 };
 
 /// vllm-ascend's dynamic EPLB. Its interval default is the cycle's fixed
@@ -129,7 +130,7 @@ pub(crate) const VLLM_ASCEND: Engine = Engine {
     window_default: 600,
     migrate: Migrate::Fresh,
     transfer: Transfer::Pause,
-    kind: Kind::VllmAscend,
+    kind: Kind::AscendDynamicEplb,
 };
 
 /// TensorRT-LLM's online balancer. Its interval is the layer-update cycle
@@ -143,7 +144,7 @@ pub(crate) const TRTLLM: Engine = Engine {
     window_default: 20,
     migrate: Migrate::Fresh,
     transfer: Transfer::HostInBackground,
-    kind: Kind::Trtllm,
+    kind: Kind::TrtllmOnlineBalancer,
 };
 
 /// Every engine `--engine` knows.
@@ -196,8 +197,8 @@ impl Engine {
     /// MoE layers (vllm-ascend moves one a pass within its cycle).
     pub(crate) fn every_for(&self, moe_layers: usize) -> usize {
         match self.kind {
-            Kind::VllmAscend => self.every_default + moe_layers,
-            Kind::Trtllm => trtllm_cycle(moe_layers, 1),
+            Kind::AscendDynamicEplb => self.every_default + moe_layers,
+            Kind::TrtllmOnlineBalancer => trtllm_cycle(moe_layers, 1),
             _ => self.every_default,
         }
     }
@@ -213,8 +214,10 @@ impl Engine {
     /// SGLang's recorder buffer takes the interval, vLLM keeps its own.
     pub(crate) fn window_for(&self, every: usize) -> usize {
         match self.kind {
-            Kind::Sglang => every,
-            Kind::Vllm | Kind::VllmAscend | Kind::Trtllm => self.window_default,
+            Kind::SglangEplbManager => every,
+            Kind::VllmEplb | Kind::AscendDynamicEplb | Kind::TrtllmOnlineBalancer => {
+                self.window_default
+            }
         }
     }
 
@@ -228,7 +231,7 @@ impl Engine {
                 self.display
             )));
         }
-        if self.kind == Kind::VllmAscend && every < window + moe_layers + 1 {
+        if self.kind == Kind::AscendDynamicEplb && every < window + moe_layers + 1 {
             return Err(Error::Argument(format!(
                 "vllm-ascend's cycle is its heat collection ({window} passes), at least one pass of \
                  algorithm_execution_interval and one pass per MoE layer ({moe_layers}): K = {every} \
@@ -236,7 +239,7 @@ impl Engine {
                 window + moe_layers + 1
             )));
         }
-        if self.kind == Kind::Trtllm {
+        if self.kind == Kind::TrtllmOnlineBalancer {
             if window != self.window_default {
                 return Err(Error::Argument(format!(
                     "TensorRT-LLM keeps no window to set: its statistics decay by {TRTLLM_DECAY} a pass \
@@ -259,7 +262,7 @@ impl Engine {
                 )));
             }
         }
-        if self.kind == Kind::Sglang && every < window {
+        if self.kind == Kind::SglangEplbManager && every < window {
             return Err(Error::Argument(format!(
                 "SGLang refuses --eplb-rebalance-num-iterations {every} below \
                  --expert-distribution-recorder-buffer-size {window} (eplb_manager.py asserts the \
@@ -298,7 +301,7 @@ impl Engine {
         tokens_per_batch: f64,
         gate: Option<f64>,
     ) -> Result<Vec<Setting>> {
-        if gate.is_some() && self.kind != Kind::Sglang {
+        if gate.is_some() && self.kind != Kind::SglangEplbManager {
             return Err(Error::Argument(format!(
                 "{} has no skip threshold to set (SGLang's \
                  --eplb-min-rebalancing-utilization-threshold is the one engine gate): drop --replan-below",
@@ -358,7 +361,7 @@ impl Engine {
         gate: Option<f64>,
     ) -> String {
         match self.kind {
-            Kind::Sglang => {
+            Kind::SglangEplbManager => {
                 let mut f = format!(
                     "--enable-eplb --ep-num-redundant-experts {redundant} \
                      --eplb-rebalance-num-iterations {every} \
@@ -369,14 +372,14 @@ impl Engine {
                 }
                 f
             }
-            Kind::Vllm => format!(
+            Kind::VllmEplb => format!(
                 "--enable-eplb --eplb-config '{{\"window_size\":{window},\"step_interval\":{every},\"num_redundant_experts\":{redundant}}}'"
             ),
-            Kind::VllmAscend => format!(
+            Kind::AscendDynamicEplb => format!(
                 "DYNAMIC_EPLB=true; --additional-config '{{\"eplb_config\":{{\"dynamic_eplb\":true,\"expert_heat_collection_interval\":{window},\"algorithm_execution_interval\":{},\"num_redundant_experts\":{redundant}}}}}'",
                 every.saturating_sub(window + moe_layers).max(1)
             ),
-            Kind::Trtllm => format!(
+            Kind::TrtllmOnlineBalancer => format!(
                 "--extra_llm_api_options extra.yaml, extra.yaml holding: moe_config: {{backend: WIDEEP, load_balancer: {{num_slots: {}, layer_updates_per_iter: {}}}}}",
                 experts + redundant,
                 Self::trtllm_updates(every, moe_layers).unwrap_or(1)

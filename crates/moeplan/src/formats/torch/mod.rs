@@ -80,13 +80,7 @@ fn err(m: impl Into<String>) -> Error {
 }
 
 /// Reads a `.pt` dump (zip or legacy) into a trace, within `meter`'s budget.
-///
-/// ```
-/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
-/// let e = moeplan::formats::torch::read_pt(b"PK\x05\x06", &mut meter).unwrap_err();
-/// assert!(e.to_string().contains("not a readable torch.save zip"), "{e}");
-/// ```
-pub fn read_pt(bytes: &[u8], meter: &mut Meter) -> Result<LoadTrace> {
+pub(crate) fn read_pt(bytes: &[u8], meter: &mut Meter) -> Result<LoadTrace> {
     if is_legacy(bytes) {
         read_legacy(bytes, meter)
     } else {
@@ -596,3 +590,17 @@ impl Dtype {
 
 #[cfg(test)]
 mod tests;
+
+/// The examples once in the docs of the items above, which are not public.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn read_pt() {
+        let mut meter = crate::Meter::new(crate::ReadLimits::default());
+        let e = crate::formats::torch::read_pt(b"PK\x05\x06", &mut meter).unwrap_err();
+        assert!(
+            e.to_string().contains("not a readable torch.save zip"),
+            "{e}"
+        );
+    }
+}
