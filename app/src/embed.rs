@@ -11,7 +11,7 @@
 
 use leptos::prelude::*;
 use moeplan::data::model;
-use moeplan_view::dispatch_rule;
+use moeplan_view::{closest, dispatch_rule};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
@@ -103,6 +103,14 @@ pub const ATTRIBUTES: &[&str] = &[
     "charts",
     "controls",
 ];
+
+/// "; did you mean \"x\"?" after an unknown `name` among `known`, or
+/// nothing when none is close.
+fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+    closest(name, known)
+        .map(|k| format!("; did you mean \"{k}\"?"))
+        .unwrap_or_default()
+}
 
 fn whole(key: &str, v: &str, lo: usize, hi: usize) -> Result<usize, String> {
     v.trim()
@@ -198,7 +206,8 @@ impl EmbedOptions {
                             .map(|p| p.id.as_str())
                             .collect();
                         return Err(format!(
-                            "planners: unknown planner \"{n}\" (one of {})",
+                            "planners: unknown planner \"{n}\"{} (one of {})",
+                            did_you_mean(n, known.iter().copied()),
                             known.join(", ")
                         ));
                     }
@@ -213,7 +222,8 @@ impl EmbedOptions {
                                 .map(|&(_, c)| c)
                                 .ok_or_else(|| {
                                     format!(
-                                        "charts: unknown chart \"{w}\" (one of {})",
+                                        "charts: unknown chart \"{w}\"{} (one of {})",
+                                        did_you_mean(w, Chart::ALL.map(|(n, _)| n)),
                                         Chart::ALL.map(|(n, _)| n).join(", ")
                                     )
                                 })
@@ -232,14 +242,16 @@ impl EmbedOptions {
                             "rule" => Ok(Control::Rule),
                             "file" => Ok(Control::File),
                             _ => Err(format!(
-                                "controls: unknown control \"{w}\" (budget, layer, cluster, rule, file)"
+                                "controls: unknown control \"{w}\"{} (budget, layer, cluster, rule, file)",
+                                did_you_mean(w, ["budget", "layer", "cluster", "rule", "file"])
                             )),
                         })
                         .collect::<Result<_, _>>()?;
                 }
                 _ => {
                     return Err(format!(
-                        "unknown attribute \"{key}\" (one of {})",
+                        "unknown attribute \"{key}\"{} (one of {})",
+                        did_you_mean(key, ATTRIBUTES.iter().copied()),
                         ATTRIBUTES.join(", ")
                     ));
                 }
@@ -461,7 +473,14 @@ mod tests {
             (&[("controls", "seed")], "unknown control \"seed\""),
             (&[("rule", "round-robin")], "rule=\"round-robin\""),
             (&[("routes", "maybe")], "routes=\"maybe\""),
-            (&[("gpus", "8")], "unknown attribute \"gpus\""),
+            (
+                &[("gpus", "8")],
+                "unknown attribute \"gpus\"; did you mean \"gpus-per-node\"?",
+            ),
+            (&[("gpusPerNode", "8")], "did you mean \"gpus-per-node\"?"),
+            (&[("planners", "eplb,crafts")], "did you mean \"craft\"?"),
+            (&[("charts", "curves")], "did you mean \"curve\"?"),
+            (&[("controls", "budgets")], "did you mean \"budget\"?"),
         ] {
             let e = parse(pairs).unwrap_err();
             assert!(e.contains(words), "{pairs:?}: {e}");

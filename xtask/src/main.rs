@@ -14,8 +14,9 @@
 //!   headless Chromium, `dist`, the browser tests of what it built
 //!   (`tests/e2e.mjs` the page, `embed.mjs` the docs embed, `onefile.mjs`
 //!   the one-file page from `file://` in Chromium and `firefox.mjs` in
-//!   Firefox, `present.mjs` the presenter's features) and the JavaScript
-//!   package's type check; then each phase's wall-clock time. No check in it
+//!   Firefox, `present.mjs` the presenter's features, `api.mjs` the
+//!   JavaScript package in Node, its errors in the caller's names) and the
+//!   JavaScript package's type check; then each phase's wall-clock time. No check in it
 //!   depends on the machine's speed beyond a hang (an answer that never
 //!   comes, a median over 5× its budget). This is what CI runs.
 //! - `instructions [--write]` — the page's heaviest changes counted under
@@ -556,7 +557,8 @@ fn bench_page() -> Result {
     Ok(())
 }
 
-/// The browser tests of `dist`'s artefacts, each taking `--dist DIR`.
+/// The tests of `dist`'s artefacts, each taking `--dist DIR`: in the
+/// browsers, and the JavaScript package in Node (`api.mjs`).
 const BROWSER_TESTS: &[&str] = &[
     "tests/e2e.mjs",
     "tests/book.mjs",
@@ -564,6 +566,7 @@ const BROWSER_TESTS: &[&str] = &[
     "tests/onefile.mjs",
     "tests/firefox.mjs",
     "tests/present.mjs",
+    "tests/api.mjs",
 ];
 
 /// `--out DIR` after the task, else `dist` in the repository root.

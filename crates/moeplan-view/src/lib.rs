@@ -38,6 +38,7 @@
 
 mod grace;
 mod judging;
+mod names;
 pub mod page;
 mod replan;
 mod serving;
@@ -67,6 +68,7 @@ use moeplan::planners::registry::{
     CurvePoint, Needs, Planner, PlannerId, Prepared, Settings, Unit, Value, prepare, registry,
 };
 use moeplan::planners::{Grace, GraceAnalysis, GraceOptions};
+pub use names::closest;
 pub use serving::{EngineKnobs, ReplanMark, ServingAsk, ServingView, SweepPoint, sweep_intervals};
 pub use split::{SchedulePart, SplitJob, schedule_part};
 pub use state::PER_BATCH_CELLS;

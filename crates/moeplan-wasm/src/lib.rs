@@ -17,6 +17,11 @@
 //!
 //! User input never panics the module: a bad trace or setting is a thrown
 //! `Error` with one clear message, and a [`Planner`] keeps its previous trace.
+//! Every message names things as the caller wrote them and as
+//! `moeplan_wasm.d.ts` declares them: the function, the argument, the
+//! option in camelCase with the closest known one suggested; arguments are
+//! read as JavaScript passes them (`args`), so a wrong type says what was
+//! expected instead of failing inside the generated glue.
 //!
 //! The `.d.ts` is generated, none of it kept by hand: the settings types
 //! (`PlanSettings`, `PlanOptions`, `Algorithm`) by `build.rs` from the
@@ -37,6 +42,7 @@ use serde::{Deserialize, Serialize};
 use tsify::Tsify;
 use wasm_bindgen::prelude::*;
 
+mod args;
 mod names;
 use names::{camel_case, snake_case};
 
@@ -62,9 +68,10 @@ fn read_options() -> formats::ReadOptions {
     }
 }
 
-/// The one place a Rust error becomes a JavaScript one.
+/// The one place a Rust error becomes a JavaScript one (in the caller's
+/// names, [`args::error`]).
 fn js_error(e: impl std::fmt::Display) -> js_sys::Error {
-    js_sys::Error::new(&e.to_string())
+    args::error(e)
 }
 
 fn to_js<T: Serialize + ?Sized>(value: &T) -> Result<JsValue, js_sys::Error> {
@@ -73,13 +80,16 @@ fn to_js<T: Serialize + ?Sized>(value: &T) -> Result<JsValue, js_sys::Error> {
         .map_err(js_error)
 }
 
-/// Settings objects go through JSON so serde's `deny_unknown_fields` sees
-/// every key: a misspelt option is an error, not silently ignored.
-fn from_js<T: for<'de> Deserialize<'de>>(value: JsValue) -> Result<T, js_sys::Error> {
-    let text: String = js_sys::JSON::stringify(&value)
-        .map_err(|_| js_error("settings must be a plain object"))?
-        .into();
-    serde_json::from_str(&text).map_err(|e| js_error(format!("settings: {e}")))
+/// The keys [`plan`]'s settings take besides the planners' options.
+const PLAN_KEYS: [&str; 5] = ["nodes", "gpusPerNode", "algorithm", "hardware", "model"];
+
+/// Every key [`plan`]'s settings take, as the caller writes them.
+fn plan_keys() -> Vec<String> {
+    PLAN_KEYS
+        .iter()
+        .map(|k| k.to_string())
+        .chain(planners::all_options().iter().map(|o| camel_case(o.name)))
+        .collect()
 }
 
 /// What [`plan`]'s settings object says: the cluster, the planner
@@ -127,15 +137,24 @@ fn plan_config(text: &str) -> Result<(Topology, PlannerId, Settings, Priced), St
         model: word("model")?,
     };
     let mut settings = Settings::new();
+    let known = plan_keys();
     for (key, value) in &map {
-        if !matches!(
-            key.as_str(),
-            "nodes" | "gpusPerNode" | "algorithm" | "hardware" | "model"
-        ) {
-            settings
-                .set_json(&snake_case(key), value)
-                .map_err(|e| format!("settings: {key}: {e}"))?;
+        if PLAN_KEYS.contains(&key.as_str()) {
+            continue;
         }
+        // camelCase only, as the `.d.ts` declares: `replicas_per_gpu` or
+        // `replicasPerGPU` is a misspelling of `replicasPerGpu`
+        let name = snake_case(key);
+        if planners::option(&name).is_none() || camel_case(&name) != *key {
+            return Err(format!(
+                "settings: unknown option `{key}`{} (known: {})",
+                args::suggestion(key, known.iter().map(String::as_str)),
+                known.join(", ")
+            ));
+        }
+        settings
+            .set_json(&name, value)
+            .map_err(|e| format!("settings: {}", args::message_in_js(&e.to_string())))?;
     }
     Ok((topology, algorithm, settings, priced))
 }
@@ -168,14 +187,16 @@ impl Priced {
 /// `schedule` is `null` for the others.
 #[wasm_bindgen(unchecked_return_type = "PlanResult")]
 pub fn plan(
-    trace: &[u8],
-    #[wasm_bindgen(unchecked_param_type = "PlanSettings")] config: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array | number[]")] trace: JsValue,
+    #[wasm_bindgen(js_name = "settings", unchecked_param_type = "PlanSettings")] config: JsValue,
 ) -> Result<JsValue, js_sys::Error> {
-    let text: String = js_sys::JSON::stringify(&config)
-        .map_err(|_| js_error("settings must be a plain object"))?
-        .into();
-    let (topology, algorithm, settings, priced) = plan_config(&text).map_err(js_error)?;
-    let trace = formats::read_trace(trace, &read_options()).map_err(js_error)?;
+    let bytes = args::bytes("plan", "trace", &trace)?;
+    let text = args::object("plan", "settings", &config, "{ nodes: 1, gpusPerNode: 8 }")?;
+    // Its messages are in the caller's words already (an unknown key
+    // verbatim, even in snake_case).
+    let (topology, algorithm, settings, priced) =
+        plan_config(&text).map_err(|e| js_sys::Error::new(&format!("plan: {e}")))?;
+    let trace = formats::read_trace(&bytes, &read_options()).map_err(js_error)?;
     // One model for the bytes a schedule copies and the prices CRAFT's
     // time objective plans with: asked, else the trace's, else DeepSeek-V3.
     let judge = Judge::new(Workload::new(trace), priced.model.as_deref()).map_err(js_error)?;
@@ -371,22 +392,35 @@ impl Planner {
     /// Reads a trace (any supported format, detected by content) and returns
     /// its statistics. On error the previous trace stays.
     #[wasm_bindgen(js_name = loadTrace, unchecked_return_type = "TraceStats")]
-    pub fn load_trace(&mut self, bytes: &[u8]) -> Result<JsValue, js_sys::Error> {
-        let trace = formats::read_trace(bytes, &read_options()).map_err(js_error)?;
+    pub fn load_trace(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array | number[]")] bytes: JsValue,
+    ) -> Result<JsValue, js_sys::Error> {
+        let bytes = args::bytes("Planner.loadTrace", "bytes", &bytes)?;
+        let trace = formats::read_trace(&bytes, &read_options()).map_err(js_error)?;
         self.set_trace(trace)
     }
 
-    /// Generates a trace with a model preset's shape.
+    /// Generates a trace with a model preset's shape (`presets()` lists
+    /// them): `batches` batches, seeded by `seed`.
     #[wasm_bindgen(unchecked_return_type = "TraceStats")]
     pub fn generate(
         &mut self,
-        preset: &str,
-        batches: usize,
-        seed: u32,
+        #[wasm_bindgen(unchecked_param_type = "string")] preset: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] batches: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] seed: JsValue,
     ) -> Result<JsValue, js_sys::Error> {
-        let p = model::preset(preset).map_err(js_error)?;
+        const CALL: &str = "Planner.generate";
+        let preset = args::string(CALL, "preset", &preset, false, "a preset's name, presets()")?
+            .unwrap_or_default();
+        let batches = args::count(CALL, "batches", &batches, false, 1 << 16)?.unwrap_or(0);
+        let seed = args::count(CALL, "seed", &seed, false, u32::MAX as usize)?.unwrap_or(0);
+        let p = model::preset(&preset).map_err(|e| {
+            let names = model::PRESETS.iter().map(|p| p.name);
+            js_error(format!("{CALL}: {e}{}", args::suggestion(&preset, names)))
+        })?;
         let trace = generate(&GenConfig {
-            seed: seed.into(),
+            seed: seed as u64,
             ..GenConfig::new(p, batches)
         })
         .map_err(js_error)?;
@@ -407,9 +441,15 @@ impl Planner {
     pub fn configure(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "ClusterSettings")] cluster: JsValue,
-        replicas_per_gpu: Option<usize>,
+        #[wasm_bindgen(
+            js_name = "replicasPerGpu",
+            unchecked_optional_param_type = "number | null"
+        )]
+        replicas_per_gpu: JsValue,
     ) -> Result<JsValue, js_sys::Error> {
-        let c: ClusterSettings = from_js(cluster)?;
+        const CALL: &str = "Planner.configure";
+        let c = ClusterSettings::read(CALL, &cluster)?;
+        let replicas_per_gpu = replicas(CALL, &replicas_per_gpu)?;
         let trace = self
             .trace
             .clone()
@@ -438,9 +478,16 @@ impl Planner {
     #[wasm_bindgen(unchecked_return_type = "View")]
     pub fn view(
         &self,
-        replicas_per_gpu: Option<usize>,
-        layer: usize,
+        #[wasm_bindgen(
+            js_name = "replicasPerGpu",
+            unchecked_param_type = "number | null | undefined"
+        )]
+        replicas_per_gpu: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] layer: JsValue,
     ) -> Result<JsValue, js_sys::Error> {
+        const CALL: &str = "Planner.view";
+        let replicas_per_gpu = replicas(CALL, &replicas_per_gpu)?;
+        let layer = args::count(CALL, "layer", &layer, false, 1 << 16)?.unwrap_or(0);
         let ws = self.workspace()?;
         to_js(&ws.view(replicas_per_gpu, layer).map_err(js_error)?)
     }
@@ -455,11 +502,35 @@ impl Planner {
     #[wasm_bindgen(js_name = viewPriced, unchecked_return_type = "View")]
     pub fn view_priced(
         &mut self,
-        replicas_per_gpu: Option<usize>,
-        layer: usize,
-        hardware: &str,
-        model: Option<String>,
+        #[wasm_bindgen(
+            js_name = "replicasPerGpu",
+            unchecked_param_type = "number | null | undefined"
+        )]
+        replicas_per_gpu: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] layer: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] hardware: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "string | null")] model: JsValue,
     ) -> Result<JsValue, js_sys::Error> {
+        const CALL: &str = "Planner.viewPriced";
+        let replicas_per_gpu = replicas(CALL, &replicas_per_gpu)?;
+        let layer = args::count(CALL, "layer", &layer, false, 1 << 16)?.unwrap_or(0);
+        let hardware = args::string(
+            CALL,
+            "hardware",
+            &hardware,
+            false,
+            "a preset's name, hardwareNames()",
+        )?
+        .unwrap_or_default();
+        let model = args::string(CALL, "model", &model, true, "a preset's name, presets()")?;
+        if moeplan::data::hardware::preset(&hardware).is_err() {
+            let names: Vec<&str> = moeplan::data::hardware::listed().map(|(n, _)| n).collect();
+            return Err(js_error(format!(
+                "{CALL}: unknown hardware `{hardware}`{} (hardwareNames(): {})",
+                args::suggestion(&hardware, names.iter().copied()),
+                names.join(", ")
+            )));
+        }
         let ws = self.workspace()?;
         if ws.asked_model() != model.as_deref() {
             let next = Workspace::of_workload_deferring(
@@ -476,7 +547,7 @@ impl Planner {
         }
         let ws = self.workspace()?;
         let named = Priced {
-            hardware: Some(hardware.to_string()),
+            hardware: Some(hardware),
             model,
         };
         let pricing = named
@@ -498,20 +569,66 @@ impl Planner {
     /// CRAFT's plan as `moeplan` JSON or SGLang `--init-expert-location` JSON.
     pub fn export(
         &self,
-        replicas_per_gpu: Option<usize>,
-        format: &str,
+        #[wasm_bindgen(
+            js_name = "replicasPerGpu",
+            unchecked_param_type = "number | null | undefined"
+        )]
+        replicas_per_gpu: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] format: JsValue,
     ) -> Result<String, js_sys::Error> {
+        const CALL: &str = "Planner.export";
+        let replicas_per_gpu = replicas(CALL, &replicas_per_gpu)?;
+        let format = args::string(
+            CALL,
+            "format",
+            &format,
+            false,
+            "a plan format, e.g. \"moeplan\"",
+        )?
+        .unwrap_or_default();
         Ok(self
             .workspace()?
-            .export(replicas_per_gpu, format)
-            .map_err(js_error)?
+            .export(replicas_per_gpu, &format)
+            .map_err(|e| js_error(format!("{CALL}: {e}")))?
             .text)
     }
 
     fn workspace(&self) -> Result<&Workspace, js_sys::Error> {
-        self.workspace
-            .as_ref()
-            .ok_or_else(|| js_error("configure a cluster first"))
+        self.workspace.as_ref().ok_or_else(|| {
+            js_error("configure a cluster first: planner.configure({ nodes, gpusPerNode })")
+        })
+    }
+}
+
+/// The replicas-per-GPU budget argument: a whole number, or `undefined`
+/// for the automatic one.
+fn replicas(call: &str, v: &JsValue) -> Result<Option<usize>, js_sys::Error> {
+    args::count(call, "replicasPerGpu", v, true, 1 << 16)
+}
+
+impl ClusterSettings {
+    /// The cluster object `call` was given, every key checked in the
+    /// caller's names.
+    fn read(call: &str, v: &JsValue) -> Result<ClusterSettings, js_sys::Error> {
+        const KEYS: [&str; 3] = ["nodes", "gpusPerNode", "groups"];
+        args::object(call, "cluster", v, "{ nodes: 1, gpusPerNode: 8 }")?;
+        for key in args::keys(v) {
+            if !KEYS.contains(&key.as_str()) {
+                return Err(js_error(format!(
+                    "{call}: unknown cluster setting `{key}`{} (known: {})",
+                    args::suggestion(&key, KEYS),
+                    KEYS.join(", ")
+                )));
+            }
+        }
+        let field = |k: &str| js_sys::Reflect::get(v, &JsValue::from_str(k)).unwrap_or_default();
+        let at = |k: &str| format!("cluster.{k}");
+        let count = |k: &str, optional: bool| args::count(call, &at(k), &field(k), optional, 4096);
+        Ok(ClusterSettings {
+            nodes: count("nodes", false)?.unwrap_or(0),
+            gpus_per_node: count("gpusPerNode", false)?.unwrap_or(0),
+            groups: count("groups", true)?,
+        })
     }
 }
 
@@ -549,6 +666,18 @@ mod tests {
         );
         for (bad, needle) in [
             (r#"{"nodes": 1, "gpusPerNode": 2, "typo": 1}"#, "typo"),
+            (
+                r#"{"nodes": 1, "gpusPerNode": 2, "replicasPerGPU": 1}"#,
+                "unknown option `replicasPerGPU`; did you mean `replicasPerGpu`?",
+            ),
+            (
+                r#"{"nodes": 1, "gpusPerNode": 2, "replicas_per_gpu": 1}"#,
+                "unknown option `replicas_per_gpu`; did you mean `replicasPerGpu`?",
+            ),
+            (
+                r#"{"nodes": 1, "gpusPerNode": 2, "replicasPerGpu": "lots"}"#,
+                "settings: invalid argument: replicasPerGpu: expected",
+            ),
             (
                 r#"{"nodes": 1, "gpusPerNode": 2, "algorithm": "bogus"}"#,
                 "unknown planner",

@@ -375,25 +375,7 @@ impl Workload {
     /// batch is the sum of the batches', at `1 / B` of a replay's cost.
     pub(crate) fn one_batch(&self) -> Result<Workload> {
         let trace = self.trace.summed_batch();
-        let (l_n, e_n) = (trace.num_layers(), trace.num_experts());
-        let by_source = match &self.sources {
-            Sources::Even => None,
-            Sources::Counts(a) => Some(a.sum_axis(Axis(0)).insert_axis(Axis(0))),
-            Sources::Tokens { tokens, ranks, .. } => {
-                let mut a = Array4::zeros((1, l_n, *ranks, e_n));
-                let rank = tokens.source_rank();
-                for l in 0..l_n {
-                    let routes = tokens.routes(l);
-                    let mut layer = a.slice_mut(s![0, l, .., ..]);
-                    for (t, &r) in rank.iter().enumerate() {
-                        for &e in routes.row(t) {
-                            layer[[r as usize, e as usize]] += 1.0;
-                        }
-                    }
-                }
-                Some(a)
-            }
-        };
+        let by_source = self.source_counts(0..self.trace.num_batches(), true);
         let one = Workload {
             trace,
             sources: Sources::Even,
@@ -597,7 +579,7 @@ impl Workload {
             sources: Sources::Even,
             affinity: None,
         };
-        match self.source_counts(range) {
+        match self.source_counts(range, false) {
             Some(a) => sliced.with_sources(a),
             None => Ok(sliced),
         }
@@ -624,8 +606,8 @@ impl Workload {
             sources: Sources::Even,
             affinity: None,
         };
-        let a = self.source_counts(0..self.trace.num_batches());
-        let b = next.source_counts(0..next.trace.num_batches());
+        let a = self.source_counts(0..self.trace.num_batches(), false);
+        let b = next.source_counts(0..next.trace.num_batches(), false);
         match (a, b) {
             (Some(a), Some(b)) if a.dim().2 == b.dim().2 => {
                 let both = ndarray::concatenate(Axis(0), &[a.view(), b.view()])
@@ -637,25 +619,35 @@ impl Workload {
     }
 
     /// Per-source counts of batches `range`, `B × L × S × E` (token routes
-    /// counted per rank); `None` under even arrival.
-    fn source_counts(&self, range: std::ops::Range<usize>) -> Option<Array4<f64>> {
+    /// counted per rank), or summed into one batch (`1 × L × S × E`) when
+    /// `summed`; `None` under even arrival.
+    fn source_counts(&self, range: std::ops::Range<usize>, summed: bool) -> Option<Array4<f64>> {
+        let (l_n, e_n) = (self.trace.num_layers(), self.trace.num_experts());
+        let out_batches = if summed { 1 } else { range.len() };
         match &self.sources {
             Sources::Even => None,
-            Sources::Counts(a) => Some(a.slice(s![range, .., .., ..]).to_owned()),
+            Sources::Counts(a) => {
+                let part = a.slice(s![range, .., .., ..]);
+                Some(if summed {
+                    part.sum_axis(Axis(0)).insert_axis(Axis(0))
+                } else {
+                    part.to_owned()
+                })
+            }
             Sources::Tokens {
                 tokens,
                 ranks,
                 batch_tokens,
                 ..
             } => {
-                let (l_n, e_n) = (self.trace.num_layers(), self.trace.num_experts());
-                let mut a = Array4::zeros((range.len(), l_n, *ranks, e_n));
+                let mut a = Array4::zeros((out_batches, l_n, *ranks, e_n));
                 let rank = tokens.source_rank();
                 for (i, b) in range.enumerate() {
                     let span = self.batch_range(b, *batch_tokens);
+                    let into = if summed { 0 } else { i };
                     for l in 0..l_n {
                         let routes = tokens.routes(l);
-                        let mut layer = a.slice_mut(s![i, l, .., ..]);
+                        let mut layer = a.slice_mut(s![into, l, .., ..]);
                         for t in span.clone() {
                             for &e in routes.row(t) {
                                 layer[[rank[t] as usize, e as usize]] += 1.0;

@@ -14,10 +14,12 @@
 //! default the first `W`) and serves the rest. At every
 //! `K`-th batch after that it re-plans on the `W` batches before it,
 //! unless the served plan's balancedness on them, under the rule served,
-//! already reaches `min_balancedness`. It moves to the new plan as numbered, relabelled
-//! ([`relabel`]), by adjusting the served plan within a copy budget
-//! ([`incremental`]), or by moving only the layers below a gate toward the
-//! relabelled plan under a per-GPU-pair cap ([`Stair`]). The replay judges the schedule of plans on the served
+//! already reaches `min_balancedness`. It moves to the new plan as
+//! numbered, relabelled ([`relabel`]), by adjusting the served plan within
+//! a copy budget ([`incremental`]), or by moving only the layers below a
+//! gate toward the relabelled plan under a per-GPU-pair cap ([`Stair`]);
+//! GPU to GPU while serving waits, or from host memory in the background
+//! ([`Transfer`]). The replay judges the schedule of plans on the served
 //! batches under the rule in force, and the first plan kept throughout
 //! beside it, and — asked for — Libra serving the same batches with its
 //! per-batch copies. With a [`Pricing`] it also gives each batch's
