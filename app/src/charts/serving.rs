@@ -17,18 +17,11 @@ pub fn ServingPanel(board: Board) -> impl IntoView {
         <Show when=move || board.serving.with(Option::is_some)>
             <div id="serving-views">
                 <p id="serving-summary" class="hint">{move || board.serving.with(|v| v.as_ref().map(summary))}</p>
-                <Show when=move || board.serving.with(|v| v.as_ref().is_some_and(|v| v.engine.is_some()))>
-                    <p id="serving-engine" class="hint">{move || board.serving.with(|v| v.as_ref().and_then(|v| v.engine.as_ref()).map(|e| format!(
-                        "{} knobs: K = {} and W = {} forward passes of {} tokens, {} and {} trace batches; its flags: ",
-                        e.engine,
-                        v_every(board),
-                        v_window(board),
-                        e.tokens_per_pass,
-                        e.every_batches,
-                        e.window_batches)))}
-                        <code id="serving-flags">{move || board.serving.with(|v| v.as_ref().and_then(|v| v.engine.as_ref()).map(|e| e.flags.clone()))}</code>
-                    </p>
-                </Show>
+                <p id="serving-engine" class="hint">{move || board.serving.with(|v| v.as_ref().and_then(|v| v.engine.as_ref().map(|e| format!(
+                    "{} knobs: K = {} and W = {} forward passes of {} tokens, {} and {} trace batches; its flags: ",
+                    e.engine, v.every, v.window, e.tokens_per_pass, e.every_batches, e.window_batches))))}
+                    <code id="serving-flags">{move || board.serving.with(|v| v.as_ref().and_then(|v| v.engine.as_ref()).map(|e| e.flags.clone()))}</code>
+                </p>
                 <div class="grid">
                     <figure><figcaption id="serving-caption">{move || board.serving.with(|v| v.as_ref().map(|v| format!(
                         "Balancedness per served batch (rule: {}): EPLB re-planned every {} on the last {} (orange) against the first plan kept (grey); a mark per re-plan with the GB it moved",
@@ -40,14 +33,6 @@ pub fn ServingPanel(board: Board) -> impl IntoView {
             </div>
         </Show>
     }
-}
-
-fn v_every(board: Board) -> usize {
-    board.serving.with(|v| v.as_ref().map_or(0, |v| v.every))
-}
-
-fn v_window(board: Board) -> usize {
-    board.serving.with(|v| v.as_ref().map_or(0, |v| v.window))
 }
 
 /// One line of what the replay found.

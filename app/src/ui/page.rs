@@ -458,7 +458,7 @@ fn serving_controls(ctx: Ctx) -> impl IntoView {
             </select>
             {knob("K: re-plan every", "every", |s| s.every, |s, v| s.every = v, false)}
             {knob("W: on the last", "window", |s| s.window, |s, v| s.window = v, true)}
-            <Show when=move || !engine.with(String::is_empty)>
+            <span hidden=move || engine.with(String::is_empty)>
                 <label for="tokens-per-pass">"Tokens a forward pass serves (0: a trace batch)"</label>
                 <input id="tokens-per-pass" type="number" min="0" max=MAX_KNOB step="1"
                     prop:value=move || per_pass.get().to_string()
@@ -471,7 +471,7 @@ fn serving_controls(ctx: Ctx) -> impl IntoView {
                             _ => status.set(Status::Error(format!("tokens a forward pass: a whole number from 0 to {MAX_KNOB}"))),
                         }
                     }/>
-            </Show>
+            </span>
         </section>
     }
 }

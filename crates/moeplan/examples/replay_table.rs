@@ -17,8 +17,9 @@
 //! batches dealt evenly, 2 × 4, EPLB +8 in one group). "Best" is the
 //! fastest setting over the sweep: an in-sample choice.
 //!
-//! Second table: each engine's own re-planning on two of those shifts
-//! (HarMoEny bookcorpus then wikitext; ESFT intent then summary), its
+//! Second table: each engine's own re-planning on three of those shifts
+//! (HarMoEny's three datasets back to back, bookcorpus then wikitext;
+//! ESFT intent then summary), its
 //! knobs in forward passes (`studies::engines`, what `moeplan replay
 //! --engine` reads: the settings it refuses are left out), EPLB with its
 //! own move and transfer; at its fastest setting the same runs with
@@ -369,7 +370,8 @@ fn sweep_cells(runs: &[(usize, usize, ServingReport)]) -> Result<String, String>
 /// The shifts the engines' table serves, each with its tokens a forward
 /// pass (a stated assumption: HarMoEny's 24,576-token batches as 6 passes
 /// of 4,096 tokens, ESFT's 512-token batches as 4 decode passes of 128).
-const ENGINE_CASES: [(&str, usize); 2] = [
+const ENGINE_CASES: [(&str, usize); 3] = [
+    ("HarMoEny, the three back to back", 4096),
     ("HarMoEny bookcorpus, then wikitext", 4096),
     ("ESFT intent, then summary (512-token batches)", 128),
 ];
