@@ -459,6 +459,10 @@ pub struct ReplayArgs {
     /// own flags (sglang, vllm, vllm-ascend, trtllm).
     #[arg(long, value_parser = engine_names())]
     pub engine: Option<String>,
+    /// With --engine vllm: its EPLB's use_async, the move on a side stream
+    /// while serving goes on (only what serving does not cover pauses).
+    #[arg(long, requires = "engine")]
+    pub async_move: bool,
     /// Tokens one forward pass serves over the cluster, with --engine: what
     /// turns passes into trace batches (default: a pass is a trace batch).
     #[arg(long, value_name = "N", requires = "engine")]

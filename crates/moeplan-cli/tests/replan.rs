@@ -526,6 +526,57 @@ fn replay_in_vllms_knobs() {
         flags,
         r#"--enable-eplb --eplb-config '{"window_size":8,"step_interval":4,"num_redundant_experts":8}'"#
     );
+    // use_async: the move on a side stream, paused for only where serving
+    // does not cover it, never more than the move that stops serving
+    let timed = |extra: &[&str]| {
+        let mut a = vec![
+            "replay",
+            "--trace",
+            &t,
+            "--nodes",
+            "2",
+            "--gpus-per-node",
+            "4",
+            "--engine",
+            "vllm",
+            "--every",
+            "4",
+            "--window",
+            "8",
+            "--hardware",
+            "h100-ib-ndr",
+            "--json",
+        ];
+        a.extend(extra);
+        json_of(&a)
+    };
+    let (paused, hidden) = (timed(&[]), timed(&["--async-move"]));
+    assert_eq!(paused["engine"]["transfer"], "pause");
+    assert_eq!(hidden["engine"]["transfer"], "peer-in-background");
+    assert!(
+        hidden["engine"]["best"]["flags"]
+            .as_str()
+            .unwrap()
+            .contains(r#""use_async":true"#)
+    );
+    let total = |v: &serde_json::Value| v["runs"][0]["report"]["total_us"][0].as_f64().unwrap();
+    assert!(
+        total(&hidden) <= total(&paused),
+        "{} > {}",
+        total(&hidden),
+        total(&paused)
+    );
+    refused(
+        &[
+            "replay",
+            "--trace",
+            &t,
+            "--engine",
+            "sglang",
+            "--async-move",
+        ],
+        "SGLang has no asynchronous move",
+    );
     // --engine re-plans with the engines' EPLB only
     refused(
         &[

@@ -52,6 +52,11 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
         .engine
         .as_deref()
         .and_then(|n| engines::ENGINES.iter().find(|e| e.name == n));
+    // vLLM's use_async: the engine moving in the background
+    let engine: Option<Engine> = match (engine, args.async_move) {
+        (Some(e), true) => Some(e.asynchronous()?),
+        (e, _) => e.copied(),
+    };
     if let Some(e) = engine
         && planner.id().as_str() != "eplb"
     {
@@ -217,7 +222,7 @@ type MachineRuns<'a> = (&'a Cost, Vec<(usize, usize, ServingReport)>);
 /// K and W as asked (trace batches, or an engine's forward passes) and as
 /// the replay serves them (trace batches), pair by pair.
 struct Units {
-    engine: Option<&'static Engine>,
+    engine: Option<Engine>,
     /// `(K, W)` as asked.
     asked: Vec<(usize, usize)>,
     /// `(K, W)` in trace batches.
@@ -230,11 +235,7 @@ struct Units {
 impl Units {
     /// The pairs `--every` × `--window` name (the engine's defaults, or
     /// 16, where not given), each refused as its engine would refuse it.
-    fn of(
-        args: &ReplayArgs,
-        engine: Option<&'static Engine>,
-        trace: &LoadTrace,
-    ) -> Result<Units, CliError> {
+    fn of(args: &ReplayArgs, engine: Option<Engine>, trace: &LoadTrace) -> Result<Units, CliError> {
         // The model's MoE layers (vllm-ascend moves one a pass).
         let model = moeplan::judge::ModelChoice::choose(args.judge.model.as_deref(), trace)?.preset;
         let moe_layers = model.moe_layers();
@@ -386,7 +387,7 @@ impl Units {
         let best = self.best(machines_runs, args, trace, topology);
         json!({
             "name": e.name,
-            "transfer": e.transfer.name(),
+            "transfer": e.transfer,
             "tokens_per_pass": self.tokens_per_pass,
             "tokens_per_batch": self.tokens_per_batch,
             "settings": self.asked.iter().zip(&self.batches).map(|(&(k, w), &(kb, wb))| json!({

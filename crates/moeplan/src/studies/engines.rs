@@ -17,7 +17,8 @@
 //!   passes of load kept, set through `--eplb-config`; it asserts neither
 //!   against the other. Its move keeps an expert's slot on a GPU that
 //!   already holds it (PR #29499), which moves the same copies as a fresh
-//!   plan in moeplan's count.
+//!   plan in moeplan's count; with `use_async` it moves on a side stream
+//!   while serving goes on ([`Engine::asynchronous`]).
 //!
 //! - vllm-ascend (`vllm_ascend/eplb/eplb_updator.py`, `EplbConfig` in
 //!   `vllm_ascend/ascend_config.py`): a cycle of heat collection
@@ -193,6 +194,30 @@ pub struct Setting {
 }
 
 impl Engine {
+    /// The engine moving in the background where it can (vLLM's EPLB
+    /// with `use_async`: [`Transfer::PeerInBackground`], its flags saying
+    /// so); refused, in one line, by an engine that cannot.
+    ///
+    /// ```
+    /// use moeplan::studies::engines::ENGINES;
+    /// let vllm = ENGINES.iter().find(|e| e.name == "vllm").unwrap().asynchronous()?;
+    /// assert!(vllm.flags(3000, 1000, 58, 256, 32, None).contains(r#""use_async":true"#));
+    /// assert!(ENGINES[0].asynchronous().is_err()); // SGLang
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn asynchronous(&self) -> Result<Engine> {
+        match self.kind {
+            Kind::VllmEplb => Ok(Engine {
+                transfer: Transfer::PeerInBackground,
+                ..*self
+            }),
+            _ => Err(Error::Argument(format!(
+                "{} has no asynchronous move to set (vLLM's EPLB use_async is the one)",
+                self.display
+            ))),
+        }
+    }
+
     /// Its default interval, forward passes, for a model of `moe_layers`
     /// MoE layers (vllm-ascend moves one a pass within its cycle).
     pub(crate) fn every_for(&self, moe_layers: usize) -> usize {
@@ -373,7 +398,12 @@ impl Engine {
                 f
             }
             Kind::VllmEplb => format!(
-                "--enable-eplb --eplb-config '{{\"window_size\":{window},\"step_interval\":{every},\"num_redundant_experts\":{redundant}}}'"
+                "--enable-eplb --eplb-config '{{\"window_size\":{window},\"step_interval\":{every},\"num_redundant_experts\":{redundant}{}}}'",
+                if self.transfer == Transfer::PeerInBackground {
+                    ",\"use_async\":true"
+                } else {
+                    ""
+                }
             ),
             Kind::AscendDynamicEplb => format!(
                 "DYNAMIC_EPLB=true; --additional-config '{{\"eplb_config\":{{\"dynamic_eplb\":true,\"expert_heat_collection_interval\":{window},\"algorithm_execution_interval\":{},\"num_redundant_experts\":{redundant}}}}}'",

@@ -88,16 +88,13 @@ pub enum Transfer {
     /// PCIe 5.0 x16 host link, and only what the MoE time of the batches
     /// served until the next re-plan does not cover is a pause.
     HostInBackground,
-}
-
-impl Transfer {
-    /// Its name in reports.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Transfer::Pause => "pause",
-            Transfer::HostInBackground => "host-in-background",
-        }
-    }
+    /// GPU to GPU on a side stream while serving goes on (vLLM's EPLB with
+    /// `use_async`): the move's time as [`Transfer::Pause`] prices it, of
+    /// which only what the MoE time of the batches served until the next
+    /// re-plan does not cover is a pause. The copies share the links with
+    /// serving's own traffic; counting the MoE time, not the links' spare
+    /// time, makes this a lower bound of the pause.
+    PeerInBackground,
 }
 
 /// A host link's rate, GB/s: PCIe 5.0 x16 per direction (the H100/H200
@@ -367,7 +364,7 @@ pub fn serve(
             pause_us: hardware
                 .zip(expert_bytes)
                 .map(|(h, b)| match serving.transfer {
-                    Transfer::Pause => m.time_us(h, b),
+                    Transfer::Pause | Transfer::PeerInBackground => m.time_us(h, b),
                     Transfer::HostInBackground => host_time_us(&m, b),
                 }),
             migration: m,
@@ -420,7 +417,7 @@ pub fn serve(
         })
     };
     let (per_batch_moe_us, static_per_batch_moe_us) = (moe(&run), moe(&kept));
-    if serving.transfer == Transfer::HostInBackground
+    if serving.transfer != Transfer::Pause
         && let Some(per_batch) = &per_batch_moe_us
     {
         hide_under_serving(&mut replans, per_batch, s0);
