@@ -505,22 +505,13 @@ fn replay_in_sglangs_knobs() {
 #[test]
 fn replay_in_vllms_knobs() {
     let t = engine_trace();
-    let v = json_of(&[
-        "replay",
-        "--trace",
-        &t,
-        "--nodes",
-        "2",
-        "--gpus-per-node",
-        "4",
-        "--engine",
-        "vllm",
-        "--every",
-        "4",
-        "--window",
-        "8",
-        "--json",
-    ]);
+    let run = |extra: &[&str]| {
+        let mut a = engine_args(&t, "vllm");
+        a.extend(["--every", "4", "--window", "8", "--json"]);
+        a.extend(extra);
+        json_of(&a)
+    };
+    let v = run(&[]);
     let flags = v["engine"]["best"]["flags"].as_str().unwrap();
     assert_eq!(
         flags,
@@ -529,26 +520,9 @@ fn replay_in_vllms_knobs() {
     // use_async: the move on a side stream, paused for only where serving
     // does not cover it, never more than the move that stops serving
     let timed = |extra: &[&str]| {
-        let mut a = vec![
-            "replay",
-            "--trace",
-            &t,
-            "--nodes",
-            "2",
-            "--gpus-per-node",
-            "4",
-            "--engine",
-            "vllm",
-            "--every",
-            "4",
-            "--window",
-            "8",
-            "--hardware",
-            "h100-ib-ndr",
-            "--json",
-        ];
+        let mut a = vec!["--hardware", "h100-ib-ndr"];
         a.extend(extra);
-        json_of(&a)
+        run(&a)
     };
     let (paused, hidden) = (timed(&[]), timed(&["--async-move"]));
     assert_eq!(paused["engine"]["transfer"], "pause");

@@ -165,8 +165,9 @@ fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
-/// Mean over max GPU load under the even split.
-fn balance(loads: &[f64], gpus: &[Vec<u32>]) -> f64 {
+/// The even split's balancedness of one layer: mean GPU load over the
+/// busiest (the STAIR-like re-plan judges alike).
+pub(super) fn balance(loads: &[f64], gpus: &[Vec<u32>]) -> f64 {
     let peak = peak_load(loads, gpus);
     let total: f64 = loads.iter().sum();
     if peak > 0.0 {

@@ -20,7 +20,7 @@
 use ndarray::ArrayView2;
 use serde::Serialize;
 
-use super::placement::peak_load;
+use super::incremental::balance;
 use crate::data::plan::{LayerPlacement, Plan};
 use crate::error::{Error, Result};
 
@@ -191,17 +191,6 @@ fn without(a: &[u32], b: &[u32]) -> Vec<u32> {
 
 fn copies_of(gpus: &[Vec<u32>], e: u32) -> usize {
     gpus.iter().flatten().filter(|&&x| x == e).count()
-}
-
-/// The even split's balancedness: mean GPU load over the busiest.
-fn balance(loads: &[f64], gpus: &[Vec<u32>]) -> f64 {
-    let peak = peak_load(loads, gpus);
-    let total: f64 = loads.iter().sum();
-    if peak > 0.0 {
-        total / gpus.len().max(1) as f64 / peak
-    } else {
-        1.0
-    }
 }
 
 #[cfg(test)]
