@@ -495,10 +495,11 @@ fn planners_are_listed_once() {
 /// `Engine::settings`, `Engine::flags`), the engines' re-planning knobs the
 /// CLI reads and the page will: every other item was already reached from
 /// outside, so none could make way. 633 → 631: five items for re-planning
-/// in the engines' moves (`Transfer` and its name, the STAIR-like `Stair`,
+/// in the engines' moves (`Transfer`, the STAIR-like `Stair`,
 /// `Workload::then` keeping sources, `engines::tokens_per_batch` for the
-/// CLI and the page alike) against seven made `pub(crate)`: the per-format
-/// trace readers (`read_trace` is the door) and `evaluate_with_progress`.
+/// CLI and the page alike, `Engine::asynchronous`) against seven made
+/// `pub(crate)`: the per-format trace readers (`read_trace` is the door,
+/// the fuzz targets reach them through it) and `evaluate_with_progress`.
 const PUB_ITEMS_CEILING: usize = 631;
 
 /// The core's `pub` items, counted as [`PUB_ITEMS_CEILING`] says.
