@@ -167,10 +167,10 @@ impl Workspace {
         let engine = self.engine_of(&ask)?;
         let (migrate, transfer) = engine
             .as_ref()
-            .map_or((Migrate::Relabel, Transfer::Pause), |(e, _)| {
+            .map_or((Migrate::Relabel, Transfer::Pause), |(e, _, _)| {
                 (e.migrate, e.transfer)
             });
-        let knobs = engine.as_ref().map(|(_, k)| k.clone());
+        let knobs = engine.as_ref().map(|(_, k, _)| k.clone());
         let window = knobs.as_ref().map_or(ask.window, |k| k.window_batches);
         let run = |every| {
             serve(
@@ -200,13 +200,17 @@ impl Workspace {
                 let asked = match &engine {
                     _ if k == every => ask.every,
                     None => k,
-                    Some((e, knobs)) => {
+                    Some((e, knobs, per_batch)) => {
                         let per_pass = knobs.tokens_per_pass as f64;
-                        let passes = ((k as f64 * self.tokens_per_batch() / per_pass).round()
-                            as usize)
-                            .max(1);
+                        let passes = ((k as f64 * per_batch / per_pass).round() as usize).max(1);
                         if self
-                            .engine_setting(e, passes, ask.window, knobs.tokens_per_pass)
+                            .engine_setting(
+                                e,
+                                passes,
+                                ask.window,
+                                knobs.tokens_per_pass,
+                                *per_batch,
+                            )
                             .is_err()
                         {
                             continue;
@@ -242,9 +246,10 @@ impl Workspace {
         ))
     }
 
-    /// The engine `ask` names and its knobs in batches (refused as the
-    /// engine refuses them); `None` without one.
-    fn engine_of(&self, ask: &ServingAsk) -> Result<Option<(&'static Engine, EngineKnobs)>> {
+    /// The engine `ask` names, its knobs in batches (refused as the engine
+    /// refuses them) and the tokens a trace batch holds (the trace's top-k,
+    /// else its model's; summed over the trace once); `None` without one.
+    fn engine_of(&self, ask: &ServingAsk) -> Result<Option<(&'static Engine, EngineKnobs, f64)>> {
         let Some(name) = ask.engine.as_deref().filter(|n| !n.is_empty()) else {
             return Ok(None);
         };
@@ -255,11 +260,12 @@ impl Workspace {
                 names.join(", ")
             ))
         })?;
+        let model = self.judge().model().preset;
+        let per_batch = tokens_per_batch(self.trace(), model.top_k);
         let per_pass = ask
             .tokens_per_pass
-            .unwrap_or_else(|| (self.tokens_per_batch().round() as usize).max(1));
-        let s = self.engine_setting(e, ask.every, ask.window, per_pass)?;
-        let model = self.judge().model().preset;
+            .unwrap_or_else(|| (per_batch.round() as usize).max(1));
+        let s = self.engine_setting(e, ask.every, ask.window, per_pass, per_batch)?;
         let experts = self.trace().num_experts();
         let redundant = eplb::default_redundant_experts(experts, self.topology.num_gpus());
         let flags = e.flags(
@@ -279,35 +285,25 @@ impl Workspace {
                 window_batches: s.window,
                 flags,
             },
+            per_batch,
         )))
     }
 
     /// `every` and `window` forward passes of `per_pass` tokens as `e`
-    /// accepts them, in batches.
+    /// accepts them, in batches of `per_batch` tokens.
     fn engine_setting(
         &self,
         e: &Engine,
         every: usize,
         window: usize,
         per_pass: usize,
+        per_batch: f64,
     ) -> Result<moeplan::studies::engines::Setting> {
         let layers = self.judge().model().preset.moe_layers();
-        e.settings(
-            &[every],
-            &[window],
-            layers,
-            per_pass,
-            self.tokens_per_batch(),
-            None,
-        )?
-        .into_iter()
-        .next()
-        .ok_or_else(|| Error::Argument(format!("{}: no setting", e.display)))
-    }
-
-    /// Tokens a trace batch holds (the trace's top-k, else its model's).
-    fn tokens_per_batch(&self) -> f64 {
-        tokens_per_batch(self.trace(), self.judge().model().preset.top_k)
+        e.settings(&[every], &[window], layers, per_pass, per_batch, None)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Argument(format!("{}: no setting", e.display)))
     }
 }
 

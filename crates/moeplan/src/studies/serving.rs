@@ -261,6 +261,23 @@ pub fn serve(
     serving: Serving,
     pricing: Option<&Pricing>,
 ) -> Result<ServingReport> {
+    // Sources are read by a rule that is not blind (each window's
+    // balancedness and the served batches), by a price (the served
+    // batches' traffic) and by Libra (its window and the served batches);
+    // elsewhere a slice is of the counts alone, so token routes are not
+    // counted per rank for nothing (a 16-batch window of the page's route
+    // default is 15 MB of per-rank counts).
+    let counts = Workload::new(work.trace().clone());
+    let windows = if serving.rule.is_blind() {
+        &counts
+    } else {
+        work
+    };
+    let served_from = if serving.rule.is_blind() && pricing.is_none() && !serving.libra {
+        &counts
+    } else {
+        work
+    };
     let trace = work.trace();
     let b_n = trace.num_batches();
     serving.check(b_n)?;
@@ -329,7 +346,7 @@ pub fn serve(
         Ok(r.balancedness)
     };
     for (i, &at) in points.iter().enumerate() {
-        let window = work.slice_batches(at - w..at)?;
+        let window = windows.slice_batches(at - w..at)?;
         let before = balance_on(&window, &served)?;
         if serving.min_balancedness.is_some_and(|b| before >= b) {
             replans.push(Replan {
@@ -373,7 +390,7 @@ pub fn serve(
         start = at;
     }
     segments.push((start - s0..b_n - s0, served));
-    let evaluated = work.slice_batches(s0..b_n)?;
+    let evaluated = served_from.slice_batches(s0..b_n)?;
     let cost = match pricing {
         Some(p) => CostModel {
             time: Some(p.time_cost()),
