@@ -58,10 +58,15 @@ export function track(page, allowed, { console = false } = {}) {
   return page;
 }
 
-export const tally = { passed: 0, failed: 0 };
+export const tally = { passed: 0, failed: 0, failures: [] };
 export function check(name, ok, detail = "") {
   if (ok) { tally.passed++; console.log(`ok   ${name}${detail ? ` — ${detail}` : ""}`); }
-  else { tally.failed++; console.log(`FAIL ${name}${detail ? ` — ${detail}` : ""}`); }
+  else {
+    tally.failed++;
+    const line = `FAIL ${name}${detail ? ` — ${detail}` : ""}`;
+    tally.failures.push(line.slice(0, 400));
+    console.log(line);
+  }
   return ok;
 }
 
@@ -90,7 +95,10 @@ export const launch = (extra = []) => chromium.launch({
 });
 
 /// Prints the tally's last line and exits with its verdict.
+/// The failures are repeated last: CI keeps only the tail of a long run's
+/// output, and a failure printed early was cut from it (stop 63).
 export function finish() {
+  if (tally.failures.length > 0) console.log(`failed:\n${tally.failures.join("\n")}`);
   console.log(`${tally.passed} passed, ${tally.failed} failed`);
   process.exit(tally.failed === 0 ? 0 : 1);
 }
