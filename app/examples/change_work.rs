@@ -16,8 +16,11 @@
 //! ([`Request::from_settings`]); a cluster change's follow-up (Libra, and
 //! GRACE on a cluster it has not clustered) is counted on its own row.
 //! Under callgrind with `--instr-atstart=no` only the changes are counted:
-//! each is dumped under its name (`CALLGRIND_DUMP_STATS_AT`). Natively it
-//! prints each change's wall time.
+//! each is dumped under its name (`CALLGRIND_DUMP_STATS_AT`). So is each
+//! step of the work ahead of time after opening, as
+//! `warm-up step|kind|what`: `cargo xtask` keeps the longest of each kind,
+//! the most a change can wait behind (issue 52). Natively it prints each
+//! change's wall time and each kind's longest step.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -26,6 +29,11 @@ use crabgrind::callgrind;
 use moeplan_app::protocol::{Request, Response, Source};
 use moeplan_app::settings::Settings;
 use moeplan_app::worker::{Warmed, WorkerState};
+
+/// Steps of Libra's path table counted after the neighbouring clusters:
+/// its first batches (one learnt in parts, then a step per layer), whose
+/// steps cost what every later batch's do.
+const PATH_TABLE_STEPS: usize = 150;
 
 /// One change the page's controls make.
 #[derive(Clone, Copy)]
@@ -101,16 +109,41 @@ fn run(routes: bool) -> Result<(), String> {
         Request::from_settings(next(), &s, None, None, None, true),
     )?;
     println!("timeline: {:.1} ms", now());
-    // Between requests the worker prepares GRACE's neighbouring clusters
-    // (token routes only); the e2e times changes once it is idle. Libra's
-    // path table, made after them, does not serve these changes.
+    // Between requests the worker prepares the neighbouring clusters
+    // (CRAFT's measurements, and GRACE's clusterings with token routes);
+    // the e2e times changes once it is idle. Each step is counted alone: a
+    // request waits behind one step at most (issue 52), and `cargo xtask`
+    // keeps the longest of each kind. Then the first batches of Libra's
+    // path table, which does not serve the changes below.
+    callgrind::start_instrumentation();
+    let mut longest: Vec<(&str, f64, String)> = Vec::new();
+    let mut step = |worker: &mut WorkerState| {
+        let (kind, what) = worker.next_step().unwrap_or(("", String::new()));
+        let t = Instant::now();
+        callgrind::zero_stats();
+        let done = worker.warm_step(now);
+        callgrind::dump_stats(format!("warm-up step|{kind}|{what}").as_str());
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        match longest.iter_mut().find(|l| l.0 == kind) {
+            Some(l) if l.1 >= ms => {}
+            Some(l) => *l = (kind, ms, what),
+            None => longest.push((kind, ms, what)),
+        }
+        done
+    };
     while worker.warming() {
-        if let Some(Warmed::Clusters(..)) = worker.warm_step(now) {
+        if let Some(Warmed::Clusters(..)) = step(&mut worker) {
             break;
         }
     }
-    println!("GRACE's neighbours prepared: {:.1} ms", now());
-    callgrind::start_instrumentation();
+    println!("neighbours prepared: {:.1} ms", now());
+    for _ in 0..PATH_TABLE_STEPS {
+        if !worker.warming() {
+            break;
+        }
+        step(&mut worker);
+    }
+
     for &(name, change) in CHANGES {
         let cluster_change = match change {
             Change::GpusPerNode(g) => {
@@ -138,6 +171,17 @@ fn run(routes: bool) -> Result<(), String> {
             let req = Request::from_settings(next(), &s, None, None, None, true);
             counted(&format!("{name}, follow-up"), || ask(&mut worker, req))?;
         }
+    }
+    // What the changes replaced is freed by the next step ahead of time,
+    // a step of its own.
+    while worker
+        .next_step()
+        .is_some_and(|(kind, _)| kind.starts_with("freeing"))
+    {
+        step(&mut worker);
+    }
+    for (kind, ms, what) in &longest {
+        println!("longest warm-up step, {kind}: {ms:.1} ms ({what})");
     }
     Ok(())
 }

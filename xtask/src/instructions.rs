@@ -297,7 +297,40 @@ fn dumps(dir: &Path, prefix: &str) -> Result<Vec<(String, f64)>> {
             out.push((change.trim().to_string(), n));
         }
     }
-    Ok(out)
+    Ok(longest_steps(out))
+}
+
+/// The steps of the work ahead of time (`warm-up step|kind|what`, one dump
+/// each) reduced to the longest of each kind, a row each, after the
+/// changes: the most a change can wait behind (issue 52). Which step it
+/// was is printed, not part of the row's name.
+fn longest_steps(dumped: Vec<(String, f64)>) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    let mut longest: Vec<(String, f64, String, usize)> = Vec::new();
+    for (name, n) in dumped {
+        let Some(rest) = name.strip_prefix("warm-up step|") else {
+            out.push((name, n));
+            continue;
+        };
+        let (kind, what) = rest.split_once('|').unwrap_or((rest, ""));
+        match longest.iter_mut().find(|l| l.0 == kind) {
+            Some(l) => {
+                l.3 += 1;
+                if n > l.1 {
+                    (l.1, l.2) = (n, what.to_string());
+                }
+            }
+            None => longest.push((kind.to_string(), n, what.to_string(), 1)),
+        }
+    }
+    for (kind, n, what, steps) in longest {
+        eprintln!(
+            "  the longest warm-up step, {kind}: {:.1} M instructions ({what}; of {steps} counted)",
+            n / 1e6
+        );
+        out.push((format!("the longest warm-up step: {kind}"), n));
+    }
+    out
 }
 
 /// (default, change) → ceiling, from the page's table (the count column

@@ -69,6 +69,7 @@ fn main() {
         helper_failed: Cell::new(false),
         waiting: RefCell::new(None),
         as_helper: RefCell::new(Helper::default()),
+        trace_seen: Cell::new((u64::MAX, 0.0)),
     });
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
         let data = js_sys::Array::from(&ev.data());
@@ -115,6 +116,9 @@ struct Server {
     waiting: RefCell<Option<Waiting>>,
     /// This instance's state as another worker's helper.
     as_helper: RefCell<Helper>,
+    /// The trace held (its number) and when the helper was first due to
+    /// take it ([`Server::sync_helper`]).
+    trace_seen: Cell<(u64, f64)>,
 }
 
 /// The helper worker and what it holds.
@@ -303,7 +307,11 @@ impl Server {
     }
 
     /// Starts the helper, or gives it the trace held, a second after an
-    /// answer: never while a request waits.
+    /// answer: never while a request waits. While the neighbouring
+    /// clusters are still prepared for a trace loaded less than
+    /// [`HELPER_DEFER_MS`] ago, a second later: its seconds of loading on
+    /// the other core slowed the first changes after the page opened
+    /// (issue 52), and the work ahead of time those changes use comes first.
     fn sync_helper(self: &Rc<Self>) {
         if self.helper_failed.get()
             || self.waiting.borrow().is_some()
@@ -312,10 +320,18 @@ impl Server {
         {
             return;
         }
+        let trace = self.state.borrow().trace_number();
+        if self.trace_seen.get().0 != trace {
+            self.trace_seen.set((trace, now()));
+        }
+        let young = now() - self.trace_seen.get().1 < f64::from(HELPER_DEFER_MS);
+        if young && self.state.borrow().preparing_neighbours() {
+            self.after(HELPER_SYNC_MS, |me| me.sync_helper());
+            return;
+        }
         if self.helper.borrow().is_none() {
             return self.start_helper();
         }
-        let trace = self.state.borrow().trace_number();
         let due = self.helper.borrow().as_ref().is_some_and(|h| {
             h.ready && !h.busy && h.held != Some(trace) && h.loading != Some(trace)
         });
@@ -511,6 +527,10 @@ impl Server {
         }
         if free() && self.state.borrow().warming() {
             self.warmer.schedule(QUIET_MS);
+        } else if free() {
+            // An answer that left nothing to prepare (a path table it made
+            // itself): the page stops saying something is.
+            self.warmer.tell(&self.state.borrow());
         }
         // The helper takes its copy of the trace a second after an answer (a
         // request meanwhile waits for nothing: it is answered alone).
@@ -676,6 +696,11 @@ const QUIET_MS: i32 = 250;
 /// helper on a page changed continuously (the e2e's count default).
 const HELPER_SYNC_MS: i32 = 1000;
 
+/// How long after a trace arrives the helper waits for the neighbouring
+/// clusters to be prepared before it loads the trace anyway (a page changed
+/// continuously never lets that work finish).
+const HELPER_DEFER_MS: i32 = 4000;
+
 /// The longest a request waits for the helper's part before it is
 /// answered alone (the part takes about as long as this worker's).
 const HELPER_WAIT_MS: i32 = 20_000;
@@ -683,6 +708,9 @@ const HELPER_WAIT_MS: i32 = 20_000;
 /// About how long one run of work ahead of time lasts before it yields to
 /// requests (a step may run longer: one layer of one cluster).
 const STEP_MS: f64 = 8.0;
+
+/// How far the work ahead of time moves on between two messages saying so.
+const TELL_EVERY: f64 = 0.02;
 
 /// Runs [`WorkerState::warm_step`] from timers between requests.
 #[derive(Clone)]
@@ -692,6 +720,8 @@ struct Warmer {
     timer: Rc<Cell<Option<i32>>>,
     /// The timer's callback; it reschedules itself while work remains.
     run: Rc<RefCell<Option<Tick>>>,
+    /// What the page was last told is being prepared, and how far it was.
+    told: Rc<RefCell<(Option<String>, f64)>>,
 }
 
 /// A timer's callback.
@@ -703,6 +733,7 @@ impl Warmer {
             scope: scope.clone(),
             timer: Rc::new(Cell::new(None)),
             run: Rc::new(RefCell::new(None)),
+            told: Rc::new(RefCell::new((None, 0.0))),
         };
         let (me, state) = (warmer.clone(), Rc::clone(state));
         let run = Closure::<dyn FnMut()>::new(move || {
@@ -724,9 +755,11 @@ impl Warmer {
                     None => {}
                 }
                 if !state.borrow().warming() {
+                    me.tell(&state.borrow());
                     return;
                 }
                 if now() >= deadline {
+                    me.tell(&state.borrow());
                     me.schedule(0);
                     return;
                 }
@@ -734,6 +767,21 @@ impl Warmer {
         });
         *warmer.run.borrow_mut() = Some(run);
         warmer
+    }
+
+    /// Tells the page what is being prepared when that changed, or moved
+    /// on by a step of [`TELL_EVERY`] (not after every run: a message each
+    /// 8 ms would keep the page's main thread busy for nothing).
+    fn tell(&self, state: &WorkerState) {
+        let now = state.preparing();
+        let what = now.as_ref().map(|p| p.what.clone());
+        let done = now.as_ref().map_or(1.0, |p| p.done);
+        let mut told = self.told.borrow_mut();
+        if told.0 == what && (done - told.1).abs() < TELL_EVERY {
+            return;
+        }
+        *told = (what.clone(), done);
+        post(&self.scope, &Response::Preparing { what, done });
     }
 
     /// Runs the next steps in `ms` milliseconds, unless a request comes first.

@@ -68,14 +68,19 @@ pub fn focus_title() -> &'static str {
     moeplan_view::focus_spec().map_or("plan", |p| p.display)
 }
 
-/// The planners the page compares that take a budget (`EPLB, CRAFT`), in
-/// registry order.
-pub fn budgeted_titles() -> String {
-    page_planners()
-        .filter(|p| p.budget().is_some())
+/// The balancers the page compares against BASE, from the registry: every
+/// planner with options of its own but BASE (`EPLB, CRAFT, GRACE and
+/// LIBRA`), for the page's tagline.
+pub fn balancer_titles() -> String {
+    let names: Vec<&str> = moeplan::planners::SPECS
+        .iter()
+        .filter(|p| !p.options.is_empty() && p.id.as_str() != "base")
         .map(|p| p.display)
-        .collect::<Vec<_>>()
-        .join(", ")
+        .collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
 }
 
 /// The expert-groups field's label, naming whom the setting is for: the

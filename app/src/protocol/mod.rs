@@ -298,6 +298,10 @@ pub enum Response {
         /// Milliseconds of work it took, in steps between requests.
         worker_ms: f64,
     },
+    /// What the worker prepares between requests (`what`, `done` of it,
+    /// 0 to 1), sent as it goes; `what: None` once nothing is left. The
+    /// page says so in a line of its own.
+    Preparing { what: Option<String>, done: f64 },
     /// Something was wrong with the input; the previous state is kept.
     Error {
         /// Request it answers.

@@ -32,6 +32,7 @@ pub fn App() -> impl IntoView {
         stats,
         status,
         timings,
+        ahead,
         restarts,
         ..
     } = ctx;
@@ -127,7 +128,7 @@ pub fn App() -> impl IntoView {
     view! {
         <header>
             <h1>"moeplan"</h1>
-            <p class="tagline">{format!("Expert placement and replication for Mixture-of-Experts serving — {}, in your browser, offline.", charts::budgeted_titles())}</p>
+            <p class="tagline">{format!("Expert placement and replication for Mixture-of-Experts serving — {} against BASE, in your browser, offline.", charts::balancer_titles())}</p>
         </header>
         <main>
             <aside class="controls">
@@ -316,6 +317,13 @@ pub fn App() -> impl IntoView {
                     <progress aria-label="working"></progress>
                     <button id="cancel" on:click=move |_| ctx.cancel()>"Cancel"</button>
                 </div>
+                // Work ahead of time, said quietly: it yields to every
+                // change (a change waits one step of it at most).
+                <p id="ahead" class="ahead" hidden=move || ahead.with(Option::is_none)
+                    data-ahead=move || ahead.with(|a| a.as_ref().map(|a| a.0.clone()).unwrap_or_default())>
+                    {move || ahead.with(|a| a.as_ref().map(|(what, done)|
+                        format!("preparing ahead, between your changes: {what} ({:.0} %)", done * 100.0)).unwrap_or_default())}
+                </p>
                 <p id="timings" class="timings"
                     data-budget-ms=move || timings.with(|t| t.budget.map(|x| format!("{x:.2}")).unwrap_or_default())
                     data-cluster-ms=move || timings.with(|t| t.cluster.map(|x| format!("{x:.1}")).unwrap_or_default())

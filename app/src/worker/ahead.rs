@@ -26,6 +26,16 @@ pub enum Warmed {
     PathTable(f64),
 }
 
+/// What the work ahead of time is preparing, for the page to say
+/// ([`WorkerState::preparing`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preparing {
+    /// What for, in a few words.
+    pub what: String,
+    /// The fraction of it done, 0 to 1.
+    pub done: f64,
+}
+
 /// The clusters a person is likely to try next from `c`, for GRACE's
 /// clusterings ahead of time: half and twice the GPUs per node first — they
 /// keep the node groupings as a rule, so they cost little — then half and
@@ -84,6 +94,35 @@ impl WorkerState {
             }
         }
         self.warming.0 = clusters;
+        self.queued = self.warm.len();
+    }
+
+    /// What the work ahead of time prepares now, and how far it is: the
+    /// neighbouring clusters' steps, then Libra's path table; `None` when
+    /// nothing is left.
+    pub fn preparing(&self) -> Option<Preparing> {
+        if !self.warm.is_empty() {
+            let names: Vec<String> = self
+                .warming
+                .0
+                .iter()
+                .map(|c| format!("{} × {}", c.nodes, c.gpus_per_node))
+                .collect();
+            let grace = self.warm.iter().any(|(w, ..)| *w == Ahead::Grace);
+            let what = if grace {
+                "GRACE's clusterings and CRAFT's measurements"
+            } else {
+                "CRAFT's measurements"
+            };
+            return Some(Preparing {
+                what: format!("{what} for {}, a GPU or node change away", names.join(", ")),
+                done: 1.0 - self.warm.len() as f64 / self.queued.max(1) as f64,
+            });
+        }
+        self.memo.as_ref().map(|(build, _)| Preparing {
+            what: "Libra's path-table predictions, for its path-table predictor".into(),
+            done: build.progress(),
+        })
     }
 
     /// One step of the work ahead of time: CRAFT's measurements or GRACE's
@@ -138,6 +177,37 @@ impl WorkerState {
                 None
             }
         }
+    }
+
+    /// The kind of the next step of the work ahead of time, and what it is
+    /// on (the instruction counts of `change_work` name each step they
+    /// count with it); `None` when nothing is queued.
+    pub fn next_step(&self) -> Option<(&'static str, String)> {
+        if !self.retired.is_empty() {
+            return Some(("freeing a replaced workspace", String::new()));
+        }
+        if let Some((what, c, layer)) = self.warm.last() {
+            let kind = match what {
+                Ahead::Craft => "CRAFT's measurements of a layer",
+                Ahead::Grace => "GRACE's clusterings of a layer",
+            };
+            return Some((
+                kind,
+                format!("{} × {}, layer {layer}", c.nodes, c.gpus_per_node),
+            ));
+        }
+        self.memo.as_ref().map(|(build, _)| {
+            (
+                "Libra's path table, a step",
+                format!("{:.1} % made", build.progress() * 100.0),
+            )
+        })
+    }
+
+    /// Whether the neighbouring clusters' steps are still queued (before
+    /// Libra's path table).
+    pub fn preparing_neighbours(&self) -> bool {
+        !self.warm.is_empty()
     }
 
     /// Whether work ahead of time is queued.

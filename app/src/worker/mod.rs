@@ -23,7 +23,7 @@ mod helper;
 mod studies;
 
 use ahead::Ahead;
-pub use ahead::{Warmed, neighbours};
+pub use ahead::{Preparing, Warmed, neighbours};
 pub use helper::{HELPER, Helper, HelperAnswer, HelperAsk, Shared};
 
 /// The traces a request's files held, each with the name the page shows
@@ -52,6 +52,8 @@ pub struct WorkerState {
     warm: Vec<(Ahead, Cluster, usize)>,
     /// The clusters of `warm`, and the milliseconds spent on them so far.
     warming: (Vec<Cluster>, f64),
+    /// The steps `warm` held when it was set (how far it is, for the page).
+    queued: usize,
     /// Libra's path-table predictions for the trace held, made between
     /// requests once GRACE's clusterings are done, and the milliseconds
     /// spent so far. They depend on the routes alone: a cluster change

@@ -358,11 +358,30 @@ fn work_ahead_of_time_changes_no_answer() {
         4 * per_cluster,
         "2 × 2, 2 × 8, 1 × 4 and 4 × 4"
     );
+    // What the page is told it prepares (issue 52): the clusters, moving
+    // on a step at a time, then the path table, then nothing.
+    let told = |w: &WorkerState| w.preparing().map(|p| (p.what, p.done));
+    let (what, done) = told(&warm).expect("the neighbours are prepared");
+    assert!(
+        what.starts_with(
+            "GRACE's clusterings and CRAFT's measurements for 2 × 2, 2 × 8, 1 × 4, 4 × 4"
+        ) && done == 0.0,
+        "{what} {done}"
+    );
+    let mut last = 0.0;
     let mut steps = 1;
     let done = loop {
+        let kind = warm.next_step().map(|s| s.0);
+        assert!(
+            matches!(kind, Some(k) if k.starts_with("CRAFT") || k.starts_with("GRACE")),
+            "{kind:?}"
+        );
         if let Some(done) = warm.warm_step(|| 0.0) {
             break done;
         }
+        let (_, now) = told(&warm).expect("still preparing");
+        assert!(now > last && now < 1.0, "{last} → {now}");
+        last = now;
         assert!(warm.warming(), "no answer yet, so work remains");
         steps += 1;
     };
@@ -374,13 +393,26 @@ fn work_ahead_of_time_changes_no_answer() {
     // Then Libra's path-table predictions: one step per later batch and
     // layer, one per batch learnt (2 batches here).
     assert!(warm.warming(), "the path table's predictions follow");
+    assert!(
+        told(&warm).is_some_and(|(w, d)| w.starts_with("Libra's path-table") && d == 0.0),
+        "{:?}",
+        told(&warm)
+    );
     let mut memo_steps = 1;
     while warm.warm_step(|| 0.0).is_none() {
         assert!(warm.warming(), "no answer yet, so work remains");
+        assert_eq!(
+            warm.next_step().map(|s| s.0),
+            Some("Libra's path table, a step")
+        );
         memo_steps += 1;
     }
-    assert_eq!(memo_steps, layers + 2);
+    // A step per later batch and layer, and each batch learnt in parts of
+    // 8 layers (a request waits behind one part, not a whole batch).
+    assert_eq!(memo_steps, layers + 2 * layers.div_ceil(8));
     assert!(!warm.warming() && warm.warm_step(|| 0.0).is_none());
+    assert_eq!(told(&warm), None, "nothing left to say");
+    assert_eq!(warm.next_step(), None);
     let mut cold = WorkerState::default();
     view_of(cold.handle(
         &req(1, Some(routes), Some(c(2, 4)), Some(2)),

@@ -246,6 +246,9 @@ impl Ctx {
             Response::PathTableMade { worker_ms } => {
                 self.timings.update(|t| t.path_table_ms = Some(worker_ms));
             }
+            Response::Preparing { what, done } => {
+                self.ahead.set(what.map(|w| (w, done)));
+            }
             Response::Error { id, message } => {
                 self.disarm_watchdog(id);
                 let refused = self.pending.try_update_value(|p| p.remove(&id)).flatten();

@@ -159,6 +159,10 @@ pub(super) struct Timings {
     pub(super) path_table_ms: Option<f64>,
 }
 
+/// What the worker prepares ahead of time and the fraction done
+/// ([`Response::Preparing`]); `None` when nothing.
+pub(super) type Ahead = Option<(String, f64)>;
+
 /// A trace source the page can send again, to a fresh worker.
 #[derive(Debug, Clone)]
 pub(super) enum ResendableSource {
@@ -370,6 +374,8 @@ pub(crate) struct Ctx {
     pub(super) stats: RwSignal<Option<TraceStatsLite>>,
     pub(super) status: RwSignal<Status>,
     pub(super) timings: RwSignal<Timings>,
+    /// What the worker prepares between requests (`#ahead`).
+    pub(super) ahead: RwSignal<Ahead>,
     /// Workers restarted so far (shown as `data-restarts`).
     pub(super) restarts: RwSignal<u32>,
     pub(super) pending: StoredValue<HashMap<u64, Pending>, LocalStorage>,
@@ -397,6 +403,7 @@ impl Ctx {
             stats: RwSignal::new(None),
             status: RwSignal::new(Status::Busy("starting the planner".into())),
             timings: RwSignal::new(Timings::default()),
+            ahead: RwSignal::new(None),
             restarts: RwSignal::new(0),
             pending: StoredValue::new_local(HashMap::new()),
             next_id: StoredValue::new(1),

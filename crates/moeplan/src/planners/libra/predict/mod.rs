@@ -461,6 +461,18 @@ impl Predictor {
     /// up to its end that it has not learnt (it grows online; from token 0
     /// when it has learnt nothing); the other predictors keep nothing.
     pub(crate) fn learn_batch(&mut self, work: &Workload, b: usize) -> Result<()> {
+        let layers = work.trace().num_layers();
+        self.learn_batch_layers(work, b, 0..layers)
+    }
+
+    /// [`Predictor::learn_batch`] at `layers` only (`PathTable::learn_layers`):
+    /// the build ahead of time learns a batch in parts.
+    pub(crate) fn learn_batch_layers(
+        &mut self,
+        work: &Workload,
+        b: usize,
+        layers: std::ops::Range<usize>,
+    ) -> Result<()> {
         if let Predictor::PathTable(table) = self {
             let (tokens, batch_tokens) = need_tokens(work)?;
             let end = work.batch_range(b, batch_tokens).end;
@@ -470,7 +482,7 @@ impl Predictor {
                 table.learnt().end
             };
             if start < end {
-                table.learn(tokens, start..end)?;
+                table.learn_layers(tokens, start..end, layers)?;
             }
         }
         Ok(())

@@ -107,7 +107,29 @@ impl PathTable {
     /// Learns tokens `range` of `tokens` (non-empty, inside the trace, and
     /// right after what it learnt before, if anything).
     pub(crate) fn learn(&mut self, tokens: &TokenTrace, range: Range<usize>) -> Result<()> {
+        self.learn_layers(tokens, range, 0..self.layers)
+    }
+
+    /// [`PathTable::learn`] at `layers` only, so work ahead of time can
+    /// learn a batch in parts a request waits behind at most one of. What
+    /// it has learnt moves on with the part that ends at the last layer;
+    /// until then the table must not predict (its layers disagree).
+    pub(crate) fn learn_layers(
+        &mut self,
+        tokens: &TokenTrace,
+        range: Range<usize>,
+        layers: Range<usize>,
+    ) -> Result<()> {
         self.check(tokens)?;
+        if layers.start >= layers.end || layers.end > self.layers {
+            return Err(Error::planner(
+                NAME,
+                format!(
+                    "layers {}..{} are not a non-empty part of the table's {}",
+                    layers.start, layers.end, self.layers
+                ),
+            ));
+        }
         let n = tokens.num_tokens();
         if range.start >= range.end || range.end > n {
             return Err(Error::planner(
@@ -130,7 +152,7 @@ impl PathTable {
         let (e_n, depth) = (self.experts, self.depth);
         let e2 = e_n * e_n;
         let mut touched = vec![false; self.row_sums.len()];
-        for l in 0..self.layers {
+        for l in layers.clone() {
             let now = tokens.routes(l);
             for t in range.clone() {
                 for &y in now.row(t) {
@@ -160,11 +182,13 @@ impl PathTable {
                 *fi = ci as f32 / sum;
             }
         }
-        self.learnt = if self.learnt.is_empty() {
-            range
-        } else {
-            self.learnt.start..range.end
-        };
+        if layers.end == self.layers {
+            self.learnt = if self.learnt.is_empty() {
+                range
+            } else {
+                self.learnt.start..range.end
+            };
+        }
         Ok(())
     }
 
@@ -326,6 +350,17 @@ pub struct PathMemoBuild {
     pub(super) out: PredictedCounts,
 }
 
+/// Layers a step of [`PathMemoBuild`] learns a batch at: a part costs about
+/// what one layer's predictions do (2 ms natively on the route default; the
+/// whole batch at once was 16–24 ms, the longest step a request waited
+/// behind, issue 52).
+pub(super) const LEARN_LAYERS: usize = 8;
+
+/// The steps learning one batch of `layers` layers takes.
+fn learn_parts(layers: usize) -> usize {
+    layers.div_ceil(LEARN_LAYERS).max(1)
+}
+
 impl PathMemoBuild {
     /// The build of the depth-`depth` path table's predictions for `work`;
     /// `None` when there is nothing to make: counts without routes, a table
@@ -393,6 +428,9 @@ impl PathMemoBuild {
         if !self.advance(work)? {
             return Ok(false);
         }
+        let [b_n, l_n, ranks, e_n] = self.shape;
+        // (One batch: nothing predicted, all zeros.)
+        self.all.resize(b_n * l_n * ranks * e_n, 0);
         work.keep_derived(&self.name, std::mem::take(&mut self.all));
         Ok(true)
     }
@@ -407,8 +445,10 @@ impl PathMemoBuild {
     /// The fraction done, 0 to 1.
     pub fn progress(&self) -> f64 {
         let [b_n, l_n, ..] = self.shape;
-        let done = self.next.0 * (l_n + 1) + self.next.1;
-        done as f64 / (b_n * (l_n + 1)).max(1) as f64
+        let per_batch = l_n + learn_parts(l_n);
+        // Batch 0 is learnt, never predicted: its layers' steps are none.
+        let done = (self.next.0 * per_batch + self.next.1).saturating_sub(l_n);
+        done as f64 / (b_n * per_batch).saturating_sub(l_n).max(1) as f64
     }
 
     /// One step of the table without keeping it; `true` when done.
@@ -431,21 +471,22 @@ impl PathMemoBuild {
             return Ok(true);
         }
         let cells = ranks * e_n;
-        if self.all.is_empty() {
-            self.all = try_zeros(b_n * l_n * cells).ok_or_else(|| {
+        // Reserved whole at the first step, written in order: zeroing the
+        // route default's 15 MB at once was the longest step (issue 52).
+        if self.all.capacity() == 0 {
+            self.all.try_reserve_exact(b_n * l_n * cells).map_err(|_| {
                 Error::planner(NAME, "not enough memory for the path table's predictions")
             })?;
         }
         if l < l_n {
             self.online.predict_into(work, b, l, ranks, &mut self.out)?;
             let at = (b * l_n + l) * cells;
-            for (x, &c) in self
-                .all
-                .iter_mut()
-                .skip(at)
-                .take(cells)
-                .zip(&self.out.counts)
-            {
+            // Batch 0, never predicted (nothing learnt before it): zeros.
+            if self.all.len() < at {
+                self.all.resize(at, 0);
+            }
+            self.all.truncate(at);
+            for &c in self.out.counts.iter().take(cells) {
                 // Whole tokens (one per predicted expert), at most the
                 // batch's: exact in u16.
                 if c.fract() != 0.0 || c > f64::from(u16::MAX) {
@@ -454,12 +495,16 @@ impl PathMemoBuild {
                         format!("path-table count {c} at batch {b}: not a whole count"),
                     ));
                 }
-                *x = c as u16;
+                self.all.push(c as u16);
             }
+            self.all.resize(at + cells, 0);
             self.next.1 += 1;
         } else {
-            self.online.learn_batch(work, b)?;
-            self.next = (b + 1, 0);
+            let part = l - l_n;
+            let layers = part * LEARN_LAYERS..((part + 1) * LEARN_LAYERS).min(l_n);
+            let last = layers.end == l_n;
+            self.online.learn_batch_layers(work, b, layers)?;
+            self.next = if last { (b + 1, 0) } else { (b, l + 1) };
         }
         Ok(self.next.0 >= b_n)
     }

@@ -39,7 +39,8 @@ fn path_memo_is_the_online_table() {
     assert!(b_n >= 5);
     // Made a step at a time on a workload of its own (clones share
     // what is kept): the same table, after one step per batch and
-    // layer past the first batch and one per batch learnt.
+    // layer past the first batch and one per 8 layers of a batch learnt
+    // (`LEARN_LAYERS`: two parts here, so parts are joined too).
     let fresh = Workload::from_tokens(t.clone(), 128).unwrap();
     let mut build = PathMemoBuild::new(&fresh, 2)
         .unwrap()
@@ -49,7 +50,15 @@ fn path_memo_is_the_online_table() {
         assert!(build.progress() < 1.0);
         steps += 1;
     }
-    assert_eq!((steps, build.progress()), ((b_n - 1) * l_n + b_n, 1.0));
+    assert!(
+        l_n > super::path_table::LEARN_LAYERS,
+        "one part per batch: {l_n} layers"
+    );
+    let parts = l_n.div_ceil(super::path_table::LEARN_LAYERS);
+    assert_eq!(
+        (steps, build.progress()),
+        ((b_n - 1) * l_n + b_n * parts, 1.0)
+    );
     let stepped = predictor.path_memo(&fresh).unwrap().expect("kept");
     assert_eq!(stepped, memo);
     assert!(
