@@ -112,6 +112,12 @@ pub const FIGURES: &[Figure] = &[
         args: &["{data}"],
     },
     Figure {
+        name: "grace_imbalance",
+        package: "moeplan",
+        features: "parallel",
+        args: &["{data}"],
+    },
+    Figure {
         name: "calibration",
         package: "moeplan-view",
         features: "moeplan/parallel",
