@@ -1322,6 +1322,13 @@ async function main() {
         });
         console.log([`changes soon after opening (1 s, while preparing ahead: ${soon.changes_while_preparing} of ${soon.changes}) against idle, token routes, p50 / p95 ms (✗: p50 over 1.5× idle)`,
           "", "| change | soon after opening | idle | p50 ratio |", "| --- | ---: | ---: | ---: |", ...lines].join("\n"));
+        // `--bench` (a quiet machine) holds issue 52's budget: every kind
+        // within 1.5× of idle; the test command only reports it.
+        if (BENCH) {
+          for (const r of soon.table) {
+            check(`soon after opening: ${r.change} within 1.5× of idle (p50 ${r.p50_ms} against ${r.idle_p50_ms} ms)`, r.p50_ratio <= 1.5, JSON.stringify(r));
+          }
+        }
       }
     });
 
