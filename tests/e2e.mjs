@@ -1133,7 +1133,13 @@ async function main() {
     // the table beside theirs says how much slower (reported, not gated).
     await section("changes soon after opening", async () => {
       for (const p of pages) if (p !== page && !p.isClosed()) await p.close();
-      const po = await openPage(browser, origin, "");
+      // What the line under the status said first, kept by the page itself
+      // (so the check does not depend on when it is sampled).
+      const recordAhead = () => new MutationObserver((_, obs) => {
+        const a = document.querySelector("#ahead")?.dataset.ahead;
+        if (a) { globalThis.aheadFirst = a; obs.disconnect(); }
+      }).observe(document, { subtree: true, attributes: true, attributeFilter: ["data-ahead"] });
+      const po = await openPage(browser, origin, "", recordAhead);
       pages.push(po);
       await po.waitForTimeout(1000);
       const aheadSeen = [];
@@ -1142,7 +1148,9 @@ async function main() {
         if (a) aheadSeen.push(a);
         return a !== "";
       };
-      check("soon after opening: the page says what it prepares ahead", await ahead(), aheadSeen[0] ?? "(nothing shown)");
+      const first = await po.waitForFunction(() => globalThis.aheadFirst, null, { timeout: 60000 })
+        .then((h) => h.jsonValue()).catch(() => "");
+      check("soon after opening: the page says what it prepares ahead", /^GRACE's clusterings and CRAFT's measurements for /.test(first), first || "(nothing shown)");
       const rows = [];
       const t0 = Date.now();
       const during = [];
@@ -1174,8 +1182,10 @@ async function main() {
         p95_ms: round(percentile(xs, 95), 1), slowest_ms: [...xs].sort((a, c) => c - a).slice(0, 3).map((x) => round(x, 1)) }));
       const share = during.filter(Boolean).length;
       timings.soon_after_opening = { wall_s, changes_while_preparing: share, changes: during.length, prepared: [...new Set(aheadSeen)], table: soon };
-      check("soon after opening: every change answered, most while the worker prepared ahead",
-        soon.every((r) => r.n > 0 && r.p50_ms > 0) && share >= during.length / 2,
+      // How many came while it prepared ahead depends on the machine's
+      // speed: reported, not checked.
+      check("soon after opening: every change answered",
+        soon.every((r) => r.n > 0 && r.p50_ms > 0),
         `${share} of ${during.length} changes made while it prepared ahead, in ${wall_s} s`);
       check("no page errors (soon after opening)", po.errors.length === 0, po.errors.join("; "));
       await po.close();

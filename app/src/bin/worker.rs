@@ -70,6 +70,7 @@ fn main() {
         waiting: RefCell::new(None),
         as_helper: RefCell::new(Helper::default()),
         trace_seen: Cell::new((u64::MAX, 0.0)),
+        helper_deferred: Cell::new(false),
     });
     let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |ev: MessageEvent| {
         let data = js_sys::Array::from(&ev.data());
@@ -119,6 +120,8 @@ struct Server {
     /// The trace held (its number) and when the helper was first due to
     /// take it ([`Server::sync_helper`]).
     trace_seen: Cell<(u64, f64)>,
+    /// A deferred [`Server::sync_helper`] is pending.
+    helper_deferred: Cell<bool>,
 }
 
 /// The helper worker and what it holds.
@@ -326,7 +329,13 @@ impl Server {
         }
         let young = now() - self.trace_seen.get().1 < f64::from(HELPER_DEFER_MS);
         if young && self.state.borrow().preparing_neighbours() {
-            self.after(HELPER_SYNC_MS, |me| me.sync_helper());
+            // One retry pending at a time, however many answers ask.
+            if !self.helper_deferred.replace(true) {
+                self.after(HELPER_SYNC_MS, |me| {
+                    me.helper_deferred.set(false);
+                    me.sync_helper()
+                });
+            }
             return;
         }
         if self.helper.borrow().is_none() {

@@ -519,12 +519,14 @@ fn replay_in_vllms_knobs() {
     );
     // use_async: the move on a side stream, paused for only where serving
     // does not cover it, never more than the move that stops serving
-    let timed = |extra: &[&str]| {
+    // The replay's modelled MoE time (priced on h100-ib-ndr), not a
+    // measured one: the same on every machine.
+    let priced = |extra: &[&str]| {
         let mut a = vec!["--hardware", "h100-ib-ndr"];
         a.extend(extra);
         run(&a)
     };
-    let (paused, hidden) = (timed(&[]), timed(&["--async-move"]));
+    let (paused, hidden) = (priced(&[]), priced(&["--async-move"]));
     assert_eq!(paused["engine"]["transfer"], "pause");
     assert_eq!(hidden["engine"]["transfer"], "peer-in-background");
     assert!(

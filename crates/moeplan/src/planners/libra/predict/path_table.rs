@@ -482,10 +482,7 @@ impl PathMemoBuild {
             self.online.predict_into(work, b, l, ranks, &mut self.out)?;
             let at = (b * l_n + l) * cells;
             // Batch 0, never predicted (nothing learnt before it): zeros.
-            if self.all.len() < at {
-                self.all.resize(at, 0);
-            }
-            self.all.truncate(at);
+            self.all.resize(at, 0);
             for &c in self.out.counts.iter().take(cells) {
                 // Whole tokens (one per predicted expert), at most the
                 // batch's: exact in u16.
