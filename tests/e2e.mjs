@@ -123,7 +123,10 @@ const PLANS = ["base", "eplb", "craft", "grace"];
 const WITH_LIBRA = [...PLANS, "libra"];
 /// Plans measured under the page's rule: all but a per-batch plan (Libra),
 /// which is served under its own (libra-rebalance).
-const ownRule = (t) => t.id === "traffic-libra" ? t.rule === "libra-rebalance" : false;
+/// Rows judged under their own system's rule by default (issue 53):
+/// Libra under its rebalancer, GRACE under its topology-aware routing.
+const OWN_RULES = { "traffic-libra": "libra-rebalance", "traffic-grace": "grace-topology" };
+const ownRule = (t) => OWN_RULES[t.id] !== undefined && t.rule === OWN_RULES[t.id];
 const planIds = (page) => page.$$eval("#summary tbody tr", (rows) => rows.map((r) => r.id.replace(/^row-/, "")));
 const sameIds = (rows, ids) => JSON.stringify(rows.map((r) => r.id.replace(/^traffic-/, ""))) === JSON.stringify(ids);
 
@@ -253,7 +256,7 @@ async function timeChange(page, kind, value, timeout = 60000) {
   return page.evaluate(({ kind, value, timeout }) => new Promise((resolve, reject) => {
     const q = (s) => document.querySelector(s);
     const ready = () => q("#status")?.classList.contains("ready");
-    const rows = () => [...document.querySelectorAll(".traffic-row")].filter((r) => r.id !== "traffic-libra");
+    const rows = () => [...document.querySelectorAll(".traffic-row")].filter((r) => r.id !== "traffic-libra" && r.id !== "traffic-grace");
     const before = { ir: q("#ir-libra")?.textContent, cluster: q("#timings")?.dataset.clusterMs, options: q("#timings")?.dataset.optionsSeq };
     const shown = {
       gpus: () => new RegExp(`× ${value} GPU`).test(q(".scope")?.textContent ?? ""),
@@ -414,6 +417,21 @@ async function main() {
         await text(page, "#trace-info"));
       check("default cluster is 8 × 8 with 8 groups", /nodes=8&gpus=8&groups=8/.test(page.url()), await text(page, ".scope"));
       check("charts are drawn", (await page.locator("svg.chart").count()) >= 5);
+      // Issue 53: the default view is priced (h100-ib-ndr), every row names
+      // the rule it is judged under and says why it wins or loses.
+      const rows = await Promise.all(WITH_LIBRA.map(async (k) => ({
+        id: k, step: await text(page, `#step-${k}`), tput: await text(page, `#tput-${k}`), x: await text(page, `#speedup-${k}`),
+        rule: await text(page, `#rule-${k}`), reason: k === "base" ? "" : await text(page, `#reason-${k}`),
+      })));
+      check("the default view is priced: every row's step, tokens/s and × BASE filled (h100-ib-ndr)",
+        (await page.$eval("#hardware", (e) => e.value)) === "h100-ib-ndr"
+        && rows.every((r) => /^[\d.]+ ms$/.test(r.step) && Number(r.tput) > 0 && /^[\d.]+×$/.test(r.x)), JSON.stringify(rows));
+      check("each row names its rule: GRACE and Libra their systems' own, the rest the one chosen (even)",
+        rows.every((r) => r.rule === ({ grace: "under grace-topology, its system's own", libra: "under libra-rebalance, its system's own" }[r.id] ?? "under even")),
+        JSON.stringify(rows.map((r) => [r.id, r.rule])));
+      check("each row but BASE says why it wins or loses against BASE, by the largest term",
+        rows.every((r) => r.id === "base" || /^(wins|loses) on (expert compute|dispatch and combine|copies not hidden|the dense part|attention's KV reads|KV cache): /.test(r.reason) || /^even with BASE/.test(r.reason)),
+        JSON.stringify(rows.map((r) => [r.id, r.x, r.reason])));
       // Issue 53: the tagline names every balancer the page compares.
       const tagline = await text(page, ".tagline");
       check("the tagline names EPLB, CRAFT, GRACE and LIBRA against BASE", /EPLB, CRAFT, GRACE and LIBRA against BASE/.test(tagline), tagline);
@@ -485,7 +503,7 @@ async function main() {
       })));
       const setRule = async (p, rule) => {
         await p.selectOption("#rule", rule);
-        await p.waitForFunction((r) => [...document.querySelectorAll(".traffic-row")].every((e) => e.id === "traffic-libra" || e.dataset.rule === r)
+        await p.waitForFunction((r) => [...document.querySelectorAll(".traffic-row")].every((e) => e.id === "traffic-libra" || e.id === "traffic-grace" || e.dataset.rule === r)
           && document.querySelector("#status")?.classList.contains("ready"), rule, { timeout: 60000 });
       };
       const before = await summary(page);
@@ -500,6 +518,17 @@ async function main() {
         `${await text(page, "#summary-caption")} · ${JSON.stringify(sg)}`);
       check("rule change re-measures the plans", (await summary(page)) !== before);
       check("the rule is in the URL hash", await page.waitForFunction(() => /rule=sglang-static/.test(location.hash), null, { timeout: 60000 }).then(() => true), page.url());
+      // One rule for all: GRACE's row follows the rule chosen too.
+      await page.uncheck("#own-rules");
+      await page.waitForFunction(() => document.querySelector("#traffic-grace")?.dataset.rule === "sglang-static"
+        && document.querySelector("#status")?.classList.contains("ready"), null, { timeout: 60000 });
+      check("one rule for all: GRACE judged under the rule chosen, said on its row and in the URL hash",
+        /under sglang-static$/.test(await text(page, "#rule-grace"))
+        && await page.waitForFunction(() => /rules=one/.test(location.hash), null, { timeout: 60000 }).then(() => true),
+        `${await text(page, "#rule-grace")} · ${page.url()}`);
+      await page.check("#own-rules");
+      await page.waitForFunction(() => document.querySelector("#traffic-grace")?.dataset.rule === "grace-topology"
+        && document.querySelector("#status")?.classList.contains("ready"), null, { timeout: 60000 });
       await setRule(page, "even");
       check("back to even: today's figures", (await summary(page)) === before);
       const p1 = await openPage(browser, origin, "#preset=olmoe&batches=8&nodes=1&gpus=8&groups=1&r=4&rule=local-first");
@@ -525,7 +554,13 @@ async function main() {
         await p.waitForFunction((h) => (h ? document.querySelector("#cost")?.dataset.hardware === h : !document.querySelector("#cost"))
           && document.querySelector("#status")?.classList.contains("ready"), hw, { timeout: 60000 });
       };
-      check("no hardware: no cost panel, no prices", (await page.$("#cost")) === null && (await text(page, "#step-craft")) === "—");
+      check("priced by default: the cost panel on h100-ib-ndr, not in the URL hash",
+        (await page.$eval("#cost", (el) => el.dataset.hardware)) === "h100-ib-ndr" && !/hw=/.test(await page.evaluate(() => location.hash)),
+        page.url());
+      await setHardware(page, "");
+      check("balance only, one choice away: no cost panel, no prices, hw=none in the URL hash",
+        (await page.$("#cost")) === null && (await text(page, "#step-craft")) === "—"
+        && await page.waitForFunction(() => /hw=none/.test(location.hash), null, { timeout: 60000 }).then(() => true), page.url());
       await setHardware(page, "h100-ib-ndr");
       const h100 = await cost(page);
       // Libra's copies that the previous layer does not hide add to its
@@ -542,7 +577,9 @@ async function main() {
         `${await text(page, "#step-craft")} · ${await text(page, "#tput-craft")} · ${await text(page, "#speedup-craft")}`);
       check("the prices say how far to trust them: the H100 preset's calibration and its error there",
         /calibrated on AIConfigurator.*median.*worst/.test(await text(page, "#cost-band")), await text(page, "#cost-band"));
-      check("the hardware is in the URL hash", await page.waitForFunction(() => /hw=h100-ib-ndr/.test(location.hash), null, { timeout: 60000 }).then(() => true), page.url());
+      await setHardware(page, "a100-80g-efa");
+      check("another machine is in the URL hash", await page.waitForFunction(() => /hw=a100-80g-efa/.test(location.hash), null, { timeout: 60000 }).then(() => true), page.url());
+      await setHardware(page, "h100-ib-ndr");
       timings.priced_8x8 = await timeBudget(page, "8 × 8 priced on h100-ib-ndr");
       timings.priced_8x8.added_in_worker_ms = round(timings.priced_8x8.in_worker_ms_median - timings.default_8x8.in_worker_ms_median);
       // What the prices add, measured in pairs: the same budget change
@@ -956,7 +993,9 @@ async function main() {
     // answer within 300 ms (median); a window leaving nothing to serve is
     // refused visibly; the plans shown are untouched.
     await section("re-planning while serving", async () => {
-      const ps = await openPage(browser, origin);
+      // Balance only at first (the default prices on h100-ib-ndr): the
+      // section prices the replay itself, below.
+      const ps = await openPage(browser, origin, "#hw=none");
       pages.push(ps);
       const main = await summary(ps);
       const shown = () => ps.$eval("#serving-timeline", (el) => ({

@@ -13,6 +13,10 @@
 //    (trace, cluster, budget) and shows its sentence, and its figures show
 //    the effect named (hot GPUs without replicas, a flat curve on one node,
 //    GiB per GPU for a large model's experts);
+//  - each paper's own setting (keys 4–6, and each from its URL hash): its
+//    line compares the paper's figure with the ratio of the two rows'
+//    tokens/s the table shows, and says below, within or above as that
+//    ratio falls;
 //  - export of every chart as SVG (parsed as image/svg+xml: no parsererror,
 //    the same shapes and path data as on the page, styles inline, a size and
 //    a title) and as PNG (magic bytes, twice the chart's size);
@@ -205,6 +209,48 @@ await section("scenarios", async () => {
   check("memory: the knee (R = 8) takes 0.35 GiB for about 0.02 less balance",
     (await craftR(page)) === 8 && Math.abs(gibKnee - 0.35) < 0.05 && balKnee < bal64 && bal64 - balKnee < 0.03, `knee ${gibKnee} GiB, ${balKnee}; R = 64 ${gib64} GiB, ${bal64}`);
   // Back to the hot scenario for the exports (every chart drawn).
+  await press(page, "1");
+  await until(page, () => document.querySelector("#nodes")?.value === "8" && /deepseek/i.test(document.querySelector("#trace-info")?.textContent ?? ""));
+  await ready(page);
+});
+
+await section("each paper's setting", async () => {
+  // scenario id, key, the rows the paper's figure compares, a part of its hash.
+  const papers = [
+    ["craft-paper", "4", "craft", "eplb", "hw=a100-80g-efa&phase=decode"],
+    ["grace-paper", "5", "grace", "base", "hw=4090-pcie4-25gbe"],
+    ["libra-paper", "6", "libra", "eplb", "hw=h200-ib-ndr&predictor=noisy"],
+  ];
+  const lineOf = async (p, planner, against) => {
+    await until(p, (ids) => {
+      const line = document.querySelector("#scenario-paper")?.textContent ?? "";
+      return / serves [\d.]+× /.test(line) && ids.every((id) => /[\d]/.test(document.querySelector(`#tput-${id}`)?.textContent ?? ""))
+        && document.querySelector("#status")?.classList.contains("ready");
+    }, [planner, against], 240000);
+    const line = await text(p, "#scenario-paper");
+    const ratio = Number(line.match(/ serves ([\d.]+)× /)?.[1]);
+    const table = (await num(p, `#tput-${planner}`)) / (await num(p, `#tput-${against}`));
+    const [lo, hi] = (line.match(/the paper's ([\d.]+)(?:–([\d.]+))?×/) ?? []).slice(1).map(Number);
+    const said = line.match(/(below|within|above) the paper's/)?.[1];
+    const should = ratio < lo ? "below" : ratio > (hi || lo) ? "above" : "within";
+    return { line, ratio, table, said, should };
+  };
+  for (const [id, key, planner, against, part] of papers) {
+    await press(page, key);
+    await hashHas(page, part);
+    const r = await lineOf(page, planner, against);
+    check(`${id} (key ${key}): its line's ratio is the table's tokens/s ratio, and says ${r.should} the paper's range`,
+      Math.abs(r.ratio - r.table) <= 0.006 && r.said === r.should && (await page.$eval(`#scenario-${id}`, (b) => b.classList.contains("active"))),
+      `${r.line} · table ${r.table.toFixed(4)}`);
+  }
+  // From the URL hash alone: a link opens the scenario with its line.
+  const [id, , planner, against] = papers[papers.length - 1];
+  const link = await page.$eval(`#scenario-${id}`, () => location.hash);
+  const fresh = await openPage(context, link);
+  const r = await lineOf(fresh, planner, against);
+  check(`${id} from its link: marked, its line from the figures`,
+    (await fresh.$eval(`#scenario-${id}`, (b) => b.classList.contains("active"))) && Math.abs(r.ratio - r.table) <= 0.006, r.line);
+  await fresh.close();
   await press(page, "1");
   await until(page, () => document.querySelector("#nodes")?.value === "8" && /deepseek/i.test(document.querySelector("#trace-info")?.textContent ?? ""));
   await ready(page);

@@ -148,9 +148,11 @@ impl EmbedOptions {
     pub fn parse(pairs: &[(String, String)]) -> Result<EmbedOptions, String> {
         // Counts unless the `routes` attribute asks for token routes: a
         // boolean attribute is off when absent, and an embed in a book
-        // page should load in well under a second.
+        // page should load in well under a second. Balance only: an
+        // embed shows what its attributes ask for, and none prices.
         let mut s = Settings {
             routes: false,
+            hardware: String::new(),
             ..Settings::default()
         };
         let mut charts = vec![Chart::Summary, Chart::Curve];
@@ -408,6 +410,7 @@ mod tests {
         let d = parse(&[]).unwrap();
         let counts = Settings {
             routes: false,
+            hardware: String::new(),
             ..Settings::default()
         };
         assert_eq!(d.settings, counts);

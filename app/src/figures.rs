@@ -81,6 +81,30 @@ fn row(board: Board, name: String, expert_bytes: Memo<u64>) -> impl IntoView {
                 .map_or("—".to_string(), f)
         })
     };
+    // The rule this row is judged under, said on every row: its system's
+    // own (GRACE's routing, Libra's rebalancer) or the one chosen.
+    let rule = move || {
+        let own = plan.with(|p| p.as_ref().map(|p| p.rule.clone()).unwrap_or_default());
+        let chosen = board.rule.get();
+        if own.is_empty() {
+            String::new()
+        } else if own == chosen {
+            format!("under {own}")
+        } else {
+            format!("under {own}, its system's own")
+        }
+    };
+    // Where its time goes against BASE (priced views only; BASE's own
+    // would only say it is even with itself).
+    let is_base = name == "base";
+    let reason_id = format!("reason-{name}");
+    let reason = move || {
+        plan.with(|p| {
+            p.as_ref()
+                .and_then(|p| p.predicted.as_ref())
+                .and_then(|p| p.reason.clone())
+        })
+    };
     let bound = move || {
         plan.with(|p| match p {
             Some(p) if p.schedule.is_some() => "—".to_string(),
@@ -91,7 +115,9 @@ fn row(board: Board, name: String, expert_bytes: Memo<u64>) -> impl IntoView {
     view! {
         <tr id=format!("row-{name}") title=move || schedule().unwrap_or_default()>
             <td><span class="swatch" style=format!("background:{}", charts::colour(&name))></span>{title}
-                {move || schedule().map(|s| view! { <br/><small class="schedule">{s}</small> })}</td>
+                {move || schedule().map(|s| view! { <br/><small class="schedule">{s}</small> })}
+                <br/><small class="row-rule" id=format!("rule-{name}")>{rule}</small>
+                {move || reason().filter(|_| !is_base).map(|r| view! { <br/><small class="reason" id=reason_id.clone()>{r}</small> })}</td>
             <td class="num" id=format!("bal-{name}")>{fmt(|p| p.balancedness)}</td>
             <td class="num" id=format!("ir-{name}")>{fmt(|p| p.imbalance_ratio)}</td>
             <td class="num" id=format!("replicas-{name}")>{replicas}</td>

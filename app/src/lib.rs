@@ -1,7 +1,7 @@
 //! The planner page's shared pieces: the messages between the page and its
 //! worker ([`protocol`]), the worker's loop ([`worker`]), reading trace
 //! files in a worker of their own ([`reader`]), URL-hash settings
-//! ([`settings`]) and the page itself ([`ui`]; what it draws: [`board`],
+//! ([`settings`]), the bundled scenarios ([`scenarios`]) and the page itself ([`ui`]; what it draws: [`board`],
 //! [`figures`], [`charts`]), and the docs embed that mounts the same
 //! figures into a docs page ([`embed`]).
 
@@ -17,6 +17,7 @@ pub mod figures;
 pub mod present;
 pub mod protocol;
 pub mod reader;
+pub mod scenarios;
 pub mod settings;
 #[cfg(feature = "ui")]
 pub mod ui;

@@ -18,84 +18,8 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
 use crate::board::Board;
+use crate::scenarios::{SCENARIOS, paper_line};
 use crate::settings::Settings;
-
-/// A bundled view: a generated trace and cluster chosen to show one effect,
-/// as the URL hash that reproduces it, and what to look at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Scenario {
-    /// The button's id suffix (`scenario-hot`).
-    pub id: &'static str,
-    /// The button's label.
-    pub title: &'static str,
-    /// The settings, as a URL hash ([`Settings::from_hash`]).
-    pub hash: &'static str,
-    /// One sentence: what the view shows and where to look.
-    pub what: &'static str,
-}
-
-impl Scenario {
-    /// The settings the scenario applies.
-    pub fn settings(&self) -> Settings {
-        Settings::from_hash(self.hash)
-    }
-
-    /// Whether `s` shows this scenario's trace and cluster (the budget and
-    /// layer may have moved since: the scenario invites that).
-    fn matches(&self, s: &Settings) -> bool {
-        let t = self.settings();
-        (
-            &t.preset,
-            t.batches,
-            t.seed,
-            t.routes,
-            t.nodes,
-            t.gpus_per_node,
-            &t.memory_model,
-        ) == (
-            &s.preset,
-            s.batches,
-            s.seed,
-            s.routes,
-            s.nodes,
-            s.gpus_per_node,
-            &s.memory_model,
-        )
-    }
-}
-
-/// The bundled scenarios, keys `1`, `2`, `3` in this order. The figures in
-/// the sentences are what the generator gives for these seeds (checked by
-/// `moeplan sweep` with the same settings, and by `tests/present.mjs`).
-pub const SCENARIOS: [Scenario; 3] = [
-    Scenario {
-        id: "hot",
-        title: "Hot experts in DeepSeek-V3",
-        // Layer 37 (index 34) is the generated trace's hottest: its top
-        // expert takes 29× the mean.
-        hash: "#preset=deepseek-v3&batches=64&seed=7&nodes=8&gpus=8&groups=8&r=0&layer=34&mem=deepseek-v3&rule=even&routes=0",
-        what: "64 GPUs, no replicas yet: BASE's hottest GPU carries 3× the mean load, and the red cells of \
-               the load map are the hot GPUs of each layer. Press ] to give CRAFT replicas and watch them cool; \
-               EPLB's row is the same fix at its own budget.",
-    },
-    Scenario {
-        id: "flat",
-        title: "Replicas that buy nothing",
-        hash: "#preset=deepseek-v3&batches=64&seed=7&nodes=1&gpus=8&groups=8&r=32&layer=34&mem=deepseek-v3&rule=even&routes=0",
-        what: "One node of 8 GPUs: each hosts 32 of the 256 experts, so hot experts average out and BASE is \
-               already at 0.93. The curve is flat: R = 32 spends 1.3 GiB on every GPU for 0.02 balancedness.",
-    },
-    Scenario {
-        id: "memory",
-        title: "Memory vs balance",
-        // 160 experts on 32 GPUs (64 would leave BASE without a contiguous
-        // split); GLM-4.5's router has no expert groups.
-        hash: "#preset=glm-4.5&batches=64&seed=7&nodes=4&gpus=8&groups=1&r=64&layer=0&mem=glm-4.5&rule=even&routes=0",
-        what: "GLM-4.5's experts take 45 MiB each: on 32 GPUs, R = 64 costs 2.8 GiB of every GPU (the table's \
-               replica memory) for 0.02 more balancedness than the knee, R = 8 at 0.35 GiB. Press a for the \
-               knee, [ and ] to walk the curve.",
-    },
-];
 
 /// What the page lends the presenter: its own paths for each change.
 #[derive(Clone, Copy)]
@@ -136,7 +60,7 @@ pub const KEYS: [(&str, &str); 7] = [
     ("a", "automatic budget on / off (the curve's knee)"),
     ("g G", "GPUs per node ×2 / ÷2"),
     ("n N", "nodes ×2 / ÷2"),
-    ("1 2 3", "scenarios"),
+    ("1 – 6", "scenarios"),
     ("p", "presenter view (large type for a projector)"),
     ("?", "this list"),
 ];
@@ -265,6 +189,15 @@ pub fn Present(settings: RwSignal<Settings>, board: Board, actions: Actions) -> 
         let i = applied.get()?;
         let sc = SCENARIOS.get(i)?;
         settings.with(|s| sc.matches(s)).then_some(i)
+    });
+
+    // The active paper scenario's comparison with its paper, from the
+    // figures shown (until both rows are priced, nothing).
+    let paper = Memo::new(move |_| {
+        let sc = SCENARIOS.get(active.get()?)?;
+        board
+            .plans
+            .with(|plans| paper_line(sc.paper.as_ref()?, plans))
     });
 
     // The presenter class goes on the app's own root (the page's body, or
@@ -467,6 +400,7 @@ pub fn Present(settings: RwSignal<Settings>, board: Board, actions: Actions) -> 
                 <p class="scenario-note" id="scenario-note">
                     {move || active.get().and_then(|i| SCENARIOS.get(i)).map(|sc| sc.what)}
                 </p>
+                {move || paper.get().map(|line| view! { <p class="scenario-paper" id="scenario-paper">{line}</p> })}
             </div>
             <div class="share-block">
                 <h2>"Share"</h2>
@@ -498,7 +432,7 @@ pub fn Present(settings: RwSignal<Settings>, board: Board, actions: Actions) -> 
             <div class="keys-block">
                 <p class="hint shortcuts" id="shortcuts">
                     "Keys: "<kbd>"["</kbd>" "<kbd>"]"</kbd>" budget · "<kbd>"a"</kbd>" automatic · "
-                    <kbd>"g"</kbd>" "<kbd>"G"</kbd>" GPUs per node · "<kbd>"1"</kbd>"–"<kbd>"3"</kbd>" scenarios · "
+                    <kbd>"g"</kbd>" "<kbd>"G"</kbd>" GPUs per node · "<kbd>"1"</kbd>"–"<kbd>"6"</kbd>" scenarios · "
                     <kbd>"p"</kbd>" presenter · "<kbd>"?"</kbd>" all keys"
                 </p>
                 <Show when=move || help.get()>
@@ -840,27 +774,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_scenario_hash_is_read_in_full() {
-        for sc in SCENARIOS {
-            let again = sc.settings().to_hash();
-            for pair in sc.hash.trim_start_matches('#').split('&') {
-                assert!(
-                    again.contains(pair),
-                    "{}: {pair} was not taken ({again})",
-                    sc.id
-                );
-            }
-            assert!(sc.matches(&sc.settings()));
-        }
-        // Distinct views, each its own key.
-        for (i, a) in SCENARIOS.iter().enumerate() {
-            for b in &SCENARIOS[i + 1..] {
-                assert!(!a.matches(&b.settings()), "{} and {}", a.id, b.id);
-            }
-        }
-    }
-
-    #[test]
     fn keys_are_distinct_and_listed() {
         for c in ['[', ']', 'a', 'g', 'G', 'n', 'N', '1', '2', '3', 'p', '?'] {
             let k = key_action(&c.to_string());
@@ -871,7 +784,8 @@ mod tests {
                 "{c}"
             );
         }
-        assert_eq!(key_action("4"), None);
+        assert_eq!(key_action("6"), Some(Key::Scenario(5)));
+        assert_eq!(key_action("7"), None);
         assert_eq!(key_action("Enter"), None);
         assert_eq!(key_action("0"), None);
     }

@@ -3,8 +3,11 @@
 //! (and `&routes=0` when the generator makes counts only, not token routes; `&n=4` and
 //! `&predictor=oracle` when Libra's options differ from the registry's
 //! defaults; `&ratio=0.2` when GRACE's non-uniformity ratio is not `auto`;
-//! `&every=16&window=16` while serving with re-planning is shown).
-//! Missing or unreadable keys fall back to the defaults.
+//! `&every=16&window=16` while serving with re-planning is shown;
+//! `&hw=none` for balance only, `&hw=a100-80g-efa` for another machine than
+//! [`DEFAULT_HARDWARE`]; `&phase=decode`; `&rules=one` when every row is
+//! judged under the one rule chosen). Missing or unreadable keys fall back
+//! to the defaults.
 
 use moeplan::data::model;
 use moeplan::planners::{
@@ -12,6 +15,16 @@ use moeplan::planners::{
 };
 use moeplan::studies::engines::ENGINES;
 use moeplan_view::dispatch_rule;
+
+/// The machine the page prices on until the person chooses another:
+/// DeepSeek-V3 (the default model, 671 B parameters in FP8) fits on the
+/// default 64 H100s with room for its KV cache, and the preset is
+/// calibrated on AIConfigurator's measured H100 kernels, so its predictions
+/// carry a measured error band (docs/cost.md).
+pub const DEFAULT_HARDWARE: &str = "h100-ib-ndr";
+
+/// The hash's word for balance only (no hardware).
+const NO_HARDWARE: &str = "none";
 
 /// The hardware menu's value for a loaded hardware file (no preset has
 /// this name: theirs start with the GPU).
@@ -92,8 +105,18 @@ pub struct Settings {
     pub grace_ratio: String,
     /// The hardware preset every plan is priced on
     /// ([`moeplan::data::hardware`]'s name), or [`FILE_HARDWARE`]: the
-    /// file in `hardware_file`; empty: balance only.
+    /// file in `hardware_file`; empty: balance only. [`DEFAULT_HARDWARE`]
+    /// by default.
     pub hardware: String,
+    /// Prefill or decode batches (`moeplan eval --phase`'s words): in
+    /// decode each token is a request holding 4,096 tokens of KV cache, so
+    /// replicas' memory caps the batch.
+    pub phase: String,
+    /// Every row judged under the one rule chosen; `false` (the default):
+    /// each planner under the rule its system serves under (GRACE's
+    /// topology-aware routing, Libra's rebalancer), the rest under the one
+    /// chosen.
+    pub one_rule: bool,
     /// A hardware file the person loaded (what `moeplan calibrate --out`
     /// writes), kept while another preset is chosen so the menu can go back
     /// to it; never in the URL hash (a link cannot carry a file).
@@ -135,7 +158,9 @@ impl Default for Settings {
             libra_n: default_count(&EXTRA_EXPERTS_PER_GPU),
             predictor: PREDICTOR.default.to_string(),
             grace_ratio: NONUNIFORMITY.default.to_string(),
-            hardware: String::new(),
+            hardware: DEFAULT_HARDWARE.into(),
+            phase: PHASES[0].into(),
+            one_rule: false,
             hardware_file: None,
             serve: false,
             every: 16,
@@ -175,6 +200,11 @@ impl Settings {
     /// assert_eq!((e.engine.as_str(), e.tokens_per_pass), ("sglang", 4096));
     /// assert_eq!(Settings::from_hash(&e.to_hash()), e);
     /// assert_eq!(Settings::from_hash("#engine=tgi").engine, "");
+    /// // Priced by default; `hw=none` for balance only.
+    /// assert_eq!(s.hardware, "h100-ib-ndr");
+    /// let b = Settings::from_hash("#hw=none&phase=decode&rules=one");
+    /// assert!(b.hardware.is_empty() && b.phase == "decode" && b.one_rule);
+    /// assert_eq!(Settings::from_hash(&b.to_hash()), b);
     /// ```
     pub fn from_hash(hash: &str) -> Settings {
         let mut s = Settings::default();
@@ -198,9 +228,12 @@ impl Settings {
                     s.memory_model = v.to_ascii_lowercase()
                 }
                 "rule" if dispatch_rule(v).is_ok() => s.rule = v.to_string(),
+                "hw" if v == NO_HARDWARE => s.hardware = String::new(),
                 "hw" if moeplan::data::hardware::preset(v).is_ok() => {
                     s.hardware = v.to_ascii_lowercase()
                 }
+                "phase" if PHASES.contains(&v) => s.phase = v.to_string(),
+                "rules" => s.one_rule = v == "one",
                 "n" => {
                     s.libra_n = v
                         .parse()
@@ -244,8 +277,17 @@ impl Settings {
         if self.grace_ratio != d.grace_ratio {
             libra.push_str(&format!("&ratio={}", self.grace_ratio));
         }
-        if !self.hardware.is_empty() && self.hardware != FILE_HARDWARE {
+        // A file cannot travel in a link: it opens on the default machine.
+        if self.hardware.is_empty() {
+            libra.push_str(&format!("&hw={NO_HARDWARE}"));
+        } else if self.hardware != d.hardware && self.hardware != FILE_HARDWARE {
             libra.push_str(&format!("&hw={}", self.hardware));
+        }
+        if self.phase != d.phase {
+            libra.push_str(&format!("&phase={}", self.phase));
+        }
+        if self.one_rule {
+            libra.push_str("&rules=one");
         }
         if self.serve {
             libra.push_str(&format!("&every={}&window={}", self.every, self.window));
@@ -317,6 +359,10 @@ impl Settings {
         }
     }
 }
+
+/// The phases the page prices (`moeplan eval --phase`'s words), the
+/// default first.
+pub const PHASES: [&str; 2] = ["prefill", "decode"];
 
 /// The words GRACE's non-uniformity ratio takes (`auto` first).
 pub fn grace_ratios() -> &'static [&'static str] {

@@ -106,6 +106,15 @@ pub struct Request {
     /// `hardware` is its name. `None`: `hardware` names a preset.
     #[serde(default)]
     pub hardware_json: Option<String>,
+    /// `decode` prices decode batches (each token a request holding its
+    /// context's KV cache); anything else prefill.
+    #[serde(default)]
+    pub phase: String,
+    /// Every plan judged under `rule`; `false`: each planner under the
+    /// rule its system serves under where it has one (GRACE's), the rest
+    /// under `rule`.
+    #[serde(default)]
+    pub one_rule: bool,
     /// The model whose sizes the traffic's bytes, the copies and the
     /// prices use (the page's "Expert size of"); empty: the trace's, else
     /// DeepSeek-V3 (`moeplan::judge::ModelChoice`). Another model than the
@@ -193,6 +202,8 @@ impl Request {
                 None => s.hardware.clone(),
             },
             hardware_json: file.map(|f| f.json.clone()),
+            phase: s.phase.clone(),
+            one_rule: s.one_rule,
             model: s.memory_model.clone(),
             // The worker re-plans only when these differ from the last
             // ones asked for: a budget change costs nothing more.

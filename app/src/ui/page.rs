@@ -15,7 +15,7 @@ use crate::charts::{
     ReplicasChart, ServingPanel, TimelineChart,
 };
 use crate::figures::{CostPanel, Scope, Summary, TrafficPanel};
-use crate::settings::{FILE_HARDWARE, Settings, grace_ratios};
+use crate::settings::{FILE_HARDWARE, PHASES, Settings, grace_ratios};
 
 use super::client::{
     Ctx, HASH_DELAY_MS, RequestKind, Status, Undo, clear_timer, cluster_of, location_hash,
@@ -64,6 +64,7 @@ pub fn App() -> impl IntoView {
     let preset = field(|s| s.preset.clone());
     let memory_model = field(|s| s.memory_model.clone());
     let hardware = field(|s| s.hardware.clone());
+    let phase = field(|s| s.phase.clone());
     let predictor = field(|s| s.predictor.clone());
     // Libra's options re-plan Libra only (the worker keeps every other
     // plan); refused ones are put back when the error arrives.
@@ -241,6 +242,15 @@ pub fn App() -> impl IntoView {
                             view! {
                                 <option value=name title=about selected=move || hardware.with(|x| x == name)>{label}</option>
                             }
+                        }).collect_view()}
+                    </select>
+                    <label for="phase">"Batches are"</label>
+                    <select id="phase" prop:disabled=move || hardware.with(String::is_empty) on:change=move |ev| {
+                        settings.update(|s| s.phase = event_target_value(&ev));
+                        ctx.send(RequestKind::Hardware, None, None, None, None);
+                    }>
+                        {PHASES.iter().map(|&p| view! {
+                            <option value=p selected=move || phase.with(|x| x == p)>{p}</option>
                         }).collect_view()}
                     </select>
                     <label for="hardware-file">"or your own hardware file"</label>
@@ -537,10 +547,12 @@ pub(crate) fn cluster_field(
 }
 
 /// The dispatch rule every plan is judged under (the page's and an
-/// embed's): a change re-measures every plan.
+/// embed's), and whether each planner keeps its own system's rule (GRACE's
+/// routing): a change re-measures every plan.
 pub(crate) fn rule_select(ctx: Ctx) -> impl IntoView {
     let settings = ctx.settings;
     let rule = Memo::new(move |_| settings.with(|s| s.rule.clone()));
+    let own = Memo::new(move |_| settings.with(|s| !s.one_rule));
     view! {
         <label for="rule">"Rule each engine uses to pick a copy"</label>
         <select id="rule" on:change=move |ev| {
@@ -552,6 +564,13 @@ pub(crate) fn rule_select(ctx: Ctx) -> impl IntoView {
                 view! { <option value=name selected=move || rule.with(|x| x == name)>{name}</option> }
             }).collect_view()}
         </select>
+        <label class="inline" title="GRACE under its topology-aware routing and Libra under its rebalancer, as their papers serve them; unticked, every row under the rule above">
+            <input id="own-rules" type="checkbox" prop:checked=own
+                on:change=move |ev| {
+                    let own = event_target_checked(&ev);
+                    settings.update(|s| s.one_rule = !own);
+                    ctx.send(RequestKind::Rule, None, None, None, None);
+                }/>" each system under its own rule"</label>
     }
 }
 

@@ -407,13 +407,23 @@ fn view(ws: &Workspace, req: &Request) -> Result<View, String> {
     let layer = req.layer.min(ws.trace().num_layers().saturating_sub(1));
     let rule = rule_of(req)?;
     let pricing = pricing(ws, req)?;
-    ws.view_priced(
-        req.replicas_per_gpu,
-        layer,
-        rule,
-        req.batches,
-        pricing.as_ref(),
-    )
+    if req.one_rule {
+        ws.view_priced(
+            req.replicas_per_gpu,
+            layer,
+            rule,
+            req.batches,
+            pricing.as_ref(),
+        )
+    } else {
+        ws.view_own_rules(
+            req.replicas_per_gpu,
+            layer,
+            rule,
+            req.batches,
+            pricing.as_ref(),
+        )
+    }
     .map_err(|e| e.to_string())
 }
 
@@ -433,7 +443,11 @@ fn pricing(ws: &Workspace, req: &Request) -> Result<Option<Pricing>, String> {
         }
         None => moeplan::data::hardware::preset(&req.hardware).map_err(|e| e.to_string())?,
     };
-    Ok(Some(ws.judge().priced_on(hardware)))
+    let mut pricing = ws.judge().priced_on(hardware);
+    if req.phase == "decode" {
+        pricing.assumptions.phase = moeplan::judge::cost::Phase::Decode;
+    }
+    Ok(Some(pricing))
 }
 
 /// The few figures the page draws of a prediction, per MoE layer and per

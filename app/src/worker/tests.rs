@@ -21,6 +21,10 @@ fn req(id: u64, source: Option<Source>, cluster: Option<Cluster>, r: Option<usiz
         export: None,
         hardware: String::new(),
         hardware_json: None,
+        phase: String::new(),
+        // Every row under the request's rule: what most tests measure
+        // (`each_planner_under_its_systems_rule` checks the page's default).
+        one_rule: true,
         model: String::new(),
         per_batch: None,
         static_options: None,
@@ -617,6 +621,116 @@ fn token_routes_carry_graces_grouping() {
             .iter()
             .any(|n| n.name == "grace")
     );
+}
+
+/// The page's default judges each planner under its system's own rule
+/// (GRACE under its topology-aware routing), the rest under the one
+/// chosen, each row naming its rule; one rule for all judges GRACE like
+/// the rest. Priced, every row but BASE says why it wins or loses.
+#[test]
+fn each_planner_under_its_systems_rule() {
+    let mut s = WorkerState::default();
+    let mut r = req(1, Some(gen_source()), Some(CLUSTER), Some(4));
+    r.rule = "vllm".into();
+    r.one_rule = false;
+    r.hardware = "h100-ib-ndr".into();
+    let own = view_of(s.handle(&r, None, || 0.0, |_| {}));
+    let rule = |u: &Update, name: &str| {
+        u.plans
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.rule.clone())
+    };
+    assert_eq!(rule(&own, "grace").as_deref(), Some("grace-topology"));
+    assert_eq!(rule(&own, "craft").as_deref(), Some("vllm"));
+    assert_eq!(rule(&own, "base").as_deref(), Some("vllm"));
+    for p in own.plans.iter().filter(|p| p.name != "base") {
+        let reason = p
+            .predicted
+            .as_ref()
+            .and_then(|x| x.reason.clone())
+            .unwrap_or_default();
+        assert!(
+            reason.starts_with("wins on")
+                || reason.starts_with("loses on")
+                || reason.starts_with("even with"),
+            "{}: {reason:?}",
+            p.name
+        );
+    }
+    let mut one = req(2, None, None, Some(4));
+    one.rule = "vllm".into();
+    one.hardware = "h100-ib-ndr".into();
+    let all = view_of(s.handle(&one, None, || 0.0, |_| {}));
+    assert_eq!(rule(&all, "grace").as_deref(), Some("vllm"));
+    // GRACE's figures moved with its rule; CRAFT's did not.
+    assert!(all.plans.iter().any(|p| p.name == "grace"));
+    assert!(
+        !all.plans.iter().any(|p| p.name == "craft"),
+        "CRAFT's row is unchanged, so not re-sent"
+    );
+}
+
+/// Each paper's scenario opens priced, and its line compares the paper's
+/// figure with the ratio of the two rows' predicted tokens/s the page
+/// shows, to the two decimals it prints.
+#[test]
+fn paper_scenarios_compare_with_their_papers() {
+    use crate::scenarios::{SCENARIOS, paper_line};
+    let mut checked = 0;
+    for sc in SCENARIOS.iter().filter(|sc| sc.paper.is_some()) {
+        let settings = crate::settings::Settings::from_hash(sc.hash);
+        assert!(!settings.hardware.is_empty(), "{}: priced", sc.id);
+        let mut s = WorkerState::default();
+        // A smaller trace than the page's: the same shapes, fewer batches.
+        let mut small = settings.clone();
+        small.batches = 4;
+        let mut r = Request::from_settings(
+            1,
+            &small,
+            Some(Source::generated(&small)),
+            Some(small.cluster()),
+            None,
+            false,
+        );
+        r.batches = true;
+        view_of(s.handle(&r, None, || 0.0, |_| {}));
+        // The follow-up that plans Libra.
+        let next = Request::from_settings(2, &small, None, None, None, true);
+        let answer = s.handle(&next, None, || 0.0, |_| {});
+        let shown = shown(&s, answer);
+        let paper = sc.paper.unwrap();
+        let line = paper_line(&paper, &shown.plans).unwrap_or_else(|| panic!("{}: no line", sc.id));
+        let tput = |name: &str| {
+            shown
+                .plans
+                .iter()
+                .find(|p| p.name == name)
+                .and_then(|p| p.predicted.as_ref())
+                .map(|p| p.tokens_per_s)
+                .unwrap()
+        };
+        let ratio = tput(paper.planner) / tput(paper.against);
+        assert!(
+            line.contains(&format!(" serves {ratio:.2}× ")),
+            "{}: {line} against {ratio}",
+            sc.id
+        );
+        assert!(line.starts_with(paper.reported), "{line}");
+        let (lo, hi) = paper.range;
+        let r2 = (ratio * 100.0).round() / 100.0;
+        let said = if r2 < lo {
+            "below"
+        } else if r2 > hi {
+            "above"
+        } else {
+            "within"
+        };
+        assert!(line.contains(&format!("{said} the paper's")), "{line}");
+        eprintln!("{}: {line}", sc.id);
+        checked += 1;
+    }
+    assert_eq!(checked, 3);
 }
 
 #[test]

@@ -219,6 +219,10 @@ pub struct Predicted {
     pub tokens_per_s: f64,
     /// Throughput over BASE's.
     pub speedup: Option<f64>,
+    /// Where its time goes against BASE: the largest term that makes it
+    /// win or lose (`Prediction::reason`).
+    #[serde(default)]
+    pub reason: Option<String>,
     /// Mean MoE layer time and its terms, µs.
     pub moe_layer_us: f64,
     /// Expert compute per MoE layer, µs.
@@ -594,6 +598,7 @@ fn predicted(p: &Prediction) -> Predicted {
         step_ms: p.step_ms,
         tokens_per_s: p.tokens_per_s,
         speedup: p.speedup,
+        reason: p.reason.clone(),
         moe_layer_us: p.moe_layer_us,
         compute_us: p.compute_us,
         dispatch_us: p.dispatch_us,

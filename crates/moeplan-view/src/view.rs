@@ -183,7 +183,7 @@ impl Workspace {
         layer: usize,
         rule: Rule,
     ) -> Result<View> {
-        self.view_inner(replicas_per_gpu, layer, rule, false, None)
+        self.view_inner(replicas_per_gpu, layer, rule, false, None, false)
     }
 
     /// [`Workspace::view_under`] (with the per-batch series when
@@ -217,7 +217,38 @@ impl Workspace {
         batches: bool,
         pricing: Option<&Pricing>,
     ) -> Result<View> {
-        self.view_inner(replicas_per_gpu, layer, rule, batches, pricing)
+        self.view_inner(replicas_per_gpu, layer, rule, batches, pricing, false)
+    }
+
+    /// [`Workspace::view_priced`] with each planner judged under the rule
+    /// its system serves under where it has one
+    /// ([`PlannerSpec::serves_under`](moeplan::planners::registry::PlannerSpec):
+    /// GRACE under its topology-aware routing), the others under `rule`,
+    /// the engine's; a row judged apart says so in
+    /// [`PlanFigures::own_rule`]. The page's default: no row is judged by a
+    /// rule its authors would not use without saying so.
+    ///
+    /// ```
+    /// use moeplan::judge::Rule;
+    /// use moeplan_view::{Cluster, Workspace};
+    /// use moeplan::{synth::generator, data::model};
+    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+    /// let ws = Workspace::new(t, Cluster { nodes: 2, gpus_per_node: 4, groups: 1 })?;
+    /// let v = ws.view_own_rules(Some(2), 0, Rule::Vllm, false, None)?;
+    /// let rule = |name: &str| v.plans.iter().find(|p| p.name == name).map(|p| p.own_rule.clone());
+    /// assert_eq!(rule("grace"), Some(Some("grace-topology".to_string())));
+    /// assert_eq!(rule("craft"), Some(None)); // the view's, vllm
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
+    pub fn view_own_rules(
+        &self,
+        replicas_per_gpu: Option<usize>,
+        layer: usize,
+        rule: Rule,
+        batches: bool,
+        pricing: Option<&Pricing>,
+    ) -> Result<View> {
+        self.view_inner(replicas_per_gpu, layer, rule, batches, pricing, true)
     }
 
     /// [`Workspace::view_under`] with every plan's imbalance per batch
@@ -246,7 +277,7 @@ impl Workspace {
         layer: usize,
         rule: Rule,
     ) -> Result<View> {
-        self.view_inner(replicas_per_gpu, layer, rule, true, None)
+        self.view_inner(replicas_per_gpu, layer, rule, true, None, false)
     }
 
     pub(crate) fn view_inner(
@@ -256,6 +287,7 @@ impl Workspace {
         rule: Rule,
         batches: bool,
         pricing: Option<&Pricing>,
+        own_rules: bool,
     ) -> Result<View> {
         let focus = self.focus()?.plan(replicas_per_gpu)?;
         let l = self.trace().num_layers();
@@ -275,6 +307,13 @@ impl Workspace {
         }
         for (i, entry) in self.entries.iter().enumerate() {
             let planner = entry.id.planner()?;
+            // The row's rule: its system's own where asked for, else the view's.
+            let own = planner
+                .spec()
+                .serves_under
+                .filter(|r| own_rules && *r != rule);
+            let rule = own.unwrap_or(rule);
+            let own_rule = own.map(|r| r.name().to_string());
             match &entry.state {
                 State::Failed(e) => notes.push(format!("{}: {e}", entry.display)),
                 State::Pending if planner.per_batch() => notes.push(format!(
@@ -296,6 +335,7 @@ impl Workspace {
                     if let Some(p) = pricing {
                         f.predicted = Some(self.judge.price_mean(&fixed.plan, rule, p)?);
                     }
+                    f.own_rule = own_rule;
                     plans.push(f);
                 }
                 State::Scheduled(s) => {
@@ -319,6 +359,7 @@ impl Workspace {
                     if let Some(p) = pricing {
                         f.predicted = Some(self.judge.price_mean(&planned.plan, rule, p)?);
                     }
+                    f.own_rule = own_rule;
                     plans.push(f);
                 }
             }

@@ -53,6 +53,7 @@ pub(crate) const SPEC: PlannerSpec = PlannerSpec {
     about: "Expert e on GPU e·D/E, no replicas, loads ignored (no balancer at all)",
     needs: Needs::Shape,
     options: &[],
+    serves_under: None,
 };
 
 impl Planner for ContiguousPlanner {

@@ -455,6 +455,7 @@ pub(crate) const SPEC: PlannerSpec = PlannerSpec {
     about: "DeepSeek's EPLB (exact port): redundant slots in every layer to the highest load per copy, balanced packing, hierarchical over nodes",
     needs: Needs::Counts,
     options: &EPLB_OPTIONS,
+    serves_under: None,
 };
 
 impl Planner for EplbPlanner {
@@ -480,6 +481,7 @@ pub(crate) const BASE_SPEC: PlannerSpec = PlannerSpec {
     about: "EPLB's placement with no replicas (the papers' BASE)",
     needs: Needs::Counts,
     options: &BASE_OPTIONS,
+    serves_under: None,
 };
 
 impl Planner for BasePlanner {

@@ -60,6 +60,7 @@ use super::slots::SlotTable;
 use super::traffic::{Messages, Tally};
 
 mod memory;
+mod reason;
 mod step;
 
 pub use memory::{Memory, memory};
@@ -511,6 +512,10 @@ pub struct Prediction {
     /// What the baseline was (`BASE`: the EPLB placement without replicas).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speedup_over: Option<String>,
+    /// Where its time goes against the baseline, one line: the largest
+    /// term that makes it win or lose ([`Prediction::compare_with`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// What was assumed.
     pub assumptions: Assumptions,
     /// Every other assumption, one sentence each.
@@ -524,20 +529,28 @@ pub const BASE_ABOUT: &str =
     "BASE (the EPLB placement without replicas, planned on the same batches, same rule)";
 
 impl Prediction {
-    /// Sets [`Prediction::speedup`] over `base`'s throughput (nothing when
-    /// BASE serves no tokens).
+    /// Sets [`Prediction::speedup`] over `base`'s throughput and
+    /// [`Prediction::reason`], the largest term that makes it win or lose
+    /// (nothing when BASE serves no tokens). The terms, each as the share
+    /// of BASE's throughput it moves: the busiest GPU's expert compute,
+    /// dispatch and combine (all MoE layers), copies not hidden, the dense
+    /// part and attention's KV reads (ms a step against BASE's step), and
+    /// the tokens the KV cache lets a step serve.
     ///
     /// ```
     /// use moeplan::judge::cost::Prediction;
-    /// let p = |t: f64| Prediction { tokens_per_s: t, ..Default::default() };
-    /// let (mut a, base) = (p(3.0), p(2.0));
+    /// let p = |t: f64, compute_us: f64| Prediction { tokens_per_s: t, compute_us, moe_layers: 10,
+    ///     step_ms: 10.0, served_tokens_per_step: 100.0, ..Default::default() };
+    /// let (mut a, base) = (p(3.0, 500.0), p(2.0, 900.0));
     /// a.compare_with(&base);
     /// assert_eq!(a.speedup, Some(1.5));
+    /// assert_eq!(a.reason.as_deref(), Some("wins on expert compute: 4.00 ms a step less than BASE's"));
     /// ```
     pub fn compare_with(&mut self, base: &Prediction) {
         if base.tokens_per_s > 0.0 {
             self.speedup = Some(self.tokens_per_s / base.tokens_per_s);
             self.speedup_over = Some(BASE_ABOUT.to_string());
+            self.reason = Some(self.reason_against(base));
         }
     }
 }
@@ -802,6 +815,7 @@ pub(crate) fn predict(
         max_concurrent_requests: mem.requests,
         speedup: None,
         speedup_over: None,
+        reason: None,
         assumptions: *assumptions,
         notes,
         error_band: ErrorBand::of(hardware),

@@ -713,6 +713,7 @@ pub(crate) const SPEC: PlannerSpec = PlannerSpec {
     about: "CRAFT: R replicas per GPU over all layers, spent on the layers where they help (benefit table, knapsack, equal memory)",
     needs: Needs::Counts,
     options: &OPTIONS,
+    serves_under: None,
 };
 
 /// Measures CRAFT's layer `layer` of `trace` ahead of time for `topology`

@@ -506,6 +506,7 @@ pub(crate) const SPEC: PlannerSpec = PlannerSpec {
             grouping without token routes)",
     needs: Needs::Counts,
     options: &OPTIONS,
+    serves_under: Some(crate::judge::Rule::GraceTopology),
 };
 
 impl Planner for GracePlanner {

@@ -343,6 +343,10 @@ pub(crate) const SPEC: PlannerSpec = PlannerSpec {
             the file holds the base, the copies are made while serving",
     needs: Needs::Counts,
     options: &OPTIONS,
+    serves_under: Some(Rule::Libra {
+        tolerance_percent: crate::judge::DEFAULT_TOLERANCE_PERCENT,
+        start: RemoteStart::Even,
+    }),
 };
 
 impl Planner for LibraPlanner {

@@ -331,6 +331,11 @@ pub struct PlannerSpec {
     pub needs: Needs,
     /// The options it takes, its budget among them.
     pub options: &'static [OptionSpec],
+    /// The dispatch rule its system serves under, where it has its own
+    /// (GRACE-MoE's topology-aware routing, Libra's rebalancer); `None`:
+    /// the engine's, whichever the caller judges under. Front ends judge a
+    /// row by it unless asked for one rule for all.
+    pub serves_under: Option<crate::judge::Rule>,
 }
 
 impl PlannerSpec {
