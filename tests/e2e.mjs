@@ -419,6 +419,8 @@ async function main() {
       check("charts are drawn", (await page.locator("svg.chart").count()) >= 5);
       // Issue 53: the default view is priced (h100-ib-ndr), every row names
       // the rule it is judged under and says why it wins or loses.
+      // Libra's price comes with the follow-up answer (its series).
+      await page.waitForFunction(() => /ms$/.test(document.querySelector("#step-libra")?.textContent ?? ""), null, { timeout: 60000 }).catch(() => {});
       const rows = await Promise.all(WITH_LIBRA.map(async (k) => ({
         id: k, step: await text(page, `#step-${k}`), tput: await text(page, `#tput-${k}`), x: await text(page, `#speedup-${k}`),
         rule: await text(page, `#rule-${k}`), reason: k === "base" ? "" : await text(page, `#reason-${k}`),
@@ -551,7 +553,11 @@ async function main() {
       })));
       const setHardware = async (p, hw) => {
         await p.selectOption("#hardware", hw);
-        await p.waitForFunction((h) => (h ? document.querySelector("#cost")?.dataset.hardware === h : !document.querySelector("#cost"))
+        // Libra's price follows in the follow-up answer (a replay of every
+        // batch): priced, wait for a cost row per plan.
+        await p.waitForFunction((h) => (h ? document.querySelector("#cost")?.dataset.hardware === h
+            && document.querySelectorAll(".cost-row").length === document.querySelectorAll("#summary tbody tr").length
+          : !document.querySelector("#cost"))
           && document.querySelector("#status")?.classList.contains("ready"), hw, { timeout: 60000 });
       };
       check("priced by default: the cost panel on h100-ib-ndr, not in the URL hash",

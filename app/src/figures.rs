@@ -116,8 +116,8 @@ fn row(board: Board, name: String, expert_bytes: Memo<u64>) -> impl IntoView {
         <tr id=format!("row-{name}") title=move || schedule().unwrap_or_default()>
             <td><span class="swatch" style=format!("background:{}", charts::colour(&name))></span>{title}
                 {move || schedule().map(|s| view! { <br/><small class="schedule">{s}</small> })}
-                <br/><small class="row-rule" id=format!("rule-{name}")>{rule}</small>
-                {move || reason().filter(|_| !is_base).map(|r| view! { <br/><small class="reason" id=reason_id.clone()>{r}</small> })}</td>
+                <small class="row-rule" id=format!("rule-{name}")>{rule}</small>
+                <small class="reason" id=reason_id>{move || reason().filter(|_| !is_base).unwrap_or_default()}</small></td>
             <td class="num" id=format!("bal-{name}")>{fmt(|p| p.balancedness)}</td>
             <td class="num" id=format!("ir-{name}")>{fmt(|p| p.imbalance_ratio)}</td>
             <td class="num" id=format!("replicas-{name}")>{replicas}</td>

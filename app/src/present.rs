@@ -400,7 +400,7 @@ pub fn Present(settings: RwSignal<Settings>, board: Board, actions: Actions) -> 
                 <p class="scenario-note" id="scenario-note">
                     {move || active.get().and_then(|i| SCENARIOS.get(i)).map(|sc| sc.what)}
                 </p>
-                {move || paper.get().map(|line| view! { <p class="scenario-paper" id="scenario-paper">{line}</p> })}
+                <p class="scenario-paper" id="scenario-paper">{move || paper.get().unwrap_or_default()}</p>
             </div>
             <div class="share-block">
                 <h2>"Share"</h2>

@@ -119,8 +119,7 @@ pub const SCENARIOS: [Scenario; 6] = [
         // p4de nodes (8 × A100-80GB, EFA), R = 8, decode with the KV cache
         // the replicas leave; DeepSeek-R1 has DeepSeek-V3's shape.
         hash: "#preset=deepseek-v3&batches=64&seed=7&nodes=8&gpus=8&groups=8&r=8&layer=0&mem=deepseek-v3&rule=sglang-static&routes=0&hw=a100-80g-efa&phase=decode",
-        what: "CRAFT as its paper ran it: DeepSeek-R1's shape on 8 × 8 A100-80GB over EFA, R = 8 replicas per GPU, \
-               SGLang's static dispatch, decode batches whose KV cache the replicas' memory shrinks.",
+        what: "CRAFT as its paper ran it: DeepSeek-R1's shape on 8 × 8 A100s, R = 8, SGLang's dispatch, decode.",
         paper: Some(Paper {
             // CRAFT §5.2: "CRA8 achieves on average 1.15× higher goodput (up
             // to 1.2×) on DeepSeek-R1 ... in an 8-node cluster" than EPLB.
@@ -138,8 +137,7 @@ pub const SCENARIOS: [Scenario; 6] = [
         // × 4 RTX 4090 (PCIe 4.0) over 25 GbE, its own locality-aware
         // routing; prefill of 128 × 64 tokens, BF16.
         hash: "#preset=olmoe&batches=64&seed=7&nodes=2&gpus=4&groups=1&r=auto&layer=0&mem=olmoe&rule=even&hw=4090-pcie4-25gbe",
-        what: "GRACE as its paper ran it: OLMoE's token routes (co-activated experts grouped) on 2 nodes of 4 \
-               RTX 4090s over 25 GbE, each token routed by GRACE's topology-aware rule.",
+        what: "GRACE as its paper ran it: OLMoE's token routes on 2 × 4 RTX 4090s over 25 GbE, its own routing.",
         paper: Some(Paper {
             // GRACE-MoE §5.2: "overall speedups of 0.95–3.79×" end to end
             // over its baselines, across models and clusters.
@@ -157,8 +155,7 @@ pub const SCENARIOS: [Scenario; 6] = [
         // Qwen3-MoE (here the 235B) and GLM-4.5; its predictor 70–90 %
         // accurate (Table 1): the noisy predictor keeps 80 %.
         hash: "#preset=qwen3-235b-a22b&batches=64&seed=7&nodes=1&gpus=8&groups=1&r=auto&layer=0&mem=qwen3-235b-a22b&rule=even&routes=0&hw=h200-ib-ndr&predictor=noisy",
-        what: "Libra as its paper ran it: Qwen3-235B-A22B on one node of 8 H200s, 4,096-token prefill batches, \
-               a predictor right 80 % of the time (the paper's is 70–90 %), its rebalancer choosing the copies.",
+        what: "Libra as its paper ran it: Qwen3-235B-A22B on 8 H200s, prefill, a predictor right 80 % of the time.",
         paper: Some(Paper {
             // Libra abstract and §5: "improves throughput by up to 19.2%"
             // over the state of the art (SGLang with EPLB) in prefill.

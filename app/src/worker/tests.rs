@@ -644,6 +644,43 @@ fn each_planner_under_its_systems_rule() {
     assert_eq!(rule(&own, "grace").as_deref(), Some("grace-topology"));
     assert_eq!(rule(&own, "craft").as_deref(), Some("vllm"));
     assert_eq!(rule(&own, "base").as_deref(), Some("vllm"));
+    // Libra's price is a replay of every batch: it follows with the
+    // series (the page's follow-up), the static plans are priced at once.
+    let libra = |u: &Update| {
+        u.plans
+            .iter()
+            .find(|p| p.name == "libra")
+            .map(|p| p.predicted.is_some())
+    };
+    assert_eq!(libra(&own), Some(false));
+    assert!(
+        own.plans
+            .iter()
+            .filter(|p| p.name != "libra")
+            .all(|p| p.predicted.is_some())
+    );
+    let mut follow = req(2, None, None, Some(4));
+    follow.rule = "vllm".into();
+    follow.one_rule = false;
+    follow.hardware = "h100-ib-ndr".into();
+    follow.batches = true;
+    let later = view_of(s.handle(&follow, None, || 0.0, |_| {}));
+    assert_eq!(libra(&later), Some(true));
+    let own = Update {
+        plans: own
+            .plans
+            .iter()
+            .map(|p| {
+                later
+                    .plans
+                    .iter()
+                    .find(|q| q.name == p.name)
+                    .unwrap_or(p)
+                    .clone()
+            })
+            .collect(),
+        ..own
+    };
     for p in own.plans.iter().filter(|p| p.name != "base") {
         let reason = p
             .predicted
@@ -658,7 +695,7 @@ fn each_planner_under_its_systems_rule() {
             p.name
         );
     }
-    let mut one = req(2, None, None, Some(4));
+    let mut one = req(3, None, None, Some(4));
     one.rule = "vllm".into();
     one.hardware = "h100-ib-ndr".into();
     let all = view_of(s.handle(&one, None, || 0.0, |_| {}));

@@ -187,6 +187,9 @@ fn predicted(o: &mut String, p: &moeplan::judge::cost::Prediction) {
             .map(|s| format!(", {s:.3}× BASE"))
             .unwrap_or_default()
     );
+    if let Some(reason) = &p.reason {
+        wl!(o, "  against BASE   {reason}");
+    }
     wl!(
         o,
         "  MoE layer      {:.1} µs = compute {:.1} + dispatch {:.1} + combine {:.1} (mean per layer and batch{}); dense part {:.1} µs per step; attention's KV reads {:.1} µs per step; copies not hidden {:.1} µs per step",
@@ -322,6 +325,18 @@ pub fn compare(
         .find_map(|(_, r)| r.as_ref().ok().and_then(|j| j.predicted.as_ref()));
     if let Some(p) = band {
         wl!(o, "predicted times: {}", p.error_band.about);
+    }
+    // Why each row wins or loses against BASE: its largest term.
+    for (name, row) in rows {
+        if let Some(reason) = row
+            .as_ref()
+            .ok()
+            .and_then(|j| j.predicted.as_ref())
+            .and_then(|p| p.reason.as_ref())
+            .filter(|_| !name.starts_with("BASE"))
+        {
+            wl!(o, "against BASE, {}: {reason}", name.trim());
+        }
     }
     for note in notes {
         wl!(o, "note: {note}");

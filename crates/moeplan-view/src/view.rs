@@ -192,8 +192,11 @@ impl Workspace {
     /// plan is priced on the workload's mean batch — one batch, so a
     /// budget change stays within a few milliseconds; `moeplan eval
     /// --hardware` prices every batch — and a per-batch plan (Libra) on
-    /// every batch, since its copies change from batch to batch. The plans
-    /// the budget does not move are priced once per rule and pricing.
+    /// every batch, since its copies change from batch to batch, by pair
+    /// traffic (as the mean batch prices the static plans) and only with
+    /// the series (`batches`) or when kept from before: its price is a
+    /// replay of every batch. The plans the budget does not move are priced
+    /// once per rule and pricing.
     ///
     /// ```
     /// use moeplan::judge::{Rule, cost::Pricing};
@@ -341,8 +344,11 @@ impl Workspace {
                 State::Scheduled(s) => {
                     let mut f = s.figures(planner);
                     if let Some(p) = pricing {
-                        // Under its own rule, whatever the view's.
-                        f.predicted = Some(self.judge.price_schedule(&s.judged, p)?);
+                        // Under its own rule, whatever the view's. Pricing
+                        // replays every batch: only in the follow-up with
+                        // the series (`batches`), or kept from before, so
+                        // a Libra or cluster change answers first.
+                        f.predicted = self.judge.price_schedule(&s.judged, p, batches)?;
                     }
                     plans.push(f);
                 }

@@ -85,6 +85,10 @@ impl Ctx {
                             | RequestKind::Model
                             | RequestKind::Restore
                             | RequestKind::Options
+                            // Libra's price (a replay of every batch)
+                            // follows its new schedule or machine.
+                            | RequestKind::PerBatch
+                            | RequestKind::Hardware
                     )
                 }) {
                     self.send(RequestKind::Timeline, None, None, None, None);

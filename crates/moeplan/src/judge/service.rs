@@ -349,19 +349,30 @@ impl Judge {
     }
 
     /// A judged schedule priced on every batch (its copies change from
-    /// batch to batch: it has no mean batch), under its own rule; kept.
-    pub fn price_schedule(&self, s: &JudgedSchedule, pricing: &Pricing) -> Result<Prediction> {
+    /// batch to batch: it has no mean batch), under its own rule, with pair
+    /// traffic (as the mean batch prices a static plan); kept. Made only
+    /// when `make` (a replay of every batch: a quarter second natively on
+    /// the page's route default), else the kept one or `None`.
+    pub fn price_schedule(
+        &self,
+        s: &JudgedSchedule,
+        pricing: &Pricing,
+        make: bool,
+    ) -> Result<Option<Prediction>> {
         let key = Key::Schedule(s.id, pricing.clone());
         if let Some(Kept::Prediction(p)) = self.kept(&key) {
-            return Ok(p.as_ref().clone());
+            return Ok(Some(p.as_ref().clone()));
+        }
+        if !make {
+            return Ok(None);
         }
         let served = Served::Schedule {
             base: &s.base,
             schedule: &s.schedule,
         };
-        let p = super::price(&self.work, served, &self.cost, pricing)?;
+        let p = super::verdict::price_pairs(&self.work, served, &self.cost, pricing)?;
         self.keep(key, Kept::Prediction(Arc::new(p.clone())));
-        Ok(p)
+        Ok(Some(p))
     }
 
     fn kept(&self, key: &Key) -> Option<Kept> {

@@ -332,6 +332,20 @@ pub fn price(
     predicted.ok_or_else(|| crate::error::Error::Argument("nothing was priced".into()))
 }
 
+/// [`price`] with pair traffic only: dispatch and combine counted by
+/// (token, expert) pairs, not by token messages — what the page's static
+/// plans are priced by (their mean batch has no tokens), and a fifth of the
+/// replay on token routes.
+pub(crate) fn price_pairs(
+    work: &Workload,
+    served: Served<'_>,
+    cost: &CostModel,
+    pricing: &Pricing,
+) -> Result<Prediction> {
+    let (_, predicted) = replay(work, served, cost, Some(pricing), false)?;
+    predicted.ok_or_else(|| crate::error::Error::Argument("nothing was priced".into()))
+}
+
 impl Served<'_> {
     /// The plan an engine loads: the plan, or a schedule's base.
     fn loaded(&self) -> &Plan {
