@@ -131,7 +131,15 @@ const planIds = (page) => page.$$eval("#summary tbody tr", (rows) => rows.map((r
 const sameIds = (rows, ids) => JSON.stringify(rows.map((r) => r.id.replace(/^traffic-/, ""))) === JSON.stringify(ids);
 
 const text = async (page, sel) => (await page.textContent(sel, { timeout: 60000 }))?.trim();
-const summary = (page) => page.$eval("#summary", (el) => el.innerText);
+/// The summary table's text, once it shows what it will: on a priced page
+/// Libra's price follows its figures (the worker's follow-up answer).
+const summary = async (page) => {
+  await page.waitForFunction(() => {
+    const step = document.querySelector("#step-libra");
+    return !document.querySelector("#cost") || !step || /ms$/.test(step.textContent);
+  }, null, { timeout: 60000 }).catch(() => {});
+  return page.$eval("#summary", (el) => el.innerText);
+};
 const craftR = async (page) => Number((await text(page, "#row-craft td")).match(/R = (\d+)/)?.[1]);
 const statusOf = (page) => page.$eval("#status", (el) => ({
   text: el.textContent.trim(), cls: el.className, restarts: Number(el.dataset.restarts),
@@ -557,6 +565,7 @@ async function main() {
         // batch): priced, wait for a cost row per plan.
         await p.waitForFunction((h) => (h ? document.querySelector("#cost")?.dataset.hardware === h
             && document.querySelectorAll(".cost-row").length === document.querySelectorAll("#summary tbody tr").length
+            && [...document.querySelectorAll(".cost-row")].every((r) => r.dataset.stepMs)
           : !document.querySelector("#cost"))
           && document.querySelector("#status")?.classList.contains("ready"), hw, { timeout: 60000 });
       };
@@ -632,6 +641,7 @@ async function main() {
       };
       await page.setInputFiles("#hardware-file", { name: "my-gpu.json", mimeType: "application/json", buffer: Buffer.from(JSON.stringify(own)) });
       await page.waitForFunction(() => document.querySelector("#cost")?.dataset.hardware === "h100-roce"
+        && [...document.querySelectorAll(".cost-row")].every((r) => r.dataset.stepMs)
         && document.querySelector("#status")?.classList.contains("ready"), null, { timeout: 300000 });
       const mine = await cost(page);
       check("a hardware file (my-gpu.json) prices every plan, named in the menu, not in the URL hash",

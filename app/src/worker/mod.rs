@@ -286,6 +286,15 @@ impl WorkerState {
         }
         let mut fallback = self.per_batch_note.clone();
         let pending = fresh.is_none() && self.workspace.as_ref().is_some_and(|ws| ws.has_pending());
+        // A schedule planned now is timed on the request's hardware in its
+        // own replay: its price costs no second replay of every batch.
+        for ws in [fresh.as_mut().map(|f| &mut f.0), self.workspace.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            let pricing = pricing(ws, req)?;
+            ws.price_schedules_on(pricing);
+        }
         match &mut fresh {
             // Deferred: planned, with the options asked, by the next request.
             Some((ws, ..)) if ws.has_pending() => fallback = None,

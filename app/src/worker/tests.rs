@@ -695,6 +695,34 @@ fn each_planner_under_its_systems_rule() {
             p.name
         );
     }
+    // A new Libra schedule on a priced request is timed in its own replay:
+    // priced in the change's answer, no follow-up needed.
+    let mut n2 = req(4, None, None, Some(4));
+    n2.rule = "vllm".into();
+    n2.one_rule = false;
+    n2.hardware = "h100-ib-ndr".into();
+    n2.per_batch = Some(vec![("extra_experts_per_gpu".into(), "2".into())]);
+    let changed = view_of(s.handle(&n2, None, || 0.0, |_| {}));
+    assert_eq!(libra(&changed), Some(true));
+    // Timed or not, the replay gives the same figures.
+    let mut plain = WorkerState::default();
+    plain.handle(
+        &req(1, Some(gen_source()), Some(CLUSTER), Some(4)),
+        None,
+        || 0.0,
+        |_| {},
+    );
+    let mut unpriced = req(2, None, None, Some(4));
+    unpriced.per_batch = n2.per_batch.clone();
+    let figures = |u: &Update| {
+        u.plans
+            .iter()
+            .find(|p| p.name == "libra")
+            .map(|p| (p.balancedness, p.imbalance_ratio, p.traffic))
+    };
+    let unpriced = view_of(plain.handle(&unpriced, None, || 0.0, |_| {}));
+    assert!(figures(&unpriced).is_some());
+    assert_eq!(figures(&unpriced), figures(&changed));
     let mut one = req(3, None, None, Some(4));
     one.rule = "vllm".into();
     one.hardware = "h100-ib-ndr".into();

@@ -133,6 +133,10 @@ pub struct Workspace {
     /// before (Libra's N 8 → 4 → 8, a predictor and back) shows them
     /// again without replaying every layer of every batch.
     schedules: Vec<KeptSchedule>,
+    /// The pricing a schedule planned next is timed on in its own replay
+    /// ([`Workspace::price_schedules_on`]): its price then costs nothing
+    /// more. `None`: priced apart, when a view asks.
+    schedule_pricing: Option<Pricing>,
 }
 
 /// Per-batch schedules a workspace keeps ([`Workspace::replan_scheduled`]):
@@ -438,6 +442,7 @@ impl Workspace {
             options,
             whole,
             schedules: Vec::new(),
+            schedule_pricing: None,
         })
     }
 

@@ -29,6 +29,14 @@ impl Workspace {
         self.replan_per_batch(settings, false, |_| {}).map(|_| ())
     }
 
+    /// Times the schedules planned from now on in their own replay, priced
+    /// on `pricing` (the page's hardware): a priced view then shows a new
+    /// schedule's price without replaying every batch again. `None`: they
+    /// are priced apart, when a view asks with its series.
+    pub fn price_schedules_on(&mut self, pricing: Option<Pricing>) {
+        self.schedule_pricing = pricing;
+    }
+
     /// Whether a per-batch planner waits for [`Workspace::plan_pending`]
     /// (see [`Workspace::of_workload_deferring`]).
     pub fn has_pending(&self) -> bool {
@@ -191,7 +199,9 @@ impl Workspace {
                 continue;
             };
             let s = Arc::new(Scheduled {
-                judged: self.judge.schedule(&planned.plan, s)?,
+                judged: self
+                    .judge
+                    .schedule(&planned.plan, s, self.schedule_pricing.as_ref())?,
             });
             next.push((i, key, s, ready.notes()));
         }

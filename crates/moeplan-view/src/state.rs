@@ -143,7 +143,7 @@ pub(crate) fn plan_at_default(
         .plan(None)
         .and_then(|p| match ready.schedule(&p.plan, work)? {
             Some(s) => Ok(State::Scheduled(Arc::new(Scheduled {
-                judged: judge.schedule(&p.plan, s)?,
+                judged: judge.schedule(&p.plan, s, None)?,
             }))),
             None => {
                 let report = judge.eval_report(&p.plan)?;

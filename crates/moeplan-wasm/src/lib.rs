@@ -213,7 +213,7 @@ pub fn plan(
     let report = judge.eval_report(&plan).map_err(js_error)?.as_ref().clone();
     let schedule = match ready.schedule(&plan, work).map_err(js_error)? {
         Some(s) => Some(ScheduleReplay::of(
-            &judge.schedule(&plan, s).map_err(js_error)?,
+            &judge.schedule(&plan, s, None).map_err(js_error)?,
         )),
         None => None,
     };

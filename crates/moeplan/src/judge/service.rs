@@ -326,14 +326,31 @@ impl Judge {
     }
 
     /// `base` served through `schedule`, judged with pair traffic only
-    /// ([`super::judge_pairs`]).
-    pub fn schedule(&self, base: &Plan, schedule: Schedule) -> Result<JudgedSchedule> {
+    /// ([`super::judge_pairs`]); with `pricing`, timed in the same replay
+    /// and its price kept ([`Judge::price_schedule`] then replays nothing).
+    pub fn schedule(
+        &self,
+        base: &Plan,
+        schedule: Schedule,
+        pricing: Option<&Pricing>,
+    ) -> Result<JudgedSchedule> {
         let served = Served::Schedule {
             base,
             schedule: &schedule,
         };
-        let verdict = super::judge_pairs(&self.work, served, &self.cost)?;
-        Ok(JudgedSchedule::new(base, schedule, verdict))
+        let verdict = match pricing {
+            Some(p) => super::verdict::judge_pairs_priced(&self.work, served, &self.cost, p)?,
+            None => super::judge_pairs(&self.work, served, &self.cost)?,
+        };
+        let predicted = verdict.predicted.clone();
+        let judged = JudgedSchedule::new(base, schedule, verdict);
+        if let (Some(p), Some(predicted)) = (pricing, predicted) {
+            self.keep(
+                Key::Schedule(judged.id, p.clone()),
+                Kept::Prediction(Arc::new(predicted)),
+            );
+        }
+        Ok(judged)
     }
 
     /// [`Judge::schedule`] from its replay made in parts

@@ -186,6 +186,17 @@ pub fn judge_pairs(work: &Workload, served: Served<'_>, cost: &CostModel) -> Res
     judge_parts(work, served, cost, None, false, |_, _| {})
 }
 
+/// [`judge_pairs`] timed and priced on `pricing` in the same replay: the
+/// same figures, and the prediction [`price_pairs`] makes.
+pub(crate) fn judge_pairs_priced(
+    work: &Workload,
+    served: Served<'_>,
+    cost: &CostModel,
+    pricing: &Pricing,
+) -> Result<Verdict> {
+    judge_parts(work, served, cost, Some(pricing), false, |_, _| {})
+}
+
 /// [`judge_pairs`] of `base` served through `schedule`, its replay made
 /// in parts ([`super::replay_steps`], joined with [`Steps::join`]): the
 /// same verdict to the bit, the replay's work (and each batch's bound and
