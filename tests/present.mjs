@@ -57,7 +57,7 @@ const craftR = async (page) => Number((await text(page, "#row-craft td")).match(
 const num = async (page, sel) => Number(await text(page, sel));
 const hashOf = (page) => page.evaluate(() => location.hash);
 /// Waits until `fn` (in the page) returns a truthy value.
-const until = (page, fn, arg, timeout = 20000) => page.waitForFunction(fn, arg, { timeout, polling: 50 });
+const until = (page, fn, arg, timeout = 60000) => page.waitForFunction(fn, arg, { timeout, polling: 50 });
 /// Presses a key with the focus on the page itself, not a field.
 async function press(page, key) {
   await page.evaluate(() => document.activeElement?.blur());
@@ -160,7 +160,7 @@ await section("scenarios", async () => {
   // 1: hot experts, no replicas yet.
   await page.click("#scenario-hot");
   await until(page, () => location.hash.includes("r=0") && location.hash.includes("layer=34"));
-  await until(page, () => /R = 0\b/.test(document.querySelector("#row-craft td")?.textContent ?? ""));
+  await until(page, () => /R = 0(?!\d)/.test(document.querySelector("#row-craft td")?.textContent ?? ""));
   await ready(page);
   const irBase = await num(page, "#ir-base");
   const irEplb = await num(page, "#ir-eplb");
@@ -177,7 +177,7 @@ await section("scenarios", async () => {
   // 2, by key: one node, a flat curve.
   await press(page, "2");
   await until(page, () => document.querySelector("#nodes")?.value === "1");
-  await until(page, () => /R = 32\b/.test(document.querySelector("#row-craft td")?.textContent ?? ""));
+  await until(page, () => /R = 32(?!\d)/.test(document.querySelector("#row-craft td")?.textContent ?? ""));
   await ready(page);
   const base = await num(page, "#bal-base");
   const craft = await num(page, "#bal-craft");
@@ -191,7 +191,7 @@ await section("scenarios", async () => {
   // 3: a large model's experts.
   await page.click("#scenario-memory");
   await until(page, () => /glm/i.test(document.querySelector("#trace-info")?.textContent ?? ""));
-  await until(page, () => /R = 64\b/.test(document.querySelector("#row-craft td")?.textContent ?? ""));
+  await until(page, () => /R = 64(?!\d)/.test(document.querySelector("#row-craft td")?.textContent ?? ""));
   await ready(page);
   const info = await text(page, "#trace-info");
   check("memory: the trace is GLM-4.5's shape", /89 MoE layers × 160 experts/.test(info), info);
@@ -202,7 +202,7 @@ await section("scenarios", async () => {
   check("memory: R = 64 costs 2.8 GiB per GPU", Math.abs(gib64 - 2.8) < 0.1, `${gib64} GiB`);
   await press(page, "a");
   await until(page, () => document.querySelector("#budget-auto")?.checked);
-  await until(page, () => !/R = 64\b/.test(document.querySelector("#row-craft td")?.textContent ?? ""));
+  await until(page, () => !/R = 64(?!\d)/.test(document.querySelector("#row-craft td")?.textContent ?? ""));
   await ready(page);
   const gibKnee = await craftMemory(page);
   const balKnee = await num(page, "#bal-craft");
@@ -219,7 +219,7 @@ await section("each paper's setting", async () => {
   const papers = [
     ["craft-paper", "4", "craft", "eplb", "hw=a100-80g-efa&phase=decode"],
     ["grace-paper", "5", "grace", "base", "hw=4090-pcie4-25gbe"],
-    ["libra-paper", "6", "libra", "eplb", "hw=h200-ib-ndr&predictor=noisy"],
+    ["libra-paper", "6", "libra", "eplb", "predictor=noisy&hw=h200-ib-ndr"],
   ];
   const lineOf = async (p, planner, against) => {
     await until(p, (ids) => {
@@ -228,7 +228,7 @@ await section("each paper's setting", async () => {
         && document.querySelector("#status")?.classList.contains("ready");
     }, [planner, against], 240000);
     const line = await text(p, "#scenario-paper");
-    const ratio = Number(line.match(/ serves ([\d.]+)× /)?.[1]);
+    const ratio = Number(line.match(/Here: .*? serves ([\d.]+)× /)?.[1]);
     const table = (await num(p, `#tput-${planner}`)) / (await num(p, `#tput-${against}`));
     const [lo, hi] = (line.match(/the paper's ([\d.]+)(?:–([\d.]+))?×/) ?? []).slice(1).map(Number);
     const said = line.match(/(below|within|above) the paper's/)?.[1];
