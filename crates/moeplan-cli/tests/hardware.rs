@@ -992,8 +992,9 @@ fn the_page_and_the_cli_price_alike() {
         },
     )
     .unwrap();
+    // With the series (`batches`): the answer that prices Libra's schedule.
     let view = ws
-        .view_priced(None, 0, Rule::Even, false, Some(&Pricing::new(&hw, model)))
+        .view_priced(None, 0, Rule::Even, true, Some(&Pricing::new(&hw, model)))
         .unwrap();
     let mut compared = 0;
     for name in ["base", "eplb", "libra"] {
