@@ -559,7 +559,9 @@ impl Planner {
                 replicas_per_gpu,
                 layer,
                 moeplan::judge::Rule::Even,
-                false,
+                // With the series: the view that prices a per-batch
+                // schedule (Libra) too, so every plan comes priced.
+                true,
                 Some(&pricing),
             )
             .map_err(js_error)?;
