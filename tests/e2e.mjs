@@ -1240,7 +1240,7 @@ async function main() {
       // How many came while it prepared ahead depends on the machine's
       // speed: reported, not checked.
       check("soon after opening: every change answered",
-        soon.every((r) => r.n > 0 && r.p50_ms > 0),
+        soon.every((r) => r.n > 0),
         `${share} of ${during.length} changes made while it prepared ahead, in ${wall_s} s`);
       check("no page errors (soon after opening)", po.errors.length === 0, po.errors.join("; "));
       await po.close();

@@ -288,10 +288,9 @@ impl WorkerState {
         let pending = fresh.is_none() && self.workspace.as_ref().is_some_and(|ws| ws.has_pending());
         // A schedule planned now is timed on the request's hardware in its
         // own replay: its price costs no second replay of every batch.
-        for ws in [fresh.as_mut().map(|f| &mut f.0), self.workspace.as_mut()]
-            .into_iter()
-            .flatten()
-        {
+        // Only the workspace this request plans on: the new one, else the
+        // one held.
+        if let Some(ws) = fresh.as_mut().map(|f| &mut f.0).or(self.workspace.as_mut()) {
             let pricing = pricing(ws, req)?;
             ws.price_schedules_on(pricing);
         }

@@ -339,8 +339,7 @@ pub fn price(
     cost: &CostModel,
     pricing: &Pricing,
 ) -> Result<Prediction> {
-    let (_, predicted) = replay(work, served, cost, Some(pricing), true)?;
-    predicted.ok_or_else(|| crate::error::Error::Argument("nothing was priced".into()))
+    priced(work, served, cost, pricing, true)
 }
 
 /// [`price`] with pair traffic only: dispatch and combine counted by
@@ -353,7 +352,19 @@ pub(crate) fn price_pairs(
     cost: &CostModel,
     pricing: &Pricing,
 ) -> Result<Prediction> {
-    let (_, predicted) = replay(work, served, cost, Some(pricing), false)?;
+    priced(work, served, cost, pricing, false)
+}
+
+/// The prediction of `served`'s replay on `pricing`, with or without token
+/// messages.
+fn priced(
+    work: &Workload,
+    served: Served<'_>,
+    cost: &CostModel,
+    pricing: &Pricing,
+    messages: bool,
+) -> Result<Prediction> {
+    let (_, predicted) = replay(work, served, cost, Some(pricing), messages)?;
     predicted.ok_or_else(|| crate::error::Error::Argument("nothing was priced".into()))
 }
 
