@@ -25,7 +25,7 @@
 //! memory fraction 0.6725), with decode batches holding 2,048 tokens of
 //! context. Table 2 is `moeplan::studies::cost_checks`: the published and
 //! measured figures (cited there) beside the model's, the same rows
-//! `crates/moeplan/tests/cost.rs` holds within their gaps.
+//! `crates/moeplan/src/tests/cost.rs` holds within their gaps.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -163,7 +163,7 @@ fn objectives_table(a100: &Bench, h200: &Bench) -> Result<(), String> {
 /// Table 2: the cost model against published measurements.
 fn measured_table(v3: &LoadTrace) -> Result<(), String> {
     println!(
-        "\nThe cost model against what others measured (ours: `crates/moeplan/tests/cost.rs`):\n"
+        "\nThe cost model against what others measured (ours: `crates/moeplan/src/tests/cost.rs`):\n"
     );
     println!("| what | theirs | ours | gap | command |");
     println!("| --- | --- | --- | --- | --- |");
@@ -173,7 +173,7 @@ fn measured_table(v3: &LoadTrace) -> Result<(), String> {
 }
 
 /// moeplan-cuda's H100 rank times against the compute term
-/// ([`checks::h100_rank_times`], what `tests/cost.rs` holds within 10 %).
+/// ([`checks::h100_rank_times`], what `src/tests/cost.rs` holds within 10 %).
 fn h100_row(trace: &LoadTrace) -> Result<(), String> {
     // How the plans are named in the cell, in the cell's order.
     const NAMES: [(&str, &str); 5] = [

@@ -24,7 +24,7 @@
 //! Then the generator's speed on the DeepSeek-V3 shape (58 layers × 256
 //! experts, top-8) with 65,536 tokens.
 
-#[path = "../tests/token_stats/mod.rs"]
+#[path = "common/token_stats.rs"]
 mod token_stats;
 
 use std::path::PathBuf;

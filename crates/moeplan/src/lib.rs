@@ -99,6 +99,11 @@ pub mod planners;
 mod sort;
 pub mod studies;
 pub mod synth;
+#[cfg(test)]
+mod tests;
+// Test helpers shared with the examples name the crate `moeplan::`.
+#[cfg(test)]
+extern crate self as moeplan;
 
 pub use data::limits::{Meter, ReadLimits};
 pub use data::plan::{LayerPlacement, Plan, PlanSummary};

@@ -14,9 +14,13 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The core's source files, its test folder (`src/tests/`, test code
+/// compiled only under `cfg(test)`) left out.
 fn core_sources() -> Vec<PathBuf> {
     let mut v = Vec::new();
-    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut v);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    walk(&src, &mut v);
+    v.retain(|p| !p.starts_with(src.join("tests")));
     v.sort();
     v
 }
@@ -376,13 +380,17 @@ fn the_readme_stays_a_door() {
 
 /// Every `.rs` file under a `src/` of the workspace's crates and the app
 /// (what front ends are built from; examples that reproduce one table may
-/// pick their columns), with its text.
+/// pick their columns), with its text; test folders (the core's
+/// `src/tests/`) left out.
 fn workspace_sources() -> Vec<(PathBuf, String)> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut files = Vec::new();
     walk(&repo.join("crates"), &mut files);
     walk(&repo.join("app/src"), &mut files);
-    files.retain(|p| p.components().any(|c| c.as_os_str() == "src"));
+    files.retain(|p| {
+        let mut parts = p.components().map(|c| c.as_os_str());
+        parts.any(|c| c == "src") && !parts.any(|c| c == "tests")
+    });
     files.sort();
     files
         .into_iter()

@@ -1,6 +1,6 @@
 //! The time model against what others measured: the published and
 //! measured figures it is checked against, and the model's answer to each,
-//! made once here for the tests that hold the gaps (`tests/cost.rs`) and
+//! made once here for the tests that hold the gaps (`src/tests/cost.rs`) and
 //! the table that shows them (docs/cost.md, the `cost_table` example).
 //!
 //! - [`h100_rank_times`]: moeplan-cuda's slowest-rank times on one H100

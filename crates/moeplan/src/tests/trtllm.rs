@@ -6,13 +6,13 @@
 
 use std::path::{Path, PathBuf};
 
-use moeplan::data::Workload;
-use moeplan::formats::PlanFormat;
-use moeplan::formats::plan_any::{PlanContext, detect_plan, read_any_plan};
-use moeplan::formats::{ReadOptions, TraceFormat, detect, read_trace, sglang, trtllm};
-use moeplan::planners::grace::affinity::affinity_all;
-use moeplan::planners::grace::{Grace, GraceOptions};
-use moeplan::{Error, LayerPlacement, LoadTrace, Meter, Plan, ReadLimits, TokenTrace, Topology};
+use crate::data::Workload;
+use crate::formats::PlanFormat;
+use crate::formats::plan_any::{PlanContext, detect_plan, read_any_plan};
+use crate::formats::{ReadOptions, TraceFormat, detect, read_trace, sglang, trtllm};
+use crate::planners::grace::affinity::affinity_all;
+use crate::planners::grace::{Grace, GraceOptions};
+use crate::{Error, LayerPlacement, LoadTrace, Meter, Plan, ReadLimits, TokenTrace, Topology};
 use ndarray::{Array2, Array3, Axis};
 use proptest::prelude::*;
 

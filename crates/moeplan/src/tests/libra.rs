@@ -2,17 +2,17 @@
 //! distance to the optimal split, the predictors' accuracy on planted and
 //! real token routes.
 
-mod common;
+use super::common;
 
-use moeplan::Workload;
-use moeplan::judge::{
+use crate::Workload;
+use crate::judge::{
     CostModel, Placement, Rebalancer, RemoteStart, Rule, Strategy, optimal_split, simulate,
 };
-use moeplan::planners::libra::{
+use crate::planners::libra::{
     LibraOptions, Noisy, PathTable, PredictedCounts, Predictor, Prefetcher, accuracy,
     libra_schedule, prefetch,
 };
-use moeplan::{LayerPlacement, TokenTrace, Topology, data::model, planners, synth::generator};
+use crate::{LayerPlacement, TokenTrace, Topology, data::model, planners, synth::generator};
 use ndarray::Array2;
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -320,7 +320,7 @@ fn esft_predictor_accuracy() {
         fixed.imbalance_ratio
     );
     for word in ["oracle", "path-table", "previous-batch", "noisy"] {
-        let p = moeplan::planners::libra::build_predictor(word, &work).unwrap();
+        let p = crate::planners::libra::build_predictor(word, &work).unwrap();
         let s = libra_schedule(&work, &base, &p, &LibraOptions::default()).unwrap();
         let r = simulate(&work, &s.strategy(), &cost).unwrap();
         eprintln!(
@@ -335,7 +335,7 @@ fn esft_predictor_accuracy() {
 /// Libra's rule on a plan with replicas of its own (EPLB's), judged as
 /// `libra-rebalance` would serve it: `(even, primary, even-rule)`
 /// balancedness.
-fn starts_on_eplb(trace: &moeplan::LoadTrace, topo: Topology, k: usize) -> (f64, f64, f64) {
+fn starts_on_eplb(trace: &crate::LoadTrace, topo: Topology, k: usize) -> (f64, f64, f64) {
     let cfg = planners::EplbConfig {
         redundant_experts: k,
         groups: 1,
@@ -349,7 +349,7 @@ fn starts_on_eplb(trace: &moeplan::LoadTrace, topo: Topology, k: usize) -> (f64,
             .balancedness
     };
     let libra = |start| Rule::Libra {
-        tolerance_percent: moeplan::judge::DEFAULT_TOLERANCE_PERCENT,
+        tolerance_percent: crate::judge::DEFAULT_TOLERANCE_PERCENT,
         start,
     };
     let default = Rule::from_name("libra-rebalance").unwrap();

@@ -1,17 +1,17 @@
-//! The simulator (`moeplan::judge`): `Even` reproduces `evaluate`, traffic
+//! The simulator (`crate::judge`): `Even` reproduces `evaluate`, traffic
 //! conserves pairs, `Optimal` is never beaten and equals enumeration,
 //! SGLang's static map equals SGLang's own rule, `LocalFirst` keeps pairs
 //! home, vLLM's token rule is `p mod c`, schedules count moved bytes.
 
-mod common;
+use super::common;
 use common::close;
 
-use moeplan::Workload;
-use moeplan::judge::{
+use crate::Workload;
+use crate::judge::{
     CostModel, Placement, Replay, Rule, SglangVersion, Strategy, optimal_split,
     sglang_dispatch_map, simulate,
 };
-use moeplan::{
+use crate::{
     LayerPlacement, LoadTrace, Plan, TokenTrace, Topology, data::model, evaluate, planners,
     synth::generator,
 };
@@ -488,7 +488,7 @@ fn token_routes_agree_with_their_counts_for_count_level_rules() {
         // Only token routes tell which pairs share a token: messages are
         // theirs alone, every pair figure is the same.
         assert!(a.traffic.messages.is_some() && b.traffic.messages.is_none());
-        let pairs_only = moeplan::judge::Traffic {
+        let pairs_only = crate::judge::Traffic {
             messages: None,
             ..a.traffic
         };
@@ -725,11 +725,11 @@ fn esft_sequences_on_ranks_replay_under_every_rule() {
     let work = Workload::from_tokens(tokens, 2048).unwrap();
     assert_eq!(work.num_sources(), Some(4));
     let topo = Topology::new(2, 2).unwrap();
-    let cfg = moeplan::planners::EplbConfig {
+    let cfg = crate::planners::EplbConfig {
         redundant_experts: 4,
         groups: 1,
     };
-    let plan = moeplan::planners::eplb(work.trace(), topo, cfg).unwrap();
+    let plan = crate::planners::eplb(work.trace(), topo, cfg).unwrap();
     let cost = CostModel::default();
     let run = |rule| simulate(&work, &Strategy::fixed(plan.clone(), rule), &cost).unwrap();
     let optimal = run(Rule::Optimal).balancedness;
@@ -761,7 +761,7 @@ fn esft_sequences_on_ranks_replay_under_every_rule() {
 /// name) and a 1 × 2 plan, worked out by hand in the folder's README. Rank
 /// 0 sends experts 0 (4) and 2 (8), rank 1 expert 1 (4); GPU 0 hosts 0 and
 /// 2, GPU 1 hosts 1 and 2.
-fn rank_fixture() -> (moeplan::formats::sglang::RankCounts, Plan) {
+fn rank_fixture() -> (crate::formats::sglang::RankCounts, Plan) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir.join("sglang_ranks"))
         .unwrap()
@@ -774,9 +774,9 @@ fn rank_fixture() -> (moeplan::formats::sglang::RankCounts, Plan) {
         })
         .collect();
     files.sort();
-    let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
-    let ranks = moeplan::formats::sglang::read_rank_csvs_by_rank(&files, None, &mut meter).unwrap();
-    let plan = moeplan::formats::csv::read_plan_csv(
+    let mut meter = crate::Meter::new(crate::ReadLimits::default());
+    let ranks = crate::formats::sglang::read_rank_csvs_by_rank(&files, None, &mut meter).unwrap();
+    let plan = crate::formats::csv::read_plan_csv(
         &std::fs::read(dir.join("sglang_ranks.plan.csv")).unwrap(),
         Topology::new(1, 2).unwrap(),
         3,
@@ -826,7 +826,7 @@ fn per_rank_csvs_keep_their_sources_and_sglang_static_routes_whole_ranks() {
     assert_eq!(r.balancedness, 1.0);
     assert_eq!((r.traffic.local, r.traffic.intra_node), (12.0, 4.0));
     // The summed trace is the one the summing reader gives.
-    let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
+    let mut meter = crate::Meter::new(crate::ReadLimits::default());
     let files: Vec<(String, Vec<u8>)> = vec![
         (
             "a.csv".into(),
@@ -837,7 +837,7 @@ fn per_rank_csvs_keep_their_sources_and_sglang_static_routes_whole_ranks() {
             b"layer_id,expert_id,count\n3,1,4\n".to_vec(),
         ),
     ];
-    let plain = moeplan::formats::sglang::read_rank_csvs(&files, None, &mut meter).unwrap();
+    let plain = crate::formats::sglang::read_rank_csvs(&files, None, &mut meter).unwrap();
     assert_eq!(plain.counts(), summed.counts());
 }
 
@@ -874,7 +874,7 @@ fn pinned(
     plan: &Plan,
     balancedness: &str,
     imbalance: Option<&str>,
-) -> moeplan::EvalReport {
+) -> crate::EvalReport {
     let want = evaluate(trace, plan).unwrap();
     let got = run(&Workload::new(trace.clone()), plan, Rule::Even);
     assert_eq!(got.balancedness, want.balancedness, "{what}");
@@ -888,7 +888,7 @@ fn pinned(
 }
 
 fn craft_plan(trace: &LoadTrace, topo: Topology, refine: bool, r: usize) -> Plan {
-    use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
+    use crate::planners::craft::{Craft, CraftOptions, ReplicaBudget};
     let options = CraftOptions {
         refine,
         ..Default::default()

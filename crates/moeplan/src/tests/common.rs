@@ -29,28 +29,28 @@ pub fn shared_data(rel: &str) -> Option<PathBuf> {
     None
 }
 
-pub fn read_shared_trace(rel: &str) -> Option<moeplan::LoadTrace> {
+pub fn read_shared_trace(rel: &str) -> Option<crate::LoadTrace> {
     let p = shared_data(rel)?;
     let bytes = std::fs::read(&p).expect("shared data is readable");
-    Some(moeplan::formats::read_trace(&bytes, &Default::default()).expect("shared data parses"))
+    Some(crate::formats::read_trace(&bytes, &Default::default()).expect("shared data parses"))
 }
 
 /// EPLB with `k` redundant experts on 1 node × 64 GPUs, one group — the
 /// reference setting of the real DeepSeek-V3 checks — and its evaluation.
-pub fn eplb_on_64(trace: &moeplan::LoadTrace, k: usize) -> (moeplan::Plan, moeplan::EvalReport) {
-    let cfg = moeplan::planners::EplbConfig {
+pub fn eplb_on_64(trace: &crate::LoadTrace, k: usize) -> (crate::Plan, crate::EvalReport) {
+    let cfg = crate::planners::EplbConfig {
         redundant_experts: k,
         groups: 1,
     };
-    let plan = moeplan::planners::eplb(trace, moeplan::Topology::new(1, 64).unwrap(), cfg).unwrap();
-    let report = moeplan::evaluate(trace, &plan).unwrap();
+    let plan = crate::planners::eplb(trace, crate::Topology::new(1, 64).unwrap(), cfg).unwrap();
+    let report = crate::evaluate(trace, &plan).unwrap();
     (plan, report)
 }
 
 /// The real ESFT token routes of `rel` (a folder under `../shared/data`,
 /// DeepSeek-V2-Lite: 64 experts, top-6), or `None` as [`shared_data`] says.
 #[allow(dead_code)] // not every test file reads token routes
-pub fn esft_tokens(rel: &str) -> Option<moeplan::TokenTrace> {
+pub fn esft_tokens(rel: &str) -> Option<crate::TokenTrace> {
     let dir = shared_data(rel)?;
     let files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
         .unwrap()
@@ -62,16 +62,16 @@ pub fn esft_tokens(rel: &str) -> Option<moeplan::TokenTrace> {
             )
         })
         .collect();
-    let mut meter = moeplan::Meter::new(Default::default());
-    Some(moeplan::formats::esft::read_esft(&files, 64, 6, &mut meter).unwrap())
+    let mut meter = crate::Meter::new(Default::default());
+    Some(crate::formats::esft::read_esft(&files, 64, 6, &mut meter).unwrap())
 }
 
 /// A random small instance for the simulator's property tests: 1–3 nodes
 /// of 1–3 GPUs, 1–7 experts (each placed once, plus up to 2·D random extra
 /// copies), 1–2 layers, 1–3 batches, and per-source counts (30 % zeros).
 pub struct SourcedCase {
-    pub trace: moeplan::LoadTrace,
-    pub plan: moeplan::Plan,
+    pub trace: crate::LoadTrace,
+    pub plan: crate::Plan,
     pub by_source: ndarray::Array4<f64>,
 }
 
@@ -95,14 +95,14 @@ pub fn random_sourced_case(seed: u64) -> SourcedCase {
                 let g = rng.random_range(0..d);
                 gpus[g].push(rng.random_range(0..e) as u32);
             }
-            moeplan::LayerPlacement {
+            crate::LayerPlacement {
                 layer: li as u32,
                 gpus,
             }
         })
         .collect();
-    let topo = moeplan::Topology::new(nodes, gpn).unwrap();
-    let plan = moeplan::Plan::new(topo, e, layers, "random").unwrap();
+    let topo = crate::Topology::new(nodes, gpn).unwrap();
+    let plan = crate::Plan::new(topo, e, layers, "random").unwrap();
     let s = rng.random_range(1..=d);
     let by_source = ndarray::Array4::from_shape_fn((b, l, s, e), |_| {
         if rng.random_bool(0.3) {
@@ -112,7 +112,7 @@ pub fn random_sourced_case(seed: u64) -> SourcedCase {
         }
     });
     let counts = by_source.sum_axis(ndarray::Axis(2));
-    let trace = moeplan::LoadTrace::new(counts, (0..l as u32).collect()).unwrap();
+    let trace = crate::LoadTrace::new(counts, (0..l as u32).collect()).unwrap();
     SourcedCase {
         trace,
         plan,

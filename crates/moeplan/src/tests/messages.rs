@@ -5,14 +5,14 @@
 //! map and vLLM's `p mod c` rule the simulator's counts equal a count made
 //! here from the routes.
 
-mod common;
+use super::common;
 use common::close;
 
-use moeplan::Workload;
-use moeplan::judge::{
+use crate::Workload;
+use crate::judge::{
     CostModel, Messages, Replay, Rule, SglangVersion, Strategy, sglang_dispatch_map, simulate,
 };
-use moeplan::{LayerPlacement, LoadTrace, Plan, TokenTrace, Topology};
+use crate::{LayerPlacement, LoadTrace, Plan, TokenTrace, Topology};
 use ndarray::{Array2, Array3, array};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};

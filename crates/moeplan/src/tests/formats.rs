@@ -1,13 +1,11 @@
 //! Readers on the real traces in ../shared/data, hand-made inputs, and the
 //! writers round-tripping through the readers.
 
-mod common;
+use super::common;
 
-use moeplan::formats::{
-    ReadOptions, TraceFormat, detect, plan_json, read_trace, sglang, trace_json,
-};
-use moeplan::planners::{EplbConfig, contiguous, eplb};
-use moeplan::{LoadTrace, Topology};
+use crate::formats::{ReadOptions, TraceFormat, detect, plan_json, read_trace, sglang, trace_json};
+use crate::planners::{EplbConfig, contiguous, eplb};
+use crate::{LoadTrace, Topology};
 use ndarray::Array3;
 
 #[test]
@@ -175,13 +173,9 @@ fn esft_token_routing_reads_and_batches() {
             )
         })
         .collect();
-    let tokens = moeplan::formats::esft::read_esft(
-        &files,
-        64,
-        6,
-        &mut moeplan::Meter::new(Default::default()),
-    )
-    .unwrap();
+    let tokens =
+        crate::formats::esft::read_esft(&files, 64, 6, &mut crate::Meter::new(Default::default()))
+            .unwrap();
     assert_eq!(tokens.top_k(), 6);
     assert!(tokens.num_tokens() > 4000, "{}", tokens.num_tokens());
     let load = tokens.to_load_trace(1024).unwrap();
@@ -196,20 +190,15 @@ fn esft_token_routing_reads_and_batches() {
         f.1 = b"1\t2\t3\t4\t5\t6\t\t0.1\t0.1\t0.1\t0.1\t0.1\t0.1\n".to_vec();
     }
     assert!(
-        moeplan::formats::esft::read_esft(
-            &broken,
-            64,
-            6,
-            &mut moeplan::Meter::new(Default::default())
-        )
-        .is_err()
+        crate::formats::esft::read_esft(&broken, 64, 6, &mut crate::Meter::new(Default::default()))
+            .is_err()
     );
 }
 
 #[test]
 fn trace_json_round_trips() {
-    let t = moeplan::synth::generator::generate(&moeplan::synth::generator::GenConfig::new(
-        moeplan::data::model::preset("olmoe").unwrap(),
+    let t = crate::synth::generator::generate(&crate::synth::generator::GenConfig::new(
+        crate::data::model::preset("olmoe").unwrap(),
         3,
     ))
     .unwrap();
@@ -243,8 +232,8 @@ fn plan_json_round_trips_and_is_readable_from_layers_alone() {
         model: Some("x".into()),
         holdout: Some(0.5),
         options: Some(
-            moeplan::planners::Settings::new()
-                .resolved_for(moeplan::planners::find("eplb").unwrap().spec()),
+            crate::planners::Settings::new()
+                .resolved_for(crate::planners::find("eplb").unwrap().spec()),
         ),
     };
     let (back, back_meta) = plan_json::read(plan_json::write(&plan, &meta).as_bytes()).unwrap();
@@ -305,14 +294,14 @@ proptest::proptest! {
         extra in 0usize..3,
         weights in proptest::collection::vec(0u32..1000, 4..40),
     ) {
-        use moeplan::formats::{csv as pcsv, vllm};
+        use crate::formats::{csv as pcsv, vllm};
         let topo = Topology::new(nodes, gpn).unwrap();
         let e = topo.num_gpus() * per_gpu;
         let trace = random_trace(layers, e, &weights);
         let ids = trace.layer_ids().to_vec();
         // uniform plans (EPLB) for the engine formats
         let plan = eplb(&trace, topo, EplbConfig { redundant_experts: extra * topo.num_gpus(), groups: 1 }).unwrap();
-        let strip = |p: moeplan::Plan| moeplan::Plan::new(p.topology(), p.num_experts(), p.layers().to_vec(), plan.algorithm()).unwrap();
+        let strip = |p: crate::Plan| crate::Plan::new(p.topology(), p.num_experts(), p.layers().to_vec(), plan.algorithm()).unwrap();
         // the test's model has exactly its highest layer id + 1 layers
         let text = sglang::write_init_expert_location(&plan, Some(trace.model_layers())).unwrap();
         proptest::prop_assert_eq!(strip(sglang::read_init_expert_location(text.as_bytes(), topo, &ids, e).unwrap()), plan.clone());
@@ -327,8 +316,8 @@ proptest::proptest! {
         let (back, _) = plan_json::read(plan_json::write(&plan, &Default::default()).as_bytes()).unwrap();
         proptest::prop_assert_eq!(back, plan.clone());
         // any plan, uneven slots included (CRAFT), for CSV and moeplan JSON
-        let craft = moeplan::planners::craft(&trace, topo, moeplan::planners::ReplicaBudget::ReplicasPerGpu(extra)).unwrap();
-        let strip_c = |p: moeplan::Plan| moeplan::Plan::new(p.topology(), p.num_experts(), p.layers().to_vec(), craft.algorithm()).unwrap();
+        let craft = crate::planners::craft(&trace, topo, crate::planners::ReplicaBudget::ReplicasPerGpu(extra)).unwrap();
+        let strip_c = |p: crate::Plan| crate::Plan::new(p.topology(), p.num_experts(), p.layers().to_vec(), craft.algorithm()).unwrap();
         proptest::prop_assert_eq!(strip_c(pcsv::read_plan_csv(pcsv::write_plan_csv(&craft).as_bytes(), topo, e).unwrap()), craft.clone());
         let (back, _) = plan_json::read(plan_json::write(&craft, &Default::default()).as_bytes()).unwrap();
         proptest::prop_assert_eq!(back, craft.clone());
@@ -343,7 +332,7 @@ proptest::proptest! {
 #[test]
 fn plan_schema_matches_the_writer() {
     let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../../../schemas/moeplan.plan.schema.json")).unwrap();
+        serde_json::from_str(include_str!("../../../../schemas/moeplan.plan.schema.json")).unwrap();
     let t = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![2]).unwrap();
     let plan = contiguous(&t, Topology::new(1, 2).unwrap()).unwrap();
     let meta = plan_json::PlanMeta {
@@ -351,8 +340,8 @@ fn plan_schema_matches_the_writer() {
         model: Some("m".into()),
         holdout: Some(0.5),
         options: Some(
-            moeplan::planners::Settings::new()
-                .resolved_for(moeplan::planners::find("libra").unwrap().spec()),
+            crate::planners::Settings::new()
+                .resolved_for(crate::planners::find("libra").unwrap().spec()),
         ),
     };
     let written: serde_json::Value = serde_json::from_str(&plan_json::write(&plan, &meta)).unwrap();

@@ -4,13 +4,11 @@
 //! optimal against brute force on small cases; and on traces that do not
 //! shift, a re-plan relabelled moves little.
 
-mod common;
-
-use moeplan::data::plan::{LayerPlacement, Plan};
-use moeplan::judge::migration::{MoveCost, migration, relabel};
-use moeplan::planners::{EplbConfig, eplb};
-use moeplan::synth::generator::{GenConfig, generate};
-use moeplan::{LoadTrace, Topology, data::model, evaluate};
+use crate::data::plan::{LayerPlacement, Plan};
+use crate::judge::migration::{MoveCost, migration, relabel};
+use crate::planners::{EplbConfig, eplb};
+use crate::synth::generator::{GenConfig, generate};
+use crate::{LoadTrace, Topology, data::model, evaluate};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -213,7 +211,7 @@ fn relabelling_undoes_renumbering_and_trims_a_replan() {
     };
     let first = eplb(&trace.slice_batches(0..8).unwrap(), topo, cfg).unwrap();
     let second = eplb(&trace.slice_batches(8..16).unwrap(), topo, cfg).unwrap();
-    let cost = MoveCost::for_hardware(moeplan::data::hardware::preset("h100-ib-ndr").unwrap());
+    let cost = MoveCost::for_hardware(crate::data::hardware::preset("h100-ib-ndr").unwrap());
     let relabelled = relabel(&first, &second, cost).unwrap();
     let (naive, ours) = (
         migration(&first, &second).unwrap(),

@@ -3,14 +3,14 @@
 //! hand-computed weights and loads, the locality tiers of Algorithm 4 on
 //! random placements, conservation, and the even split they reduce to when
 //! every GPU's predicted load is the same. (`Optimal` never being beaten by
-//! them is `tests/sim.rs`'s proptest, which runs every rule of `Rule::ALL`.)
+//! them is `src/tests/sim.rs`'s proptest, which runs every rule of `Rule::ALL`.)
 
-mod common;
+use super::common;
 use common::close;
 
-use moeplan::Workload;
-use moeplan::judge::{CostModel, Replay, Rule, Strategy, Traffic, predicted_loads, simulate};
-use moeplan::{LayerPlacement, LoadTrace, Plan, Topology};
+use crate::Workload;
+use crate::judge::{CostModel, Replay, Rule, Strategy, Traffic, predicted_loads, simulate};
+use crate::{LayerPlacement, LoadTrace, Plan, Topology};
 use ndarray::{Array3, Array4, Axis};
 use proptest::prelude::*;
 use rand::seq::SliceRandom;
@@ -415,11 +415,11 @@ fn esft_routes_under_grace_rules() {
     let tokens = tokens.with_sequences_on_ranks(4).unwrap();
     let work = Workload::from_tokens(tokens, 2048).unwrap();
     let topo = Topology::new(2, 2).unwrap();
-    let cfg = moeplan::planners::EplbConfig {
+    let cfg = crate::planners::EplbConfig {
         redundant_experts: 16,
         groups: 1,
     };
-    let plan = moeplan::planners::eplb(work.trace(), topo, cfg).unwrap();
+    let plan = crate::planners::eplb(work.trace(), topo, cfg).unwrap();
     let optimal = run(&work, &plan, Rule::Optimal).balancedness;
     let mut got = Vec::new();
     for rule in [
@@ -454,14 +454,12 @@ fn esft_routes_under_grace_rules() {
 /// then batch 6 does move them, which is what the profile prevents.
 #[test]
 fn held_out_routing_weights_come_from_the_planning_batches() {
-    use moeplan::judge::{PREDICTED_FROM_PROFILE, PREDICTED_IN_SAMPLE};
-    use moeplan::planners::{self, Settings};
-    let mut cfg = moeplan::synth::generator::GenConfig::new(
-        moeplan::data::model::preset("olmoe").unwrap(),
-        7,
-    );
+    use crate::judge::{PREDICTED_FROM_PROFILE, PREDICTED_IN_SAMPLE};
+    use crate::planners::{self, Settings};
+    let mut cfg =
+        crate::synth::generator::GenConfig::new(crate::data::model::preset("olmoe").unwrap(), 7);
     cfg.seed = 4;
-    let mut trace = moeplan::synth::generator::generate(&cfg).unwrap();
+    let mut trace = crate::synth::generator::generate(&cfg).unwrap();
     // batch 6: every layer's tokens moved onto expert 3
     let (_, l_n, e_n) = trace.counts().dim();
     let mut counts = trace.counts().clone();
@@ -475,7 +473,7 @@ fn held_out_routing_weights_come_from_the_planning_batches() {
     let topo = Topology::new(2, 4).unwrap();
     let planning = Workload::new(trace.slice_batches(0..4).unwrap());
     let settings = Settings::new()
-        .with("redundant_experts", moeplan::planners::Value::Count(16))
+        .with("redundant_experts", crate::planners::Value::Count(16))
         .unwrap();
     let plan = planners::plan(planners::find("eplb").unwrap(), &planning, topo, &settings)
         .unwrap()

@@ -5,17 +5,17 @@
 //! and on real HarMoEny data re-planning beats never re-planning while on a
 //! generated trace that does not shift it does not.
 
-mod common;
+use super::common;
 
-use moeplan::Workload;
-use moeplan::data::{hardware, model};
-use moeplan::judge::Rule;
-use moeplan::judge::cost::Pricing;
-use moeplan::planners::shared::incremental::Goal;
-use moeplan::planners::{Settings, eplb};
-use moeplan::studies::serving::{Migrate, Serving, serve};
-use moeplan::synth::generator::{GenConfig, generate};
-use moeplan::{LoadTrace, Topology};
+use crate::Workload;
+use crate::data::{hardware, model};
+use crate::judge::Rule;
+use crate::judge::cost::Pricing;
+use crate::planners::shared::incremental::Goal;
+use crate::planners::{Settings, eplb};
+use crate::studies::serving::{Migrate, Serving, serve};
+use crate::synth::generator::{GenConfig, generate};
+use crate::{LoadTrace, Topology};
 
 fn knobs(every: usize, window: usize, migrate: Migrate) -> Serving {
     Serving {
@@ -192,7 +192,7 @@ fn on_a_trace_that_does_not_shift_never_re_planning_wins() {
 fn harmoeny() -> Option<(Vec<u8>, &'static model::ModelPreset, Settings)> {
     let p = common::shared_data("harmoeny-qwen1.5-moe/expert_freq_qwen_datasets.csv")?;
     let settings = Settings::new()
-        .with("redundant_experts", moeplan::planners::Value::Count(4))
+        .with("redundant_experts", crate::planners::Value::Count(4))
         .unwrap();
     let m = model::preset("qwen1.5-moe-a2.7b").unwrap();
     Some((std::fs::read(p).unwrap(), m, settings))
@@ -205,7 +205,7 @@ fn eplb_on_1x8(
     knobs: Serving,
     hw: &str,
     m: &'static model::ModelPreset,
-) -> moeplan::studies::serving::ServingReport {
+) -> crate::studies::serving::ServingReport {
     let pricing = Pricing::new(hardware::preset(hw).unwrap(), m);
     let knobs = Serving {
         libra: true,
@@ -231,7 +231,7 @@ fn real_harmoeny_re_planning_pays() {
     let Some((bytes, m, settings)) = harmoeny() else {
         return;
     };
-    let trace = moeplan::formats::read_trace(&bytes, &Default::default()).unwrap();
+    let trace = crate::formats::read_trace(&bytes, &Default::default()).unwrap();
     let mut rows = 0;
     for hw in ["h200-ib-ndr", "4090-pcie4-25gbe"] {
         let mut k = knobs(4, 4, Migrate::Relabel);
@@ -277,11 +277,11 @@ fn real_harmoeny_one_dataset_never_re_planning_wins() {
     };
     let mut rows = 0;
     for dataset in ["bookcorpus", "wikitext", "random"] {
-        let options = moeplan::formats::ReadOptions {
+        let options = crate::formats::ReadOptions {
             dataset: Some(dataset.into()),
             ..Default::default()
         };
-        let trace = moeplan::formats::read_trace(&bytes, &options).unwrap();
+        let trace = crate::formats::read_trace(&bytes, &options).unwrap();
         assert_eq!(trace.num_batches(), 20);
         for hw in ["h200-ib-ndr", "4090-pcie4-25gbe"] {
             let r = eplb_on_1x8(&trace, &settings, knobs(8, 4, Migrate::Relabel), hw, m);
@@ -321,8 +321,8 @@ fn real_esft_intent_then_summary_shifts_but_moves_do_not_pay() {
                 )
             })
             .collect();
-        let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
-        moeplan::formats::esft::read_esft(&files, 64, 6, &mut meter)
+        let mut meter = crate::Meter::new(crate::ReadLimits::default());
+        crate::formats::esft::read_esft(&files, 64, 6, &mut meter)
             .unwrap()
             .to_load_trace(512)
             .unwrap()
@@ -331,9 +331,9 @@ fn real_esft_intent_then_summary_shifts_but_moves_do_not_pay() {
     assert_eq!(trace.num_batches(), 34);
     let m = model::preset("deepseek-v2-lite").unwrap();
     let settings = Settings::new()
-        .with("redundant_experts", moeplan::planners::Value::Count(8))
+        .with("redundant_experts", crate::planners::Value::Count(8))
         .unwrap()
-        .with("groups", moeplan::planners::Value::Count(1))
+        .with("groups", crate::planners::Value::Count(1))
         .unwrap();
     for hw in ["4090-pcie4-25gbe", "h100-ib-ndr"] {
         let pricing = Pricing::new(hardware::preset(hw).unwrap(), m);
@@ -386,7 +386,7 @@ fn the_gate_judges_under_the_rule_served() {
     };
     let even = run(Rule::Even, None);
     let stat = run(
-        Rule::SglangStatic(moeplan::judge::SglangVersion::Nearest),
+        Rule::SglangStatic(crate::judge::SglangVersion::Nearest),
         None,
     );
     let (e, t) = (
@@ -398,12 +398,12 @@ fn the_gate_judges_under_the_rule_served() {
         "even {e}, sglang-static {t}: the rules agree here"
     );
     let gate = (e + t) / 2.0;
-    let skipped = |r: &moeplan::studies::serving::ServingReport| r.replans[0].skipped;
+    let skipped = |r: &crate::studies::serving::ServingReport| r.replans[0].skipped;
     // the higher figure meets the gate, the lower does not
     assert_eq!(skipped(&run(Rule::Even, Some(gate))), e >= gate);
     assert_eq!(
         skipped(&run(
-            Rule::SglangStatic(moeplan::judge::SglangVersion::Nearest),
+            Rule::SglangStatic(crate::judge::SglangVersion::Nearest),
             Some(gate)
         )),
         t >= gate

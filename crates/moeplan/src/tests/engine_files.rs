@@ -43,13 +43,13 @@
 //! Then, per writer, the file is loaded by that model and what the engine
 //! would serve is compared with the plan, layer by layer, by model layer id.
 
-mod common;
+use super::common;
 
 use std::collections::BTreeMap;
 
-use moeplan::formats::{self, csv as plan_csv, plan_json, sglang, trtllm, vllm};
-use moeplan::planners::{EplbConfig, eplb};
-use moeplan::{LoadTrace, Plan, Topology};
+use crate::formats::{self, csv as plan_csv, plan_json, sglang, trtllm, vllm};
+use crate::planners::{EplbConfig, eplb};
+use crate::{LoadTrace, Plan, Topology};
 use ndarray::Array3;
 use serde_json::Value;
 
@@ -357,13 +357,13 @@ fn check_serves_in_order(
 
 /// The SGLang file for `plan` made from `trace`, as the CLI writes it: the
 /// row count is the model's, when the trace knows it.
-fn sglang_file(plan: &Plan, trace: &LoadTrace) -> moeplan::Result<String> {
+fn sglang_file(plan: &Plan, trace: &LoadTrace) -> crate::Result<String> {
     sglang::write_init_expert_location(plan, trace.known_model_layers())
 }
 
 /// The vllm-ascend file for `plan`, as the CLI writes it: second copies on
 /// one device moved away first.
-fn ascend_file(plan: &Plan, trace: &LoadTrace) -> moeplan::Result<String> {
+fn ascend_file(plan: &Plan, trace: &LoadTrace) -> crate::Result<String> {
     vllm::write_ascend_expert_map(&plan.without_same_gpu_duplicates(trace.summed().view())?)
 }
 
@@ -627,7 +627,7 @@ fn vllm_ascend_never_gets_two_copies_on_one_device() {
     let plan = Plan::new(
         Topology::new(1, 2).unwrap(),
         3,
-        vec![moeplan::LayerPlacement {
+        vec![crate::LayerPlacement {
             layer: 0,
             gpus: vec![vec![0, 0], vec![1, 2]],
         }],
@@ -714,9 +714,9 @@ fn placing_in_a_model_refuses_what_does_not_fit() {
 
 #[test]
 fn generated_traces_know_their_model() {
-    let p = moeplan::data::model::preset("deepseek-v3").unwrap();
-    let t = moeplan::synth::generator::generate(&moeplan::synth::generator::GenConfig::new(p, 2))
-        .unwrap();
+    let p = crate::data::model::preset("deepseek-v3").unwrap();
+    let t =
+        crate::synth::generator::generate(&crate::synth::generator::GenConfig::new(p, 2)).unwrap();
     assert_eq!(t.known_model_layers(), Some(61));
     let plan = eplb_plan(&t, 8, 8);
     let text = sglang_file(&plan, &t).unwrap();
@@ -803,8 +803,8 @@ fn repair_on_real_eplb_plans_keeps_counts_and_never_makes_a_layer_busier() {
                 "+{redundant}, layer index {l}: {b} → {a}"
             );
         }
-        let before = moeplan::evaluate(&trace, &plan).unwrap().balancedness;
-        let after = moeplan::evaluate(&trace, &fixed).unwrap().balancedness;
+        let before = crate::evaluate(&trace, &plan).unwrap().balancedness;
+        let after = crate::evaluate(&trace, &fixed).unwrap().balancedness;
         eprintln!(
             "+{redundant}: {dups} second copies moved, balancedness {before:.4} → {after:.4}"
         );
@@ -826,7 +826,7 @@ fn the_writer_alone_refuses_two_copies_on_one_device() {
     let plan = Plan::new(
         Topology::new(1, 2).unwrap(),
         3,
-        vec![moeplan::LayerPlacement {
+        vec![crate::LayerPlacement {
             layer: 0,
             gpus: vec![vec![0, 0], vec![1, 2]],
         }],
@@ -844,7 +844,7 @@ fn the_writer_alone_refuses_two_copies_on_one_device() {
     let crowded = Plan::new(
         Topology::new(1, 2).unwrap(),
         2,
-        vec![moeplan::LayerPlacement {
+        vec![crate::LayerPlacement {
             layer: 0,
             gpus: vec![vec![0, 0], vec![0, 1]],
         }],

@@ -1,8 +1,8 @@
 //! Replay invariants: tokens are conserved, uniform load is perfectly
 //! balanced, metrics agree with a direct computation.
 
-use moeplan::planners::{EplbConfig, contiguous, eplb};
-use moeplan::{LayerPlacement, LoadTrace, Plan, Topology, evaluate, gpu_loads};
+use crate::planners::{EplbConfig, contiguous, eplb};
+use crate::{LayerPlacement, LoadTrace, Plan, Topology, evaluate, gpu_loads};
 use ndarray::Array3;
 use proptest::prelude::*;
 

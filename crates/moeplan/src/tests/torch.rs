@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use moeplan::formats::{ReadOptions, TraceFormat, detect, read_trace, torch};
-use moeplan::planners::{EplbConfig, eplb};
-use moeplan::{Error, LoadTrace, Meter, ReadLimits, Topology};
+use crate::formats::{ReadOptions, TraceFormat, detect, read_trace, torch};
+use crate::planners::{EplbConfig, eplb};
+use crate::{Error, LoadTrace, Meter, ReadLimits, Topology};
 
 fn fixtures(dir: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

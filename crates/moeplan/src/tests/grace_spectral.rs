@@ -2,11 +2,11 @@
 //! symmetry against a pair-by-pair recount, planted clusters recovered
 //! exactly, determinism, edge cases and refusals, and the real ESFT routes.
 
-mod common;
+use super::common;
 
-use moeplan::TokenTrace;
-use moeplan::planners::grace::affinity::{affinity, affinity_all, summarize, total, utilisation};
-use moeplan::planners::grace::spectral::{SpectralEmbedding, spectral_clusters};
+use crate::TokenTrace;
+use crate::planners::grace::affinity::{affinity, affinity_all, summarize, total, utilisation};
+use crate::planners::grace::spectral::{SpectralEmbedding, spectral_clusters};
 use ndarray::{Array2, array};
 use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
@@ -273,7 +273,7 @@ fn refuses_bad_input() {
     ] {
         let err = spectral_clusters(&m, k, 0);
         assert!(
-            matches!(err, Err(moeplan::Error::Argument(_))),
+            matches!(err, Err(crate::Error::Argument(_))),
             "{what}: {err:?}"
         );
     }
@@ -295,8 +295,8 @@ fn esft_affinity_and_clusters() {
         })
         .collect();
     files.sort();
-    let mut meter = moeplan::Meter::new(Default::default());
-    let t = moeplan::formats::esft::read_esft(&files, 64, 6, &mut meter).unwrap();
+    let mut meter = crate::Meter::new(Default::default());
+    let t = crate::formats::esft::read_esft(&files, 64, 6, &mut meter).unwrap();
     assert_eq!(t.num_layers(), 26);
     let all = affinity_all(&t).unwrap();
     for (l, a) in all.iter().enumerate() {

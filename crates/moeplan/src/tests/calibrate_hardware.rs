@@ -2,14 +2,12 @@
 //! measurements, its residuals say how far it holds, and the bytes it
 //! fits bandwidths on are the bytes the judge charges.
 
-use moeplan::data::hardware::{self, CommKernel, Hardware, Kernels};
-use moeplan::data::model;
-use moeplan::judge::calibrate::{
-    CommPhase, Measurement, calibrate, predict_us, uniform_rank_bytes,
-};
-use moeplan::judge::cost::{Assumptions, Kernel, Pricing};
-use moeplan::judge::{CostModel, Rule, Served, judge};
-use moeplan::{LoadTrace, Topology, Workload, planners};
+use crate::data::hardware::{self, CommKernel, Hardware, Kernels};
+use crate::data::model;
+use crate::judge::calibrate::{CommPhase, Measurement, calibrate, predict_us, uniform_rank_bytes};
+use crate::judge::cost::{Assumptions, Kernel, Pricing};
+use crate::judge::{CostModel, Rule, Served, judge};
+use crate::{LoadTrace, Topology, Workload, planners};
 use ndarray::Array3;
 
 /// A made-up GPU's true figures: what the measurements below come from.

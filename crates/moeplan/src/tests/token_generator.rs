@@ -2,13 +2,13 @@
 //! visible in the routes it writes, and its co-activation statistics close to
 //! ESFT's real DeepSeek-V2-Lite routing.
 
-mod common;
-mod token_stats;
+use super::common;
+use super::token_stats;
 
-use moeplan::TokenTrace;
-use moeplan::data::model::preset;
-use moeplan::synth::generator::{GenConfig, generate};
-use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens, planted_topics};
+use crate::TokenTrace;
+use crate::data::model::preset;
+use crate::synth::generator::{GenConfig, generate};
+use crate::synth::token_generator::{TokenGenConfig, generate_tokens, planted_topics};
 use token_stats::{Summary, affinity, read_esft_folder, summarise};
 
 fn v2(tokens: usize) -> TokenGenConfig {

@@ -11,9 +11,9 @@
 
 use std::time::Instant;
 
-use moeplan::formats::plan_any::{PlanContext, read_any_plan};
-use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::{LoadTrace, ReadLimits, Topology};
+use crate::formats::plan_any::{PlanContext, read_any_plan};
+use crate::formats::{ReadOptions, read_trace};
+use crate::{LoadTrace, ReadLimits, Topology};
 use ndarray::Array3;
 
 /// The page's (and the CLI's default) reading limit.
@@ -30,7 +30,7 @@ fn file(head: &[u8], fill: u8, tail: &[u8]) -> Vec<u8> {
 
 /// Runs `read` on `bytes`, which must fail mentioning `needle`; prints the
 /// time it took.
-fn refused(name: &str, read: impl FnOnce() -> Result<(), moeplan::Error>, needle: &str) {
+fn refused(name: &str, read: impl FnOnce() -> Result<(), crate::Error>, needle: &str) {
     let t = Instant::now();
     let e = read().expect_err(name).to_string();
     eprintln!("{name}: refused in {:?}: {e}", t.elapsed());

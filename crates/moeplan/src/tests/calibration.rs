@@ -31,15 +31,15 @@
 //! Seed 7 (the CLI's default) and seeds 1–4 each must pass: the calibration
 //! is not one lucky seed.
 
-mod common;
+use super::common;
 
-use moeplan::data::model::preset;
-use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::planners::eplb::default_redundant_experts;
-use moeplan::planners::{EplbConfig, eplb};
-use moeplan::studies::variation::VariationStats;
-use moeplan::synth::generator::{GenConfig, generate};
-use moeplan::{LoadTrace, Topology, evaluate};
+use crate::data::model::preset;
+use crate::formats::{ReadOptions, read_trace};
+use crate::planners::eplb::default_redundant_experts;
+use crate::planners::{EplbConfig, eplb};
+use crate::studies::variation::VariationStats;
+use crate::synth::generator::{GenConfig, generate};
+use crate::{LoadTrace, Topology, evaluate};
 
 const DATA: &str = "harmoeny-qwen1.5-moe/expert_freq_qwen_datasets.csv";
 const DATASETS: [&str; 3] = ["bookcorpus", "wikitext", "random"];

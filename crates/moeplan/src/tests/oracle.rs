@@ -2,15 +2,15 @@
 
 use std::time::Duration;
 
-use moeplan::judge::bound::{layer_bound, packing_balancedness};
-use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
-use moeplan::planners::shared::joint::{JointOptions, joint_layer, repair};
-use moeplan::planners::shared::oracle::optimal_layer_within;
-use moeplan::planners::shared::order::replication_order;
-use moeplan::planners::shared::placement::peak_load;
-use moeplan::planners::shared::placement::{capacity_aware_placement, refine_placement};
-use moeplan::planners::{EplbConfig, eplb};
-use moeplan::{LoadTrace, Topology};
+use crate::judge::bound::{layer_bound, packing_balancedness};
+use crate::planners::craft::{Craft, CraftOptions, ReplicaBudget};
+use crate::planners::shared::joint::{JointOptions, joint_layer, repair};
+use crate::planners::shared::oracle::optimal_layer_within;
+use crate::planners::shared::order::replication_order;
+use crate::planners::shared::placement::peak_load;
+use crate::planners::shared::placement::{capacity_aware_placement, refine_placement};
+use crate::planners::{EplbConfig, eplb};
+use crate::{LoadTrace, Topology};
 use ndarray::Array3;
 
 const FLASHLB: [f64; 8] = [600.0, 560.0, 120.0, 120.0, 20.0, 10.0, 10.0, 10.0];
@@ -40,7 +40,7 @@ fn flashlb_example() {
     // the hand-checked optimum is used below.
     match optimal_layer_within(&w, &[2; 8], Duration::from_secs(100)) {
         Ok(best) => assert!((best.max_load - hand).abs() < 1e-6, "{}", best.max_load),
-        Err(moeplan::Error::Limit(m)) => eprintln!("oracle not proven in time: {m}"),
+        Err(crate::Error::Limit(m)) => eprintln!("oracle not proven in time: {m}"),
         Err(e) => panic!("{e}"),
     }
     // Every start reaches the optimum (from CRAFT's own plan alone the
@@ -144,7 +144,7 @@ fn repair_within_two_percent_of_the_oracle() {
         let cap: Vec<usize> = craft.iter().map(Vec::len).collect();
         let best = match optimal_layer_within(&w, &cap, Duration::from_secs(5)) {
             Ok(b) => b,
-            Err(moeplan::Error::Limit(m)) => {
+            Err(crate::Error::Limit(m)) => {
                 eprintln!(
                     "not proven within 5 s ({} experts on {d} GPUs, {cap:?} slots): {m}",
                     w.len()
@@ -254,7 +254,7 @@ fn repair_reaches_the_optimum_on_the_zipf_layer_and_its_neighbours() {
     for w in &layers {
         let craft = craft_repaired(w, 4, 2);
         let cap: Vec<usize> = craft.iter().map(Vec::len).collect();
-        let best = moeplan::planners::shared::oracle::optimal_layer(w, &cap)
+        let best = crate::planners::shared::oracle::optimal_layer(w, &cap)
             .unwrap_or_else(|e| panic!("{w:?} on {cap:?}: {e}"));
         let mine = peak_load(w, &craft);
         let mean = w.iter().sum::<f64>() / 4.0;

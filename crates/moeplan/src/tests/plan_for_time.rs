@@ -4,15 +4,15 @@
 //! replicas' memory charged against the KV cache, `repair` keeps only what
 //! lowers the predicted compute, and without a hardware it is refused.
 
-mod common;
+use super::common;
 
-use moeplan::data::{hardware, model};
-use moeplan::judge::cost::{LayerCompute, Phase, Prediction, Pricing};
-use moeplan::judge::{CostModel, Rule, Served, judge, price};
-use moeplan::planners::craft::{Craft, CraftOptions, Objective, ReplicaBudget};
-use moeplan::planners::{self, Settings, Value};
-use moeplan::synth::generator::{GenConfig, generate};
-use moeplan::{LoadTrace, Plan, Topology, Workload};
+use crate::data::{hardware, model};
+use crate::judge::cost::{LayerCompute, Phase, Prediction, Pricing};
+use crate::judge::{CostModel, Rule, Served, judge, price};
+use crate::planners::craft::{Craft, CraftOptions, Objective, ReplicaBudget};
+use crate::planners::{self, Settings, Value};
+use crate::synth::generator::{GenConfig, generate};
+use crate::{LoadTrace, Plan, Topology, Workload};
 
 fn pricing(hw: &str, m: &str) -> Pricing {
     Pricing::new(hardware::preset(hw).unwrap(), model::preset(m).unwrap())

@@ -1,11 +1,11 @@
 //! The generator's traces look like the real data: a spread of layers from
 //! balanced to very hot, per-batch variation that shrinks for hot experts
 //! and grows for small batches, exact token totals. (Against the real
-//! per-batch data itself: `tests/calibration.rs`.)
+//! per-batch data itself: `src/tests/calibration.rs`.)
 
-use moeplan::data::model::{PRESETS, preset};
-use moeplan::studies::variation::{VariationStats, pair_variation};
-use moeplan::synth::generator::{DRIFT_A, DRIFT_C, GenConfig, generate};
+use crate::data::model::{PRESETS, preset};
+use crate::studies::variation::{VariationStats, pair_variation};
+use crate::synth::generator::{DRIFT_A, DRIFT_C, GenConfig, generate};
 use ndarray::Axis;
 
 #[test]
@@ -178,7 +178,7 @@ fn small_batches_add_sampling_noise() {
     };
     let (small, large) = (at(256), at(1 << 16));
     assert_eq!(small.len(), large.len());
-    let mean_cv2 = |v: &[moeplan::studies::variation::PairVariation]| {
+    let mean_cv2 = |v: &[crate::studies::variation::PairVariation]| {
         v.iter().map(|x| x.cv * x.cv).sum::<f64>() / v.len() as f64
     };
     let predicted = small

@@ -1,11 +1,11 @@
 //! EPLB against DeepSeek's reference: its README example, hand-checked small
 //! cases, properties on random inputs and the real DeepSeek-V3 trace.
 
-mod common;
+use super::common;
 
-use moeplan::planners::eplb::{EplbConfig, eplb, rebalance_experts};
-use moeplan::planners::shared::packing::{balanced_packing, replicate_experts};
-use moeplan::{LoadTrace, Topology, evaluate};
+use crate::planners::eplb::{EplbConfig, eplb, rebalance_experts};
+use crate::planners::shared::packing::{balanced_packing, replicate_experts};
+use crate::{LoadTrace, Topology, evaluate};
 use ndarray::{Array2, Array3, array};
 use proptest::prelude::*;
 
@@ -144,7 +144,7 @@ proptest! {
         let r = evaluate(&trace, &plan).unwrap();
         prop_assert!(r.balancedness <= 1.0 + 1e-12 && r.balancedness > 0.0);
         for l in 0..layers {
-            let loads = moeplan::gpu_loads(&trace, &plan, 0, l).unwrap();
+            let loads = crate::gpu_loads(&trace, &plan, 0, l).unwrap();
             let total: f64 = w.row(l).sum();
             prop_assert!((loads.iter().sum::<f64>() - total).abs() <= 1e-9 * total.max(1.0));
         }
@@ -206,7 +206,7 @@ fn real_deepseek_v3_prefill_4096() {
 #[test]
 fn matches_reference_outputs() {
     let doc: serde_json::Value =
-        serde_json::from_str(include_str!("fixtures/eplb_reference.json")).unwrap();
+        serde_json::from_str(include_str!("../../tests/fixtures/eplb_reference.json")).unwrap();
     let cases = doc["cases"].as_array().unwrap();
     assert!(cases.len() >= 30);
     let as_usize = |v: &serde_json::Value| v.as_u64().unwrap() as usize;

@@ -2,19 +2,17 @@
 //! the hot-expert rule, Eq. 3) and the registry entry: hand-worked cases,
 //! random-instance invariants, planted blocks, the load-only fallback.
 
-mod common;
+use super::common;
 
-use moeplan::data::Workload;
-use moeplan::planners::grace::grouping::{
+use crate::data::Workload;
+use crate::planners::grace::grouping::{
     RatioPoint, bounded_grouping, controlled_grouping, hierarchical_grouping, intra_score, knee,
     load_grouping, size_bounds, size_deviation, utilisation, widest_ratio,
 };
-use moeplan::planners::grace::replication::{
-    hot_experts, predicted_loads, replica_count, replicate,
-};
-use moeplan::planners::grace::{Grace, GraceOptions, Ratio};
-use moeplan::planners::{self, Settings, Value};
-use moeplan::{LoadTrace, Result, TokenTrace, Topology};
+use crate::planners::grace::replication::{hot_experts, predicted_loads, replica_count, replicate};
+use crate::planners::grace::{Grace, GraceOptions, Ratio};
+use crate::planners::{self, Settings, Value};
+use crate::{LoadTrace, Result, TokenTrace, Topology};
 use ndarray::{Array2, Array3};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -157,7 +155,7 @@ fn algorithm_2_refuses_what_it_cannot_do() {
 fn algorithm_2_keeps_an_in_bounds_clustering() {
     let a = Array2::from_elem((10, 10), 1.0);
     let labels = [0, 1, 2, 0, 1, 2, 0, 1, 2, 0];
-    for r in moeplan::planners::grace::RATIOS {
+    for r in crate::planners::grace::RATIOS {
         let g = controlled_grouping(&a, &labels, 3, r).unwrap();
         assert_eq!(g, vec![vec![0, 3, 6, 9], vec![1, 4, 7], vec![2, 5, 8]]);
     }
@@ -177,7 +175,7 @@ proptest! {
         skew in 0usize..4,
     ) {
         let d = 1 + d_seed % n;
-        let r = moeplan::planners::grace::RATIOS[r_index];
+        let r = crate::planners::grace::RATIOS[r_index];
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut a = Array2::zeros((n, n));
         for i in 0..n {
@@ -303,7 +301,7 @@ fn every_gpu_gets_an_expert_and_stays_within_its_slots() {
         Ok((0..members.len()).map(|i| i % k).collect())
     };
     let topo = Topology::new(3, 2).unwrap();
-    for r in moeplan::planners::grace::RATIOS {
+    for r in crate::planners::grace::RATIOS {
         let cap = size_bounds(12, 6, widest_ratio(r)).unwrap().max;
         let mut labels = node_labels.to_vec();
         labels[10] = 2; // a third node cluster of one
@@ -420,7 +418,7 @@ fn random_tokens(n: usize, k: usize, tokens: usize, seed: u64) -> TokenTrace {
     TokenTrace::new(n, vec![3, 4], vec![routes.clone(), routes], ranks).unwrap()
 }
 
-fn no_same_gpu_copies(plan: &moeplan::Plan) -> bool {
+fn no_same_gpu_copies(plan: &crate::Plan) -> bool {
     plan.layers().iter().all(|l| {
         l.gpus.iter().all(|g| {
             let mut v = g.clone();
@@ -559,11 +557,9 @@ fn registry_entry_and_count_only_fallback() {
     let p = planners::find("grace").unwrap();
     assert!(p.budget().is_none());
     assert_eq!(p.label(None), "grace");
-    let cfg = moeplan::synth::generator::GenConfig::new(
-        moeplan::data::model::preset("olmoe").unwrap(),
-        4,
-    );
-    let trace = moeplan::synth::generator::generate(&cfg).unwrap();
+    let cfg =
+        crate::synth::generator::GenConfig::new(crate::data::model::preset("olmoe").unwrap(), 4);
+    let trace = crate::synth::generator::generate(&cfg).unwrap();
     let work = Workload::new(trace.clone());
     let topo = Topology::new(1, 6).unwrap(); // 64 experts on 6 GPUs: 10 or 11
     let ready = planners::prepare(p, &work, topo, &Settings::new()).unwrap();
@@ -584,8 +580,8 @@ fn registry_entry_and_count_only_fallback() {
         assert!(!l.replication.targets.contains(&l.replication.heaviest));
     }
     // Load-only grouping balances better than the contiguous floor.
-    let grace = moeplan::evaluate(&trace, &g.plan().unwrap()).unwrap();
-    let floor = moeplan::evaluate(&trace, &planners::contiguous(&trace, topo).unwrap()).unwrap();
+    let grace = crate::evaluate(&trace, &g.plan().unwrap()).unwrap();
+    let floor = crate::evaluate(&trace, &planners::contiguous(&trace, topo).unwrap()).unwrap();
     assert!(grace.balancedness > floor.balancedness);
     // Options: a fixed ratio and replication off.
     let s = Settings::new()
@@ -632,8 +628,7 @@ fn esft_affinity_grouping_beats_load_only_on_utilisation() {
         let (mut u_grace, mut u_load, mut u_contig) = (0.0, 0.0, 0.0);
         let layers = g.layers().len() as f64;
         for (l, (lg, lc)) in g.layers().iter().zip(counts.layers()).enumerate() {
-            let a =
-                moeplan::planners::grace::affinity::affinity(work.tokens().unwrap(), l).unwrap();
+            let a = crate::planners::grace::affinity::affinity(work.tokens().unwrap(), l).unwrap();
             let as_usize = |gs: &Vec<Vec<u32>>| -> Vec<Vec<usize>> {
                 gs.iter()
                     .map(|g| g.iter().map(|&e| e as usize).collect())
@@ -665,11 +660,11 @@ fn esft_affinity_grouping_beats_load_only_on_utilisation() {
 
 /// Generated DeepSeek-V2-Lite-shaped routes (planted topics, rank skew).
 fn v2_lite_work(tokens: usize, seed: u64) -> Workload {
-    use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
+    use crate::synth::token_generator::{TokenGenConfig, generate_tokens};
     let cfg = TokenGenConfig {
         seed,
         ..TokenGenConfig::new(
-            moeplan::data::model::preset("deepseek-v2-lite").unwrap(),
+            crate::data::model::preset("deepseek-v2-lite").unwrap(),
             tokens,
         )
     };
@@ -681,7 +676,7 @@ fn v2_lite_work(tokens: usize, seed: u64) -> Workload {
 /// `Grace::prepare` plans, curves and utilisation included.
 #[test]
 fn a_reused_analysis_plans_as_a_fresh_one() {
-    use moeplan::planners::grace::GraceAnalysis;
+    use crate::planners::grace::GraceAnalysis;
     let work = v2_lite_work(1024, 3);
     let analysis = GraceAnalysis::new(&work).unwrap();
     // Back and forth, so the later ones are served from the memo.
@@ -731,7 +726,7 @@ fn esft_tokens_dealt_evenly_keep_every_rank_near_the_mean() {
             return;
         };
         for ranks in [4, 8] {
-            let spread = |deal: moeplan::Deal| -> (f64, usize) {
+            let spread = |deal: crate::Deal| -> (f64, usize) {
                 let t = tokens.clone().dealt(deal, ranks, BATCH).unwrap();
                 let mut worst: f64 = 0.0;
                 let mut tail_off = 0;
@@ -753,8 +748,8 @@ fn esft_tokens_dealt_evenly_keep_every_rank_near_the_mean() {
                 }
                 (worst, tail_off)
             };
-            let (even, tail) = spread(moeplan::Deal::Even);
-            let (seq, _) = spread(moeplan::Deal::Sequences);
+            let (even, tail) = spread(crate::Deal::Even);
+            let (seq, _) = spread(crate::Deal::Sequences);
             eprintln!(
                 "{task}, {ranks} ranks: busiest rank off the mean by {:.1} % dealt evenly, {:.0} % by sequences",
                 even * 100.0,

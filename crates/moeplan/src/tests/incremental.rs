@@ -3,13 +3,13 @@
 //! target; and on real DeepSeek-V3 workloads against a fresh plan
 //! relabelled (the figures in docs/replan.md).
 
-mod common;
+use super::common;
 
-use moeplan::judge::migration::{MoveCost, migration, relabel};
-use moeplan::planners::shared::incremental::{Goal, incremental};
-use moeplan::planners::{EplbConfig, eplb};
-use moeplan::synth::generator::{GenConfig, generate};
-use moeplan::{Plan, Topology, data::hardware, data::model, evaluate};
+use crate::judge::migration::{MoveCost, migration, relabel};
+use crate::planners::shared::incremental::{Goal, incremental};
+use crate::planners::{EplbConfig, eplb};
+use crate::synth::generator::{GenConfig, generate};
+use crate::{Plan, Topology, data::hardware, data::model, evaluate};
 
 fn slots(p: &Plan) -> Vec<Vec<usize>> {
     p.layers()
@@ -137,12 +137,12 @@ fn real_deepseek_incremental_from_craft() {
         return;
     };
     let topo = Topology::new(8, 8).unwrap();
-    let craft = moeplan::planners::craft::ID.planner().unwrap();
-    let settings = moeplan::planners::Settings::new()
-        .with("replicas_per_gpu", moeplan::planners::Value::Count(8))
+    let craft = crate::planners::craft::ID.planner().unwrap();
+    let settings = crate::planners::Settings::new()
+        .with("replicas_per_gpu", crate::planners::Value::Count(8))
         .unwrap();
-    let plan_on = |t: &moeplan::LoadTrace| {
-        moeplan::planners::plan(craft, &moeplan::Workload::new(t.clone()), topo, &settings)
+    let plan_on = |t: &crate::LoadTrace| {
+        crate::planners::plan(craft, &crate::Workload::new(t.clone()), topo, &settings)
             .unwrap()
             .plan
     };

@@ -3,18 +3,18 @@
 //! measured — moeplan-cuda's H100 rank times, CRAFT §5.3's KV-cache loss,
 //! DeepEP's kernel tables (docs/cost.md has the table).
 
-mod common;
+use super::common;
 
 use std::borrow::Cow;
 
-use moeplan::data::hardware::{self, Efficiency, Gpu, Hardware, Link};
-use moeplan::data::model::{self, ModelPreset};
-use moeplan::judge::cost::{self, Assumptions, Phase, Prediction, Pricing};
-use moeplan::judge::{CostModel, Rule, Served, Verdict, judge};
-use moeplan::planners::{self, EplbConfig, ReplicaBudget};
-use moeplan::studies::cost_checks as checks;
-use moeplan::synth::generator::{GenConfig, generate};
-use moeplan::{LoadTrace, Plan, Topology, Workload};
+use crate::data::hardware::{self, Efficiency, Gpu, Hardware, Link};
+use crate::data::model::{self, ModelPreset};
+use crate::judge::cost::{self, Assumptions, Phase, Prediction, Pricing};
+use crate::judge::{CostModel, Rule, Served, Verdict, judge};
+use crate::planners::{self, EplbConfig, ReplicaBudget};
+use crate::studies::cost_checks as checks;
+use crate::synth::generator::{GenConfig, generate};
+use crate::{LoadTrace, Plan, Topology, Workload};
 use ndarray::Array3;
 
 fn priced(trace: &LoadTrace, plan: &Plan, rule: Rule, pricing: &Pricing) -> Verdict {
@@ -193,7 +193,7 @@ fn each_term_against_a_hand_computed_case() {
 /// link's sustained one where it is given (0 keeps the link's).
 #[test]
 fn kernel_fit_terms_by_hand() {
-    use moeplan::data::hardware::{CommKernel, Kernels};
+    use crate::data::hardware::{CommKernel, Kernels};
     let (trace, plan) = toy_case();
     let mut p = toy_pricing();
     let fit = CommKernel {
@@ -236,7 +236,7 @@ fn kernel_fit_terms_by_hand() {
     );
     // The low-latency kernel's own fixed times (every remote pair a message).
     let mut ll = p.clone();
-    ll.assumptions.kernel = moeplan::judge::cost::Kernel::LowLatency;
+    ll.assumptions.kernel = crate::judge::cost::Kernel::LowLatency;
     let tl = priced(&trace, &plan, Rule::Even, &ll).replay.time.unwrap();
     assert!(
         close(tl.dispatch_us, 15.0 * 256.0 / 250.0 + 3.0),
@@ -577,16 +577,13 @@ fn presets_check_and_custom_files_are_refused_when_wrong() {
     for h in hardware::PRESETS {
         h.check().unwrap();
         let text = serde_json::to_vec(h).unwrap();
-        assert_eq!(
-            &moeplan::formats::hardware::read_hardware(&text).unwrap(),
-            h
-        );
+        assert_eq!(&crate::formats::hardware::read_hardware(&text).unwrap(), h);
     }
     let good = serde_json::to_value(hardware::preset("h100-ib-ndr").unwrap()).unwrap();
     let bad = |f: &dyn Fn(&mut serde_json::Value)| {
         let mut v = good.clone();
         f(&mut v);
-        moeplan::formats::hardware::read_hardware(&serde_json::to_vec(&v).unwrap())
+        crate::formats::hardware::read_hardware(&serde_json::to_vec(&v).unwrap())
             .unwrap_err()
             .to_string()
     };
@@ -600,7 +597,7 @@ fn presets_check_and_custom_files_are_refused_when_wrong() {
         .contains("inter_node")
     );
     assert!(
-        moeplan::formats::hardware::read_hardware(&vec![b' '; 70_000])
+        crate::formats::hardware::read_hardware(&vec![b' '; 70_000])
             .unwrap_err()
             .to_string()
             .contains("limit")
@@ -717,7 +714,7 @@ fn deepep_tables_within_25_percent() {
 /// dispatch and combine terms are the same work either way.
 #[test]
 fn two_batch_overlap_is_never_slower() {
-    use moeplan::judge::cost::{Kernel, Overlap};
+    use crate::judge::cost::{Kernel, Overlap};
     let trace = generate(&GenConfig::new(model::preset("deepseek-v3").unwrap(), 3)).unwrap();
     let topology = Topology::new(2, 8).unwrap();
     let plans = [
@@ -783,7 +780,7 @@ fn two_batch_overlap_is_never_slower() {
 /// the KV reads no longer dominate the step).
 #[test]
 fn decode_throughput_rises_then_flattens_as_context_falls() {
-    use moeplan::judge::cost::Phase;
+    use crate::judge::cost::Phase;
     let m = model::preset("deepseek-v3").unwrap();
     // Decode steps of 512 running requests: the cache caps them above a
     // few thousand tokens of context, the batch below (with the generated

@@ -2,14 +2,14 @@
 //! computed by hand, agreement with the simulator's balance figures, and
 //! monotonicity in the link and the GPU's speed.
 
-mod common;
+use super::common;
 
-use moeplan::Workload;
-use moeplan::judge::{CostModel, Placement, Rule, Strategy, simulate};
-use moeplan::planners::libra::time_model::{TimeModel, time};
-use moeplan::planners::libra::{LibraOptions, LibraSchedule, Predictor, libra_schedule};
-use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
-use moeplan::{LayerPlacement, LoadTrace, Plan, Topology, data::model, planners, synth::generator};
+use crate::Workload;
+use crate::judge::{CostModel, Placement, Rule, Strategy, simulate};
+use crate::planners::libra::time_model::{TimeModel, time};
+use crate::planners::libra::{LibraOptions, LibraSchedule, Predictor, libra_schedule};
+use crate::synth::token_generator::{TokenGenConfig, generate_tokens};
+use crate::{LayerPlacement, LoadTrace, Plan, Topology, data::model, planners, synth::generator};
 use ndarray::Array3;
 
 /// One pair = 1 s, one expert copy = 1 s at 1 GB/s, no rebalancer time:
@@ -66,7 +66,7 @@ fn tiny(first_copy: bool) -> (Workload, Plan, LibraSchedule) {
         placement: Placement::Schedule(vec![(0..1, next)]),
         rule: Rule::Libra {
             tolerance_percent: 0,
-            start: moeplan::judge::RemoteStart::Even,
+            start: crate::judge::RemoteStart::Even,
         },
         copies: vec![1 + usize::from(first_copy)],
         predictor: ("oracle", "upper bound"),
@@ -211,7 +211,7 @@ fn generated(n: usize) -> (Workload, Plan, LibraSchedule) {
 fn monotone_in_bandwidth_and_speed() {
     let (work, base, s) = generated(8);
     let preset = model::preset("olmoe").unwrap();
-    let mut last: Option<moeplan::planners::libra::time_model::TimeReport> = None;
+    let mut last: Option<crate::planners::libra::time_model::TimeReport> = None;
     for gbps in [1.0, 5.0, 25.0, 50.0, 450.0, 5000.0] {
         let m = TimeModel {
             link_gb_per_s: gbps,

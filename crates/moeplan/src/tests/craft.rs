@@ -2,13 +2,13 @@
 //! guarantees, valid equal-memory plans, replicas going where they help, the
 //! placement-only plan at R = 0, and the real DeepSeek-V3 trace.
 
-mod common;
+use super::common;
 
-use moeplan::planners::craft::{
+use crate::planners::craft::{
     BenefitTable, Craft, CraftOptions, Objective, ReplicaBudget, capacity_aware_placement,
     interleaved_assignment, refine_placement, solve_allocation,
 };
-use moeplan::{LoadTrace, Topology, evaluate};
+use crate::{LoadTrace, Topology, evaluate};
 use ndarray::Array3;
 use proptest::prelude::*;
 
@@ -242,9 +242,9 @@ fn contents(gpus: &[Vec<u32>]) -> Vec<Vec<u32>> {
 /// the swaps alone).
 #[test]
 fn zero_budget_is_placement_only() {
-    use moeplan::planners::shared::placement::peak_load;
-    let t = moeplan::synth::generator::generate(&moeplan::synth::generator::GenConfig::new(
-        moeplan::data::model::preset("olmoe").unwrap(),
+    use crate::planners::shared::placement::peak_load;
+    let t = crate::synth::generator::generate(&crate::synth::generator::GenConfig::new(
+        crate::data::model::preset("olmoe").unwrap(),
         6,
     ))
     .unwrap();
@@ -291,8 +291,8 @@ fn zero_budget_is_placement_only() {
 
 #[test]
 fn a_larger_budget_never_predicts_worse() {
-    let t = moeplan::synth::generator::generate(&moeplan::synth::generator::GenConfig::new(
-        moeplan::data::model::preset("deepseek-v2-lite").unwrap(),
+    let t = crate::synth::generator::generate(&crate::synth::generator::GenConfig::new(
+        crate::data::model::preset("deepseek-v2-lite").unwrap(),
         8,
     ))
     .unwrap();
