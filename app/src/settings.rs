@@ -13,7 +13,7 @@ use moeplan::data::model;
 use moeplan::planners::{
     EXTRA_EXPERTS_PER_GPU, NONUNIFORMITY, OptionKind, OptionSpec, PREDICTOR, Value,
 };
-use moeplan::studies::engines::ENGINES;
+use moeplan::studies::ENGINES;
 use moeplan_view::dispatch_rule;
 
 /// The machine the page prices on until the person chooses another:
@@ -31,7 +31,7 @@ const NO_HARDWARE: &str = "none";
 pub const FILE_HARDWARE: &str = "file";
 
 /// A hardware file read on the page, checked as the CLI's `--hardware FILE`
-/// is ([`moeplan::formats::hardware::read_hardware`]).
+/// is ([`moeplan::formats::read_hardware`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HardwareFile {
     /// The file's name on the person's disk.
@@ -57,8 +57,7 @@ impl HardwareFile {
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn read(file: &str, bytes: &[u8]) -> Result<HardwareFile, String> {
-        let h =
-            moeplan::formats::hardware::read_hardware(bytes).map_err(|e| format!("{file}: {e}"))?;
+        let h = moeplan::formats::read_hardware(bytes).map_err(|e| format!("{file}: {e}"))?;
         Ok(HardwareFile {
             file: file.to_string(),
             name: h.name.to_string(),

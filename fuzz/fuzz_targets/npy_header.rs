@@ -10,10 +10,10 @@ use moeplan::{ReadLimits, Meter};
 
 fuzz_target!(|data: &[u8]| {
     let mut meter = Meter::new(ReadLimits::mib(64));
-    let _ = moeplan::formats::npy::fuzz_header(data, &mut meter);
+    let _ = moeplan::formats::fuzz_header(data, &mut meter);
     // The same bytes behind the magic, so mutations need not rediscover it.
     let mut framed = b"\x93NUMPY\x01\x00".to_vec();
     framed.extend_from_slice(data);
     let mut meter = Meter::new(ReadLimits::mib(64));
-    let _ = moeplan::formats::npy::fuzz_header(&framed, &mut meter);
+    let _ = moeplan::formats::fuzz_header(&framed, &mut meter);
 });

@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
         .enumerate()
         .map(|(i, f)| (format!("expert_weights_{}.txt", i + 1), f.to_vec()))
         .collect();
-    if let Ok(t) = moeplan::formats::esft::read_esft(&files, 64, 6, &mut moeplan::Meter::new(moeplan::ReadLimits::mib(64))) {
+    if let Ok(t) = moeplan::formats::read_esft(&files, 64, 6, &mut moeplan::Meter::new(moeplan::ReadLimits::mib(64))) {
         let _ = t.to_load_trace(7);
     }
 });

@@ -13,7 +13,7 @@ use libfuzzer_sys::fuzz_target;
 use moeplan::{ReadLimits, Meter};
 
 fuzz_target!(|data: &[u8]| {
-    let _ = moeplan::formats::torch::read_pickle(data, &mut Meter::new(ReadLimits::mib(64)));
+    let _ = moeplan::formats::read_pickle(data, &mut Meter::new(ReadLimits::mib(64)));
     // The same bytes after a legacy torch.save stream's first three pickles
     // (magic number, protocol 1001, an empty sys info), so mutations reach
     // the storage keys and raw storages without rediscovering the magic.
@@ -21,5 +21,5 @@ fuzz_target!(|data: &[u8]| {
         b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.\x80\x02M\xe9\x03.\x80\x02}."
             .to_vec();
     legacy.extend_from_slice(data);
-    let _ = moeplan::formats::torch::read_pickle(&legacy, &mut Meter::new(ReadLimits::mib(64)));
+    let _ = moeplan::formats::read_pickle(&legacy, &mut Meter::new(ReadLimits::mib(64)));
 });

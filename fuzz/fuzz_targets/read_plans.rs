@@ -5,18 +5,18 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use moeplan::formats::plan_any::{PlanContext, read_any_plan};
-use moeplan::formats::{csv, plan_json, sglang, vllm};
+use moeplan::formats::{PlanContext, read_any_plan};
+use moeplan::formats;
 use moeplan::{ReadLimits, Topology};
 
 fuzz_target!(|data: &[u8]| {
-    let _ = plan_json::read(data);
+    let _ = formats::read_plan_json(data);
     let Ok(topo) = Topology::new(2, 2) else { return };
     let ids = [1u32, 3];
-    let _ = sglang::read_init_expert_location(data, topo, &ids, 8);
-    let _ = vllm::read_physical_to_logical(data, topo, &ids, 8);
-    let _ = vllm::read_ascend_expert_map(data, None, &ids, 8);
-    let _ = csv::read_plan_csv(data, topo, 8);
+    let _ = formats::read_init_expert_location(data, topo, &ids, 8);
+    let _ = formats::read_physical_to_logical(data, topo, &ids, 8);
+    let _ = formats::read_ascend_expert_map(data, None, &ids, 8);
+    let _ = formats::read_plan_csv(data, topo, 8);
     for (topology, model_layers) in [(Some(topo), Some(5)), (None, None)] {
         let ctx = PlanContext {
             topology,

@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use moeplan::formats::{self, ReadOptions, sglang, trace_json};
+use moeplan::formats::{self, ReadOptions};
 use moeplan::{ReadLimits, Meter};
 
 fuzz_target!(|data: &[u8]| {
@@ -25,6 +25,6 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let meter = || Meter::new(ReadLimits::mib(64));
-    let _ = trace_json::read(data);
-    let _ = sglang::read_rank_csvs(&[("fuzz".into(), data.to_vec())], None, &mut meter());
+    let _ = formats::read_trace_json(data);
+    let _ = formats::read_rank_csvs(&[("fuzz".into(), data.to_vec())], None, &mut meter());
 });

@@ -89,7 +89,7 @@ pub fn balancer_titles() -> String {
 pub fn groups_title() -> &'static str {
     static TITLE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     TITLE.get_or_init(|| {
-        let name = moeplan::planners::eplb::GROUPS.name;
+        let name = moeplan::planners::GROUPS.name;
         let who: Vec<&str> = page_planners()
             .filter(|p| p.budget().is_some() && p.options.iter().any(|o| o.name == name))
             .map(|p| p.display)

@@ -51,7 +51,7 @@ fn full() -> Response {
                 }],
                 focus: "craft".into(),
                 auto_replicas_per_gpu: 2,
-                model: "deepseek-v3".into(),
+                model: "qwen3-30b-a3b".into(),
                 curve: vec![CurvePoint {
                     replicas_per_gpu: 1,
                     replicas: 2,

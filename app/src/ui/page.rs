@@ -7,7 +7,7 @@ use leptos::prelude::*;
 use moeplan::data::hardware;
 use moeplan::data::model::PRESETS;
 use moeplan::planners::PREDICTOR;
-use moeplan::studies::engines::ENGINES;
+use moeplan::studies::ENGINES;
 use moeplan_view::dispatch_rules;
 
 use crate::charts::{

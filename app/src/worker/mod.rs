@@ -445,8 +445,7 @@ fn pricing(ws: &Workspace, req: &Request) -> Result<Option<Pricing>, String> {
     let file;
     let hardware = match &req.hardware_json {
         Some(json) => {
-            file = moeplan::formats::hardware::read_hardware(json.as_bytes())
-                .map_err(|e| e.to_string())?;
+            file = moeplan::formats::read_hardware(json.as_bytes()).map_err(|e| e.to_string())?;
             &file
         }
         None => moeplan::data::hardware::preset(&req.hardware).map_err(|e| e.to_string())?,

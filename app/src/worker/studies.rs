@@ -40,7 +40,7 @@ impl WorkerState {
         let topology = moeplan::Topology::new(cluster.nodes, cluster.gpus_per_node)
             .map_err(|e| e.to_string())?;
         let settings = cross_settings(cluster.groups, req.replicas_per_gpu)?;
-        let rows = moeplan::studies::across::cross_table(traces, topology, &settings)
+        let rows = moeplan::studies::cross_table(traces, topology, &settings)
             .map_err(|e| e.to_string())?;
         let table = CrossTable {
             traces: names.clone(),

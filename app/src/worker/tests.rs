@@ -1007,7 +1007,7 @@ fn two_files() -> (CrossAsk, Vec<u8>) {
             seed,
             ..GenConfig::new(model::preset("olmoe").unwrap(), 4)
         };
-        formats::trace_json::write(&generate(&cfg).unwrap()).into_bytes()
+        formats::write_trace_json(&generate(&cfg).unwrap()).into_bytes()
     };
     let (a, b) = (file(1), file(2));
     let ask = CrossAsk {
@@ -1065,7 +1065,7 @@ fn cross_judges_every_plan_on_every_trace_and_keeps_the_main_trace() {
             .unwrap()
         })
         .into();
-    let core = moeplan::studies::across::cross_table(
+    let core = moeplan::studies::cross_table(
         &traces,
         moeplan::Topology::new(1, 8).unwrap(),
         &cross_settings(1, Some(2)).unwrap(),
@@ -1221,7 +1221,7 @@ fn serving_replays_the_main_trace_and_leaves_the_plans_alone() {
     let ws = s.workspace.as_ref().unwrap();
     let bytes = model::preset("olmoe").unwrap().expert_bytes() as f64;
     // a pass a quarter of a batch, for the engine's knobs below
-    let per_pass = moeplan::studies::engines::tokens_per_batch(ws.trace(), 8) / 4.0;
+    let per_pass = moeplan::studies::tokens_per_batch(ws.trace(), 8) / 4.0;
     assert_eq!(
         v,
         ws.serving(ask.clone(), moeplan::judge::Rule::Even, None, bytes)
@@ -1393,7 +1393,7 @@ fn a_libra_change_shared_with_the_helper_answers_what_one_worker_does() {
     };
     let (file, bytes) = {
         let t = generate(&GenConfig::new(model::preset("olmoe").unwrap(), 3)).unwrap();
-        let buf = formats::trace_json::write(&t).into_bytes();
+        let buf = formats::write_trace_json(&t).into_bytes();
         (
             Source::File {
                 name: "three.json".into(),

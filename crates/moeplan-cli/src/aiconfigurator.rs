@@ -33,8 +33,8 @@ use std::path::{Path, PathBuf};
 
 use moeplan::data::hardware::Hardware;
 use moeplan::data::model::ModelPreset;
-use moeplan::judge::calibrate::{CommPhase, Measurement, uniform_rank_bytes};
 use moeplan::judge::cost::Kernel;
+use moeplan::judge::{CommPhase, Measurement, uniform_rank_bytes};
 use parquet::basic::Type as Physical;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::{Field, Row};

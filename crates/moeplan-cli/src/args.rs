@@ -660,7 +660,7 @@ fn format_parser() -> impl TypedValueParser<Value = PlanFormat> {
 /// `--engine`: an engine of the core's one list of re-planning knobs.
 fn engine_names() -> PossibleValuesParser {
     PossibleValuesParser::new(
-        moeplan::studies::engines::ENGINES
+        moeplan::studies::ENGINES
             .iter()
             .map(|e| PossibleValue::new(e.name)),
     )

@@ -175,14 +175,6 @@ fn one_line(a: Arg, full: bool) -> Arg {
     a.help(short + &values_tail).long_help(whole)
 }
 
-/// `text` with its first letter in lower case ("Refine …" → "refine …").
-pub(crate) fn lower_first(text: &str) -> String {
-    let mut c = text.chars();
-    c.next()
-        .map(|f| f.to_lowercase().chain(c).collect())
-        .unwrap_or_default()
-}
-
 /// A flag's text in a line: its first clause (outside parentheses and
 /// code), and the `[…]` that closes a planner option's text (who takes it,
 /// its default).

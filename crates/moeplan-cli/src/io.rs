@@ -247,7 +247,7 @@ pub fn spin(bar: &ProgressBar, what: &str) {
 /// (schemas/moeplan.hardware.schema.json), refused over its size limit
 /// before it is read.
 pub fn hardware(arg: &str) -> Result<moeplan::data::hardware::Hardware, CliError> {
-    use moeplan::formats::hardware::{MAX_BYTES, read_hardware};
+    use moeplan::formats::{HARDWARE_MAX_BYTES as MAX_BYTES, read_hardware};
     let path = Path::new(arg);
     match moeplan::data::hardware::preset(arg) {
         Ok(h) => return Ok(h.clone()),

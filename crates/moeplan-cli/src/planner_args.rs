@@ -9,8 +9,6 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches};
 use moeplan::planners::{self, OptionKind, OptionSpec, Settings, Value};
 
-use crate::help::lower_first;
-
 /// Every registered planner's options as flags — `--redundant-experts`,
 /// `--replicas-per-gpu`, `--groups`, `--objective`, `--no-refine`, … —
 /// read into [`Settings`]: a planner added to the registry brings its flags.
@@ -205,4 +203,12 @@ impl<const USES: u8> FromArgMatches for PlannerArgs<USES> {
         *self = Self::from_arg_matches(m)?;
         Ok(())
     }
+}
+
+/// `text` with its first letter in lower case ("Refine …" → "refine …").
+fn lower_first(text: &str) -> String {
+    let mut c = text.chars();
+    c.next()
+        .map(|f| f.to_lowercase().chain(c).collect())
+        .unwrap_or_default()
 }

@@ -10,7 +10,7 @@ macro_rules! wl {
 
 use moeplan::data::model::ModelPreset;
 use moeplan::planners::{PlannerInfo, Value};
-use moeplan::studies::sweep::Sweep;
+use moeplan::studies::Sweep;
 use moeplan::{Plan, Topology, TraceStats, data::model};
 
 use crate::judge::Cost;

@@ -1277,8 +1277,7 @@ fn eplb_on_a_deepseek_v3_dump_is_sglangs_own_plan() {
         let gpus = nodes * gpus_per_node;
         let physical = 256 + gpus; // the CLI's default: one redundant slot per GPU
         let sglang =
-            moeplan::planners::eplb::rebalance_experts(weight.view(), physical, 8, nodes, gpus)
-                .unwrap();
+            moeplan::planners::rebalance_experts(weight.view(), physical, 8, nodes, gpus).unwrap();
         let plan_with = |extra: &[&str]| -> Vec<Vec<u64>> {
             let out = tmp(&format!("eplb-sglang-{nodes}-{}.json", extra.len()));
             let (n, g) = (nodes.to_string(), gpus_per_node.to_string());

@@ -270,8 +270,8 @@ fn objective_time_plans_for_the_hardware() {
 /// and other efficiencies), as `moeplan calibrate` reads them.
 fn made_measurements() -> (moeplan::data::hardware::Hardware, String) {
     use moeplan::data::hardware::{CommKernel, Kernels, preset};
-    use moeplan::judge::calibrate::{CommPhase, Measurement, predict_us, uniform_rank_bytes};
     use moeplan::judge::cost::Kernel;
+    use moeplan::judge::{CommPhase, Measurement, predict_us, uniform_rank_bytes};
     let mut truth = preset("h100-ib-ndr").unwrap().clone();
     // Far enough from the shipped preset (itself fitted on an H100's
     // tables) that fitting is seen to move it.
@@ -483,7 +483,7 @@ fn calibrate_refuses_bad_measurements() {
     try_file("empty.json", b"[]", "no measurements");
     let big = tmp("calibrate-bad", "big.json");
     let f = std::fs::File::create(&big).unwrap();
-    f.set_len(moeplan::formats::measurements::MAX_BYTES + 1)
+    f.set_len(moeplan::formats::MEASUREMENTS_MAX_BYTES + 1)
         .unwrap();
     refused(
         &[
@@ -510,7 +510,7 @@ fn calibrate_refuses_bad_measurements() {
 #[test]
 fn calibrate_from_moeplan_cuda_bench_lines() {
     use moeplan::data::hardware::{CommKernel, Kernels, preset};
-    use moeplan::judge::calibrate::{Measurement, predict_us};
+    use moeplan::judge::{Measurement, predict_us};
     let mut truth = preset("h100-ib-ndr").unwrap().clone();
     truth.efficiency.hbm = 0.7;
     truth.efficiency.roofline_p = 1.8;
@@ -1079,7 +1079,7 @@ fn one_judge_for_every_front_end() {
         let m = moeplan::data::model::preset(preset).unwrap();
         let trace = generate(&GenConfig::new(m, 1)).unwrap();
         let mut json: serde_json::Value =
-            serde_json::from_str(&moeplan::formats::trace_json::write(&trace)).unwrap();
+            serde_json::from_str(&moeplan::formats::write_trace_json(&trace)).unwrap();
         if !names_it {
             json.as_object_mut().unwrap().remove("model");
         }

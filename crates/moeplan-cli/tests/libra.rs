@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use moeplan::Workload;
 use moeplan::judge::{CostModel, Rule, Strategy, simulate};
-use moeplan::planners::libra::{LibraOptions, Predictor, libra_schedule};
+use moeplan::planners::{LibraOptions, Predictor, libra_schedule};
 use moeplan::{LoadTrace, Topology, data::model, formats, planners};
 
 mod common;
@@ -27,7 +27,7 @@ fn trace(name: &str, batches: usize) -> (String, LoadTrace) {
     let n = batches.to_string();
     let o = moeplan(&["gen", "--preset", "olmoe", "--batches", &n, "--out", &s]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let t = formats::trace_json::read(&std::fs::read(&p).unwrap()).unwrap();
+    let t = formats::read_trace_json(&std::fs::read(&p).unwrap()).unwrap();
     (s, t)
 }
 
@@ -144,7 +144,7 @@ fn plan_writes_the_base_and_eval_replays_per_batch() {
         "the note says engines load the base: {err}"
     );
     // The file is the static base: one copy of every expert.
-    let (plan, _) = formats::plan_json::read(&std::fs::read(out).unwrap()).unwrap();
+    let (plan, _) = formats::read_plan_json(&std::fs::read(out).unwrap()).unwrap();
     assert_eq!(plan.algorithm(), "libra");
     assert_eq!(plan.summary().replicas, 0);
 
@@ -190,7 +190,7 @@ fn plan_writes_the_base_and_eval_replays_per_batch() {
     let mut args = vec!["eval", "--json", "--trace", &t, "--plan", eplb];
     args.extend(topo);
     let v = json_of(&args);
-    let (plan, _) = formats::plan_json::read(&std::fs::read(eplb).unwrap()).unwrap();
+    let (plan, _) = formats::read_plan_json(&std::fs::read(eplb).unwrap()).unwrap();
     let work = Workload::new(core_trace.clone());
     let cost = CostModel::for_model(model::preset("olmoe").unwrap());
     let want = simulate(&work, &Strategy::fixed(plan, Rule::Even), &cost).unwrap();

@@ -147,7 +147,7 @@ fn hardware_and_planners() {
 fn calibrate() {
     // One compute measurement, as `calibrate` reads them: `--check` fits
     // nothing and says how far the preset lies from it.
-    use moeplan::judge::calibrate::Measurement;
+    use moeplan::judge::Measurement;
     let params = moeplan::data::model::preset("deepseek-v3")
         .unwrap()
         .expert_params() as f64;

@@ -215,10 +215,10 @@ fn esft_figures_under_even_are_the_load_traces() {
         return;
     };
     let mut meter = Meter::new(ReadLimits::default());
-    let tokens = moeplan::formats::esft::read_esft(&esft_files(&dir), 64, 6, &mut meter).unwrap();
+    let tokens = moeplan::formats::read_esft(&esft_files(&dir), 64, 6, &mut meter).unwrap();
     let trace = tokens.to_load_trace(1024).unwrap();
     let expected = |plan_file: &Path, on: &moeplan::LoadTrace| {
-        let (p, _) = moeplan::formats::plan_json::read(&std::fs::read(plan_file).unwrap()).unwrap();
+        let (p, _) = moeplan::formats::read_plan_json(&std::fs::read(plan_file).unwrap()).unwrap();
         // Through text, as the CLI's figures come: serde_json's default
         // parser may round a float's last bit, the same way on both sides.
         let text = serde_json::to_string(&evaluate(on, &p).unwrap()).unwrap();

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use moeplan::formats::{self, ReadOptions, trtllm};
+use moeplan::formats::{self, ReadOptions};
 use moeplan::{Meter, ReadLimits, Topology};
 
 mod common;
@@ -61,11 +61,11 @@ fn the_yaml_is_the_plan_and_evaluates_as_it() {
         ]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
-    let (plan, _) = formats::plan_json::read(&std::fs::read(&json).unwrap()).unwrap();
+    let (plan, _) = formats::read_plan_json(&std::fs::read(&json).unwrap()).unwrap();
     let ids: Vec<u32> = plan.layers().iter().map(|l| l.layer).collect();
     assert_eq!(ids, [1, 3]);
     let mut meter = Meter::new(ReadLimits::default());
-    let (read, _) = trtllm::read_placement(
+    let (read, _) = formats::read_placement(
         &std::fs::read(&yaml).unwrap(),
         Some(Topology::new(1, 4).unwrap()),
         &ids,
@@ -89,7 +89,7 @@ fn the_yaml_is_the_plan_and_evaluates_as_it() {
         ])
     };
     let (a, b) = (eval(&yaml), eval(&json));
-    assert_eq!(a["plan_format"], trtllm::PLACEMENT);
+    assert_eq!(a["plan_format"], formats::PLACEMENT);
     assert_eq!(a["balancedness"], b["balancedness"]);
     assert!(a["balancedness"].as_f64().unwrap() > 0.0);
 }
@@ -154,7 +154,7 @@ fn grace_groups_by_the_dumps_cooccurrence() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         (
             String::from_utf8_lossy(&o.stderr).into_owned(),
-            formats::plan_json::read(&std::fs::read(out).unwrap())
+            formats::read_plan_json(&std::fs::read(out).unwrap())
                 .unwrap()
                 .0,
         )

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use moeplan::data::model::preset;
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::studies::variation::VariationStats;
+use moeplan::studies::VariationStats;
 use moeplan::synth::generator::{GenConfig, generate};
 use serde_json::Value;
 

@@ -18,7 +18,7 @@
 //! received under the dispatch rule. Measured balancedness is mean / max
 //! of the per-rank times.
 
-use moeplan::planners::craft::{Craft, CraftOptions};
+use moeplan::planners::{Craft, CraftOptions};
 use moeplan::planners::{EplbConfig, ReplicaBudget, base, contiguous, eplb};
 use moeplan::{LoadTrace, Plan, Topology, evaluate};
 

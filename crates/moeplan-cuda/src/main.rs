@@ -326,8 +326,8 @@ fn bench_plans(
     let mut plans = Vec::new();
     for path in &a.plans {
         let bytes = read_capped(path, "plan")?;
-        let ctx = formats::plan_any::PlanContext::for_trace(trace, Some(topology));
-        let file = formats::plan_any::read_any_plan(&bytes, &ctx)
+        let ctx = formats::PlanContext::for_trace(trace, Some(topology));
+        let file = formats::read_any_plan(&bytes, &ctx)
             .map_err(|e| Error::Argument(format!("{}: {e}", path.display())))?;
         let plan = file.plan;
         let ids: Vec<u32> = plan.layers().iter().map(|l| l.layer).collect();

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use moeplan::formats::{plan_json, trace_json};
+use moeplan::formats;
 use moeplan::planners::{EplbConfig, eplb};
 use moeplan::{Topology, data::model, synth::generator};
 
@@ -49,8 +49,8 @@ fn predict_only_runs_plan_files_like_plans_made_here() -> R {
         },
     )?;
     let (tp, pp) = (scratch("trace.json"), scratch("eplb.json"));
-    std::fs::write(&tp, trace_json::write(&trace))?;
-    std::fs::write(&pp, plan_json::write(&plan, &Default::default()))?;
+    std::fs::write(&tp, formats::write_trace_json(&trace))?;
+    std::fs::write(&pp, formats::write_plan_json(&plan, &Default::default()))?;
     let common = [
         "bench",
         "--predict-only",
@@ -143,14 +143,17 @@ fn predict_only_runs_plan_files_like_plans_made_here() -> R {
     let other = moeplan::planners::base(&two, Topology::new(2, 4)?, 1)?;
     let cases: [(&[u8], &str); 3] = [
         (
-            plan_json::write(&other, &Default::default())
+            formats::write_plan_json(&other, &Default::default())
                 .as_bytes()
                 .to_vec()
                 .leak(),
             "exactly the trace's layers",
         ),
         (b"\x00\x01not a plan", "plan"),
-        (trace_json::write(&trace).into_bytes().leak(), "not a plan"),
+        (
+            formats::write_trace_json(&trace).into_bytes().leak(),
+            "not a plan",
+        ),
     ];
     for (i, (bytes, needle)) in cases.iter().enumerate() {
         let bad = scratch(&format!("bad{i}.json"));

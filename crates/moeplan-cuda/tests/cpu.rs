@@ -305,7 +305,7 @@ fn agree_with_simulator(
                 .iter()
                 .map(|&x| x as f64)
                 .collect();
-            let (bal, ir) = moeplan::judge::eval::balance_of(&rows);
+            let (bal, ir) = moeplan::judge::balance_of(&rows);
             assert_eq!(rep.per_layer[l], bal, "{at}, layer index {l}: {rows:?}");
             assert_eq!(
                 rep.per_layer_imbalance_ratio[l], ir,

@@ -4,7 +4,7 @@
 //! generated routings. No device needed.
 
 use moeplan::judge::Rule;
-use moeplan::judge::eval::balance_of;
+use moeplan::judge::balance_of;
 use moeplan::judge::{
     CostModel, DEFAULT_TOLERANCE_PERCENT, Rebalancer, RouteShares, Strategy, simulate,
 };

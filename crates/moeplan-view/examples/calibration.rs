@@ -39,9 +39,9 @@ use std::time::Instant;
 
 use moeplan::data::model::preset;
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::planners::eplb::default_redundant_experts;
+use moeplan::planners::default_redundant_experts;
 use moeplan::planners::{EplbConfig, eplb};
-use moeplan::studies::variation::{VariationStats, pair_variation};
+use moeplan::studies::{VariationStats, pair_variation};
 use moeplan::synth::generator::{
     DRIFT_A, DRIFT_C, DRIFT_LAYER_SPREAD, DRIFT_SPREAD_VAR, GenConfig, LOAD_SPREAD,
     LOAD_SPREAD_QWEN15, generate,

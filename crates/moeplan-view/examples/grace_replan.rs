@@ -13,9 +13,9 @@
 use std::time::Instant;
 
 use moeplan::data::Workload;
-use moeplan::planners::grace::affinity::affinity_all;
-use moeplan::planners::grace::spectral::SpectralEmbedding;
-use moeplan::planners::grace::{Grace, GraceAnalysis, GraceOptions};
+use moeplan::planners::SpectralEmbedding;
+use moeplan::planners::affinity_all;
+use moeplan::planners::{Grace, GraceAnalysis, GraceOptions};
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 use moeplan::{Topology, data::model};
 use moeplan_view::{Cluster, Workspace};

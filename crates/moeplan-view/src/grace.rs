@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use moeplan::Result;
+use moeplan::data::Topology;
 use moeplan::data::Workload;
-use moeplan::data::topology::Topology;
 use moeplan::planners::{Grace, GraceAnalysis, GraceOptions, grace_affinity as affinity};
 use moeplan::planners::{Prepared, Settings};
 

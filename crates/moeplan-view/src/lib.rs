@@ -2,7 +2,7 @@
 //!
 //! The planner page and the JavaScript API show the same things: every
 //! registered planner that reads the loads side by side (BASE, EPLB, CRAFT
-//! — [`PLANNERS`](moeplan::planners::PLANNERS) in order), per-layer
+//! — `PLANNERS` in order), per-layer
 //! balancedness, the GPU × layer load map, the balancedness-vs-R curve and
 //! one layer's placement. Building a [`Workspace`] does the expensive part
 //! once per trace and cluster (each planner's [`Planner::prepare`] —
@@ -54,17 +54,17 @@ use serde::{Deserialize, Serialize};
 
 pub use grace::{GroupingView, RatioPoint};
 use moeplan::Workload;
-use moeplan::data::plan::Plan;
-use moeplan::data::topology::Topology;
-use moeplan::data::trace::LoadTrace;
+use moeplan::data::LoadTrace;
+use moeplan::data::Plan;
+use moeplan::data::Topology;
 use moeplan::error::{Error, Result};
 use moeplan::formats::PlanFormat;
-use moeplan::formats::plan_json::PlanMeta;
+use moeplan::formats::PlanMeta;
 pub use moeplan::judge::PairTraffic;
 use moeplan::judge::cost::Pricing;
 use moeplan::judge::{Judge, Rule};
-use moeplan::planners::eplb::GROUPS;
-use moeplan::planners::registry::{
+use moeplan::planners::GROUPS;
+use moeplan::planners::{
     CurvePoint, Needs, Planner, PlannerId, Prepared, Settings, Unit, Value, prepare, registry,
 };
 use moeplan::planners::{Grace, GraceAnalysis, GraceOptions};
@@ -299,7 +299,7 @@ impl Workspace {
     ///
     /// ```
     /// use moeplan_view::{Cluster, Workspace};
-    /// use moeplan::{planners::registry::Settings, synth::generator, data::model};
+    /// use moeplan::{planners::Settings, synth::generator, data::model};
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
     /// let work = moeplan::Workload::new(t);
     /// let c = Cluster { nodes: 1, gpus_per_node: 8, groups: 1 };

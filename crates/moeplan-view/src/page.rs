@@ -26,7 +26,7 @@ pub struct CrossTable {
     pub batches: Vec<usize>,
     /// The cluster it was planned on (`1 node(s) × 64 GPU(s)`).
     pub cluster: String,
-    /// The rows, in `moeplan::studies::across::cross_table`'s order.
+    /// The rows, in `moeplan::studies::cross_table`'s order.
     pub rows: Vec<CrossLine>,
 }
 

@@ -15,10 +15,10 @@ use serde::{Deserialize, Serialize};
 use moeplan::error::{Error, Result};
 use moeplan::judge::Rule;
 use moeplan::judge::cost::Pricing;
-use moeplan::planners::eplb::{self, GROUPS};
-use moeplan::planners::registry::{Settings, Value};
-use moeplan::studies::engines::{ENGINES, Engine, tokens_per_batch};
-use moeplan::studies::serving::{Migrate, Serving, ServingReport, Transfer, serve};
+use moeplan::planners::{self, GROUPS};
+use moeplan::planners::{Settings, Value};
+use moeplan::studies::{ENGINES, Engine, tokens_per_batch};
+use moeplan::studies::{Migrate, Serving, ServingReport, Transfer, serve};
 
 use crate::Workspace;
 
@@ -163,7 +163,7 @@ impl Workspace {
         expert_bytes: f64,
     ) -> Result<ServingView> {
         let settings = Settings::new().with(GROUPS.name, Value::Count(self.cluster.groups))?;
-        let planner = eplb::ID.planner()?;
+        let planner = planners::EPLB_ID.planner()?;
         let engine = self.engine_of(&ask)?;
         let (migrate, transfer) = engine
             .as_ref()
@@ -267,7 +267,7 @@ impl Workspace {
             .unwrap_or_else(|| (per_batch.round() as usize).max(1));
         let s = self.engine_setting(e, ask.every, ask.window, per_pass, per_batch)?;
         let experts = self.trace().num_experts();
-        let redundant = eplb::default_redundant_experts(experts, self.topology.num_gpus());
+        let redundant = planners::default_redundant_experts(experts, self.topology.num_gpus());
         let flags = e.flags(
             s.every_passes,
             s.window_passes,
@@ -298,7 +298,7 @@ impl Workspace {
         window: usize,
         per_pass: usize,
         per_batch: f64,
-    ) -> Result<moeplan::studies::engines::Setting> {
+    ) -> Result<moeplan::studies::Setting> {
         let layers = self.judge().model().preset.moe_layers();
         e.settings(&[every], &[window], layers, per_pass, per_batch, None)?
             .into_iter()
@@ -384,7 +384,7 @@ mod tests {
             serve(
                 ws.workload(),
                 ws.topology(),
-                eplb::ID.planner().unwrap(),
+                planners::EPLB_ID.planner().unwrap(),
                 &settings,
                 Serving {
                     every,

@@ -15,13 +15,13 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use moeplan::Workload;
-use moeplan::data::plan::{LayerPlacement, Plan};
-use moeplan::data::topology::Topology;
+use moeplan::data::Topology;
+use moeplan::data::{LayerPlacement, Plan};
 use moeplan::error::{Error, Result};
 use moeplan::judge::replay_steps;
 use moeplan::judge::{CostModel, ModelChoice, Placement, Schedule, Steps, Strategy};
-use moeplan::planners::eplb::GROUPS;
-use moeplan::planners::registry::{PlannerId, Settings, Value, prepare};
+use moeplan::planners::GROUPS;
+use moeplan::planners::{PlannerId, Settings, Value, prepare};
 
 use crate::state::{Scheduled, State, too_large_per_batch};
 use crate::{Cluster, KEPT_SCHEDULES, Workspace};

@@ -6,12 +6,12 @@
 use std::sync::Arc;
 
 use moeplan::Workload;
-use moeplan::data::plan::Plan;
-use moeplan::data::topology::Topology;
+use moeplan::data::Plan;
+use moeplan::data::Topology;
 use moeplan::error::Result;
-use moeplan::judge::eval::EvalReport;
+use moeplan::judge::EvalReport;
 use moeplan::judge::{Judge, JudgedSchedule, PairTraffic};
-use moeplan::planners::registry::{Needs, Planner, PlannerId, Prepared};
+use moeplan::planners::{Needs, Planner, PlannerId, Prepared};
 
 use crate::view::PlanFigures;
 
@@ -162,7 +162,7 @@ impl Scheduled {
     /// mean copies per batch, its replica memory on the fullest GPU the
     /// base's plus the slots it keeps for copies (Libra's two buffers,
     /// 2 · N), its bound that of its copies counted batch by batch
-    /// ([`moeplan::judge::bound::per_batch_bound`]).
+    /// ([`moeplan::judge::per_batch_bound`]).
     pub(crate) fn figures(&self, planner: &dyn Planner) -> PlanFigures {
         let v = &self.judged.verdict;
         let r = &v.replay;

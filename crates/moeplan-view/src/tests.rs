@@ -253,7 +253,7 @@ fn per_batch_series_are_the_simulators() {
         sim.per_batch_imbalance_ratio
     );
     let eplb = moeplan::planners::plan(
-        moeplan::planners::eplb::ID.planner().unwrap(),
+        moeplan::planners::EPLB_ID.planner().unwrap(),
         ws.work(),
         ws.topology,
         &Settings::new(),

@@ -5,9 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use moeplan::data::topology::Topology;
+use moeplan::data::Topology;
 use moeplan::judge::cost::Prediction;
-use moeplan::planners::registry::CurvePoint;
+use moeplan::planners::CurvePoint;
 
 use crate::grace::GroupingView;
 #[allow(clippy::wildcard_imports)]
@@ -225,7 +225,7 @@ impl Workspace {
 
     /// [`Workspace::view_priced`] with each planner judged under the rule
     /// its system serves under where it has one
-    /// ([`PlannerSpec::serves_under`](moeplan::planners::registry::PlannerSpec):
+    /// ([`PlannerSpec::serves_under`](moeplan::planners::PlannerSpec):
     /// GRACE under its topology-aware routing), the others under `rule`,
     /// the engine's; a row judged apart says so in
     /// [`PlanFigures::own_rule`]. The page's default: no row is judged by a

@@ -2,7 +2,7 @@
 //! defaults, and GRACE's analysis handed on only where it belongs.
 
 use moeplan::data::model;
-use moeplan::planners::{Settings, eplb, plan};
+use moeplan::planners::{EPLB_ID, Settings, default_redundant_experts, plan};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 use moeplan::{Topology, Workload};
@@ -32,9 +32,9 @@ fn eplb_default_is_one_rule_everywhere() {
         let t = generate(&GenConfig::new(model::preset(preset).unwrap(), 2)).unwrap();
         let topo = Topology::new(nodes, per_node).unwrap();
         let (e, d) = (t.num_experts(), topo.num_gpus());
-        assert_eq!(eplb::default_redundant_experts(e, d), want, "{preset}");
+        assert_eq!(default_redundant_experts(e, d), want, "{preset}");
         let work = Workload::new(t.clone());
-        let p = plan(eplb::ID.planner().unwrap(), &work, topo, &Settings::new()).unwrap();
+        let p = plan(EPLB_ID.planner().unwrap(), &work, topo, &Settings::new()).unwrap();
         assert_eq!(p.budget, Some(want));
         assert_eq!(p.plan.summary().replicas, want * t.num_layers());
         let ws = Workspace::new(t, cluster(nodes, per_node)).unwrap();

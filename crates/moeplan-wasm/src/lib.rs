@@ -31,7 +31,7 @@
 //! names them through `unchecked_param_type` / `unchecked_return_type`.
 
 use moeplan::Workload;
-use moeplan::formats::{self, plan_json};
+use moeplan::formats;
 use moeplan::judge::cost::Pricing;
 use moeplan::judge::{Judge, JudgedSchedule};
 use moeplan::planners::{self, CRAFT_ID, PlannerId, Settings};
@@ -217,7 +217,7 @@ pub fn plan(
         )),
         None => None,
     };
-    let json = plan_json::write(&plan, &Default::default());
+    let json = formats::write_plan_json(&plan, &Default::default());
     let plan: serde_json::Value = serde_json::from_str(&json).map_err(js_error)?;
     to_js(&PlanResult {
         plan,
@@ -456,9 +456,7 @@ impl Planner {
             .ok_or_else(|| js_error("load or generate a trace first"))?;
         let groups = match c.groups {
             Some(g) => g,
-            None => {
-                moeplan::planners::eplb::groups(&Default::default(), &trace).map_err(js_error)?
-            }
+            None => moeplan::planners::groups(&Default::default(), &trace).map_err(js_error)?,
         };
         let ws = Workspace::new(
             trace,

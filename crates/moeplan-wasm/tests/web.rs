@@ -167,7 +167,7 @@ fn planners_are_listed_and_defaults_are_the_registrys() {
     .unwrap();
     assert_eq!(
         get(&out, "budget").as_f64(),
-        Some(moeplan::planners::eplb::default_redundant_experts(8, 3) as f64)
+        Some(moeplan::planners::default_redundant_experts(8, 3) as f64)
     );
 }
 

@@ -14,7 +14,7 @@ use moeplan::Workload;
 use moeplan::data::hardware;
 use moeplan::judge::cost::Pricing;
 use moeplan::judge::{CostModel, Rule, Served, Strategy, judge, simulate};
-use moeplan::planners::{ReplicaBudget, craft};
+use moeplan::planners::{Craft, CraftOptions, Objective, ReplicaBudget, craft};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{Topology, data::model};
 
@@ -66,33 +66,25 @@ fn bench(c: &mut Criterion) {
     // CRAFT's preparation, and `auto` choosing the fastest budget.
     let mut group = c.benchmark_group("cost/craft planning for time 64x58x256 8x8gpu");
     group.sample_size(10);
-    let options = |objective| craft::CraftOptions {
+    let options = |objective| CraftOptions {
         objective,
         pricing: Some(pricing.clone()),
-        ..craft::CraftOptions::default()
+        ..CraftOptions::default()
     };
     group.bench_function("prepare mean", |b| {
         b.iter(|| {
-            craft::Craft::prepare(
+            Craft::prepare(
                 black_box(work.trace()),
                 topo,
-                &options(craft::Objective::MeanBalancedness),
+                &options(Objective::MeanBalancedness),
             )
             .unwrap()
         })
     });
     group.bench_function("prepare time", |b| {
-        b.iter(|| {
-            craft::Craft::prepare(
-                black_box(work.trace()),
-                topo,
-                &options(craft::Objective::Time),
-            )
-            .unwrap()
-        })
+        b.iter(|| Craft::prepare(black_box(work.trace()), topo, &options(Objective::Time)).unwrap())
     });
-    let ready =
-        craft::Craft::prepare(work.trace(), topo, &options(craft::Objective::Time)).unwrap();
+    let ready = Craft::prepare(work.trace(), topo, &options(Objective::Time)).unwrap();
     group.bench_function("plan R=8 time", |b| {
         b.iter(|| {
             ready

@@ -8,7 +8,7 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use moeplan::data::model::{ModelPreset, preset};
-use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
+use moeplan::planners::{Craft, CraftOptions, ReplicaBudget};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{LoadTrace, Topology};
 

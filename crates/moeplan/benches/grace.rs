@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use moeplan::TokenTrace;
-use moeplan::planners::grace::affinity::{affinity_all, utilisation};
-use moeplan::planners::grace::spectral::{SpectralEmbedding, spectral_clusters};
+use moeplan::planners::{SpectralEmbedding, spectral_clusters};
+use moeplan::planners::{affinity_all, affinity_utilisation as utilisation};
 use ndarray::Array2;
 use rand::seq::index::sample;
 use rand::{Rng, SeedableRng};
@@ -74,7 +74,7 @@ fn esft_intent() -> Option<TokenTrace> {
         .collect();
     files.sort();
     let mut meter = moeplan::Meter::new(Default::default());
-    moeplan::formats::esft::read_esft(&files, 64, 6, &mut meter).ok()
+    moeplan::formats::read_esft(&files, 64, 6, &mut meter).ok()
 }
 
 /// A little-endian float64 or int64 `.npy` file of `shape`.

@@ -15,9 +15,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use moeplan::Workload;
 use moeplan::judge::{CostModel, Rebalancer, Served, judge};
 use moeplan::planners::contiguous;
-use moeplan::planners::libra::{
-    LibraOptions, PredictedCounts, Predictor, libra_schedule, prefetch,
-};
+use moeplan::planners::{LibraOptions, PredictedCounts, Predictor, libra_schedule, prefetch};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{Topology, data::model};
 

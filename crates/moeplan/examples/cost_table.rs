@@ -37,7 +37,7 @@ use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::judge::cost::{self, Assumptions, LOW_LATENCY_OVERHEAD_US, Phase, Pricing};
 use moeplan::judge::{CostModel, Rule, Served, Verdict, judge};
 use moeplan::planners::{self, Settings};
-use moeplan::studies::cost_checks::{self as checks, Pair};
+use moeplan::studies::{self as checks, Pair};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{LoadTrace, Plan, Topology};
 

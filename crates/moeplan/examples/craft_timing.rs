@@ -6,10 +6,8 @@ use std::time::Instant;
 
 use moeplan::Topology;
 use moeplan::data::model::preset;
-use moeplan::judge::bound::layer_bound_curve;
-use moeplan::planners::craft::{
-    Craft, CraftOptions, ReplicaBudget, ReplicaCounts, estimate_benefit,
-};
+use moeplan::judge::layer_bound_curve;
+use moeplan::planners::{Craft, CraftOptions, ReplicaBudget, ReplicaCounts, estimate_benefit};
 use moeplan::synth::generator::{GenConfig, generate};
 
 fn ms(s: Instant) -> f64 {

@@ -20,9 +20,7 @@ use std::time::Instant;
 
 use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::planners::{CraftOptions, EplbConfig, ReplicaBudget, base, eplb};
-use moeplan::studies::across::{
-    Mix, ROBUST_ROUNDS, craft_mean, craft_robust, cross_matrix, judge_each,
-};
+use moeplan::studies::{Mix, ROBUST_ROUNDS, craft_mean, craft_robust, cross_matrix, judge_each};
 use moeplan::{LoadTrace, Plan, Topology};
 
 const REDUNDANT: usize = 64;

@@ -36,7 +36,7 @@ use moeplan::Workload;
 use moeplan::data::model::{ModelPreset, preset};
 use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::judge::{CostModel, Replay, Rule, SglangVersion, Strategy, simulate};
-use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
+use moeplan::planners::{Craft, CraftOptions, ReplicaBudget};
 use moeplan::planners::{EplbConfig, base, eplb};
 use moeplan::{LoadTrace, Plan, Topology};
 

@@ -21,8 +21,8 @@ use std::process::ExitCode;
 
 use moeplan::data::model::preset;
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::planners::contiguous::contiguous;
-use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
+use moeplan::planners::contiguous;
+use moeplan::planners::{Craft, CraftOptions, ReplicaBudget};
 use moeplan::planners::{EplbConfig, eplb};
 use moeplan::{EvalReport, Plan, Topology, evaluate};
 

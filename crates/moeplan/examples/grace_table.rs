@@ -30,8 +30,8 @@ use std::time::Instant;
 use moeplan::Workload;
 use moeplan::data::model::{ModelPreset, preset};
 use moeplan::judge::{CostModel, Replay, Rule, SglangVersion, Strategy, simulate};
-use moeplan::planners::grace::{self, Grace, GraceOptions};
-use moeplan::planners::{self, Settings, Value, eplb};
+use moeplan::planners::{self, Settings, Value};
+use moeplan::planners::{Grace, GraceOptions};
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 use moeplan::{Deal, Plan, TokenTrace, Topology};
 
@@ -158,7 +158,7 @@ fn fullest(plan: &Plan) -> usize {
 /// every GPU's slot count equal and fits (EPLB's GPUs are all equally full).
 fn eplb_budget(slots: usize, layers: usize, experts: usize, gpus: usize) -> usize {
     let fits = |k: usize| layers * (experts + k) / gpus.max(1) <= slots;
-    eplb::redundant_steps(experts, gpus)
+    planners::redundant_steps(experts, gpus)
         .take_while(|&k| fits(k))
         .last()
         .unwrap_or(0)
@@ -173,16 +173,16 @@ fn case(
     let cost = CostModel::for_model(model);
     let trace = work.trace();
     let (layers, experts, gpus) = (trace.num_layers(), trace.num_experts(), topology.num_gpus());
-    let grace = planners::find(grace::ID.as_str())?;
+    let grace = planners::find(planners::GRACE_ID.as_str())?;
     let grace_on = planners::prepare(grace, work, topology, &Settings::new())?.plan(None)?;
-    let off = Settings::new().with(grace::REPLICATION.name, Value::Flag(false))?;
+    let off = Settings::new().with(planners::REPLICATION.name, Value::Flag(false))?;
     let grace_off = planners::prepare(grace, work, topology, &off)?.plan(None)?;
     let g = replicas(&grace_on.plan);
     let summary = grace_on.plan.summary();
     let (g_max, g_plus) = (summary.slots_per_gpu_max, summary.replica_slots_fullest_gpu);
     let k = eplb_budget(g_max, layers, experts, gpus);
     let r = g_plus;
-    let eplb_s = Settings::new().with(eplb::REDUNDANT_EXPERTS.name, Value::Count(k))?;
+    let eplb_s = Settings::new().with(planners::REDUNDANT_EXPERTS.name, Value::Count(k))?;
     let craft_s = Settings::new().with("replicas_per_gpu", Value::Count(r))?;
     let contiguous = planners::plan(
         planners::find("contiguous")?,
@@ -250,22 +250,22 @@ fn grace_layers(
     let summed = work.trace().summed();
     let mut out = Vec::new();
     for (l, lg) in g.layers().iter().enumerate() {
-        let a = grace::affinity::affinity(tokens, l)?;
+        let a = planners::grace_affinity(tokens, l)?;
         let groups_of = |gpus: &[Vec<u32>]| -> Vec<Vec<usize>> {
             gpus.iter()
                 .map(|g| g.iter().map(|&e| e as usize).collect())
                 .collect()
         };
         let u_contiguous = contiguous.layers().get(l).map_or(0.0, |p| {
-            grace::grouping::utilisation(&a, &groups_of(&p.gpus))
+            planners::grouping_utilisation(&a, &groups_of(&p.gpus))
         });
         let loads: Vec<f64> = summed.row(l).to_vec();
-        let by_load = grace::grouping::load_grouping(&loads, topology.num_gpus());
+        let by_load = planners::load_grouping(&loads, topology.num_gpus());
         out.push(LayerLine {
             ratio: lg.ratio,
             u_grace: lg.utilisation,
             u_contiguous,
-            u_load: grace::grouping::utilisation(&a, &by_load),
+            u_load: planners::grouping_utilisation(&a, &by_load),
             copies: lg.replication.added(),
         });
     }

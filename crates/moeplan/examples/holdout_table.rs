@@ -22,8 +22,8 @@ use std::process::ExitCode;
 
 use moeplan::data::model::preset;
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::planners::craft::CraftOptions;
-use moeplan::studies::sweep::sweep;
+use moeplan::planners::CraftOptions;
+use moeplan::studies::sweep;
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{LoadTrace, Topology};
 

@@ -1,6 +1,6 @@
 //! Libra's predictors measured by the paper's Table 1 metric (the fraction
 //! of a token's true top-k experts found in its predicted top-k set, mean
-//! over tokens and layers 1..L; `planners::libra::accuracy`).
+//! over tokens and layers 1..L; `planners::accuracy`).
 //!
 //! Data:
 //! - ESFT intent and summary (`DATA/esft-deepseek-v2-lite/{intent,summary}/`,
@@ -35,9 +35,7 @@ use moeplan::LoadTrace;
 use moeplan::data::Workload;
 use moeplan::data::model::preset;
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::planners::libra::{
-    DEFAULT_DEPTH, Noisy, PathTable, Predictor, accuracy, build_predictor,
-};
+use moeplan::planners::{DEFAULT_DEPTH, Noisy, PathTable, Predictor, accuracy, build_predictor};
 
 const BATCH_TOKENS: usize = 1024;
 const RANKS: usize = 8;

@@ -52,8 +52,8 @@ use moeplan::Workload;
 use moeplan::data::model::{ModelPreset, preset};
 use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::judge::{CostModel, RemoteStart, Replay, Rule, Strategy, simulate};
-use moeplan::planners::libra::{DEFAULT_DEPTH, LibraOptions, PathTable, Predictor, libra_schedule};
-use moeplan::planners::{self, Settings, Value, eplb, grace};
+use moeplan::planners::{self, Settings, Value};
+use moeplan::planners::{DEFAULT_DEPTH, LibraOptions, PathTable, Predictor, libra_schedule};
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 use moeplan::{Deal, LoadTrace, Plan, TokenTrace, Topology};
 use ndarray::{Array2, Axis, s};
@@ -238,7 +238,7 @@ fn generated(deal: Deal) -> Res<Scenario> {
 /// EPLB's redundant experts per layer: the smallest count ≥ `want` that
 /// keeps every GPU's slot count equal.
 fn eplb_budget(want: usize, experts: usize, gpus: usize) -> usize {
-    eplb::redundant_steps(experts, gpus)
+    planners::redundant_steps(experts, gpus)
         .find(|&k| k >= want)
         .unwrap_or(want)
 }
@@ -248,7 +248,7 @@ fn rows(sc: &Scenario, topo: Topology) -> moeplan::Result<Vec<Row>> {
     let (l_n, e_n, d) = (trace.num_layers(), trace.num_experts(), topo.num_gpus());
     let cost = CostModel::for_model(sc.model);
     let k = eplb_budget(d, e_n, d);
-    let eplb_s = Settings::new().with(eplb::REDUNDANT_EXPERTS.name, Value::Count(k))?;
+    let eplb_s = Settings::new().with(planners::REDUNDANT_EXPERTS.name, Value::Count(k))?;
     let eplb_plan = planners::plan(planners::find("eplb")?, &sc.first, topo, &eplb_s)?.plan;
     // CRAFT at EPLB's memory on the fullest GPU: its budget is replicas per
     // GPU over all layers.
@@ -266,7 +266,7 @@ fn rows(sc: &Scenario, topo: Topology) -> moeplan::Result<Vec<Row>> {
         (
             "GRACE".into(),
             planners::prepare(
-                planners::find(grace::ID.as_str())?,
+                planners::find(planners::GRACE_ID.as_str())?,
                 &sc.first,
                 topo,
                 &Settings::new(),

@@ -9,7 +9,7 @@
 //! the paper's N = 8, α = 0.5, ε = 5 %, on a contiguous base, predictor
 //! previous-batch (batch 0 predicted uniform); the static plan is the same
 //! contiguous base under the `even` rule. Times from
-//! `planners::libra::time_model` (MoE expert compute only; see its module
+//! `planners::time_model` (MoE expert compute only; see its module
 //! comment for what is and is not timed).
 //!
 //! Run with `cargo run --release -p moeplan --example libra_time`; prints
@@ -19,10 +19,10 @@ use std::process::ExitCode;
 
 use moeplan::data::Workload;
 use moeplan::data::model::{ModelPreset, preset};
-use moeplan::planners::libra::time_model::{
-    IB_NDR_GB_PER_S, NVLINK4_GB_PER_S, PCIE5_GB_PER_S, TimeModel, time,
+use moeplan::planners::{
+    IB_NDR_GB_PER_S, LibraOptions, NVLINK4_GB_PER_S, PCIE5_GB_PER_S, Predictor, TimeModel,
+    libra_schedule, libra_time as time,
 };
-use moeplan::planners::libra::{LibraOptions, Predictor, libra_schedule};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{Topology, planners};
 

@@ -21,13 +21,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use moeplan::formats::{ReadOptions, read_trace};
-use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
-use moeplan::planners::shared::joint::{JointOptions, joint_layer, repair};
-use moeplan::planners::shared::oracle::optimal_layer;
-use moeplan::planners::shared::order::replication_order;
-use moeplan::planners::shared::placement::peak_load;
-use moeplan::planners::shared::placement::{capacity_aware_placement, refine_placement};
+use moeplan::planners::optimal_layer;
+use moeplan::planners::peak_load;
+use moeplan::planners::replication_order;
+use moeplan::planners::{Craft, CraftOptions, ReplicaBudget};
 use moeplan::planners::{EplbConfig, eplb};
+use moeplan::planners::{JointOptions, joint_layer, repair};
+use moeplan::planners::{capacity_aware_placement, refine_placement};
 use moeplan::{LoadTrace, Topology, evaluate};
 use ndarray::Array3;
 

@@ -31,11 +31,11 @@ use moeplan::data::hardware;
 use moeplan::data::model::preset;
 use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::judge::cost::Pricing;
-use moeplan::judge::migration::{Migration, MoveCost, migration, relabel};
 use moeplan::judge::{CostModel, Rule, Served, judge};
-use moeplan::planners::craft::{Craft, CraftOptions, ReplicaBudget};
-use moeplan::planners::shared::incremental::{Goal, incremental};
+use moeplan::judge::{Migration, MoveCost, migration, relabel};
+use moeplan::planners::{Craft, CraftOptions, ReplicaBudget};
 use moeplan::planners::{EplbConfig, eplb};
+use moeplan::planners::{Goal, incremental};
 use moeplan::{LoadTrace, Plan, Topology, Workload};
 
 #[path = "common/text.rs"]

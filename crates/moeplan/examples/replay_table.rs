@@ -6,7 +6,7 @@
 //! cargo run --release -p moeplan --example replay_table -- ../shared/data
 //! ```
 //!
-//! First table: `studies::serving::serve` (what `moeplan replay` runs) with
+//! First table: `studies::serve` (what `moeplan replay` runs) with
 //! EPLB relabelled, under `even`, sweeping the interval `K` and the window
 //! `W`, each setting priced on two machines (the time model's default
 //! assumptions, the trace's model), with Libra serving the same batches.
@@ -40,10 +40,10 @@ use moeplan::data::model::{ModelPreset, preset};
 use moeplan::formats::{ReadOptions, read_trace};
 use moeplan::judge::Rule;
 use moeplan::judge::cost::Pricing;
-use moeplan::planners::shared::incremental::Goal;
-use moeplan::planners::{Settings, Value, eplb};
-use moeplan::studies::engines::{ENGINES, Engine};
-use moeplan::studies::serving::{Migrate, Serving, ServingReport, Stair, serve};
+use moeplan::planners::Goal;
+use moeplan::planners::{self, Settings, Value};
+use moeplan::studies::{ENGINES, Engine};
+use moeplan::studies::{Migrate, Serving, ServingReport, Stair, serve};
 use moeplan::synth::generator::{GenConfig, generate};
 use moeplan::{LoadTrace, Topology, Workload};
 
@@ -98,10 +98,10 @@ fn run() -> Result<(), String> {
     };
     let eplb_with = |redundant: usize, groups: Option<usize>| -> Result<Settings, String> {
         let s = Settings::new()
-            .with(eplb::REDUNDANT_EXPERTS.name, Value::Count(redundant))
+            .with(planners::REDUNDANT_EXPERTS.name, Value::Count(redundant))
             .map_err(e)?;
         match groups {
-            Some(g) => s.with(eplb::GROUPS.name, Value::Count(g)).map_err(e),
+            Some(g) => s.with(planners::GROUPS.name, Value::Count(g)).map_err(e),
             None => Ok(s),
         }
     };
@@ -194,7 +194,7 @@ fn run() -> Result<(), String> {
                     let r = serve(
                         &Workload::new(case.trace.clone()),
                         case.topology,
-                        eplb::ID.planner().map_err(e)?,
+                        planners::EPLB_ID.planner().map_err(e)?,
                         &settings,
                         knobs,
                         Some(&pricing),
@@ -230,12 +230,13 @@ fn run() -> Result<(), String> {
     let settings = Settings::new().priced(Some(pricing.clone()));
     // expert slots of a plan: every layer's experts and its redundant copies
     let slots = g.num_layers()
-        * (g.num_experts() + eplb::default_redundant_experts(g.num_experts(), topology.num_gpus()));
+        * (g.num_experts()
+            + planners::default_redundant_experts(g.num_experts(), topology.num_gpus()));
     let serve_with = |migrate, min_balancedness| {
         serve(
             &Workload::new(g.clone()),
             topology,
-            eplb::ID.planner()?,
+            planners::EPLB_ID.planner()?,
             &settings,
             Serving {
                 every: 16,
@@ -428,7 +429,7 @@ fn engines_table(cases: &[Case]) -> Result<(), String> {
                     serve(
                         &Workload::new(t.clone()),
                         case.topology,
-                        eplb::ID.planner().map_err(e)?,
+                        planners::EPLB_ID.planner().map_err(e)?,
                         &priced,
                         Serving {
                             every: k,
@@ -507,7 +508,7 @@ fn accepted(
     tokens_per_pass: usize,
     tokens_per_batch: f64,
     batches: usize,
-) -> Vec<moeplan::studies::engines::Setting> {
+) -> Vec<moeplan::studies::Setting> {
     let own_window = engine.name == "trtllm";
     let ks: Vec<usize> = if own_window {
         (1..=PASSES_K[PASSES_K.len() - 1]).collect()

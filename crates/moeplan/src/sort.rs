@@ -21,6 +21,7 @@ pub(crate) fn sort_by_key<T, K: Ord>(v: &mut [T], mut key: impl FnMut(&T) -> K) 
 }
 
 /// `v.sort_unstable_by(cmp)`, compiled once per `T`.
+#[cfg(test)]
 pub(crate) fn sort_unstable_by<T>(v: &mut [T], mut cmp: impl FnMut(&T, &T) -> Ordering) {
     unstable(v, &mut cmp);
 }
@@ -31,6 +32,7 @@ fn stable<T>(v: &mut [T], cmp: &mut dyn FnMut(&T, &T) -> Ordering) {
 }
 
 #[inline(never)]
+#[cfg(test)]
 fn unstable<T>(v: &mut [T], cmp: &mut dyn FnMut(&T, &T) -> Ordering) {
     v.sort_unstable_by(|a, b| cmp(a, b));
 }

@@ -493,22 +493,20 @@ fn planners_are_listed_once() {
 }
 
 /// The core's door: its `pub` items (`fn`, `struct`, `enum`, `trait`,
-/// `mod`, `const`, `type`; not `pub(crate)`), test modules left out. The
-/// ceiling only comes down: a change that adds to the door makes another
-/// item `pub(crate)` in its place. At 627 every `pub` item is one the
-/// compiler finds reached from outside the crate (a front end, a test, a
-/// bench, an example or the fuzz targets); issue 48 aimed at 350, which the
-/// front ends alone (about 470 items) already pass. 627 → 633 for
-/// `studies::engines` (issue 50: the module, `Engine`, `ENGINES`, `Setting`,
-/// `Engine::settings`, `Engine::flags`), the engines' re-planning knobs the
-/// CLI reads and the page will: every other item was already reached from
-/// outside, so none could make way. 633 → 631: five items for re-planning
-/// in the engines' moves (`Transfer`, the STAIR-like `Stair`,
-/// `Workload::then` keeping sources, `engines::tokens_per_batch` for the
-/// CLI and the page alike, `Engine::asynchronous`) against seven made
-/// `pub(crate)`: the per-format trace readers (`read_trace` is the door,
-/// the fuzz targets reach them through it) and `evaluate_with_progress`.
-const PUB_ITEMS_CEILING: usize = 631;
+/// `mod`, `const`, `type`; not `pub(crate)`), test modules and the test
+/// folder left out. The ceiling only comes down: a change that adds to the
+/// door makes another item `pub(crate)` in its place.
+///
+/// 631 → 509 (issue 48): the core's cross-module tests moved inside the
+/// crate (`src/tests/`), every item was made `pub(crate)` and only those
+/// the compiler then found reached from outside (the front ends, their
+/// tests, the benches, the results examples, the fuzz targets, a public
+/// signature) made `pub` again, and per-planner, per-format, `shared/` and
+/// per-study modules became `pub(crate)` behind their folder's re-exports
+/// (57 `pub mod` → 13). Issue 48 aimed at 350: the front ends' libraries
+/// and binaries alone reach about 365 (measured the same way), so the rest
+/// asks for coarser entry points in the front ends, not for hiding.
+const PUB_ITEMS_CEILING: usize = 509;
 
 /// The core's `pub` items, counted as [`PUB_ITEMS_CEILING`] says.
 fn pub_items() -> usize {

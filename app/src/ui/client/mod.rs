@@ -813,7 +813,7 @@ impl Ctx {
     /// leaves the prices as they were and says why in the status line.
     pub(crate) fn load_hardware(self, file: web_sys::File) {
         let name = file.name();
-        let limit = moeplan::formats::hardware::MAX_BYTES;
+        let limit = moeplan::formats::HARDWARE_MAX_BYTES;
         if file.size() > limit as f64 {
             self.status.set(Status::Error(format!(
                 "{name}: {} bytes is more than the {limit}-byte limit for a hardware file",

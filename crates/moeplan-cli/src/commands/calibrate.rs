@@ -5,8 +5,8 @@
 use std::borrow::Cow;
 use std::path::Path;
 
-use moeplan::formats::measurements::{MAX_BYTES, read_cuda_bench, read_measurements};
-use moeplan::judge::calibrate::{Residuals, calibrate, residuals};
+use moeplan::formats::{MEASUREMENTS_MAX_BYTES as MAX_BYTES, read_cuda_bench, read_measurements};
+use moeplan::judge::{Residuals, calibrate, residuals};
 
 use crate::args::CalibrateArgs;
 use crate::error::CliError;
@@ -94,7 +94,7 @@ fn json_rows(
     path: &Path,
     bench: bool,
     base: &moeplan::data::hardware::Hardware,
-) -> Result<(Vec<moeplan::judge::calibrate::Measurement>, String), CliError> {
+) -> Result<(Vec<moeplan::judge::Measurement>, String), CliError> {
     refuse_over(path, MAX_BYTES, |len| {
         format!("{len} bytes is more than the {MAX_BYTES}-byte limit for a measurements file")
     })?;

@@ -40,7 +40,7 @@ pub fn run(args: CompareArgs) -> Result<(), CliError> {
     let bar = spinner("planning and replaying");
     let rows = rows(&planning, &judge, topology, &settings, rule, &cost);
     // The same groups EPLB plans with (the core's one BASE).
-    let groups = moeplan::planners::eplb::groups(&settings, planning.trace())?;
+    let groups = moeplan::planners::groups(&settings, planning.trace())?;
     let base = judge.base_prediction(
         planning.trace(),
         topology,

@@ -1,10 +1,10 @@
 //! `moeplan cross`: plans across workloads. BASE, EPLB and CRAFT made on
 //! each of several traces, and EPLB, CRAFT (mean) and CRAFT (robust) made
-//! on all of them at once ([`moeplan::studies::across`]), each judged on every
+//! on all of them at once (`moeplan::studies::across`), each judged on every
 //! trace (even split): a matrix, rows made on, columns judged on. Every
 //! cell's scope comes from the plan's provenance, as `eval` decides it.
 
-use moeplan::studies::across::{self, CrossRow};
+use moeplan::studies::{self, CrossRow};
 use moeplan::{LoadTrace, Topology};
 use serde_json::json;
 
@@ -32,7 +32,7 @@ pub fn run(args: CrossArgs) -> Result<(), CliError> {
     let bar = spinner("planning on every trace and judging on every trace");
     // cross has no --hardware: --objective time is refused here
     let settings = with_pricing(&args.planner.settings, None)?;
-    let rows = across::cross_table(&traces, topology, &settings)?;
+    let rows = studies::cross_table(&traces, topology, &settings)?;
     bar.finish_and_clear();
     let names: Vec<String> = args
         .traces

@@ -1,10 +1,10 @@
 //! `moeplan eval`: replay a trace against any plan file moeplan writes
 //! (detected by content) under a dispatch rule.
 
-use moeplan::data::plan::{Scope, fingerprint};
+use moeplan::data::{Scope, fingerprint};
 use moeplan::formats::PlanFormat;
-use moeplan::formats::plan_any::{PlanContext, detect_plan, read_any_plan};
-use moeplan::formats::plan_json::PlanMeta;
+use moeplan::formats::PlanMeta;
+use moeplan::formats::{PlanContext, detect_plan, read_any_plan};
 use moeplan::planners::{self, Settings};
 use moeplan::{LoadTrace, Plan};
 
@@ -124,7 +124,7 @@ pub fn run(args: EvalArgs) -> Result<(), CliError> {
     // BASE (the core's one definition, planned on the judged batches at
     // the model's expert groups, or --groups: a plan file records none)
     // needs experts a multiple of the GPUs; without it, no speedup.
-    let groups = moeplan::planners::eplb::groups(&args.planner.settings, work.trace())?;
+    let groups = moeplan::planners::groups(&args.planner.settings, work.trace())?;
     let base = judge_of
         .base_prediction(
             work.trace(),

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use moeplan::TokenTrace;
 use moeplan::data::model;
-use moeplan::formats::trace_json;
+use moeplan::formats;
 use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 
 use crate::args::{GenArgs, TokenGenArgs};
@@ -20,7 +20,7 @@ pub fn run(source: &GenArgs, tokens: &TokenGenArgs, out: &Path) -> Result<(), Cl
         return run_tokens(source, n, tokens.ranks, out);
     }
     let trace = generated(source)?;
-    write_file(out, &trace_json::write(&trace))?;
+    write_file(out, &formats::write_trace_json(&trace))?;
     eprintln!(
         "wrote {}: {} batches × {} MoE layers × {} experts ({}, seed {})",
         shown(out),

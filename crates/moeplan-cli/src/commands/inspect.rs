@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use moeplan::LoadTrace;
-use moeplan::studies::variation::{AUTOCORRELATION_MIN_LOAD, VariationStats};
+use moeplan::studies::{AUTOCORRELATION_MIN_LOAD, VariationStats};
 
 use crate::args::TraceArgs;
 use crate::error::CliError;

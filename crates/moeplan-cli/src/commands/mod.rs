@@ -11,9 +11,9 @@ mod replay;
 mod sweep;
 
 use moeplan::LoadTrace;
+use moeplan::data::Topology;
 use moeplan::data::Workload;
 use moeplan::data::model::{self, ModelPreset};
-use moeplan::data::topology::Topology;
 use moeplan::planners::{self, Planned, Planner, Prepared, Settings};
 
 use crate::args::Command;

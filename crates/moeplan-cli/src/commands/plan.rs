@@ -4,15 +4,15 @@
 use std::sync::Arc;
 
 use moeplan::Workload;
-use moeplan::data::plan::{Provenance, TraceRef, fingerprint};
-use moeplan::formats::plan_any::{PlanContext, read_any_plan};
-use moeplan::formats::plan_json::PlanMeta;
+use moeplan::data::{Provenance, TraceRef, fingerprint};
+use moeplan::formats::PlanMeta;
 use moeplan::formats::{self, PlanFormat};
+use moeplan::formats::{PlanContext, read_any_plan};
 use moeplan::judge::Judge;
 use moeplan::judge::Rule;
-use moeplan::judge::migration::{Migration, MoveCost, migration, relabel};
+use moeplan::judge::{Migration, MoveCost, migration, relabel};
 use moeplan::planners::{CraftOptions, Goal, REPLICAS_PER_GPU, ReplicaBudget, incremental};
-use moeplan::studies::across::{self, Mix};
+use moeplan::studies::{self, Mix};
 use moeplan::{LoadTrace, Plan, Topology};
 
 use super::{place_in_model, plan_with, with_pricing};
@@ -203,7 +203,7 @@ struct ToWrite {
     rule: Option<moeplan::judge::Rule>,
 }
 
-/// `plan` with several `--trace`: one plan for the mix ([`moeplan::studies::across`]).
+/// `plan` with several `--trace`: one plan for the mix (`moeplan::studies::across`).
 /// EPLB and BASE read the weighted sum of the traces' loads (what an engine
 /// accumulates); CRAFT with `--objective robust` the worst case over the
 /// traces; every other planner the traces' batches weighted by repetition.
@@ -265,7 +265,8 @@ fn run_mix(args: PlanArgs) -> Result<(), CliError> {
         let budget = settings
             .budget(&REPLICAS_PER_GPU)?
             .map_or(ReplicaBudget::Auto, ReplicaBudget::ReplicasPerGpu);
-        let robust = across::craft_robust(&mix, topology, &options, budget, across::ROBUST_ROUNDS)?;
+        let robust =
+            studies::craft_robust(&mix, topology, &options, budget, studies::ROBUST_ROUNDS)?;
         bar.finish_and_clear();
         for (k, r) in robust.rounds.iter().enumerate() {
             eprintln!(

@@ -4,8 +4,8 @@
 
 use moeplan::Topology;
 use moeplan::planners::Goal;
-use moeplan::studies::engines::{self, Engine};
-use moeplan::studies::serving::{Migrate, Serving, ServingReport, Stair, Transfer, serve};
+use moeplan::studies::{self, Engine};
+use moeplan::studies::{Migrate, Serving, ServingReport, Stair, Transfer, serve};
 use serde_json::json;
 
 use super::with_pricing;
@@ -51,7 +51,7 @@ pub fn run(args: ReplayArgs) -> Result<(), CliError> {
     let engine = args
         .engine
         .as_deref()
-        .and_then(|n| engines::ENGINES.iter().find(|e| e.name == n));
+        .and_then(|n| studies::ENGINES.iter().find(|e| e.name == n));
     // vLLM's use_async: the engine moving in the background
     let engine: Option<Engine> = match (engine, args.async_move) {
         (Some(e), true) => Some(e.asynchronous()?),
@@ -239,7 +239,7 @@ impl Units {
         // The model's MoE layers (vllm-ascend moves one a pass).
         let model = moeplan::judge::ModelChoice::choose(args.judge.model.as_deref(), trace)?.preset;
         let moe_layers = model.moe_layers();
-        let tokens_per_batch = engines::tokens_per_batch(trace, model.top_k);
+        let tokens_per_batch = studies::tokens_per_batch(trace, model.top_k);
         let tokens_per_pass = args
             .tokens_per_pass
             .unwrap_or_else(|| (tokens_per_batch.round() as usize).max(1));
@@ -329,11 +329,11 @@ impl Units {
         let redundant = args
             .planner
             .settings
-            .budget(&moeplan::planners::eplb::REDUNDANT_EXPERTS)
+            .budget(&moeplan::planners::REDUNDANT_EXPERTS)
             .ok()
             .flatten()
             .unwrap_or_else(|| {
-                moeplan::planners::eplb::default_redundant_experts(
+                moeplan::planners::default_redundant_experts(
                     trace.num_experts(),
                     topology.num_gpus(),
                 )

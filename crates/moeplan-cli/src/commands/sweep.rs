@@ -5,7 +5,7 @@
 use moeplan::Topology;
 use moeplan::judge::Rule;
 use moeplan::planners::CraftOptions;
-use moeplan::studies::sweep::sweep_by;
+use moeplan::studies::sweep_by;
 
 use super::{split_for, with_pricing};
 use crate::args::SweepArgs;
@@ -35,12 +35,12 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
     let work = judge.workload();
     // CRAFT planning for time (--objective time) prices on --hardware.
     let settings = &with_pricing(&args.planner.settings, cost.pricing.as_ref())?;
-    let groups = moeplan::planners::eplb::groups(settings, &planned_on)?;
+    let groups = moeplan::planners::groups(settings, &planned_on)?;
     let options = CraftOptions::from_settings(settings)?;
     let bar = spinner("sweeping budgets");
     let mut predicted = Vec::new();
     let result = if rule == Rule::Even && cost.pricing.is_none() {
-        moeplan::studies::sweep::sweep(&planned_on, work.trace(), topology, groups, &options)
+        moeplan::studies::sweep(&planned_on, work.trace(), topology, groups, &options)
     } else {
         sweep_by(&planned_on, topology, groups, &options, |plan| {
             let j = judge_quietly(&judge, plan, rule, &cost)?;
@@ -88,7 +88,7 @@ pub fn run(args: SweepArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `moeplan::studies::sweep::sweep` with every plan judged under `rule` (the
+/// `moeplan::studies::sweep` with every plan judged under `rule` (the
 /// simulator's balance; bound and memory as the sweep's). The same plans in
 /// the same order: a unit test holds it to the core's sweep under `even`.
 #[cfg(test)]
@@ -100,7 +100,7 @@ fn sweep_under(
     options: &CraftOptions,
     rule: Rule,
     cost: &Cost,
-) -> Result<moeplan::studies::sweep::Sweep, moeplan::Error> {
+) -> Result<moeplan::studies::Sweep, moeplan::Error> {
     sweep_by(plan_on, topology, groups, options, |plan| {
         Ok(judge_quietly(work, plan, rule, cost)?.report)
     })
@@ -120,7 +120,7 @@ mod tests {
         let topology = Topology::new(2, 4).unwrap();
         let options = CraftOptions::default();
         let cost = Cost::choose(None, &t).unwrap();
-        let core = moeplan::studies::sweep::sweep(&t, &t, topology, 1, &options).unwrap();
+        let core = moeplan::studies::sweep(&t, &t, topology, 1, &options).unwrap();
         let work = cost.judge(moeplan::Workload::new(t.clone()));
         let ours = sweep_under(&t, &work, topology, 1, &options, Rule::Even, &cost).unwrap();
         assert_eq!(

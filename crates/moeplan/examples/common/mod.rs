@@ -7,7 +7,7 @@ use std::path::Path;
 
 use moeplan::data::model::{ModelPreset, preset};
 use moeplan::formats::dataset::{Dataset, FolderError, FolderOptions, read_folder};
-use moeplan::formats::esft::read_esft;
+use moeplan::formats::read_esft;
 use moeplan::{Deal, Meter, ReadLimits, TokenTrace};
 
 /// An ESFT folder's `expert_weights_<layer>.txt` files, as the CLI reads

@@ -35,7 +35,7 @@ pub struct Summary {
 /// `A` as a dense `E × E` row-major matrix: the GRACE module's when it is
 /// implemented, else counted here.
 pub fn affinity(t: &TokenTrace, layer: usize) -> Vec<f64> {
-    if let Ok(a) = moeplan::planners::grace::affinity::affinity(t, layer) {
+    if let Ok(a) = moeplan::planners::grace_affinity(t, layer) {
         return a.iter().copied().collect();
     }
     let e = t.num_experts();
@@ -241,7 +241,7 @@ pub fn read_esft_folder(dir: &Path, ranks: usize) -> TokenTrace {
         }
     }
     let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
-    moeplan::formats::esft::read_esft(&files, 64, 6, &mut meter)
+    moeplan::formats::read_esft(&files, 64, 6, &mut meter)
         .unwrap()
         .with_sequences_on_ranks(ranks)
         .unwrap()

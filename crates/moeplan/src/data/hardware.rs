@@ -5,7 +5,7 @@
 //! a peak that real kernels sustain) are measured where moeplan measured
 //! them and stated as assumptions elsewhere. A custom preset is the same
 //! shape read from JSON (`schemas/moeplan.hardware.schema.json`,
-//! [`crate::formats::hardware`]).
+//! `crate::formats::hardware`).
 //!
 //! Units: TFLOPS = 10¹² FLOP/s (dense, no sparsity), GB/s = 10⁹ bytes/s
 //! per direction, memory in GiB (2³⁰ bytes), latency in µs.
@@ -495,15 +495,7 @@ impl Hardware {
     /// Refuses a preset whose figures cannot be used: every peak finite
     /// and positive (FP8 may be 0: none), efficiencies in (0, 1],
     /// latencies finite and not negative, name non-empty.
-    ///
-    /// ```
-    /// let mut h = moeplan::data::hardware::preset("h100-ib-ndr")?.clone();
-    /// assert!(h.check().is_ok());
-    /// h.efficiency.gemm = 1.5;
-    /// assert!(h.check().unwrap_err().to_string().contains("efficiency.gemm"));
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         let bad = |what: &str, x: f64, rule: &str| {
             Error::Argument(format!(
                 "hardware {:?}: {what} = {x} must be {rule}",
@@ -645,5 +637,26 @@ mod examples {
         let a = crate::data::hardware::preset("a100-80g-efa")?;
         assert_eq!(a.tflops_for(1), 312.0); // no FP8 tensor cores
         Ok(())
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod door_examples {
+    #[test]
+    fn hardware_check_line_499() {
+        let run = || {
+            let mut h = moeplan::data::hardware::preset("h100-ib-ndr")?.clone();
+            assert!(h.check().is_ok());
+            h.efficiency.gemm = 1.5;
+            assert!(
+                h.check()
+                    .unwrap_err()
+                    .to_string()
+                    .contains("efficiency.gemm")
+            );
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

@@ -30,7 +30,7 @@ pub struct ReadLimits {
 
 impl ReadLimits {
     /// The default reading limit in MiB (the CLI's `--max-trace-mib`).
-    pub const DEFAULT_MIB: u64 = 512;
+    pub(crate) const DEFAULT_MIB: u64 = 512;
     /// Nesting no trace format needs more of (`[B][L][E]` is depth 3; a
     /// torch dump's dict → list → dict → tensor → tuple is about 8).
     pub(crate) const MAX_DEPTH: u32 = 64;

@@ -6,10 +6,14 @@ pub(crate) mod cache;
 pub mod hardware;
 pub(crate) mod limits;
 pub mod model;
-pub mod plan;
+pub(crate) mod plan;
 mod provenance;
-pub mod topology;
-pub mod trace;
+pub(crate) mod topology;
+pub(crate) mod trace;
 pub(crate) mod workload;
 
+pub use plan::{LayerPlacement, Plan, PlanSummary};
+pub use provenance::{Provenance, Scope, TraceRef, fingerprint};
+pub use topology::Topology;
+pub use trace::{Deal, HoldoutSplit, LayerStats, LoadTrace, TokenTrace, TraceStats};
 pub use workload::Workload;

@@ -13,7 +13,7 @@ use crate::data::topology::Topology;
 use crate::data::trace::LoadTrace;
 use crate::error::{Error, Result};
 
-pub use super::provenance::{Provenance, Scope, TraceRef, fingerprint};
+pub(crate) use super::provenance::{Provenance, Scope};
 
 /// Most slots (experts + replicas over all GPUs) one layer may have.
 pub(crate) const MAX_SLOTS_PER_LAYER: usize = 1 << 20;
@@ -61,7 +61,7 @@ impl LayerPlacement {
 
     /// Slots holding an expert the same GPU already holds: they add memory
     /// and no balance, since both copies receive the same GPU's tokens.
-    pub fn same_gpu_duplicates(&self) -> usize {
+    pub(crate) fn same_gpu_duplicates(&self) -> usize {
         self.gpus
             .iter()
             .map(|g| {
@@ -94,7 +94,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Builds a plan and checks it; see [`Plan::validate`] for the rules.
+    /// Builds a plan and checks it; see `Plan::validate` for the rules.
     ///
     /// ```
     /// use moeplan::{Plan, Topology, LayerPlacement};
@@ -199,7 +199,8 @@ impl Plan {
     /// in range, every logical expert with at least one copy in every layer.
     /// Two copies of an expert on one GPU are legal (DeepSeek's EPLB makes
     /// them) and counted in [`PlanSummary::same_gpu_duplicates`].
-    pub fn validate(&self) -> Result<PlanSummary> {
+    #[cfg(test)]
+    pub(crate) fn validate(&self) -> Result<PlanSummary> {
         self.check()?;
         Ok(self.summary())
     }
@@ -323,17 +324,6 @@ impl Plan {
     }
 
     /// The same plan recording what it was planned on (`None`: unknown).
-    ///
-    /// ```
-    /// use moeplan::data::plan::Provenance;
-    /// use moeplan::{planners::contiguous, LoadTrace, Topology};
-    /// use ndarray::Array3;
-    /// let trace = LoadTrace::new(Array3::from_elem((4, 1, 4), 1.0), vec![0])?;
-    /// let plan = contiguous(&trace, Topology::new(1, 2)?)?
-    ///     .with_provenance(Some(Provenance::of(&trace, 0..3)?));
-    /// assert_eq!(plan.provenance().map(|p| p.traces[0].planned), Some([0, 3]));
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     pub fn with_provenance(mut self, provenance: Option<Provenance>) -> Plan {
         self.provenance = provenance;
         self
@@ -350,18 +340,7 @@ impl Plan {
     /// routing rules may predict from when the plan serves other batches.
     /// `None` clears it. Errors unless `layers × num_experts`, finite and
     /// non-negative.
-    ///
-    /// ```
-    /// use moeplan::{planners::contiguous, LoadTrace, Topology};
-    /// use ndarray::{array, Array3};
-    /// let trace = LoadTrace::new(Array3::from_elem((2, 1, 2), 3.0), vec![0])?;
-    /// let plan = contiguous(&trace, Topology::new(1, 2)?)?;
-    /// let p = plan.clone().with_profile(Some(array![[6.0, 6.0]]))?;
-    /// assert_eq!(p.profile().map(|a| a.row(0).to_vec()), Some(vec![6.0, 6.0]));
-    /// assert!(plan.with_profile(Some(array![[1.0, -1.0]])).is_err());
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn with_profile(mut self, profile: Option<Array2<f64>>) -> Result<Plan> {
+    pub(crate) fn with_profile(mut self, profile: Option<Array2<f64>>) -> Result<Plan> {
         if let Some(p) = &profile {
             let want = (self.layers.len(), self.num_experts);
             if p.dim() != want {
@@ -384,7 +363,7 @@ impl Plan {
     }
 
     /// The loads the plan was planned on, per layer and expert, when it
-    /// records them ([`Plan::with_profile`]).
+    /// records them (`Plan::with_profile`).
     pub fn profile(&self) -> Option<ndarray::ArrayView2<'_, f64>> {
         self.profile.as_ref().map(|p| p.view())
     }
@@ -770,4 +749,42 @@ pub struct PlanSummary {
     pub slots_per_gpu_min: usize,
     /// Slots holding a second copy of an expert already on the same GPU.
     pub same_gpu_duplicates: usize,
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn plan_with_profile_line_355() {
+        let run = || {
+            use moeplan::{LoadTrace, Topology, planners::contiguous};
+            use ndarray::{Array3, array};
+            let trace = LoadTrace::new(Array3::from_elem((2, 1, 2), 3.0), vec![0])?;
+            let plan = contiguous(&trace, Topology::new(1, 2)?)?;
+            let p = plan.clone().with_profile(Some(array![[6.0, 6.0]]))?;
+            assert_eq!(p.profile().map(|a| a.row(0).to_vec()), Some(vec![6.0, 6.0]));
+            assert!(plan.with_profile(Some(array![[1.0, -1.0]])).is_err());
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod door_examples {
+    #[test]
+    fn plan_with_provenance_line_328() {
+        let run = || {
+            use moeplan::data::Provenance;
+            use moeplan::{LoadTrace, Topology, planners::contiguous};
+            use ndarray::Array3;
+            let trace = LoadTrace::new(Array3::from_elem((4, 1, 4), 1.0), vec![0])?;
+            let plan = contiguous(&trace, Topology::new(1, 2)?)?
+                .with_provenance(Some(Provenance::of(&trace, 0..3)?));
+            assert_eq!(plan.provenance().map(|p| p.traces[0].planned), Some([0, 3]));
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
 }

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 /// plan's own trace from another one, it does not resist forgery.
 ///
 /// ```
-/// use moeplan::{data::plan::fingerprint, LoadTrace};
+/// use moeplan::{data::fingerprint, LoadTrace};
 /// use ndarray::Array3;
 /// let a = LoadTrace::new(Array3::from_elem((2, 1, 4), 1.0), vec![0])?;
 /// let mut c = Array3::from_elem((2, 1, 4), 1.0);
@@ -78,7 +78,7 @@ pub struct Provenance {
 
 impl Provenance {
     /// A plan made on `planned` batches of `trace`.
-    pub fn of(trace: &LoadTrace, planned: std::ops::Range<usize>) -> Result<Provenance> {
+    pub(crate) fn of(trace: &LoadTrace, planned: std::ops::Range<usize>) -> Result<Provenance> {
         let r = TraceRef {
             fingerprint: fingerprint(trace),
             batches: trace.num_batches(),
@@ -141,20 +141,6 @@ impl Provenance {
 
     /// Where figures on batches `evaluated` of the trace with fingerprint
     /// `judged` come from, relative to what the plan was made on.
-    ///
-    /// ```
-    /// use moeplan::data::plan::{Provenance, Scope, fingerprint};
-    /// use moeplan::LoadTrace;
-    /// use ndarray::Array3;
-    /// let t = LoadTrace::new(Array3::from_elem((4, 1, 2), 1.0), vec![0])?;
-    /// let other = LoadTrace::new(Array3::from_elem((4, 1, 2), 2.0), vec![0])?;
-    /// let p = Provenance::of(&t, 0..3)?;
-    /// assert_eq!(p.scope(&fingerprint(&t), 3..4).kind(), "held-out");
-    /// assert_eq!(p.scope(&fingerprint(&t), 0..4).kind(), "partly-in-sample");
-    /// assert_eq!(p.scope(&fingerprint(&t), 0..2).kind(), "in-sample");
-    /// assert!(matches!(p.scope(&fingerprint(&other), 0..4), Scope::AnotherTrace { .. }));
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     pub fn scope(&self, judged: &str, evaluated: std::ops::Range<usize>) -> Scope {
         let Some(own) = self.traces.iter().find(|t| t.fingerprint == judged) else {
             return Scope::AnotherTrace {
@@ -305,5 +291,30 @@ mod examples {
         let p = Provenance::of_all(&[&a, &b], &[0.5, 0.5])?;
         assert_eq!(p.traces.len(), 2);
         Ok(())
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod door_examples {
+    #[test]
+    fn provenance_scope_line_145() {
+        let run = || {
+            use moeplan::LoadTrace;
+            use moeplan::data::{Provenance, Scope, fingerprint};
+            use ndarray::Array3;
+            let t = LoadTrace::new(Array3::from_elem((4, 1, 2), 1.0), vec![0])?;
+            let other = LoadTrace::new(Array3::from_elem((4, 1, 2), 2.0), vec![0])?;
+            let p = Provenance::of(&t, 0..3)?;
+            assert_eq!(p.scope(&fingerprint(&t), 3..4).kind(), "held-out");
+            assert_eq!(p.scope(&fingerprint(&t), 0..4).kind(), "partly-in-sample");
+            assert_eq!(p.scope(&fingerprint(&t), 0..2).kind(), "in-sample");
+            assert!(matches!(
+                p.scope(&fingerprint(&other), 0..4),
+                Scope::AnotherTrace { .. }
+            ));
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

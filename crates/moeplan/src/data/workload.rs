@@ -90,17 +90,7 @@ impl Workload {
     /// Adds counts per source rank, `by_source[b][l][s][e]`, which must sum
     /// over `s` to the trace's counts (within 1e-9 relative). Ranks beyond
     /// `S` send nothing; `S` may not exceed the GPUs simulated.
-    ///
-    /// ```
-    /// use moeplan::{data::Workload, LoadTrace};
-    /// use ndarray::{Array3, Array4};
-    /// let trace = LoadTrace::new(Array3::from_elem((1, 1, 2), 4.0), vec![0])?;
-    /// let w = Workload::new(trace.clone()).with_sources(Array4::from_elem((1, 1, 2, 2), 2.0))?;
-    /// assert_eq!(w.num_sources(), Some(2));
-    /// assert!(Workload::new(trace).with_sources(Array4::from_elem((1, 1, 2, 2), 1.0)).is_err());
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn with_sources(self, by_source: Array4<f64>) -> Result<Self> {
+    pub(crate) fn with_sources(self, by_source: Array4<f64>) -> Result<Self> {
         let (b, l, s_n, e) = by_source.dim();
         let want = self.trace.counts().dim();
         if (b, l, e) != want || s_n == 0 {
@@ -230,23 +220,12 @@ impl Workload {
     /// Adds every layer's expert affinity, `affinity[l][[i, j]]`: tokens of
     /// layer index `l` that chose both `i` and `j` — as an engine recorded
     /// it (TensorRT-LLM's co-occurrence counts,
-    /// [`crate::formats::trtllm::read_cooccurrence`]), for planners that
+    /// [`crate::formats::read_cooccurrence`]), for planners that
     /// group by affinity when the workload has no token routes (routes,
     /// where present, take precedence). One `E × E` matrix per layer of the
     /// trace, symmetric, finite and non-negative; the diagonal (an expert
     /// with itself, which engines count) is cleared. The sources are kept.
-    ///
-    /// ```
-    /// use moeplan::{data::Workload, Error, LoadTrace};
-    /// use ndarray::{array, Array3};
-    /// let trace = LoadTrace::new(Array3::from_elem((1, 1, 2), 3.0), vec![0])?;
-    /// let w = Workload::new(trace.clone()).with_affinity(vec![array![[3.0, 2.0], [2.0, 3.0]]])?;
-    /// assert_eq!(w.affinity().map(|a| a[0].clone()), Some(array![[0.0, 2.0], [2.0, 0.0]]));
-    /// let wrong = Workload::new(trace).with_affinity(vec![array![[0.0, 1.0], [2.0, 0.0]]]);
-    /// assert!(matches!(wrong, Err(Error::Trace(_))));
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn with_affinity(self, affinity: Vec<Array2<f64>>) -> Result<Self> {
+    pub(crate) fn with_affinity(self, affinity: Vec<Array2<f64>>) -> Result<Self> {
         let (layers, experts) = (self.trace.num_layers(), self.trace.num_experts());
         if affinity.len() != layers {
             return Err(Error::Mismatch(format!(
@@ -293,15 +272,7 @@ impl Workload {
 
     /// Every layer's affinity as added by [`Workload::with_affinity`]
     /// (`None` otherwise, token routes included: GRACE counts those).
-    ///
-    /// ```
-    /// use moeplan::{data::Workload, LoadTrace};
-    /// use ndarray::Array3;
-    /// let w = Workload::new(LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![0])?);
-    /// assert!(w.affinity().is_none());
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn affinity(&self) -> Option<&[Array2<f64>]> {
+    pub(crate) fn affinity(&self) -> Option<&[Array2<f64>]> {
         self.affinity.as_deref()
     }
 
@@ -588,17 +559,6 @@ impl Workload {
     /// This workload's batches followed by `next`'s ([`LoadTrace::then`]):
     /// per-source counts (token routes counted per rank) where both have
     /// them from as many sources, else even arrival.
-    ///
-    /// ```
-    /// use moeplan::{data::Workload, LoadTrace};
-    /// use ndarray::{Array3, Array4};
-    /// let t = LoadTrace::new(Array3::from_elem((1, 1, 2), 4.0), vec![0])?;
-    /// let w = Workload::new(t.clone()).with_sources(Array4::from_elem((1, 1, 2, 2), 2.0))?;
-    /// let ww = w.then(&w)?;
-    /// assert_eq!((ww.trace().num_batches(), ww.num_sources()), (2, Some(2)));
-    /// assert_eq!(w.then(&Workload::new(t))?.num_sources(), None); // one side even
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     pub fn then(&self, next: &Workload) -> Result<Workload> {
         let trace = self.trace.then(&next.trace)?;
         let joined = Workload {
@@ -791,5 +751,78 @@ mod examples {
         );
         assert_eq!(all.traffic.pairs, summed.traffic.pairs);
         Ok(())
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod door_examples {
+    #[test]
+    fn workload_with_sources_line_94() {
+        let run = || {
+            use moeplan::{LoadTrace, data::Workload};
+            use ndarray::{Array3, Array4};
+            let trace = LoadTrace::new(Array3::from_elem((1, 1, 2), 4.0), vec![0])?;
+            let w =
+                Workload::new(trace.clone()).with_sources(Array4::from_elem((1, 1, 2, 2), 2.0))?;
+            assert_eq!(w.num_sources(), Some(2));
+            assert!(
+                Workload::new(trace)
+                    .with_sources(Array4::from_elem((1, 1, 2, 2), 1.0))
+                    .is_err()
+            );
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn workload_with_affinity_line_239() {
+        let run = || {
+            use moeplan::{Error, LoadTrace, data::Workload};
+            use ndarray::{Array3, array};
+            let trace = LoadTrace::new(Array3::from_elem((1, 1, 2), 3.0), vec![0])?;
+            let w =
+                Workload::new(trace.clone()).with_affinity(vec![array![[3.0, 2.0], [2.0, 3.0]]])?;
+            assert_eq!(
+                w.affinity().map(|a| a[0].clone()),
+                Some(array![[0.0, 2.0], [2.0, 0.0]])
+            );
+            let wrong = Workload::new(trace).with_affinity(vec![array![[0.0, 1.0], [2.0, 0.0]]]);
+            assert!(matches!(wrong, Err(Error::Trace(_))));
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn workload_affinity_line_297() {
+        let run = || {
+            use moeplan::{LoadTrace, data::Workload};
+            use ndarray::Array3;
+            let w = Workload::new(LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![0])?);
+            assert!(w.affinity().is_none());
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod more_examples {
+    #[test]
+    fn workload_then_line_563() {
+        let run = || {
+            use moeplan::{LoadTrace, data::Workload};
+            use ndarray::{Array3, Array4};
+            let t = LoadTrace::new(Array3::from_elem((1, 1, 2), 4.0), vec![0])?;
+            let w = Workload::new(t.clone()).with_sources(Array4::from_elem((1, 1, 2, 2), 2.0))?;
+            let ww = w.then(&w)?;
+            assert_eq!((ww.trace().num_batches(), ww.num_sources()), (2, Some(2)));
+            assert_eq!(w.then(&Workload::new(t))?.num_sources(), None); // one side even
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

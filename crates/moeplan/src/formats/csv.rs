@@ -154,14 +154,7 @@ pub(crate) fn read_wide_csv(bytes: &[u8], dataset: Option<&str>) -> Result<LoadT
 
 /// A plan as CSV: `layer,gpu,slot,expert`, one row per slot, GPU ids
 /// node-major. Any plan fits (slot counts may vary).
-///
-/// ```
-/// use moeplan::{formats::csv, LayerPlacement, Plan, Topology};
-/// let plan = Plan::new(Topology::new(1, 2)?, 2, vec![LayerPlacement { layer: 3, gpus: vec![vec![0], vec![1, 0]] }], "x")?;
-/// assert_eq!(csv::write_plan_csv(&plan), "layer,gpu,slot,expert\n3,0,0,0\n3,1,0,1\n3,1,1,0\n");
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn write_plan_csv(plan: &Plan) -> String {
+pub(crate) fn write_plan_csv(plan: &Plan) -> String {
     let mut out = String::from("layer,gpu,slot,expert\n");
     for lp in plan.layers() {
         for (g, slots) in lp.gpus.iter().enumerate() {
@@ -236,5 +229,31 @@ mod examples {
             (2, 1, 2)
         );
         Ok(())
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod door_examples {
+    #[test]
+    fn csv_write_plan_csv_line_158() {
+        let run = || {
+            use moeplan::{LayerPlacement, Plan, Topology, formats::csv};
+            let plan = Plan::new(
+                Topology::new(1, 2)?,
+                2,
+                vec![LayerPlacement {
+                    layer: 3,
+                    gpus: vec![vec![0], vec![1, 0]],
+                }],
+                "x",
+            )?;
+            assert_eq!(
+                csv::write_plan_csv(&plan),
+                "layer,gpu,slot,expert\n3,0,0,0\n3,1,0,1\n3,1,1,0\n"
+            );
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

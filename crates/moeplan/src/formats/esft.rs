@@ -26,7 +26,7 @@ const FORMAT: &str = "ESFT expert_weights";
 /// `top_k` its experts per token.
 ///
 /// ```
-/// use moeplan::formats::esft::read_esft;
+/// use moeplan::formats::read_esft;
 /// let l1 = b"1\t2\t3\t0\t\t0.5\t0.5\t0.6\t0.4\n".to_vec();
 /// let l2 = b"0\t3\t2\t1\t\t0.5\t0.5\t0.6\t0.4\n".to_vec();
 /// let files = vec![("expert_weights_2.txt".to_string(), l2), ("expert_weights_1.txt".to_string(), l1)];

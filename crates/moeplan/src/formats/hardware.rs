@@ -25,7 +25,7 @@ const WHAT: &str = "hardware JSON";
 /// Reads one hardware preset from JSON bytes.
 ///
 /// ```
-/// use moeplan::formats::hardware::read_hardware;
+/// use moeplan::formats::read_hardware;
 /// let h100 = moeplan::data::hardware::preset("h100-ib-ndr")?;
 /// let text = serde_json::to_vec(h100).unwrap();
 /// assert_eq!(&read_hardware(&text)?, h100);

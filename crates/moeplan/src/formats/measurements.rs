@@ -41,7 +41,7 @@ fn metered(bytes: &[u8], what: &str) -> Result<Meter> {
 /// Reads measurements from JSON bytes.
 ///
 /// ```
-/// use moeplan::formats::measurements::read_measurements;
+/// use moeplan::formats::read_measurements;
 /// let text = br#"[{"kind": "comm", "kernel": "low-latency", "phase": "combine",
 ///   "intra_bytes": 1e6, "inter_bytes": 0, "us": 20}]"#;
 /// assert_eq!(read_measurements(text)?.len(), 1);
@@ -88,7 +88,7 @@ struct BenchLine {
 /// `--predict-only` (no `rank_ms`) are refused: they measured nothing.
 ///
 /// ```
-/// use moeplan::formats::measurements::read_cuda_bench;
+/// use moeplan::formats::read_cuda_bench;
 /// let line = concat!(
 ///     r#"{"rows_per_rank": [512, 0], "slots_per_rank": [4, 4], "rank_ms": [0.2, 0.0], "#,
 ///     r#""hidden": 7168, "inter": 2048, "bytes_per_weight": 2, "plan": "craft"}"#,

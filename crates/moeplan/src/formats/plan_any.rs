@@ -68,7 +68,7 @@ impl<'a> PlanContext<'a> {
     /// The context a trace gives, with the user's topology if any.
     ///
     /// ```
-    /// use moeplan::{formats::plan_any::PlanContext, LoadTrace};
+    /// use moeplan::{formats::PlanContext, LoadTrace};
     /// use ndarray::Array3;
     /// let t = LoadTrace::new(Array3::from_elem((1, 2, 4), 1.0), vec![1, 2])?.with_model_layers(3);
     /// let ctx = PlanContext::for_trace(&t, None);
@@ -123,16 +123,6 @@ struct SglangRows {
 const NOT_A_PLAN: &str = "a plan file is moeplan plan JSON (\"layers\"), SGLang --init-expert-location (\"physical_to_logical_map\"), a vLLM physical_to_logical_map list, a vllm-ascend expert map (\"layer_list\"), a plan CSV (layer,gpu,slot,expert) or a TensorRT-LLM load-balancer YAML (initial_global_assignments)";
 
 /// Tells which plan format `bytes` hold, by content.
-///
-/// ```
-/// use moeplan::formats::{plan_any::detect_plan, PlanFormat};
-/// assert_eq!(detect_plan(br#"{"physical_to_logical_map": [[0, 1]]}"#)?, PlanFormat::Sglang);
-/// assert_eq!(detect_plan(b"[[0, 1]]")?, PlanFormat::Vllm);
-/// assert_eq!(detect_plan(b"layer,gpu,slot,expert\n0,0,0,0\n")?, PlanFormat::Csv);
-/// let trace = detect_plan(br#"{"logical_count": [[1, 2]]}"#).unwrap_err();
-/// assert!(trace.to_string().contains("not a plan"));
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 pub fn detect_plan(bytes: &[u8]) -> Result<PlanFormat> {
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
@@ -198,27 +188,6 @@ fn trace_not_plan(what: &str) -> Error {
 
 /// Reads any plan file moeplan writes ([`PlanFormat`]), detected by
 /// content, for the trace and cluster in `ctx`.
-///
-/// ```
-/// use moeplan::formats::plan_any::{read_any_plan, PlanContext};
-/// use moeplan::formats::PlanFormat;
-/// use moeplan::formats::sglang;
-/// use moeplan::{planners::eplb, LoadTrace, Topology};
-/// use ndarray::Array3;
-/// // MoE layers 1 and 2 of a 3-layer model (layer 0 dense), 4 experts, 2 GPUs
-/// let trace = LoadTrace::new(Array3::from_elem((1, 2, 4), 1.0), vec![1, 2])?.with_model_layers(3);
-/// let plan = eplb::base(&trace, Topology::new(1, 2)?, 1)?;
-/// let file = sglang::write_init_expert_location(&plan, Some(3))?;
-/// // the file has three rows and no topology: the cluster comes from the context
-/// let ctx = PlanContext::for_trace(&trace, Some(Topology::new(1, 2)?));
-/// let read = read_any_plan(file.as_bytes(), &ctx)?;
-/// assert_eq!(read.format, PlanFormat::Sglang);
-/// assert_eq!(read.plan.layers(), plan.layers());
-/// assert_eq!(read.meta.model_layers, Some(3));
-/// let none = PlanContext::for_trace(&trace, None);
-/// assert!(read_any_plan(file.as_bytes(), &none).unwrap_err().to_string().contains("--gpus-per-node"));
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 pub fn read_any_plan(bytes: &[u8], ctx: &PlanContext<'_>) -> Result<PlanFile> {
     let mut meter = crate::Meter::new(ctx.budget);
     meter.bytes(bytes.len() as u64, "the plan file")?;
@@ -512,5 +481,60 @@ mod examples {
         use crate::formats::PlanFormat;
         assert!(PlanFormat::Moeplan.holds_gpu_count());
         assert!(!PlanFormat::Sglang.holds_gpu_count());
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod door_examples {
+    #[test]
+    fn plan_any_detect_plan_line_127() {
+        let run = || {
+            use moeplan::formats::{PlanFormat, plan_any::detect_plan};
+            assert_eq!(
+                detect_plan(br#"{"physical_to_logical_map": [[0, 1]]}"#)?,
+                PlanFormat::Sglang
+            );
+            assert_eq!(detect_plan(b"[[0, 1]]")?, PlanFormat::Vllm);
+            assert_eq!(
+                detect_plan(b"layer,gpu,slot,expert\n0,0,0,0\n")?,
+                PlanFormat::Csv
+            );
+            let trace = detect_plan(br#"{"logical_count": [[1, 2]]}"#).unwrap_err();
+            assert!(trace.to_string().contains("not a plan"));
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn plan_any_read_any_plan_line_202() {
+        let run = || {
+            use moeplan::formats::PlanFormat;
+            use moeplan::formats::sglang;
+            use moeplan::formats::{PlanContext, read_any_plan};
+            use moeplan::{LoadTrace, Topology, planners::eplb};
+            use ndarray::Array3;
+            // MoE layers 1 and 2 of a 3-layer model (layer 0 dense), 4 experts, 2 GPUs
+            let trace =
+                LoadTrace::new(Array3::from_elem((1, 2, 4), 1.0), vec![1, 2])?.with_model_layers(3);
+            let plan = eplb::base(&trace, Topology::new(1, 2)?, 1)?;
+            let file = sglang::write_init_expert_location(&plan, Some(3))?;
+            // the file has three rows and no topology: the cluster comes from the context
+            let ctx = PlanContext::for_trace(&trace, Some(Topology::new(1, 2)?));
+            let read = read_any_plan(file.as_bytes(), &ctx)?;
+            assert_eq!(read.format, PlanFormat::Sglang);
+            assert_eq!(read.plan.layers(), plan.layers());
+            assert_eq!(read.meta.model_layers, Some(3));
+            let none = PlanContext::for_trace(&trace, None);
+            assert!(
+                read_any_plan(file.as_bytes(), &none)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("--gpus-per-node")
+            );
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

@@ -16,7 +16,7 @@
 //! a missing topology means one node holding every listed GPU, missing
 //! `num_experts` means the highest expert id + 1. `provenance` (optional,
 //! absent from older files) records the traces the plan was made on
-//! ([`crate::data::plan::Provenance`]), so `eval` can tell in-sample figures from
+//! ([`crate::data::Provenance`]), so `eval` can tell in-sample figures from
 //! figures on another trace. `options` (optional) records the planner's
 //! options as it ran (`{"extra_experts_per_gpu": 4, "predictor": "noisy",
 //! …}`), so a plan `eval` re-makes (Libra's per-batch copies) is re-made as
@@ -33,7 +33,7 @@ const FORMAT: &str = "moeplan plan JSON";
 /// Value of the `format` field.
 pub(crate) const PLAN_FORMAT: &str = "moeplan.plan";
 /// Current schema version.
-pub const PLAN_VERSION: u32 = 1;
+pub(crate) const PLAN_VERSION: u32 = 1;
 
 /// What a plan file records beside the plan itself.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -103,17 +103,6 @@ struct PlanIn {
 }
 
 /// Writes a plan as JSON.
-///
-/// ```
-/// use moeplan::{formats::plan_json, planners::contiguous, LoadTrace, Topology};
-/// use ndarray::Array3;
-/// let trace = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![2])?;
-/// let plan = contiguous(&trace, Topology::new(1, 2)?)?;
-/// let json = plan_json::write(&plan, &Default::default());
-/// let (back, _) = plan_json::read(json.as_bytes())?;
-/// assert_eq!(back, plan);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 pub fn write(plan: &Plan, meta: &PlanMeta) -> String {
     let out = PlanOut {
         format: PLAN_FORMAT,
@@ -295,5 +284,24 @@ mod tests {
             let err = read(v.to_string().as_bytes()).unwrap_err().to_string();
             assert!(err.contains("profile"), "{bad}: {err}");
         }
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn plan_json_write_line_107() {
+        let run = || {
+            use moeplan::{LoadTrace, Topology, formats::plan_json, planners::contiguous};
+            use ndarray::Array3;
+            let trace = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![2])?;
+            let plan = contiguous(&trace, Topology::new(1, 2)?)?;
+            let json = plan_json::write(&plan, &Default::default());
+            let (back, _) = plan_json::read(json.as_bytes())?;
+            assert_eq!(back, plan);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

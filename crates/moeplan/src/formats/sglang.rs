@@ -19,6 +19,7 @@ use ndarray::{Array3, Array4, Axis};
 use serde::Serialize;
 use serde_json::Value;
 
+#[cfg(test)]
 use crate::data::Workload;
 use crate::data::plan::Plan;
 use crate::data::trace::LoadTrace;
@@ -178,19 +179,10 @@ struct InitExpertLocation {
 /// ids: `model_layers` is `None` when the trace does not know them
 /// ([`LoadTrace::known_model_layers`]), and the file is then refused with
 /// how to name the model.
-///
-/// ```
-/// use moeplan::{formats::sglang, planners::eplb, LoadTrace, Topology};
-/// use ndarray::{Array3, Array4, Axis};
-/// let trace = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![1])?;
-/// let plan = eplb::base(&trace, Topology::new(1, 2)?, 1)?;
-/// let json = sglang::write_init_expert_location(&plan, Some(2))?;
-/// assert!(json.starts_with(r#"{"physical_to_logical_map":[[0,1,2,3],["#));
-/// // a trace that only knows its MoE layers: refused, not a short file
-/// assert!(sglang::write_init_expert_location(&plan, trace.known_model_layers()).is_err());
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn write_init_expert_location(plan: &Plan, model_layers: Option<usize>) -> Result<String> {
+pub(crate) fn write_init_expert_location(
+    plan: &Plan,
+    model_layers: Option<usize>,
+) -> Result<String> {
     let export = |m: String| Error::Export {
         format: "SGLang --init-expert-location",
         message: m,
@@ -258,13 +250,13 @@ pub fn read_init_expert_location(
 /// SGLang's legacy per-rank expert-count CSVs (`layer_id,expert_id,count`,
 /// one file per rank): summed over ranks into one batch. Experts that never
 /// appear get 0; `num_experts` fixes the count (default: highest id + 1).
-/// [`read_rank_csvs_by_rank`] keeps each rank's counts apart.
+/// `read_rank_csvs_by_rank` keeps each rank's counts apart.
 ///
 /// ```
 /// let r0 = (String::from("rank0.csv"), b"layer_id,expert_id,count\n3,0,5\n3,1,2\n".to_vec());
 /// let r1 = (String::from("rank1.csv"), b"layer_id,expert_id,count\n3,1,4\n".to_vec());
 /// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
-/// let t = moeplan::formats::sglang::read_rank_csvs(&[r0, r1], None, &mut meter)?;
+/// let t = moeplan::formats::read_rank_csvs(&[r0, r1], None, &mut meter)?;
 /// assert_eq!(t.counts()[[0, 0, 1]], 6.0);
 /// assert_eq!(t.layer_ids(), &[3]);
 /// # Ok::<(), moeplan::Error>(())
@@ -303,7 +295,7 @@ const RANK_CSV: &str = "SGLang per-rank CSV";
 /// simulator needs to replay rank-by-rank dispatch (SGLang's `static` rule
 /// sends all of one rank's tokens for an expert to one copy).
 #[derive(Debug, Clone, PartialEq)]
-pub struct RankCounts {
+pub(crate) struct RankCounts {
     /// The counts summed over ranks: one batch, the layers the files name.
     pub trace: LoadTrace,
     /// `1 × L × S × E`: the tokens rank `s` routed to each expert. `S` is
@@ -320,11 +312,12 @@ impl RankCounts {
     /// let f = |n: &str, t: &str| (n.to_string(), t.as_bytes().to_vec());
     /// let files = [f("rank1.csv", "layer_id,expert_id,count\n0,0,3\n")];
     /// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
-    /// let w = moeplan::formats::sglang::read_rank_csvs_by_rank(&files, None, &mut meter)?.workload()?;
+    /// let w = moeplan::formats::read_rank_csvs_by_rank(&files, None, &mut meter)?.workload()?;
     /// assert_eq!((w.num_sources(), w.sources()), (Some(2), "per-source counts"));
     /// # Ok::<(), moeplan::Error>(())
     /// ```
-    pub fn workload(self) -> Result<Workload> {
+    #[cfg(test)]
+    pub(crate) fn workload(self) -> Result<Workload> {
         Workload::new(self.trace).with_sources(self.by_source)
     }
 }
@@ -364,7 +357,7 @@ pub(crate) fn rank_from_file_name(name: &str) -> Option<u32> {
 /// SGLang's per-rank CSVs with each file's rank kept apart: the rank comes
 /// from the file's name (`rank_from_file_name`; a name that gives none is
 /// an error, so is a rank two files share, or one at or past
-/// `crate::data::topology::MAX_GPUS`). Counts within a file add up; the summed
+/// `crate::data::MAX_GPUS`). Counts within a file add up; the summed
 /// trace is [`read_rank_csvs`]'s. Whether the ranks fit a cluster is the
 /// simulator's check (every source rank is a GPU).
 ///
@@ -372,23 +365,7 @@ pub(crate) fn rank_from_file_name(name: &str) -> Option<u32> {
 /// tokens' top-k): under data-parallel attention a rank counts the tokens
 /// it routes, which is what a source is. Under plain tensor parallelism
 /// every rank routes every token and all files are alike.
-///
-/// ```
-/// let f = |n: &str, t: &str| (n.to_string(), t.as_bytes().to_vec());
-/// let files = [
-///     f("rank0.csv", "layer_id,expert_id,count\n3,0,5\n3,1,2\n"),
-///     f("rank2.csv", "layer_id,expert_id,count\n3,1,4\n"),
-/// ];
-/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
-/// let r = moeplan::formats::sglang::read_rank_csvs_by_rank(&files, None, &mut meter)?;
-/// assert_eq!(r.by_source.dim(), (1, 1, 3, 2)); // ranks 0..=2, rank 1 sent nothing
-/// assert_eq!((r.by_source[[0, 0, 2, 1]], r.trace.counts()[[0, 0, 1]]), (4.0, 6.0));
-/// assert_eq!(r.ranks, [0, 2]);
-/// let twice = [f("rank2.csv", "layer_id,expert_id,count\n3,1,4\n"), f("x_rank2.csv", "layer_id,expert_id,count\n3,1,4\n")];
-/// assert!(moeplan::formats::sglang::read_rank_csvs_by_rank(&twice, None, &mut meter).is_err());
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn read_rank_csvs_by_rank(
+pub(crate) fn read_rank_csvs_by_rank(
     files: &[(String, Vec<u8>)],
     num_experts: Option<usize>,
     meter: &mut crate::Meter,
@@ -597,5 +574,51 @@ mod examples {
         let a =
             ndarray::Array3::from_shape_vec((3, 1, 2), vec![1.0, 2.0, 0.0, 0.0, 3.0, 0.0]).unwrap();
         assert_eq!(crate::formats::sglang::recorded_steps(&a), vec![0, 2]);
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod door_examples {
+    #[test]
+    fn sglang_write_init_expert_location_line_183() {
+        let run = || {
+            use moeplan::{LoadTrace, Topology, formats::sglang, planners::eplb};
+            use ndarray::Array3;
+            let trace = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![1])?;
+            let plan = eplb::base(&trace, Topology::new(1, 2)?, 1)?;
+            let json = sglang::write_init_expert_location(&plan, Some(2))?;
+            assert!(json.starts_with(r#"{"physical_to_logical_map":[[0,1,2,3],["#));
+            // a trace that only knows its MoE layers: refused, not a short file
+            assert!(sglang::write_init_expert_location(&plan, trace.known_model_layers()).is_err());
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn sglang_read_rank_csvs_by_rank_line_378() {
+        let run = || {
+            let f = |n: &str, t: &str| (n.to_string(), t.as_bytes().to_vec());
+            let files = [
+                f("rank0.csv", "layer_id,expert_id,count\n3,0,5\n3,1,2\n"),
+                f("rank2.csv", "layer_id,expert_id,count\n3,1,4\n"),
+            ];
+            let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
+            let r = super::read_rank_csvs_by_rank(&files, None, &mut meter)?;
+            assert_eq!(r.by_source.dim(), (1, 1, 3, 2)); // ranks 0..=2, rank 1 sent nothing
+            assert_eq!(
+                (r.by_source[[0, 0, 2, 1]], r.trace.counts()[[0, 0, 1]]),
+                (4.0, 6.0)
+            );
+            assert_eq!(r.ranks, [0, 2]);
+            let twice = [
+                f("rank2.csv", "layer_id,expert_id,count\n3,1,4\n"),
+                f("x_rank2.csv", "layer_id,expert_id,count\n3,1,4\n"),
+            ];
+            assert!(super::read_rank_csvs_by_rank(&twice, None, &mut meter).is_err());
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

@@ -26,14 +26,7 @@ fn uniform(plan: &Plan, format: &'static str) -> Result<usize> {
 }
 
 /// vLLM's `physical_to_logical_map` as a JSON list, one row per MoE layer.
-///
-/// ```
-/// use moeplan::{formats::vllm, LayerPlacement, Plan, Topology};
-/// let plan = Plan::new(Topology::new(1, 2)?, 3, vec![LayerPlacement { layer: 4, gpus: vec![vec![0, 1], vec![2, 0]] }], "x")?;
-/// assert_eq!(vllm::write_physical_to_logical(&plan)?, "[[0,1,2,0]]");
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn write_physical_to_logical(plan: &Plan) -> Result<String> {
+pub(crate) fn write_physical_to_logical(plan: &Plan) -> Result<String> {
     uniform(plan, "vLLM physical_to_logical_map")?;
     serde_json::to_string(&plan.physical_to_logical()).map_err(|e| Error::Export {
         format: "vLLM physical_to_logical_map",
@@ -134,17 +127,7 @@ struct AscendDevice {
 /// (`moeplan plan --format vllm-ascend` does so). Without such copies every
 /// device holds exactly its slot count of distinct experts, the count
 /// vllm-ascend reads from device 0.
-///
-/// ```
-/// use moeplan::{formats::vllm, LayerPlacement, Plan, Topology};
-/// let plan = Plan::new(Topology::new(1, 2)?, 3, vec![LayerPlacement { layer: 4, gpus: vec![vec![0, 1], vec![2, 0]] }], "x")?;
-/// let json = vllm::write_ascend_expert_map(&plan)?;
-/// assert!(json.starts_with(r#"{"moe_layer_count":1,"layer_list":[{"layer_id":0,"device_count":2"#));
-/// let twice = Plan::new(Topology::new(1, 2)?, 3, vec![LayerPlacement { layer: 4, gpus: vec![vec![0, 0], vec![1, 2]] }], "x")?;
-/// assert!(vllm::write_ascend_expert_map(&twice).is_err());
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn write_ascend_expert_map(plan: &Plan) -> Result<String> {
+pub(crate) fn write_ascend_expert_map(plan: &Plan) -> Result<String> {
     uniform(plan, "vllm-ascend expert map")?;
     for lp in plan.layers() {
         if let Some((g, i)) = crate::data::plan::second_copy(&lp.gpus) {
@@ -359,5 +342,60 @@ mod examples {
         let t = crate::formats::vllm::read_load_window(json, &mut meter)?;
         assert_eq!(t.counts()[[0, 0, 0]], 8.0);
         Ok(())
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod door_examples {
+    #[test]
+    fn vllm_write_physical_to_logical_line_30() {
+        let run = || {
+            use moeplan::{LayerPlacement, Plan, Topology, formats::vllm};
+            let plan = Plan::new(
+                Topology::new(1, 2)?,
+                3,
+                vec![LayerPlacement {
+                    layer: 4,
+                    gpus: vec![vec![0, 1], vec![2, 0]],
+                }],
+                "x",
+            )?;
+            assert_eq!(vllm::write_physical_to_logical(&plan)?, "[[0,1,2,0]]");
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn vllm_write_ascend_expert_map_line_138() {
+        let run = || {
+            use moeplan::{LayerPlacement, Plan, Topology, formats::vllm};
+            let plan = Plan::new(
+                Topology::new(1, 2)?,
+                3,
+                vec![LayerPlacement {
+                    layer: 4,
+                    gpus: vec![vec![0, 1], vec![2, 0]],
+                }],
+                "x",
+            )?;
+            let json = vllm::write_ascend_expert_map(&plan)?;
+            assert!(json.starts_with(
+                r#"{"moe_layer_count":1,"layer_list":[{"layer_id":0,"device_count":2"#
+            ));
+            let twice = Plan::new(
+                Topology::new(1, 2)?,
+                3,
+                vec![LayerPlacement {
+                    layer: 4,
+                    gpus: vec![vec![0, 0], vec![1, 2]],
+                }],
+                "x",
+            )?;
+            assert!(vllm::write_ascend_expert_map(&twice).is_err());
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

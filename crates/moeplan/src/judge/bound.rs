@@ -32,7 +32,7 @@ use crate::data::trace::LoadTrace;
 /// averaged over batches.
 ///
 /// ```
-/// use moeplan::{judge::bound::layer_bound_curve, LoadTrace};
+/// use moeplan::{judge::layer_bound_curve, LoadTrace};
 /// use ndarray::Array3;
 /// // one hot expert with 3× the load of each of the other 3, on 2 GPUs
 /// let t = LoadTrace::new(Array3::from_shape_vec((1, 1, 4), vec![3., 1., 1., 1.]).unwrap(), vec![0])?;
@@ -56,7 +56,7 @@ pub fn layer_bound_curve(trace: &LoadTrace, layer: usize, gpus: usize, r_max: us
 
 /// The bound for one layer at exactly `r` replicas, averaged over batches
 /// (read from the curve kept with the trace for `r ≤ gpus`).
-pub fn layer_bound(trace: &LoadTrace, layer: usize, gpus: usize, r: usize) -> f64 {
+pub(crate) fn layer_bound(trace: &LoadTrace, layer: usize, gpus: usize, r: usize) -> f64 {
     if r <= gpus && layer < trace.num_layers() {
         return kept_curve(trace, layer, gpus)[r];
     }
@@ -237,14 +237,7 @@ pub(crate) fn layer_packing_bound(trace: &LoadTrace, layer: usize, gpus: usize, 
 
 /// Upper bound on the balancedness of one load vector placed on `gpus`
 /// GPUs with `slots` slots in all (mean / `packing_peak`).
-///
-/// ```
-/// use moeplan::judge::bound::packing_balancedness;
-/// // FlashLB's example (8 devices × 2 slots): the optimum is 0.922
-/// let w = [600.0, 560.0, 120.0, 120.0, 20.0, 10.0, 10.0, 10.0];
-/// assert!(packing_balancedness(&w, 8, 16) >= 0.922);
-/// ```
-pub fn packing_balancedness(loads: &[f64], gpus: usize, slots: usize) -> f64 {
+pub(crate) fn packing_balancedness(loads: &[f64], gpus: usize, slots: usize) -> f64 {
     let total: f64 = loads.iter().sum();
     if total <= 0.0 || gpus == 0 {
         return 1.0;
@@ -454,5 +447,17 @@ mod examples {
         use crate::judge::bound::packing_peak;
         // 5 equal experts on 4 GPUs, 5 slots: two copies of 1 share a GPU
         assert!((packing_peak(&[1.0; 5], 4, 5) - 2.0).abs() < 1e-6);
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod door_examples {
+    #[test]
+    fn bound_packing_balancedness_line_241() {
+        use super::packing_balancedness;
+        // FlashLB's example (8 devices × 2 slots): the optimum is 0.922
+        let w = [600.0, 560.0, 120.0, 120.0, 20.0, 10.0, 10.0, 10.0];
+        assert!(packing_balancedness(&w, 8, 16) >= 0.922);
     }
 }

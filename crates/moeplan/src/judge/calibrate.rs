@@ -132,7 +132,7 @@ impl Measurement {
 /// kernels every pair. Returns `(inside the node, to other nodes)`.
 ///
 /// ```
-/// use moeplan::judge::calibrate::uniform_rank_bytes;
+/// use moeplan::judge::uniform_rank_bytes;
 /// use moeplan::judge::cost::Kernel;
 /// // one node of 8: 7/8 of 8 pairs per token leave the GPU, each a message
 /// let (intra, inter) = uniform_rank_bytes(Kernel::LowLatency, 100.0, 8, 8, 8, 1.0);
@@ -196,7 +196,7 @@ pub struct Fitted {
 /// `hardware`'s prediction for one measurement, µs.
 ///
 /// ```
-/// use moeplan::judge::calibrate::{predict_us, Measurement};
+/// use moeplan::judge::{predict_us, Measurement};
 /// let h = moeplan::data::hardware::preset("h100-ib-ndr")?;
 /// let m = Measurement::Compute { expert_bytes: 44e6, flops_per_row: 88e6, peak_tflops: 1979.0, copies: 1.0, rows: 0.0, us: 1.0 };
 /// assert_eq!(predict_us(h, &m), 0.0); // no rows: no work
@@ -362,7 +362,7 @@ pub fn calibrate(base: &Hardware, measured: &[Measurement], source: &str) -> Res
 /// residuals of one that was.
 ///
 /// ```
-/// use moeplan::judge::calibrate::{residuals, Measurement, CommPhase};
+/// use moeplan::judge::{residuals, Measurement, CommPhase};
 /// use moeplan::judge::cost::Kernel;
 /// // the H100 without its kernel fit: the links' figures alone
 /// let mut h = moeplan::data::hardware::preset("h100-ib-ndr")?.clone();

@@ -329,7 +329,7 @@ pub fn predicted_loads(layer: &LayerPlacement, expert_loads: &[f64]) -> Result<V
 /// [`Rule::GraceWeighted`] and [`Rule::GraceTopology`]. The others are not
 /// a fixed split: [`Rule::SglangStatic`] is one copy per (rank, expert)
 /// from [`super::sglang_dispatch_map`], [`Rule::Optimal`] and
-/// [`Rule::Libra`] are solved per batch ([`super::optimal_split`],
+/// [`Rule::Libra`] are solved per batch (`super::optimal_split`,
 /// [`super::Rebalancer`]).
 ///
 /// An entry lists a GPU once per copy it holds in the tier, in slot order

@@ -37,7 +37,7 @@ pub struct EvalReport {
     /// Largest total slot count on any GPU, over all layers.
     pub slots_per_gpu_max: usize,
     /// The fullest GPU's replica memory in expert slots
-    /// ([`crate::data::plan::PlanSummary::replica_slots_fullest_gpu`]): what
+    /// ([`crate::data::PlanSummary::replica_slots_fullest_gpu`]): what
     /// "equal memory" compares.
     pub replica_slots_fullest_gpu: usize,
     /// Smallest total slot count on any GPU.
@@ -53,13 +53,13 @@ pub struct EvalReport {
     /// Replicas in each layer.
     pub replicas_per_layer: Vec<usize>,
     /// Upper bound on the balancedness of any plan with these replica
-    /// counts per layer (see [`crate::judge::bound`]), averaged like `balancedness`.
+    /// counts per layer (see `crate::judge::bound`), averaged like `balancedness`.
     pub bound: f64,
     /// `bound − balancedness`: how much better any plan could do at all.
     pub gap: f64,
     /// The bound of each layer.
     pub per_layer_bound: Vec<f64>,
-    /// The packing-aware bound (see `crate::judge::bound::packing_peak`): also
+    /// The packing-aware bound (see `crate::judge::packing_peak`): also
     /// counts that slots are discrete, so it is at most `bound` and binds
     /// where few slots per GPU meet heavy experts. `None` until
     /// [`EvalReport::add_packing_bound`]: its bisection costs ten times the
@@ -91,7 +91,7 @@ pub enum BoundCounts {
 
 impl EvalReport {
     /// Replaces the bound by the one that holds for a per-batch schedule
-    /// ([`crate::judge::bound::per_batch_bound`]): the base's replica counts bound
+    /// ([`crate::judge::per_batch_bound`]): the base's replica counts bound
     /// static plans, and a schedule that copies experts every batch beats
     /// them (in one measured case, Libra's 0.897 above a static bound of
     /// 0.861). The packing-aware bound, which counts copies of an even
@@ -379,8 +379,8 @@ pub(crate) fn per_batch_imbalance(trace: &LoadTrace, plan: &Plan) -> Result<Vec<
 /// use the very same operations and get the same bits.
 ///
 /// ```
-/// assert_eq!(moeplan::judge::eval::balance_of(&[2.0, 4.0]), (0.75, 4.0 / 3.0));
-/// assert_eq!(moeplan::judge::eval::balance_of(&[0.0, 0.0]), (1.0, 1.0));
+/// assert_eq!(moeplan::judge::balance_of(&[2.0, 4.0]), (0.75, 4.0 / 3.0));
+/// assert_eq!(moeplan::judge::balance_of(&[0.0, 0.0]), (1.0, 1.0));
 /// ```
 pub fn balance_of(loads: &[f64]) -> (f64, f64) {
     let (max, sum) = loads.iter().fold((0.0f64, 0.0f64), |(m, s), &x| {

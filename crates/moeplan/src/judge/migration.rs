@@ -60,7 +60,7 @@ impl MoveCost {
     /// the inter-node one's (at least 1), from `hardware`'s links.
     ///
     /// ```
-    /// use moeplan::{data::hardware, judge::migration::MoveCost};
+    /// use moeplan::{data::hardware, judge::MoveCost};
     /// let c = MoveCost::for_hardware(hardware::preset("h100-ib-ndr")?);
     /// assert_eq!(c.intra, 1);
     /// assert!(c.inter > 1); // NVLink is faster than the NIC
@@ -124,7 +124,7 @@ impl Migration {
     /// many new copies as much as a receiver. 0 when nothing moves.
     ///
     /// ```
-    /// use moeplan::{data::hardware, judge::migration::Migration};
+    /// use moeplan::{data::hardware, judge::Migration};
     /// let m = Migration { copies_intra_node: 2, per_gpu_intra_node: vec![2, 0], per_gpu_inter_node: vec![0, 0], ..Default::default() };
     /// let h = hardware::preset("h100-ib-ndr")?;
     /// let us = m.time_us(h, 1e6);
@@ -177,8 +177,8 @@ impl Migration {
 /// experts and layers, else an error).
 ///
 /// ```
-/// use moeplan::data::plan::{LayerPlacement, Plan};
-/// use moeplan::{judge::migration::migration, Topology};
+/// use moeplan::data::{LayerPlacement, Plan};
+/// use moeplan::{judge::migration, Topology};
 /// let topo = Topology::new(2, 1)?; // two nodes of one GPU
 /// let a = Plan::new(topo, 2, vec![LayerPlacement { layer: 0, gpus: vec![vec![0], vec![1]] }], "x")?;
 /// let b = Plan::new(topo, 2, vec![LayerPlacement { layer: 0, gpus: vec![vec![1], vec![0]] }], "x")?;
@@ -262,8 +262,8 @@ pub fn migration(current: &Plan, next: &Plan) -> Result<Migration> {
 /// the same balance, traffic and slots per GPU as `next`.
 ///
 /// ```
-/// use moeplan::data::plan::{LayerPlacement, Plan};
-/// use moeplan::judge::migration::{migration, relabel, MoveCost};
+/// use moeplan::data::{LayerPlacement, Plan};
+/// use moeplan::judge::{migration, relabel, MoveCost};
 /// use moeplan::Topology;
 /// let topo = Topology::new(2, 1)?;
 /// let a = Plan::new(topo, 2, vec![LayerPlacement { layer: 0, gpus: vec![vec![0], vec![1]] }], "x")?;

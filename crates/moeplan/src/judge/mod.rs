@@ -10,7 +10,7 @@
 //!                                       GPU's ingress and egress), bytes moved }
 //! ```
 //!
-//! - Balance is [`crate::judge::eval`]'s: per (batch, layer) the GPU loads the
+//! - Balance is `crate::judge::eval`'s: per (batch, layer) the GPU loads the
 //!   rule produces, balancedness = mean / max and imbalance ratio = max /
 //!   mean; overall figures are the mean over batches, then over layers.
 //!   Under [`Rule::Even`] every figure equals [`crate::evaluate`]'s to the
@@ -60,12 +60,12 @@
 //! # Ok::<(), moeplan::Error>(())
 //! ```
 
-pub mod bound;
-pub mod calibrate;
+pub(crate) mod bound;
+pub(crate) mod calibrate;
 pub mod cost;
 mod dispatch;
-pub mod eval;
-pub mod migration;
+pub(crate) mod eval;
+pub(crate) mod migration;
 mod optimal;
 mod pyrandom;
 mod rebalance;
@@ -87,8 +87,15 @@ use crate::error::Result;
 
 pub(crate) use crate::data::workload::Sources;
 use crate::data::workload::Workload;
+pub use bound::layer_bound_curve;
+pub use calibrate::{
+    CommPhase, Fitted, Measurement, Residuals, calibrate, predict_us, residuals, uniform_rank_bytes,
+};
 pub use dispatch::{RouteShares, Rule, SglangVersion, predicted_loads};
-pub use optimal::{OptimalSplit, optimal_split};
+pub use eval::{BoundCounts, EvalReport, balance_of, evaluate, gpu_loads};
+pub use migration::{Migration, MoveCost, migration, relabel};
+#[cfg(test)]
+pub(crate) use optimal::optimal_split;
 pub use rebalance::{DEFAULT_TOLERANCE_PERCENT, Rebalancer, RemoteStart};
 pub use service::{Judge, JudgedSchedule, PairTraffic};
 pub use sglang::sglang_dispatch_map;
@@ -336,7 +343,7 @@ pub fn simulate(workload: &Workload, strategy: &Strategy, cost: &CostModel) -> R
 ///
 /// ```
 /// use moeplan::judge::{simulate, simulate_pairs, CostModel, Rule, Strategy};
-/// use moeplan::{Workload, data::model::preset, planners::contiguous::contiguous, data::topology::Topology};
+/// use moeplan::{Workload, data::model::preset, planners::contiguous, data::Topology};
 /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
 /// let tokens = generate_tokens(&TokenGenConfig::new(preset("deepseek-v2-lite")?, 512))?;
 /// let work = Workload::from_tokens(tokens, 256)?;

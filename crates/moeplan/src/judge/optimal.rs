@@ -21,10 +21,12 @@
 //! for `R` replicated experts, O(slots) edges; Dinkelbach needs a handful
 //! of rounds in practice.
 
-use serde::Serialize;
-
+#[cfg(test)]
 use crate::data::plan::LayerPlacement;
+#[cfg(test)]
 use crate::error::{Error, Result};
+#[cfg(test)]
+use serde::Serialize;
 
 use super::slots::SlotTable;
 
@@ -36,7 +38,8 @@ const MAX_ROUNDS: usize = 256;
 
 /// The min-max split of one layer's tokens over its copies.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct OptimalSplit {
+#[cfg(test)]
+pub(crate) struct OptimalSplit {
     /// The busiest GPU's load under the split, `T*`: no dispatch rule can
     /// do better with this placement.
     pub max_load: f64,
@@ -59,7 +62,8 @@ pub struct OptimalSplit {
 /// assert_eq!(s.gpu_loads, vec![4.0, 4.0]);
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn optimal_split(layer: &LayerPlacement, counts: &[f64]) -> Result<OptimalSplit> {
+#[cfg(test)]
+pub(crate) fn optimal_split(layer: &LayerPlacement, counts: &[f64]) -> Result<OptimalSplit> {
     let e_n = counts.len();
     if let Some((e, v)) = counts
         .iter()
@@ -142,7 +146,7 @@ pub(crate) struct MinMax {
 const NONE: u32 = u32::MAX;
 
 impl MinMax {
-    pub fn prepare(&mut self, view: &SlotTable) {
+    pub(crate) fn prepare(&mut self, view: &SlotTable) {
         let d = view.num_gpus();
         let e_n = view.copy_start.len().saturating_sub(1);
         self.d = d;

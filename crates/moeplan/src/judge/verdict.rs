@@ -29,7 +29,7 @@ pub struct Schedule {
     /// schedule's replica memory on the fullest GPU (Libra: its two copy
     /// buffers, 2 · N, double buffering, §4 — one layer's copies fill while
     /// the other's serve), what "equal memory" compares with a static
-    /// plan's [`crate::data::plan::PlanSummary::replica_slots_fullest_gpu`].
+    /// plan's [`crate::data::PlanSummary::replica_slots_fullest_gpu`].
     pub resident_slots_per_gpu: usize,
     /// One phrase for reports: `per batch, libra-rebalance, previous-batch
     /// predictor (measured)`.

@@ -82,17 +82,6 @@ pub struct EplbOutput {
 }
 
 /// Plans a trace with EPLB on its load summed over all batches.
-///
-/// ```
-/// use moeplan::{planners::eplb::{eplb, EplbConfig}, LoadTrace, Topology};
-/// use ndarray::Array3;
-/// let trace = LoadTrace::new(Array3::from_elem((1, 2, 8), 5.0), vec![0, 1])?;
-/// let cfg = EplbConfig { redundant_experts: 4, groups: 1 };
-/// let plan = eplb(&trace, Topology::new(1, 4)?, cfg)?;
-/// assert_eq!(plan.summary().replicas, 8);
-/// assert_eq!(plan.uniform_slots_per_gpu(), Some(3));
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 pub fn eplb(trace: &LoadTrace, topology: Topology, config: EplbConfig) -> Result<Plan> {
     eplb_summed(trace.summed().view(), trace.layer_ids(), topology, config)
 }
@@ -126,7 +115,7 @@ fn eplb_summed(
 /// The papers' BASE: EPLB's placement with no redundant slots.
 ///
 /// ```
-/// use moeplan::{planners::eplb::base, LoadTrace, Topology};
+/// use moeplan::{planners::base, LoadTrace, Topology};
 /// use ndarray::Array3;
 /// let trace = LoadTrace::new(Array3::from_elem((1, 1, 8), 5.0), vec![0])?;
 /// let plan = base(&trace, Topology::new(1, 4)?, 1)?;
@@ -212,7 +201,7 @@ fn to_plan(
 /// `num_replicas` the physical slots per layer (a multiple of `num_gpus`).
 ///
 /// ```
-/// use moeplan::planners::eplb::rebalance_experts;
+/// use moeplan::planners::rebalance_experts;
 /// use ndarray::array;
 /// let w = array![[10.0, 1.0, 1.0, 1.0]];
 /// let out = rebalance_experts(w.view(), 6, 1, 1, 2)?;
@@ -386,17 +375,6 @@ pub const GROUPS: OptionSpec = OptionSpec {
 /// for `auto` (the default) the model's: the preset the trace names, else
 /// the one group count of the presets of its shape (an SGLang dump of
 /// DeepSeek-V3: 8), else 1.
-///
-/// ```
-/// use moeplan::planners::{eplb, Settings, Value};
-/// use moeplan::LoadTrace;
-/// use ndarray::Array3;
-/// let t = LoadTrace::new(Array3::from_elem((1, 1, 256), 1.0), vec![0])?.with_model("deepseek-v3");
-/// assert_eq!(eplb::groups(&Settings::new(), &t)?, 8);
-/// let one = Settings::new().with("groups", Value::Count(1))?;
-/// assert_eq!(eplb::groups(&one, &t)?, 1);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 pub fn groups(settings: &Settings, trace: &LoadTrace) -> Result<usize> {
     Ok(settings
         .budget(&GROUPS)?
@@ -413,7 +391,7 @@ static BASE_OPTIONS: [OptionSpec; 1] = [GROUPS];
 /// one definition every front end uses (through [`Prepared::plan`]`(None)`).
 ///
 /// ```
-/// use moeplan::planners::eplb::default_redundant_experts;
+/// use moeplan::planners::default_redundant_experts;
 /// assert_eq!(default_redundant_experts(256, 64), 64);
 /// assert_eq!(default_redundant_experts(64, 6), 8); // 72 = 6 × 12
 /// assert_eq!(default_redundant_experts(60, 8), 12); // 72 = 8 × 9
@@ -430,7 +408,7 @@ pub fn default_redundant_experts(experts: usize, gpus: usize) -> usize {
 /// multiple of `D` (the sweep's EPLB points).
 ///
 /// ```
-/// use moeplan::planners::eplb::redundant_steps;
+/// use moeplan::planners::redundant_steps;
 /// assert_eq!(redundant_steps(64, 6).take(3).collect::<Vec<_>>(), vec![2, 8, 14]);
 /// assert_eq!(redundant_steps(256, 64).take(2).collect::<Vec<_>>(), vec![64, 128]);
 /// ```
@@ -567,4 +545,45 @@ fn inverse(perm: &[usize]) -> Vec<usize> {
         inv[p] = i;
     }
     inv
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn eplb_eplb_line_86() {
+        let run = || {
+            use moeplan::{
+                LoadTrace, Topology,
+                planners::eplb::{EplbConfig, eplb},
+            };
+            use ndarray::Array3;
+            let trace = LoadTrace::new(Array3::from_elem((1, 2, 8), 5.0), vec![0, 1])?;
+            let cfg = EplbConfig {
+                redundant_experts: 4,
+                groups: 1,
+            };
+            let plan = eplb(&trace, Topology::new(1, 4)?, cfg)?;
+            assert_eq!(plan.summary().replicas, 8);
+            assert_eq!(plan.uniform_slots_per_gpu(), Some(3));
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn eplb_groups_line_390() {
+        let run = || {
+            use moeplan::LoadTrace;
+            use moeplan::planners::{Settings, Value, eplb};
+            use ndarray::Array3;
+            let t = LoadTrace::new(Array3::from_elem((1, 1, 256), 1.0), vec![0])?
+                .with_model("deepseek-v3");
+            assert_eq!(eplb::groups(&Settings::new(), &t)?, 8);
+            let one = Settings::new().with("groups", Value::Count(1))?;
+            assert_eq!(eplb::groups(&one, &t)?, 1);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
 }

@@ -62,7 +62,7 @@ impl Mix {
     /// Traces of different layers or experts are a [`Error::Mismatch`].
     ///
     /// ```
-    /// use moeplan::studies::across::Mix;
+    /// use moeplan::studies::Mix;
     /// use moeplan::LoadTrace;
     /// use ndarray::Array3;
     /// let a = LoadTrace::new(Array3::from_elem((1, 2, 4), 1.0), vec![0, 1])?;
@@ -190,7 +190,7 @@ impl Mix {
     /// batches (CRAFT) is prepared on.
     ///
     /// ```
-    /// use moeplan::studies::across::Mix;
+    /// use moeplan::studies::Mix;
     /// use moeplan::LoadTrace;
     /// use ndarray::Array3;
     /// let a = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![0])?;
@@ -216,7 +216,7 @@ impl Mix {
     /// the counts an engine accumulates over the mix (what EPLB reads).
     ///
     /// ```
-    /// use moeplan::studies::across::Mix;
+    /// use moeplan::studies::Mix;
     /// use moeplan::LoadTrace;
     /// use ndarray::Array3;
     /// let a = LoadTrace::new(Array3::from_elem((1, 1, 2), 2.0), vec![0])?;
@@ -279,7 +279,7 @@ pub(crate) fn eplb_mix(
 /// CRAFT prepared on [`Mix::combined`], then planned at `budget`.
 ///
 /// ```
-/// use moeplan::studies::across::{Mix, craft_mean};
+/// use moeplan::studies::{Mix, craft_mean};
 /// use moeplan::planners::{ReplicaBudget, CraftOptions};
 /// use moeplan::{synth::generator, data::model, Topology};
 /// let p = model::preset("olmoe")?;
@@ -304,7 +304,7 @@ pub fn craft_mean(
 /// Balancedness of `plan` on every trace of the mix (even split).
 ///
 /// ```
-/// use moeplan::studies::across::{Mix, judge_each};
+/// use moeplan::studies::{Mix, judge_each};
 /// use moeplan::{planners::contiguous, LoadTrace, Topology};
 /// use ndarray::Array3;
 /// let a = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![0])?;
@@ -367,7 +367,7 @@ pub(crate) const ROBUST_STEP: f64 = 1.0;
 /// the mean plan). Stops early when every trace is equally balanced.
 ///
 /// ```
-/// use moeplan::studies::across::{Mix, craft_mean, craft_robust, judge_each};
+/// use moeplan::studies::{Mix, craft_mean, craft_robust, judge_each};
 /// use moeplan::planners::{ReplicaBudget, CraftOptions};
 /// use moeplan::{synth::generator, data::model, Topology};
 /// let p = model::preset("olmoe")?;
@@ -444,7 +444,7 @@ pub fn craft_robust(
 /// one per trace).
 ///
 /// ```
-/// use moeplan::studies::across::cross_matrix;
+/// use moeplan::studies::cross_matrix;
 /// use moeplan::{planners::base, LoadTrace, Topology};
 /// use ndarray::Array3;
 /// let mut c = Array3::from_elem((1, 1, 4), 1.0);
@@ -517,7 +517,7 @@ pub struct CrossCell {
 /// CRAFT on all batches) and `(3 · T + 3) · T` evaluations, for `T` traces.
 ///
 /// ```
-/// use moeplan::studies::across::cross_table;
+/// use moeplan::studies::cross_table;
 /// use moeplan::planners::Settings;
 /// use moeplan::{synth::generator, data::model, Topology};
 /// let make = |seed| generator::generate(&generator::GenConfig { seed, ..generator::GenConfig::new(model::preset("olmoe")?, 4) });

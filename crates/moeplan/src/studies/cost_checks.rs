@@ -30,7 +30,7 @@ use crate::synth::generator::{GenConfig, generate};
 /// (docs/cuda.md table (c), 2026-11-26): `(plan, model layer, ms)` on the
 /// real `prefill_in4096.json`, 1 × 64 GPUs, vLLM dispatch, BF16 experts.
 /// Plans: BASE, EPLB +64, CRAFT at R = 8 and 16, contiguous.
-pub const H100_RANK_MS: [(&str, u32, f64); 11] = [
+pub(crate) const H100_RANK_MS: [(&str, u32, f64); 11] = [
     ("base", 3, 0.489),
     ("base", 30, 0.489),
     ("eplb", 3, 0.367),
@@ -47,13 +47,13 @@ pub const H100_RANK_MS: [(&str, u32, f64); 11] = [
 /// CRAFT (seed 000) §5.3: EPLB with one replica per MoE layer per GPU
 /// shrinks the KV cache by 19 % (DeepSeek-R1 on 8 × 8 A100-80GB), 75 %
 /// (Kimi-K2, 6 nodes) and 24 % (Kimi-K2, 12 nodes): `(model, nodes, %)`.
-pub const CRAFT_KV_LOSS: [(&str, usize, f64); 3] = [
+pub(crate) const CRAFT_KV_LOSS: [(&str, usize, f64); 3] = [
     ("deepseek-v3", 8, 19.0),
     ("kimi-k2", 6, 75.0),
     ("kimi-k2", 12, 24.0),
 ];
 
-/// The [`CRAFT_KV_LOSS`] row the memory fraction is fitted to (K × 6).
+/// The `CRAFT_KV_LOSS` row the memory fraction is fitted to (K × 6).
 pub const CRAFT_KV_FITTED: usize = 1;
 
 /// What CRAFT ran, for the memory row: BF16 weights, a 4,096-token BF16
@@ -72,7 +72,7 @@ pub fn craft_assumptions() -> Assumptions {
 /// DeepEP's low-latency kernels (deepseek-ai/DeepEP docs/legacy.md, H800 +
 /// CX7 400 Gb/s, 128 tokens × top-8 per GPU, FP8 dispatch, BF16 combine):
 /// `(EP, dispatch µs, combine µs)`.
-pub const DEEPEP_LOW_LATENCY: [(usize, f64, f64); 6] = [
+pub(crate) const DEEPEP_LOW_LATENCY: [(usize, f64, f64); 6] = [
     (8, 77.0, 114.0),
     (16, 118.0, 195.0),
     (32, 155.0, 273.0),
@@ -83,7 +83,7 @@ pub const DEEPEP_LOW_LATENCY: [(usize, f64, f64); 6] = [
 
 /// The same page's normal kernels, 4,096 tokens × top-8 per GPU: `(EP,
 /// dispatch GB/s, combine GB/s)` of the bottleneck link.
-pub const DEEPEP_NORMAL: [(usize, f64, f64); 4] = [
+pub(crate) const DEEPEP_NORMAL: [(usize, f64, f64); 4] = [
     (8, 153.0, 158.0),
     (16, 43.0, 43.0),
     (32, 58.0, 57.0),
@@ -106,20 +106,10 @@ impl Pair {
     }
 }
 
-/// [`H100_RANK_MS`] in order, each `(plan, layer, measured and predicted
+/// `H100_RANK_MS` in order, each `(plan, layer, measured and predicted
 /// ms)`: the model's compute term of that layer on `h100-ib-ndr` with BF16
 /// experts, each layer of `trace` (the real `prefill_in4096.json`) scaled
 /// to the 131,072 rows the bench drew, plans made on `trace` for 1 × 64.
-///
-/// ```
-/// use moeplan::studies::cost_checks::{h100_rank_times, H100_RANK_MS};
-/// use moeplan::{synth::generator, data::model};
-/// let t = generator::generate(&generator::GenConfig::new(model::preset("deepseek-v3")?, 1))?;
-/// let rows = h100_rank_times(&t)?;
-/// assert_eq!(rows.len(), H100_RANK_MS.len());
-/// assert!(rows.iter().all(|(.., p)| p.ours > 0.0));
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 pub fn h100_rank_times(trace: &LoadTrace) -> Result<Vec<(&'static str, u32, Pair)>> {
     let mut c = trace.counts().to_owned();
     for l in 0..trace.num_layers() {
@@ -186,16 +176,9 @@ pub fn h100_rank_times(trace: &LoadTrace) -> Result<Vec<(&'static str, u32, Pair
         .collect()
 }
 
-/// [`CRAFT_KV_LOSS`] in order: the percent of the KV cache EPLB with one
+/// `CRAFT_KV_LOSS` in order: the percent of the KV cache EPLB with one
 /// replica per layer per GPU loses against BASE on `a100-80g-efa` under
 /// [`craft_assumptions`], on a generated trace of each model.
-///
-/// ```
-/// use moeplan::studies::cost_checks::{craft_kv_loss, CRAFT_KV_LOSS};
-/// let rows = craft_kv_loss()?;
-/// assert!(rows.iter().zip(CRAFT_KV_LOSS).all(|(r, c)| r.theirs == c.2));
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 pub fn craft_kv_loss() -> Result<Vec<Pair>> {
     let a = craft_assumptions();
     let h = hardware::preset("a100-80g-efa")?;
@@ -220,11 +203,11 @@ pub fn craft_kv_loss() -> Result<Vec<Pair>> {
         .collect()
 }
 
-/// [`DEEPEP_LOW_LATENCY`] in order: `(EP, dispatch, combine)` in µs on
+/// `DEEPEP_LOW_LATENCY` in order: `(EP, dispatch, combine)` in µs on
 /// `h800-ib-ndr`, uniform top-8 routing over DeepSeek-V3's 256 experts.
 ///
 /// ```
-/// use moeplan::studies::cost_checks::deepep_low_latency;
+/// use moeplan::studies::deepep_low_latency;
 /// let rows = deepep_low_latency()?;
 /// assert!(rows.iter().all(|(_, d, c)| d.ours > 0.0 && c.ours > 0.0));
 /// # Ok::<(), moeplan::Error>(())
@@ -249,13 +232,13 @@ pub fn deepep_low_latency() -> Result<Vec<(usize, Pair, Pair)>> {
         .collect()
 }
 
-/// [`DEEPEP_NORMAL`] in order: `(EP, dispatch, combine)` as GB/s of the
+/// `DEEPEP_NORMAL` in order: `(EP, dispatch, combine)` as GB/s of the
 /// bottleneck link (NVLink at EP 8, the NIC above): the link's sustained
 /// bandwidth less its latency's share, which is what the model's answer
 /// comes to there — so this checks the efficiencies, not more.
 ///
 /// ```
-/// use moeplan::studies::cost_checks::deepep_normal;
+/// use moeplan::studies::deepep_normal;
 /// let rows = deepep_normal()?;
 /// assert!(rows.iter().all(|(_, d, _)| d.ours > 0.0));
 /// # Ok::<(), moeplan::Error>(())
@@ -315,4 +298,34 @@ fn deepep(ep: usize, tokens: f64, kernel: Kernel) -> Result<(f64, f64)> {
     .time
     .ok_or_else(|| Error::Argument("no time".into()))?;
     Ok((t.dispatch_us, t.combine_us))
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn cost_checks_h100_rank_times_line_114() {
+        let run = || {
+            use super::{H100_RANK_MS, h100_rank_times};
+            use moeplan::{data::model, synth::generator};
+            let t =
+                generator::generate(&generator::GenConfig::new(model::preset("deepseek-v3")?, 1))?;
+            let rows = h100_rank_times(&t)?;
+            assert_eq!(rows.len(), H100_RANK_MS.len());
+            assert!(rows.iter().all(|(.., p)| p.ours > 0.0));
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn cost_checks_craft_kv_loss_line_193() {
+        let run = || {
+            use super::{CRAFT_KV_LOSS, craft_kv_loss};
+            let rows = craft_kv_loss()?;
+            assert!(rows.iter().zip(CRAFT_KV_LOSS).all(|(r, c)| r.theirs == c.2));
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
 }

@@ -168,7 +168,7 @@ pub(crate) fn engine(name: &str) -> Result<&'static Engine> {
 /// into trace batches.
 ///
 /// ```
-/// use moeplan::{LoadTrace, studies::engines::tokens_per_batch};
+/// use moeplan::{LoadTrace, studies::tokens_per_batch};
 /// use ndarray::Array3;
 /// let t = LoadTrace::new(Array3::from_elem((2, 3, 4), 8.0), vec![0, 1, 2])?; // 32 pairs a layer
 /// assert_eq!(tokens_per_batch(&t, 4), 8.0);
@@ -199,7 +199,7 @@ impl Engine {
     /// so); refused, in one line, by an engine that cannot.
     ///
     /// ```
-    /// use moeplan::studies::engines::ENGINES;
+    /// use moeplan::studies::ENGINES;
     /// let vllm = ENGINES.iter().find(|e| e.name == "vllm").unwrap().asynchronous()?;
     /// assert!(vllm.flags(3000, 1000, 58, 256, 32, None).contains(r#""use_async":true"#));
     /// assert!(ENGINES[0].asynchronous().is_err()); // SGLang
@@ -305,7 +305,7 @@ impl Engine {
     /// refused where the engine has none (only SGLang's has).
     ///
     /// ```
-    /// use moeplan::studies::engines::ENGINES;
+    /// use moeplan::studies::ENGINES;
     /// let sglang = ENGINES.iter().find(|e| e.name == "sglang").unwrap();
     /// let s = sglang.settings(&[], &[], 58, 1024, 4096.0, None)?;
     /// assert_eq!((s[0].every_passes, s[0].window_passes), (1000, 1000)); // the window follows
@@ -362,7 +362,7 @@ impl Engine {
     /// others have none).
     ///
     /// ```
-    /// use moeplan::studies::engines::ENGINES;
+    /// use moeplan::studies::ENGINES;
     /// let engine = |n: &str| ENGINES.iter().find(|e| e.name == n).ok_or(moeplan::Error::Argument(n.into()));
     /// assert_eq!(
     ///     engine("sglang")?.flags(1000, 500, 58, 256, 32, None),

@@ -58,7 +58,7 @@ pub struct Sweep {
 /// budget (at least one step).
 ///
 /// ```
-/// use moeplan::{studies::sweep::sweep, synth::generator, data::model, Topology};
+/// use moeplan::{studies::sweep, synth::generator, data::model, Topology};
 /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
 /// let s = sweep(&t, &t, Topology::new(1, 8)?, 1, &Default::default())?;
 /// assert_eq!(s.rows[0].method, "base");
@@ -81,7 +81,7 @@ pub fn sweep(
 /// imbalance, bound and memory are its report's).
 ///
 /// ```
-/// use moeplan::{evaluate, studies::sweep::sweep_by, synth::generator, data::model, Topology};
+/// use moeplan::{evaluate, studies::sweep_by, synth::generator, data::model, Topology};
 /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
 /// let s = sweep_by(&t, Topology::new(1, 8)?, 1, &Default::default(), |p| evaluate(&t, p))?;
 /// assert!(s.rows.iter().any(|r| r.method == "craft"));

@@ -39,11 +39,11 @@ pub const AUTOCORRELATION_MIN_LOAD: f64 = 0.1;
 /// (the last bin is open).
 pub(crate) const LOAD_BIN_EDGES: [f64; 7] = [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0];
 
-/// Batch-to-batch variation of a trace (definitions in the [module
-/// docs](self)).
+/// Batch-to-batch variation of a trace (definitions in the module's
+/// docs, `studies/variation.rs`).
 ///
 /// ```
-/// use moeplan::{synth::generator, data::model, studies::variation::VariationStats};
+/// use moeplan::{synth::generator, data::model, studies::VariationStats};
 /// let cfg = generator::GenConfig::new(model::preset("olmoe")?, 20);
 /// let v = VariationStats::of(&generator::generate(&cfg)?)?;
 /// assert_eq!(v.batches, 20);
@@ -177,7 +177,7 @@ impl VariationStats {
 /// per-pair figures behind [`VariationStats`].
 ///
 /// ```
-/// use moeplan::{LoadTrace, studies::variation::pair_variation};
+/// use moeplan::{LoadTrace, studies::pair_variation};
 /// use ndarray::Array3;
 /// // expert 0 alternates 1, 3, 1, 3 of 4: share 0.25, 0.75, …
 /// let mut c = Array3::from_elem((4, 1, 2), 0.0);

@@ -9,7 +9,7 @@
 //! expert, `λ` the layer's factor, `h` the expert's; [`DRIFT_A`],
 //! [`DRIFT_C`], lag-1 autoregression `DRIFT_LAG1`), then draws its counts
 //! as a multinomial of `tokens × top_k` assignments, no expert above one per
-//! token. [`crate::studies::variation`] measures any trace the same way.
+//! token. `crate::studies::variation` measures any trace the same way.
 //!
 //! Deterministic for a given configuration and seed (ChaCha8). O(B · L · E).
 //!

@@ -272,7 +272,8 @@ pub fn generate_tokens(cfg: &TokenGenConfig) -> Result<TokenTrace> {
 /// assert!(topics[0].iter().all(|&t| (t as usize) < cfg.topics));
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn planted_topics(cfg: &TokenGenConfig) -> Result<Vec<Vec<u32>>> {
+#[cfg(test)]
+pub(crate) fn planted_topics(cfg: &TokenGenConfig) -> Result<Vec<Vec<u32>>> {
     cfg.check()?;
     Ok(layer_structures(cfg)?
         .into_iter()
@@ -688,7 +689,7 @@ struct Alias {
 
 impl Alias {
     /// Vose's construction; `w` non-negative with a positive sum, at most
-    /// [`MAX_EXPERTS`](crate::data::trace::MAX_EXPERTS) entries.
+    /// [`MAX_EXPERTS`](crate::data::MAX_EXPERTS) entries.
     fn new(w: &[f64]) -> Self {
         let n = w.len();
         let total: f64 = w.iter().sum();

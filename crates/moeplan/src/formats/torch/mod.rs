@@ -95,7 +95,7 @@ pub(crate) fn read_pt(bytes: &[u8], meter: &mut Meter) -> Result<LoadTrace> {
 ///
 /// ```
 /// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
-/// let e = moeplan::formats::torch::read_pickle(b"\x80\x02]q\x00h\x00a.", &mut meter).unwrap_err();
+/// let e = moeplan::formats::read_pickle(b"\x80\x02]q\x00h\x00a.", &mut meter).unwrap_err();
 /// assert!(e.to_string().contains("record 0 has no global_physical_count"), "{e}");
 /// ```
 #[doc(hidden)]

@@ -104,7 +104,7 @@ pub(crate) fn is_safetensors(bytes: &[u8]) -> bool {
 /// TensorRT-LLM's statistics read: the counts summed over ranks, and each
 /// rank's own counts when the files name their ranks.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Statistics {
+pub(crate) struct Statistics {
     /// `B × L × E`: batch `b` is the `b`-th recorded iteration, layers are
     /// the keys' layer ids (the model's layer index), summed over ranks.
     pub trace: LoadTrace,
@@ -271,23 +271,7 @@ fn ranks_of(names: &[&str]) -> Result<Option<Vec<u32>>> {
 /// Every iteration must have counts for every layer (TensorRT-LLM records
 /// each MoE layer in each iteration); a rank may lack a key (it counted
 /// nothing there).
-///
-/// ```
-/// use moeplan::formats::trtllm::read_statistics;
-/// // rank0.safetensors: iteration 7, layer 3, int32 counts [2, 0, 1]
-/// let header = br#"{"7_3":{"dtype":"I32","shape":[3],"data_offsets":[0,12]}}"#;
-/// let mut file = (header.len() as u64).to_le_bytes().to_vec();
-/// file.extend_from_slice(header);
-/// for c in [2i32, 0, 1] { file.extend_from_slice(&c.to_le_bytes()); }
-/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
-/// let s = read_statistics(&[("rank0.safetensors", &file)], &mut meter)?;
-/// assert_eq!(s.trace.layer_ids(), &[3]);
-/// assert_eq!(s.iterations, [7]);
-/// assert_eq!(s.trace.counts()[[0, 0, 0]], 2.0);
-/// assert_eq!(s.ranks, [0]);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn read_statistics<N: AsRef<str>, B: AsRef<[u8]>>(
+pub(crate) fn read_statistics<N: AsRef<str>, B: AsRef<[u8]>>(
     files: &[(N, B)],
     meter: &mut crate::Meter,
 ) -> Result<Statistics> {
@@ -463,7 +447,7 @@ pub fn read_statistics<N: AsRef<str>, B: AsRef<[u8]>>(
 /// the tokens whose top-k held both `i` and `j`, over every recorded
 /// iteration and rank.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Cooccurrence {
+pub(crate) struct Cooccurrence {
     /// The layers, ascending (the keys' layer ids).
     pub layer_ids: Vec<u32>,
     /// One `E × E` matrix per layer, symmetric, its diagonal zero
@@ -474,23 +458,9 @@ pub struct Cooccurrence {
 /// Reads TensorRT-LLM's `cooccurrence_rank<r>.safetensors` files (others
 /// among `files` are skipped), summed over iterations and ranks, into
 /// [`Cooccurrence`]: the affinity GRACE-MoE's grouping reads
-/// ([`crate::planners::grace::affinity`] builds the same matrices from token
+/// ([`crate::planners::affinity`] builds the same matrices from token
 /// routes).
-///
-/// ```
-/// use moeplan::formats::trtllm::read_cooccurrence;
-/// // one token chose experts {0, 1}: [[1, 1], [1, 1]] for iteration 0, layer 2
-/// let header = br#"{"0_2":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}}"#;
-/// let mut file = (header.len() as u64).to_le_bytes().to_vec();
-/// file.extend_from_slice(header);
-/// for c in [1i32, 1, 1, 1] { file.extend_from_slice(&c.to_le_bytes()); }
-/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
-/// let a = read_cooccurrence(&[("cooccurrence_rank0.safetensors", &file)], &mut meter)?;
-/// assert_eq!(a.layer_ids, [2]);
-/// assert_eq!(a.matrices[0], ndarray::array![[0.0, 1.0], [1.0, 0.0]]);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn read_cooccurrence<N: AsRef<str>, B: AsRef<[u8]>>(
+pub(crate) fn read_cooccurrence<N: AsRef<str>, B: AsRef<[u8]>>(
     files: &[(N, B)],
     meter: &mut crate::Meter,
 ) -> Result<Cooccurrence> {
@@ -500,21 +470,7 @@ pub fn read_cooccurrence<N: AsRef<str>, B: AsRef<[u8]>>(
 /// [`read_cooccurrence`] of the iterations in `iterations` only (the
 /// others' tensors are skipped unread): the affinity of the batches a plan
 /// is made on, not of those held out to judge it.
-///
-/// ```
-/// use moeplan::formats::trtllm::read_cooccurrence_in;
-/// // iteration 7, layer 0: one token chose experts {0, 1}
-/// let header = br#"{"7_0":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}}"#;
-/// let mut file = (header.len() as u64).to_le_bytes().to_vec();
-/// file.extend_from_slice(header);
-/// for c in [1i32, 1, 1, 1] { file.extend_from_slice(&c.to_le_bytes()); }
-/// let files = [("cooccurrence_rank0.safetensors", &file)];
-/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
-/// assert_eq!(read_cooccurrence_in(&files, 5..=7, &mut meter)?.matrices[0][[0, 1]], 1.0);
-/// assert!(read_cooccurrence_in(&files, 0..=6, &mut meter).is_err()); // none left
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn read_cooccurrence_in<N: AsRef<str>, B: AsRef<[u8]>>(
+pub(crate) fn read_cooccurrence_in<N: AsRef<str>, B: AsRef<[u8]>>(
     files: &[(N, B)],
     iterations: std::ops::RangeInclusive<u64>,
     meter: &mut crate::Meter,
@@ -617,3 +573,72 @@ pub fn read_cooccurrence_in<N: AsRef<str>, B: AsRef<[u8]>>(
 
 #[cfg(test)]
 mod tests;
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn trtllm_read_statistics_line_275() {
+        let run = || {
+            use super::read_statistics;
+            // rank0.safetensors: iteration 7, layer 3, int32 counts [2, 0, 1]
+            let header = br#"{"7_3":{"dtype":"I32","shape":[3],"data_offsets":[0,12]}}"#;
+            let mut file = (header.len() as u64).to_le_bytes().to_vec();
+            file.extend_from_slice(header);
+            for c in [2i32, 0, 1] {
+                file.extend_from_slice(&c.to_le_bytes());
+            }
+            let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
+            let s = read_statistics(&[("rank0.safetensors", &file)], &mut meter)?;
+            assert_eq!(s.trace.layer_ids(), &[3]);
+            assert_eq!(s.iterations, [7]);
+            assert_eq!(s.trace.counts()[[0, 0, 0]], 2.0);
+            assert_eq!(s.ranks, [0]);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn trtllm_read_cooccurrence_line_480() {
+        let run = || {
+            use super::read_cooccurrence;
+            // one token chose experts {0, 1}: [[1, 1], [1, 1]] for iteration 0, layer 2
+            let header = br#"{"0_2":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}}"#;
+            let mut file = (header.len() as u64).to_le_bytes().to_vec();
+            file.extend_from_slice(header);
+            for c in [1i32, 1, 1, 1] {
+                file.extend_from_slice(&c.to_le_bytes());
+            }
+            let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
+            let a = read_cooccurrence(&[("cooccurrence_rank0.safetensors", &file)], &mut meter)?;
+            assert_eq!(a.layer_ids, [2]);
+            assert_eq!(a.matrices[0], ndarray::array![[0.0, 1.0], [1.0, 0.0]]);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn trtllm_read_cooccurrence_in_line_504() {
+        let run = || {
+            use super::read_cooccurrence_in;
+            // iteration 7, layer 0: one token chose experts {0, 1}
+            let header = br#"{"7_0":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}}"#;
+            let mut file = (header.len() as u64).to_le_bytes().to_vec();
+            file.extend_from_slice(header);
+            for c in [1i32, 1, 1, 1] {
+                file.extend_from_slice(&c.to_le_bytes());
+            }
+            let files = [("cooccurrence_rank0.safetensors", &file)];
+            let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
+            assert_eq!(
+                read_cooccurrence_in(&files, 5..=7, &mut meter)?.matrices[0][[0, 1]],
+                1.0
+            );
+            assert!(read_cooccurrence_in(&files, 0..=6, &mut meter).is_err()); // none left
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+}

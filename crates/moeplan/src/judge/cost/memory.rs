@@ -7,7 +7,7 @@ use super::*;
 /// cache left, `extra_slots` more expert slots per GPU (a per-batch
 /// planner's buffers) over all the plan's layers.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Memory {
+pub(crate) struct Memory {
     /// Weights on the fullest GPU, bytes.
     pub weights: f64,
     /// Per-peer all-to-all buffers, bytes.
@@ -21,22 +21,7 @@ pub struct Memory {
 }
 
 /// The memory a plan leaves for the KV cache.
-///
-/// ```
-/// use moeplan::data::{hardware, model};
-/// use moeplan::judge::cost::{memory, Assumptions};
-/// use moeplan::{planners, synth::generator, Topology};
-/// let m = model::preset("deepseek-v3")?;
-/// let trace = generator::generate(&generator::GenConfig::new(m, 2))?;
-/// let topo = Topology::new(8, 8)?;
-/// let base = planners::eplb(&trace, topo, planners::EplbConfig { redundant_experts: 0, groups: 1 })?;
-/// let more = planners::eplb(&trace, topo, planners::EplbConfig { redundant_experts: 64, groups: 1 })?;
-/// let h = hardware::preset("h100-ib-ndr")?;
-/// let a = Assumptions::default();
-/// assert!(memory(&more, 0, h, m, &a).kv_cache < memory(&base, 0, h, m, &a).kv_cache);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn memory(
+pub(crate) fn memory(
     plan: &Plan,
     extra_slots: usize,
     hardware: &Hardware,
@@ -82,5 +67,42 @@ pub fn memory(
         kv_cache,
         tokens,
         requests: (tokens / assumptions.context_tokens as f64).floor(),
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn memory_memory_line_25() {
+        let run = || {
+            use moeplan::data::{hardware, model};
+            use moeplan::judge::cost::{Assumptions, memory};
+            use moeplan::{Topology, planners, synth::generator};
+            let m = model::preset("deepseek-v3")?;
+            let trace = generator::generate(&generator::GenConfig::new(m, 2))?;
+            let topo = Topology::new(8, 8)?;
+            let base = planners::eplb(
+                &trace,
+                topo,
+                planners::EplbConfig {
+                    redundant_experts: 0,
+                    groups: 1,
+                },
+            )?;
+            let more = planners::eplb(
+                &trace,
+                topo,
+                planners::EplbConfig {
+                    redundant_experts: 64,
+                    groups: 1,
+                },
+            )?;
+            let h = hardware::preset("h100-ib-ndr")?;
+            let a = Assumptions::default();
+            assert!(memory(&more, 0, h, m, &a).kv_cache < memory(&base, 0, h, m, &a).kv_cache);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

@@ -63,8 +63,8 @@ mod memory;
 mod reason;
 mod step;
 
-pub use memory::{Memory, memory};
-pub use step::LayerCompute;
+pub(crate) use memory::{Memory, memory};
+pub(crate) use step::LayerCompute;
 pub(crate) use step::Timer;
 
 /// Which phase a workload's batches are: what a step's tokens hold in the
@@ -571,7 +571,7 @@ pub(crate) fn batch_tokens(trace: &crate::data::trace::LoadTrace, top_k: usize) 
 }
 
 /// Bytes in a GiB.
-pub const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+pub(crate) const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// The dense part of one step of `tokens` tokens on `d` GPUs: `2 ·
 /// non-routed params` FLOPs per token spread over every GPU, or the

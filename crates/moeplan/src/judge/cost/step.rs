@@ -11,7 +11,7 @@ use super::*;
 /// planner that plans for time (CRAFT's `objective = time`) compares
 /// placements by. Scratch reused across calls.
 #[derive(Debug, Default)]
-pub struct LayerCompute {
+pub(crate) struct LayerCompute {
     blend: Blend,
     copies: Vec<u32>,
 }
@@ -19,18 +19,7 @@ pub struct LayerCompute {
 impl LayerCompute {
     /// The busiest GPU's compute when `gpus[g]` lists the experts on GPU
     /// `g` and `rows[e]` are expert `e`'s rows in the batch.
-    ///
-    /// ```
-    /// use moeplan::{data::{hardware, model}, judge::cost::{copy_us, Assumptions, LayerCompute, TimeCost}};
-    /// let t = TimeCost::new(hardware::preset("h100-ib-ndr")?, model::preset("deepseek-v3")?, &Assumptions::default());
-    /// let mut c = LayerCompute::default();
-    /// // expert 0 (800 rows) on both GPUs: 400 rows a copy beside expert 1
-    /// // or 2, and the grouped GEMM's fixed time once
-    /// let us = c.busiest_us(&t, &[vec![0, 1], vec![0, 2]], &[800.0, 100.0, 10.0]);
-    /// assert!((us - t.moe_fixed_us - copy_us(&t, 400.0) - copy_us(&t, 100.0)).abs() < 1e-3 * us);
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn busiest_us(&mut self, t: &TimeCost, gpus: &[Vec<u32>], rows: &[f64]) -> f64 {
+    pub(crate) fn busiest_us(&mut self, t: &TimeCost, gpus: &[Vec<u32>], rows: &[f64]) -> f64 {
         self.mean_busiest_us(t, gpus, [rows])
     }
 
@@ -344,4 +333,32 @@ impl Timer {
 
 pub(super) fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { (a / b).min(1.0) } else { 1.0 }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn layercompute_busiest_us_line_23() {
+        let run = || {
+            use moeplan::{
+                data::{hardware, model},
+                judge::cost::{Assumptions, LayerCompute, TimeCost, copy_us},
+            };
+            let t = TimeCost::new(
+                hardware::preset("h100-ib-ndr")?,
+                model::preset("deepseek-v3")?,
+                &Assumptions::default(),
+            );
+            let mut c = LayerCompute::default();
+            // expert 0 (800 rows) on both GPUs: 400 rows a copy beside expert 1
+            // or 2, and the grouped GEMM's fixed time once
+            let us = c.busiest_us(&t, &[vec![0, 1], vec![0, 2]], &[800.0, 100.0, 10.0]);
+            assert!(
+                (us - t.moe_fixed_us - copy_us(&t, 400.0) - copy_us(&t, 100.0)).abs() < 1e-3 * us
+            );
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
 }

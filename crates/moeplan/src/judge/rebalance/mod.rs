@@ -66,7 +66,7 @@ pub enum RemoteStart {
 
 impl RemoteStart {
     /// Both starts, the default first: the one list front ends offer.
-    pub const ALL: [RemoteStart; 2] = [RemoteStart::Even, RemoteStart::Primary];
+    pub(crate) const ALL: [RemoteStart; 2] = [RemoteStart::Even, RemoteStart::Primary];
     /// Their names, in [`RemoteStart::ALL`]'s order (what an option's
     /// choices list).
     pub(crate) const NAMES: [&'static str; 2] = ["even", "primary"];
@@ -103,21 +103,6 @@ pub const DEFAULT_TOLERANCE_PERCENT: u16 = 5;
 
 /// Algorithm 2 on one layer's placement, its tables built once and reused
 /// for every batch.
-///
-/// ```
-/// use moeplan::judge::Rebalancer;
-/// use moeplan::LayerPlacement;
-/// // expert 0 on GPUs 0 and 1: GPU 2's 8 pairs of it start 4 and 4;
-/// // expert 1 only on GPU 0: GPU 1's 4 pairs of it go there
-/// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0, 1], vec![2, 0], vec![3]] };
-/// let mut r = Rebalancer::new(&layer, 4)?;
-/// let src = [0.0, 0.0, 0.0, 0.0, /* GPU 1 */ 0.0, 4.0, 0.0, 0.0, /* GPU 2 */ 8.0, 0.0, 0.0, 3.0];
-/// let max = r.solve(&src, 0.05)?;
-/// // GPU 0 starts at 8, the mean is 5: GPU 1 takes 1 of expert 0, up to the mean
-/// assert_eq!(r.gpu_loads(), &[7.0, 5.0, 3.0]);
-/// assert_eq!((max, r.initial_max(), r.transfers()), (7.0, 8.0, 1));
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 #[derive(Debug, Default, Clone)]
 pub struct Rebalancer {
     d: usize,
@@ -237,22 +222,7 @@ impl Rebalancer {
 
     /// The same rebalancer with remote pairs starting by `start`
     /// ([`RemoteStart::Even`] unless set).
-    ///
-    /// ```
-    /// use moeplan::judge::{Rebalancer, RemoteStart};
-    /// use moeplan::LayerPlacement;
-    /// // expert 0 on GPUs 0 and 1 (GPU 1 also holds expert 1); GPU 2 sends 8 pairs of expert 0
-    /// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0], vec![1, 0], vec![2]] };
-    /// let src = [0.0, 0.0, 0.0, /* GPU 1 */ 0.0, 0.0, 0.0, /* GPU 2 */ 8.0, 0.0, 1.0];
-    /// let mut even = Rebalancer::new(&layer, 3)?;
-    /// even.solve(&src, 0.05)?;
-    /// assert_eq!(even.gpu_loads(), &[4.0, 4.0, 1.0]); // half each, nothing above the mean of 3 can move
-    /// let mut primary = Rebalancer::new(&layer, 3)?.with_start(RemoteStart::Primary);
-    /// primary.solve(&src, 0.05)?;
-    /// assert_eq!(primary.gpu_loads(), &[5.0, 3.0, 1.0]); // all on GPU 0, then 3 to GPU 1
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
-    pub fn with_start(mut self, start: RemoteStart) -> Self {
+    pub(crate) fn with_start(mut self, start: RemoteStart) -> Self {
         self.start = start;
         self
     }
@@ -395,16 +365,6 @@ impl Rebalancer {
     ///
     /// Errors when `src` is not a whole number of rows of `E`, has more
     /// rows than GPUs, or `epsilon` is negative or not finite.
-    ///
-    /// ```
-    /// use moeplan::{judge::Rebalancer, LayerPlacement};
-    /// // no copies: nothing can move, the loads are where the tokens go
-    /// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0], vec![1]] };
-    /// let mut r = Rebalancer::new(&layer, 2)?;
-    /// assert_eq!(r.solve(&[3.0, 1.0, 3.0, 1.0], 0.0)?, 6.0);
-    /// assert_eq!(r.transfers(), 0);
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     pub fn solve(&mut self, src: &[f64], epsilon: f64) -> Result<f64> {
         let e_n = self.e_n.max(1);
         if src.len() % e_n != 0 || src.len() / e_n > self.d {
@@ -663,13 +623,14 @@ impl Rebalancer {
     }
 
     /// Pairs each GPU served from its own tokens in the last solve.
-    pub fn local_loads(&self) -> &[f64] {
+    pub(crate) fn local_loads(&self) -> &[f64] {
         &self.local
     }
 
     /// The busiest GPU's load before any transfer (every remote pair where
     /// [`RemoteStart`] put it) in the last solve.
-    pub fn initial_max(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn initial_max(&self) -> f64 {
         self.initial_max
     }
 
@@ -689,7 +650,8 @@ impl Rebalancer {
     /// assert_eq!(p.assignment(), vec![(0, 0, 4.0), (0, 1, 2.0)]);
     /// # Ok::<(), moeplan::Error>(())
     /// ```
-    pub fn assignment(&self) -> Vec<(u32, u32, f64)> {
+    #[cfg(test)]
+    pub(crate) fn assignment(&self) -> Vec<(u32, u32, f64)> {
         let mut out = Vec::new();
         for e in 0..self.e_n {
             let remote = match self.flex_index.get(e) {
@@ -704,7 +666,8 @@ impl Rebalancer {
     }
 
     /// Transfers the last solve made.
-    pub fn transfers(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn transfers(&self) -> usize {
         self.transfers
     }
 
@@ -847,18 +810,6 @@ impl Rebalancer {
     /// the expert's remote pairs in proportion to what each serves. Calls
     /// `f(gpu, pairs)`; the pairs sum to `n`. Nothing for `n = 0` or `s`,
     /// `e` out of range.
-    ///
-    /// ```
-    /// use moeplan::{judge::Rebalancer, LayerPlacement};
-    /// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0], vec![1, 0], vec![2]] };
-    /// let mut r = Rebalancer::new(&layer, 3)?.with_start(moeplan::judge::RemoteStart::Primary);
-    /// let src = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 6.0, 0.0, 0.0];
-    /// r.solve(&src, 0.0)?;
-    /// let mut to = Vec::new();
-    /// r.route_one(2, 0, 6.0, |g, x| to.push((g, x)));
-    /// assert_eq!(to, [(0, 4.0), (1, 2.0)]);
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     pub fn route_one(&self, s: usize, e: usize, n: f64, mut f: impl FnMut(usize, f64)) {
         if n == 0.0 || s >= self.d || e >= self.e_n {
             return;

@@ -260,3 +260,95 @@ fn remote_start_names() {
     );
     assert!(RemoteStart::from_name("home").is_err());
 }
+
+/// The examples of items below the door, run as unit tests.
+mod examples {
+    #[test]
+    fn rebalancer_with_start_line_241() {
+        let run = || {
+            use moeplan::LayerPlacement;
+            use moeplan::judge::{Rebalancer, RemoteStart};
+            // expert 0 on GPUs 0 and 1 (GPU 1 also holds expert 1); GPU 2 sends 8 pairs of expert 0
+            let layer = LayerPlacement {
+                layer: 0,
+                gpus: vec![vec![0], vec![1, 0], vec![2]],
+            };
+            let src = [
+                0.0, 0.0, 0.0, /* GPU 1 */ 0.0, 0.0, 0.0, /* GPU 2 */ 8.0, 0.0, 1.0,
+            ];
+            let mut even = Rebalancer::new(&layer, 3)?;
+            even.solve(&src, 0.05)?;
+            assert_eq!(even.gpu_loads(), &[4.0, 4.0, 1.0]); // half each, nothing above the mean of 3 can move
+            let mut primary = Rebalancer::new(&layer, 3)?.with_start(RemoteStart::Primary);
+            primary.solve(&src, 0.05)?;
+            assert_eq!(primary.gpu_loads(), &[5.0, 3.0, 1.0]); // all on GPU 0, then 3 to GPU 1
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+}
+
+/// More examples once in the public items' docs.
+mod more_examples {
+    #[test]
+    fn rebalance_rebalancer_line_107() {
+        let run = || {
+            use moeplan::LayerPlacement;
+            use moeplan::judge::Rebalancer;
+            // expert 0 on GPUs 0 and 1: GPU 2's 8 pairs of it start 4 and 4;
+            // expert 1 only on GPU 0: GPU 1's 4 pairs of it go there
+            let layer = LayerPlacement {
+                layer: 0,
+                gpus: vec![vec![0, 1], vec![2, 0], vec![3]],
+            };
+            let mut r = Rebalancer::new(&layer, 4)?;
+            let src = [
+                0.0, 0.0, 0.0, 0.0, /* GPU 1 */ 0.0, 4.0, 0.0, 0.0, /* GPU 2 */ 8.0, 0.0,
+                0.0, 3.0,
+            ];
+            let max = r.solve(&src, 0.05)?;
+            // GPU 0 starts at 8, the mean is 5: GPU 1 takes 1 of expert 0, up to the mean
+            assert_eq!(r.gpu_loads(), &[7.0, 5.0, 3.0]);
+            assert_eq!((max, r.initial_max(), r.transfers()), (7.0, 8.0, 1));
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn rebalancer_solve_line_384() {
+        let run = || {
+            use moeplan::{LayerPlacement, judge::Rebalancer};
+            // no copies: nothing can move, the loads are where the tokens go
+            let layer = LayerPlacement {
+                layer: 0,
+                gpus: vec![vec![0], vec![1]],
+            };
+            let mut r = Rebalancer::new(&layer, 2)?;
+            assert_eq!(r.solve(&[3.0, 1.0, 3.0, 1.0], 0.0)?, 6.0);
+            assert_eq!(r.transfers(), 0);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn rebalancer_route_one_line_839() {
+        let run = || {
+            use moeplan::{LayerPlacement, judge::Rebalancer};
+            let layer = LayerPlacement {
+                layer: 0,
+                gpus: vec![vec![0], vec![1, 0], vec![2]],
+            };
+            let mut r =
+                Rebalancer::new(&layer, 3)?.with_start(moeplan::judge::RemoteStart::Primary);
+            let src = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 6.0, 0.0, 0.0];
+            r.solve(&src, 0.0)?;
+            let mut to = Vec::new();
+            r.route_one(2, 0, 6.0, |g, x| to.push((g, x)));
+            assert_eq!(to, [(0, 4.0), (1, 2.0)]);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+}

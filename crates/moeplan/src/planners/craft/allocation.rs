@@ -36,23 +36,7 @@ pub struct Allocation {
 /// With `equal_memory = Some((base_slots, d))` the total is also chosen so
 /// that `base_slots + total` is a multiple of `d` (when some total within the
 /// capacity allows it). Ties prefer fewer replicas.
-///
-/// ```
-/// use moeplan::planners::craft::{solve_allocation, BenefitTable, Objective};
-/// let table = BenefitTable {
-///     counts: vec![1, 2],
-///     base: vec![0.5, 0.5],
-///     gains: vec![vec![0.30, 0.30], vec![0.35, 0.30]],
-///     imbalance: vec![],
-///     compute_us: vec![],
-/// };
-/// let a = solve_allocation(&table, 2, Objective::MeanBalancedness, None);
-/// assert_eq!(a.per_layer, vec![1, 1]); // total gain 0.6
-/// let p = solve_allocation(&table, 2, Objective::PaperWeighted, None);
-/// assert_eq!(p.per_layer, vec![2, 0]); // 2 × 0.35 = 0.7 > 0.6, yet the mean is lower
-/// assert!(p.predicted_balancedness < a.predicted_balancedness);
-/// ```
-pub fn solve_allocation(
+pub(crate) fn solve_allocation(
     table: &BenefitTable,
     capacity: usize,
     objective: Objective,
@@ -98,4 +82,25 @@ fn gain_of(table: &BenefitTable, l: usize, r: usize) -> f64 {
         .iter()
         .position(|&x| x == r)
         .map_or(0.0, |k| table.gains[k][l])
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn allocation_solve_allocation_line_40() {
+        use super::{BenefitTable, Objective, solve_allocation};
+        let table = BenefitTable {
+            counts: vec![1, 2],
+            base: vec![0.5, 0.5],
+            gains: vec![vec![0.30, 0.30], vec![0.35, 0.30]],
+            imbalance: vec![],
+            compute_us: vec![],
+        };
+        let a = solve_allocation(&table, 2, Objective::MeanBalancedness, None);
+        assert_eq!(a.per_layer, vec![1, 1]); // total gain 0.6
+        let p = solve_allocation(&table, 2, Objective::PaperWeighted, None);
+        assert_eq!(p.per_layer, vec![2, 0]); // 2 × 0.35 = 0.7 > 0.6, yet the mean is lower
+        assert!(p.predicted_balancedness < a.predicted_balancedness);
+    }
 }

@@ -4,12 +4,12 @@
 //! For replica counts 0 and each count `r` of a set (the paper's geometric
 //! `1, 2, 4, …, D`), every layer is given `r` replicas — the experts with
 //! the highest load per copy first ([`replication_order`]) —, placed with
-//! [`capacity_aware_placement`](crate::planners::shared::placement::capacity_aware_placement)
+//! [`capacity_aware_placement`](crate::planners::capacity_aware_placement)
 //! on a layer-local slot layout (Algorithm 3 for one layer), and every
 //! batch is replayed: `T[r][ℓ]` is the mean balancedness gain over placement
 //! only. With `refine`, each placement is improved by swaps and then by the
 //! joint search over counts and places
-//! ([`joint_search`](crate::planners::shared::joint::joint_search)), so
+//! ([`joint_search`](crate::planners::joint_search)), so
 //! the counts the order gave are only a start. The placements are kept, so a budget change later only relabels
 //! them ([`Craft::plan`](super::Craft::plan)).
 //!
@@ -75,7 +75,7 @@ impl BenefitTable {
 /// in `counts`, replaying every batch of `trace` on `topology`.
 ///
 /// ```
-/// use moeplan::{planners::craft::estimate_benefit, LoadTrace, Topology};
+/// use moeplan::{planners::estimate_benefit, LoadTrace, Topology};
 /// use ndarray::Array3;
 /// let mut c = Array3::from_elem((2, 2, 8), 10.0);
 /// c[[0, 1, 3]] = 200.0; // layer 1 has a hot expert
@@ -114,7 +114,7 @@ pub(super) fn estimate(
 /// One layer as Algorithm 1 measured it at one GPU count: the
 /// placement-only balancedness, the gain at each count, the imbalance at
 /// `[0] ++ counts`, the placements, and the layer's bound at `0..=D`
-/// replicas ([`layer_bound_curve`](crate::judge::bound::layer_bound_curve)).
+/// replicas ([`layer_bound_curve`](crate::judge::layer_bound_curve)).
 #[derive(Debug)]
 pub(super) struct LayerMeasured {
     base: f64,

@@ -16,13 +16,7 @@
 /// ties broken by picking evenly spaced GPUs (so across nodes, since GPU ids
 /// are node-major). Every GPU ends within one slot of every other, and equal
 /// when the total divides.
-///
-/// ```
-/// use moeplan::planners::craft::interleaved_assignment;
-/// let a = interleaved_assignment(&[6, 6], 4);
-/// assert_eq!(a, vec![vec![2, 1, 1, 2], vec![1, 2, 2, 1]]);
-/// ```
-pub fn interleaved_assignment(slots_per_layer: &[usize], d: usize) -> Vec<Vec<usize>> {
+pub(crate) fn interleaved_assignment(slots_per_layer: &[usize], d: usize) -> Vec<Vec<usize>> {
     let d = d.max(1);
     let mut totals: Vec<usize> = vec![0; d];
     let mut out: Vec<Vec<usize>> = slots_per_layer
@@ -70,5 +64,16 @@ fn interleave_select(k: &[usize], q: usize) -> Vec<usize> {
         _ => (0..q)
             .map(|i| k[(2 * i * (n - 1) + (q - 1)) / (2 * (q - 1))])
             .collect(),
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn interleave_interleaved_assignment_line_20() {
+        use super::interleaved_assignment;
+        let a = interleaved_assignment(&[6, 6], 4);
+        assert_eq!(a, vec![vec![2, 1, 1, 2], vec![1, 2, 2, 1]]);
     }
 }

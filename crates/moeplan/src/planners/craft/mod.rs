@@ -26,7 +26,7 @@
 //!    default): swaps, then the joint search over counts and places
 //!    (`shared::joint::joint_search`)
 //!    for every (layer, replica count) of Algorithm 1; `repair` searches the
-//!    final plan again ([`crate::planners::shared::joint::repair`]).
+//!    final plan again ([`crate::planners::repair`]).
 //!
 //! Steps 1–2 live in [`Craft::prepare`]; a budget change re-runs only steps
 //! 3–5 in [`Craft::plan`] (the app's slider).
@@ -91,11 +91,12 @@ use crate::planners::shared::joint::{REPAIR, repair, repair_by};
 use crate::planners::shared::layers::map_layers;
 use crate::planners::shared::placement::relabel;
 
-pub use self::allocation::solve_allocation;
+pub(crate) use self::allocation::solve_allocation;
 pub use self::benefit::{BenefitTable, estimate_benefit};
-pub use self::interleave::interleaved_assignment;
-pub use crate::planners::registry::CurvePoint;
-pub use crate::planners::shared::placement::{capacity_aware_placement, refine_placement};
+pub(crate) use self::interleave::interleaved_assignment;
+pub(crate) use crate::planners::registry::CurvePoint;
+#[cfg(test)]
+pub(crate) use crate::planners::shared::placement::{capacity_aware_placement, refine_placement};
 
 const NAME: &str = "craft";
 
@@ -115,7 +116,7 @@ impl ReplicaCounts {
     /// The sorted, deduplicated counts for `d` GPUs.
     ///
     /// ```
-    /// use moeplan::planners::craft::ReplicaCounts;
+    /// use moeplan::planners::ReplicaCounts;
     /// assert_eq!(ReplicaCounts::Geometric.resolve(8)?, vec![1, 2, 4, 8]);
     /// assert_eq!(ReplicaCounts::Geometric.resolve(12)?, vec![1, 2, 4, 8, 12]);
     /// assert!(ReplicaCounts::List(vec![0]).resolve(8).is_err());
@@ -170,7 +171,7 @@ pub struct CraftOptions {
     pub replica_counts: ReplicaCounts,
     /// What the knapsack maximises.
     pub objective: Objective,
-    /// Follow the paper's greedy placement with [`refine_placement`]
+    /// Follow the paper's greedy placement with `refine_placement`
     /// and the joint search over counts and places
     /// (`shared::joint::joint_search`)
     /// for every (layer, replica count) of the benefit table (beyond the
@@ -180,7 +181,7 @@ pub struct CraftOptions {
     /// was before the joint search — for comparisons).
     pub joint: bool,
     /// After the plan for a budget is made, search each layer again with
-    /// random restarts ([`crate::planners::shared::joint::repair`])
+    /// random restarts ([`crate::planners::repair`])
     /// at the same memory. Costs time at every budget change; off by default.
     pub repair: bool,
     /// The hardware and model [`Objective::Time`] prices with.
@@ -264,7 +265,7 @@ impl Craft {
     /// when the trace or the cluster changes.
     ///
     /// ```
-    /// use moeplan::planners::craft::{ReplicaBudget, Craft, CraftOptions};
+    /// use moeplan::planners::{ReplicaBudget, Craft, CraftOptions};
     /// use moeplan::{synth::generator, data::model, Topology};
     /// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
     /// let craft = Craft::prepare(&trace, Topology::new(1, 8)?, &CraftOptions::default())?;
@@ -316,7 +317,8 @@ impl Craft {
     }
 
     /// The benefit table (Algorithm 1).
-    pub fn table(&self) -> &BenefitTable {
+    #[cfg(test)]
+    pub(crate) fn table(&self) -> &BenefitTable {
         &self.table
     }
 
@@ -385,7 +387,7 @@ impl Craft {
     /// Replication factors the curve covers: 1, 2, 4, … up to the first
     /// power of two at or above the layer count (EPLB's one redundant
     /// expert per GPU per layer is `R = L`).
-    pub fn curve_factors(&self) -> Vec<usize> {
+    pub(crate) fn curve_factors(&self) -> Vec<usize> {
         let top = self.layer_ids.len().next_power_of_two();
         std::iter::successors(Some(1usize), |x| Some(x * 2))
             .take_while(|&x| x <= top)
@@ -393,7 +395,7 @@ impl Craft {
     }
 
     /// Predicted balancedness and bound at each replication factor.
-    pub fn curve(&self) -> Vec<CurvePoint> {
+    pub(crate) fn curve(&self) -> Vec<CurvePoint> {
         self.traced
             .get_or_init(|| {
                 self.curve_factors()
@@ -425,7 +427,7 @@ impl Craft {
     /// normalise `log2 R` and the predicted balancedness to `[0, 1]` and take
     /// the point farthest above the diagonal. Returns 0 when no budget gains
     /// at least 0.005 balancedness (replicas would be wasted memory).
-    pub fn auto_replicas_per_gpu(&self) -> usize {
+    pub(crate) fn auto_replicas_per_gpu(&self) -> usize {
         let curve = self.curve();
         let base = self.table.base.iter().sum::<f64>() / self.table.layers().max(1) as f64;
         knee(&curve, base)
@@ -520,7 +522,7 @@ impl Craft {
     /// the tokens a step serves (ties: the fewer replicas). `None` when
     /// CRAFT does not plan for time. Cost: one plan and one priced replay
     /// of one batch per factor.
-    pub fn fastest_replicas_per_gpu(&self) -> Result<Option<usize>> {
+    pub(crate) fn fastest_replicas_per_gpu(&self) -> Result<Option<usize>> {
         let Some(priced) = &self.priced else {
             return Ok(None);
         };
@@ -615,7 +617,7 @@ fn compute_table(
 /// CRAFT in one call: prepare, then plan `budget`.
 ///
 /// ```
-/// use moeplan::planners::craft::{craft, ReplicaBudget};
+/// use moeplan::planners::{craft, ReplicaBudget};
 /// use moeplan::{evaluate, synth::generator, data::model, planners, Topology};
 /// let trace = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 8))?;
 /// let topo = Topology::new(1, 8)?;
@@ -634,7 +636,7 @@ pub fn craft(trace: &LoadTrace, topology: Topology, budget: ReplicaBudget) -> Re
 pub const ID: PlannerId = PlannerId::new("craft");
 
 /// CRAFT's budget: `R`, replicas per GPU summed over layers; `auto` = the
-/// knee ([`Craft::auto_replicas_per_gpu`]).
+/// knee (`Craft::auto_replicas_per_gpu`).
 pub const REPLICAS_PER_GPU: OptionSpec = OptionSpec {
     name: "replicas_per_gpu",
     about: "CRAFT's budget: replicas per GPU summed over layers (R · D in all); auto: the knee \
@@ -675,7 +677,7 @@ impl CraftOptions {
     /// The options [`Settings`] hold (defaults for those unset).
     ///
     /// ```
-    /// use moeplan::planners::craft::{CraftOptions, Objective};
+    /// use moeplan::planners::{CraftOptions, Objective};
     /// use moeplan::planners::{Settings, Value};
     /// let s = Settings::new().with("objective", Value::Word("paper".into()))?;
     /// let o = CraftOptions::from_settings(&s)?;
@@ -720,17 +722,6 @@ pub(crate) const SPEC: PlannerSpec = PlannerSpec {
 /// with the options in `settings`: what a later prepare at that GPU count
 /// reads instead of measuring. The page's worker runs one layer per step
 /// between requests for the clusters next to the one shown.
-///
-/// ```
-/// use moeplan::planners::{craft, Settings};
-/// use moeplan::{synth::generator, data::model, Topology};
-/// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
-/// let topology = Topology::new(1, 4)?;
-/// for layer in 0..t.num_layers() {
-///     craft::warm(&t, topology, &Settings::new(), layer)?;
-/// }
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 pub fn warm(
     trace: &LoadTrace,
     topology: Topology,
@@ -785,5 +776,24 @@ impl Prepared for Craft {
 
     fn curve(&self) -> Option<Vec<CurvePoint>> {
         Some(Craft::curve(self))
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn craft_warm_line_726() {
+        let run = || {
+            use moeplan::planners::{Settings, craft};
+            use moeplan::{Topology, data::model, synth::generator};
+            let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+            let topology = Topology::new(1, 4)?;
+            for layer in 0..t.num_layers() {
+                craft::warm(&t, topology, &Settings::new(), layer)?;
+            }
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

@@ -19,18 +19,6 @@ use crate::data::workload::MAX_AFFINITY_EXPERTS;
 /// `A[i][j]`: tokens of MoE layer index `layer` (`0..tokens.num_layers()`)
 /// that chose both `i` and `j` (`i ≠ j`); the diagonal is zero and the matrix
 /// symmetric. A token that lists an expert twice counts once for it.
-///
-/// ```
-/// use moeplan::TokenTrace;
-/// use moeplan::planners::grace::affinity::affinity;
-/// use ndarray::array;
-/// // Two tokens, top-2: {0, 1} and {1, 2}.
-/// let t = TokenTrace::new(3, vec![1], vec![array![[0, 1], [1, 2]]], vec![0, 0])?;
-/// let a = affinity(&t, 0)?;
-/// assert_eq!(a, array![[0.0, 1.0, 0.0], [1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]);
-/// assert!(affinity(&t, 1).is_err());
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 pub fn affinity(tokens: &TokenTrace, layer: usize) -> Result<Array2<f64>> {
     if layer >= tokens.num_layers() {
         return Err(Error::Argument(format!(
@@ -79,7 +67,7 @@ pub fn affinity(tokens: &TokenTrace, layer: usize) -> Result<Array2<f64>> {
 ///
 /// ```
 /// use moeplan::TokenTrace;
-/// use moeplan::planners::grace::affinity::affinity_all;
+/// use moeplan::planners::affinity_all;
 /// use ndarray::array;
 /// let t = TokenTrace::new(3, vec![1, 2], vec![array![[0, 1]], array![[2, 1]]], vec![0])?;
 /// let a = affinity_all(&t)?;
@@ -112,12 +100,13 @@ fn check_square(a: &Array2<f64>, what: &str) -> Result<usize> {
 /// Total affinity over pairs `i < j` (the denominator of Eq. 1).
 ///
 /// ```
-/// use moeplan::planners::grace::affinity::total;
+/// use moeplan::planners::total;
 /// use ndarray::array;
 /// assert_eq!(total(&array![[0.0, 2.0], [2.0, 0.0]])?, 2.0);
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn total(a: &Array2<f64>) -> Result<f64> {
+#[cfg(test)]
+pub(crate) fn total(a: &Array2<f64>) -> Result<f64> {
     let n = check_square(a, "total")?;
     Ok((0..n)
         .map(|i| (i + 1..n).map(|j| a[[i, j]]).sum::<f64>())
@@ -127,15 +116,6 @@ pub fn total(a: &Array2<f64>) -> Result<f64> {
 /// Affinity utilisation `U` of Eq. 1: the share of the total pair affinity
 /// (`i < j`) that falls inside groups, for `labels[i]` the group of expert
 /// `i`. Zero when the matrix has no affinity at all.
-///
-/// ```
-/// use moeplan::planners::grace::affinity::utilisation;
-/// use ndarray::array;
-/// let a = array![[0.0, 3.0, 1.0], [3.0, 0.0, 0.0], [1.0, 0.0, 0.0]];
-/// assert_eq!(utilisation(&a, &[0, 0, 1])?, 0.75);
-/// assert!(utilisation(&a, &[0, 0]).is_err());
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 pub fn utilisation(a: &Array2<f64>, labels: &[usize]) -> Result<f64> {
     let n = check_square(a, "utilisation")?;
     if labels.len() != n {
@@ -167,7 +147,8 @@ pub(super) fn utilisation_of_checked(a: &Array2<f64>, labels: &[usize]) -> f64 {
 /// How concentrated one layer's affinity is, on scales that do not depend
 /// on the token count.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AffinitySummary {
+#[cfg(test)]
+pub(crate) struct AffinitySummary {
     /// Total affinity over pairs `i < j`.
     pub total: f64,
     /// Share of the total held by the heaviest 1 % of pairs (at least one
@@ -186,7 +167,7 @@ pub struct AffinitySummary {
 /// [`AffinitySummary`] of `a` for a grouping into `groups` groups.
 ///
 /// ```
-/// use moeplan::planners::grace::affinity::summarize;
+/// use moeplan::planners::summarize;
 /// use ndarray::Array2;
 /// // Two planted pairs {0,1} and {2,3} hold all the affinity.
 /// let mut a = Array2::zeros((4, 4));
@@ -196,7 +177,8 @@ pub struct AffinitySummary {
 /// assert!((s.random_utilisation - 1.0 / 3.0).abs() < 1e-12);
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn summarize(a: &Array2<f64>, groups: usize) -> Result<AffinitySummary> {
+#[cfg(test)]
+pub(crate) fn summarize(a: &Array2<f64>, groups: usize) -> Result<AffinitySummary> {
     let n = check_square(a, "summary")?;
     if groups == 0 || groups > n {
         return Err(Error::Argument(format!(
@@ -284,5 +266,38 @@ mod tests {
         assert!(summarize(&array![[0.0, f64::NAN], [0.0, 0.0]], 1).is_err());
         assert!(summarize(&Array2::zeros((2, 2)), 3).is_err());
         assert_eq!(utilisation(&Array2::zeros((2, 2)), &[0, 0]).unwrap(), 0.0);
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn affinity_affinity_line_23() {
+        let run = || {
+            use moeplan::TokenTrace;
+            use moeplan::planners::grace_affinity as affinity;
+            use ndarray::array;
+            // Two tokens, top-2: {0, 1} and {1, 2}.
+            let t = TokenTrace::new(3, vec![1], vec![array![[0, 1], [1, 2]]], vec![0, 0])?;
+            let a = affinity(&t, 0)?;
+            assert_eq!(a, array![[0.0, 1.0, 0.0], [1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]);
+            assert!(affinity(&t, 1).is_err());
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn affinity_utilisation_line_132() {
+        let run = || {
+            use super::utilisation;
+            use ndarray::array;
+            let a = array![[0.0, 3.0, 1.0], [3.0, 0.0, 0.0], [1.0, 0.0, 0.0]];
+            assert_eq!(utilisation(&a, &[0, 0, 1])?, 0.75);
+            assert!(utilisation(&a, &[0, 0]).is_err());
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

@@ -72,11 +72,11 @@ pub struct GraceAnalysis {
 
 impl GraceAnalysis {
     /// Counts every layer's affinity from the token routes, or takes the
-    /// workload's recorded affinity ([`Workload::with_affinity`]) when it
+    /// workload's recorded affinity (`Workload::with_affinity`) when it
     /// has no routes (nothing without either).
     ///
     /// ```
-    /// use moeplan::planners::grace::GraceAnalysis;
+    /// use moeplan::planners::GraceAnalysis;
     /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
     /// use moeplan::{data::model, data::Workload};
     /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 256))?;
@@ -118,7 +118,7 @@ impl GraceAnalysis {
     /// together.
     ///
     /// ```
-    /// use moeplan::planners::grace::GraceAnalysis;
+    /// use moeplan::planners::GraceAnalysis;
     /// use moeplan::{synth::generator, data::model, data::Workload};
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
     /// assert!(GraceAnalysis::new(&Workload::new(t))?.affinity(0).is_none());
@@ -136,7 +136,7 @@ impl GraceAnalysis {
     /// a layer out of range, fewer experts than GPUs). Plans are unchanged.
     ///
     /// ```
-    /// use moeplan::planners::grace::{GraceAnalysis, Grace, GraceOptions};
+    /// use moeplan::planners::{GraceAnalysis, Grace, GraceOptions};
     /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
     /// use moeplan::{data::model, data::Workload, Topology};
     /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?;
@@ -174,7 +174,7 @@ impl GraceAnalysis {
     /// the O(m³) eigendecompositions a front end may want to defer.
     ///
     /// ```
-    /// use moeplan::planners::grace::{GraceAnalysis, GraceOptions};
+    /// use moeplan::planners::{GraceAnalysis, GraceOptions};
     /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
     /// use moeplan::{data::model, data::Workload, Topology};
     /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?;

@@ -57,19 +57,20 @@ use crate::error::{Error, Result};
 const NAME: &str = "grace";
 
 /// The non-uniformity ratios the `(S, U)` curve tries, ascending.
-pub const RATIOS: [f64; 8] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0];
+pub(crate) const RATIOS: [f64; 8] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0];
 
 /// Algorithm 1: `Σ_{i∈S} Σ_{j∈S} A[i][j]` (both orders, so each pair
 /// twice in a symmetric matrix). Ids outside `a` count nothing.
 ///
 /// ```
-/// use moeplan::planners::grace::grouping::intra_score;
+/// use moeplan::planners::intra_score;
 /// use ndarray::array;
 /// let a = array![[0., 3., 1.], [3., 0., 2.], [1., 2., 0.]];
 /// assert_eq!(intra_score(&a, &[0, 1]), 6.0);
 /// assert_eq!(intra_score(&a, &[0, 1, 2]), 12.0);
 /// ```
-pub fn intra_score(a: &Array2<f64>, experts: &[usize]) -> f64 {
+#[cfg(test)]
+pub(crate) fn intra_score(a: &Array2<f64>, experts: &[usize]) -> f64 {
     experts
         .iter()
         .map(|&i| experts.iter().filter_map(|&j| a.get((i, j))).sum::<f64>())
@@ -78,7 +79,7 @@ pub fn intra_score(a: &Array2<f64>, experts: &[usize]) -> f64 {
 
 /// Algorithm 2's size bounds for `experts` in `groups` groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct SizeBounds {
+pub(crate) struct SizeBounds {
     /// `E = ⌊Ne / D⌋`.
     pub ideal: usize,
     /// `δ = max(1, round(E · r))`.
@@ -91,16 +92,7 @@ pub struct SizeBounds {
 
 /// Algorithm 2 lines 2–3 for `experts` experts, `groups` groups and ratio
 /// `ratio` (finite, non-negative).
-///
-/// ```
-/// use moeplan::planners::grace::grouping::size_bounds;
-/// let b = size_bounds(64, 8, 0.25)?;
-/// assert_eq!((b.ideal, b.delta, b.min, b.max), (8, 2, 6, 10));
-/// let b = size_bounds(66, 8, 0.0)?; // 66 / 8: E = 8, δ = 1
-/// assert_eq!((b.min, b.max), (7, 9));
-/// # Ok::<(), moeplan::Error>(())
-/// ```
-pub fn size_bounds(experts: usize, groups: usize, ratio: f64) -> Result<SizeBounds> {
+pub(crate) fn size_bounds(experts: usize, groups: usize, ratio: f64) -> Result<SizeBounds> {
     if groups == 0 {
         return Err(Error::planner(NAME, "zero groups"));
     }
@@ -126,6 +118,7 @@ pub fn size_bounds(experts: usize, groups: usize, ratio: f64) -> Result<SizeBoun
     })
 }
 
+#[cfg(test)]
 fn check_affinity(a: &Array2<f64>) -> Result<usize> {
     let (n, m) = a.dim();
     if n != m {
@@ -151,14 +144,15 @@ fn check_affinity(a: &Array2<f64>) -> Result<usize> {
 /// `min..=max` experts. Needs `k · min ≤ n ≤ k · max`.
 ///
 /// ```
-/// use moeplan::planners::grace::grouping::bounded_grouping;
+/// use moeplan::planners::bounded_grouping;
 /// use ndarray::Array2;
 /// let a = Array2::from_elem((6, 6), 1.0);
 /// let g = bounded_grouping(&a, &[0, 0, 0, 0, 0, 1], 2, 2, 4)?;
 /// assert_eq!(g.iter().map(Vec::len).collect::<Vec<_>>(), vec![4, 2]);
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn bounded_grouping(
+#[cfg(test)]
+pub(crate) fn bounded_grouping(
     a: &Array2<f64>,
     labels: &[usize],
     k: usize,
@@ -343,7 +337,7 @@ fn bounded_unchecked(
 /// initial clustering `labels` (`0..d`, e.g. spectral clustering's).
 ///
 /// ```
-/// use moeplan::planners::grace::grouping::controlled_grouping;
+/// use moeplan::planners::controlled_grouping;
 /// use ndarray::Array2;
 /// let a = Array2::from_elem((8, 8), 1.0);
 /// // one cluster of 7 and one of 1; E = 4, δ = 1: sizes within [3, 5]
@@ -351,7 +345,8 @@ fn bounded_unchecked(
 /// assert_eq!(g.iter().map(Vec::len).collect::<Vec<_>>(), vec![5, 3]);
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn controlled_grouping(
+#[cfg(test)]
+pub(crate) fn controlled_grouping(
     a: &Array2<f64>,
     labels: &[usize],
     d: usize,
@@ -363,13 +358,6 @@ pub fn controlled_grouping(
 
 /// Eq. 1's `U`: the share of the affinity `Σ_{i<j} A[i][j]` inside groups
 /// (0 when there is no affinity at all).
-///
-/// ```
-/// use moeplan::planners::grace::grouping::utilisation;
-/// use ndarray::array;
-/// let a = array![[0., 3., 1.], [3., 0., 0.], [1., 0., 0.]];
-/// assert_eq!(utilisation(&a, &[vec![0, 1], vec![2]]), 0.75);
-/// ```
 pub fn utilisation(a: &Array2<f64>, groups: &[Vec<usize>]) -> f64 {
     utilisation_of_total(a, groups, pair_total(a))
 }
@@ -423,12 +411,7 @@ pub(super) fn utilisation_of_total(a: &Array2<f64>, groups: &[Vec<usize>], total
 
 /// Eq. 1's `S`: `√(mean_d (|C_d| − E)²)` with the exact `E = Ne / D` (so a
 /// split as even as `D ∤ Ne` allows scores least).
-///
-/// ```
-/// use moeplan::planners::grace::grouping::size_deviation;
-/// assert_eq!(size_deviation(&[vec![0, 1, 2], vec![3]]), 1.0);
-/// ```
-pub fn size_deviation(groups: &[Vec<usize>]) -> f64 {
+pub(crate) fn size_deviation(groups: &[Vec<usize>]) -> f64 {
     let d = groups.len();
     if d == 0 {
         return 0.0;
@@ -462,14 +445,7 @@ pub struct RatioPoint {
 /// Ties (and points repeated because several `r` round to one `δ`) go to
 /// the smallest `r`; a curve whose `U` does not move (no affinity to win)
 /// gives the first point. `None` for no points.
-///
-/// ```
-/// use moeplan::planners::grace::grouping::{knee, RatioPoint};
-/// let p = |ratio, s, u| RatioPoint { ratio, delta: 1, size_deviation: s, utilisation: u };
-/// let curve = [p(0.0, 0.0, 0.2), p(0.1, 1.0, 0.7), p(0.2, 2.0, 0.8), p(0.5, 4.0, 0.82)];
-/// assert_eq!(knee(&curve), Some(1));
-/// ```
-pub fn knee(points: &[RatioPoint]) -> Option<usize> {
+pub(crate) fn knee(points: &[RatioPoint]) -> Option<usize> {
     points.first()?;
     let span = |f: fn(&RatioPoint) -> f64| {
         let lo = points.iter().map(f).fold(f64::INFINITY, f64::min);
@@ -501,6 +477,7 @@ pub fn knee(points: &[RatioPoint]) -> Option<usize> {
 
 /// Clusters a node's experts over its GPUs: called with the node's experts
 /// (global ids), their affinity sub-matrix and `G`; returns labels `0..G`.
+#[cfg(test)]
 pub(crate) type Clusterer<'a> = dyn FnMut(&[usize], &Array2<f64>, usize) -> Result<Vec<usize>> + 'a;
 
 /// Hierarchical grouping for `topology` (`N` nodes × `G` GPUs): the experts
@@ -512,7 +489,7 @@ pub(crate) type Clusterer<'a> = dyn FnMut(&[usize], &Array2<f64>, usize) -> Resu
 /// GPU ids node-major as in [`Topology`]. Needs at least one expert per GPU.
 ///
 /// ```
-/// use moeplan::planners::grace::grouping::hierarchical_grouping;
+/// use moeplan::planners::hierarchical_grouping;
 /// use moeplan::Topology;
 /// use ndarray::Array2;
 /// let a = Array2::from_elem((8, 8), 1.0);
@@ -523,7 +500,8 @@ pub(crate) type Clusterer<'a> = dyn FnMut(&[usize], &Array2<f64>, usize) -> Resu
 /// assert_eq!(groups, vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn hierarchical_grouping(
+#[cfg(test)]
+pub(crate) fn hierarchical_grouping(
     a: &Array2<f64>,
     topology: Topology,
     ratio: f64,
@@ -573,13 +551,7 @@ fn gather_flat(sym: &[f64], n: usize, members: &[usize]) -> Vec<f64> {
 
 /// The largest ratio GRACE tries when asked for `ratio`: [`RATIOS`]' last
 /// or `ratio`, whichever is larger. A GPU's slots are those of this ratio.
-///
-/// ```
-/// use moeplan::planners::grace::grouping::widest_ratio;
-/// assert_eq!(widest_ratio(0.2), 1.0);
-/// assert_eq!(widest_ratio(1.5), 1.5);
-/// ```
-pub fn widest_ratio(ratio: f64) -> f64 {
+pub(crate) fn widest_ratio(ratio: f64) -> f64 {
     RATIOS.iter().copied().fold(ratio, f64::max)
 }
 
@@ -724,7 +696,7 @@ pub(super) fn within_nodes(
 /// `n mod d` groups take the larger size). `loads` per expert.
 ///
 /// ```
-/// use moeplan::planners::grace::grouping::load_grouping;
+/// use moeplan::planners::load_grouping;
 /// let g = load_grouping(&[5.0, 1.0, 4.0, 2.0, 3.0], 2);
 /// assert_eq!(g, vec![vec![0, 1, 3], vec![2, 4]]);
 /// ```
@@ -760,4 +732,64 @@ pub fn load_grouping(loads: &[f64], d: usize) -> Vec<Vec<usize>> {
         g.sort_unstable();
     }
     groups
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn grouping_size_bounds_line_96() {
+        let run = || {
+            use super::size_bounds;
+            let b = size_bounds(64, 8, 0.25)?;
+            assert_eq!((b.ideal, b.delta, b.min, b.max), (8, 2, 6, 10));
+            let b = size_bounds(66, 8, 0.0)?; // 66 / 8: E = 8, δ = 1
+            assert_eq!((b.min, b.max), (7, 9));
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn grouping_size_deviation_line_431() {
+        use super::size_deviation;
+        assert_eq!(size_deviation(&[vec![0, 1, 2], vec![3]]), 1.0);
+    }
+
+    #[test]
+    fn grouping_knee_line_470() {
+        use super::{RatioPoint, knee};
+        let p = |ratio, s, u| RatioPoint {
+            ratio,
+            delta: 1,
+            size_deviation: s,
+            utilisation: u,
+        };
+        let curve = [
+            p(0.0, 0.0, 0.2),
+            p(0.1, 1.0, 0.7),
+            p(0.2, 2.0, 0.8),
+            p(0.5, 4.0, 0.82),
+        ];
+        assert_eq!(knee(&curve), Some(1));
+    }
+
+    #[test]
+    fn grouping_widest_ratio_line_583() {
+        use super::widest_ratio;
+        assert_eq!(widest_ratio(0.2), 1.0);
+        assert_eq!(widest_ratio(1.5), 1.5);
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod door_examples {
+    #[test]
+    fn grouping_utilisation_line_362() {
+        use super::utilisation;
+        use ndarray::array;
+        let a = array![[0., 3., 1.], [3., 0., 0.], [1., 0., 0.]];
+        assert_eq!(utilisation(&a, &[vec![0, 1], vec![2]]), 0.75);
+    }
 }

@@ -35,11 +35,11 @@
 //! replication still follows Eq. 2. [`Prepared::notes`] says so, for the
 //! front ends to show.
 
-pub mod affinity;
+pub(crate) mod affinity;
 pub(crate) mod analysis;
-pub mod grouping;
-pub mod replication;
-pub mod spectral;
+pub(crate) mod grouping;
+pub(crate) mod replication;
+pub(crate) mod spectral;
 
 use serde::Serialize;
 use std::borrow::Cow;
@@ -57,7 +57,7 @@ use crate::planners::registry::{
 use crate::planners::shared::layers::map_layers;
 
 pub use self::analysis::GraceAnalysis;
-pub use self::grouping::RATIOS;
+pub(crate) use self::grouping::RATIOS;
 
 const NAME: &str = "grace";
 
@@ -102,7 +102,7 @@ pub struct LayerGrouping {
     pub groups: Vec<Vec<u32>>,
     /// The ratio used; `None` when grouped by load only.
     pub ratio: Option<f64>,
-    /// `(S(r), U(r))` at each of [`RATIOS`] (and the asked-for ratio if it
+    /// `(S(r), U(r))` at each of `RATIOS` (and the asked-for ratio if it
     /// is not among them), ascending `r`; empty when grouped by load only.
     pub curve: Vec<RatioPoint>,
     /// `U` of the groups used (0 when there is no affinity).
@@ -232,16 +232,6 @@ impl Grace {
     /// Groups every layer (affinity and spectral clustering when `work` has
     /// token routes or a recorded affinity, load only otherwise) and decides its replication.
     /// Re-run when the workload or the cluster changes.
-    ///
-    /// ```
-    /// use moeplan::planners::grace::{Grace, GraceOptions};
-    /// use moeplan::{synth::generator, data::model, data::Workload, Topology};
-    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
-    /// let g = Grace::prepare(&Workload::new(t), Topology::new(1, 8)?, &GraceOptions::default())?;
-    /// assert!(g.notes()[0].contains("no token routes"));
-    /// assert_eq!(g.layers()[0].groups.len(), 8);
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     pub fn prepare(work: &Workload, topology: Topology, options: &GraceOptions) -> Result<Grace> {
         let trace = work.trace();
         let analysis = if trace.num_experts() >= topology.num_gpus() {
@@ -259,7 +249,7 @@ impl Grace {
     /// reuses them; the plan is the same as [`Grace::prepare`]'s.
     ///
     /// ```
-    /// use moeplan::planners::grace::{GraceAnalysis, Grace, GraceOptions};
+    /// use moeplan::planners::{GraceAnalysis, Grace, GraceOptions};
     /// use moeplan::synth::token_generator::{TokenGenConfig, generate_tokens};
     /// use moeplan::{data::model, data::Workload, Topology};
     /// let t = generate_tokens(&TokenGenConfig::new(model::preset("deepseek-v2-lite")?, 512))?;
@@ -374,7 +364,7 @@ impl Grace {
     /// Every layer's groups, ratio, `(S, U)` curve and replication.
     ///
     /// ```
-    /// use moeplan::planners::grace::{Grace, GraceOptions};
+    /// use moeplan::planners::{Grace, GraceOptions};
     /// use moeplan::{synth::generator, data::model, data::Workload, Topology};
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
     /// let g = Grace::prepare(&Workload::new(t.clone()), Topology::new(1, 4)?, &GraceOptions::default())?;
@@ -389,14 +379,15 @@ impl Grace {
     /// What front ends should say beside the plan (the load-only fallback).
     ///
     /// ```
-    /// use moeplan::planners::grace::{Grace, GraceOptions};
+    /// use moeplan::planners::{Grace, GraceOptions};
     /// use moeplan::{synth::generator, data::model, data::Workload, Topology};
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
     /// let g = Grace::prepare(&Workload::new(t), Topology::new(1, 4)?, &GraceOptions::default())?;
     /// assert!(g.notes()[0].contains("grouped by load only"));
     /// # Ok::<(), moeplan::Error>(())
     /// ```
-    pub fn notes(&self) -> &[String] {
+    #[cfg(test)]
+    pub(crate) fn notes(&self) -> &[String] {
         &self.notes
     }
 
@@ -404,7 +395,7 @@ impl Grace {
     /// replication is on.
     ///
     /// ```
-    /// use moeplan::planners::grace::{Grace, GraceOptions};
+    /// use moeplan::planners::{Grace, GraceOptions};
     /// use moeplan::{synth::generator, data::model, data::Workload, Topology};
     /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
     /// let g = Grace::prepare(&Workload::new(t), Topology::new(2, 4)?, &GraceOptions::default())?;
@@ -445,7 +436,7 @@ pub const ID: PlannerId = PlannerId::new("grace");
 /// The words [`NONUNIFORMITY`] takes: `auto` and [`RATIOS`].
 const RATIO_WORDS: [&str; 9] = ["auto", "0", "0.1", "0.2", "0.3", "0.4", "0.5", "0.75", "1"];
 
-/// [`GraceOptions::ratio`]: `auto` (the knee) or one of [`RATIOS`].
+/// [`GraceOptions::ratio`]: `auto` (the knee) or one of `RATIOS`.
 pub const NONUNIFORMITY: OptionSpec = OptionSpec {
     name: "nonuniformity",
     about: "GRACE's non-uniformity ratio r: within a node of m experts, GPU group sizes within \
@@ -470,7 +461,7 @@ impl GraceOptions {
     /// The options [`Settings`] hold (defaults for those unset).
     ///
     /// ```
-    /// use moeplan::planners::grace::{GraceOptions, Ratio};
+    /// use moeplan::planners::{GraceOptions, Ratio};
     /// use moeplan::planners::{Settings, Value};
     /// let s = Settings::new().with("nonuniformity", Value::Word("0.2".into()))?;
     /// assert_eq!(GraceOptions::from_settings(&s)?.ratio, Ratio::Fixed(0.2));
@@ -542,5 +533,27 @@ impl Prepared for Grace {
 
     fn notes(&self) -> Vec<String> {
         self.notes.clone()
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn grace_prepare_line_236() {
+        let run = || {
+            use moeplan::planners::{Grace, GraceOptions};
+            use moeplan::{Topology, data::Workload, data::model, synth::generator};
+            let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 4))?;
+            let g = Grace::prepare(
+                &Workload::new(t),
+                Topology::new(1, 8)?,
+                &GraceOptions::default(),
+            )?;
+            assert!(g.notes()[0].contains("no token routes"));
+            assert_eq!(g.layers()[0].groups.len(), 8);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

@@ -30,15 +30,7 @@ use serde::Serialize;
 
 /// Eq. 2: copies of each hot expert for skew `ρ` on `gpus` GPUs (0 for a
 /// single GPU).
-///
-/// ```
-/// use moeplan::planners::grace::replication::replica_count;
-/// assert_eq!(replica_count(1.4, 8), 1); // max(1, ⌊1.4⌋)
-/// assert_eq!(replica_count(3.7, 8), 3);
-/// assert_eq!(replica_count(3.7, 3), 2); // at most n_gpu − 1
-/// assert_eq!(replica_count(5.0, 1), 0);
-/// ```
-pub fn replica_count(skew: f64, gpus: usize) -> usize {
+pub(crate) fn replica_count(skew: f64, gpus: usize) -> usize {
     if gpus <= 1 {
         return 0;
     }
@@ -50,16 +42,7 @@ pub fn replica_count(skew: f64, gpus: usize) -> usize {
 /// id), the shortest prefix whose cumulative load exceeds
 /// `W · n / (1 + n)`, `W` the group's load. Empty when `n = 0` or the group
 /// carries nothing. Ids outside `loads` carry nothing.
-///
-/// ```
-/// use moeplan::planners::grace::replication::hot_experts;
-/// let loads = [1.0, 6.0, 3.0, 0.0];
-/// // W = 10, n = 1: past 5 after expert 1 alone
-/// assert_eq!(hot_experts(&[0, 1, 2], &loads, 1), vec![1]);
-/// // n = 2: past 6.67 needs experts 1 and 2 (9)
-/// assert_eq!(hot_experts(&[0, 1, 2], &loads, 2), vec![1, 2]);
-/// ```
-pub fn hot_experts(group: &[usize], loads: &[f64], n: usize) -> Vec<usize> {
+pub(crate) fn hot_experts(group: &[usize], loads: &[f64], n: usize) -> Vec<usize> {
     let load = |e: usize| loads.get(e).copied().unwrap_or(0.0);
     let total: f64 = group.iter().map(|&e| load(e)).sum();
     if n == 0 || total <= 0.0 {
@@ -85,12 +68,6 @@ pub fn hot_experts(group: &[usize], loads: &[f64], n: usize) -> Vec<usize> {
 /// Eq. 3: each GPU's load once the hot experts' load `replicated` (`W_r`,
 /// all on GPU `heaviest`) is split evenly over their copies on `heaviest`
 /// and `targets`.
-///
-/// ```
-/// use moeplan::planners::grace::replication::predicted_loads;
-/// // W_r = 6 over 1 + 2 copies: W_p = 2
-/// assert_eq!(predicted_loads(&[10.0, 2.0, 3.0, 1.0], 0, 6.0, &[3, 1]), vec![6.0, 4.0, 3.0, 3.0]);
-/// ```
 pub fn predicted_loads(
     group_loads: &[f64],
     heaviest: usize,
@@ -131,26 +108,13 @@ pub struct Replication {
 
 impl Replication {
     /// Replicas this adds to the layer (`|hot| · |targets|`).
-    ///
-    /// ```
-    /// use moeplan::planners::grace::replication::replicate;
-    /// let r = replicate(&[vec![0, 1], vec![2], vec![3]], &[8.0, 1.0, 1.0, 1.0]);
-    /// assert_eq!((r.hot.clone(), r.targets.clone(), r.added()), (vec![0], vec![1, 2], 2));
-    /// ```
     pub fn added(&self) -> usize {
         self.hot.len() * self.targets.len()
     }
 
     /// The layer's slots per GPU: `groups[g]` followed, on each target, by
     /// the hot experts' copies.
-    ///
-    /// ```
-    /// use moeplan::planners::grace::replication::replicate;
-    /// let groups = vec![vec![0, 1], vec![2], vec![3]];
-    /// let r = replicate(&groups, &[8.0, 1.0, 1.0, 1.0]);
-    /// assert_eq!(r.apply(&groups), vec![vec![0, 1], vec![2, 0], vec![3, 0]]);
-    /// ```
-    pub fn apply(&self, groups: &[Vec<usize>]) -> Vec<Vec<u32>> {
+    pub(crate) fn apply(&self, groups: &[Vec<usize>]) -> Vec<Vec<u32>> {
         let mut gpus: Vec<Vec<u32>> = groups
             .iter()
             .map(|g| g.iter().map(|&e| e as u32).collect())
@@ -170,15 +134,7 @@ impl Replication {
 
 /// §4.2 for one layer: `groups[g]` the experts of GPU `g`, `loads` per
 /// expert (summed over batches).
-///
-/// ```
-/// use moeplan::planners::grace::replication::replicate;
-/// // W = [9, 2, 1]: ρ = 9 / 4 = 2.25, n = min(max(1, 2), 2) = 2;
-/// // hot: 7 alone exceeds 9 · 2/3 = 6
-/// let r = replicate(&[vec![0, 1], vec![2], vec![3]], &[7.0, 2.0, 2.0, 1.0]);
-/// assert_eq!((r.replicas, r.heaviest, r.hot.clone(), r.targets.clone()), (2, 0, vec![0], vec![2, 1]));
-/// ```
-pub fn replicate(groups: &[Vec<usize>], loads: &[f64]) -> Replication {
+pub(crate) fn replicate(groups: &[Vec<usize>], loads: &[f64]) -> Replication {
     let load = |e: usize| loads.get(e).copied().unwrap_or(0.0);
     let group_loads: Vec<f64> = groups
         .iter()
@@ -225,5 +181,72 @@ pub fn replicate(groups: &[Vec<usize>], loads: &[f64]) -> Replication {
         heaviest,
         hot,
         targets: order,
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn replication_replica_count_line_34() {
+        use super::replica_count;
+        assert_eq!(replica_count(1.4, 8), 1); // max(1, ⌊1.4⌋)
+        assert_eq!(replica_count(3.7, 8), 3);
+        assert_eq!(replica_count(3.7, 3), 2); // at most n_gpu − 1
+        assert_eq!(replica_count(5.0, 1), 0);
+    }
+
+    #[test]
+    fn replication_hot_experts_line_54() {
+        use super::hot_experts;
+        let loads = [1.0, 6.0, 3.0, 0.0];
+        // W = 10, n = 1: past 5 after expert 1 alone
+        assert_eq!(hot_experts(&[0, 1, 2], &loads, 1), vec![1]);
+        // n = 2: past 6.67 needs experts 1 and 2 (9)
+        assert_eq!(hot_experts(&[0, 1, 2], &loads, 2), vec![1, 2]);
+    }
+
+    #[test]
+    fn replication_apply_line_147() {
+        use super::replicate;
+        let groups = vec![vec![0, 1], vec![2], vec![3]];
+        let r = replicate(&groups, &[8.0, 1.0, 1.0, 1.0]);
+        assert_eq!(r.apply(&groups), vec![vec![0, 1], vec![2, 0], vec![3, 0]]);
+    }
+
+    #[test]
+    fn replication_replicate_line_174() {
+        use super::replicate;
+        // W = [9, 2, 1]: ρ = 9 / 4 = 2.25, n = min(max(1, 2), 2) = 2;
+        // hot: 7 alone exceeds 9 · 2/3 = 6
+        let r = replicate(&[vec![0, 1], vec![2], vec![3]], &[7.0, 2.0, 2.0, 1.0]);
+        assert_eq!(
+            (r.replicas, r.heaviest, r.hot.clone(), r.targets.clone()),
+            (2, 0, vec![0], vec![2, 1])
+        );
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod door_examples {
+    #[test]
+    fn replication_predicted_loads_line_72() {
+        use super::predicted_loads;
+        // W_r = 6 over 1 + 2 copies: W_p = 2
+        assert_eq!(
+            predicted_loads(&[10.0, 2.0, 3.0, 1.0], 0, 6.0, &[3, 1]),
+            vec![6.0, 4.0, 3.0, 3.0]
+        );
+    }
+
+    #[test]
+    fn replication_added_line_118() {
+        use super::replicate;
+        let r = replicate(&[vec![0, 1], vec![2], vec![3]], &[8.0, 1.0, 1.0, 1.0]);
+        assert_eq!(
+            (r.hot.clone(), r.targets.clone(), r.added()),
+            (vec![0], vec![1, 2], 2)
+        );
     }
 }

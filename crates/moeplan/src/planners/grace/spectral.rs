@@ -41,7 +41,7 @@ pub(crate) const MAX_ROWS: usize = 4096;
 /// grouping) and an expert with no affinity at all is still placed.
 ///
 /// ```
-/// use moeplan::planners::grace::spectral::spectral_clusters;
+/// use moeplan::planners::spectral_clusters;
 /// use ndarray::Array2;
 /// // Two planted blocks {0, 2, 4} and {1, 3, 5}, weakly linked.
 /// let a = Array2::from_shape_fn((6, 6), |(i, j)| match (i == j, i % 2 == j % 2) {
@@ -126,7 +126,7 @@ impl SpectralEmbedding {
     /// Cluster labels into `k` groups, as [`spectral_clusters`] gives.
     ///
     /// ```
-    /// use moeplan::planners::grace::spectral::{SpectralEmbedding, spectral_clusters};
+    /// use moeplan::planners::{SpectralEmbedding, spectral_clusters};
     /// use ndarray::Array2;
     /// let a = Array2::from_shape_fn((6, 6), |(i, j)| if i != j && i / 3 == j / 3 { 4.0 } else { 0.5 });
     /// let emb = SpectralEmbedding::new(&a)?;

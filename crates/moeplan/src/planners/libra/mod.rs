@@ -37,8 +37,8 @@
 //! files); memory `B` plans of `L · (E + D · N)` slots.
 
 pub(crate) mod predict;
-pub mod prefetch;
-pub mod time_model;
+pub(crate) mod prefetch;
+pub(crate) mod time_model;
 
 use std::borrow::Cow;
 
@@ -151,7 +151,7 @@ impl LibraOptions {
 /// seed 0.
 ///
 /// ```
-/// use moeplan::planners::libra::build_predictor;
+/// use moeplan::planners::build_predictor;
 /// use moeplan::{data::Workload, LoadTrace};
 /// use ndarray::Array3;
 /// let w = Workload::new(LoadTrace::new(Array3::from_elem((2, 2, 4), 1.0), vec![0, 1])?);
@@ -209,7 +209,7 @@ impl LibraSchedule {
 /// the prefetcher's copies on `base`'s layer.
 ///
 /// ```
-/// use moeplan::planners::libra::{libra_schedule, LibraOptions, Predictor};
+/// use moeplan::planners::{libra_schedule, LibraOptions, Predictor};
 /// use moeplan::judge::{simulate, CostModel};
 /// use moeplan::Workload;
 /// use moeplan::{synth::generator, data::model, planners, Topology};

@@ -50,10 +50,10 @@ fn sends(row: &[f64]) -> bool {
 /// Copies `base` plus Libra's copies for one batch's layer, predicted
 /// pairs `predicted` (one row per GPU of `base`), at most `extra_per_gpu`
 /// (`N`) copies per GPU, of which `local_copies` (`L`, at most `N`) go to
-/// phase 1. One call of [`Prefetcher::run`] with fresh buffers.
+/// phase 1. One call of `Prefetcher::run` with fresh buffers.
 ///
 /// ```
-/// use moeplan::planners::libra::{prefetch, PredictedCounts};
+/// use moeplan::planners::{prefetch, PredictedCounts};
 /// use moeplan::LayerPlacement;
 /// let base = LayerPlacement { layer: 0, gpus: vec![vec![0, 1], vec![2, 3]] };
 /// // GPU 1's tokens want expert 0 (on GPU 0) most; expert 0 is hot overall
@@ -73,21 +73,6 @@ pub fn prefetch(
 
 /// Algorithm 1 with its buffers kept between calls (see the module
 /// documentation for the cost).
-///
-/// ```
-/// use moeplan::planners::libra::{prefetch, PredictedCounts, Prefetcher};
-/// use moeplan::LayerPlacement;
-/// let base = LayerPlacement { layer: 0, gpus: vec![vec![0, 1], vec![2, 3]] };
-/// // every GPU predicted to send the same row: GPU 0 serves 12 pairs, GPU 1
-/// // 4, the mean is 8; a copy of expert 0 would take GPU 1's own 5 pairs
-/// // too (9 > 8), so expert 1, the next hottest at GPU 0, goes
-/// let p = PredictedCounts::uniform(2, vec![5.0, 1.0, 1.0, 1.0])?;
-/// let mut f = Prefetcher::default();
-/// let next = f.run(&base, &p, 1, 0)?;
-/// assert_eq!(next.gpus, vec![vec![0, 1], vec![2, 3, 1]]);
-/// assert_eq!(f.run(&base, &p, 1, 0)?, prefetch(&base, &p, 1, 0)?);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 #[derive(Debug, Default, Clone)]
 pub struct Prefetcher {
     /// `hosts[g · E + e]`: GPU `g` holds `e` (base and copies so far).
@@ -126,7 +111,7 @@ pub struct Prefetcher {
 
 impl Prefetcher {
     /// [`prefetch`], reusing this prefetcher's buffers.
-    pub fn run(
+    pub(crate) fn run(
         &mut self,
         base: &LayerPlacement,
         predicted: &PredictedCounts,
@@ -494,4 +479,30 @@ fn lightest(load: &[f64], a: &u32, b: &u32) -> std::cmp::Ordering {
     load[*a as usize]
         .total_cmp(&load[*b as usize])
         .then(a.cmp(b))
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn prefetch_prefetcher_line_77() {
+        let run = || {
+            use moeplan::LayerPlacement;
+            use moeplan::planners::{PredictedCounts, Prefetcher, prefetch};
+            let base = LayerPlacement {
+                layer: 0,
+                gpus: vec![vec![0, 1], vec![2, 3]],
+            };
+            // every GPU predicted to send the same row: GPU 0 serves 12 pairs, GPU 1
+            // 4, the mean is 8; a copy of expert 0 would take GPU 1's own 5 pairs
+            // too (9 > 8), so expert 1, the next hottest at GPU 0, goes
+            let p = PredictedCounts::uniform(2, vec![5.0, 1.0, 1.0, 1.0])?;
+            let mut f = Prefetcher::default();
+            let next = f.run(&base, &p, 1, 0)?;
+            assert_eq!(next.gpus, vec![vec![0, 1], vec![2, 3, 1]]);
+            assert_eq!(f.run(&base, &p, 1, 0)?, prefetch(&base, &p, 1, 0)?);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
 }

@@ -91,7 +91,7 @@ impl TimeModel {
     /// `DEFAULT_TFLOPS`, `DEFAULT_REBALANCE_SECONDS`.
     ///
     /// ```
-    /// use moeplan::{data::model, planners::libra::time_model::TimeModel};
+    /// use moeplan::{data::model, planners::TimeModel};
     /// let m = TimeModel::for_model(model::preset("deepseek-v3")?);
     /// assert_eq!(m.flops_per_pair, 2.0 * 3.0 * 7168.0 * 2048.0);
     /// assert_eq!(m.expert_bytes, 3 * 7168 * 2048);
@@ -110,14 +110,7 @@ impl TimeModel {
 
     /// Errors unless every figure is finite, the rates positive and the
     /// rest non-negative.
-    ///
-    /// ```
-    /// use moeplan::planners::libra::time_model::TimeModel;
-    /// assert!(TimeModel::default().validate().is_ok());
-    /// let bad = TimeModel { link_gb_per_s: 0.0, ..TimeModel::default() };
-    /// assert!(bad.validate().is_err());
-    /// ```
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         let positive = [
             ("tflops", self.tflops),
             ("link_gb_per_s", self.link_gb_per_s),
@@ -148,7 +141,7 @@ impl TimeModel {
     /// Seconds one (token, expert) pair takes.
     ///
     /// ```
-    /// use moeplan::planners::libra::time_model::TimeModel;
+    /// use moeplan::planners::TimeModel;
     /// let m = TimeModel { flops_per_pair: 1e12, tflops: 2.0, ..TimeModel::default() };
     /// assert_eq!(m.pair_seconds(), 0.5);
     /// ```
@@ -159,7 +152,7 @@ impl TimeModel {
     /// Seconds `experts` expert copies take over one link direction.
     ///
     /// ```
-    /// use moeplan::planners::libra::time_model::TimeModel;
+    /// use moeplan::planners::TimeModel;
     /// let m = TimeModel { expert_bytes: 1_000_000_000, link_gb_per_s: 4.0, ..TimeModel::default() };
     /// assert_eq!(m.copy_seconds(2), 0.5);
     /// ```
@@ -308,20 +301,6 @@ fn copies_of(base: &LayerPlacement, next: &LayerPlacement, sent: &mut Vec<usize>
 
 /// Libra's schedule on `work` and its `base` plan under `model`; see the
 /// module's comment for what is timed.
-///
-/// ```
-/// use moeplan::planners::libra::{libra_schedule, time_model, LibraOptions, Predictor};
-/// use moeplan::{synth::generator, data::model, planners, data::Workload, Topology};
-/// let preset = model::preset("olmoe")?;
-/// let trace = generator::generate(&generator::GenConfig::new(preset, 2))?;
-/// let base = planners::contiguous(&trace, Topology::new(1, 8)?)?;
-/// let work = Workload::new(trace);
-/// let s = libra_schedule(&work, &base, &Predictor::Oracle, &LibraOptions::default())?;
-/// let r = time_model::time(&work, &base, &s, &time_model::TimeModel::for_model(preset))?;
-/// assert_eq!(r.per_batch_seconds.len(), 2);
-/// assert_eq!(r.hidden + r.unhidden, 2 * (work.trace().num_layers() - 1));
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 pub fn time(
     work: &Workload,
     base: &Plan,
@@ -448,4 +427,42 @@ pub fn time(
         report.static_total_seconds += static_s;
     }
     Ok(report)
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn timemodel_validate_line_114() {
+        use super::TimeModel;
+        assert!(TimeModel::default().validate().is_ok());
+        let bad = TimeModel {
+            link_gb_per_s: 0.0,
+            ..TimeModel::default()
+        };
+        assert!(bad.validate().is_err());
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod door_examples {
+    #[test]
+    fn time_model_time_line_305() {
+        let run = || {
+            use moeplan::planners::libra::time_model;
+            use moeplan::planners::{LibraOptions, Predictor, libra_schedule};
+            use moeplan::{Topology, data::Workload, data::model, planners, synth::generator};
+            let preset = model::preset("olmoe")?;
+            let trace = generator::generate(&generator::GenConfig::new(preset, 2))?;
+            let base = planners::contiguous(&trace, Topology::new(1, 8)?)?;
+            let work = Workload::new(trace);
+            let s = libra_schedule(&work, &base, &Predictor::Oracle, &LibraOptions::default())?;
+            let r = time_model::time(&work, &base, &s, &time_model::TimeModel::for_model(preset))?;
+            assert_eq!(r.per_batch_seconds.len(), 2);
+            assert_eq!(r.hidden + r.unhidden, 2 * (work.trace().num_layers() - 1));
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
 }

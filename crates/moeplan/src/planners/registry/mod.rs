@@ -58,10 +58,6 @@ impl PlannerId {
     }
 
     /// The name.
-    ///
-    /// ```
-    /// assert_eq!(moeplan::planners::craft::ID.as_str(), "craft");
-    /// ```
     pub const fn as_str(self) -> &'static str {
         self.0
     }
@@ -69,8 +65,8 @@ impl PlannerId {
     /// The registered planner of this id.
     ///
     /// ```
-    /// let p = moeplan::planners::eplb::ID.planner()?;
-    /// assert_eq!(p.id(), moeplan::planners::eplb::ID);
+    /// let p = moeplan::planners::EPLB_ID.planner()?;
+    /// assert_eq!(p.id(), moeplan::planners::EPLB_ID);
     /// # Ok::<(), moeplan::Error>(())
     /// ```
     pub fn planner(self) -> Result<&'static dyn Planner> {
@@ -356,7 +352,7 @@ impl PlannerSpec {
 }
 
 /// One way of planning. Implemented by a unit struct in the planner's file
-/// and listed once in [`PLANNERS`](super::PLANNERS).
+/// and listed once in `PLANNERS`.
 pub trait Planner: Sync {
     /// Who it is: name, titles, needs and options, in one constant.
     fn spec(&self) -> &'static PlannerSpec;
@@ -652,5 +648,14 @@ mod examples {
         const MINE: PlannerId = PlannerId::new("mine");
         assert_eq!(MINE.as_str(), "mine");
         assert!(MINE.planner().is_err()); // not registered
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod door_examples {
+    #[test]
+    fn plannerid_as_str_line_62() {
+        assert_eq!(moeplan::planners::CRAFT_ID.as_str(), "craft");
     }
 }

@@ -53,9 +53,9 @@ pub struct Incremental {
 /// window summed) until `goal` (see the module documentation).
 ///
 /// ```
-/// use moeplan::planners::shared::incremental::{incremental, Goal};
+/// use moeplan::planners::{incremental, Goal};
 /// use moeplan::planners::{eplb, EplbConfig};
-/// use moeplan::{judge::migration::migration, LoadTrace, Topology};
+/// use moeplan::{judge::migration, LoadTrace, Topology};
 /// use ndarray::Array3;
 /// // served: planned on even loads, one spare slot per GPU
 /// let flat = LoadTrace::new(Array3::from_elem((1, 1, 8), 10.0), vec![0])?;

@@ -370,8 +370,8 @@ fn retarget(hosts: &mut [usize], from: usize, to: usize) {
 /// and the usual counts-then-placement start.
 ///
 /// ```
-/// use moeplan::planners::shared::joint::{joint_layer, JointOptions};
-/// use moeplan::planners::shared::placement::peak_load;
+/// use moeplan::planners::{joint_layer, JointOptions};
+/// use moeplan::planners::peak_load;
 /// let w = [600.0, 560.0, 120.0, 120.0, 20.0, 10.0, 10.0, 10.0];
 /// let gpus = joint_layer(&w, &[2; 8], None, JointOptions::default())?;
 /// assert!(peak_load(&w, &gpus) <= 205.0); // FlashLB reaches 205, EPLB 232
@@ -562,7 +562,7 @@ fn kick(loads: &[f64], gpus: &mut [Vec<u32>], rng: &mut ChaCha8Rng) {
 /// lighter keeps its placement, so no layer gets worse on these loads.
 ///
 /// ```
-/// use moeplan::planners::shared::joint::repair;
+/// use moeplan::planners::repair;
 /// use moeplan::planners::{eplb, EplbConfig};
 /// use moeplan::{evaluate, LoadTrace, Topology};
 /// use ndarray::Array3;

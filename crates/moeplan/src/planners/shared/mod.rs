@@ -6,13 +6,13 @@
 //! [`incremental`] re-plan from a served plan and the STAIR-like one
 //! (`stair`).
 
-pub mod incremental;
-pub mod joint;
+pub(crate) mod incremental;
+pub(crate) mod joint;
 pub(crate) mod knapsack;
 pub(crate) mod layers;
 pub(crate) mod lp;
-pub mod oracle;
-pub mod order;
-pub mod packing;
-pub mod placement;
+pub(crate) mod oracle;
+pub(crate) mod order;
+pub(crate) mod packing;
+pub(crate) mod placement;
 pub(crate) mod stair;

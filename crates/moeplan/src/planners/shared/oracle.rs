@@ -52,7 +52,7 @@ pub struct Optimum {
 /// `capacity[g]` slots each (see the module documentation).
 ///
 /// ```
-/// use moeplan::planners::shared::oracle::optimal_layer;
+/// use moeplan::planners::optimal_layer;
 /// // FlashLB's example: 8 devices × 2 slots; the optimum peaks at 590 / 3
 /// let w = [600.0, 560.0, 120.0, 120.0, 20.0, 10.0, 10.0, 10.0];
 /// let best = optimal_layer(&w, &[2; 8])?;
@@ -76,12 +76,17 @@ pub(crate) const NODE_BUDGET: u64 = 200_000;
 ///
 /// ```
 /// use std::time::Duration;
-/// use moeplan::planners::shared::oracle::optimal_layer_within;
+/// use moeplan::planners::optimal_layer_within;
 /// let best = optimal_layer_within(&[4.0, 3.0, 2.0, 1.0], &[2, 2], Duration::from_secs(10))?;
 /// assert_eq!(best.max_load, 5.0);
 /// # Ok::<(), moeplan::Error>(())
 /// ```
-pub fn optimal_layer_within(loads: &[f64], capacity: &[usize], limit: Duration) -> Result<Optimum> {
+#[cfg(test)]
+pub(crate) fn optimal_layer_within(
+    loads: &[f64],
+    capacity: &[usize],
+    limit: Duration,
+) -> Result<Optimum> {
     solve(loads, capacity, Some(limit))
 }
 

@@ -6,7 +6,7 @@
 /// than GPUs. Shorter than `r_max` when every expert is on every GPU.
 ///
 /// ```
-/// use moeplan::planners::shared::order::replication_order;
+/// use moeplan::planners::replication_order;
 /// assert_eq!(replication_order(&[9.0, 2.0, 5.0], 3, 4), vec![0, 2, 0]);
 /// assert_eq!(replication_order(&[9.0, 2.0], 5, 2), vec![0, 1]); // capped at 2 copies each
 /// ```

@@ -7,14 +7,7 @@
 /// Packs `weight.len()` items into `num_packs` packs of exactly
 /// `weight.len() / num_packs` items each, heaviest first into the lightest
 /// pack with room. Returns each item's pack and its rank inside the pack.
-///
-/// ```
-/// use moeplan::planners::shared::packing::balanced_packing;
-/// let (pack, rank) = balanced_packing(&[5.0, 1.0, 4.0, 2.0], 2);
-/// assert_eq!(pack, vec![0, 0, 1, 1]);
-/// assert_eq!(rank, vec![0, 1, 0, 1]);
-/// ```
-pub fn balanced_packing(weight: &[f32], num_packs: usize) -> (Vec<usize>, Vec<usize>) {
+pub(crate) fn balanced_packing(weight: &[f32], num_packs: usize) -> (Vec<usize>, Vec<usize>) {
     let n = weight.len();
     let per_pack = n / num_packs.max(1);
     if per_pack <= 1 {
@@ -48,15 +41,10 @@ pub fn balanced_packing(weight: &[f32], num_packs: usize) -> (Vec<usize>, Vec<us
 /// extra slot going to the expert with the highest load per copy. Returns
 /// `(phy2log, rank, logcnt)`; the first `weight.len()` slots are the experts
 /// themselves in order.
-///
-/// ```
-/// use moeplan::planners::shared::packing::replicate_experts;
-/// let (phy2log, rank, logcnt) = replicate_experts(&[9.0, 2.0, 5.0], 5);
-/// assert_eq!(phy2log, vec![0, 1, 2, 0, 2]);
-/// assert_eq!(rank, vec![0, 0, 0, 1, 1]);
-/// assert_eq!(logcnt, vec![2, 1, 2]);
-/// ```
-pub fn replicate_experts(weight: &[f32], num_phy: usize) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+pub(crate) fn replicate_experts(
+    weight: &[f32],
+    num_phy: usize,
+) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
     let num_log = weight.len();
     let mut phy2log: Vec<usize> = (0..num_log).collect();
     let mut rank = vec![0usize; num_log];
@@ -76,4 +64,25 @@ pub fn replicate_experts(weight: &[f32], num_phy: usize) -> (Vec<usize>, Vec<usi
         logcnt[best] += 1;
     }
     (phy2log, rank, logcnt)
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn packing_balanced_packing_line_11() {
+        use moeplan::planners::shared::packing::balanced_packing;
+        let (pack, rank) = balanced_packing(&[5.0, 1.0, 4.0, 2.0], 2);
+        assert_eq!(pack, vec![0, 0, 1, 1]);
+        assert_eq!(rank, vec![0, 1, 0, 1]);
+    }
+
+    #[test]
+    fn packing_replicate_experts_line_52() {
+        use moeplan::planners::shared::packing::replicate_experts;
+        let (phy2log, rank, logcnt) = replicate_experts(&[9.0, 2.0, 5.0], 5);
+        assert_eq!(phy2log, vec![0, 1, 2, 0, 2]);
+        assert_eq!(rank, vec![0, 0, 0, 1, 1]);
+        assert_eq!(logcnt, vec![2, 1, 2]);
+    }
 }

@@ -26,7 +26,7 @@ const NAME: &str = "placement";
 /// every GPU.
 ///
 /// ```
-/// use moeplan::planners::shared::placement::capacity_aware_placement;
+/// use moeplan::planners::capacity_aware_placement;
 /// let gpus = capacity_aware_placement(&[8.0, 3.0, 2.0, 1.0], &[2, 1, 1, 1], &[3, 2])?;
 /// assert_eq!(gpus, vec![vec![0, 1, 3], vec![0, 2]]);
 /// # Ok::<(), moeplan::Error>(())
@@ -159,7 +159,7 @@ impl Ord for Open {
 /// `4 · D` swaps; O(swaps · S) for `S` slots.
 ///
 /// ```
-/// use moeplan::planners::shared::placement::refine_placement;
+/// use moeplan::planners::refine_placement;
 /// // greedy-looking start: GPU 0 has 5 + 4, GPU 1 has 3 + 3
 /// let mut gpus = vec![vec![0, 1], vec![2, 3]];
 /// refine_placement(&[5.0, 4.0, 3.0, 3.0], &[1, 1, 1, 1], &mut gpus);
@@ -283,7 +283,7 @@ fn make_room(
 /// copies.
 ///
 /// ```
-/// use moeplan::planners::shared::placement::peak_load;
+/// use moeplan::planners::peak_load;
 /// assert_eq!(peak_load(&[4.0, 1.0], &[vec![0, 1], vec![0]]), 3.0);
 /// ```
 pub fn peak_load(loads: &[f64], gpus: &[Vec<u32>]) -> f64 {

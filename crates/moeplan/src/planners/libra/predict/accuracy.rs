@@ -23,7 +23,7 @@ pub struct Accuracy {
 /// it learns the batch once measured (it grows online).
 ///
 /// ```
-/// use moeplan::planners::libra::{accuracy, Predictor};
+/// use moeplan::planners::{accuracy, Predictor};
 /// use moeplan::{data::Workload, TokenTrace};
 /// use ndarray::array;
 /// let t = TokenTrace::new(4, vec![0, 1], vec![array![[0, 1], [2, 3]], array![[1, 2], [0, 3]]], vec![0, 1])?;

@@ -113,7 +113,8 @@ impl PredictedCounts {
     /// Every one of `sources` sends `row[e]` pairs to expert `e` (even
     /// arrival), held as one row: the prefetcher then reads `E` values,
     /// not `sources × E`.
-    pub fn uniform(sources: usize, row: Vec<f64>) -> Result<Self> {
+    #[cfg(test)]
+    pub(crate) fn uniform(sources: usize, row: Vec<f64>) -> Result<Self> {
         let mut p = PredictedCounts::new(1, row.len(), row)?;
         p.sources = sources;
         p.uniform = true;
@@ -232,7 +233,7 @@ impl Predictor {
     /// Its name: `oracle`, `path-table`, `previous-batch`, `noisy`.
     ///
     /// ```
-    /// assert_eq!(moeplan::planners::libra::Predictor::Oracle.name(), "oracle");
+    /// assert_eq!(moeplan::planners::Predictor::Oracle.name(), "oracle");
     /// ```
     pub fn name(&self) -> &'static str {
         match self {
@@ -247,7 +248,7 @@ impl Predictor {
     /// table, previous batch), `simulated` (noisy).
     ///
     /// ```
-    /// use moeplan::planners::libra::Predictor;
+    /// use moeplan::planners::Predictor;
     /// assert_eq!(Predictor::Oracle.label(), "upper bound");
     /// assert_eq!(Predictor::PreviousBatch.label(), "measured");
     /// ```

@@ -21,7 +21,7 @@ impl Noisy {
     /// workload's counts summed over batches, its draws seeded by `seed`.
     ///
     /// ```
-    /// use moeplan::{planners::libra::Noisy, data::Workload, LoadTrace};
+    /// use moeplan::{planners::Noisy, data::Workload, LoadTrace};
     /// use ndarray::Array3;
     /// let w = Workload::new(LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![0])?);
     /// assert!(Noisy::new(&w, 0.8, 7).is_ok());

@@ -367,7 +367,7 @@ impl PathMemoBuild {
     /// too large to keep, or one kept already.
     ///
     /// ```
-    /// use moeplan::planners::libra::{PathMemoBuild, DEFAULT_DEPTH};
+    /// use moeplan::planners::{PathMemoBuild, DEFAULT_DEPTH};
     /// use moeplan::{data::{model, Workload}, synth::token_generator::{TokenGenConfig, generate_tokens}};
     /// let t = generate_tokens(&TokenGenConfig::new(model::preset("olmoe")?, 256))?;
     /// let work = Workload::from_tokens(t, 128)?;
