@@ -504,7 +504,7 @@ fn planners_are_listed_once() {
 /// signature) made `pub` again, and per-planner, per-format, `shared/` and
 /// per-study modules became `pub(crate)` behind their folder's re-exports
 /// (57 `pub mod` → 13). Issue 48 aimed at 350: the front ends' libraries
-/// and binaries alone reach about 365 (measured the same way), so the rest
+/// and binaries alone reach 452 (measured the same way), so the rest
 /// asks for coarser entry points in the front ends, not for hiding.
 const PUB_ITEMS_CEILING: usize = 509;
 
