@@ -44,6 +44,14 @@ impl From<Topology> for RawTopology {
 
 impl Topology {
     /// A cluster of `nodes` × `gpus_per_node` GPUs.
+    ///
+    /// ```
+    /// use moeplan::Topology;
+    /// let t = Topology::new(2, 8)?;
+    /// assert_eq!(t.num_gpus(), 16);
+    /// assert!(Topology::new(0, 8).is_err());
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
     pub fn new(nodes: usize, gpus_per_node: usize) -> Result<Self> {
         if nodes == 0 {
             return Err(Error::Topology("at least one node is needed".into()));
@@ -115,22 +123,5 @@ mod tests {
         let t: Topology = serde_json::from_str(r#"{"nodes":2,"gpus_per_node":4}"#)?;
         assert_eq!(t.num_gpus(), 8);
         Ok(())
-    }
-}
-
-/// The examples of items below the door, run as unit tests.
-#[cfg(test)]
-mod examples {
-    #[test]
-    fn topology_new_line_48() {
-        let run = || {
-            use moeplan::Topology;
-            let t = Topology::new(2, 8)?;
-            assert_eq!(t.num_gpus(), 16);
-            assert_eq!(t.node_of(9), 1);
-            assert!(Topology::new(0, 8).is_err());
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
     }
 }

@@ -309,6 +309,17 @@ impl LoadTrace {
     /// Every batch's counts averaged into one batch, the trace's model kept:
     /// what a plan is priced on when a budget changes (the page, CRAFT's
     /// fastest budget).
+    ///
+    /// ```
+    /// use moeplan::LoadTrace;
+    /// use ndarray::Array3;
+    /// let mut c = Array3::from_elem((2, 1, 2), 1.0);
+    /// c[[1, 0, 0]] = 3.0;
+    /// let m = LoadTrace::new(c, vec![0])?.mean_batch();
+    /// assert_eq!(m.num_batches(), 1);
+    /// assert_eq!((m.counts()[[0, 0, 0]], m.counts()[[0, 0, 1]]), (2.0, 1.0));
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
     pub fn mean_batch(&self) -> LoadTrace {
         let b_n = self.num_batches().max(1) as f64;
         LoadTrace {
@@ -357,6 +368,21 @@ impl LoadTrace {
     /// another, as a server sees it (HarMoEny's datasets back to back, ESFT's
     /// intent then summary). Both must have the same MoE layers and experts;
     /// a top-k or model the two disagree on is dropped.
+    ///
+    /// ```
+    /// use moeplan::LoadTrace;
+    /// use ndarray::Array3;
+    /// let a = LoadTrace::new(Array3::from_elem((2, 1, 4), 1.0), vec![3])?;
+    /// let b = LoadTrace::new(Array3::from_elem((3, 1, 4), 2.0), vec![3])?;
+    /// let ab = a.then(&b)?;
+    /// assert_eq!(ab.num_batches(), 5);
+    /// assert_eq!(ab.counts()[[4, 0, 3]], 2.0);
+    /// assert!(
+    ///     a.then(&LoadTrace::new(Array3::from_elem((1, 1, 5), 1.0), vec![3])?)
+    ///         .is_err()
+    /// );
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
     pub fn then(&self, next: &LoadTrace) -> Result<LoadTrace> {
         if next.layer_ids != self.layer_ids || next.num_experts() != self.num_experts() {
             return Err(Error::Trace(format!(
@@ -849,43 +875,5 @@ mod tests {
             ..ReadLimits::default()
         });
         assert!(t.to_load_trace_within(1, &mut tiny).is_err()); // 4 × 1 × 4096 counts
-    }
-}
-
-/// The examples of items below the door, run as unit tests.
-#[cfg(test)]
-mod examples {
-    #[test]
-    fn loadtrace_mean_batch_line_313() {
-        let run = || {
-            use moeplan::LoadTrace;
-            use ndarray::Array3;
-            let mut c = Array3::from_elem((2, 1, 2), 1.0);
-            c[[1, 0, 0]] = 3.0;
-            let m = LoadTrace::new(c, vec![0])?.mean_batch();
-            assert_eq!(m.num_batches(), 1);
-            assert_eq!(m.batch(0).row(0).to_vec(), vec![2.0, 1.0]);
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
-    }
-
-    #[test]
-    fn loadtrace_then_line_372() {
-        let run = || {
-            use moeplan::LoadTrace;
-            use ndarray::Array3;
-            let a = LoadTrace::new(Array3::from_elem((2, 1, 4), 1.0), vec![3])?;
-            let b = LoadTrace::new(Array3::from_elem((3, 1, 4), 2.0), vec![3])?;
-            let ab = a.then(&b)?;
-            assert_eq!(ab.num_batches(), 5);
-            assert_eq!(ab.batch(4).row(0).to_vec(), vec![2.0; 4]);
-            assert!(
-                a.then(&LoadTrace::new(Array3::from_elem((1, 1, 5), 1.0), vec![3])?)
-                    .is_err()
-            );
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
     }
 }

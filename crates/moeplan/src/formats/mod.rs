@@ -360,6 +360,16 @@ impl PlanFormat {
 
     /// `plan` in this format; `meta` is what moeplan's JSON records, and its
     /// `model_layers` what files keyed by model layer need.
+    ///
+    /// ```
+    /// use moeplan::formats::{PlanFormat, PlanMeta};
+    /// use moeplan::{LoadTrace, Topology, planners::contiguous};
+    /// let t = LoadTrace::new(ndarray::Array3::from_elem((1, 1, 4), 1.0), vec![0])?;
+    /// let plan = contiguous(&t, Topology::new(1, 2)?)?;
+    /// let csv = PlanFormat::Csv.write(&plan, &PlanMeta::default())?;
+    /// assert!(csv.starts_with("layer,gpu,slot,expert"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn write(self, plan: &crate::Plan, meta: &plan_json::PlanMeta) -> Result<String> {
         match self {
             PlanFormat::Moeplan => Ok(plan_json::write(plan, meta)),
@@ -481,24 +491,6 @@ mod examples {
             );
             assert!(detect(b"").is_err());
             Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
-    }
-}
-
-/// The examples of items below the door, run as unit tests.
-#[cfg(test)]
-mod door_examples {
-    #[test]
-    fn planformat_write_line_364() {
-        let run = || {
-            use moeplan::formats::{PlanFormat, plan_json::PlanMeta};
-            use moeplan::{LoadTrace, Topology, planners::contiguous};
-            let t = LoadTrace::new(ndarray::Array3::from_elem((1, 1, 4), 1.0), vec![0])?;
-            let plan = contiguous(&t, Topology::new(1, 2)?)?;
-            let csv = PlanFormat::Csv.write(&plan, &PlanMeta::default())?;
-            assert!(csv.starts_with("layer,gpu,slot,expert"));
-            Ok::<(), Box<dyn std::error::Error>>(())
         };
         run().unwrap();
     }

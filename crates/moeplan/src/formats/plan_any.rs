@@ -123,6 +123,22 @@ struct SglangRows {
 const NOT_A_PLAN: &str = "a plan file is moeplan plan JSON (\"layers\"), SGLang --init-expert-location (\"physical_to_logical_map\"), a vLLM physical_to_logical_map list, a vllm-ascend expert map (\"layer_list\"), a plan CSV (layer,gpu,slot,expert) or a TensorRT-LLM load-balancer YAML (initial_global_assignments)";
 
 /// Tells which plan format `bytes` hold, by content.
+///
+/// ```
+/// use moeplan::formats::{PlanFormat, detect_plan};
+/// assert_eq!(
+///     detect_plan(br#"{"physical_to_logical_map": [[0, 1]]}"#)?,
+///     PlanFormat::Sglang
+/// );
+/// assert_eq!(detect_plan(b"[[0, 1]]")?, PlanFormat::Vllm);
+/// assert_eq!(
+///     detect_plan(b"layer,gpu,slot,expert\n0,0,0,0\n")?,
+///     PlanFormat::Csv
+/// );
+/// let trace = detect_plan(br#"{"logical_count": [[1, 2]]}"#).unwrap_err();
+/// assert!(trace.to_string().contains("not a plan"));
+/// # Ok::<(), moeplan::Error>(())
+/// ```
 pub fn detect_plan(bytes: &[u8]) -> Result<PlanFormat> {
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
@@ -487,25 +503,6 @@ mod examples {
 /// The examples of items below the door, run as unit tests.
 #[cfg(test)]
 mod door_examples {
-    #[test]
-    fn plan_any_detect_plan_line_127() {
-        let run = || {
-            use moeplan::formats::{PlanFormat, plan_any::detect_plan};
-            assert_eq!(
-                detect_plan(br#"{"physical_to_logical_map": [[0, 1]]}"#)?,
-                PlanFormat::Sglang
-            );
-            assert_eq!(detect_plan(b"[[0, 1]]")?, PlanFormat::Vllm);
-            assert_eq!(
-                detect_plan(b"layer,gpu,slot,expert\n0,0,0,0\n")?,
-                PlanFormat::Csv
-            );
-            let trace = detect_plan(br#"{"logical_count": [[1, 2]]}"#).unwrap_err();
-            assert!(trace.to_string().contains("not a plan"));
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
-    }
 
     #[test]
     fn plan_any_read_any_plan_line_202() {

@@ -103,6 +103,17 @@ struct PlanIn {
 }
 
 /// Writes a plan as JSON.
+///
+/// ```
+/// use moeplan::{LoadTrace, Topology, formats, planners::contiguous};
+/// use ndarray::Array3;
+/// let trace = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![2])?;
+/// let plan = contiguous(&trace, Topology::new(1, 2)?)?;
+/// let json = formats::write_plan_json(&plan, &Default::default());
+/// let (back, _) = formats::read_plan_json(json.as_bytes())?;
+/// assert_eq!(back, plan);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
 pub fn write(plan: &Plan, meta: &PlanMeta) -> String {
     let out = PlanOut {
         format: PLAN_FORMAT,
@@ -284,24 +295,5 @@ mod tests {
             let err = read(v.to_string().as_bytes()).unwrap_err().to_string();
             assert!(err.contains("profile"), "{bad}: {err}");
         }
-    }
-}
-
-/// The examples of items below the door, run as unit tests.
-#[cfg(test)]
-mod examples {
-    #[test]
-    fn plan_json_write_line_107() {
-        let run = || {
-            use moeplan::{LoadTrace, Topology, formats::plan_json, planners::contiguous};
-            use ndarray::Array3;
-            let trace = LoadTrace::new(Array3::from_elem((1, 1, 4), 1.0), vec![2])?;
-            let plan = contiguous(&trace, Topology::new(1, 2)?)?;
-            let json = plan_json::write(&plan, &Default::default());
-            let (back, _) = plan_json::read(json.as_bytes())?;
-            assert_eq!(back, plan);
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
     }
 }

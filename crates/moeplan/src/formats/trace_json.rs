@@ -30,6 +30,15 @@ struct TraceIn {
 }
 
 /// Writes a trace; integral counts are written without a fraction.
+///
+/// ```
+/// use moeplan::{LoadTrace, formats};
+/// use ndarray::Array3;
+/// let t = LoadTrace::new(Array3::from_elem((2, 1, 3), 4.0), vec![7])?.with_top_k(2);
+/// let back = formats::read_trace_json(formats::write_trace_json(&t).as_bytes())?;
+/// assert_eq!(back, t);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
 pub fn write(trace: &LoadTrace) -> String {
     let c = trace.counts();
     let mut s = String::with_capacity(c.len() * 6 + 256);
@@ -124,21 +133,4 @@ pub fn read(bytes: &[u8]) -> Result<LoadTrace> {
         t = t.with_model_layers(n);
     }
     Ok(t)
-}
-
-/// The examples of items below the door, run as unit tests.
-#[cfg(test)]
-mod examples {
-    #[test]
-    fn trace_json_write_line_34() {
-        let run = || {
-            use moeplan::{LoadTrace, formats::trace_json};
-            use ndarray::Array3;
-            let t = LoadTrace::new(Array3::from_elem((2, 1, 3), 4.0), vec![7])?.with_top_k(2);
-            let back = trace_json::read(trace_json::write(&t).as_bytes())?;
-            assert_eq!(back, t);
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
-    }
 }

@@ -82,6 +82,23 @@ pub struct EplbOutput {
 }
 
 /// Plans a trace with EPLB on its load summed over all batches.
+///
+/// ```
+/// use moeplan::{
+///     LoadTrace, Topology,
+///     planners::{EplbConfig, eplb},
+/// };
+/// use ndarray::Array3;
+/// let trace = LoadTrace::new(Array3::from_elem((1, 2, 8), 5.0), vec![0, 1])?;
+/// let cfg = EplbConfig {
+///     redundant_experts: 4,
+///     groups: 1,
+/// };
+/// let plan = eplb(&trace, Topology::new(1, 4)?, cfg)?;
+/// assert_eq!(plan.summary().replicas, 8);
+/// assert_eq!(plan.uniform_slots_per_gpu(), Some(3));
+/// # Ok::<(), moeplan::Error>(())
+/// ```
 pub fn eplb(trace: &LoadTrace, topology: Topology, config: EplbConfig) -> Result<Plan> {
     eplb_summed(trace.summed().view(), trace.layer_ids(), topology, config)
 }
@@ -375,6 +392,18 @@ pub const GROUPS: OptionSpec = OptionSpec {
 /// for `auto` (the default) the model's: the preset the trace names, else
 /// the one group count of the presets of its shape (an SGLang dump of
 /// DeepSeek-V3: 8), else 1.
+///
+/// ```
+/// use moeplan::LoadTrace;
+/// use moeplan::planners::{Settings, Value, groups};
+/// use ndarray::Array3;
+/// let t = LoadTrace::new(Array3::from_elem((1, 1, 256), 1.0), vec![0])?
+///     .with_model("deepseek-v3");
+/// assert_eq!(groups(&Settings::new(), &t)?, 8);
+/// let one = Settings::new().with("groups", Value::Count(1))?;
+/// assert_eq!(groups(&one, &t)?, 1);
+/// # Ok::<(), moeplan::Error>(())
+/// ```
 pub fn groups(settings: &Settings, trace: &LoadTrace) -> Result<usize> {
     Ok(settings
         .budget(&GROUPS)?
@@ -545,45 +574,4 @@ fn inverse(perm: &[usize]) -> Vec<usize> {
         inv[p] = i;
     }
     inv
-}
-
-/// The examples of items below the door, run as unit tests.
-#[cfg(test)]
-mod examples {
-    #[test]
-    fn eplb_eplb_line_86() {
-        let run = || {
-            use moeplan::{
-                LoadTrace, Topology,
-                planners::eplb::{EplbConfig, eplb},
-            };
-            use ndarray::Array3;
-            let trace = LoadTrace::new(Array3::from_elem((1, 2, 8), 5.0), vec![0, 1])?;
-            let cfg = EplbConfig {
-                redundant_experts: 4,
-                groups: 1,
-            };
-            let plan = eplb(&trace, Topology::new(1, 4)?, cfg)?;
-            assert_eq!(plan.summary().replicas, 8);
-            assert_eq!(plan.uniform_slots_per_gpu(), Some(3));
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
-    }
-
-    #[test]
-    fn eplb_groups_line_390() {
-        let run = || {
-            use moeplan::LoadTrace;
-            use moeplan::planners::{Settings, Value, eplb};
-            use ndarray::Array3;
-            let t = LoadTrace::new(Array3::from_elem((1, 1, 256), 1.0), vec![0])?
-                .with_model("deepseek-v3");
-            assert_eq!(eplb::groups(&Settings::new(), &t)?, 8);
-            let one = Settings::new().with("groups", Value::Count(1))?;
-            assert_eq!(eplb::groups(&one, &t)?, 1);
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
-    }
 }

@@ -241,6 +241,34 @@ pub struct LibraServed {
 /// (per-source counts, or token routes counted per rank) go with every
 /// window and served batch, so a rule that reads them (SGLang's `static`)
 /// and the gate judge with them; plans are made from the windows' counts.
+///
+/// ```
+/// use moeplan::planners::{EPLB_ID, Settings};
+/// use moeplan::studies::{Migrate, Serving, serve};
+/// use moeplan::{Topology, data::model, judge::Rule, synth::generator};
+/// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 12))?;
+/// let s = Serving {
+///     every: 4,
+///     window: 4,
+///     min_balancedness: None,
+///     migrate: Migrate::Relabel,
+///     transfer: Default::default(),
+///     rule: Rule::Even,
+///     start: 0,
+///     libra: false,
+/// };
+/// let r = serve(
+///     &moeplan::Workload::new(t),
+///     Topology::new(1, 8)?,
+///     EPLB_ID.planner()?,
+///     &Settings::new(),
+///     s,
+///     None,
+/// )?;
+/// assert_eq!(r.served_batches, 8);
+/// assert_eq!(r.replans.len(), 1); // at batch 8, on batches 4..8
+/// # Ok::<(), moeplan::Error>(())
+/// ```
 pub fn serve(
     work: &Workload,
     topology: Topology,
@@ -647,41 +675,5 @@ mod tests {
         let us = host_time_us(&m, 64e6);
         // 4 copies of 64 MB at 64 GB/s: 4 ms
         assert!((us - 4_000.0).abs() < 1e-6, "{us}");
-    }
-}
-
-/// The examples of items below the door, run as unit tests.
-#[cfg(test)]
-mod examples {
-    #[test]
-    fn serving_serve_line_245() {
-        let run = || {
-            use moeplan::planners::{Settings, eplb};
-            use moeplan::studies::{Migrate, Serving, serve};
-            use moeplan::{Topology, data::model, judge::Rule, synth::generator};
-            let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 12))?;
-            let s = Serving {
-                every: 4,
-                window: 4,
-                min_balancedness: None,
-                migrate: Migrate::Relabel,
-                transfer: Default::default(),
-                rule: Rule::Even,
-                start: 0,
-                libra: false,
-            };
-            let r = serve(
-                &moeplan::Workload::new(t),
-                Topology::new(1, 8)?,
-                eplb::ID.planner()?,
-                &Settings::new(),
-                s,
-                None,
-            )?;
-            assert_eq!(r.served_batches, 8);
-            assert_eq!(r.replans.len(), 1); // at batch 8, on batches 4..8
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
     }
 }

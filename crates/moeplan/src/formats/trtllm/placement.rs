@@ -23,6 +23,28 @@ use super::*;
 ///
 /// The lists are written inline, one line per layer, as TensorRT-LLM's own
 /// generator does; the text holds only integers, so it is written directly.
+///
+/// ```
+/// use moeplan::{LayerPlacement, Plan, Topology, formats};
+/// // MoE layer 3 on two GPUs: experts 0 and 1 on GPU 0, 2 and 0 on GPU 1
+/// let layer = LayerPlacement {
+///     layer: 3,
+///     gpus: vec![vec![0, 1], vec![2, 0]],
+/// };
+/// let plan = Plan::new(Topology::new(1, 2)?, 3, vec![layer], "by-hand")?;
+/// let yaml = formats::write_placement(&plan, None)?;
+/// assert!(yaml.contains("\n  3: [0, 1, 2, 0]\n"), "{yaml}");
+/// assert!(yaml.contains("num_slots: 4\n"));
+/// // MoE layer 0 of a trace that does not know its model: which layer is it?
+/// let layer = LayerPlacement {
+///     layer: 0,
+///     gpus: vec![vec![0, 1], vec![2, 0]],
+/// };
+/// let plan = Plan::new(Topology::new(1, 2)?, 3, vec![layer], "by-hand")?;
+/// assert!(formats::write_placement(&plan, None).is_err());
+/// assert!(formats::write_placement(&plan, Some(1)).is_ok());
+/// # Ok::<(), moeplan::Error>(())
+/// ```
 pub fn write_placement(plan: &Plan, model_layers: Option<usize>) -> Result<String> {
     use std::fmt::Write;
     crate::formats::check_plan_model_layers(crate::formats::ModelKeyed::Keys, plan, model_layers)?;
@@ -135,6 +157,20 @@ pub(crate) fn read_placement_yaml(bytes: &[u8], meter: &mut crate::Meter) -> Res
 /// `num_experts` experts, its slots split over `topology`'s GPUs — or, when
 /// none is given and the file says its `ep_size`, over that many GPUs on
 /// one node (the second value says the topology was assumed).
+///
+/// ```
+/// use moeplan::formats::{read_placement, write_placement};
+/// use moeplan::{LoadTrace, Topology, planners::base};
+/// use ndarray::Array3;
+/// let trace = LoadTrace::new(Array3::from_elem((1, 2, 4), 1.0), vec![3, 5])?;
+/// let t = Topology::new(1, 2)?;
+/// let plan = base(&trace, t, 1)?;
+/// let yaml = write_placement(&plan, None)?;
+/// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
+/// let (read, assumed) = read_placement(yaml.as_bytes(), Some(t), &[3, 5], 4, &mut meter)?;
+/// assert_eq!((read.layers(), assumed), (plan.layers(), false));
+/// # Ok::<(), moeplan::Error>(())
+/// ```
 pub fn read_placement(
     bytes: &[u8],
     topology: Option<Topology>,
@@ -343,53 +379,5 @@ impl<'de> Visitor<'de> for SlotsSeed<'_> {
             row.push(x);
         }
         Ok(row)
-    }
-}
-
-/// The examples of items below the door, run as unit tests.
-#[cfg(test)]
-mod examples {
-    #[test]
-    fn placement_write_placement_line_27() {
-        let run = || {
-            use moeplan::{LayerPlacement, Plan, Topology, formats::trtllm};
-            // MoE layer 3 on two GPUs: experts 0 and 1 on GPU 0, 2 and 0 on GPU 1
-            let layer = LayerPlacement {
-                layer: 3,
-                gpus: vec![vec![0, 1], vec![2, 0]],
-            };
-            let plan = Plan::new(Topology::new(1, 2)?, 3, vec![layer], "by-hand")?;
-            let yaml = trtllm::write_placement(&plan, None)?;
-            assert!(yaml.contains("\n  3: [0, 1, 2, 0]\n"), "{yaml}");
-            assert!(yaml.contains("num_slots: 4\n"));
-            // MoE layer 0 of a trace that does not know its model: which layer is it?
-            let layer = LayerPlacement {
-                layer: 0,
-                gpus: vec![vec![0, 1], vec![2, 0]],
-            };
-            let plan = Plan::new(Topology::new(1, 2)?, 3, vec![layer], "by-hand")?;
-            assert!(trtllm::write_placement(&plan, None).is_err());
-            assert!(trtllm::write_placement(&plan, Some(1)).is_ok());
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
-    }
-
-    #[test]
-    fn placement_read_placement_line_155() {
-        let run = || {
-            use moeplan::formats::{read_placement, write_placement};
-            use moeplan::{LoadTrace, Topology, planners::eplb};
-            use ndarray::Array3;
-            let trace = LoadTrace::new(Array3::from_elem((1, 2, 4), 1.0), vec![3, 5])?;
-            let t = Topology::new(1, 2)?;
-            let plan = eplb::base(&trace, t, 1)?;
-            let yaml = write_placement(&plan, None)?;
-            let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
-            let (read, assumed) = read_placement(yaml.as_bytes(), Some(t), &[3, 5], 4, &mut meter)?;
-            assert_eq!((read.layers(), assumed), (plan.layers(), false));
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
     }
 }

@@ -722,6 +722,17 @@ pub(crate) const SPEC: PlannerSpec = PlannerSpec {
 /// with the options in `settings`: what a later prepare at that GPU count
 /// reads instead of measuring. The page's worker runs one layer per step
 /// between requests for the clusters next to the one shown.
+///
+/// ```
+/// use moeplan::planners::{Settings, warm_craft};
+/// use moeplan::{Topology, data::model, synth::generator};
+/// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+/// let topology = Topology::new(1, 4)?;
+/// for layer in 0..t.num_layers() {
+///     warm_craft(&t, topology, &Settings::new(), layer)?;
+/// }
+/// # Ok::<(), moeplan::Error>(())
+/// ```
 pub fn warm(
     trace: &LoadTrace,
     topology: Topology,
@@ -776,24 +787,5 @@ impl Prepared for Craft {
 
     fn curve(&self) -> Option<Vec<CurvePoint>> {
         Some(Craft::curve(self))
-    }
-}
-
-/// The examples of items below the door, run as unit tests.
-#[cfg(test)]
-mod examples {
-    #[test]
-    fn craft_warm_line_726() {
-        let run = || {
-            use moeplan::planners::{Settings, craft};
-            use moeplan::{Topology, data::model, synth::generator};
-            let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
-            let topology = Topology::new(1, 4)?;
-            for layer in 0..t.num_layers() {
-                craft::warm(&t, topology, &Settings::new(), layer)?;
-            }
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
     }
 }

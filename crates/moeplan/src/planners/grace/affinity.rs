@@ -19,6 +19,18 @@ use crate::data::workload::MAX_AFFINITY_EXPERTS;
 /// `A[i][j]`: tokens of MoE layer index `layer` (`0..tokens.num_layers()`)
 /// that chose both `i` and `j` (`i ≠ j`); the diagonal is zero and the matrix
 /// symmetric. A token that lists an expert twice counts once for it.
+///
+/// ```
+/// use moeplan::TokenTrace;
+/// use moeplan::planners::grace_affinity as affinity;
+/// use ndarray::array;
+/// // Two tokens, top-2: {0, 1} and {1, 2}.
+/// let t = TokenTrace::new(3, vec![1], vec![array![[0, 1], [1, 2]]], vec![0, 0])?;
+/// let a = affinity(&t, 0)?;
+/// assert_eq!(a, array![[0.0, 1.0, 0.0], [1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]);
+/// assert!(affinity(&t, 1).is_err());
+/// # Ok::<(), moeplan::Error>(())
+/// ```
 pub fn affinity(tokens: &TokenTrace, layer: usize) -> Result<Array2<f64>> {
     if layer >= tokens.num_layers() {
         return Err(Error::Argument(format!(
@@ -116,6 +128,15 @@ pub(crate) fn total(a: &Array2<f64>) -> Result<f64> {
 /// Affinity utilisation `U` of Eq. 1: the share of the total pair affinity
 /// (`i < j`) that falls inside groups, for `labels[i]` the group of expert
 /// `i`. Zero when the matrix has no affinity at all.
+///
+/// ```
+/// use moeplan::planners::affinity_utilisation as utilisation;
+/// use ndarray::array;
+/// let a = array![[0.0, 3.0, 1.0], [3.0, 0.0, 0.0], [1.0, 0.0, 0.0]];
+/// assert_eq!(utilisation(&a, &[0, 0, 1])?, 0.75);
+/// assert!(utilisation(&a, &[0, 0]).is_err());
+/// # Ok::<(), moeplan::Error>(())
+/// ```
 pub fn utilisation(a: &Array2<f64>, labels: &[usize]) -> Result<f64> {
     let n = check_square(a, "utilisation")?;
     if labels.len() != n {
@@ -266,38 +287,5 @@ mod tests {
         assert!(summarize(&array![[0.0, f64::NAN], [0.0, 0.0]], 1).is_err());
         assert!(summarize(&Array2::zeros((2, 2)), 3).is_err());
         assert_eq!(utilisation(&Array2::zeros((2, 2)), &[0, 0]).unwrap(), 0.0);
-    }
-}
-
-/// The examples of items below the door, run as unit tests.
-#[cfg(test)]
-mod examples {
-    #[test]
-    fn affinity_affinity_line_23() {
-        let run = || {
-            use moeplan::TokenTrace;
-            use moeplan::planners::grace_affinity as affinity;
-            use ndarray::array;
-            // Two tokens, top-2: {0, 1} and {1, 2}.
-            let t = TokenTrace::new(3, vec![1], vec![array![[0, 1], [1, 2]]], vec![0, 0])?;
-            let a = affinity(&t, 0)?;
-            assert_eq!(a, array![[0.0, 1.0, 0.0], [1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]);
-            assert!(affinity(&t, 1).is_err());
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
-    }
-
-    #[test]
-    fn affinity_utilisation_line_132() {
-        let run = || {
-            use super::utilisation;
-            use ndarray::array;
-            let a = array![[0.0, 3.0, 1.0], [3.0, 0.0, 0.0], [1.0, 0.0, 0.0]];
-            assert_eq!(utilisation(&a, &[0, 0, 1])?, 0.75);
-            assert!(utilisation(&a, &[0, 0]).is_err());
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
     }
 }

@@ -358,6 +358,13 @@ pub(crate) fn controlled_grouping(
 
 /// Eq. 1's `U`: the share of the affinity `Σ_{i<j} A[i][j]` inside groups
 /// (0 when there is no affinity at all).
+///
+/// ```
+/// use moeplan::planners::grouping_utilisation as utilisation;
+/// use ndarray::array;
+/// let a = array![[0., 3., 1.], [3., 0., 0.], [1., 0., 0.]];
+/// assert_eq!(utilisation(&a, &[vec![0, 1], vec![2]]), 0.75);
+/// ```
 pub fn utilisation(a: &Array2<f64>, groups: &[Vec<usize>]) -> f64 {
     utilisation_of_total(a, groups, pair_total(a))
 }
@@ -779,17 +786,5 @@ mod examples {
         use super::widest_ratio;
         assert_eq!(widest_ratio(0.2), 1.0);
         assert_eq!(widest_ratio(1.5), 1.5);
-    }
-}
-
-/// The examples of items below the door, run as unit tests.
-#[cfg(test)]
-mod door_examples {
-    #[test]
-    fn grouping_utilisation_line_362() {
-        use super::utilisation;
-        use ndarray::array;
-        let a = array![[0., 3., 1.], [3., 0., 0.], [1., 0., 0.]];
-        assert_eq!(utilisation(&a, &[vec![0, 1], vec![2]]), 0.75);
     }
 }

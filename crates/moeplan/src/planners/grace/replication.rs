@@ -68,6 +68,15 @@ pub(crate) fn hot_experts(group: &[usize], loads: &[f64], n: usize) -> Vec<usize
 /// Eq. 3: each GPU's load once the hot experts' load `replicated` (`W_r`,
 /// all on GPU `heaviest`) is split evenly over their copies on `heaviest`
 /// and `targets`.
+///
+/// ```
+/// use moeplan::planners::grace_predicted_loads as predicted_loads;
+/// // W_r = 6 over 1 + 2 copies: W_p = 2
+/// assert_eq!(
+///     predicted_loads(&[10.0, 2.0, 3.0, 1.0], 0, 6.0, &[3, 1]),
+///     vec![6.0, 4.0, 3.0, 3.0]
+/// );
+/// ```
 pub fn predicted_loads(
     group_loads: &[f64],
     heaviest: usize,
@@ -230,15 +239,6 @@ mod examples {
 /// The examples of items below the door, run as unit tests.
 #[cfg(test)]
 mod door_examples {
-    #[test]
-    fn replication_predicted_loads_line_72() {
-        use super::predicted_loads;
-        // W_r = 6 over 1 + 2 copies: W_p = 2
-        assert_eq!(
-            predicted_loads(&[10.0, 2.0, 3.0, 1.0], 0, 6.0, &[3, 1]),
-            vec![6.0, 4.0, 3.0, 3.0]
-        );
-    }
 
     #[test]
     fn replication_added_line_118() {

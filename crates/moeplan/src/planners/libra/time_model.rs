@@ -301,6 +301,20 @@ fn copies_of(base: &LayerPlacement, next: &LayerPlacement, sent: &mut Vec<usize>
 
 /// Libra's schedule on `work` and its `base` plan under `model`; see the
 /// module's comment for what is timed.
+///
+/// ```
+/// use moeplan::planners::{LibraOptions, Predictor, libra_schedule};
+/// use moeplan::{Topology, data::Workload, data::model, planners, synth::generator};
+/// let preset = model::preset("olmoe")?;
+/// let trace = generator::generate(&generator::GenConfig::new(preset, 2))?;
+/// let base = planners::contiguous(&trace, Topology::new(1, 8)?)?;
+/// let work = Workload::new(trace);
+/// let s = libra_schedule(&work, &base, &Predictor::Oracle, &LibraOptions::default())?;
+/// let r = planners::libra_time(&work, &base, &s, &planners::TimeModel::for_model(preset))?;
+/// assert_eq!(r.per_batch_seconds.len(), 2);
+/// assert_eq!(r.hidden + r.unhidden, 2 * (work.trace().num_layers() - 1));
+/// # Ok::<(), moeplan::Error>(())
+/// ```
 pub fn time(
     work: &Workload,
     base: &Plan,
@@ -441,28 +455,5 @@ mod examples {
             ..TimeModel::default()
         };
         assert!(bad.validate().is_err());
-    }
-}
-
-/// The examples of items below the door, run as unit tests.
-#[cfg(test)]
-mod door_examples {
-    #[test]
-    fn time_model_time_line_305() {
-        let run = || {
-            use moeplan::planners::libra::time_model;
-            use moeplan::planners::{LibraOptions, Predictor, libra_schedule};
-            use moeplan::{Topology, data::Workload, data::model, planners, synth::generator};
-            let preset = model::preset("olmoe")?;
-            let trace = generator::generate(&generator::GenConfig::new(preset, 2))?;
-            let base = planners::contiguous(&trace, Topology::new(1, 8)?)?;
-            let work = Workload::new(trace);
-            let s = libra_schedule(&work, &base, &Predictor::Oracle, &LibraOptions::default())?;
-            let r = time_model::time(&work, &base, &s, &time_model::TimeModel::for_model(preset))?;
-            assert_eq!(r.per_batch_seconds.len(), 2);
-            assert_eq!(r.hidden + r.unhidden, 2 * (work.trace().num_layers() - 1));
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
     }
 }

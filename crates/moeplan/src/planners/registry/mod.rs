@@ -58,6 +58,10 @@ impl PlannerId {
     }
 
     /// The name.
+    ///
+    /// ```
+    /// assert_eq!(moeplan::planners::CRAFT_ID.as_str(), "craft");
+    /// ```
     pub const fn as_str(self) -> &'static str {
         self.0
     }
@@ -648,14 +652,5 @@ mod examples {
         const MINE: PlannerId = PlannerId::new("mine");
         assert_eq!(MINE.as_str(), "mine");
         assert!(MINE.planner().is_err()); // not registered
-    }
-}
-
-/// The examples of items below the door, run as unit tests.
-#[cfg(test)]
-mod door_examples {
-    #[test]
-    fn plannerid_as_str_line_62() {
-        assert_eq!(moeplan::planners::CRAFT_ID.as_str(), "craft");
     }
 }

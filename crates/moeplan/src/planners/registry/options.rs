@@ -357,6 +357,11 @@ impl Settings {
     }
 
     /// The value of `spec`: the one set, else its default.
+    ///
+    /// ```
+    /// use moeplan::planners::{GROUPS, Settings, Value};
+    /// assert_eq!(Settings::new().value(&GROUPS), &Value::Auto);
+    /// ```
     pub fn value<'a>(&'a self, spec: &'a OptionSpec) -> &'a Value {
         self.values.get(spec.name).unwrap_or(&spec.default)
     }
@@ -370,6 +375,12 @@ impl Settings {
     }
 
     /// A budget option's value: `None` for `auto`.
+    ///
+    /// ```
+    /// use moeplan::planners::{REPLICAS_PER_GPU, Settings};
+    /// assert_eq!(Settings::new().budget(&REPLICAS_PER_GPU)?, None);
+    /// # Ok::<(), moeplan::Error>(())
+    /// ```
     pub fn budget(&self, spec: &OptionSpec) -> Result<Option<usize>> {
         match self.value(spec) {
             Value::Count(n) => Ok(Some(*n)),
@@ -476,25 +487,5 @@ mod examples {
         );
         assert!(s.is_empty()); // no option is set
         Ok(())
-    }
-}
-
-/// The examples of items below the door, run as unit tests.
-#[cfg(test)]
-mod door_examples {
-    #[test]
-    fn settings_value_line_361() {
-        use moeplan::planners::{Settings, Value, eplb};
-        assert_eq!(Settings::new().value(&eplb::GROUPS), &Value::Auto);
-    }
-
-    #[test]
-    fn settings_budget_line_379() {
-        let run = || {
-            use moeplan::planners::{Settings, craft};
-            assert_eq!(Settings::new().budget(&craft::REPLICAS_PER_GPU)?, None);
-            Ok::<(), moeplan::Error>(())
-        };
-        run().unwrap();
     }
 }
