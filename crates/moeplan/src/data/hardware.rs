@@ -644,7 +644,7 @@ mod examples {
 #[cfg(test)]
 mod door_examples {
     #[test]
-    fn hardware_check_line_499() {
+    fn hardware_check_example() {
         let run = || {
             let mut h = moeplan::data::hardware::preset("h100-ib-ndr")?.clone();
             assert!(h.check().is_ok());

@@ -755,7 +755,7 @@ pub struct PlanSummary {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn plan_with_profile_line_355() {
+    fn plan_with_profile_example() {
         let run = || {
             use moeplan::{LoadTrace, Topology, planners::contiguous};
             use ndarray::{Array3, array};
@@ -774,7 +774,7 @@ mod examples {
 #[cfg(test)]
 mod door_examples {
     #[test]
-    fn plan_with_provenance_line_328() {
+    fn plan_with_provenance_example() {
         let run = || {
             use moeplan::data::Provenance;
             use moeplan::{LoadTrace, Topology, planners::contiguous};

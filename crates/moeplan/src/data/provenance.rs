@@ -298,7 +298,7 @@ mod examples {
 #[cfg(test)]
 mod door_examples {
     #[test]
-    fn provenance_scope_line_145() {
+    fn provenance_scope_example() {
         let run = || {
             use moeplan::LoadTrace;
             use moeplan::data::{Provenance, Scope, fingerprint};

@@ -758,7 +758,7 @@ mod examples {
 #[cfg(test)]
 mod door_examples {
     #[test]
-    fn workload_with_sources_line_94() {
+    fn workload_with_sources_example() {
         let run = || {
             use moeplan::{LoadTrace, data::Workload};
             use ndarray::{Array3, Array4};
@@ -777,7 +777,7 @@ mod door_examples {
     }
 
     #[test]
-    fn workload_with_affinity_line_239() {
+    fn workload_with_affinity_example() {
         let run = || {
             use moeplan::{Error, LoadTrace, data::Workload};
             use ndarray::{Array3, array};
@@ -796,7 +796,7 @@ mod door_examples {
     }
 
     #[test]
-    fn workload_affinity_line_297() {
+    fn workload_affinity_example() {
         let run = || {
             use moeplan::{LoadTrace, data::Workload};
             use ndarray::Array3;
@@ -812,7 +812,7 @@ mod door_examples {
 #[cfg(test)]
 mod more_examples {
     #[test]
-    fn workload_then_line_563() {
+    fn workload_then_example() {
         let run = || {
             use moeplan::{LoadTrace, data::Workload};
             use ndarray::{Array3, Array4};

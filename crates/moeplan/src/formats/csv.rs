@@ -236,7 +236,7 @@ mod examples {
 #[cfg(test)]
 mod door_examples {
     #[test]
-    fn csv_write_plan_csv_line_158() {
+    fn csv_write_plan_csv_example() {
         let run = || {
             use moeplan::{LayerPlacement, Plan, Topology, formats::csv};
             let plan = Plan::new(

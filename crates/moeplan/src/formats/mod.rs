@@ -478,7 +478,7 @@ pub fn check_model_layers(
 #[cfg(test)]
 mod examples {
     #[test]
-    fn formats_detect_line_101() {
+    fn formats_detect_example() {
         let run = || {
             use moeplan::formats::{TraceFormat, detect};
             assert_eq!(

@@ -505,7 +505,7 @@ mod examples {
 mod door_examples {
 
     #[test]
-    fn plan_any_read_any_plan_line_202() {
+    fn plan_any_read_any_plan_example() {
         let run = || {
             use moeplan::formats::PlanFormat;
             use moeplan::formats::sglang;

@@ -581,7 +581,7 @@ mod examples {
 #[cfg(test)]
 mod door_examples {
     #[test]
-    fn sglang_write_init_expert_location_line_183() {
+    fn sglang_write_init_expert_location_example() {
         let run = || {
             use moeplan::{LoadTrace, Topology, formats::sglang, planners::eplb};
             use ndarray::Array3;
@@ -597,7 +597,7 @@ mod door_examples {
     }
 
     #[test]
-    fn sglang_read_rank_csvs_by_rank_line_378() {
+    fn sglang_read_rank_csvs_by_rank_example() {
         let run = || {
             let f = |n: &str, t: &str| (n.to_string(), t.as_bytes().to_vec());
             let files = [

@@ -349,7 +349,7 @@ mod examples {
 #[cfg(test)]
 mod door_examples {
     #[test]
-    fn vllm_write_physical_to_logical_line_30() {
+    fn vllm_write_physical_to_logical_example() {
         let run = || {
             use moeplan::{LayerPlacement, Plan, Topology, formats::vllm};
             let plan = Plan::new(
@@ -368,7 +368,7 @@ mod door_examples {
     }
 
     #[test]
-    fn vllm_write_ascend_expert_map_line_138() {
+    fn vllm_write_ascend_expert_map_example() {
         let run = || {
             use moeplan::{LayerPlacement, Plan, Topology, formats::vllm};
             let plan = Plan::new(

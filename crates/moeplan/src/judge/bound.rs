@@ -454,7 +454,7 @@ mod examples {
 #[cfg(test)]
 mod door_examples {
     #[test]
-    fn bound_packing_balancedness_line_241() {
+    fn bound_packing_balancedness_example() {
         use super::packing_balancedness;
         // FlashLB's example (8 devices × 2 slots): the optimum is 0.922
         let w = [600.0, 560.0, 120.0, 120.0, 20.0, 10.0, 10.0, 10.0];

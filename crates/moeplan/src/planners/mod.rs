@@ -97,7 +97,7 @@ pub fn spec(name: &str) -> Option<&'static PlannerSpec> {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn planners_specs_line_73() {
+    fn planners_specs_example() {
         use moeplan::planners::{PLANNERS, SPECS};
         let ids: Vec<_> = SPECS.iter().map(|s| s.id).collect();
         assert_eq!(ids, PLANNERS.iter().map(|p| p.id()).collect::<Vec<_>>());

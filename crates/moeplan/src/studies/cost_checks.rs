@@ -304,7 +304,7 @@ fn deepep(ep: usize, tokens: f64, kernel: Kernel) -> Result<(f64, f64)> {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn cost_checks_h100_rank_times_line_114() {
+    fn cost_checks_h100_rank_times_example() {
         let run = || {
             use super::{H100_RANK_MS, h100_rank_times};
             use moeplan::{data::model, synth::generator};
@@ -319,7 +319,7 @@ mod examples {
     }
 
     #[test]
-    fn cost_checks_craft_kv_loss_line_193() {
+    fn cost_checks_craft_kv_loss_example() {
         let run = || {
             use super::{CRAFT_KV_LOSS, craft_kv_loss};
             let rows = craft_kv_loss()?;

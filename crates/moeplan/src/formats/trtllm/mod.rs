@@ -578,7 +578,7 @@ mod tests;
 #[cfg(test)]
 mod examples {
     #[test]
-    fn trtllm_read_statistics_line_275() {
+    fn trtllm_read_statistics_example() {
         let run = || {
             use super::read_statistics;
             // rank0.safetensors: iteration 7, layer 3, int32 counts [2, 0, 1]
@@ -600,7 +600,7 @@ mod examples {
     }
 
     #[test]
-    fn trtllm_read_cooccurrence_line_480() {
+    fn trtllm_read_cooccurrence_example() {
         let run = || {
             use super::read_cooccurrence;
             // one token chose experts {0, 1}: [[1, 1], [1, 1]] for iteration 0, layer 2
@@ -620,7 +620,7 @@ mod examples {
     }
 
     #[test]
-    fn trtllm_read_cooccurrence_in_line_504() {
+    fn trtllm_read_cooccurrence_in_example() {
         let run = || {
             use super::read_cooccurrence_in;
             // iteration 7, layer 0: one token chose experts {0, 1}

@@ -74,7 +74,7 @@ pub(crate) fn memory(
 #[cfg(test)]
 mod examples {
     #[test]
-    fn memory_memory_line_25() {
+    fn memory_memory_example() {
         let run = || {
             use moeplan::data::{hardware, model};
             use moeplan::judge::cost::{Assumptions, memory};

@@ -339,7 +339,7 @@ pub(super) fn ratio(a: f64, b: f64) -> f64 {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn layercompute_busiest_us_line_23() {
+    fn layercompute_busiest_us_example() {
         let run = || {
             use moeplan::{
                 data::{hardware, model},

@@ -264,7 +264,7 @@ fn remote_start_names() {
 /// The examples of items below the door, run as unit tests.
 mod examples {
     #[test]
-    fn rebalancer_with_start_line_241() {
+    fn rebalancer_with_start_example() {
         let run = || {
             use moeplan::LayerPlacement;
             use moeplan::judge::{Rebalancer, RemoteStart};
@@ -291,7 +291,7 @@ mod examples {
 /// More examples once in the public items' docs.
 mod more_examples {
     #[test]
-    fn rebalance_rebalancer_line_107() {
+    fn rebalance_rebalancer_example() {
         let run = || {
             use moeplan::LayerPlacement;
             use moeplan::judge::Rebalancer;
@@ -316,7 +316,7 @@ mod more_examples {
     }
 
     #[test]
-    fn rebalancer_solve_line_384() {
+    fn rebalancer_solve_example() {
         let run = || {
             use moeplan::{LayerPlacement, judge::Rebalancer};
             // no copies: nothing can move, the loads are where the tokens go
@@ -333,7 +333,7 @@ mod more_examples {
     }
 
     #[test]
-    fn rebalancer_route_one_line_839() {
+    fn rebalancer_route_one_example() {
         let run = || {
             use moeplan::{LayerPlacement, judge::Rebalancer};
             let layer = LayerPlacement {

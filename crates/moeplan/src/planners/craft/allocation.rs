@@ -88,7 +88,7 @@ fn gain_of(table: &BenefitTable, l: usize, r: usize) -> f64 {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn allocation_solve_allocation_line_40() {
+    fn allocation_solve_allocation_example() {
         use super::{BenefitTable, Objective, solve_allocation};
         let table = BenefitTable {
             counts: vec![1, 2],

@@ -71,7 +71,7 @@ fn interleave_select(k: &[usize], q: usize) -> Vec<usize> {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn interleave_interleaved_assignment_line_20() {
+    fn interleave_interleaved_assignment_example() {
         use super::interleaved_assignment;
         let a = interleaved_assignment(&[6, 6], 4);
         assert_eq!(a, vec![vec![2, 1, 1, 2], vec![1, 2, 2, 1]]);

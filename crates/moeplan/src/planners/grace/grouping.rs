@@ -745,7 +745,7 @@ pub fn load_grouping(loads: &[f64], d: usize) -> Vec<Vec<usize>> {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn grouping_size_bounds_line_96() {
+    fn grouping_size_bounds_example() {
         let run = || {
             use super::size_bounds;
             let b = size_bounds(64, 8, 0.25)?;
@@ -758,13 +758,13 @@ mod examples {
     }
 
     #[test]
-    fn grouping_size_deviation_line_431() {
+    fn grouping_size_deviation_example() {
         use super::size_deviation;
         assert_eq!(size_deviation(&[vec![0, 1, 2], vec![3]]), 1.0);
     }
 
     #[test]
-    fn grouping_knee_line_470() {
+    fn grouping_knee_example() {
         use super::{RatioPoint, knee};
         let p = |ratio, s, u| RatioPoint {
             ratio,
@@ -782,7 +782,7 @@ mod examples {
     }
 
     #[test]
-    fn grouping_widest_ratio_line_583() {
+    fn grouping_widest_ratio_example() {
         use super::widest_ratio;
         assert_eq!(widest_ratio(0.2), 1.0);
         assert_eq!(widest_ratio(1.5), 1.5);

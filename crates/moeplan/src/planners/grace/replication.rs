@@ -197,7 +197,7 @@ pub(crate) fn replicate(groups: &[Vec<usize>], loads: &[f64]) -> Replication {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn replication_replica_count_line_34() {
+    fn replication_replica_count_example() {
         use super::replica_count;
         assert_eq!(replica_count(1.4, 8), 1); // max(1, ⌊1.4⌋)
         assert_eq!(replica_count(3.7, 8), 3);
@@ -206,7 +206,7 @@ mod examples {
     }
 
     #[test]
-    fn replication_hot_experts_line_54() {
+    fn replication_hot_experts_example() {
         use super::hot_experts;
         let loads = [1.0, 6.0, 3.0, 0.0];
         // W = 10, n = 1: past 5 after expert 1 alone
@@ -216,7 +216,7 @@ mod examples {
     }
 
     #[test]
-    fn replication_apply_line_147() {
+    fn replication_apply_example() {
         use super::replicate;
         let groups = vec![vec![0, 1], vec![2], vec![3]];
         let r = replicate(&groups, &[8.0, 1.0, 1.0, 1.0]);
@@ -224,7 +224,7 @@ mod examples {
     }
 
     #[test]
-    fn replication_replicate_line_174() {
+    fn replication_replicate_example() {
         use super::replicate;
         // W = [9, 2, 1]: ρ = 9 / 4 = 2.25, n = min(max(1, 2), 2) = 2;
         // hot: 7 alone exceeds 9 · 2/3 = 6
@@ -241,7 +241,7 @@ mod examples {
 mod door_examples {
 
     #[test]
-    fn replication_added_line_118() {
+    fn replication_added_example() {
         use super::replicate;
         let r = replicate(&[vec![0, 1], vec![2], vec![3]], &[8.0, 1.0, 1.0, 1.0]);
         assert_eq!(

@@ -485,7 +485,7 @@ fn lightest(load: &[f64], a: &u32, b: &u32) -> std::cmp::Ordering {
 #[cfg(test)]
 mod examples {
     #[test]
-    fn prefetch_prefetcher_line_77() {
+    fn prefetch_prefetcher_example() {
         let run = || {
             use moeplan::LayerPlacement;
             use moeplan::planners::{PredictedCounts, Prefetcher, prefetch};

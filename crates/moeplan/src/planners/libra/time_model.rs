@@ -447,7 +447,7 @@ pub fn time(
 #[cfg(test)]
 mod examples {
     #[test]
-    fn timemodel_validate_line_114() {
+    fn timemodel_validate_example() {
         use super::TimeModel;
         assert!(TimeModel::default().validate().is_ok());
         let bad = TimeModel {

@@ -70,7 +70,7 @@ pub(crate) fn replicate_experts(
 #[cfg(test)]
 mod examples {
     #[test]
-    fn packing_balanced_packing_line_11() {
+    fn packing_balanced_packing_example() {
         use moeplan::planners::shared::packing::balanced_packing;
         let (pack, rank) = balanced_packing(&[5.0, 1.0, 4.0, 2.0], 2);
         assert_eq!(pack, vec![0, 0, 1, 1]);
@@ -78,7 +78,7 @@ mod examples {
     }
 
     #[test]
-    fn packing_replicate_experts_line_52() {
+    fn packing_replicate_experts_example() {
         use moeplan::planners::shared::packing::replicate_experts;
         let (phy2log, rank, logcnt) = replicate_experts(&[9.0, 2.0, 5.0], 5);
         assert_eq!(phy2log, vec![0, 1, 2, 0, 2]);
