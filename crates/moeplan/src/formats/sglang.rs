@@ -307,15 +307,6 @@ pub(crate) struct RankCounts {
 
 impl RankCounts {
     /// The simulator's workload: the summed counts with per-source counts.
-    ///
-    /// ```
-    /// let f = |n: &str, t: &str| (n.to_string(), t.as_bytes().to_vec());
-    /// let files = [f("rank1.csv", "layer_id,expert_id,count\n0,0,3\n")];
-    /// let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
-    /// let w = moeplan::formats::read_rank_csvs_by_rank(&files, None, &mut meter)?.workload()?;
-    /// assert_eq!((w.num_sources(), w.sources()), (Some(2), "per-source counts"));
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     #[cfg(test)]
     pub(crate) fn workload(self) -> Result<Workload> {
         Workload::new(self.trace).with_sources(self.by_source)
@@ -617,6 +608,26 @@ mod door_examples {
                 f("x_rank2.csv", "layer_id,expert_id,count\n3,1,4\n"),
             ];
             assert!(super::read_rank_csvs_by_rank(&twice, None, &mut meter).is_err());
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod test_only_examples {
+    #[test]
+    fn sglang_workload_example() {
+        let run = || {
+            let f = |n: &str, t: &str| (n.to_string(), t.as_bytes().to_vec());
+            let files = [f("rank1.csv", "layer_id,expert_id,count\n0,0,3\n")];
+            let mut meter = moeplan::Meter::new(moeplan::ReadLimits::default());
+            let w = super::read_rank_csvs_by_rank(&files, None, &mut meter)?.workload()?;
+            assert_eq!(
+                (w.num_sources(), w.sources()),
+                (Some(2), "per-source counts")
+            );
             Ok::<(), moeplan::Error>(())
         };
         run().unwrap();

@@ -51,17 +51,6 @@ pub(crate) struct OptimalSplit {
 
 /// The split of `counts[e]` (tokens of logical expert `e` in one layer)
 /// over the copies of `layer` that minimises the busiest GPU.
-///
-/// ```
-/// use moeplan::judge::optimal_split;
-/// use moeplan::LayerPlacement;
-/// // expert 0 (6 tokens) on GPUs 0 and 1, expert 1 (2 tokens) on GPU 1 only
-/// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0], vec![0, 1]] };
-/// let s = optimal_split(&layer, &[6.0, 2.0])?;
-/// assert_eq!(s.max_load, 4.0); // GPU 0 takes 4 of expert 0; GPU 1 takes 2 + 2
-/// assert_eq!(s.gpu_loads, vec![4.0, 4.0]);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 #[cfg(test)]
 pub(crate) fn optimal_split(layer: &LayerPlacement, counts: &[f64]) -> Result<OptimalSplit> {
     let e_n = counts.len();
@@ -511,5 +500,27 @@ mod tests {
         assert!(optimal_split(&layer, &[1.0, 1.0]).is_err()); // expert 1 has no copy
         assert!(optimal_split(&layer, &[f64::NAN]).is_err());
         assert!(optimal_split(&layer, &[]).is_err()); // expert 0 out of range
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn optimal_optimal_split_example() {
+        let run = || {
+            use moeplan::LayerPlacement;
+            use moeplan::judge::optimal_split;
+            // expert 0 (6 tokens) on GPUs 0 and 1, expert 1 (2 tokens) on GPU 1 only
+            let layer = LayerPlacement {
+                layer: 0,
+                gpus: vec![vec![0], vec![0, 1]],
+            };
+            let s = optimal_split(&layer, &[6.0, 2.0])?;
+            assert_eq!(s.max_load, 4.0); // GPU 0 takes 4 of expert 0; GPU 1 takes 2 + 2
+            assert_eq!(s.gpu_loads, vec![4.0, 4.0]);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

@@ -263,15 +263,6 @@ pub fn generate_tokens(cfg: &TokenGenConfig) -> Result<TokenTrace> {
 
 /// The planted structure: for every MoE layer, the topic of each expert
 /// (what a grouping of the generated trace should find).
-///
-/// ```
-/// use moeplan::{data::model::preset, synth::token_generator::{TokenGenConfig, planted_topics}};
-/// let cfg = TokenGenConfig::new(preset("deepseek-v2-lite")?, 100);
-/// let topics = planted_topics(&cfg)?;
-/// assert_eq!((topics.len(), topics[0].len()), (26, 64));
-/// assert!(topics[0].iter().all(|&t| (t as usize) < cfg.topics));
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 #[cfg(test)]
 pub(crate) fn planted_topics(cfg: &TokenGenConfig) -> Result<Vec<Vec<u32>>> {
     cfg.check()?;
@@ -827,5 +818,25 @@ mod examples {
         use crate::{data::model::preset, synth::token_generator::default_topics};
         assert_eq!(default_topics(preset("deepseek-v3")?), 37);
         Ok(())
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod door_examples {
+    #[test]
+    fn token_generator_planted_topics_example() {
+        let run = || {
+            use moeplan::{
+                data::model::preset,
+                synth::token_generator::{TokenGenConfig, planted_topics},
+            };
+            let cfg = TokenGenConfig::new(preset("deepseek-v2-lite")?, 100);
+            let topics = planted_topics(&cfg)?;
+            assert_eq!((topics.len(), topics[0].len()), (26, 64));
+            assert!(topics[0].iter().all(|&t| (t as usize) < cfg.topics));
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

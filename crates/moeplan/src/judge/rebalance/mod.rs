@@ -636,20 +636,6 @@ impl Rebalancer {
 
     /// Where the remote pairs were served in the last solve: (expert, GPU,
     /// pairs) for every expert with remote pairs, GPUs ascending.
-    ///
-    /// ```
-    /// use moeplan::{judge::Rebalancer, LayerPlacement};
-    /// let layer = LayerPlacement { layer: 0, gpus: vec![vec![0], vec![1, 0], vec![2]] };
-    /// let mut r = Rebalancer::new(&layer, 3)?;
-    /// // GPU 2 sends 6 pairs to expert 0: they start 3 and 3 over its two
-    /// // copies; with the primary start, GPU 1 takes 2 of them, up to the mean
-    /// r.solve(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 6.0, 0.0, 0.0], 0.0)?;
-    /// assert_eq!(r.assignment(), vec![(0, 0, 3.0), (0, 1, 3.0)]);
-    /// let mut p = Rebalancer::new(&layer, 3)?.with_start(moeplan::judge::RemoteStart::Primary);
-    /// p.solve(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 6.0, 0.0, 0.0], 0.0)?;
-    /// assert_eq!(p.assignment(), vec![(0, 0, 4.0), (0, 1, 2.0)]);
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     #[cfg(test)]
     pub(crate) fn assignment(&self) -> Vec<(u32, u32, f64)> {
         let mut out = Vec::new();
@@ -838,3 +824,29 @@ impl Rebalancer {
 
 #[cfg(test)]
 mod tests;
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn rebalance_assignment_example() {
+        let run = || {
+            use moeplan::{LayerPlacement, judge::Rebalancer};
+            let layer = LayerPlacement {
+                layer: 0,
+                gpus: vec![vec![0], vec![1, 0], vec![2]],
+            };
+            let mut r = Rebalancer::new(&layer, 3)?;
+            // GPU 2 sends 6 pairs to expert 0: they start 3 and 3 over its two
+            // copies; with the primary start, GPU 1 takes 2 of them, up to the mean
+            r.solve(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 6.0, 0.0, 0.0], 0.0)?;
+            assert_eq!(r.assignment(), vec![(0, 0, 3.0), (0, 1, 3.0)]);
+            let mut p =
+                Rebalancer::new(&layer, 3)?.with_start(moeplan::judge::RemoteStart::Primary);
+            p.solve(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 6.0, 0.0, 0.0], 0.0)?;
+            assert_eq!(p.assignment(), vec![(0, 0, 4.0), (0, 1, 2.0)]);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+}

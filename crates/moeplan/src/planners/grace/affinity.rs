@@ -110,13 +110,6 @@ fn check_square(a: &Array2<f64>, what: &str) -> Result<usize> {
 }
 
 /// Total affinity over pairs `i < j` (the denominator of Eq. 1).
-///
-/// ```
-/// use moeplan::planners::total;
-/// use ndarray::array;
-/// assert_eq!(total(&array![[0.0, 2.0], [2.0, 0.0]])?, 2.0);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 #[cfg(test)]
 pub(crate) fn total(a: &Array2<f64>) -> Result<f64> {
     let n = check_square(a, "total")?;
@@ -186,18 +179,6 @@ pub(crate) struct AffinitySummary {
 }
 
 /// [`AffinitySummary`] of `a` for a grouping into `groups` groups.
-///
-/// ```
-/// use moeplan::planners::summarize;
-/// use ndarray::Array2;
-/// // Two planted pairs {0,1} and {2,3} hold all the affinity.
-/// let mut a = Array2::zeros((4, 4));
-/// for (i, j) in [(0, 1), (2, 3)] { a[[i, j]] = 5.0; a[[j, i]] = 5.0; }
-/// let s = summarize(&a, 2)?;
-/// assert_eq!((s.total, s.equal_groups_bound), (10.0, 1.0));
-/// assert!((s.random_utilisation - 1.0 / 3.0).abs() < 1e-12);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 #[cfg(test)]
 pub(crate) fn summarize(a: &Array2<f64>, groups: usize) -> Result<AffinitySummary> {
     let n = check_square(a, "summary")?;
@@ -287,5 +268,39 @@ mod tests {
         assert!(summarize(&array![[0.0, f64::NAN], [0.0, 0.0]], 1).is_err());
         assert!(summarize(&Array2::zeros((2, 2)), 3).is_err());
         assert_eq!(utilisation(&Array2::zeros((2, 2)), &[0, 0]).unwrap(), 0.0);
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn affinity_total_example() {
+        let run = || {
+            use super::total;
+            use ndarray::array;
+            assert_eq!(total(&array![[0.0, 2.0], [2.0, 0.0]])?, 2.0);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn affinity_summarize_example() {
+        let run = || {
+            use super::summarize;
+            use ndarray::Array2;
+            // Two planted pairs {0,1} and {2,3} hold all the affinity.
+            let mut a = Array2::zeros((4, 4));
+            for (i, j) in [(0, 1), (2, 3)] {
+                a[[i, j]] = 5.0;
+                a[[j, i]] = 5.0;
+            }
+            let s = summarize(&a, 2)?;
+            assert_eq!((s.total, s.equal_groups_bound), (10.0, 1.0));
+            assert!((s.random_utilisation - 1.0 / 3.0).abs() < 1e-12);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

@@ -61,14 +61,6 @@ pub(crate) const RATIOS: [f64; 8] = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0];
 
 /// Algorithm 1: `Σ_{i∈S} Σ_{j∈S} A[i][j]` (both orders, so each pair
 /// twice in a symmetric matrix). Ids outside `a` count nothing.
-///
-/// ```
-/// use moeplan::planners::intra_score;
-/// use ndarray::array;
-/// let a = array![[0., 3., 1.], [3., 0., 2.], [1., 2., 0.]];
-/// assert_eq!(intra_score(&a, &[0, 1]), 6.0);
-/// assert_eq!(intra_score(&a, &[0, 1, 2]), 12.0);
-/// ```
 #[cfg(test)]
 pub(crate) fn intra_score(a: &Array2<f64>, experts: &[usize]) -> f64 {
     experts
@@ -142,15 +134,6 @@ fn check_affinity(a: &Array2<f64>) -> Result<usize> {
 /// Algorithm 2 with explicit bounds: `labels[e]` (`0..k`) is expert `e`'s
 /// initial cluster; returns `k` groups (ascending expert ids), each of
 /// `min..=max` experts. Needs `k · min ≤ n ≤ k · max`.
-///
-/// ```
-/// use moeplan::planners::bounded_grouping;
-/// use ndarray::Array2;
-/// let a = Array2::from_elem((6, 6), 1.0);
-/// let g = bounded_grouping(&a, &[0, 0, 0, 0, 0, 1], 2, 2, 4)?;
-/// assert_eq!(g.iter().map(Vec::len).collect::<Vec<_>>(), vec![4, 2]);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 #[cfg(test)]
 pub(crate) fn bounded_grouping(
     a: &Array2<f64>,
@@ -335,16 +318,6 @@ fn bounded_unchecked(
 
 /// Algorithm 2: `d` groups of `[max(1, E − δ), E + δ]` experts from the
 /// initial clustering `labels` (`0..d`, e.g. spectral clustering's).
-///
-/// ```
-/// use moeplan::planners::controlled_grouping;
-/// use ndarray::Array2;
-/// let a = Array2::from_elem((8, 8), 1.0);
-/// // one cluster of 7 and one of 1; E = 4, δ = 1: sizes within [3, 5]
-/// let g = controlled_grouping(&a, &[0, 0, 0, 0, 0, 0, 0, 1], 2, 0.0)?;
-/// assert_eq!(g.iter().map(Vec::len).collect::<Vec<_>>(), vec![5, 3]);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 #[cfg(test)]
 pub(crate) fn controlled_grouping(
     a: &Array2<f64>,
@@ -494,19 +467,6 @@ pub(crate) type Clusterer<'a> = dyn FnMut(&[usize], &Array2<f64>, usize) -> Resu
 /// experts, their affinity sub-matrix and `G`; returns labels `0..G`) and
 /// Algorithm 2 (see the module's "Capacity over nodes"). Returns `D` groups,
 /// GPU ids node-major as in [`Topology`]. Needs at least one expert per GPU.
-///
-/// ```
-/// use moeplan::planners::hierarchical_grouping;
-/// use moeplan::Topology;
-/// use ndarray::Array2;
-/// let a = Array2::from_elem((8, 8), 1.0);
-/// let mut by_position = |members: &[usize], _: &Array2<f64>, g: usize| {
-///     Ok((0..members.len()).map(|i| i * g / members.len()).collect())
-/// };
-/// let groups = hierarchical_grouping(&a, Topology::new(2, 2)?, 0.0, &[0, 0, 0, 0, 1, 1, 1, 1], &mut by_position)?;
-/// assert_eq!(groups, vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 #[cfg(test)]
 pub(crate) fn hierarchical_grouping(
     a: &Array2<f64>,
@@ -786,5 +746,68 @@ mod examples {
         use super::widest_ratio;
         assert_eq!(widest_ratio(0.2), 1.0);
         assert_eq!(widest_ratio(1.5), 1.5);
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod door_examples {
+    #[test]
+    fn grouping_intra_score_example() {
+        use super::intra_score;
+        use ndarray::array;
+        let a = array![[0., 3., 1.], [3., 0., 2.], [1., 2., 0.]];
+        assert_eq!(intra_score(&a, &[0, 1]), 6.0);
+        assert_eq!(intra_score(&a, &[0, 1, 2]), 12.0);
+    }
+
+    #[test]
+    fn grouping_bounded_grouping_example() {
+        let run = || {
+            use super::bounded_grouping;
+            use ndarray::Array2;
+            let a = Array2::from_elem((6, 6), 1.0);
+            let g = bounded_grouping(&a, &[0, 0, 0, 0, 0, 1], 2, 2, 4)?;
+            assert_eq!(g.iter().map(Vec::len).collect::<Vec<_>>(), vec![4, 2]);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn grouping_controlled_grouping_example() {
+        let run = || {
+            use super::controlled_grouping;
+            use ndarray::Array2;
+            let a = Array2::from_elem((8, 8), 1.0);
+            // one cluster of 7 and one of 1; E = 4, δ = 1: sizes within [3, 5]
+            let g = controlled_grouping(&a, &[0, 0, 0, 0, 0, 0, 0, 1], 2, 0.0)?;
+            assert_eq!(g.iter().map(Vec::len).collect::<Vec<_>>(), vec![5, 3]);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
+
+    #[test]
+    fn grouping_hierarchical_grouping_example() {
+        let run = || {
+            use super::hierarchical_grouping;
+            use moeplan::Topology;
+            use ndarray::Array2;
+            let a = Array2::from_elem((8, 8), 1.0);
+            let mut by_position = |members: &[usize], _: &Array2<f64>, g: usize| {
+                Ok((0..members.len()).map(|i| i * g / members.len()).collect())
+            };
+            let groups = hierarchical_grouping(
+                &a,
+                Topology::new(2, 2)?,
+                0.0,
+                &[0, 0, 0, 0, 1, 1, 1, 1],
+                &mut by_position,
+            )?;
+            assert_eq!(groups, vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

@@ -390,15 +390,6 @@ impl Grace {
     }
 
     /// What front ends should say beside the plan (the load-only fallback).
-    ///
-    /// ```
-    /// use moeplan::planners::{Grace, GraceOptions};
-    /// use moeplan::{synth::generator, data::model, data::Workload, Topology};
-    /// let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
-    /// let g = Grace::prepare(&Workload::new(t), Topology::new(1, 4)?, &GraceOptions::default())?;
-    /// assert!(g.notes()[0].contains("grouped by load only"));
-    /// # Ok::<(), moeplan::Error>(())
-    /// ```
     #[cfg(test)]
     pub(crate) fn notes(&self) -> &[String] {
         &self.notes
@@ -546,5 +537,26 @@ impl Prepared for Grace {
 
     fn notes(&self) -> Vec<String> {
         self.notes.clone()
+    }
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn grace_notes_example() {
+        let run = || {
+            use moeplan::planners::{Grace, GraceOptions};
+            use moeplan::{Topology, data::Workload, data::model, synth::generator};
+            let t = generator::generate(&generator::GenConfig::new(model::preset("olmoe")?, 2))?;
+            let g = Grace::prepare(
+                &Workload::new(t),
+                Topology::new(1, 4)?,
+                &GraceOptions::default(),
+            )?;
+            assert!(g.notes()[0].contains("grouped by load only"));
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
     }
 }

@@ -73,14 +73,6 @@ pub(crate) const NODE_BUDGET: u64 = 200_000;
 /// [`optimal_layer`] with a time limit of the caller's: an error when the
 /// optimum is not proven within `limit` (branch and bound on symmetric
 /// GPUs can take long even on small layers).
-///
-/// ```
-/// use std::time::Duration;
-/// use moeplan::planners::optimal_layer_within;
-/// let best = optimal_layer_within(&[4.0, 3.0, 2.0, 1.0], &[2, 2], Duration::from_secs(10))?;
-/// assert_eq!(best.max_load, 5.0);
-/// # Ok::<(), moeplan::Error>(())
-/// ```
 #[cfg(test)]
 pub(crate) fn optimal_layer_within(
     loads: &[f64],
@@ -233,4 +225,21 @@ fn warm_start(
         }
     }
     hint
+}
+
+/// The examples of items below the door, run as unit tests.
+#[cfg(test)]
+mod examples {
+    #[test]
+    fn oracle_optimal_layer_within_example() {
+        let run = || {
+            use super::optimal_layer_within;
+            use std::time::Duration;
+            let best =
+                optimal_layer_within(&[4.0, 3.0, 2.0, 1.0], &[2, 2], Duration::from_secs(10))?;
+            assert_eq!(best.max_load, 5.0);
+            Ok::<(), moeplan::Error>(())
+        };
+        run().unwrap();
+    }
 }
