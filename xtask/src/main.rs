@@ -144,7 +144,6 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
-/// Runs a command in the repository root, echoing it first.
 /// `--skip` filters for the core's cross-module test files (`tests::NAME::`
 /// under `crates/moeplan/src/tests/`) other than `kept`.
 fn core_suites_skipped(kept: &[&str]) -> Result<Vec<String>> {
@@ -163,6 +162,7 @@ fn core_suites_skipped(kept: &[&str]) -> Result<Vec<String>> {
     Ok(skips)
 }
 
+/// Runs a command in the repository root, echoing it first.
 fn sh(program: &str, args: &[&str]) -> Result {
     sh_env(program, args, &[])
 }

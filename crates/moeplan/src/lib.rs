@@ -28,15 +28,16 @@
 //! ## Planners
 //! | planner | what it does | source |
 //! | --- | --- | --- |
-//! | `planners::contiguous` | expert `e` on GPU `⌊e·D/E⌋`, no replicas | — |
+//! | [`planners::contiguous`] | expert `e` on GPU `⌊e·D/E⌋`, no replicas | — |
 //! | [`planners::base`] | EPLB's placement, no replicas (the papers' BASE) | DeepSeek EPLB |
-//! | `planners::eplb` | DeepSeek's EPLB, exact port: replicate the highest load per copy, balanced packing, hierarchical over nodes | deepseek-ai/EPLB `eplb.py` |
-//! | `planners::craft` | CRAFT: per-layer replica budget by measured benefit (knapsack), equal memory on every GPU, capacity-aware placement | CRAFT paper, §4.2 and appendix A (Algorithms 1–3) |
-//! | `planners::grace` | GRACE-MoE: experts grouped by co-activation affinity (spectral clustering, hierarchical over nodes, controlled non-uniform sizes at the `(S, U)` knee), the heaviest group's hot experts replicated by load skew; load-only grouping without token routes | GRACE-MoE paper, §4.1–4.2, appendix A.2 (Algorithms 1–2, Eqs. 1–3) |
-//! | `planners::libra` | Libra: per-batch prefetch of up to N copies per GPU from a predicted next-layer routing (Algorithm 1) and the token rebalancer as the dispatch rule `libra-rebalance` (Algorithm 2); a per-batch planner: its plan is a contiguous base, its copies a schedule ([`planners::Prepared::schedule`]) | Libra paper, §3, appendices B–C |
+//! | [`planners::eplb`] | DeepSeek's EPLB, exact port: replicate the highest load per copy, balanced packing, hierarchical over nodes | deepseek-ai/EPLB `eplb.py` |
+//! | [`planners::craft`] | CRAFT: per-layer replica budget by measured benefit (knapsack), equal memory on every GPU, capacity-aware placement | CRAFT paper, §4.2 and appendix A (Algorithms 1–3) |
+//! | [`planners::grace`](planners::Grace) | GRACE-MoE: experts grouped by co-activation affinity (spectral clustering, hierarchical over nodes, controlled non-uniform sizes at the `(S, U)` knee), the heaviest group's hot experts replicated by load skew; load-only grouping without token routes | GRACE-MoE paper, §4.1–4.2, appendix A.2 (Algorithms 1–2, Eqs. 1–3) |
+//! | [`planners::libra`](planners::libra_schedule) | Libra: per-batch prefetch of up to N copies per GPU from a predicted next-layer routing (Algorithm 1) and the token rebalancer as the dispatch rule `libra-rebalance` (Algorithm 2); a per-batch planner: its plan is a contiguous base, its copies a schedule ([`planners::Prepared::schedule`]) | Libra paper, §3, appendices B–C |
 //!
-//! Every planner is registered once in `planners::PLANNERS`, in the
-//! vocabulary of `planners::registry`; the CLI,
+//! Every planner is registered once, in the list in `planners/mod.rs`
+//! ([`planners::registry`] to plan, [`planners::SPECS`] as data), in the
+//! vocabulary of [`planners::PlannerSpec`]; the CLI,
 //! the JavaScript API and the page list planners from there. Every dispatch
 //! rule is listed once in [`judge::Rule::ALL`].
 //!
@@ -47,8 +48,8 @@
 //! | generate a trace | [`synth::generator::generate`], [`synth::token_generator::generate_tokens`] |
 //! | plan with any planner | [`planners::find`] then [`planners::plan`] (or [`planners::prepare`] to plan many budgets) |
 //! | judge a plan or a schedule under a rule | [`judge::simulate`]; [`evaluate`] is its fast path under even split |
-//! | the best any plan with those replica counts could do | `judge::bound` |
-//! | write a plan for an engine | `formats::sglang`, `formats::vllm`, `formats::trtllm`, `formats::plan_json` |
+//! | the best any plan with those replica counts could do | [`EvalReport`]'s `bound`, [`judge::layer_bound_curve`] |
+//! | write a plan for an engine | [`formats::PlanFormat::write`], each engine's format in [`formats::PlanFormat::ALL`] |
 //!
 //! ## Reading hostile files
 //! Every reader in [`formats`] works within a [`ReadLimits`] (bytes
@@ -106,9 +107,9 @@ mod tests;
 extern crate self as moeplan;
 
 pub use data::limits::{Meter, ReadLimits};
-pub use data::plan::{LayerPlacement, Plan, PlanSummary};
-pub use data::topology::Topology;
-pub use data::trace::{Deal, HoldoutSplit, LayerStats, LoadTrace, TokenTrace, TraceStats};
-pub use data::workload::Workload;
+pub use data::{
+    Deal, HoldoutSplit, LayerPlacement, LayerStats, LoadTrace, Plan, PlanSummary, TokenTrace,
+    Topology, TraceStats, Workload,
+};
 pub use error::{Error, Result};
-pub use judge::eval::{BoundCounts, EvalReport, evaluate, gpu_loads};
+pub use judge::{BoundCounts, EvalReport, evaluate, gpu_loads};

@@ -388,8 +388,9 @@ fn workspace_sources() -> Vec<(PathBuf, String)> {
     walk(&repo.join("crates"), &mut files);
     walk(&repo.join("app/src"), &mut files);
     files.retain(|p| {
-        let mut parts = p.components().map(|c| c.as_os_str());
-        parts.any(|c| c == "src") && !parts.any(|c| c == "tests")
+        let rel = p.strip_prefix(&repo).unwrap_or(p);
+        let has = |name: &str| rel.components().any(|c| c.as_os_str() == name);
+        has("src") && !has("tests")
     });
     files.sort();
     files

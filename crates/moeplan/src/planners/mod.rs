@@ -1,5 +1,6 @@
 //! The planners, one file (or folder) each, named after the method, and
-//! `PLANNERS` — the one list every front end and the workspace iterate.
+//! the one list of them every front end and the workspace iterate
+//! ([`registry`] to plan, [`SPECS`] as data).
 //!
 //! Adding a planner: write its file (its functions, an `ID`, its options as
 //! [`OptionSpec`]s, its registry entry `SPEC`, a unit struct implementing
